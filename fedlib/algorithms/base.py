@@ -1,0 +1,154 @@
+"""The algorithm contract, the run context and the shared local-training loop.
+
+An algorithm is a frozen dataclass of hyperparameters with six methods; it keeps no
+state on ``self``. Client and server state are separate objects it creates and
+returns. Only :data:`Message` objects (flat ``{name: Tensor | int | float}``) cross
+between client and server; the engine copies them and counts them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from fedlib.validation import check_fields
+
+Message = dict  # dict[str, torch.Tensor | int | float]
+
+
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed derived from integers (run seed, round, client id, purpose tag)."""
+    state = np.random.SeedSequence([int(p) for p in parts]).generate_state(2, dtype=np.uint32)
+    return int(state[0]) << 31 | int(state[1]) >> 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+    """Local optimisation settings shared by every algorithm of a run."""
+
+    lr: float = 0.01
+    momentum: float = 0.5
+    weight_decay: float = 0.0
+    batch_size: int = 8
+    local_epochs: int = 1
+    drop_last: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What both sides know about a run: shapes, the model recipe, training settings."""
+
+    num_classes: int
+    input_shape: tuple
+    num_clients: int
+    model_name: str
+    model_args: dict
+    train: TrainSettings
+    seed: int
+
+    def new_model(self, cid: int | None) -> nn.Module:
+        """A freshly initialised model; client ``cid``'s init (``None``: the server's) is seeded."""
+        from fedlib.models import build_model
+
+        tag = (3, cid) if cid is not None else (4,)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(self.seed, *tag))
+            return build_model(self.model_name, self.input_shape, self.num_classes, **self.model_args)
+
+
+@dataclasses.dataclass
+class ClientData:
+    """One client's local training data (never visible to the server)."""
+
+    cid: int
+    x: torch.Tensor
+    y: torch.Tensor
+    classes: torch.Tensor  # int64, the classes the client holds
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+class Algorithm:
+    """Base of every method: hyperparameters as dataclass fields, validated on creation.
+
+    Subclasses set ``name``, ``RULES`` (the inference rules ``predict`` returns) and
+    ``CONSTRAINTS`` ({field: Interval | Options}), and implement the six methods.
+    """
+
+    name: ClassVar[str] = ""
+    RULES: ClassVar[tuple[str, ...]] = ("head",)
+    CONSTRAINTS: ClassVar[dict] = {}
+
+    def __post_init__(self):
+        check_fields(self, self.CONSTRAINTS, prefix=f"algorithm ({self.name})")
+
+    def init_client(self, ctx: Context, cid: int) -> Any:
+        raise NotImplementedError
+
+    def init_server(self, ctx: Context) -> Any:
+        raise NotImplementedError
+
+    def broadcast(self, ctx: Context, server: Any, cid: int) -> Message:
+        raise NotImplementedError
+
+    def local_update(self, ctx: Context, client: Any, msg: Message, data: ClientData,
+                     gen: torch.Generator) -> tuple[Any, Message]:
+        raise NotImplementedError
+
+    def aggregate(self, ctx: Context, server: Any, uploads: dict[int, Message]) -> Any:
+        raise NotImplementedError
+
+    def predict(self, ctx: Context, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def hyperparameters(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Generator,
+               loss_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> float:
+    """Run ``ctx.train.local_epochs`` epochs of SGD on ``data``; return the mean batch loss.
+
+    A new optimiser is made per call, so momentum restarts every round (as in the
+    FedProto/FedMPS code). Batches are drawn from a fresh permutation per epoch using
+    ``gen``; with ``drop_last`` a final partial batch is skipped, except that a client
+    with fewer samples than one batch still takes one step on all of them.
+    ``loss_fn(xb, yb, epoch)`` returns the batch loss.
+    """
+    t = ctx.train
+    opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+    model.train()
+    n, bs = len(data), t.batch_size
+    steps = max(1, n // bs) if t.drop_last else math.ceil(n / bs)
+    total, count = torch.zeros(()), 0
+    for epoch in range(t.local_epochs):
+        perm = torch.randperm(n, generator=gen)
+        for b in range(steps):
+            idx = perm[b * bs:(b + 1) * bs]
+            loss = loss_fn(data.x[idx], data.y[idx], epoch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+            count += 1
+    return float(total) / max(count, 1)
+
+
+def model_message(model: nn.Module, prefix: str = "w.") -> Message:
+    """The model's parameters and floating-point buffers (e.g. BatchNorm statistics)."""
+    return {prefix + k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+
+
+def load_model_message(model: nn.Module, msg: Message, prefix: str = "w.") -> None:
+    """Copy the ``prefix``-ed tensors of ``msg`` into ``model`` (missing keys untouched)."""
+    state = model.state_dict()
+    with torch.no_grad():
+        for k, v in state.items():
+            if prefix + k in msg:
+                v.copy_(msg[prefix + k])

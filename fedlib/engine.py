@@ -1,0 +1,203 @@
+"""The in-process federated simulator: the one round loop of the project.
+
+Round r (1-based): sample clients with ``np.random.default_rng([seed, r])`` ->
+broadcast -> local_update on each sampled client -> aggregate -> evaluate every client
+on its local test set under every inference rule -> log a JSON line -> checkpoint.
+
+Communication is measured from the messages themselves, per direction:
+``params`` = elements of floating-point tensors (weights, prototypes, logits: what
+papers call "communicated parameters"), ``bytes`` = ``numel * element_size`` of every
+tensor plus 8 bytes per plain number (class ids, counts and reported losses included).
+
+Randomness is derived, never global: each local update runs with torch's global RNG
+and a generator seeded from (seed, round, cid), the server from (seed, round), so a
+run resumed from a checkpoint continues exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from fedlib.algorithms.base import Algorithm, Context, Message, derive_seed
+from fedlib.data.federated import FederatedData
+from fedlib.metrics import client_accuracies, over_clients
+
+log = logging.getLogger(__name__)
+
+
+def message_size(msg: Message) -> tuple[int, int]:
+    """``(params, bytes)`` of a message (see the module docstring)."""
+    params = nbytes = 0
+    for key, v in msg.items():
+        if isinstance(v, torch.Tensor):
+            nbytes += v.numel() * v.element_size()
+            if v.is_floating_point():
+                params += v.numel()
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            nbytes += 8
+        else:
+            raise TypeError(f"message field {key!r} is a {type(v).__name__}; messages hold only "
+                            "tensors, ints and floats")
+    return params, nbytes
+
+
+def copy_message(msg: Message) -> Message:
+    """A detached copy, so no party can reach another's tensors by reference."""
+    return {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in msg.items()}
+
+
+def sample_clients(seed: int, round_idx: int, num_clients: int, participation: float) -> list[int]:
+    """Clients taking part in ``round_idx``: all, or ``max(1, round(rate * M))`` drawn without replacement."""
+    if participation >= 1.0:
+        return list(range(num_clients))
+    k = max(1, int(round(participation * num_clients)))
+    rng = np.random.default_rng([seed, round_idx])
+    return sorted(rng.choice(num_clients, size=k, replace=False).tolist())
+
+
+class Simulator:
+    """Runs ``algorithm`` on ``data`` for ``rounds`` rounds; optionally logs and checkpoints.
+
+    With ``run_dir``, writes ``rounds.jsonl`` (one line per round) and ``checkpoint.pt``
+    (after every ``checkpoint_every`` rounds, atomically) and resumes from a checkpoint
+    found there.
+    """
+
+    def __init__(self, algorithm: Algorithm, ctx: Context, data: FederatedData, rounds: int,
+                 participation: float = 1.0, eval_every: int = 1, run_dir: str | os.PathLike | None = None,
+                 checkpoint_every: int = 1, progress: bool = True, desc: str | None = None):
+        self.algo, self.ctx, self.data = algorithm, ctx, data
+        self.rounds, self.participation, self.eval_every = rounds, participation, eval_every
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.checkpoint_every, self.progress = checkpoint_every, progress
+        self.desc = desc or algorithm.name
+
+    # -- state -------------------------------------------------------------------------
+    def _fresh_state(self):
+        clients = {cid: self.algo.init_client(self.ctx, cid) for cid in range(self.data.num_clients)}
+        return 0, clients, self.algo.init_server(self.ctx), []
+
+    def _load(self):
+        if self.run_dir is None or not (self.run_dir / "checkpoint.pt").exists():
+            return self._fresh_state()
+        ckpt = torch.load(self.run_dir / "checkpoint.pt", weights_only=False)
+        done = ckpt["round"]
+        records = []
+        path = self.run_dir / "rounds.jsonl"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill
+                    continue
+                if rec["round"] <= done:
+                    records.append(rec)
+        self._rewrite_log(records)
+        log.info("resuming %s from round %d", self.run_dir, done)
+        return done, ckpt["clients"], ckpt["server"], records
+
+    def _rewrite_log(self, records):
+        path = self.run_dir / "rounds.jsonl"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+        os.replace(tmp, path)
+
+    def _save(self, round_idx, clients, server):
+        tmp = self.run_dir / "checkpoint.tmp"
+        torch.save({"round": round_idx, "clients": clients, "server": server}, tmp)
+        os.replace(tmp, self.run_dir / "checkpoint.pt")
+
+    # -- one round ---------------------------------------------------------------------
+    def evaluate(self, clients, server) -> dict:
+        """Accuracy of every client on its local test set, per rule and convention."""
+        per: dict[str, list[float]] = {}
+        sizes = []
+        with torch.no_grad():
+            for cid in range(self.data.num_clients):
+                test = self.data.test[cid]
+                msg = copy_message(self.algo.broadcast(self.ctx, server, cid))
+                scores = self.algo.predict(self.ctx, clients[cid], msg, test.x)
+                for k, v in client_accuracies(scores, test.y, test.classes, self.ctx.num_classes).items():
+                    per.setdefault(k, []).append(v)
+                sizes.append(len(test))
+        return {"acc": over_clients(per, sizes), "clients": per}
+
+    def step(self, round_idx: int, clients: dict, server) -> tuple[dict, object, dict]:
+        """Run round ``round_idx``; return new client states, server state and its record."""
+        t0 = time.perf_counter()
+        seed = self.ctx.seed
+        chosen = sample_clients(seed, round_idx, self.data.num_clients, self.participation)
+        up_p = up_b = down_p = down_b = 0
+        uploads, losses = {}, []
+        for cid in chosen:
+            msg = copy_message(self.algo.broadcast(self.ctx, server, cid))
+            p, b = message_size(msg)
+            down_p, down_b = down_p + p, down_b + b
+            s = derive_seed(seed, 1, round_idx, cid)
+            torch.manual_seed(s)
+            gen = torch.Generator().manual_seed(s)
+            clients[cid], up = self.algo.local_update(self.ctx, clients[cid], msg, self.data.train[cid], gen)
+            p, b = message_size(up)
+            up_p, up_b = up_p + p, up_b + b
+            uploads[cid] = copy_message(up)
+            if "train_loss" in up:
+                losses.append(float(up["train_loss"]))
+        torch.manual_seed(derive_seed(seed, 2, round_idx))
+        server = self.algo.aggregate(self.ctx, server, uploads)
+        t1 = time.perf_counter()
+        rec = {"round": round_idx, "participants": len(chosen),
+               "train_loss": float(np.mean(losses)) if losses else None,
+               "up_params": up_p, "up_bytes": up_b, "down_params": down_p, "down_bytes": down_b}
+        if round_idx % self.eval_every == 0 or round_idx == self.rounds:
+            rec.update(self.evaluate(clients, server))
+        t2 = time.perf_counter()
+        rec.update(train_seconds=t1 - t0, eval_seconds=t2 - t1, seconds=t2 - t0)
+        return clients, server, rec
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self) -> list[dict]:
+        """Run (or resume) all rounds; return the per-round records."""
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        done, clients, server, records = self._load()
+        logf = open(self.run_dir / "rounds.jsonl", "a") if self.run_dir is not None else None
+        bar = tqdm(total=self.rounds, initial=done, desc=self.desc, disable=not self.progress, leave=False)
+        try:
+            for r in range(done + 1, self.rounds + 1):
+                clients, server, rec = self.step(r, clients, server)
+                records.append(rec)
+                if logf is not None:
+                    logf.write(json.dumps(rec) + "\n")
+                    logf.flush()
+                    if r % self.checkpoint_every == 0 or r == self.rounds:
+                        self._save(r, clients, server)
+                bar.update(1)
+                if "acc" in rec:
+                    main = self.main_metric(rec)
+                    bar.set_postfix({main: f"{rec['acc'][main]['mean']:.4f}", "s/round": f"{rec['seconds']:.2f}"})
+        finally:
+            bar.close()
+            if logf is not None:
+                logf.close()
+        self.clients, self.server = clients, server
+        return records
+
+    def main_metric(self, rec: dict) -> str:
+        """The metric shown in the progress bar: the algorithm's first rule, own classes."""
+        return f"acc_{self.algo.RULES[-1]}_own" if f"acc_{self.algo.RULES[-1]}_own" in rec["acc"] else \
+            next(iter(rec["acc"]))
+
+
+def median_seconds(records: list[dict], skip: int = 1) -> float:
+    """Median seconds per round, skipping the first ``skip`` (warm-up) rounds when possible."""
+    secs = [r["seconds"] for r in records[skip:]] or [r["seconds"] for r in records]
+    return statistics.median(secs)

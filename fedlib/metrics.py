@@ -1,0 +1,61 @@
+"""Accuracy under every evaluation convention, named explicitly.
+
+Per client and inference rule ``r`` (``head``, ``proto``, ...):
+- ``acc_<r>``: argmax over all classes;
+- ``acc_<r>_own``: argmax restricted to the classes the client holds training data of
+  (FedMPS's protocol for its prototype methods; notes fedmps.md §2.9).
+Over clients: ``mean`` (unweighted, as FedMPS/FedProto report), ``std`` (np.std across
+clients, FedMPS Table VI) and ``weighted`` (sum correct / sum samples, as PFLlib/HtFLlib).
+Over rounds: ``best`` (max of the per-round mean) and ``last``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def client_accuracies(scores: dict[str, torch.Tensor], y: torch.Tensor, own: torch.Tensor,
+                      num_classes: int) -> dict[str, float]:
+    """Accuracy of one client's test set under every rule, over all and own classes."""
+    mask = torch.zeros(num_classes, dtype=torch.bool)
+    mask[own] = True
+    out = {}
+    for rule, s in scores.items():
+        out[f"acc_{rule}"] = float((s.argmax(1) == y).float().mean()) if len(y) else float("nan")
+        s_own = s.masked_fill(~mask.unsqueeze(0), float("-inf"))
+        out[f"acc_{rule}_own"] = float((s_own.argmax(1) == y).float().mean()) if len(y) else float("nan")
+    return out
+
+
+def over_clients(per_client: dict[str, list[float]], sizes: list[int]) -> dict[str, dict[str, float]]:
+    """``{metric: {"mean", "std", "weighted"}}`` from per-client values and test-set sizes."""
+    w = np.asarray(sizes, dtype=float)
+    out = {}
+    for key, vals in per_client.items():
+        v = np.asarray(vals, dtype=float)
+        out[key] = {"mean": float(np.mean(v)), "std": float(np.std(v)),
+                    "weighted": float(np.sum(v * w) / w.sum()) if w.sum() else float("nan")}
+    return out
+
+
+def summarize_rounds(records: list[dict]) -> dict[str, dict]:
+    """Best and last round of every metric in per-round records (see the engine's log)."""
+    evals = [r for r in records if "acc" in r]
+    out: dict[str, dict] = {}
+    if not evals:
+        return out
+    for key in evals[-1]["acc"]:
+        means = [r["acc"][key]["mean"] for r in evals]
+        b = int(np.nanargmax(means))
+        out[key] = {"best": means[b], "best_round": evals[b]["round"], "best_std": evals[b]["acc"][key]["std"],
+                    "last": means[-1], "last_round": evals[-1]["round"], "last_std": evals[-1]["acc"][key]["std"],
+                    "last_weighted": evals[-1]["acc"][key]["weighted"],
+                    "best_weighted": float(max(r["acc"][key]["weighted"] for r in evals))}
+    return out
+
+
+def over_seeds(summaries: list[dict], key: str, stat: str = "best") -> tuple[float, float]:
+    """Mean and std (ddof 0) over seeds of ``summary["metrics"][key][stat]``."""
+    v = np.asarray([s["metrics"][key][stat] for s in summaries], dtype=float)
+    return float(v.mean()), float(v.std())

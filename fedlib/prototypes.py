@@ -1,0 +1,102 @@
+"""Prototype math: class means, prototype aggregation, nearest-prototype scores.
+
+Prototypes travel as dense rows for the classes a party has, with an int64 vector
+naming those classes; on either side they can be scattered into a ``(C, d)`` table
+with a boolean ``present`` mask (never ``None`` sentinels for missing classes).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int):
+    """Per-class mean of ``features``.
+
+    Parameters
+    ----------
+    features : Tensor, shape (n, d)
+    labels : Tensor, shape (n,), int64
+    num_classes : int
+
+    Returns
+    -------
+    means : Tensor, shape (C, d); zero rows for classes with no sample
+    counts : Tensor, shape (C,), int64
+    """
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype)
+    sums.index_add_(0, labels, features)
+    counts = torch.bincount(labels, minlength=num_classes)
+    means = sums / counts.clamp(min=1).unsqueeze(1).to(features.dtype)
+    return means, counts
+
+
+class ProtoAccumulator:
+    """Running per-class feature sums, for prototypes collected during training (FedProto)."""
+
+    def __init__(self, num_classes: int, dim: int):
+        self.sums = torch.zeros(num_classes, dim)
+        self.counts = torch.zeros(num_classes, dtype=torch.int64)
+
+    def add(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        self.sums.index_add_(0, labels, features.detach())
+        self.counts.index_add_(0, labels, torch.ones_like(labels))
+
+    def message(self) -> dict:
+        """``{"protos": (k, d), "classes": (k,), "counts": (k,)}`` for the k classes seen."""
+        classes = torch.nonzero(self.counts).flatten()
+        protos = self.sums[classes] / self.counts[classes].unsqueeze(1).to(self.sums.dtype)
+        return {"protos": protos, "classes": classes, "counts": self.counts[classes].clone()}
+
+
+def aggregate_protos(uploads: list[dict], num_classes: int, weighted: bool = False):
+    """Average uploaded prototypes per class over the clients that hold the class.
+
+    ``weighted=False`` is the plain mean over clients used by the FedProto and FedMPS
+    code; ``weighted=True`` weights client i's prototype of class k by its sample count
+    |D_i,k| (FedProto paper, Eq. 6).
+
+    Parameters
+    ----------
+    uploads : list of dict with ``protos`` (k_i, d), ``classes`` (k_i,), ``counts`` (k_i,)
+
+    Returns
+    -------
+    protos : Tensor, shape (C, d); zero rows where absent
+    present : Tensor, shape (C,), bool
+    """
+    dim = next(u["protos"].shape[1] for u in uploads)
+    sums = torch.zeros(num_classes, dim)
+    weight = torch.zeros(num_classes)
+    for u in uploads:
+        w = u["counts"].to(torch.float32) if weighted else torch.ones(len(u["classes"]))
+        sums.index_add_(0, u["classes"], u["protos"] * w.unsqueeze(1))
+        weight.index_add_(0, u["classes"], w)
+    present = weight > 0
+    protos = torch.where(present.unsqueeze(1), sums / weight.clamp(min=1e-12).unsqueeze(1), sums)
+    return protos, present
+
+
+def scatter_protos(protos: torch.Tensor, classes: torch.Tensor, num_classes: int):
+    """Dense ``(C, d)`` table and ``present`` mask from rows ``protos`` for ``classes``."""
+    table = torch.zeros(num_classes, protos.shape[1], dtype=protos.dtype)
+    present = torch.zeros(num_classes, dtype=torch.bool)
+    table[classes] = protos
+    present[classes] = True
+    return table, present
+
+
+def nearest_prototype_scores(features: torch.Tensor, protos: torch.Tensor, present: torch.Tensor):
+    """Scores for nearest-prototype inference: minus the squared Euclidean distance.
+
+    Argmax of the scores is the nearest present prototype (equivalently the smallest
+    MSE, as FedProto's code measures it); absent classes score ``-inf``.
+
+    Parameters
+    ----------
+    features : Tensor, shape (n, d)
+    protos : Tensor, shape (C, d)
+    present : Tensor, shape (C,), bool
+    """
+    d2 = torch.cdist(features, protos).pow(2)
+    return (-d2).masked_fill(~present.unsqueeze(0), float("-inf"))
