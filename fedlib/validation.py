@@ -17,9 +17,9 @@ from typing import Any
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names field, value and what is allowed."""
 
-    def __init__(self, field: str, value: Any, allowed: str):
+    def __init__(self, field: str, value: Any, allowed: str, message: str | None = None):
         self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
+        super().__init__(message or f"{field}: got {value!r}; allowed: {allowed}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +93,9 @@ def unknown_key_error(owner: str, key: str, known: list[str]) -> ConfigError:
     """Error for a key that is not a field, with the closest known name as a hint."""
     close = difflib.get_close_matches(key, known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ConfigError(f"{owner}.{key}", "unknown field" + hint, "one of " + ", ".join(sorted(known)))
+    allowed = "one of " + ", ".join(sorted(known))
+    return ConfigError(f"{owner}.{key}", key, allowed,
+                       message=f"{owner}: unknown field {key!r}{hint}; allowed: {allowed}")
 
 
 def from_dict(cls: type, data: dict | None, owner: str | None = None):
