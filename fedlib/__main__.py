@@ -14,6 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("config", help="YAML file, e.g. params/fedproto_fmnist.yaml")
     run.add_argument("overrides", nargs="*", help="key=value, e.g. train.rounds=5 algorithm.lam=0.5 seeds=[1,2]")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    rep = sub.add_parser("reproduce", help="run every params/*.yaml experiment under a profile (the main job)")
+    rep.add_argument("--profile", default="quick", help="smoke, quick (default) or paper; see params/profiles.yaml")
+    rep.add_argument("--no-progress", action="store_true")
     part = sub.add_parser("partition", help="draw a config's partition heatmap and print its counts")
     part.add_argument("config")
     part.add_argument("overrides", nargs="*")
@@ -26,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     from fedlib.validation import ConfigError
 
     try:
+        if args.command == "reproduce":
+            from fedlib.reproduce import reproduce
+
+            return reproduce(args.profile, progress=not args.no_progress)
         cfg = load_config(args.config, args.overrides)
         if args.command == "run":
             summaries = run_experiment(cfg, progress=not args.no_progress)

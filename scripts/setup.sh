@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh machine: Python packages, and Fashion-MNIST from Debian when missing.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+
+if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] \
+   && [ ! -e "${FEDLIB_DATA:-data}/fashion-mnist/train-images-idx3-ubyte.gz" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing Fashion-MNIST (Debian package dataset-fashion-mnist)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null
+  else
+    echo "setup: Fashion-MNIST is missing; as root run 'apt-get install dataset-fashion-mnist'," \
+         "or put its IDX files in ${FEDLIB_DATA:-data}/fashion-mnist/" >&2
+  fi
+fi
+echo "setup: ok"

