@@ -192,9 +192,9 @@ class Simulator:
         return records
 
     def main_metric(self, rec: dict) -> str:
-        """The metric shown in the progress bar: the algorithm's first rule, own classes."""
-        return f"acc_{self.algo.RULES[-1]}_own" if f"acc_{self.algo.RULES[-1]}_own" in rec["acc"] else \
-            next(iter(rec["acc"]))
+        """The metric shown in the progress bar: the algorithm's last (own) rule, own classes."""
+        key = f"acc_{self.algo.RULES[-1]}_own"
+        return key if key in rec["acc"] else next(iter(rec["acc"]))
 
 
 def median_seconds(records: list[dict], skip: int = 1) -> float:

@@ -6,6 +6,10 @@ trained model plus ``num_samples``. The server averages the models, weighted by
 sample count (the paper) or unweighted (``weighted: false``, as the FedMPS code
 aggregates its FedAvg/FedProx baselines; notes fedmps.md §5). Inference: the global
 model's head, evaluated on each client's local test set.
+
+Every client starts round 1 from the server's initial model (McMahan et al.); the
+FedMPS code instead lets each client start round 1 from its own random init and
+averages those, which only changes the first round.
 """
 
 from __future__ import annotations
