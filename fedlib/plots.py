@@ -16,7 +16,7 @@ def partition_heatmap(partition, ax=None, title: str | None = None, annotate: bo
         _, ax = plt.subplots(figsize=(max(5, 0.4 * counts.shape[1] + 2), max(3, 0.35 * counts.shape[0] + 1.5)))
     if annotate is None:
         annotate = counts.size <= 400
-    sns.heatmap(counts, ax=ax, cmap="Blues", annot=annotate, fmt="d", mask=counts == 0,
+    sns.heatmap(counts, ax=ax, cmap="Blues", vmin=0, annot=annotate, fmt="d", mask=counts == 0,
                 cbar_kws={"label": "samples"}, annot_kws={"fontsize": 7}, linewidths=0.3, linecolor="#eee")
     ax.set_xlabel("client")
     ax.set_ylabel("class")
