@@ -9,6 +9,10 @@ import torch
 from fedlib.algorithms.base import Context, TrainSettings
 from fedlib.data.sources import Dataset
 
+# Tiny models gain nothing from intra-op threads, and spinning OpenMP workers slow everything
+# down badly when another process shares the two cores.
+torch.set_num_threads(1)
+
 
 def label_blocks(per_class: int, num_classes: int) -> np.ndarray:
     """Labels 0..C-1, ``per_class`` each, interleaved like a shuffled dataset."""

@@ -15,9 +15,12 @@ CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
 ROOT = Path(__file__).resolve().parents[1]
 
 
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
 def cli(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "fedlib", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=ENV)
 
 
 @pytest.mark.parametrize("override,message", [
@@ -90,7 +93,7 @@ def test_kill_mid_round_then_resume_gives_uninterrupted_numbers(tmp_path):
     assert cli("run", str(CFG), f"results_dir={ref_dir}", "--no-progress").returncode == 0
     # Execute: start the same run elsewhere, kill -9 once two rounds are logged (mid round 3)
     proc = subprocess.Popen([sys.executable, "-m", "fedlib", "run", str(CFG), f"results_dir={kill_dir}",
-                             "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     deadline = time.time() + 120
     log = None
     while time.time() < deadline:
