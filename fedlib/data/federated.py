@@ -1,0 +1,33 @@
+"""FederatedData: a dataset and a partition, materialised once as per-client tensors."""
+
+from __future__ import annotations
+
+import torch
+
+from fedlib.algorithms.base import ClientData
+from fedlib.data.partition import Partition
+from fedlib.data.sources import Dataset
+
+
+class FederatedData:
+    """Per-client train and test tensors of ``dataset`` cut by ``partition``."""
+
+    def __init__(self, dataset: Dataset, partition: Partition):
+        self.dataset, self.partition = dataset, partition
+        x_pool = torch.cat([dataset.x_train, dataset.x_test])
+        y_pool = torch.cat([dataset.y_train, dataset.y_test])
+        self.train: list[ClientData] = []
+        self.test: list[ClientData] = []
+        for cid in range(partition.num_clients):
+            classes = torch.from_numpy(partition.classes(cid)).long()
+            for idx, out in ((partition.train[cid], self.train), (partition.test[cid], self.test)):
+                i = torch.from_numpy(idx)
+                out.append(ClientData(cid, x_pool[i].contiguous(), y_pool[i].contiguous(), classes))
+
+    @property
+    def num_clients(self) -> int:
+        return self.partition.num_clients
+
+    @property
+    def num_classes(self) -> int:
+        return self.dataset.num_classes

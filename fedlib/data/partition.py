@@ -1,0 +1,301 @@
+"""Partitioners: pure, seeded functions from labels to per-client sample indices.
+
+Every index refers to the *pool* ``concat(train, test)`` of a dataset: official test
+samples are offset by ``len(y_train)``. A :class:`Partition` carries the per-client
+train and test indices, the client x class count matrices and a hash of all of it.
+
+Schemes
+-------
+- ``nway_kshot``: FedProto's few-shot split as FedMPS (Table II) and GFPL use it.
+- ``dirichlet``: per-class Dirichlet(alpha), PFNM style with PFLlib's capacity mask and
+  resampling until every client holds a minimum number of samples.
+- ``pathological``: PFLlib's "pat" (a fixed number of classes per client).
+- ``iid``: a uniform random split (reference point for the non-IID schemes).
+
+``dirichlet``, ``pathological`` and ``iid`` take ``split``: ``"merge"`` (PFLlib: pool the
+official train and test sets, partition the pool, then split each client
+``train_ratio``/rest) or ``"official"`` (partition the official train set; each client's
+test set is drawn from the official test set with its training class proportions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import json
+import random
+
+import numpy as np
+
+from fedlib.validation import ConfigError, unknown_key_error
+
+
+@dataclasses.dataclass
+class Partition:
+    """Per-client indices into the pool ``concat(train, test)`` plus their records."""
+
+    train: list[np.ndarray]
+    test: list[np.ndarray]
+    num_classes: int
+    counts: np.ndarray       # (num_clients, num_classes) training samples per class
+    test_counts: np.ndarray  # (num_clients, num_classes) test samples per class
+    params: dict
+    hash: str
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.train)
+
+    def classes(self, cid: int) -> np.ndarray:
+        """The classes client ``cid`` holds training samples of."""
+        return np.flatnonzero(self.counts[cid])
+
+    def record(self) -> dict:
+        """The readable record stored with every run (PFLlib's config.json idea)."""
+        return {"params": self.params, "hash": self.hash,
+                "train_counts": self.counts.tolist(), "test_counts": self.test_counts.tolist()}
+
+
+def _finish(train, test, labels_pool, num_classes, params) -> Partition:
+    train = [np.sort(np.asarray(t, dtype=np.int64)) for t in train]
+    test = [np.sort(np.asarray(t, dtype=np.int64)) for t in test]
+    counts = np.stack([np.bincount(labels_pool[t], minlength=num_classes) for t in train])
+    test_counts = np.stack([np.bincount(labels_pool[t], minlength=num_classes) for t in test])
+    h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
+    for arr in train + test:
+        h.update(arr.tobytes())
+        h.update(b"|")
+    return Partition(train, test, num_classes, counts, test_counts, params, h.hexdigest()[:16])
+
+
+def _check_int(field, value, low, high=None, why=""):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        hi = "inf" if high is None else str(high)
+        raise ConfigError(field, value, f"an integer in [{low}, {hi}]{why}")
+
+
+def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_clients: int = 20,
+               ways: int = 3, shots: int = 100, stdev: int = 1, block: int | None = None,
+               test_shots: int = 15, seed: int = 1234, shuffle: bool = True) -> Partition:
+    """FedProto's n-way k-shot split (FedProto Sec. 5; FedMPS Sec. IV-A, Table II).
+
+    Client i owns ``n_i ~ U{max(2, ways-stdev), ..., min(C, ways+stdev+1) - 1}`` classes
+    drawn without replacement and takes ``k_i ~ U{shots-stdev+1, ..., shots+stdev}``
+    training samples of each: the first k_i of its own block of ``block`` (|A_ij|)
+    samples in the class, so clients are disjoint when k_i <= block. Its test set holds
+    ``test_shots`` samples of each owned class from the official test split, also from
+    disjoint per-client blocks. The draws follow the FedProto/FedMPS code: numpy's
+    legacy RandomState(seed) draws n then k, Python's Random(seed) draws the class sets.
+    ``shuffle`` permutes each class once with the seed before blocks are cut (notes
+    fedmps.md ambiguity 14: equals the paper's "randomly selected").
+    """
+    C = num_classes
+    _check_int("partition.num_clients", num_clients, 1)
+    _check_int("partition.ways", ways, 1, C, f" (the dataset has {C} classes)")
+    _check_int("partition.stdev", stdev, 0)
+    _check_int("partition.shots", shots, max(1, stdev))
+    _check_int("partition.test_shots", test_shots, 0)
+    block = shots + stdev if block is None else block
+    _check_int("partition.block", block, shots + stdev, why=f" (at least shots + stdev = {shots + stdev})")
+
+    rs = np.random.RandomState(seed)
+    lo, hi = max(2, ways - stdev), min(C, ways + stdev + 1)
+    lo = min(lo, C)
+    n_list = rs.randint(lo, max(hi, lo + 1), num_clients)
+    # stdev = 0 would leave FedProto's range [k+1, k] empty: every client then takes k.
+    k_list = rs.randint(shots - stdev + 1 if stdev else shots, shots + stdev + 1, num_clients)
+    py = random.Random(seed)
+    class_sets = [sorted(py.sample(range(C), int(n))) for n in n_list]
+
+    shuffler = np.random.default_rng([seed, 7])
+    n_train = len(y_train)
+    by_class_tr, by_class_te = [], []
+    for c in range(C):
+        tr = np.flatnonzero(y_train == c)
+        te = np.flatnonzero(y_test == c) + n_train
+        if shuffle:
+            tr, te = shuffler.permutation(tr), shuffler.permutation(te)
+        by_class_tr.append(tr)
+        by_class_te.append(te)
+
+    train, test = [], []
+    for i, (classes, k) in enumerate(zip(class_sets, k_list)):
+        tr_i, te_i = [], []
+        for c in classes:
+            if i * block + k > len(by_class_tr[c]):
+                raise ConfigError(
+                    "partition.shots", shots,
+                    f"at most what the data holds: class {c} has {len(by_class_tr[c])} training samples, "
+                    f"client {i} needs samples {i * block}..{i * block + k - 1} "
+                    f"(num_clients={num_clients}, block={block}, k_{i}={k})")
+            if (i + 1) * test_shots > len(by_class_te[c]):
+                raise ConfigError(
+                    "partition.test_shots", test_shots,
+                    f"at most {len(by_class_te[c]) // num_clients} for {num_clients} clients "
+                    f"(class {c} has {len(by_class_te[c])} test samples)")
+            tr_i.append(by_class_tr[c][i * block: i * block + k])
+            te_i.append(by_class_te[c][i * test_shots: (i + 1) * test_shots])
+        train.append(np.concatenate(tr_i))
+        test.append(np.concatenate(te_i))
+    params = dict(scheme="nway_kshot", num_clients=num_clients, ways=ways, shots=shots, stdev=stdev,
+                  block=block, test_shots=test_shots, seed=seed, shuffle=shuffle)
+    pool = np.concatenate([y_train, y_test])
+    return _finish(train, test, pool, C, params)
+
+
+def dirichlet_indices(labels: np.ndarray, num_clients: int, alpha: float, min_size: int,
+                      seed: int) -> list[np.ndarray]:
+    """Per-class Dirichlet split (PFNM; PFLlib ``separate_data`` "dir").
+
+    For each class, proportions ~ Dir(alpha * 1_M); a client already holding at least
+    N/M samples gets proportion 0 for later classes (PFLlib's capacity mask). The whole
+    draw repeats until every client holds at least ``min_size`` samples.
+    """
+    rs = np.random.RandomState(seed)
+    N, C = len(labels), int(labels.max()) + 1
+    for _attempt in range(10_000):
+        parts: list[list[int]] = [[] for _ in range(num_clients)]
+        for c in range(C):
+            idx_c = np.flatnonzero(labels == c)
+            rs.shuffle(idx_c)
+            p = rs.dirichlet(np.repeat(alpha, num_clients))
+            p = np.array([pj * (len(part) < N / num_clients) for pj, part in zip(p, parts)])
+            p = p / p.sum()
+            cuts = (np.cumsum(p) * len(idx_c)).astype(int)[:-1]
+            for part, chunk in zip(parts, np.split(idx_c, cuts)):
+                part.extend(chunk.tolist())
+        if min(len(p) for p in parts) >= min_size:
+            return [np.array(p, dtype=np.int64) for p in parts]
+    raise ConfigError("partition.min_size", min_size,
+                      f"a size every client reaches; 10,000 Dirichlet(alpha={alpha}) draws failed")
+
+
+def pathological_indices(labels: np.ndarray, num_clients: int, classes_per_client: int,
+                         balance: bool, least_samples: int, seed: int) -> list[np.ndarray]:
+    """PFLlib's "pat": classes are dealt to clients first-fit in a fixed order.
+
+    Class c goes to the first ``ceil(M / C * classes_per_client)`` clients that still
+    need classes; it is split equally (``balance``) or with random sizes drawn from
+    U[max(n/10, least_samples/C), n) for all but the last, who takes the rest.
+    """
+    rs = np.random.RandomState(seed)
+    C = int(labels.max()) + 1
+    need = [classes_per_client] * num_clients
+    parts: list[list[int]] = [[] for _ in range(num_clients)]
+    for c in range(C):
+        idx_c = np.flatnonzero(labels == c)
+        chosen = [m for m in range(num_clients) if need[m] > 0]
+        chosen = chosen[: int(np.ceil(num_clients / C * classes_per_client))]
+        if not chosen:
+            continue
+        per = len(idx_c) / len(chosen)
+        if balance:
+            sizes = [int(per)] * (len(chosen) - 1)
+        else:
+            sizes = rs.randint(max(int(per / 10), int(least_samples / C)), max(int(per), 1),
+                               len(chosen) - 1).tolist()
+        sizes.append(len(idx_c) - sum(sizes))
+        start = 0
+        for m, s in zip(chosen, sizes):
+            parts[m].extend(idx_c[start:start + s].tolist())
+            start += s
+            need[m] -= 1
+    return [np.array(p, dtype=np.int64) for p in parts]
+
+
+def _split_each(parts: list[np.ndarray], train_ratio: float, seed: int):
+    """Split each client's pool indices ``train_ratio``/rest (PFLlib: 0.75/0.25)."""
+    rng = np.random.default_rng([seed, 75])
+    train, test = [], []
+    for p in parts:
+        p = rng.permutation(p)
+        cut = int(round(len(p) * train_ratio))
+        train.append(p[:cut])
+        test.append(p[cut:])
+    return train, test
+
+
+def _test_like_train(train_counts: np.ndarray, y_test: np.ndarray, offset: int, seed: int):
+    """Deal each class's official test samples to clients in proportion to their train counts."""
+    rng = np.random.default_rng([seed, 99])
+    M, C = train_counts.shape
+    test: list[list[np.ndarray]] = [[] for _ in range(M)]
+    for c in range(C):
+        idx = rng.permutation(np.flatnonzero(y_test == c)) + offset
+        total = train_counts[:, c].sum()
+        if total == 0:
+            continue
+        cuts = np.floor(np.cumsum(train_counts[:, c]) / total * len(idx)).astype(int)[:-1]
+        for m, chunk in enumerate(np.split(idx, cuts)):
+            test[m].append(chunk)
+    return [np.concatenate(t) if t else np.zeros(0, np.int64) for t in test]
+
+
+def label_partition(scheme: str, y_train: np.ndarray, y_test: np.ndarray, num_classes: int,
+                    num_clients: int = 20, seed: int = 1, split: str = "merge",
+                    train_ratio: float = 0.75, alpha: float = 0.1, min_size: int | None = None,
+                    classes_per_client: int = 2, balance: bool = False) -> Partition:
+    """``dirichlet``, ``pathological`` or ``iid`` with the ``merge`` or ``official`` split."""
+    _check_int("partition.num_clients", num_clients, 1)
+    if split not in ("merge", "official"):
+        raise ConfigError("partition.split", split, "one of 'merge', 'official'")
+    if not (isinstance(train_ratio, (int, float)) and 0 < train_ratio < 1):
+        raise ConfigError("partition.train_ratio", train_ratio, "a number in (0, 1)")
+    n_train = len(y_train)
+    pool = np.concatenate([y_train, y_test])
+    labels = pool if split == "merge" else y_train
+    N = len(labels)
+    # PFLlib: least_samples = min(batch_size / (1 - train_ratio), N / M / 2) with batch_size 10.
+    least = int(min(10 / (1 - 0.75), N / num_clients / 2))
+    params = dict(scheme=scheme, num_clients=num_clients, seed=seed, split=split)
+    if split == "merge":
+        params["train_ratio"] = train_ratio
+    if scheme == "dirichlet":
+        if not (isinstance(alpha, (int, float)) and alpha > 0):
+            raise ConfigError("partition.alpha", alpha, "a number in (0, inf)")
+        min_size = least if min_size is None else min_size
+        _check_int("partition.min_size", min_size, 0, N // num_clients,
+                   f" (the data holds {N} samples for {num_clients} clients)")
+        parts = dirichlet_indices(labels, num_clients, float(alpha), min_size, seed)
+        params.update(alpha=alpha, min_size=min_size)
+    elif scheme == "pathological":
+        _check_int("partition.classes_per_client", classes_per_client, 1, num_classes,
+                   f" (the dataset has {num_classes} classes)")
+        if classes_per_client * num_clients < num_classes:
+            raise ConfigError("partition.classes_per_client", classes_per_client,
+                              f"at least {-(-num_classes // num_clients)} so that {num_clients} clients "
+                              f"cover all {num_classes} classes")
+        parts = pathological_indices(labels, num_clients, classes_per_client, bool(balance), least, seed)
+        params.update(classes_per_client=classes_per_client, balance=bool(balance))
+    elif scheme == "iid":
+        parts = np.array_split(np.random.default_rng([seed, 3]).permutation(N), num_clients)
+    else:
+        raise ConfigError("partition.scheme", scheme, "one of " + ", ".join(SCHEMES))
+    if split == "merge":
+        train, test = _split_each(parts, train_ratio, seed)
+    else:
+        train = parts
+        counts = np.stack([np.bincount(y_train[p], minlength=num_classes) for p in parts])
+        test = _test_like_train(counts, y_test, n_train, seed)
+    return _finish(train, test, pool, num_classes, params)
+
+
+SCHEMES = ("nway_kshot", "dirichlet", "pathological", "iid")
+
+
+def make_partition(params: dict, y_train, y_test, num_classes: int) -> Partition:
+    """Dispatch on ``params['scheme']``; the other keys are the scheme's arguments."""
+    params = dict(params)
+    scheme = params.pop("scheme", None)
+    y_train = np.asarray(y_train)
+    y_test = np.asarray(y_test)
+    if scheme not in SCHEMES:
+        raise ConfigError("partition.scheme", scheme, "one of " + ", ".join(SCHEMES))
+    fn = nway_kshot if scheme == "nway_kshot" else functools.partial(label_partition, scheme)
+    known = [p for p in inspect.signature(fn).parameters if p not in ("y_train", "y_test", "num_classes")]
+    for key in params:
+        if key not in known:
+            raise unknown_key_error(f"partition ({scheme})", key, known)
+    return fn(y_train, y_test, num_classes, **params)

