@@ -24,7 +24,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedlib.algorithms import ALGORITHMS, make_algorithm
+from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Context, TrainSettings
 from fedlib.data import FederatedData, load_dataset, make_partition
-from fedlib.data.sources import LOADERS, data_root
+from fedlib.data.sources import LOADERS
 from fedlib.engine import Simulator, median_seconds
 from fedlib.metrics import over_seeds, summarize_rounds
 from fedlib.models import MODELS

@@ -2,7 +2,6 @@
 
 import dataclasses
 
-import numpy as np
 import pytest
 import torch
 
@@ -11,7 +10,7 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition, nway_kshot
 from fedlib.data.sources import Dataset
 from fedlib.engine import Simulator, message_size
-from fedlib.validation import ConfigError, Interval, Options
+from fedlib.validation import ConfigError
 from tests.conftest import label_blocks, make_ctx, tiny_image_dataset
 
 

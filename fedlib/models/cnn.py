@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from fedlib.validation import ConfigError
 
 
-def _require(shape, channels_ok, name):
-    if len(shape) != 3 or not channels_ok(shape[0]):
+def _require(shape, name):
+    if len(shape) != 3:
         raise ConfigError("model.name", name, f"a model for inputs (C, H, W); this dataset gives {tuple(shape)}")
 
 
@@ -24,7 +24,7 @@ class CNNFashion(nn.Module):
 
     def __init__(self, input_shape=(1, 28, 28), num_classes=10):
         super().__init__()
-        _require(input_shape, lambda c: True, "cnn_fmnist")
+        _require(input_shape, "cnn_fmnist")
         c, h, w = input_shape
         self.layer1 = nn.Sequential(nn.Conv2d(c, 16, 5, padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
         self.layer2 = nn.Sequential(nn.Conv2d(16, 32, 5, padding=2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2))
@@ -48,7 +48,7 @@ class CNNCifar(nn.Module):
 
     def __init__(self, input_shape=(3, 32, 32), num_classes=10):
         super().__init__()
-        _require(input_shape, lambda c: True, "cnn_cifar")
+        _require(input_shape, "cnn_cifar")
         c, h, w = input_shape
         self.conv1 = nn.Conv2d(c, 6, 5)
         self.conv2 = nn.Conv2d(6, 16, 5)
@@ -75,7 +75,7 @@ class FedAvgCNN(nn.Module):
 
     def __init__(self, input_shape=(1, 28, 28), num_classes=10, feature_dim=512):
         super().__init__()
-        _require(input_shape, lambda c: True, "fedavg_cnn")
+        _require(input_shape, "fedavg_cnn")
         c, h, w = input_shape
         self.conv1 = nn.Sequential(nn.Conv2d(c, 32, 5), nn.ReLU(), nn.MaxPool2d(2))
         self.conv2 = nn.Sequential(nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2))
