@@ -31,6 +31,7 @@ class Interval:
     low_open: bool = False
     high_open: bool = False
     integer: bool = False
+    allow_none: bool = False  # ``null`` is a valid value (e.g. "switched off")
 
     def describe(self) -> str:
         lo = "-inf" if self.low is None else f"{self.low:g}"
@@ -38,9 +39,11 @@ class Interval:
         left = "(" if self.low_open or self.low is None else "["
         right = ")" if self.high_open or self.high is None else "]"
         kind = "an integer" if self.integer else "a number"
-        return f"{kind} in {left}{lo}, {hi}{right}"
+        return f"{kind} in {left}{lo}, {hi}{right}" + (" or null" if self.allow_none else "")
 
     def ok(self, v: Any) -> bool:
+        if v is None:
+            return self.allow_none
         if isinstance(v, bool):
             return False
         if self.integer and not isinstance(v, int):
