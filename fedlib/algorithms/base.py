@@ -107,6 +107,17 @@ class Algorithm:
     def predict(self, ctx: Context, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def features(self, ctx: Context, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Feature levels of ``x`` under the model this client predicts with (for plots and attacks).
+
+        Default: the client's ``model`` after loading any ``w.`` weights in ``msg`` (the
+        global model of parameter-sharing methods; a personal model is left as is).
+        """
+        model = client.model
+        load_model_message(model, msg)
+        model.eval()
+        return model(x)[1]
+
     def hyperparameters(self) -> dict:
         return dataclasses.asdict(self)
 

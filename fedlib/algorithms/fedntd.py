@@ -1,0 +1,77 @@
+"""FedNTD: Lee et al., "Preservation of the Global Knowledge by Not-True Distillation
+in Federated Learning", NeurIPS 2022.
+
+FedAvg whose local loss is CE + beta * L_NTD, where L_NTD is the KL
+divergence between the not-true softmaxes (the true class removed, temperature tau) of
+the frozen global model and of the local model, times tau^2 (FedNTD/FedMPS code). The
+server takes the plain, unweighted parameter mean (FedMPS code, notes fedmps.md §5).
+Messages as in :mod:`fedavg`. Inference: the global model's head.
+
+Defaults are the FedMPS code's (``--ntd_tau 1 --ntd_beta 1``; the paper is silent). FedMPS
+trains FedNTD for 5 local epochs on RealWaste, CIFAR-10 and Fashion-MNIST (Sec. IV-A):
+that is ``train.local_epochs`` of the experiment config, not a field here.
+
+The frozen global model runs in eval mode (the FedMPS code copies the client model after
+its evaluation pass has put it in eval mode; only its round 0 copy is in train mode).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+
+from fedlib.algorithms import register
+from fedlib.algorithms.base import load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.fedavg import FedAvg
+from fedlib.algorithms.moon import frozen_copy
+from fedlib.validation import BOOL, Interval
+
+
+def not_true_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The (B, C-1) logits of every class except each sample's true class, in class order."""
+    keep = torch.ones_like(logits, dtype=torch.bool)
+    keep[torch.arange(len(targets)), targets] = False
+    return logits[keep].view(len(targets), logits.shape[1] - 1)
+
+
+def ntd_loss(logits: torch.Tensor, global_logits: torch.Tensor, targets: torch.Tensor, tau: float) -> torch.Tensor:
+    """FedNTD's not-true distillation loss: tau^2 * KL(q~_global || q~_local) over the not-true classes, batch mean.
+
+    q~ = softmax(not-true logits / tau); the global side carries no gradient.
+    """
+    log_q = F.log_softmax(not_true_logits(logits, targets) / tau, dim=1)
+    with torch.no_grad():
+        q_glob = F.softmax(not_true_logits(global_logits, targets) / tau, dim=1)
+    return tau ** 2 * F.kl_div(log_q, q_glob, reduction="batchmean")
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class FedNTD(FedAvg):
+    tau: float = 1.0         # not-true distillation temperature (FedMPS code --ntd_tau 1)
+    beta: float = 1.0        # weight of L_NTD (FedMPS code --ntd_beta 1)
+    weighted: bool = False   # FedMPS code: unweighted parameter mean
+    name = "fedntd"
+    CONSTRAINTS = {"weighted": BOOL, "tau": Interval(0, None, low_open=True), "beta": Interval(0, None)}
+
+    def local_update(self, ctx, client, msg, data, gen):
+        model = client.model
+        load_model_message(model, msg)
+        teacher = frozen_copy(model) if self.beta > 0 else None
+
+        def loss_fn(xb, yb, epoch):
+            logits = model(xb)[0]
+            loss = F.cross_entropy(logits, yb)
+            if teacher is not None:
+                with torch.no_grad():
+                    global_logits = teacher(xb)[0]
+                loss = loss + self.beta * ntd_loss(logits, global_logits, yb, self.tau)
+            return loss
+
+        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
+        up = model_message(model)
+        up["num_samples"] = len(data)
+        up["train_loss"] = loss
+        return client, up

@@ -1,0 +1,191 @@
+"""FedProc: Mu et al., "FedProc: Prototypical Contrastive Federated Learning on
+Non-IID Data", Future Gener. Comput. Syst. 143, 2023.
+
+Clients train the global model with the hybrid loss
+
+    a_r * CE + (1 - a_r) * L_con(local features, all global prototypes),
+
+a_r = r / ``ramp_rounds`` for the 0-based round index r < ramp_rounds, else 1, and CE
+alone in round 0 (FedMPS code: ``alpha = round / 100``, so the contrastive term dominates
+early and fades out). They upload the model and the class means of their features; the
+server averages the models weighted by data size and the prototypes per class (plain
+mean over the clients holding the class), as the FedMPS code does (notes fedmps.md §5).
+
+Down: ``w.*`` (the global model), ``round`` (int: aggregations done so far, the code's
+``global_round``; the algorithm keeps no state of its own, so the schedule travels in
+the message) and, once they exist, ``protos`` (k', d) and ``classes`` (k',) for every
+class with a global prototype. Up: ``w.*``, ``protos`` (k, d), ``classes`` (k,),
+``counts`` (k,), ``num_samples``: model + prototypes, FedMPS Table V's 1,247,200 on
+CIFAR-10 (N = 20). Inference: ``head`` = the global model's classifier (the FedMPS
+evaluation of FedProc, "w/o protos"); ``proto`` = nearest global prototype to the global
+model's features, a diagnostic.
+
+Choices:
+- ``contrast="supcon"``: the FedMPS code's loss, SupContrast over the union of the
+  batch's features and all global prototypes (every vector an anchor, positives = the
+  others of the same label, anchors without positives skipped), scaled by
+  ``temperature / base_temperature`` = 0.5 / 0.07 as the code's ``MySupConLoss``.
+  ``"prototypes"``: the loss as the FedMPS paper describes FedProc (Sec. III-B: positives
+  come "solely" from the global prototypes): for each local feature,
+  -log(e^{z.p_y/t} / sum_k e^{z.p_k/t}) over all global prototypes, no extra scale.
+- ``temperature=0.5`` (FedMPS Sec. IV-A); feature level ``"high"`` (the code's third
+  model output, the L2-normalised high-level features).
+- Prototypes are the means of the training-time features of the last local epoch (the
+  code collects them during training, as FedProto does). Classes nobody uploaded in a
+  round keep their previous global prototype (with full participation, as in FedMPS,
+  every class is uploaded every round).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+
+from fedlib.algorithms import register
+from fedlib.algorithms.base import load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.fedavg import FedAvg
+from fedlib.prototypes import ProtoAccumulator, aggregate_protos, nearest_prototype_scores, scatter_protos
+from fedlib.validation import BOOL, Interval, Options
+
+
+def ce_weight(round_idx: int, ramp_rounds: int) -> float:
+    """a_r of the hybrid loss: 1 in round 0, then r / ramp_rounds, capped at 1 (FedMPS code)."""
+    if round_idx == 0:
+        return 1.0
+    return min(round_idx / ramp_rounds, 1.0)
+
+
+def supcon_two_views(feat_i: torch.Tensor, feat_j: torch.Tensor, label_i: torch.Tensor, label_j: torch.Tensor,
+                     temperature: float, base_temperature: float) -> torch.Tensor:
+    """SupContrast loss over the union of two labelled sets (the FedMPS code's ``MySupConLoss``).
+
+    Every row of ``cat(feat_i, feat_j)`` is an anchor; its denominator runs over all other
+    rows, its positives are the other rows with the same label; the loss is
+    ``-(temperature / base_temperature)`` times the mean over anchors (those with at
+    least one positive) of the mean log-probability of their positives. Similarities
+    are dot products divided by ``temperature``.
+    """
+    f = torch.cat([feat_i, feat_j])
+    lab = torch.cat([label_i, label_j])
+    n = len(lab)
+    not_self = ~torch.eye(n, dtype=torch.bool)
+    logits = (f @ f.T / temperature).masked_fill(~not_self, float("-inf"))
+    log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
+    positive = (lab.unsqueeze(0) == lab.unsqueeze(1)) & not_self
+    n_pos = positive.sum(dim=1)
+    keep = n_pos > 0
+    if not keep.any():
+        return f.sum() * 0.0
+    mean_log_prob_pos = log_prob.masked_fill(~positive, 0.0).sum(dim=1)[keep] / n_pos[keep]
+    return -(temperature / base_temperature) * mean_log_prob_pos.mean()
+
+
+def proto_infonce(features: torch.Tensor, labels: torch.Tensor, protos: torch.Tensor, classes: torch.Tensor,
+                  temperature: float) -> torch.Tensor:
+    """Mean over samples of -log(e^{z.p_y/t} / sum_k e^{z.p_k/t}), k over the given prototypes.
+
+    Samples whose class has no prototype are skipped.
+    """
+    has = (labels.unsqueeze(1) == classes.unsqueeze(0))  # (B, k)
+    keep = has.any(dim=1)
+    if not keep.any():
+        return features.sum() * 0.0
+    logits = features[keep] @ protos.T / temperature
+    return F.cross_entropy(logits, has[keep].to(torch.int64).argmax(dim=1))
+
+
+@dataclasses.dataclass
+class FedProcServer:
+    weights: dict           # {"w.<name>": Tensor}
+    protos: torch.Tensor    # (C, d); (C, 0) before any upload
+    present: torch.Tensor   # (C,) bool
+    round: int              # aggregations done so far
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class FedProc(FedAvg):
+    temperature: float = 0.5       # FedMPS Sec. IV-A: "temperature used in ... FedProc ... is set to 0.5"
+    base_temperature: float = 0.07  # FedMPS code MySupConLoss: scale temperature / 0.07 ("supcon" only)
+    ramp_rounds: int = 100         # FedMPS code: a_r = round / 100
+    contrast: str = "supcon"       # "supcon": FedMPS code; "prototypes": as the FedMPS paper describes FedProc
+    level: str = "high"            # FedMPS code: the high-level features
+    weighted: bool = True          # FedMPS code: model mean weighted by data size
+    name = "fedproc"
+    RULES = ("proto", "head")      # head last: the rule FedMPS reports (and the progress bar shows)
+    CONSTRAINTS = {"weighted": BOOL, "temperature": Interval(0, None, low_open=True),
+                   "base_temperature": Interval(0, None, low_open=True),
+                   "ramp_rounds": Interval(1, None, integer=True), "contrast": Options(("supcon", "prototypes")),
+                   "level": Options(("high", "low"))}
+
+    def init_server(self, ctx):
+        return FedProcServer(model_message(ctx.new_model(None)), torch.zeros(ctx.num_classes, 0),
+                             torch.zeros(ctx.num_classes, dtype=torch.bool), 0)
+
+    def broadcast(self, ctx, server, cid):
+        msg = dict(server.weights)
+        msg["round"] = server.round
+        if server.present.any():
+            classes = torch.nonzero(server.present).flatten()
+            msg.update(protos=server.protos[classes], classes=classes)
+        return msg
+
+    def contrastive(self, z, yb, protos, classes):
+        if self.contrast == "supcon":
+            return supcon_two_views(z, protos, yb, classes, self.temperature, self.base_temperature)
+        return proto_infonce(z, yb, protos, classes, self.temperature)
+
+    def local_update(self, ctx, client, msg, data, gen):
+        model = client.model
+        load_model_message(model, msg)
+        round_idx = int(msg["round"])
+        a = ce_weight(round_idx, self.ramp_rounds)
+        protos, classes = msg.get("protos"), msg.get("classes")
+        acc = ProtoAccumulator(ctx.num_classes, model.feature_dims[self.level])
+        last = ctx.train.local_epochs - 1
+
+        def loss_fn(xb, yb, epoch):
+            logits, feats = model(xb)
+            z = feats[self.level]
+            loss = F.cross_entropy(logits, yb)
+            if round_idx > 0:
+                con = self.contrastive(z, yb, protos, classes) if protos is not None else 0.0
+                loss = a * loss + (1 - a) * con
+            if epoch == last:
+                acc.add(z, yb)
+            return loss
+
+        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
+        up = model_message(model)
+        up.update(acc.message())
+        up["num_samples"] = len(data)
+        up["train_loss"] = loss
+        return client, up
+
+    def aggregate(self, ctx, server, uploads):
+        if not uploads:
+            return server
+        weights = super().aggregate(ctx, server, uploads).weights
+        ups = [u for u in uploads.values() if len(u["classes"])]
+        protos, present = server.protos, server.present
+        if ups:
+            new, new_present = aggregate_protos(ups, ctx.num_classes, weighted=False)
+            if protos.numel():
+                new = torch.where(new_present.unsqueeze(1), new, protos)
+                new_present = new_present | present
+            protos, present = new, new_present
+        return FedProcServer(weights, protos, present, server.round + 1)
+
+    def predict(self, ctx, client, msg, x):
+        model = client.model
+        load_model_message(model, msg)
+        model.eval()
+        logits, feats = model(x)
+        if "protos" in msg:
+            table, has = scatter_protos(msg["protos"], msg["classes"], ctx.num_classes)
+            proto = nearest_prototype_scores(feats[self.level], table, has)
+        else:
+            proto = torch.full_like(logits, float("-inf"))
+        return {"proto": proto, "head": logits}
