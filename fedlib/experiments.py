@@ -254,6 +254,96 @@ def run_experiment(cfg: dict, progress: bool = True) -> list[dict]:
     return [run_one(cfg, s, progress) for s in cfg["seeds"]]
 
 
+def _worker(cfg: dict, seed: int) -> dict:
+    return run_one(cfg, seed, progress=False)
+
+
+def _rounds_done(cfg: dict, seed: int) -> int:
+    folder = run_dir(cfg, seed)
+    if (folder / "summary.json").exists():
+        return cfg["train"]["rounds"]
+    path = folder / "rounds.jsonl"
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
+             desc: str = "runs") -> list[dict]:
+    """Run many (config, seed) jobs, ``workers`` at a time in separate processes.
+
+    Each worker trains with one thread (see :func:`one_thread`), so the numbers are the
+    same as ``run_one`` in this process. Cached runs return at once; one progress bar
+    counts rounds over all jobs. A failing job does not stop the others (their results
+    stay in the cache); after all have ended, a :class:`RuntimeError` lists the failures.
+    Returns the summaries in the order of ``jobs``.
+    """
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import os
+
+    from tqdm.auto import tqdm
+
+    summaries: list[dict | None] = [None] * len(jobs)
+    todo = []
+    for i, (cfg, seed) in enumerate(jobs):
+        path = run_dir(cfg, seed) / "summary.json"
+        if path.exists():
+            summaries[i] = {**json.loads(path.read_text()), "cache_hit": True}
+        else:
+            todo.append(i)
+    total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    failures = []
+    bar = tqdm(total=total, desc=f"{desc}: {len(todo)} to run, {len(jobs) - len(todo)} cached",
+               disable=not progress or not todo, unit="round")
+    if todo:
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            futures = {pool.submit(_worker, *jobs[i]): i for i in todo}
+            pending = set(futures)
+            while pending:
+                done, pending = cf.wait(pending, timeout=2.0)
+                for f in done:
+                    i = futures[f]
+                    try:
+                        summaries[i] = f.result()
+                    except Exception as exc:  # keep going: the other runs' work is not lost
+                        failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(exc).__name__}: {exc}"))
+                bar.n = sum(_rounds_done(*jobs[i]) for i in todo)
+                bar.refresh()
+    bar.close()
+    if failures:
+        lines = "\n".join(f"  {name} seed {seed}: {why}" for name, seed, why in failures)
+        raise RuntimeError(f"{len(failures)} of {len(jobs)} runs failed (finished runs are cached):\n{lines}")
+    return summaries  # type: ignore[return-value]
+
+
+@dataclasses.dataclass
+class RunState:
+    """A finished (or checkpointed) run brought back: data, context, algorithm, final states."""
+
+    cfg: dict
+    seed: int
+    data: Any
+    ctx: Context
+    algorithm: Any
+    clients: dict
+    server: Any
+    round: int
+
+    def message(self, cid: int) -> dict:
+        """What the server would send client ``cid`` now (e.g. global prototypes)."""
+        return self.algorithm.broadcast(self.ctx, self.server, cid)
+
+
+def load_state(cfg: dict, seed: int) -> RunState:
+    """The last checkpoint of a run (client models, server state) with its data."""
+    path = run_dir(cfg, seed) / "checkpoint.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint for {cfg['name']} seed {seed} in {path.parent}: run it first")
+    data, ctx, algo = build(cfg, seed)
+    ckpt = torch.load(path, weights_only=False)
+    return RunState(cfg, seed, data, ctx, algo, ckpt["clients"], ckpt["server"], ckpt["round"])
+
+
 def load_rounds(cfg: dict, seed: int) -> list[dict]:
     """The per-round records of a run (finished or not)."""
     path = run_dir(cfg, seed) / "rounds.jsonl"

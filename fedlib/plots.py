@@ -1,8 +1,9 @@
-"""Figures: partition heatmaps and accuracy curves."""
+"""Figures: partition heatmaps, accuracy curves, 2-D embeddings, distance heatmaps."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import seaborn as sns
 
 
@@ -24,15 +25,50 @@ def partition_heatmap(partition, ax=None, title: str | None = None, annotate: bo
     return ax
 
 
-def accuracy_curves(records_by_label: dict[str, list[dict]], metric: str, ax=None):
-    """Mean client accuracy per round for several runs (FedMPS Fig. 4 style)."""
+def accuracy_curves(records_by_label: dict[str, list[dict]], metric: str | dict[str, str], ax=None,
+                    ylabel: str | None = None):
+    """Mean client accuracy per round for several runs (FedMPS Fig. 4 style).
+
+    ``metric`` is one key for every run or ``{label: key}`` (e.g. each method under the
+    paper's own convention).
+    """
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     for label, records in records_by_label.items():
-        pts = [(r["round"], 100 * r["acc"][metric]["mean"]) for r in records if "acc" in r and metric in r["acc"]]
+        key = metric[label] if isinstance(metric, dict) else metric
+        pts = [(r["round"], 100 * r["acc"][key]["mean"]) for r in records if "acc" in r and key in r["acc"]]
         if pts:
-            ax.plot(*zip(*pts), label=label)
+            rounds, acc = zip(*pts, strict=True)
+            ax.plot(rounds, acc, label=label, marker="o" if len(pts) < 15 else None, ms=3)
     ax.set_xlabel("round")
-    ax.set_ylabel(f"{metric} (%)")
-    ax.legend()
+    ax.set_ylabel(ylabel or (f"{metric} (%)" if isinstance(metric, str) else "accuracy (%)"))
+    ax.legend(fontsize=8)
+    return ax
+
+
+def embedding_scatter(points: np.ndarray, labels: np.ndarray, ax=None, title: str | None = None,
+                      num_classes: int | None = None):
+    """A 2-D embedding (t-SNE, UMAP) coloured by class (FedMPS Figs. 6-7 style)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 4))
+    num_classes = num_classes or int(labels.max()) + 1
+    palette = sns.color_palette("tab10" if num_classes <= 10 else "husl", num_classes)
+    for c in np.unique(labels):
+        sel = labels == c
+        ax.scatter(points[sel, 0], points[sel, 1], s=4, color=palette[int(c)], label=str(int(c)))
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def distance_heatmap(dist: np.ndarray, ticks: list, ax=None, title: str | None = None, label: str = "distance"):
+    """Pairwise distances (e.g. between global prototypes) as an annotated heatmap."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.5, 4))
+    sns.heatmap(np.asarray(dist), ax=ax, cmap="viridis", annot=len(ticks) <= 12, fmt=".2f",
+                xticklabels=ticks, yticklabels=ticks, annot_kws={"fontsize": 6}, cbar_kws={"label": label})
+    if title:
+        ax.set_title(title, fontsize=9)
     return ax

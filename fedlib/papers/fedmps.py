@@ -1,0 +1,329 @@
+"""The FedMPS study (Yang et al., TNNLS 2025) on Fashion-MNIST: configs, tables, analyses.
+
+``load_plan(profile)`` reads ``params/fedmps/experiments.yaml``; the ``*_configs``
+functions give the validated experiment configs of each table and figure; the
+remaining functions turn finished runs into numbers (Table III with Wilcoxon rank-sum
+tests, Tables V-VII, time to a target accuracy) and into the inputs of the t-SNE,
+prototype-distance and privacy figures.
+
+Evaluation conventions (notes fedmps.md ambiguity 11): the paper scores FedProto and
+FedMPS by the nearest global prototype among the client's own classes
+(``acc_proto_own``) and every other method by its head over all classes
+(``acc_head``); the "common" convention scores every method by ``acc_head``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from fedlib.algorithms.base import derive_seed
+from fedlib.data import FederatedData
+from fedlib.data.partition import nway_kshot
+from fedlib.data.sources import Dataset
+from fedlib.experiments import RunState, apply_overrides, validate
+from fedlib.validation import ConfigError
+
+PARAMS = Path("params/fedmps/experiments.yaml")
+PAPER_METRIC_PROTO = "acc_proto_own"
+COMMON_METRIC = "acc_head"
+
+
+@dataclasses.dataclass
+class Plan:
+    """The FedMPS experiments under one profile."""
+
+    profile: str
+    spec: dict        # the whole experiments.yaml
+    settings: dict    # spec["profiles"][profile]
+    results_dir: str = "results"
+    data_root: str | None = None
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.settings["seeds"])
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.spec["methods"])
+
+    def label(self, method: str) -> str:
+        return self.spec["methods"][method].get("label", method)
+
+    def selected(self, key: str) -> list[str]:
+        value = self.settings[key]
+        return self.methods if value == "all" else list(value)
+
+    def paper_metric(self, method: str) -> str:
+        """The paper's convention for ``method`` (see the module docstring)."""
+        return PAPER_METRIC_PROTO if method in self.spec["prototype_methods"] else COMMON_METRIC
+
+
+def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: str = "results",
+              data_root: str | None = None) -> Plan:
+    spec = yaml.safe_load(Path(path).read_text())
+    if profile not in spec["profiles"]:
+        raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
+    return Plan(profile, spec, spec["profiles"][profile], results_dir, data_root)
+
+
+def config(plan: Plan, method: str, rounds: str = "main", name: str | None = None, **changes) -> dict:
+    """The validated config of ``method`` in this plan; ``changes`` are dotted overrides
+    (``{"partition.ways": 4}``) applied after the profile's own overrides."""
+    if method not in plan.spec["methods"]:
+        raise ConfigError("method", method, "one of " + ", ".join(plan.methods))
+    entry = plan.spec["methods"][method]
+    raw = copy.deepcopy(plan.spec["base"])
+    raw["algorithm"] = dict(entry["algorithm"])
+    raw["train"] = {**raw["train"], **entry.get("train", {}), "rounds": plan.settings["rounds"][rounds]}
+    raw["seeds"] = plan.seeds
+    raw["results_dir"] = plan.results_dir
+    raw["data_root"] = plan.data_root
+    raw = apply_overrides(raw, {**plan.settings.get("overrides", {}), **changes})
+    raw["name"] = name or f"fedmps-study/{method}"
+    return validate(raw)
+
+
+def jobs(configs: dict, seeds: list[int] | None = None) -> list[tuple[dict, int]]:
+    """(config, seed) pairs for :func:`fedlib.experiments.run_many`."""
+    return [(cfg, s) for cfg in configs.values() for s in (seeds or cfg["seeds"])]
+
+
+# -- the configs of each table and figure ----------------------------------------------
+def table3_configs(plan: Plan) -> dict[str, dict]:
+    """Table III: every method in the paper's setting (n = 3), all seeds of the profile."""
+    return {m: config(plan, m) for m in plan.selected("table3_methods")}
+
+
+def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
+    """Table VI: n in the profile's ``ways``; one seed ("under the same random seed")."""
+    return {(m, n): config(plan, m, name=f"fedmps-study/{m}/n{n}", **{"partition.ways": n})
+            for m in plan.selected("sweep_methods") for n in plan.settings["ways"]}
+
+
+def stdev_configs(plan: Plan) -> dict[tuple[str, int], dict]:
+    """Fig. 8: FedProto and FedMPS under the noise std of n and k (values: ambiguity 21)."""
+    return {(m, s): config(plan, m, rounds="sweep", name=f"fedmps-study/{m}/std{s}", **{"partition.stdev": s})
+            for m in ("fedproto", "fedmps") for s in plan.settings["stdev"]}
+
+
+def clients_configs(plan: Plan) -> dict[tuple[str, int], dict]:
+    """Fig. 9: the number of clients N."""
+    return {(m, n): config(plan, m, rounds="sweep", name=f"fedmps-study/{m}/N{n}", **{"partition.num_clients": n})
+            for m in plan.selected("sweep_methods") for n in plan.settings["clients"]}
+
+
+def temperature_configs(plan: Plan) -> dict[tuple[str, float], dict]:
+    """Fig. 10: FedMPS under tau1 (contrastive) and tau2 (soft-label) values."""
+    out = {}
+    for t in plan.settings["tau1"]:
+        out[("tau1", t)] = config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/tau1={t}",
+                                  **{"algorithm.tau1": float(t)})
+    for t in plan.settings["tau2"]:
+        out[("tau2", t)] = config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/tau2={t}",
+                                  **{"algorithm.tau2": float(t)})
+    return out
+
+
+def ablation_configs(plan: Plan) -> dict[int, dict]:
+    """Table VII: FedMPS with each loss term switched on or off (alpha, beta, mu = 0 or the
+    Fashion-MNIST value)."""
+    algo = plan.spec["methods"]["fedmps"]["algorithm"]
+    out = {}
+    for row in plan.spec["ablation"]:
+        changes = {"algorithm.alpha": algo["alpha"] * row["low"], "algorithm.beta": algo["beta"] * row["high"],
+                   "algorithm.mu": algo["mu"] * row["soft"]}
+        out[row["row"]] = config(plan, "fedmps", rounds="ablation", name=f"fedmps-study/ablation{row['row']}",
+                                 **changes)
+    return out
+
+
+# -- reading results -------------------------------------------------------------------
+def accuracy(summary: dict, metric: str, stat: str = "best") -> float:
+    """A run's accuracy in % (``stat``: best or last round, mean over clients)."""
+    return 100.0 * summary["metrics"][metric][stat]
+
+
+def client_std(summary: dict, metric: str, stat: str = "best") -> float:
+    """Std across clients (%) at the best or last round (Tables VI-VII report it)."""
+    return 100.0 * summary["metrics"][metric][f"{stat}_std"]
+
+
+def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = None) -> dict:
+    """Table III rows ``{method: {"mean", "std", "per_seed", "p_vs_fedmps", "metric"}}``.
+
+    ``summaries[method]`` holds one summary per seed. Mean and std (ddof 0) over seeds of
+    the best-round accuracy; ``p_vs_fedmps`` is the two-sided Wilcoxon rank-sum test
+    (``scipy.stats.ranksums``, the normal approximation the paper's p < 0.05 with 3 vs 3
+    runs implies; notes §6) against FedMPS, ``None`` with fewer than two seeds.
+    ``metric=None`` uses the paper's convention per method.
+    """
+    from scipy.stats import ranksums
+
+    rows = {}
+    for m, runs in summaries.items():
+        key = metric or plan.paper_metric(m)
+        vals = np.array([accuracy(s, key) for s in runs])
+        rows[m] = {"mean": float(vals.mean()), "std": float(vals.std()), "per_seed": vals.tolist(), "metric": key}
+    ref = rows.get("fedmps")
+    for m, row in rows.items():
+        row["p_vs_fedmps"] = None
+        if ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1:
+            row["p_vs_fedmps"] = float(ranksums(row["per_seed"], ref["per_seed"]).pvalue)
+    return rows
+
+
+def time_to_target(records: list[dict], metric: str, target: float) -> dict:
+    """Rounds and cumulative training+evaluation seconds until ``metric`` first reaches
+    ``target`` (a fraction); ``None`` when it never does (FedMPS Fig. 5)."""
+    elapsed = 0.0
+    for r in records:
+        elapsed += r["seconds"]
+        if "acc" in r and r["acc"][metric]["mean"] >= target:
+            return {"round": r["round"], "seconds": elapsed}
+    return {"round": None, "seconds": None}
+
+
+def seconds_per_round(records: list[dict]) -> float:
+    """Median wall seconds of the local training + aggregation of a round (round 1 skipped
+    when there are more, since it includes warm-up)."""
+    vals = [r["train_seconds"] for r in records[1:] or records]
+    return float(np.median(vals))
+
+
+# -- features, uploads and prototypes of a finished run ----------------------------------
+def test_features(state: RunState, level: str = "high", max_points: int | None = None, seed: int = 0,
+                  clients: list[int] | None = None) -> dict[str, np.ndarray]:
+    """Features of every client's local test set under the model the client predicts with
+    (notes ambiguity 21: t-SNE of z^h, each client's model on its own test set, pooled).
+
+    Returns ``{"z": (n, d), "y": (n,), "client": (n,)}``, subsampled to ``max_points``.
+    """
+    zs, ys, cs = [], [], []
+    with torch.no_grad():
+        for cid in clients if clients is not None else range(state.data.num_clients):
+            test = state.data.test[cid]
+            client = copy.deepcopy(state.clients[cid])
+            feats = state.algorithm.features(state.ctx, client, state.message(cid), test.x)
+            zs.append(feats[level].numpy())
+            ys.append(test.y.numpy())
+            cs.append(np.full(len(test.y), cid))
+    out = {"z": np.concatenate(zs), "y": np.concatenate(ys), "client": np.concatenate(cs)}
+    if max_points is not None and len(out["y"]) > max_points:
+        keep = np.sort(np.random.default_rng(seed).choice(len(out["y"]), max_points, replace=False))
+        out = {k: v[keep] for k, v in out.items()}
+    return out
+
+
+def embed_2d(z: np.ndarray, method: str = "tsne", seed: int = 0) -> np.ndarray:
+    """2-D embedding of features: scikit-learn t-SNE (PCA init) or umap-learn UMAP."""
+    if method == "tsne":
+        from sklearn.manifold import TSNE
+
+        perplexity = min(30.0, max(2.0, (len(z) - 1) / 3))
+        return TSNE(n_components=2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(z)
+    if method == "umap":
+        import umap
+
+        return umap.UMAP(n_components=2, random_state=seed, n_jobs=1).fit_transform(z)
+    raise ConfigError("embedding method", method, "'tsne' or 'umap'")
+
+
+def next_uploads(state: RunState, clients: list[int] | None = None) -> dict[int, dict]:
+    """What each client would upload in the round after the last one: the messages an
+    honest-but-curious server receives (the run's saved states are not modified)."""
+    out = {}
+    nxt = state.round + 1
+    for cid in clients if clients is not None else range(state.data.num_clients):
+        s = derive_seed(state.ctx.seed, 1, nxt, cid)  # the engine's seeds for that round
+        torch.manual_seed(s)
+        client = copy.deepcopy(state.clients[cid])
+        _, up = state.algorithm.local_update(state.ctx, client, state.message(cid), state.data.train[cid],
+                                             torch.Generator().manual_seed(s))
+        out[cid] = up
+    return out
+
+
+def global_prototypes(state: RunState, level: str = "high") -> tuple[np.ndarray, np.ndarray]:
+    """(classes, prototypes) the server holds for ``level`` (FedProto: its only level)."""
+    msg = state.message(0)
+    key = level if level in msg else "protos"
+    return msg["classes"].numpy(), msg[key].numpy()
+
+
+def pairwise_distances(x: np.ndarray) -> np.ndarray:
+    """Euclidean distances between the rows of ``x``."""
+    t = torch.as_tensor(x, dtype=torch.float64)
+    return torch.cdist(t, t).numpy()
+
+
+# -- Table V in the paper's CIFAR-10 setting (labels and shapes only) --------------------
+def cifar10_shaped(seed: int = 1234, shots: int = 2) -> FederatedData:
+    """CIFAR-10's label layout (5,000 train / 1,000 test images per class) with constant
+    3x32x32 images, partitioned as in FedMPS Table II (n = 3, std 1, 20 clients).
+
+    Communication counts depend on the model and on which classes each client holds,
+    not on the pixels or on k, so a 2-shot partition gives the paper's counts
+    (n_list is drawn before k_list from the same seed) at a fraction of the cost.
+    """
+    y_tr = torch.arange(10).repeat(5000)
+    y_te = torch.arange(10).repeat(1000)
+    img = torch.zeros(1, 3, 32, 32)
+    ds = Dataset("cifar10-shaped", img.expand(len(y_tr), -1, -1, -1), y_tr, img.expand(len(y_te), -1, -1, -1),
+                 y_te, 10, "CIFAR-10 label layout with constant images (communication counts only)")
+    part = nway_kshot(y_tr.numpy(), y_te.numpy(), 10, num_clients=20, ways=3, shots=shots, stdev=1,
+                      block=110, test_shots=1, seed=seed)
+    return FederatedData(ds, part)
+
+
+def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[str, dict]:
+    """Parameters per round measured from the messages of two rounds of every method on the
+    CIFAR-10 setting with the CNN of MOON/FedMPS (62,006 parameters).
+
+    Returns ``{method: {"up": ..., "down": ...}}`` from round 2 (round 1 has no global
+    knowledge to send for the prototype methods).
+    """
+    from fedlib.algorithms import make_algorithm
+    from fedlib.algorithms.base import Context, TrainSettings
+    from fedlib.engine import Simulator
+    from fedlib.experiments import one_thread
+
+    data = cifar10_shaped()
+    out = {}
+    with one_thread():
+        for m in methods or plan.methods:
+            ctx = Context(num_classes=10, input_shape=(3, 32, 32), num_clients=20, model_name="cnn_cifar",
+                          model_args={}, train=TrainSettings(local_epochs=1), seed=1234)
+            algo = make_algorithm(plan.spec["methods"][m]["algorithm"])
+            recs = Simulator(algo, ctx, data, rounds=2, progress=False).run()
+            out[m] = {"up": recs[1]["up_params"], "down": recs[1]["down_params"],
+                      "up_bytes": recs[1]["up_bytes"], "down_bytes": recs[1]["down_bytes"]}
+    return out
+
+
+# -- the privacy attack's data ------------------------------------------------------------
+def attacker_aux(state: RunState, target: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attacker's auxiliary images: ``n`` images of the official test split that are not
+    in the target client's data (same distribution, never the client's own images)."""
+    ds = state.data.dataset
+    pool_offset = len(ds.y_train)
+    own = {int(i) - pool_offset for i in state.data.partition.test[target] if i >= pool_offset}
+    candidates = np.array([i for i in range(len(ds.y_test)) if i not in own])
+    pick = np.sort(np.random.default_rng(seed).choice(candidates, min(n, len(candidates)), replace=False))
+    idx = torch.from_numpy(pick)
+    return ds.x_test[idx], ds.y_test[idx]
+
+
+def run(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
+        progress: bool = True) -> dict:
+    """Run (or fetch from the cache) every config for ``seeds`` (default: the profile's)
+    in parallel; returns ``{key: [summary per seed]}`` in the order of ``configs``."""
+    from fedlib.experiments import run_many
+
+    summaries = iter(run_many(jobs(configs, seeds), workers=workers, progress=progress, desc=desc))
+    return {key: [next(summaries) for _ in (seeds or cfg["seeds"])] for key, cfg in configs.items()}
