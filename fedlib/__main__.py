@@ -1,4 +1,4 @@
-"""Command line: ``python -m fedlib run params/<file>.yaml [key=value ...]``."""
+"""Command line: ``python -m fedlib run params/<file>.yaml [key=value ...]``, ``python -m fedlib reproduce``."""
 
 from __future__ import annotations
 
@@ -14,9 +14,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("config", help="YAML file, e.g. params/fedproto_fmnist.yaml")
     run.add_argument("overrides", nargs="*", help="key=value, e.g. train.rounds=5 algorithm.lam=0.5 seeds=[1,2]")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    rep = sub.add_parser("reproduce", help="run every params/*.yaml experiment under a profile (the main job)")
+    rep = sub.add_parser("reproduce", help="run every paper notebook headless under a profile and write REPORT.md "
+                                           "(the main job)")
     rep.add_argument("--profile", default="quick", help="smoke, quick (default) or paper; see params/profiles.yaml")
-    rep.add_argument("--no-progress", action="store_true")
+    rep.add_argument("--only", action="append", metavar="NAME",
+                     help="run only notebook NAME (e.g. fedmps); repeat for several")
+    rep.add_argument("--notebooks", default=None, help="folder of notebooks (default notebooks/)")
+    rep.add_argument("--root", default=None,
+                     help="where figures/, results/executed/ and REPORT.md go (default the checkout)")
+    rep.add_argument("--log-output", action="store_true", help="stream the notebooks' cell output too")
+    rep.add_argument("--no-progress", action="store_true", help="hide papermill's progress bar")
     part = sub.add_parser("partition", help="draw a config's partition heatmap and print its counts")
     part.add_argument("config")
     part.add_argument("overrides", nargs="*")
@@ -24,15 +31,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    from fedlib.data.sources import DatasetUnavailable
-    from fedlib.experiments import build, format_summary, load_config, run_experiment
     from fedlib.validation import ConfigError
 
-    try:
-        if args.command == "reproduce":
-            from fedlib.reproduce import reproduce
+    if args.command == "reproduce":  # the notebooks' kernels do the work: this process needs no torch
+        from fedlib.reproduce import reproduce
+        from fedlib.report import CHECKOUT
 
-            return reproduce(args.profile, progress=not args.no_progress)
+        try:
+            return reproduce(args.profile, notebooks=args.notebooks or CHECKOUT / "notebooks",
+                             root=args.root or CHECKOUT, only=args.only, progress=not args.no_progress,
+                             log_output=args.log_output)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted; finished experiments are cached, run the same command to go on", file=sys.stderr)
+            return 130
+
+    from fedlib.data.sources import DatasetUnavailable
+    from fedlib.experiments import build, format_summary, load_config, run_experiment
+
+    try:
         cfg = load_config(args.config, args.overrides)
         if args.command == "run":
             summaries = run_experiment(cfg, progress=not args.no_progress)

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
           f"{torch.get_num_threads()}; median of rounds 2..{args.rounds}")
     print(f"  engine round      {eng:7.3f} s  (train+aggregate {eng_train:.3f} s, evaluate {eng_eval:.3f} s)"
           f"  {n_train / eng:8.0f} samples/s")
-    print(f"  bare loop pass    {bare:7.3f} s                                           {n_train / bare:8.0f} samples/s")
+    print(f"  bare loop pass    {bare:7.3f} s{' ' * 43}{n_train / bare:8.0f} samples/s")
     print(f"  overhead ratio    {ratio:7.3f} x   (target <= 1.2: {'met' if ratio <= 1.2 else 'NOT met'})")
     print(f"  seconds per round {eng:7.3f} s   (target <= 1.5: {'met' if eng <= 1.5 else 'NOT met'}; "
           f"the bare loop alone takes {bare:.3f} s on this machine)")

@@ -1,24 +1,36 @@
-"""The main job: run every experiment file in ``params/`` under one profile.
+"""The main job: run every paper notebook headless under one profile and assemble REPORT.md.
 
-``python -m fedlib reproduce --profile quick`` loads each ``params/*.yaml`` except
-``profiles.yaml``, applies the profile's overrides, runs (or fetches from the cache)
-every seed and prints its summary. One failing experiment does not stop the others;
-the batch ends with what passed and what failed and exits non-zero on any failure.
+``python -m fedlib reproduce --profile quick`` executes each ``notebooks/*.ipynb`` (sorted)
+with papermill, one notebook at a time and each in its own process (papermill is not safe
+with several kernels in one process), injecting ``profile``. Executed notebooks go to
+``results/executed/<profile>/<paper>.ipynb``. Each notebook writes its section through
+:mod:`fedlib.report`; the sections are joined into ``REPORT.md`` (under the smoke profile
+``results/smoke/REPORT.md``). One failing notebook does not stop the others; the exit
+status is non-zero when any failed. Finished experiments are cache hits inside the
+notebooks, so running again is fast.
 """
 
 from __future__ import annotations
 
-import logging
-import traceback
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
-from fedlib.experiments import format_summary, load_config, run_experiment
+from fedlib.report import CHECKOUT, SCRATCH_PROFILES, figure_dir
 from fedlib.validation import ConfigError
 
-log = logging.getLogger(__name__)
-PROFILES = Path("params/profiles.yaml")
+PROFILES = CHECKOUT / "params" / "profiles.yaml"
+KERNEL = "python3"
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 
 
 def load_profile(name: str, path: Path = PROFILES) -> dict:
@@ -29,29 +41,184 @@ def load_profile(name: str, path: Path = PROFILES) -> dict:
     return dict(profiles[name] or {})
 
 
-def experiment_files(folder: Path = Path("params")) -> list[Path]:
-    """Top-level experiment configs (reference data and profiles are not experiments)."""
-    return sorted(p for p in Path(folder).glob("*.yaml") if p.name != PROFILES.name)
+@dataclass
+class Outcome:
+    name: str
+    status: str  # "ok", "FAILED" or "not run"
+    minutes: float | None
+    executed: str | None
+    error: str = ""
+    section: str | None = None  # the notebook's report.md, if it wrote one
 
 
-def reproduce(profile: str = "quick", files: list[Path] | None = None, progress: bool = True,
-              extra: dict | None = None) -> int:
-    """Run every experiment under ``profile`` (plus ``extra`` overrides); 0 if all succeeded, else 1."""
-    overrides = {**load_profile(profile), **(extra or {})}
-    files = files or experiment_files()
-    results = []
-    for path in files:
-        try:
-            cfg = load_config(path, overrides)
-            summaries = run_experiment(cfg, progress=progress)
-            print(format_summary(cfg, summaries), flush=True)
-            results.append((path, "ok", ""))
-        except Exception as exc:  # one failure must not stop the batch
-            results.append((path, "FAILED", f"{type(exc).__name__}: {exc}"))
-            log.debug("%s", traceback.format_exc())
-            print(f"{path}: FAILED: {type(exc).__name__}: {exc}", flush=True)
-    failed = [r for r in results if r[1] != "ok"]
-    print(f"\nreproduce (profile {profile}): {len(results) - len(failed)} passed, {len(failed)} failed")
-    for path, status, why in results:
-        print(f"  {status:6} {path}{'  ' + why if why else ''}")
+def select_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
+    """``folder/*.ipynb`` sorted, restricted to the names in ``only`` (with or without ``.ipynb``)."""
+    found = sorted(p for p in Path(folder).glob("*.ipynb") if not p.name.startswith("."))
+    if not only:
+        return found
+    wanted = [n.removesuffix(".ipynb") for n in only]
+    missing = [n for n in wanted if n not in {p.stem for p in found}]
+    if missing:
+        raise ConfigError("--only", ", ".join(missing), "a notebook in " + str(folder) + ": "
+                          + (", ".join(p.stem for p in found) or "(none)"))
+    return [p for p in found if p.stem in wanted]
+
+
+def report_path(profile: str, root: Path) -> Path:
+    return root / "results" / profile / "REPORT.md" if profile in SCRATCH_PROFILES else root / "REPORT.md"
+
+
+def notebook_error(path: Path, lines: int = 15) -> str:
+    """The last lines of the first error recorded in an executed notebook ('' if none)."""
+    try:  # plain JSON: importing nbformat costs seconds
+        cells = json.loads(Path(path).read_text())["cells"]
+    except (OSError, ValueError, KeyError):  # missing or half-written: the caller falls back to stderr
+        return ""
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                text = ANSI.sub("", "\n".join(out.get("traceback") or [f"{out.get('ename')}: {out.get('evalue')}"]))
+                tail = "\n".join(text.strip().splitlines()[-lines:])
+                return f"In [{cell.get('execution_count')}]:\n{tail}"
+    return ""
+
+
+def _run_papermill(nb: Path, out: Path, profile: str, root: Path, progress: bool, log_output: bool,
+                   start_timeout: int) -> tuple[int, str]:
+    """Execute one notebook in a child process; stream its stderr (the progress bar) and keep the tail."""
+    cmd = [sys.executable, "-m", "papermill", str(nb), str(out), "-p", "profile", profile, "-k", KERNEL,
+           "--cwd", str(root), "--start-timeout", str(start_timeout),
+           "--progress-bar" if progress else "--no-progress-bar"]
+    if log_output:
+        cmd.append("--log-output")
+    env = {**os.environ, "FEDLIB_ROOT": str(root),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(CHECKOUT), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env)
+    tail, show = b"", progress or log_output
+    while chunk := proc.stderr.read1(4096):
+        if show:
+            # papermill's own Python traceback repeats the notebook error we report below: not shown
+            cut = 0 if chunk.startswith(b"Traceback (most") else chunk.find(b"\nTraceback (most")
+            if cut >= 0:
+                chunk_shown, show = chunk[:cut], False
+            else:
+                chunk_shown = chunk
+            sys.stderr.buffer.write(chunk_shown)
+            sys.stderr.buffer.flush()
+        tail = (tail + chunk)[-20000:]
+    return proc.wait(), ANSI.sub("", tail.decode(errors="replace"))
+
+
+def run_notebook(nb: Path, profile: str, root: Path, progress: bool = True, log_output: bool = False,
+                 start_timeout: int = 120) -> Outcome:
+    """Execute ``nb`` under ``profile``; collect its status, time, error and report section."""
+    out = root / "results" / "executed" / profile / nb.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    section_file = figure_dir(nb.stem, profile, root, create=False) / "report.md"
+    t0, started = time.perf_counter(), time.time()
+    code, stderr = _run_papermill(nb, out, profile, root, progress, log_output, start_timeout)
+    minutes = (time.perf_counter() - t0) / 60
+    fresh = section_file.exists() and section_file.stat().st_mtime >= started - 1
+    section = section_file.read_text() if fresh else None
+    if code == 0:
+        return Outcome(nb.stem, "ok", minutes, str(out), section=section)
+    error = notebook_error(out) or "\n".join(stderr.strip().splitlines()[-15:]) or f"papermill exited with {code}"
+    return Outcome(nb.stem, "FAILED", minutes, str(out) if out.exists() else None, error, section)
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=CHECKOUT, capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=CHECKOUT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _relink(markdown: str, prefix: str) -> str:
+    """Re-anchor links written relative to the output root for a report living below it."""
+    if prefix in ("", "."):
+        return markdown
+
+    def fix(m):
+        target = m.group(2)
+        if re.match(r"^([a-z]+:|/|#)", target):
+            return m.group(0)
+        return f"{m.group(1)}{prefix}/{target}{m.group(3)}"
+
+    return LINK.sub(fix, markdown)
+
+
+def assemble(outcomes: list[Outcome], profile: str, root: Path, extra: str = "") -> str:
+    """REPORT.md: header, status table, then every notebook's section in order."""
+    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    lines = ["# Reproduction report", "",
+             f"Profile `{profile}`, {stamp}, commit {_git_commit()}.{extra}", "",
+             "| notebook | status | minutes |", "|---|---|---:|"]
+    for o in outcomes:
+        lines.append(f"| {o.name} | {o.status} | {'—' if o.minutes is None else f'{o.minutes:.1f}'} |")
+    prefix = os.path.relpath(root, report_path(profile, root).parent)
+    for o in outcomes:
+        lines.append("")
+        if o.status == "FAILED":
+            lines += [f"## {o.name}: FAILED", "", f"Executed notebook: `{o.executed or 'not written'}`", "",
+                      "```", o.error.strip(), "```"]
+            if o.section:
+                lines += ["", "Report section written before the failure:", "", _relink(o.section, prefix).strip()]
+        elif o.section:
+            note = "" if o.status == "ok" else "\n\n_Not run this time; section from an earlier run._"
+            body = _relink(o.section, prefix).strip().split("\n", 1)
+            lines.append(body[0] + note + ("\n" + body[1] if len(body) > 1 else ""))
+        elif o.status == "ok":
+            lines += [f"## {o.name}", "", f"Ran without writing a report section; see `{o.executed}`."]
+        else:
+            lines += [f"## {o.name}", "", "Not run this time and no earlier section."]
+    return "\n".join(lines) + "\n"
+
+
+def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebooks", root: str | Path = CHECKOUT,
+              only: list[str] | None = None, progress: bool = True, log_output: bool = False) -> int:
+    """Run the notebooks of ``notebooks`` under ``profile``, outputs below ``root``; 0 if all passed, else 1."""
+    load_profile(profile)  # an unknown profile stops here, before any kernel starts
+    root = Path(root).resolve()
+    chosen = select_notebooks(Path(notebooks), only)
+    if not chosen:
+        print(f"reproduce: no notebooks in {notebooks}", file=sys.stderr)
+        return 1
+    outcomes: list[Outcome] = []
+    for i, nb in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {nb.stem} (profile {profile}) ...", flush=True)
+        o = run_notebook(nb, profile, root, progress, log_output)
+        print(f"[{i}/{len(chosen)}] {nb.stem}: {o.status} in {o.minutes:.1f} min -> {o.executed}", flush=True)
+        if o.status == "FAILED":
+            print("    " + "\n    ".join(o.error.strip().splitlines()[-3:]), flush=True)
+        outcomes.append(o)
+    extra = ""
+    if only:  # keep the other notebooks' earlier sections so REPORT.md stays whole
+        extra = " Run with --only " + ", ".join(p.stem for p in chosen) + "."
+        ran = {o.name: o for o in outcomes}
+        outcomes = []
+        for nb in select_notebooks(Path(notebooks)):
+            if nb.stem in ran:
+                outcomes.append(ran[nb.stem])
+            else:
+                old = figure_dir(nb.stem, profile, root, create=False) / "report.md"
+                outcomes.append(Outcome(nb.stem, "not run", None, None,
+                                        section=old.read_text() if old.exists() else None))
+    report = report_path(profile, root)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(assemble(outcomes, profile, root, extra))
+    status = root / "results" / "executed" / profile / "status.json"
+    status.write_text(json.dumps([{k: v for k, v in asdict(o).items() if k != "section"} for o in outcomes],
+                                 indent=1))
+    ran_now = [o for o in outcomes if o.status != "not run"]
+    failed = [o for o in ran_now if o.status == "FAILED"]
+    print(f"\nreproduce (profile {profile}): {len(ran_now) - len(failed)} passed, {len(failed)} failed; "
+          f"report -> {report}")
+    for o in ran_now:
+        print(f"  {o.status:6} {o.name:20} {o.minutes:6.1f} min  {o.executed or ''}")
     return 1 if failed else 0

@@ -21,6 +21,9 @@ class ConfigError(ValueError):
         self.field, self.value, self.allowed = field, value, allowed
         super().__init__(message or f"{field}: got {value!r}; allowed: {allowed}")
 
+    def __reduce__(self):  # picklable, so an error in a worker process reaches the parent intact
+        return (type(self), (self.field, self.value, self.allowed, str(self)))
+
 
 @dataclasses.dataclass(frozen=True)
 class Interval:

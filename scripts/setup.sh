@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# One-time set-up on a fresh machine: Python packages, and Fashion-MNIST from Debian when missing.
+# One-time set-up on a fresh machine: Python packages, a `python3` Jupyter kernel (papermill and nbval
+# run the notebooks on it), and Fashion-MNIST from Debian when missing.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+
+kernels="$("$PYTHON" -m jupyter kernelspec list 2>/dev/null || true)"
+if ! grep -qE '^\s*python3\s' <<<"$kernels"; then
+  echo "setup: registering the python3 Jupyter kernel for $PYTHON"
+  "$PYTHON" -m ipykernel install --user --name python3 >/dev/null
+fi
 
 if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] \
    && [ ! -e "${FEDLIB_DATA:-data}/fashion-mnist/train-images-idx3-ubyte.gz" ]; then

@@ -5,10 +5,7 @@ import numpy as np
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import load_dataset, load_fmnist, load_mnist, make_spiral
 from fedlib.plots import partition_heatmap
-from fedlib.reproduce import reproduce
 from tests.conftest import label_blocks
-
-HERE = Path(__file__).parent
 
 
 def test_fmnist_is_full_and_normalised():
@@ -42,15 +39,3 @@ def test_partition_heatmap_draws_client_by_class():
     ax = partition_heatmap(p)
     assert ax.get_xlabel() == "client" and ax.get_ylabel() == "class"
     assert len(ax.get_xticklabels()) == 4 and len(ax.get_yticklabels()) == 10
-
-
-def test_reproduce_runs_every_file_and_reports_failures(tmp_path, capsys):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("dataset: spiral\nmodel: mlp_spiral\nalgorithm: {name: nope}\n")
-    code = reproduce("smoke", files=[bad, HERE / "data" / "spiral_fedproto.yaml"], progress=False,
-                     extra={"results_dir": str(tmp_path / "res")})
-    out = capsys.readouterr().out
-    assert code == 1
-    assert "1 passed, 1 failed" in out
-    assert "algorithm.name: got 'nope'" in out
-    assert "spiral_test: fedproto on spiral" in out  # the good one still ran

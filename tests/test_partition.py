@@ -44,7 +44,7 @@ def test_nway_kshot_fashion_std2_ranges_and_hash():
     other = nway_kshot(FMNIST_TR, FMNIST_TE, 10, num_clients=20, ways=3, shots=100, stdev=2, block=110,
                        test_shots=15, seed=1235)
     assert again.hash == p.hash and other.hash != p.hash
-    assert all((a == b).all() for a, b in zip(again.train, p.train))
+    assert all((a == b).all() for a, b in zip(again.train, p.train, strict=False))
 
 
 def test_nway_kshot_errors_name_field_value_and_limit():
@@ -61,9 +61,9 @@ def test_dirichlet_merge_uses_every_sample_once_and_splits_75_25():
     p = label_partition("dirichlet", y_tr, y_te, 10, num_clients=10, alpha=0.1, seed=1)
     pool = np.concatenate(p.train + p.test)
     assert sorted(pool.tolist()) == list(range(len(y_tr) + len(y_te)))
-    sizes = np.array([len(a) + len(b) for a, b in zip(p.train, p.test)])
+    sizes = np.array([len(a) + len(b) for a, b in zip(p.train, p.test, strict=False)])
     assert sizes.min() >= p.params["min_size"] == int(min(40, 3600 / 10 / 2))
-    for a, b in zip(p.train, p.test):
+    for a, b in zip(p.train, p.test, strict=False):
         assert len(a) == int(round(0.75 * (len(a) + len(b))))
     # Dir(0.1) is skewed: most clients hold few classes in bulk
     top = np.sort(p.counts, axis=1)[:, -2:].sum(1) / p.counts.sum(1)

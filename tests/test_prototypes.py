@@ -22,7 +22,8 @@ def test_accumulator_message_only_seen_classes():
 
 def test_aggregate_protos_unweighted_and_weighted_by_hand():
     ups = [
-        {"protos": torch.tensor([[1.0, 1.0], [2.0, 2.0]]), "classes": torch.tensor([0, 2]), "counts": torch.tensor([1, 3])},
+        {"protos": torch.tensor([[1.0, 1.0], [2.0, 2.0]]), "classes": torch.tensor([0, 2]),
+         "counts": torch.tensor([1, 3])},
         {"protos": torch.tensor([[3.0, 5.0]]), "classes": torch.tensor([0]), "counts": torch.tensor([3])},
     ]
     p, present = aggregate_protos(ups, 3, weighted=False)

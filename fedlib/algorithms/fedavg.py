@@ -69,7 +69,7 @@ class FedAvg(Algorithm):
             return server
         w = torch.tensor([float(m["num_samples"]) if self.weighted else 1.0 for m in msgs])
         w = w / w.sum()
-        weights = {k: sum(wi * m[k] for wi, m in zip(w, msgs)) for k in server.weights}
+        weights = {k: sum(wi * m[k] for wi, m in zip(w, msgs, strict=False)) for k in server.weights}
         return FedAvgServer(weights)
 
     def predict(self, ctx, client, msg, x):

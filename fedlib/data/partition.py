@@ -121,7 +121,7 @@ def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_cl
         by_class_te.append(te)
 
     train, test = [], []
-    for i, (classes, k) in enumerate(zip(class_sets, k_list)):
+    for i, (classes, k) in enumerate(zip(class_sets, k_list, strict=False)):
         tr_i, te_i = [], []
         for c in classes:
             if i * block + k > len(by_class_tr[c]):
@@ -161,10 +161,10 @@ def dirichlet_indices(labels: np.ndarray, num_clients: int, alpha: float, min_si
             idx_c = np.flatnonzero(labels == c)
             rs.shuffle(idx_c)
             p = rs.dirichlet(np.repeat(alpha, num_clients))
-            p = np.array([pj * (len(part) < N / num_clients) for pj, part in zip(p, parts)])
+            p = np.array([pj * (len(part) < N / num_clients) for pj, part in zip(p, parts, strict=False)])
             p = p / p.sum()
             cuts = (np.cumsum(p) * len(idx_c)).astype(int)[:-1]
-            for part, chunk in zip(parts, np.split(idx_c, cuts)):
+            for part, chunk in zip(parts, np.split(idx_c, cuts), strict=False):
                 part.extend(chunk.tolist())
         if min(len(p) for p in parts) >= min_size:
             return [np.array(p, dtype=np.int64) for p in parts]
@@ -198,7 +198,7 @@ def pathological_indices(labels: np.ndarray, num_clients: int, classes_per_clien
                                len(chosen) - 1).tolist()
         sizes.append(len(idx_c) - sum(sizes))
         start = 0
-        for m, s in zip(chosen, sizes):
+        for m, s in zip(chosen, sizes, strict=False):
             parts[m].extend(idx_c[start:start + s].tolist())
             start += s
             need[m] -= 1

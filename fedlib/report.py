@@ -1,0 +1,253 @@
+"""What a paper notebook writes: figures, paper-vs-ours tables and its section of REPORT.md.
+
+A notebook ends like this::
+
+    from fedlib import report
+
+    paper = report.load_paper("fedmps")
+    section = report.ReportSection("fedmps", profile, title="FedMPS (TNNLS 2025)")
+    section.text(f"{rounds} rounds, seeds {seeds}; accuracy is the unweighted mean over clients (%).")
+    section.table(paper["tables"]["table3"], {"fedproto": {"fmnist": (92.80, 0.41)}}, key="table3")
+    section.figure(fig, "Test accuracy per round, Fashion-MNIST", name="fig4_fmnist")
+    section.write()          # figures/fedmps/report.md and report.json
+
+``python -m fedlib reproduce`` runs every notebook and joins their ``report.md`` files
+into REPORT.md. Figures and reports of the ``quick`` and ``paper`` profiles go to
+``figures/<paper>/``; the ``smoke`` profile (tests) writes to ``results/smoke/figures/<paper>/``
+so that tests never overwrite real figures.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+SCRATCH_PROFILES = ("smoke",)
+DASH = "—"
+
+
+def output_root() -> Path:
+    """The folder holding ``figures/``, ``results/`` and REPORT.md.
+
+    ``$FEDLIB_ROOT`` when set (the runner sets it for the notebooks it executes), else the
+    checkout, so a notebook opened in JupyterLab (whose working directory is ``notebooks/``)
+    writes to the same place as a headless run.
+    """
+    return Path(os.environ.get("FEDLIB_ROOT") or CHECKOUT)
+
+
+def results_dir() -> Path:
+    """``<output root>/results``: pass it as an experiment's ``results_dir`` so that the run cache is
+    the same whether the notebook runs under the runner, nbval or JupyterLab (working directory
+    ``notebooks/``)."""
+    return output_root() / "results"
+
+
+def figure_dir(paper: str, profile: str, root: str | Path | None = None, create: bool = True) -> Path:
+    """``figures/<paper>/`` (quick, paper) or ``results/smoke/figures/<paper>/`` (smoke) below the output root."""
+    root = Path(root) if root is not None else output_root()
+    folder = root / "results" / profile / "figures" / paper if profile in SCRATCH_PROFILES else root / "figures" / paper
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def savefig(fig, paper: str, profile: str, name: str, dpi: int = 120) -> Path:
+    """Write ``fig`` (a Figure or an Axes) to ``<figure_dir>/<name>.png``; return the path."""
+    fig = getattr(fig, "figure", fig)
+    path = figure_dir(paper, profile) / f"{name}.png"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def load_paper(paper: str, params: str | Path | None = None) -> dict:
+    """A paper's reference numbers: ``params/<paper>/paper.yaml``."""
+    path = Path(params or CHECKOUT / "params") / paper / "paper.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"no reference numbers for {paper!r}: {path} does not exist")
+    return yaml.safe_load(path.read_text())
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+def _mean_std(value: Any) -> tuple[float, float]:
+    """``x``, ``[mean, std]`` or ``(mean,)`` -> (mean, std); NaN where absent."""
+    if value is None:
+        return math.nan, math.nan
+    if isinstance(value, list | tuple):
+        if not value:
+            return math.nan, math.nan
+        mean = float(value[0]) if value[0] is not None else math.nan
+        std = float(value[1]) if len(value) > 1 and value[1] is not None else math.nan
+        return mean, std
+    return float(value), math.nan
+
+
+def _rows(table: dict) -> dict:
+    return table["rows"] if isinstance(table.get("rows"), dict) else table
+
+
+def compare_numbers(paper_table: dict, ours: dict, scale: float = 1.0) -> pd.DataFrame:
+    """Paper vs ours as numbers: one line per (row, column), columns
+    ``paper_mean, paper_std, ours_mean, ours_std, diff`` (``diff = ours_mean - paper_mean``).
+
+    ``paper_table`` is a table of ``paper.yaml`` (or its ``rows`` mapping): ``{row: {column: value}}``;
+    ``ours`` has the same shape. A value is a number or ``[mean, std]``. Only columns where ours has
+    at least one value appear; rows present on one side only are kept, with NaN on the other side.
+    ``scale`` multiplies our values (100 turns fractions into %).
+    """
+    prow, orow = _rows(paper_table), ours
+    pcols = list(paper_table.get("columns") or []) if "rows" in paper_table else []
+    for r in prow.values():
+        pcols += [c for c in r if c not in pcols]
+    ocols = []
+    for r in orow.values():
+        ocols += [c for c, v in (r or {}).items() if c not in ocols and not math.isnan(_mean_std(v)[0])]
+    columns = [c for c in pcols if c in ocols] + [c for c in ocols if c not in pcols]
+    rows = list(prow) + [r for r in orow if r not in prow]
+    records = []
+    for r in rows:
+        for c in columns:
+            pm, ps = _mean_std((prow.get(r) or {}).get(c))
+            om, os_ = _mean_std((orow.get(r) or {}).get(c))
+            if math.isnan(pm) and math.isnan(om):
+                continue
+            records.append({"row": r, "column": c, "paper_mean": pm, "paper_std": ps,
+                            "ours_mean": om * scale, "ours_std": os_ * scale, "diff": om * scale - pm})
+    frame = pd.DataFrame.from_records(
+        records, columns=["row", "column", "paper_mean", "paper_std", "ours_mean", "ours_std", "diff"])
+    return frame.set_index(["row", "column"])
+
+
+def fmt(mean: float, std: float = math.nan, digits: int = 2, sign: bool = False) -> str:
+    """``84.21 ± 3.39``, ``84.21``, ``+0.51`` or ``—``."""
+    if mean is None or math.isnan(mean):
+        return DASH
+    text = f"{mean:{'+' if sign else ''},.{digits}f}"
+    return text if std is None or math.isnan(std) else f"{text} ± {std:,.{digits}f}"
+
+
+def compare(paper_table: dict, ours: dict, digits: int = 2, scale: float = 1.0,
+            names: tuple[str, str] | None = None) -> pd.DataFrame:
+    """Paper vs ours, rendered: columns ``paper | ours | diff`` (strings such as ``84.21 ± 3.39``),
+    one line per (row, column) of :func:`compare_numbers`; ``—`` where a side has no value.
+
+    The index is (row, column), or just the row when a single column remains. Its names come
+    from ``names``, else the table's ``row_name``/``column_name``, else ``row``/``column``.
+    """
+    nums = compare_numbers(paper_table, ours, scale)
+    out = pd.DataFrame({
+        "paper": [fmt(m, s, digits) for m, s in zip(nums.paper_mean, nums.paper_std, strict=True)],
+        "ours": [fmt(m, s, digits) for m, s in zip(nums.ours_mean, nums.ours_std, strict=True)],
+        "diff": [fmt(d, digits=digits, sign=True) for d in nums["diff"]],
+    }, index=nums.index)
+    names = names or (paper_table.get("row_name", "row"), paper_table.get("column_name", "column"))
+    out.index = out.index.set_names(list(names))
+    if out.index.get_level_values(1).nunique() == 1:
+        out.index = out.index.droplevel(1)
+    return out
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """A GitHub-markdown table of ``df`` (index levels first), without extra dependencies."""
+    def cell(v):
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    index_names = [n if n is not None else "" for n in df.index.names]
+    header = index_names + [cell(c) for c in df.columns]
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join(["---"] * len(index_names) + ["---:"] * len(df.columns)) + "|"]
+    for idx, row in zip(df.index, df.itertuples(index=False), strict=True):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        lines.append("| " + " | ".join([cell(i) for i in idx] + [cell(v) for v in row]) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+def _jsonable(x):
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "item"):  # numpy scalars
+        return _jsonable(x.item())
+    return x
+
+
+class ReportSection:
+    """One paper's section of REPORT.md, built up cell by cell and written by :meth:`write`.
+
+    Figure links are relative to the output root (``figures/fedmps/fig4.png``), as REPORT.md
+    lives there.
+    """
+
+    def __init__(self, paper: str, profile: str, title: str | None = None):
+        self.paper, self.profile = paper, profile
+        self.title = title or paper
+        self.folder = figure_dir(paper, profile)
+        self.root = output_root()
+        self.parts: list[str] = []
+        self.data: dict = {"paper": paper, "profile": profile, "title": self.title, "tables": {}, "figures": [],
+                           "values": {}}
+
+    def text(self, markdown: str) -> ReportSection:
+        """A paragraph of free markdown."""
+        self.parts.append(markdown.strip())
+        return self
+
+    def table(self, paper_table: dict, ours: dict, caption: str | None = None, key: str | None = None,
+              **kwargs) -> pd.DataFrame:
+        """Add a paper-vs-ours table (see :func:`compare`); its numbers go to report.json under ``key``."""
+        rendered = compare(paper_table, ours, **kwargs)
+        caption = caption or paper_table.get("caption")
+        key = key or f"table{len(self.data['tables']) + 1}"
+        nums = compare_numbers(paper_table, ours, kwargs.get("scale", 1.0)).reset_index()
+        self.data["tables"][key] = {"caption": caption, "metric": paper_table.get("metric"),
+                                    "rows": _jsonable(nums.to_dict(orient="records"))}
+        self.parts.append((f"**{caption}**\n\n" if caption else "") + to_markdown(rendered))
+        return rendered
+
+    def figure(self, fig, caption: str, name: str | None = None) -> Path:
+        """Link a figure: a matplotlib Figure/Axes (saved as ``<name>.png``) or the path of a saved one."""
+        if isinstance(fig, str | Path):
+            path = Path(fig)
+        else:
+            if name is None:
+                raise ValueError("figure(): give name= when passing a matplotlib figure")
+            path = savefig(fig, self.paper, self.profile, name)
+        path = path.resolve()
+        try:
+            link = path.relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            link = path.as_posix()
+        self.parts.append(f"![{caption}]({link})")
+        self.data["figures"].append({"caption": caption, "path": link})
+        return path
+
+    def record(self, **values) -> ReportSection:
+        """Extra numbers for report.json (not shown in the markdown)."""
+        self.data["values"].update(_jsonable(values))
+        return self
+
+    def markdown(self) -> str:
+        head = f"## {self.title}\n\n_profile `{self.profile}`_"
+        return "\n\n".join([head, *self.parts]) + "\n"
+
+    def write(self) -> Path:
+        """Write ``report.md`` and ``report.json`` into the figure folder; return the markdown path."""
+        md = self.folder / "report.md"
+        md.write_text(self.markdown())
+        stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        (self.folder / "report.json").write_text(json.dumps({**self.data, "written": stamp}, indent=1))
+        return md

@@ -1,0 +1,109 @@
+import json
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from fedlib import report  # noqa: E402
+
+PAPER = {"caption": "Accuracy (%)", "row_name": "method", "column_name": "dataset",
+         "columns": ["cifar10", "fmnist"],
+         "rows": {"fedavg": {"cifar10": [60.91, 1.99], "fmnist": [84.21, 3.39]},
+                  "fedproto": {"cifar10": [75.10, 0.94], "fmnist": [93.07, 0.56]}}}
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_compare_numbers_diff_and_missing_rows():
+    ours = {"fedavg": {"fmnist": [85.0, 1.0]}, "local": {"fmnist": 70.0}}
+    nums = report.compare_numbers(PAPER, ours)
+    assert list(nums.index) == [("fedavg", "fmnist"), ("fedproto", "fmnist"), ("local", "fmnist")]  # no cifar10
+    fedavg = nums.loc[("fedavg", "fmnist")]
+    assert fedavg.paper_mean == 84.21 and fedavg.paper_std == 3.39 and fedavg.ours_std == 1.0
+    assert fedavg["diff"] == pytest.approx(0.79)
+    assert math.isnan(nums.loc[("fedproto", "fmnist")].ours_mean)      # paper only
+    assert math.isnan(nums.loc[("local", "fmnist")].paper_mean)         # ours only
+    assert math.isnan(nums.loc[("local", "fmnist")]["diff"])
+
+
+def test_compare_renders_mean_std_dash_and_signed_diff():
+    ours = {"fedavg": {"fmnist": [85.0, 1.0]}, "fedproto": {"fmnist": 0.9206}, "local": {"fmnist": 0.7}}
+    df = report.compare(PAPER, ours, scale=100)
+    assert list(df.columns) == ["paper", "ours", "diff"] and df.index.name == "method"  # one column: rows only
+    assert df.loc["fedavg"].tolist() == ["84.21 ± 3.39", "8,500.00 ± 100.00", "+8,415.79"]  # scale hits all of ours
+    assert df.loc["fedproto"].tolist() == ["93.07 ± 0.56", "92.06", "-1.01"]
+    assert df.loc["local"].tolist() == ["—", "70.00", "—"]
+    two = report.compare(PAPER, {"fedavg": {"fmnist": 85, "cifar10": (61.0, 2.0)}})
+    assert two.index.names == ["method", "dataset"]
+    assert two.loc[("fedavg", "cifar10")].tolist() == ["60.91 ± 1.99", "61.00 ± 2.00", "+0.09"]
+    assert report.compare({"rows": {"fedmps": {"params": 30780}}}, {"fedmps": {"params": 30780.0}},
+                          digits=0).loc["fedmps"].tolist() == ["30,780", "30,780", "+0"]
+
+
+def test_to_markdown_table():
+    md = report.to_markdown(report.compare(PAPER, {"fedavg": {"fmnist": [85.0, 1.0]}}))
+    lines = md.splitlines()
+    assert lines[0] == "| method | paper | ours | diff |"
+    assert lines[1] == "|---|---:|---:|---:|"
+    assert lines[2] == "| fedavg | 84.21 ± 3.39 | 85.00 ± 1.00 | +0.79 |"
+    assert lines[3] == "| fedproto | 93.07 ± 0.56 | — | — |"
+
+
+def test_load_paper_fedmps_reference_numbers():
+    p = report.load_paper("fedmps")
+    t = p["tables"]
+    methods = ["fedavg", "fedprox", "moon", "fedntd", "fedgkd", "fedproc", "fedproto", "fedmps"]
+    assert list(t["table3"]["rows"]) == methods and len(t["table3"]["columns"]) == 6
+    assert t["table3"]["rows"]["fedproto"]["fmnist"] == [93.07, 0.56]
+    assert t["table3"]["rows"]["fedavg"]["fmnist"] == [84.21, 3.39]
+    assert t["table5"]["rows"]["fedmps"]["params"] == 30780
+    assert t["table5"]["rows"]["fedgkd"]["params"] == 2 * t["table5"]["rows"]["fedavg"]["params"] == 2480240
+    assert t["table5"]["setting"] == {"dataset": "cifar10", "n": 3, "N": 20, "direction": "one", "per": "round"}
+    assert t["table6_block1"]["rows"]["fedmps"]["cifar10"] == t["table7"]["rows"]["full"]["acc"] == [80.31, 8.91]
+    assert t["table6_block2"]["n_certain"] is False
+    assert t["table7"]["components"]["con_high"] == {"number": 3, "con_low": 0, "con_high": 1, "soft": 0}
+    assert t["tau1_sensitivity"]["rows"]["fedmps"]["flowers"] == 1.29
+    assert t["tau2_sensitivity"]["rows"]["fedmps"]["fmnist"] == 0.13
+    for name, table in t.items():
+        assert table["source"] and table["caption"], name
+        for row in table["rows"].values():
+            assert set(row) <= set(table["columns"]), name
+    with pytest.raises(FileNotFoundError, match="nope"):
+        report.load_paper("nope")
+
+
+def test_figure_dir_smoke_is_scratch(root):
+    assert report.figure_dir("fedmps", "smoke") == root / "results" / "smoke" / "figures" / "fedmps"
+    assert report.figure_dir("fedmps", "quick") == root / "figures" / "fedmps"
+    assert report.figure_dir("fedmps", "paper").is_dir()
+    assert report.results_dir() == root / "results"
+
+
+def test_report_section_writes_markdown_json_and_figure(root):
+    section = report.ReportSection("toy", "smoke", title="Toy paper")
+    section.text("Some text.")
+    section.table(PAPER, {"fedavg": {"fmnist": [85.0, 1.0]}}, key="table3")
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [1, 0])
+    png = section.figure(fig, "A curve", name="curve")
+    plt.close(fig)
+    section.record(rounds=2)
+    md_path = section.write()
+    assert png == root / "results" / "smoke" / "figures" / "toy" / "curve.png" and png.stat().st_size > 0
+    md = md_path.read_text()
+    assert md.startswith("## Toy paper\n") and "_profile `smoke`_" in md and "Some text." in md
+    assert "**Accuracy (%)**" in md and "| fedavg | 84.21 ± 3.39 | 85.00 ± 1.00 | +0.79 |" in md
+    assert "![A curve](results/smoke/figures/toy/curve.png)" in md  # relative to the output root
+    data = json.loads((md_path.parent / "report.json").read_text())
+    row = data["tables"]["table3"]["rows"][0]
+    assert row["row"] == "fedavg" and row["diff"] == pytest.approx(0.79)
+    assert data["tables"]["table3"]["rows"][1]["ours_mean"] is None  # NaN -> null
+    assert data["values"] == {"rounds": 2} and data["profile"] == "smoke"
+    assert data["figures"] == [{"caption": "A curve", "path": "results/smoke/figures/toy/curve.png"}]

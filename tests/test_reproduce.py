@@ -1,0 +1,94 @@
+"""The notebook runner, on two tiny notebooks: ``bad`` raises, ``good`` writes a report section."""
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fedlib.__main__ import main
+from fedlib.reproduce import Outcome, assemble, reproduce, select_notebooks
+from fedlib.validation import ConfigError
+
+NOTEBOOKS = Path(__file__).parent / "data" / "notebooks"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One smoke run of both fixture notebooks (each notebook costs a kernel start: run them once)."""
+    root = tmp_path_factory.mktemp("out")
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        # were the profile not injected, the notebooks would fall back to this and write to figures/
+        mp.setenv("FEDLIB_PROFILE", "quick")
+        code = reproduce("smoke", notebooks=NOTEBOOKS, root=root, progress=False)
+    return code, root, out.getvalue()
+
+
+def test_failure_does_not_stop_the_batch(smoke_run):
+    code, root, out = smoke_run
+    assert code == 1
+    executed = root / "results" / "executed" / "smoke"
+    assert (executed / "bad.ipynb").is_file() and (executed / "good.ipynb").is_file()
+    assert out.index("[1/2] bad") < out.index("[2/2] good: ok")  # sorted, and good ran after bad failed
+    assert "1 passed, 1 failed" in out
+    status = json.loads((executed / "status.json").read_text())
+    assert [(s["name"], s["status"]) for s in status] == [("bad", "FAILED"), ("good", "ok")]
+
+
+def test_report_has_both_sections_and_the_failure(smoke_run):
+    _, root, _ = smoke_run
+    assert not (root / "REPORT.md").exists()  # smoke writes to the scratch folder
+    text = (root / "results" / "smoke" / "REPORT.md").read_text()
+    assert text.startswith("# Reproduction report") and "Profile `smoke`" in text
+    assert re.search(r"\| bad \| FAILED \| \d+\.\d \|", text) and re.search(r"\| good \| ok \| \d+\.\d \|", text)
+    assert text.index("## bad: FAILED") < text.index("## Good fixture")
+    assert "ValueError: boom under smoke" in text
+    assert str(root / "results" / "executed" / "smoke" / "bad.ipynb") in text
+    assert "| fedavg | 84.21 ± 3.39 | 85.00 ± 1.00 | +0.79 |" in text
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert links and all(((root / "results" / "smoke") / link).is_file() for link in links)
+
+
+def test_profile_is_injected_and_smoke_output_is_scratch(smoke_run):
+    _, root, _ = smoke_run
+    nb = json.loads((root / "results" / "executed" / "smoke" / "good.ipynb").read_text())
+    injected = [c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
+    assert len(injected) == 1 and 'profile = "smoke"' in "".join(injected[0]["source"])
+    assert nb["metadata"]["papermill"]["parameters"] == {"profile": "smoke"}
+    figures = root / "results" / "smoke" / "figures" / "good"
+    assert {p.name for p in figures.iterdir()} == {"line.png", "report.md", "report.json"}
+    assert json.loads((figures / "report.json").read_text())["profile"] == "smoke"
+    assert not (root / "figures").exists()
+
+
+def test_select_notebooks_sorted_and_filtered(tmp_path):
+    assert [p.stem for p in select_notebooks(NOTEBOOKS)] == ["bad", "good"]
+    assert [p.stem for p in select_notebooks(NOTEBOOKS, ["good.ipynb"])] == ["good"]
+    with pytest.raises(ConfigError, match="nope"):
+        select_notebooks(NOTEBOOKS, ["nope"])
+    assert reproduce("smoke", notebooks=tmp_path, root=tmp_path, progress=False) == 1  # nothing to run
+    with pytest.raises(ConfigError, match="profile"):
+        reproduce("fast", notebooks=NOTEBOOKS, root=tmp_path)
+
+
+def test_cli_rejects_unknown_notebook_before_running(tmp_path, capsys):
+    code = main(["reproduce", "--profile", "smoke", "--notebooks", str(NOTEBOOKS), "--root", str(tmp_path),
+                 "--only", "nope"])
+    assert code == 2 and "--only: got 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
+def test_assemble_keeps_earlier_sections_and_relinks(tmp_path):
+    section = "## Paper A\n\n![fig](results/smoke/figures/a/x.png) and [site](https://example.org)\n"
+    outcomes = [Outcome("a", "not run", None, None, section=section),
+                Outcome("b", "ok", 0.5, "results/executed/smoke/b.ipynb")]
+    text = assemble(outcomes, "smoke", tmp_path)
+    assert "| a | not run | — |" in text and "| b | ok | 0.5 |" in text
+    assert "## Paper A\n\n_Not run this time; section from an earlier run._" in text
+    assert "](../../results/smoke/figures/a/x.png)" in text and "](https://example.org)" in text
+    assert "Ran without writing a report section" in text
+    quick = assemble(outcomes, "quick", tmp_path)  # REPORT.md at the root: links stay as written
+    assert "](results/smoke/figures/a/x.png)" in quick

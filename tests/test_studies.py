@@ -1,0 +1,128 @@
+"""Parallel runs, run states and the FedMPS study's bookkeeping (no Fashion-MNIST training)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib.data import FederatedData
+from fedlib.data.partition import nway_kshot
+from fedlib.experiments import RunState, load_config, load_state, run_id, run_many, run_one
+from fedlib.papers import fedmps as S
+from tests.conftest import tiny_image_dataset
+
+CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+
+
+def strip(summary):
+    return {k: v for k, v in summary.items() if k not in ("wall_seconds_this_call", "cache_hit",
+                                                          "seconds_per_round_median")}
+
+
+def test_run_many_in_processes_equals_run_one_here_and_caches(tmp_path):
+    a = load_config(CFG, {"results_dir": str(tmp_path / "a"), "train.rounds": 3})
+    b = load_config(CFG, {"results_dir": str(tmp_path / "a"), "train.rounds": 3, "algorithm.lam": 0.5})
+    got = run_many([(a, 1), (b, 1)], workers=2, progress=False)
+    assert [s["run_id"] for s in got] == [run_id(a, 1), run_id(b, 1)]
+    assert got[0]["metrics"] != got[1]["metrics"]
+    # the same run in this process (fresh folder) gives identical numbers
+    here = run_one(load_config(CFG, {"results_dir": str(tmp_path / "b"), "train.rounds": 3}), 1, progress=False)
+    assert strip(here)["metrics"] == strip(got[0])["metrics"]
+    again = run_many([(a, 1), (b, 1)], workers=2, progress=False)
+    assert all(s["cache_hit"] for s in again)
+
+
+def test_run_many_reports_failures_after_finishing_the_others(tmp_path):
+    good = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
+    bad = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2, "partition.alpha": -1.0})
+    with pytest.raises(RuntimeError, match=r"1 of 2 runs failed \(finished runs are cached\)") as err:
+        run_many([(bad, 1), (good, 1)], workers=1, progress=False)
+    assert "spiral_test seed 1" in str(err.value)
+    assert (tmp_path / run_id(good, 1) / "summary.json").exists()
+
+
+def test_load_state_brings_back_the_final_models(tmp_path):
+    cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
+    summary = run_one(cfg, 1, progress=False)
+    state = load_state(cfg, 1)
+    assert state.round == 2 and len(state.clients) == 6
+    # predicting with the restored states reproduces the logged accuracy of the last round
+    accs = []
+    for cid in range(6):
+        test = state.data.test[cid]
+        scores = state.algorithm.predict(state.ctx, state.clients[cid], state.message(cid), test.x)
+        accs.append(float((scores["proto"].argmax(1) == test.y).float().mean()))
+    assert np.mean(accs) == pytest.approx(summary["metrics"]["acc_proto"]["last"], abs=1e-9)
+    with pytest.raises(FileNotFoundError, match="run it first"):
+        load_state(load_config(CFG, {"results_dir": str(tmp_path / "none")}), 1)
+
+
+def test_study_configs_share_the_cache_with_the_params_files():
+    plan = S.load_plan("paper")
+    for method, path in (("fedmps", "params/fedmps_fmnist.yaml"), ("fedproto", "params/fedproto_fmnist.yaml"),
+                         ("fedavg", "params/fedavg_fmnist.yaml")):
+        assert run_id(S.config(plan, method), 1234) == run_id(load_config(path), 1234)
+
+
+def test_study_grids_vary_exactly_one_thing():
+    plan = S.load_plan("quick")
+    base = S.config(plan, "fedmps")
+    assert base["train"]["rounds"] == plan.settings["rounds"]["main"]
+    ntd = S.config(plan, "fedntd")
+    assert ntd["train"]["local_epochs"] == 5 and S.config(plan, "fedgkd")["train"]["lr"] == 0.05
+    ways = S.ways_configs(plan)
+    assert sorted(n for (_, n) in ways) == sorted([3, 4, 5] * 2)
+    assert ways[("fedmps", 4)]["partition"] == {**base["partition"], "ways": 4}
+    abl = S.ablation_configs(plan)
+    flags = [(c["algorithm"]["alpha"], c["algorithm"]["beta"], c["algorithm"]["mu"]) for c in abl.values()]
+    assert flags == [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, 1, 1)]
+    taus = S.temperature_configs(plan)
+    assert taus[("tau2", 10.0)]["algorithm"] == {**S.config(plan, "fedmps", rounds="sweep")["algorithm"], "tau2": 10.0}
+    with pytest.raises(Exception, match="method: got 'fedx'"):
+        S.config(plan, "fedx")
+    with pytest.raises(Exception, match="profile: got 'slow'"):
+        S.load_plan("slow")
+
+
+def _summary(acc):
+    return {"metrics": {"acc_proto_own": {"best": acc}, "acc_head": {"best": acc - 0.1}}}
+
+
+def test_table3_wilcoxon_rank_sum_complete_separation():
+    plan = S.load_plan("paper")
+    rows = S.table3(plan, {"fedmps": [_summary(x) for x in (0.93, 0.94, 0.95)],
+                           "fedavg": [_summary(x) for x in (0.80, 0.81, 0.82)]})
+    assert rows["fedmps"]["metric"] == "acc_proto_own" and rows["fedavg"]["metric"] == "acc_head"
+    assert rows["fedmps"]["mean"] == pytest.approx(94.0)
+    assert rows["fedavg"]["mean"] == pytest.approx(71.0)  # head = proto_own - 10 points
+    assert rows["fedavg"]["std"] == pytest.approx(np.std([70, 71, 72]))
+    # 3 vs 3 with complete separation: the normal approximation gives p = 0.0495 (notes §6)
+    assert rows["fedavg"]["p_vs_fedmps"] == pytest.approx(0.0495, abs=1e-4)
+    assert rows["fedmps"]["p_vs_fedmps"] is None
+    single = S.table3(plan, {"fedmps": [_summary(0.9)], "fedavg": [_summary(0.8)]})
+    assert single["fedavg"]["p_vs_fedmps"] is None
+
+
+def test_time_to_target():
+    recs = [{"round": r, "seconds": 2.0, "acc": {"m": {"mean": a}}} for r, a in ((1, 0.5), (2, 0.84), (3, 0.86))]
+    assert S.time_to_target(recs, "m", 0.85) == {"round": 3, "seconds": 6.0}
+    assert S.time_to_target(recs, "m", 0.9) == {"round": None, "seconds": None}
+
+
+def test_attacker_aux_never_holds_the_target_clients_images():
+    ds = tiny_image_dataset(per_class_train=40, per_class_test=10)
+    part = nway_kshot(ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=2, ways=2, shots=5, stdev=0,
+                      block=5, test_shots=4, seed=0)
+    state = RunState(None, 0, FederatedData(ds, part), None, None, {}, None, 0)
+    x, y = S.attacker_aux(state, target=0, n=1000)
+    own = state.data.test[0].x
+    assert len(x) == len(ds.y_test) - len(own)  # everything except the target's test images
+    assert not any(torch.equal(a, b) for a in x for b in own)
+    assert y.tolist() == [int(ds.y_test[i]) for i in range(len(ds.y_test)) if not any(
+        torch.equal(ds.x_test[i], b) for b in own)]
+
+
+def test_cifar10_setting_partition_has_the_papers_59_pairs():
+    data = S.cifar10_shaped()
+    assert int((data.partition.counts > 0).sum()) == 59
