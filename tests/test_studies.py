@@ -126,3 +126,15 @@ def test_attacker_aux_never_holds_the_target_clients_images():
 def test_cifar10_setting_partition_has_the_papers_59_pairs():
     data = S.cifar10_shaped()
     assert int((data.partition.counts > 0).sum()) == 59
+
+
+def test_notebook_parameters_override_the_profile():
+    plan = S.load_plan("quick", methods=["fedavg", "fedproto", "fedmps"], seeds=[7], rounds=3)
+    assert list(S.table3_configs(plan)) == ["fedavg", "fedproto", "fedmps"]
+    assert plan.seeds == [7] and S.config(plan, "fedmps")["seeds"] == [7]
+    assert {c["train"]["rounds"] for c in S.ablation_configs(plan).values()} == {3}
+    assert S.load_plan("quick").settings["rounds"]["main"] == 10  # the file's settings are untouched
+    for bad, match in (({"methods": ["fedavg"]}, "methods: got"), ({"methods": ["fedmps", "fedproto", "x"]}, "x"),
+                       ({"seeds": []}, "seeds: got"), ({"rounds": 0}, "rounds: got 0")):
+        with pytest.raises(Exception, match=match):
+            S.load_plan("quick", **bad)

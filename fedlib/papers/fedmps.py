@@ -65,11 +65,35 @@ class Plan:
 
 
 def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: str = "results",
-              data_root: str | None = None) -> Plan:
+              data_root: str | None = None, methods: list[str] | None = None, seeds: list[int] | None = None,
+              rounds: int | None = None) -> Plan:
+    """The plan of ``profile``; ``methods`` (Table III rows), ``seeds`` and ``rounds`` (every
+    study) override the profile's settings, e.g. from a notebook's parameters cell."""
     spec = yaml.safe_load(Path(path).read_text())
     if profile not in spec["profiles"]:
         raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
-    return Plan(profile, spec, spec["profiles"][profile], results_dir, data_root)
+    settings = copy.deepcopy(spec["profiles"][profile])
+    if methods is not None:
+        known = list(spec["methods"])
+        if (not isinstance(methods, list) or any(m not in known for m in methods)
+                or not {"fedproto", "fedmps"} <= set(methods)):
+            raise ConfigError("methods", methods, "a list of " + ", ".join(known)
+                              + " including fedproto and fedmps (the figures compare them)")
+        settings["table3_methods"] = list(methods)
+        if settings["sweep_methods"] != "all":
+            settings["sweep_methods"] = [m for m in settings["sweep_methods"] if m in methods]
+        else:
+            settings["sweep_methods"] = list(methods)
+    if seeds is not None:
+        if (not isinstance(seeds, list) or not seeds
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+            raise ConfigError("seeds", seeds, "a non-empty list of non-negative integers")
+        settings["seeds"] = list(seeds)
+    if rounds is not None:
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise ConfigError("rounds", rounds, "a positive integer")
+        settings["rounds"] = {k: rounds for k in settings["rounds"]}
+    return Plan(profile, spec, settings, results_dir, data_root)
 
 
 def config(plan: Plan, method: str, rounds: str = "main", name: str | None = None, **changes) -> dict:
