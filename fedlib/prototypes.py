@@ -100,3 +100,51 @@ def nearest_prototype_scores(features: torch.Tensor, protos: torch.Tensor, prese
     """
     d2 = torch.cdist(features, protos).pow(2)
     return (-d2).masked_fill(~present.unsqueeze(0), float("-inf"))
+
+
+def thomson_align(protos: torch.Tensor, lr: float = 0.1, momentum: float = 0.9, decay: float = 0.95,
+                  decay_every: int = 10, max_iter: int = 500, patience: int = 10, start: int = 10,
+                  decimals: int = 4, record: bool = False):
+    """ProtoNorm's Prototype Alignment (Lee et al. 2025, Alg. 1, Eqs. 10-14): spread K
+    prototypes on the unit sphere by momentum descent on the log Thomson energy.
+
+    Starts from the L2-normalised ``protos`` (rows keep their class), velocity 0. Each
+    iteration: F_j = sum_k (c_j - c_k) / ||c_j - c_k||^2 (Eq. 11), v = momentum v + lr F
+    (Eq. 12), c = normalise(c + v) (Eqs. 13-14); lr is multiplied by ``decay`` whenever
+    ``it % decay_every == 0`` (so right after iteration 0, as in the official code).
+    Stopping rule of the official code (the paper's epsilon is not given; notes
+    protonorm.md §11 item 6): the mean ||F_j|| rounded to ``decimals`` is unchanged for
+    ``patience`` consecutive iterations, counted from iteration ``start``; at most
+    ``max_iter`` iterations.
+
+    Returns ``(aligned (K, d), iterations run, history)``; ``history`` (with ``record``)
+    holds the (K, K) pairwise distances after every iteration (ProtoNorm Fig. 4).
+    """
+    x = torch.nn.functional.normalize(protos.detach().double(), dim=1)
+    k = len(x)
+    eye = torch.eye(k, dtype=x.dtype)
+    v = torch.zeros_like(x)
+    same, prev, history = 0, None, []
+    it = -1
+    for it in range(max_iter):
+        diff = x.unsqueeze(1) - x.unsqueeze(0)              # (K, K, d): c_j - c_k
+        d2 = diff.pow(2).sum(-1) + 1e-6 * eye
+        w = (1.0 / (d2 + 1e-10)) * (1 - eye)
+        force = (w.unsqueeze(-1) * diff).sum(1)
+        v = momentum * v + lr * force
+        x = torch.nn.functional.normalize(x + v, dim=1)
+        if it % decay_every == 0:
+            lr *= decay
+        if record:
+            history.append(torch.cdist(x, x).float())
+        m = round(float(force.norm(dim=1).mean()), decimals)
+        if it == start:
+            prev = m
+        elif it > start:
+            if m == prev:
+                same += 1
+                if same == patience:
+                    break
+            else:
+                same, prev = 0, m
+    return x.to(protos.dtype), it + 1, history

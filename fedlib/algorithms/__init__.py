@@ -28,7 +28,8 @@ def make_algorithm(spec: dict) -> Algorithm:
 
 
 # Registration happens on import; keep this list sorted.
-from fedlib.algorithms import fedavg, fedgkd, fedmps, fedntd, fedproc, fedprox, fedproto, local, moon  # noqa: E402,F401
+from fedlib.algorithms import (  # noqa: E402,F401
+    fedavg, fedgkd, fedmps, fedntd, fedproc, fedprox, fedproto, local, moon, protonorm)
 
 __all__ = ["ALGORITHMS", "Algorithm", "ClientData", "Context", "Message", "TrainSettings",
            "make_algorithm", "register"]

@@ -1,0 +1,90 @@
+"""ProtoNorm: Prototype Alignment geometry and stopping, Upscaling loss, server by hand."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fedlib.algorithms import make_algorithm
+from fedlib.algorithms.protonorm import batch_distance_loss
+from fedlib.prototypes import thomson_align
+from tests.conftest import make_ctx
+from tests.test_algorithms import tiny_run
+
+
+def pairwise(x):
+    d = torch.cdist(x.double(), x.double())
+    return d[~torch.eye(len(x), dtype=torch.bool)]
+
+
+@pytest.mark.parametrize("k,d,expected", [(2, 2, 2.0), (3, 2, math.sqrt(3)), (4, 3, math.sqrt(8 / 3))])
+def test_alignment_reaches_the_regular_simplex(k, d, expected):
+    g = torch.Generator().manual_seed(0)
+    start = torch.rand(k, d, generator=g) + 1.0  # correlated, non-negative: all in one orthant
+    aligned, iters, _ = thomson_align(start, max_iter=2000, patience=200)
+    assert torch.allclose(aligned.norm(dim=1), torch.ones(k), atol=1e-6)
+    assert pairwise(aligned).min() == pytest.approx(expected, abs=2e-3)
+
+
+def test_alignment_in_512_d_approaches_the_simplex_distance_and_keeps_classes():
+    # K = 10 << d: the minimum-energy configuration is the simplex, distance sqrt(2K/(K-1)) = 1.4907
+    g = torch.Generator().manual_seed(1)
+    start = F.normalize(torch.eye(10, 512) * 0.3 + torch.rand(10, 512, generator=g), dim=1)
+    aligned, iters, hist = thomson_align(start, record=True)
+    assert 21 <= iters <= 500 and len(hist) == iters
+    assert pairwise(aligned).mean() == pytest.approx(math.sqrt(20 / 9), abs=2e-3)
+    assert pairwise(start).mean() < 0.8  # the inputs were crowded
+    # each aligned prototype is still nearest to its own class's input
+    assert torch.equal((aligned @ start.T).argmax(1), torch.arange(10))
+
+
+def test_alignment_stopping_rule_counts_from_iteration_ten():
+    # two antipodal points: the force is constant from the start, so the rounded mean force
+    # is unchanged at every check; the rule fires after 10 equal values following it = 10
+    start = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    _, iters, _ = thomson_align(start)
+    assert iters == 21
+
+
+def test_batch_distance_loss_by_hand():
+    z = torch.tensor([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]])
+    y = torch.tensor([0, 0, 1])
+    targets = torch.tensor([[0.0, 0.0], [0.0, 5.0]])
+    has = torch.tensor([True, True])
+    # class 0 mean (2, 0) -> distance 2; class 1 mean (0, 2) -> distance 3
+    assert float(batch_distance_loss(z, y, targets, has)) == pytest.approx(5.0)
+    assert float(batch_distance_loss(z, y, targets, torch.tensor([True, False]))) == pytest.approx(2.0)
+
+
+def test_server_mean_then_normalise_without_alignment():
+    algo = make_algorithm({"name": "protonorm", "align": False})
+    ctx = make_ctx(num_classes=3)
+    ups = {0: {"protos": torch.tensor([[2.0, 0.0], [0.0, 4.0]]), "classes": torch.tensor([0, 1])},
+           1: {"protos": torch.tensor([[0.0, 2.0]]), "classes": torch.tensor([0])}}
+    server = algo.aggregate(ctx, algo.init_server(ctx), ups)
+    msg = algo.broadcast(ctx, server, 0)
+    s = 1 / math.sqrt(2)
+    assert msg["classes"].tolist() == [0, 1]
+    assert torch.allclose(msg["protos"], torch.tensor([[s, s], [0.0, 1.0]]))  # mean (1, 1) and (0, 4), normalised
+    aligned = make_algorithm({"name": "protonorm"}).aggregate(ctx, algo.init_server(ctx), ups)
+    assert aligned.iterations >= 21
+    assert torch.allclose(aligned.protos[:2].norm(dim=1), torch.ones(2))
+    spread = float(torch.dist(aligned.protos[0], aligned.protos[1]))
+    assert spread > float(torch.dist(msg["protos"][0], msg["protos"][1]))
+
+
+def test_lam_zero_trains_like_local_and_reports_three_rules():
+    sim_p, rec_p = tiny_run("protonorm", lam=0.0, rounds=2)
+    sim_l, _ = tiny_run("local", rounds=2)
+    for cid in range(4):
+        a, b = sim_p.clients[cid].model.state_dict(), sim_l.clients[cid].model.state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert {"acc_head", "acc_proto", "acc_proto_local"} <= set(rec_p[-1]["acc"])
+
+
+def test_upscaled_targets_pull_features_toward_gamma_prototypes():
+    _, rec = tiny_run("protonorm", rounds=3, gamma=10.0, lam=1.0)
+    _, rec_plain = tiny_run("protonorm", rounds=3, gamma=10.0, lam=0.0)
+    # with the regulariser the loss includes ||f - 10 c_hat||^2 / d: larger than CE alone
+    assert rec[2]["train_loss"] > rec_plain[2]["train_loss"]
