@@ -39,7 +39,7 @@ from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import LOADERS
 from fedlib.engine import Simulator, median_seconds
 from fedlib.metrics import over_seeds, summarize_rounds
-from fedlib.models import MODELS
+from fedlib.models import FAMILIES, MODELS
 from fedlib.validation import BOOL, ConfigError, Interval, check_fields, from_dict, unknown_key_error
 
 # Bump when a change to the code changes the numbers of existing runs.
@@ -105,8 +105,8 @@ def validate(raw: dict) -> dict:
     cfg["dataset"] = ds
 
     model = _as_spec(raw.get("model", "cnn_fmnist"), "model")
-    if model.get("name") not in MODELS:
-        raise ConfigError("model.name", model.get("name"), "one of " + ", ".join(sorted(MODELS)))
+    if model.get("name") not in MODELS and model.get("name") not in FAMILIES:
+        raise ConfigError("model.name", model.get("name"), "one of " + ", ".join(sorted(MODELS) + sorted(FAMILIES)))
     cfg["model"] = model
 
     part = dict(raw.get("partition") or {})

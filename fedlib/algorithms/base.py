@@ -54,12 +54,12 @@ class Context:
 
     def new_model(self, cid: int | None) -> nn.Module:
         """A freshly initialised model; client ``cid``'s init (``None``: the server's) is seeded."""
-        from fedlib.models import build_model
+        from fedlib.models import build_model, member
 
         tag = (3, cid) if cid is not None else (4,)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(self.seed, *tag))
-            return build_model(self.model_name, self.input_shape, self.num_classes, **self.model_args)
+            return build_model(member(self.model_name, cid), self.input_shape, self.num_classes, **self.model_args)
 
 
 @dataclasses.dataclass

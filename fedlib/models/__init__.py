@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
+from fedlib.models import hetero
 from fedlib.models.cnn import CNNCifar, CNNFashion, FedAvgCNN
 from fedlib.models.mlp import MLPMnist, SpiralMLP
 from fedlib.validation import ConfigError
@@ -20,13 +21,26 @@ MODELS: dict[str, type[nn.Module]] = {
     "fedavg_cnn": FedAvgCNN,
     "mlp_mnist": MLPMnist,
     "mlp_spiral": SpiralMLP,
+    **hetero.MODELS,
 }
+# Model families for heterogeneous clients: client i gets member i % len(family).
+FAMILIES: dict[str, tuple[str, ...]] = dict(hetero.FAMILIES)
+
+
+def member(name: str, cid: int | None) -> str:
+    """The architecture client ``cid`` runs under model ``name`` (a model or a family).
+
+    The server (``cid=None``) of a family gets its first member."""
+    if name in FAMILIES:
+        fam = FAMILIES[name]
+        return fam[0] if cid is None else fam[cid % len(fam)]
+    return name
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **kwargs) -> nn.Module:
     """Instantiate model ``name`` for inputs of ``input_shape`` (without the batch axis)."""
     if name not in MODELS:
-        raise ConfigError("model.name", name, "one of " + ", ".join(sorted(MODELS)))
+        raise ConfigError("model.name", name, "one of " + ", ".join(sorted(MODELS) + sorted(FAMILIES)))
     return MODELS[name](input_shape=tuple(input_shape), num_classes=num_classes, **kwargs)
 
 
