@@ -88,3 +88,34 @@ def test_upscaled_targets_pull_features_toward_gamma_prototypes():
     _, rec_plain = tiny_run("protonorm", rounds=3, gamma=10.0, lam=0.0)
     # with the regulariser the loss includes ||f - 10 c_hat||^2 / d: larger than CE alone
     assert rec[2]["train_loss"] > rec_plain[2]["train_loss"]
+
+
+def test_fedtgp_margin_loss_and_adaptive_margin_by_hand():
+    from fedlib.algorithms.fedtgp import adaptive_margin, margin_loss
+
+    centers = torch.tensor([[0.0, 0.0], [3.0, 4.0]])
+    p = torch.tensor([[0.0, 0.0]])
+    # distances 0 (true class, + margin 1) and 5: CE over (-1, -5)
+    expected = -math.log(math.exp(-1) / (math.exp(-1) + math.exp(-5)))
+    assert float(margin_loss(p, torch.tensor([0]), centers, 1.0)) == pytest.approx(expected, rel=1e-5)
+    means = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])
+    # nearest other class: 1 (class 0), 4.24 (class 1), 1 (class 2) -> max 4.24, capped by the threshold
+    assert adaptive_margin(means, torch.tensor([True, True, True]), 100.0) == pytest.approx(math.sqrt(18))
+    assert adaptive_margin(means, torch.tensor([True, True, True]), 2.0) == 2.0
+    assert adaptive_margin(means, torch.tensor([True, False, False]), 2.0) == 0.0
+
+
+def test_fedtgp_server_learns_separated_prototypes_and_scales_them():
+    algo = make_algorithm({"name": "fedtgp", "server_epochs": 100, "server_lr": 0.1, "gamma": 2.0})
+    ctx = make_ctx(num_classes=3)
+    e = torch.eye(16)
+    ups = {0: {"protos": torch.stack([e[0], e[1]]), "classes": torch.tensor([0, 1])},
+           1: {"protos": torch.stack([e[2], e[0] + 0.1 * e[3]]), "classes": torch.tensor([2, 0])}}
+    torch.manual_seed(0)
+    server = algo.aggregate(ctx, algo.init_server(ctx), ups)
+    assert server.losses[-1] < 0.5 * server.losses[0]
+    assert server.margin == pytest.approx(math.sqrt(2.0025))  # class 0 mean e0 + 0.05 e3 to e1 or e2
+    inputs = torch.stack([e[0], e[1], e[2]])
+    assert torch.cdist(inputs, server.protos).argmin(1).tolist() == [0, 1, 2]
+    msg = algo.broadcast(ctx, server, 0)
+    assert torch.allclose(msg["protos"], 2.0 * server.protos)
