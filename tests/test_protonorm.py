@@ -119,3 +119,18 @@ def test_fedtgp_server_learns_separated_prototypes_and_scales_them():
     assert torch.cdist(inputs, server.protos).argmin(1).tolist() == [0, 1, 2]
     msg = algo.broadcast(ctx, server, 0)
     assert torch.allclose(msg["protos"], 2.0 * server.protos)
+
+
+def test_spiral_study_configs_and_smallest_angle():
+    import numpy as np
+
+    from fedlib.papers import protonorm as P
+
+    cfgs = P.spiral_configs(P.load_plan("quick"))
+    assert list(cfgs) == ["fedproto_iid", "fedproto_noniid", "pa", "pa_pu"]
+    assert cfgs["pa_pu"]["algorithm"]["gamma"] == 10.0 and cfgs["pa"]["algorithm"]["gamma"] == 1.0
+    assert cfgs["fedproto_noniid"]["partition"]["alpha"] == 0.1 and cfgs["fedproto_iid"]["partition"]["scheme"] == "iid"
+    assert all(c["train"]["rounds"] == 200 and c["model"]["feature_dim"] == 2 for c in cfgs.values())
+    six = np.stack([[math.cos(k * math.pi / 3), math.sin(k * math.pi / 3)] for k in range(6)])
+    assert P.smallest_angle(six) == pytest.approx(60.0)
+    assert P.smallest_angle(np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])) == pytest.approx(45.0)
