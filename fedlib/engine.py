@@ -157,6 +157,9 @@ class Simulator:
         rec = {"round": round_idx, "participants": len(chosen),
                "train_loss": float(np.mean(losses)) if losses else None,
                "up_params": up_p, "up_bytes": up_b, "down_params": down_p, "down_bytes": down_b}
+        stats = self.algo.server_stats(self.ctx, server)
+        if stats:
+            rec["server"] = stats
         if round_idx % self.eval_every == 0 or round_idx == self.rounds:
             rec.update(self.evaluate(clients, server))
         t2 = time.perf_counter()

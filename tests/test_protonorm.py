@@ -134,3 +134,12 @@ def test_spiral_study_configs_and_smallest_angle():
     six = np.stack([[math.cos(k * math.pi / 3), math.sin(k * math.pi / 3)] for k in range(6)])
     assert P.smallest_angle(six) == pytest.approx(60.0)
     assert P.smallest_angle(np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])) == pytest.approx(45.0)
+
+
+def test_round_log_carries_the_alignment_iterations():
+    _, rec = tiny_run("protonorm", rounds=2)
+    assert all(r["server"]["pa_iterations"] >= 21 for r in rec)
+    _, rec = tiny_run("protonorm", rounds=1, align=False)
+    assert rec[0]["server"]["pa_iterations"] == 0
+    _, rec = tiny_run("fedavg", rounds=1)
+    assert "server" not in rec[0]

@@ -108,6 +108,11 @@ class Algorithm:
     def predict(self, ctx: Context, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def server_stats(self, ctx: Context, server: Any) -> dict[str, float]:
+        """Numbers about the server's last aggregation for the round log (e.g. ProtoNorm's
+        alignment iterations); plain floats/ints. Default: none."""
+        return {}
+
     def features(self, ctx: Context, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Feature levels of ``x`` under the model this client predicts with (for plots and attacks).
 

@@ -229,6 +229,9 @@ class FedMPS(Algorithm):
             has_soft = has_soft | server.has_soft
         return head, soft, has_soft, epoch_losses
 
+    def server_stats(self, ctx, server):
+        return {"head_loss": float(server.head_losses[-1])} if server.head_losses else {}
+
     # -- inference -----------------------------------------------------------------------
     def predict(self, ctx, client, msg, x):
         client.model.eval()

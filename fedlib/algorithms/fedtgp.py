@@ -173,6 +173,9 @@ class FedTGP(Algorithm):
             protos = gen_model(all_classes)
         return FedTGPServer(gen_model, protos, present, margin, losses)
 
+    def server_stats(self, ctx, server):
+        return {"margin": float(server.margin), "server_loss": float(server.losses[-1])} if server.losses else {}
+
     def predict(self, ctx, client, msg, x):
         client.model.eval()
         logits, feats = client.model(x)

@@ -156,6 +156,9 @@ class ProtoNorm(Algorithm):
         protos[classes] = aligned
         return ProtoNormServer(protos, present, iterations, history)
 
+    def server_stats(self, ctx, server):
+        return {"pa_iterations": int(server.iterations)}  # ProtoNorm Fig. 3a
+
     def predict(self, ctx, client, msg, x):
         client.model.eval()
         logits, feats = client.model(x)
