@@ -167,8 +167,20 @@ def apply_overrides(raw: dict, overrides: list[str] | dict | None) -> dict:
 
 
 def run_id(cfg: dict, seed: int) -> str:
-    """Hash of the validated config with one seed (paths and the display name excluded)."""
+    """Hash of the validated config with one seed (paths and the display name excluded).
+
+    A hyperparameter added to an algorithm later, at the value that leaves the method
+    unchanged (its ``NEUTRAL`` value, e.g. FedProto's ``gamma: 1``), is left out, so runs
+    made before it existed stay cache hits.
+    """
+    from fedlib.algorithms import ALGORITHMS
+
     body = {k: v for k, v in cfg.items() if k not in NON_SEMANTIC and k != "seeds"}
+    algo = dict(body["algorithm"])
+    for field, neutral in getattr(ALGORITHMS.get(algo["name"]), "NEUTRAL", {}).items():
+        if field in algo and algo[field] == neutral:
+            del algo[field]
+    body["algorithm"] = algo
     body.update(seed=seed, cache_version=CACHE_VERSION)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
 

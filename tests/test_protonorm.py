@@ -143,3 +143,18 @@ def test_round_log_carries_the_alignment_iterations():
     assert rec[0]["server"]["pa_iterations"] == 0
     _, rec = tiny_run("fedavg", rounds=1)
     assert "server" not in rec[0]
+
+
+def test_fedproto_gamma_scales_what_is_sent_and_keeps_old_run_ids():
+    from fedlib.experiments import run_id
+
+    algo = make_algorithm({"name": "fedproto", "gamma": 1.2})
+    ctx = make_ctx(num_classes=2)
+    ups = {0: {"protos": torch.tensor([[1.0, 2.0]]), "classes": torch.tensor([0]), "counts": torch.tensor([3])}}
+    server = algo.aggregate(ctx, algo.init_server(ctx), ups)
+    assert torch.allclose(algo.broadcast(ctx, server, 0)["protos"], torch.tensor([[1.2, 2.4]]))
+    assert torch.equal(server.protos[0], torch.tensor([1.0, 2.0]))  # the server keeps the unscaled mean
+    cfg = {"name": "x", "dataset": {"name": "fmnist"}, "algorithm": {"name": "fedproto", "lam": 1.0, "gamma": 1.0}}
+    old = {**cfg, "algorithm": {"name": "fedproto", "lam": 1.0}}
+    assert run_id(cfg, 1) == run_id(old, 1)
+    assert run_id({**cfg, "algorithm": {**cfg["algorithm"], "gamma": 1.2}}, 1) != run_id(old, 1)

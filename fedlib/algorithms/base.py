@@ -85,6 +85,9 @@ class Algorithm:
     name: ClassVar[str] = ""
     RULES: ClassVar[tuple[str, ...]] = ("head",)
     CONSTRAINTS: ClassVar[dict] = {}
+    # Fields added after runs existed, with the value that reproduces the method without them:
+    # left out of run ids at that value (see fedlib.experiments.run_id).
+    NEUTRAL: ClassVar[dict] = {}
 
     def __post_init__(self):
         check_fields(self, self.CONSTRAINTS, prefix=f"algorithm ({self.name})")

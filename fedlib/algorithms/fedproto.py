@@ -18,6 +18,8 @@ Choices (notes fedmps.md ambiguities 7-8):
 - ``proto_pass="train"``: prototypes are means of the features computed during the
   last local epoch (train mode, before each step), as in the FedProto/FedMPS code;
   ``"eval"`` recomputes them in eval mode after training (FedTGP/HtFLlib style).
+- ``gamma=1``: the server sends gamma x the global prototypes (ProtoNorm's Table 5 scaling
+  of FedProto); 1 is FedProto itself and keeps earlier run ids.
 """
 
 from __future__ import annotations
@@ -64,10 +66,12 @@ class FedProto(Algorithm):
     level: str = "high"       # which feature level is the prototype space
     weighted: bool = False    # server mean weighted by class counts (paper Eq. 6) or plain (code)
     proto_pass: str = "train"  # "train": features seen during the last epoch; "eval": a pass after
+    gamma: float = 1.0        # scale of the sent prototypes (ProtoNorm Table 5; 1 = FedProto)
     name = "fedproto"
     RULES = ("head", "proto")
     CONSTRAINTS = {"lam": Interval(0, None), "level": Options(("high", "low")), "weighted": BOOL,
-                   "proto_pass": Options(("train", "eval"))}
+                   "proto_pass": Options(("train", "eval")), "gamma": Interval(0, None, low_open=True)}
+    NEUTRAL = {"gamma": 1.0}
 
     def init_client(self, ctx, cid):
         return FedProtoClient(ctx.new_model(cid))
@@ -79,7 +83,10 @@ class FedProto(Algorithm):
         if not server.present.any():
             return {}
         classes = torch.nonzero(server.present).flatten()
-        return {"protos": server.protos[classes], "classes": classes}
+        # ProtoNorm Table 5 applies gamma to FedProto's raw global prototypes on the server
+        # (notes protonorm.md §11 item 20); the server keeps the unscaled ones.
+        protos = server.protos[classes] if self.gamma == 1.0 else self.gamma * server.protos[classes]
+        return {"protos": protos, "classes": classes}
 
     def local_update(self, ctx, client, msg, data, gen):
         model, C = client.model, ctx.num_classes
