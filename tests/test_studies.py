@@ -138,3 +138,13 @@ def test_notebook_parameters_override_the_profile():
                        ({"seeds": []}, "seeds: got"), ({"rounds": 0}, "rounds: got 0")):
         with pytest.raises(Exception, match=match):
             S.load_plan("quick", **bad)
+
+
+def test_all_jobs_are_unique_and_longest_first():
+    plan = S.load_plan("quick")
+    js = S.all_jobs(plan)
+    ids = [run_id(c, s) for c, s in js]
+    assert len(ids) == len(set(ids)) == 31
+    assert js[0][0]["algorithm"]["name"] == "fedntd"  # 5 local epochs
+    # the Table III run of FedMPS is also Table VI's n = 3 entry: one run, not two
+    assert ids.count(run_id(S.config(plan, "fedmps"), 1234)) == 1

@@ -26,7 +26,7 @@ from fedlib.algorithms.base import derive_seed
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
-from fedlib.experiments import RunState, apply_overrides, validate
+from fedlib.experiments import RunState, apply_overrides, run_id, validate
 from fedlib.validation import ConfigError
 
 PARAMS = Path("params/fedmps/experiments.yaml")
@@ -391,3 +391,23 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
+    """Every (config, seed) the notebook needs, longest first (rounds x local epochs x
+    clients x ways, a proxy for cost), so parallel workers stay busy until the end."""
+    seed0 = plan.seeds[0]
+    jobs_ = jobs(table3_configs(plan))
+    for configs in (ways_configs(plan), ablation_configs(plan), stdev_configs(plan), clients_configs(plan),
+                    temperature_configs(plan)):
+        jobs_ += [(c, seed0) for c in configs.values()]
+    unique = {}
+    for cfg, seed in jobs_:
+        unique.setdefault(run_id(cfg, seed), (cfg, seed))
+
+    def cost(job):
+        cfg = job[0]
+        p, t = cfg["partition"], cfg["train"]
+        return t["rounds"] * t["local_epochs"] * p.get("num_clients", 20) * p.get("ways", 3)
+
+    return sorted(unique.values(), key=cost, reverse=True)
