@@ -29,8 +29,8 @@ def make_algorithm(spec: dict) -> Algorithm:
 
 # Registration happens on import; keep this list sorted.
 from fedlib.algorithms import (  # noqa: E402,F401
-    fedavg, feddistill, fedgkd, fedkd, fedmps, fedntd, fedproc, fedprox, fedproto, fedtgp, fml, lgfedavg, local,
-    moon, protonorm)
+    fedavg, feddistill, fedgkd, fedkd, fedmps, fednh, fedntd, fedproc, fedprox, fedproto, fedtgp, feduv, fml,
+    lgfedavg, local, moon, protonorm)
 
 __all__ = ["ALGORITHMS", "Algorithm", "ClientData", "Context", "Message", "TrainSettings",
            "make_algorithm", "register"]
