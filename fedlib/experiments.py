@@ -36,7 +36,7 @@ import yaml
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Context, TrainSettings
 from fedlib.data import FederatedData, load_dataset, make_partition
-from fedlib.data.sources import LOADERS
+from fedlib.data.sources import LOADERS, subsample
 from fedlib.engine import Simulator, median_seconds
 from fedlib.metrics import over_seeds, summarize_rounds
 from fedlib.models import FAMILIES, MODELS
@@ -98,8 +98,12 @@ def validate(raw: dict) -> dict:
     cfg: dict[str, Any] = {"name": str(raw.get("name", "experiment"))}
 
     ds = _as_spec(raw.get("dataset", "fmnist"), "dataset")
-    if set(ds) - {"name"}:
-        raise unknown_key_error("dataset", next(iter(set(ds) - {"name"})), ["name"])
+    if set(ds) - {"name", "fraction"}:
+        raise unknown_key_error("dataset", next(iter(set(ds) - {"name", "fraction"})), ["name", "fraction"])
+    if "fraction" in ds:
+        fr = ds["fraction"]
+        if isinstance(fr, bool) or not isinstance(fr, (int, float)) or not 0 < fr <= 1:
+            raise ConfigError("dataset.fraction", fr, "a number in (0, 1] (a stratified subsample of both splits)")
     if ds.get("name") not in LOADERS:
         raise ConfigError("dataset.name", ds.get("name"), "one of " + ", ".join(sorted(LOADERS)))
     cfg["dataset"] = ds
@@ -188,6 +192,8 @@ def run_id(cfg: dict, seed: int) -> str:
 def build(cfg: dict, seed: int):
     """Dataset, partition, context and algorithm of one run (no training)."""
     ds = load_dataset(cfg["dataset"]["name"], cfg["data_root"])
+    if cfg["dataset"].get("fraction", 1) != 1:
+        ds = subsample(ds, cfg["dataset"]["fraction"], seed=0)  # the same images for every run seed
     pargs = dict(cfg["partition"])
     pargs.setdefault("seed", seed)
     partition = make_partition(pargs, ds.y_train.numpy(), ds.y_test.numpy(), ds.num_classes)

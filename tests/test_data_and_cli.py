@@ -1,10 +1,13 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
 
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import load_dataset, load_fmnist, load_mnist, make_spiral
 from fedlib.plots import partition_heatmap
+from fedlib.validation import ConfigError
 from tests.conftest import label_blocks
 
 
@@ -39,3 +42,23 @@ def test_partition_heatmap_draws_client_by_class():
     ax = partition_heatmap(p)
     assert ax.get_xlabel() == "client" and ax.get_ylabel() == "class"
     assert len(ax.get_xticklabels()) == 4 and len(ax.get_yticklabels()) == 10
+
+
+def test_stratified_subsample_keeps_every_class_and_is_recorded(tmp_path):
+    from fedlib.data.sources import subsample
+    from fedlib.experiments import build, load_config, run_id
+    from tests.conftest import tiny_image_dataset
+
+    ds = tiny_image_dataset(per_class_train=40, per_class_test=10)
+    sub = subsample(ds, 0.25, seed=0)
+    assert sub.y_train.bincount().tolist() == [10, 10, 10, 10]
+    assert sub.y_test.bincount().tolist() == [2, 2, 2, 2]  # round(2.5) = 2 per class
+    assert torch.equal(subsample(ds, 0.25, seed=0).x_train, sub.x_train)
+    assert "stratified 0.25 subsample" in sub.source and subsample(ds, 1.0) is ds
+    cfg = load_config(Path(__file__).parent / "data" / "spiral_fedproto.yaml", {"dataset.fraction": 0.1})
+    data, _, _ = build(cfg, 1)
+    assert data.dataset.record()["num_train"] == 3000 and "subsample" in data.dataset.record()["source"]
+    plain = load_config(Path(__file__).parent / "data" / "spiral_fedproto.yaml")
+    assert run_id(cfg, 1) != run_id(plain, 1)
+    with pytest.raises(ConfigError, match=r"dataset.fraction: got 0; allowed: a number in \(0, 1\]"):
+        load_config(Path(__file__).parent / "data" / "spiral_fedproto.yaml", {"dataset.fraction": 0})

@@ -238,3 +238,28 @@ def load_dataset(name: str, root: str | os.PathLike | None = None) -> Dataset:
 
         raise ConfigError("dataset.name", name, "one of " + ", ".join(sorted(LOADERS)))
     return _cached(name, str(data_root(root)))
+
+
+def subsample(ds: Dataset, fraction: float, seed: int = 0) -> Dataset:
+    """A stratified ``fraction`` of every class in the train and the test split (at least one
+    image per class), drawn with ``seed``: for CPU-sized versions of a protocol. The
+    Dataset's ``source`` says so, and so does every run record."""
+    if not (isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and 0 < fraction <= 1):
+        from fedlib.validation import ConfigError
+
+        raise ConfigError("dataset.fraction", fraction, "a number in (0, 1]")
+    if fraction == 1:
+        return ds
+    rng = np.random.default_rng(seed)
+
+    def pick(y):
+        keep = []
+        for c in range(ds.num_classes):
+            idx = np.flatnonzero(y.numpy() == c)
+            if len(idx):
+                keep.append(rng.choice(idx, max(1, int(round(fraction * len(idx)))), replace=False))
+        return torch.from_numpy(np.sort(np.concatenate(keep)))
+
+    tr, te = pick(ds.y_train), pick(ds.y_test)
+    return Dataset(ds.name, ds.x_train[tr], ds.y_train[tr], ds.x_test[te], ds.y_test[te], ds.num_classes,
+                   f"{ds.source}; stratified {fraction:g} subsample (seed {seed}): {len(tr)} train, {len(te)} test")
