@@ -148,3 +148,27 @@ def thomson_align(protos: torch.Tensor, lr: float = 0.1, momentum: float = 0.9, 
             else:
                 same, prev = 0, m
     return x.to(protos.dtype), it + 1, history
+
+
+def message_scores(features: torch.Tensor, msg: dict, num_classes: int, key: str = "protos") -> torch.Tensor:
+    """Nearest-prototype scores against the prototypes a message carries (rows ``msg[key]``
+    for ``msg["classes"]``); ``-inf`` everywhere when it carries none (before the first
+    aggregation)."""
+    if key not in msg:
+        return torch.full((len(features), num_classes), float("-inf"))
+    table, has = scatter_protos(msg[key], msg["classes"], num_classes)
+    return nearest_prototype_scores(features, table, has)
+
+
+def eval_class_means(model, data, num_classes: int, levels=("high",), chunk: int = 1024) -> dict:
+    """``{level: ProtoAccumulator}`` of the class means of ``model``'s features over ``data``
+    (anything with ``x``, ``y`` and ``len``) from one eval-mode pass without gradients: the
+    local prototypes of methods that compute them after training."""
+    accs = {lv: ProtoAccumulator(num_classes, model.feature_dims[lv]) for lv in levels}
+    model.eval()
+    with torch.no_grad():
+        for s in range(0, len(data), chunk):
+            feats = model(data.x[s:s + chunk])[1]
+            for lv in levels:
+                accs[lv].add(feats[lv], data.y[s:s + chunk])
+    return accs

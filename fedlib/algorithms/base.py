@@ -141,9 +141,21 @@ def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Gene
     with fewer samples than one batch still takes one step on all of them.
     ``loss_fn(xb, yb, epoch)`` returns the batch loss.
     """
+    return joint_sgd_epochs(ctx, [(model, ctx.train.lr)], data, gen, loss_fn)
+
+
+def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: ClientData,
+                     gen: torch.Generator, loss_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
+                     clip_norm: float | None = None) -> float:
+    """:func:`sgd_epochs` for several modules trained on one loss (mutual learning, FML,
+    FedKD): one SGD optimiser per ``(module, lr)`` (momentum and weight decay from
+    ``ctx.train``), each module's gradient norm clipped at ``clip_norm`` before the step.
+    Same batches as :func:`sgd_epochs`."""
     t = ctx.train
-    opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
-    model.train()
+    opts = [torch.optim.SGD(m.parameters(), lr=lr, momentum=t.momentum, weight_decay=t.weight_decay)
+            for m, lr in parts]
+    for m, _ in parts:
+        m.train()
     n, bs = len(data), t.batch_size
     steps = max(1, n // bs) if t.drop_last else math.ceil(n / bs)
     total, count = torch.zeros(()), 0
@@ -152,12 +164,25 @@ def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Gene
         for b in range(steps):
             idx = perm[b * bs:(b + 1) * bs]
             loss = loss_fn(data.x[idx], data.y[idx], epoch)
-            opt.zero_grad(set_to_none=True)
+            for o in opts:
+                o.zero_grad(set_to_none=True)
             loss.backward()
-            opt.step()
+            if clip_norm is not None:
+                for m, _ in parts:
+                    torch.nn.utils.clip_grad_norm_(m.parameters(), clip_norm)
+            for o in opts:
+                o.step()
             total += loss.detach()
             count += 1
     return float(total) / max(count, 1)
+
+
+def weighted_mean(msgs: list[Message], keys, weighted: bool) -> dict:
+    """``{key: sum_i w_i msgs[i][key]}`` with ``w_i`` proportional to ``num_samples`` (or
+    equal): the parameter averaging of FedAvg and every method built on it."""
+    w = torch.tensor([float(m["num_samples"]) if weighted else 1.0 for m in msgs])
+    w = w / w.sum()
+    return {k: sum(wi * m[k] for wi, m in zip(w, msgs, strict=True)) for k in keys}
 
 
 def model_message(model: nn.Module, prefix: str = "w.") -> Message:

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.base import Algorithm, load_model_message, model_message, sgd_epochs, weighted_mean
 from fedlib.validation import BOOL
 
 
@@ -58,19 +57,21 @@ class FedAvg(Algorithm):
         model = client.model
         load_model_message(model, msg)
         loss = sgd_epochs(ctx, model, data, gen, lambda xb, yb, epoch: self.local_loss(model, msg, xb, yb))
+        return client, self.upload(model, data, loss)
+
+    @staticmethod
+    def upload(model, data, loss) -> dict:
+        """The model, the sample count (for weighting) and the mean training loss."""
         up = model_message(model)
         up["num_samples"] = len(data)
         up["train_loss"] = loss
-        return client, up
+        return up
 
     def aggregate(self, ctx, server, uploads):
         msgs = list(uploads.values())
         if not msgs:
             return server
-        w = torch.tensor([float(m["num_samples"]) if self.weighted else 1.0 for m in msgs])
-        w = w / w.sum()
-        weights = {k: sum(wi * m[k] for wi, m in zip(w, msgs, strict=False)) for k in server.weights}
-        return FedAvgServer(weights)
+        return FedAvgServer(weighted_mean(msgs, server.weights, self.weighted))
 
     def predict(self, ctx, client, msg, x):
         load_model_message(client.model, msg)

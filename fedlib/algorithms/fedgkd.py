@@ -97,10 +97,7 @@ class FedGKD(FedAvg):
             return loss
 
         loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = model_message(model)
-        up["num_samples"] = len(data)
-        up["train_loss"] = loss
-        return client, up
+        return client, self.upload(model, data, loss)
 
     def aggregate(self, ctx, server, uploads):
         if not uploads:

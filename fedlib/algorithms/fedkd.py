@@ -56,8 +56,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, Message, derive_seed
-from fedlib.algorithms.fml import kl_to, mutual_sgd_epochs
+from fedlib.algorithms.base import Algorithm, Message, derive_seed, joint_sgd_epochs
+from fedlib.algorithms.fml import kl_to
 from fedlib.validation import Interval, Options
 
 
@@ -182,7 +182,7 @@ class FedKD(Algorithm):
 
         lr = ctx.train.lr
         parts = [(model, lr), (mentee, self.mentee_lr or lr), (w_h, lr)]
-        loss = mutual_sgd_epochs(ctx, parts, data, gen, loss_fn, self.clip_norm)
+        loss = joint_sgd_epochs(ctx, parts, data, gen, loss_fn, self.clip_norm)
         up = compress_params(dict(mentee.named_parameters()), float(msg["energy"]), self.svd_mode, self.rank_rule)
         up["train_loss"] = loss
         return client, up

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm, sgd_epochs
 from fedlib.losses import soft_label_kl, supcon_with_prototypes
-from fedlib.prototypes import (ProtoAccumulator, aggregate_protos, nearest_prototype_scores,
+from fedlib.prototypes import (ProtoAccumulator, aggregate_protos, eval_class_means, message_scores,
                                scatter_protos)
 from fedlib.validation import BOOL, Interval, Options
 
@@ -137,22 +137,11 @@ class FedMPS(Algorithm):
 
         loss = sgd_epochs(ctx, model, data, gen, loss_fn)
         if self.proto_pass == "eval":
-            accs = self._eval_protos(model, data, C)
+            accs = eval_class_means(model, data, C, LEVELS)
         low, high = accs["low"].message(), accs["high"].message()
         up = {"low": low["protos"], "high": high["protos"], "classes": high["classes"],
               "counts": high["counts"], "train_loss": loss}
         return client, up
-
-    @staticmethod
-    def _eval_protos(model, data, C, chunk=1024):
-        accs = {lv: ProtoAccumulator(C, model.feature_dims[lv]) for lv in LEVELS}
-        model.eval()
-        with torch.no_grad():
-            for s in range(0, len(data), chunk):
-                _, feats = model(data.x[s:s + chunk])
-                for lv in LEVELS:
-                    accs[lv].add(feats[lv], data.y[s:s + chunk])
-        return accs
 
     # -- server --------------------------------------------------------------------------
     def init_server(self, ctx):
@@ -236,11 +225,5 @@ class FedMPS(Algorithm):
     def predict(self, ctx, client, msg, x):
         client.model.eval()
         logits, feats = client.model(x)
-        out = {"head": logits}
-        if "classes" in msg:
-            table, has = scatter_protos(msg["high"], msg["classes"], ctx.num_classes)
-            out["proto"] = nearest_prototype_scores(feats["high"], table, has)
-        else:
-            out["proto"] = torch.full_like(logits, float("-inf"))
-        return out
+        return {"head": logits, "proto": message_scores(feats["high"], msg, ctx.num_classes, key="high")}
 

@@ -57,7 +57,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, derive_seed, load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.base import (Algorithm, derive_seed, load_model_message, model_message, sgd_epochs,
+                                   weighted_mean)
 from fedlib.prototypes import ProtoAccumulator, aggregate_protos
 from fedlib.validation import BOOL, Interval, Options
 
@@ -167,10 +168,7 @@ class FedNH(Algorithm):
         msgs = list(uploads.values())
         if not msgs:
             return server
-        w = torch.tensor([float(m["num_samples"]) if self.weighted else 1.0 for m in msgs])
-        w = w / w.sum()
-        weights = {k: sum(wi * m[k] for wi, m in zip(w, msgs, strict=True))
-                   for k in server.weights if k != PROTO_KEY}
+        weights = weighted_mean(msgs, [k for k in server.weights if k != PROTO_KEY], self.weighted)
         weights[PROTO_KEY] = smooth_prototypes(server.weights[PROTO_KEY], msgs, self.rho)
         return FedNHServer(weights)
 

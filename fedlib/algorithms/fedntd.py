@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.base import load_model_message, sgd_epochs
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.algorithms.moon import frozen_copy
 from fedlib.validation import BOOL, Interval
@@ -71,7 +71,4 @@ class FedNTD(FedAvg):
             return loss
 
         loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = model_message(model)
-        up["num_samples"] = len(data)
-        up["train_loss"] = loss
-        return client, up
+        return client, self.upload(model, data, loss)

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from fedlib.algorithms import register
 from fedlib.algorithms.base import load_model_message, model_message, sgd_epochs
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.prototypes import ProtoAccumulator, aggregate_protos, nearest_prototype_scores, scatter_protos
+from fedlib.prototypes import ProtoAccumulator, aggregate_protos, message_scores
 from fedlib.validation import BOOL, Interval, Options
 
 
@@ -158,10 +158,8 @@ class FedProc(FedAvg):
             return loss
 
         loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = model_message(model)
+        up = self.upload(model, data, loss)
         up.update(acc.message())
-        up["num_samples"] = len(data)
-        up["train_loss"] = loss
         return client, up
 
     def aggregate(self, ctx, server, uploads):
@@ -183,9 +181,4 @@ class FedProc(FedAvg):
         load_model_message(model, msg)
         model.eval()
         logits, feats = model(x)
-        if "protos" in msg:
-            table, has = scatter_protos(msg["protos"], msg["classes"], ctx.num_classes)
-            proto = nearest_prototype_scores(feats[self.level], table, has)
-        else:
-            proto = torch.full_like(logits, float("-inf"))
-        return {"proto": proto, "head": logits}
+        return {"proto": message_scores(feats[self.level], msg, ctx.num_classes), "head": logits}

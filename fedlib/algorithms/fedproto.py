@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm, sgd_epochs
-from fedlib.prototypes import (ProtoAccumulator, aggregate_protos, nearest_prototype_scores,
+from fedlib.prototypes import (ProtoAccumulator, aggregate_protos, eval_class_means, message_scores,
                                scatter_protos)
 from fedlib.validation import BOOL, Interval, Options
 
@@ -45,18 +45,6 @@ class FedProtoClient:
 class FedProtoServer:
     protos: torch.Tensor   # (C, d)
     present: torch.Tensor  # (C,) bool
-
-
-def eval_prototypes(model, level, data, num_classes, chunk=1024) -> dict:
-    """Prototype upload from an eval-mode pass over the client's data."""
-    acc = None
-    model.eval()
-    with torch.no_grad():
-        for s in range(0, len(data), chunk):
-            z = model(data.x[s:s + chunk])[1][level]
-            acc = acc or ProtoAccumulator(num_classes, z.shape[1])
-            acc.add(z, data.y[s:s + chunk])
-    return acc.message()
 
 
 @register
@@ -107,7 +95,10 @@ class FedProto(Algorithm):
             return loss
 
         loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = acc.message() if self.proto_pass == "train" else eval_prototypes(model, self.level, data, C)
+        if self.proto_pass == "train":
+            up = acc.message()
+        else:
+            up = eval_class_means(model, data, C, (self.level,))[self.level].message()
         up["train_loss"] = loss
         return client, up
 
@@ -129,10 +120,4 @@ class FedProto(Algorithm):
     def predict(self, ctx, client, msg, x):
         client.model.eval()
         logits, feats = client.model(x)
-        out = {"head": logits}
-        if "protos" in msg:
-            table, has = scatter_protos(msg["protos"], msg["classes"], ctx.num_classes)
-            out["proto"] = nearest_prototype_scores(feats[self.level], table, has)
-        else:
-            out["proto"] = torch.full_like(logits, float("-inf"))
-        return out
+        return {"head": logits, "proto": message_scores(feats[self.level], msg, ctx.num_classes)}

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm, derive_seed, sgd_epochs
-from fedlib.prototypes import ProtoAccumulator, aggregate_protos, nearest_prototype_scores, scatter_protos
+from fedlib.prototypes import aggregate_protos, eval_class_means, message_scores, scatter_protos
 from fedlib.validation import Interval, Options
 
 
@@ -125,12 +125,7 @@ class FedTGP(Algorithm):
             return loss
 
         loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        acc = ProtoAccumulator(C, model.feature_dims[self.level])
-        model.eval()
-        with torch.no_grad():
-            for s in range(0, len(data), 1024):
-                acc.add(model(data.x[s:s + 1024])[1][self.level], data.y[s:s + 1024])
-        up = acc.message()
+        up = eval_class_means(model, data, C, (self.level,))[self.level].message()
         return client, {"protos": up["protos"], "classes": up["classes"], "train_loss": loss}
 
     def aggregate(self, ctx, server, uploads):
@@ -179,10 +174,4 @@ class FedTGP(Algorithm):
     def predict(self, ctx, client, msg, x):
         client.model.eval()
         logits, feats = client.model(x)
-        out = {"head": logits}
-        if "protos" in msg:
-            table, has = scatter_protos(msg["protos"], msg["classes"], ctx.num_classes)
-            out["proto"] = nearest_prototype_scores(feats[self.level], table, has)
-        else:
-            out["proto"] = torch.full_like(logits, float("-inf"))
-        return out
+        return {"head": logits, "proto": message_scores(feats[self.level], msg, ctx.num_classes)}

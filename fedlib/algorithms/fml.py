@@ -30,15 +30,13 @@ Choices (paper vs HtFLlib code, HtFLlib is the default):
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientData, Context, Message
+from fedlib.algorithms.base import Algorithm, Message, joint_sgd_epochs
 from fedlib.validation import BOOL, Interval, Options
 
 
@@ -61,36 +59,6 @@ def load_param_message(model: nn.Module, msg: Message, prefix: str) -> None:
                 p.copy_(msg[prefix + n])
 
 
-def mutual_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: ClientData,
-                      gen: torch.Generator, loss_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
-                      clip_norm: float | None = None) -> float:
-    """:func:`fedlib.algorithms.base.sgd_epochs` for several modules trained on one loss: one SGD
-    optimiser per ``(module, lr)`` (momentum and weight decay from ``ctx.train``), each module's
-    gradient norm clipped at ``clip_norm`` before the step. Same batches as ``sgd_epochs``."""
-    t = ctx.train
-    opts = [torch.optim.SGD(m.parameters(), lr=lr, momentum=t.momentum, weight_decay=t.weight_decay)
-            for m, lr in parts]
-    for m, _ in parts:
-        m.train()
-    n, bs = len(data), t.batch_size
-    steps = max(1, n // bs) if t.drop_last else math.ceil(n / bs)
-    total, count = torch.zeros(()), 0
-    for epoch in range(t.local_epochs):
-        perm = torch.randperm(n, generator=gen)
-        for b in range(steps):
-            idx = perm[b * bs:(b + 1) * bs]
-            loss = loss_fn(data.x[idx], data.y[idx], epoch)
-            for o in opts:
-                o.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip_norm is not None:
-                for m, _ in parts:
-                    torch.nn.utils.clip_grad_norm_(m.parameters(), clip_norm)
-            for o in opts:
-                o.step()
-            total += loss.detach()
-            count += 1
-    return float(total) / max(count, 1)
 
 
 def fml_losses(out: torch.Tensor, out_meme: torch.Tensor, y: torch.Tensor, alpha: float, beta: float,
@@ -145,7 +113,7 @@ class FML(Algorithm):
             return loss + loss_meme
 
         lr = ctx.train.lr
-        loss = mutual_sgd_epochs(ctx, [(model, lr), (meme, lr)], data, gen, loss_fn, self.clip_norm)
+        loss = joint_sgd_epochs(ctx, [(model, lr), (meme, lr)], data, gen, loss_fn, self.clip_norm)
         up = param_message(meme, "meme.")
         up["train_loss"] = loss
         return client, up

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, Message, sgd_epochs
+from fedlib.algorithms.base import Algorithm, Message, sgd_epochs, weighted_mean
 from fedlib.validation import BOOL
 
 
@@ -92,10 +92,8 @@ class LGFedAvg(Algorithm):
         msgs = list(uploads.values())
         if not msgs:
             return server
-        w = torch.tensor([float(m["num_samples"]) if self.weighted else 1.0 for m in msgs])
-        w = w / w.sum()
         keys = [k for k in msgs[0] if k.startswith("head.")]
-        return LGFedAvgServer({k: sum(wi * m[k] for wi, m in zip(w, msgs, strict=True)) for k in keys})
+        return LGFedAvgServer(weighted_mean(msgs, keys, self.weighted))
 
     def predict(self, ctx, client, msg, x):
         load_head_message(client.model, msg)

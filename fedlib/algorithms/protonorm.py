@@ -40,8 +40,8 @@ import torch.nn.functional as F
 
 from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm, sgd_epochs
-from fedlib.prototypes import (ProtoAccumulator, aggregate_protos, nearest_prototype_scores, scatter_protos,
-                               thomson_align)
+from fedlib.prototypes import (aggregate_protos, eval_class_means, message_scores, nearest_prototype_scores,
+                               scatter_protos, thomson_align)
 from fedlib.validation import BOOL, Interval, Options
 
 
@@ -122,18 +122,9 @@ class ProtoNorm(Algorithm):
             return loss
 
         loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = self._local_protos(model, data, C)
+        up = eval_class_means(model, data, C, (self.level,))[self.level].message()  # Eq. 2, after training
         client.local_protos, client.local_present = scatter_protos(up["protos"], up["classes"], C)
         return client, {"protos": up["protos"], "classes": up["classes"], "train_loss": loss}
-
-    def _local_protos(self, model, data, C, chunk=1024):
-        """Eq. 2: class means of the features, eval mode, after training."""
-        acc = ProtoAccumulator(C, model.feature_dims[self.level])
-        model.eval()
-        with torch.no_grad():
-            for s in range(0, len(data), chunk):
-                acc.add(model(data.x[s:s + chunk])[1][self.level], data.y[s:s + chunk])
-        return acc.message()
 
     def aggregate(self, ctx, server, uploads):
         ups = [{**u, "counts": torch.ones(len(u["classes"]), dtype=torch.int64)}
@@ -163,12 +154,7 @@ class ProtoNorm(Algorithm):
         client.model.eval()
         logits, feats = client.model(x)
         z = feats[self.level]
-        out = {"head": logits}
-        if "protos" in msg:
-            table, has = scatter_protos(msg["protos"], msg["classes"], ctx.num_classes)
-            out["proto"] = nearest_prototype_scores(z, table, has)
-        else:
-            out["proto"] = torch.full_like(logits, float("-inf"))
+        out = {"head": logits, "proto": message_scores(z, msg, ctx.num_classes)}
         if client.local_protos is not None:
             out["proto_local"] = nearest_prototype_scores(z, client.local_protos, client.local_present)
         else:
