@@ -148,3 +148,11 @@ def test_all_jobs_are_unique_and_longest_first():
     assert js[0][0]["algorithm"]["name"] == "fedntd"  # 5 local epochs
     # the Table III run of FedMPS is also Table VI's n = 3 entry: one run, not two
     assert ids.count(run_id(S.config(plan, "fedmps"), 1234)) == 1
+
+
+def test_local_prototypes_by_class_groups_uploads():
+    ups = {0: {"high": torch.tensor([[1.0], [2.0]]), "classes": torch.tensor([3, 5])},
+           1: {"protos": torch.tensor([[4.0]]), "classes": torch.tensor([5])}}
+    owners = S.local_prototypes_by_class(ups)
+    assert sorted(owners) == [3, 5]
+    assert [(cid, p.tolist()) for cid, p in owners[5]] == [(0, [2.0]), (1, [4.0])]

@@ -411,3 +411,14 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
         return t["rounds"] * t["local_epochs"] * p.get("num_clients", 20) * p.get("ways", 3)
 
     return sorted(unique.values(), key=cost, reverse=True)
+
+
+def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> dict[int, list[tuple[int, np.ndarray]]]:
+    """``{class: [(client, local prototype), ...]}`` from uploads (FedMPS ``high``/``low``,
+    FedProto ``protos``)."""
+    owners: dict[int, list] = {}
+    for cid, up in uploads.items():
+        rows = up[level] if level in up else up["protos"]
+        for i, c in enumerate(up["classes"].tolist()):
+            owners.setdefault(c, []).append((cid, rows[i].numpy()))
+    return owners
