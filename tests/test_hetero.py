@@ -8,11 +8,11 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition
 from fedlib.engine import Simulator
 from fedlib.models import build_model, member
-from fedlib.models.hetero import HT0
+from fedlib.models.hetero import HT0, HT0_LITE
 from tests.conftest import make_ctx, tiny_image_dataset
 
 
-@pytest.mark.parametrize("arch", HT0)
+@pytest.mark.parametrize("arch", HT0 + HT0_LITE)
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32)])
 def test_every_member_gives_512_d_features_for_grey_and_colour_images(arch, shape):
     torch.manual_seed(0)
@@ -37,6 +37,21 @@ def test_family_assigns_architecture_i_mod_4():
     kinds = [type(ctx.new_model(c).base).__name__ for c in range(4)]
     assert kinds == ["Sequential", "Sequential", "ShuffleNetV2", "Sequential"]
     assert ctx.new_model(1).base[0].__class__.__name__ == "Sequential"  # MobileNetV2 features
+
+
+def test_lite_family_has_four_distinct_architectures_of_decreasing_cost():
+    assert [member("ht0_lite", c) for c in range(5)] == list(HT0_LITE) + [HT0_LITE[0]]
+    from fedlib.models import count_parameters
+    lite = [count_parameters(build_model(a, (1, 28, 28), 10)) for a in HT0_LITE]
+    full = [count_parameters(build_model(a, (1, 28, 28), 10)) for a in HT0]
+    assert len(set(lite)) == 4 and sum(lite) < sum(full) / 5
+    assert lite == [82_378, 582_026, 346_490, 243_098]  # ResNet-4, FedAvgCNN, ShuffleNetV2 x0.5, MobileNetV2 x0.25
+
+
+def test_fedavg_cnn_member_rejects_images_too_small_for_two_5x5_stages():
+    from fedlib.validation import ConfigError
+    with pytest.raises(ConfigError, match="at least 16x16"):
+        build_model("fedavg_cnn_base", (1, 8, 8), 10)
 
 
 def test_heterogeneous_clients_share_only_prototypes():

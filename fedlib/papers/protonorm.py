@@ -1,8 +1,16 @@
 """The ProtoNorm study (Lee, Shin, Choi, arXiv 2507.04310): configs and analyses.
 
-So far the spiral study of Figs. 1, 2 and 6: FedProto on IID and non-IID (Dir 0.1)
-spirals, ProtoNorm with Prototype Alignment, and with Alignment plus Upscaling, all
-with a 2-D decision layer so prototypes and features can be drawn.
+- The spiral study of Figs. 1, 2 and 6: FedProto on IID and non-IID (Dir 0.1) spirals,
+  ProtoNorm with Prototype Alignment, and with Alignment plus Upscaling, all with a 2-D
+  decision layer so prototypes and features can be drawn.
+- The Table 1 protocol on Fashion-MNIST (20 clients, practical Dir(0.1) and pathological,
+  heterogeneous models, the six baselines), the gamma sweeps of Tables 4 and 5, the
+  homogeneous Table 3 and the analyses of Figs. 3-5.
+
+Scoring (notes protonorm.md §5, §11 items 1, 16, 26): the pooled test accuracy over all
+clients (sum of correct / sum of test samples) per round, best round; FedProto, FedTGP and
+ProtoNorm predict by the nearest global prototype over all classes (``acc_proto``), the
+other methods by their own head (``acc_head``).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import numpy as np
 import torch
 import yaml
 
-from fedlib.experiments import RunState, apply_overrides, validate
+from fedlib.experiments import RunState, apply_overrides, run_id, validate
 from fedlib.validation import ConfigError
 
 PARAMS = Path("params/protonorm/experiments.yaml")
@@ -34,11 +42,47 @@ class Plan:
         return list(self.settings["seeds"])
 
 
-def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: str = "results") -> Plan:
+    @property
+    def table1(self) -> dict:
+        """The profile's Table 1 settings with ``methods: all`` expanded."""
+        t = dict(self.settings["table1"])
+        if t["methods"] == "all":
+            t["methods"] = list(self.spec["table1"]["methods"])
+        return t
+
+    def label(self, method: str) -> str:
+        spec = self.spec["table1"]
+        entry = spec["methods"].get(method) or spec["homogeneous"]["methods"][method]
+        return entry.get("label", method)
+
+    def metric(self, method: str) -> str:
+        """The paper's scoring rule for ``method`` (module docstring)."""
+        return "acc_proto" if method in self.spec["table1"]["prototype_methods"] else "acc_head"
+
+
+def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: str = "results",
+              methods: list[str] | None = None, rounds: int | None = None, seeds: list[int] | None = None) -> Plan:
+    """The plan of ``profile``; ``methods`` (Table 1 rows), ``rounds`` (Table 1 protocol) and
+    ``seeds`` override the profile, e.g. from the notebook's parameters cell."""
     spec = yaml.safe_load(Path(path).read_text())
     if profile not in spec["profiles"]:
         raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
-    return Plan(profile, spec, dict(spec["profiles"][profile]), results_dir)
+    settings = copy.deepcopy(spec["profiles"][profile])
+    if methods is not None:
+        known = list(spec["table1"]["methods"])
+        if not isinstance(methods, list) or not methods or any(m not in known for m in methods):
+            raise ConfigError("methods", methods, "a non-empty list of " + ", ".join(known))
+        settings["table1"]["methods"] = list(methods)
+    if rounds is not None:
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise ConfigError("rounds", rounds, "a positive integer")
+        settings["table1"]["rounds"] = rounds
+    if seeds is not None:
+        if (not isinstance(seeds, list) or not seeds
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+            raise ConfigError("seeds", seeds, "a non-empty list of non-negative integers")
+        settings["seeds"] = list(seeds)
+    return Plan(profile, spec, settings, results_dir)
 
 
 def spiral_configs(plan: Plan) -> dict[str, dict]:
@@ -99,3 +143,194 @@ def test_representations(state: RunState, max_points: int = 3000, seed: int = 0)
         keep = np.sort(np.random.default_rng(seed).choice(len(y), max_points, replace=False))
         z, y = z[keep], y[keep]
     return z, y
+
+
+# -- the Table 1 protocol on Fashion-MNIST (Tables 1, 3, 4, 5; Figs. 3-5, 7-8) -------------
+def table1_config(plan: Plan, method: str, partition: str = "practical", homogeneous: bool = False,
+                  rounds: int | None = None, name: str | None = None, **changes) -> dict:
+    """The validated config of ``method`` under the Table 1 protocol and this profile's
+    sizes (model family, data fraction, rounds); ``changes`` are dotted overrides."""
+    spec, t = plan.spec["table1"], plan.table1
+    methods = spec["homogeneous"]["methods"] if homogeneous else spec["methods"]
+    if method not in methods:
+        raise ConfigError("method", method, "one of " + ", ".join(methods))
+    if partition not in spec["partitions"]:
+        raise ConfigError("partition", partition, "one of " + ", ".join(spec["partitions"]))
+    raw = copy.deepcopy(spec["base"])
+    raw["partition"] = {k: v for k, v in spec["partitions"][partition].items() if k != "label"}
+    raw["algorithm"] = dict(methods[method]["algorithm"])
+    raw["model"] = dict(spec["homogeneous"]["model"]) if homogeneous else {**raw["model"], "name": t["model"]}
+    if t["fraction"] != 1:
+        raw["dataset"]["fraction"] = t["fraction"]
+    raw["train"]["rounds"] = rounds or t["rounds"]
+    if raw["algorithm"]["name"] == "fedkd":  # T goes from T_start to T_end over the run's rounds
+        raw["algorithm"]["schedule_rounds"] = raw["train"]["rounds"]
+    raw["seeds"] = plan.seeds
+    raw["results_dir"] = plan.results_dir
+    raw = apply_overrides(raw, changes)
+    raw["name"] = name or f"protonorm-study/{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
+    return validate(raw)
+
+
+def table1_configs(plan: Plan) -> dict[tuple[str, str], dict]:
+    """Table 1: every selected method on every selected partition."""
+    t = plan.table1
+    return {(m, p): table1_config(plan, m, p) for p in t["partitions"] for m in t["methods"]}
+
+
+def homogeneous_configs(plan: Plan) -> dict[str, dict]:
+    """Table 3: FedNH, FedUV and ProtoNorm with one 4-layer CNN for every client (practical)."""
+    if not plan.table1["homogeneous"]:
+        return {}
+    return {m: table1_config(plan, m, "practical", homogeneous=True)
+            for m in plan.spec["table1"]["homogeneous"]["methods"]}
+
+
+def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
+    """Tables 4-5 on the practical split: ProtoNorm over the profile's gamma grid and FedProto /
+    FedTGP over small gammas (their gamma 1 and ProtoNorm's default gamma are Table 1's runs)."""
+    t = plan.table1
+    out = {("protonorm", float(g)): table1_config(plan, "protonorm", "practical", **{"algorithm.gamma": float(g)})
+           for g in t["protonorm_gamma"]}
+    for m in ("fedproto", "fedtgp"):
+        out.update({(m, float(g)): table1_config(plan, m, "practical", **{"algorithm.gamma": float(g)})
+                    for g in t["pbfl_gamma"]})
+    default = plan.spec["table1"]["methods"]["protonorm"]["algorithm"]["gamma"]
+    out[("protonorm", float(default))] = table1_config(plan, "protonorm", "practical")
+    for m in ("fedproto", "fedtgp"):
+        out[(m, 1.0)] = table1_config(plan, m, "practical")
+    return dict(sorted(out.items()))
+
+
+def pa_phase_config(plan: Plan) -> dict:
+    """One round of ProtoNorm (practical) that records its PA phase (Fig. 4: the first round)."""
+    return table1_config(plan, "protonorm", "practical", rounds=1, name="protonorm-study/fig4/pa-phase",
+                         **{"algorithm.record_pa": True})
+
+
+def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
+    """Every (config, seed) of the Table 1 protocol part of the notebook, unique, costliest
+    first (rounds x data, heterogeneous before homogeneous) so the workers finish together."""
+    seed0 = plan.seeds[0]
+    jobs_ = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
+    jobs_ += [(c, seed0) for c in list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values())]
+    jobs_.append((pa_phase_config(plan), seed0))
+    unique = {}
+    for cfg, seed in jobs_:
+        unique.setdefault(run_id(cfg, seed), (cfg, seed))
+
+    def cost(job):
+        cfg = job[0]
+        return cfg["train"]["rounds"] * (4 if cfg["model"]["name"].startswith("ht0") else 1)
+
+    return sorted(unique.values(), key=cost, reverse=True)
+
+
+def run(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
+        progress: bool = True) -> dict:
+    """Run (or fetch from the cache) every config; ``{key: [summary per seed]}``."""
+    from fedlib.experiments import run_many
+
+    jobs = [(cfg, s) for cfg in configs.values() for s in (seeds or cfg["seeds"])]
+    summaries = iter(run_many(jobs, workers=workers, progress=progress, desc=desc))
+    return {key: [next(summaries) for _ in (seeds or cfg["seeds"])] for key, cfg in configs.items()}
+
+
+def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
+    """The paper's number for one table cell: best round of the pooled accuracy (%) under the
+    method's scoring rule, mean and std over seeds, plus the best round of each seed."""
+    metric = plan.metric(method)
+    vals = np.array([100 * s["metrics"][metric]["best_weighted"] for s in summaries])
+    rounds = [s["metrics"][metric]["best_round"] for s in summaries]
+    return {"mean": float(vals.mean()), "std": float(vals.std()), "n": len(vals), "metric": metric,
+            "best_rounds": rounds}
+
+
+def margins(protos: np.ndarray) -> np.ndarray:
+    """ProtoNorm Fig. 5 (FedTGP's margin): per class, the smallest Euclidean distance from its
+    global prototype to another class's, divided by the largest of these."""
+    d = pairwise_distances(np.asarray(protos, dtype=np.float64))
+    np.fill_diagonal(d, np.inf)
+    m = d.min(1)
+    return m / m.max()
+
+
+def pairwise_distances(x: np.ndarray) -> np.ndarray:
+    t = torch.as_tensor(np.asarray(x), dtype=torch.float64)
+    return torch.cdist(t, t).numpy()
+
+
+def simplex_distance(k: int) -> float:
+    """Pairwise distance of K unit vectors forming a regular simplex, sqrt(2K/(K-1)): the
+    minimum-energy arrangement for K <= d + 1 (notes §11 item 9; sqrt(2) only as K grows)."""
+    return math.sqrt(2 * k / (k - 1))
+
+
+def pa_history(state: RunState) -> np.ndarray:
+    """(iterations, 3): min, mean and max pairwise distance of the global prototypes after
+    each PA iteration of the run's last round (needs ``algorithm.record_pa``)."""
+    hist = state.server.history
+    if not hist:
+        raise ConfigError("algorithm.record_pa", state.cfg["algorithm"].get("record_pa"),
+                          "true for the run whose PA phase is plotted (see pa_phase_config)")
+    out = []
+    for d in hist:
+        d = np.asarray(d, dtype=np.float64)
+        iu = np.triu_indices(len(d), 1)
+        out.append((d[iu].min(), d[iu].mean(), d[iu].max()))
+    return np.array(out)
+
+
+def pa_iterations(records: list[dict]) -> np.ndarray:
+    """PA iterations per round (Fig. 3a) from a ProtoNorm run's round log."""
+    return np.array([r["server"]["pa_iterations"] for r in records if "server" in r])
+
+
+def accuracy_curve(plan: Plan, method: str, records: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(rounds, pooled accuracy %) under the method's scoring rule (Fig. 3b)."""
+    metric = plan.metric(method)
+    ev = [r for r in records if "acc" in r]
+    return (np.array([r["round"] for r in ev]), np.array([100 * r["acc"][metric]["weighted"] for r in ev]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib.papers.protonorm [--profile P] [--methods M ...] [--partitions ...]``:
+    run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10."""
+    import argparse
+
+    from fedlib import report
+
+    ap = argparse.ArgumentParser(prog="python -m fedlib.papers.protonorm", description=main.__doc__)
+    ap.add_argument("--profile", default="quick")
+    ap.add_argument("--methods", nargs="+", help="default: the profile's Table 1 methods")
+    ap.add_argument("--partitions", nargs="+", help="default: the profile's partitions")
+    ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--workers", type=int)
+    args = ap.parse_args(argv)
+    plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds)
+    if args.partitions:
+        unknown = sorted(set(args.partitions) - set(plan.spec["table1"]["partitions"]))
+        if unknown:
+            raise SystemExit(f"--partitions: got {unknown}; allowed: {', '.join(plan.spec['table1']['partitions'])}")
+        plan.settings["table1"]["partitions"] = list(args.partitions)
+    configs = table1_configs(plan)
+    res = run(configs, workers=args.workers, desc="Table 1")
+    paper = report.load_paper("protonorm")["tables"]["table1"]
+    t = plan.table1
+    print(f"ProtoNorm Table 1 protocol on Fashion-MNIST, profile {args.profile}: model {t['model']}, "
+          f"data fraction {t['fraction']}, {t['rounds']} rounds, seeds {plan.seeds}; pooled accuracy, best round (%). "
+          "Paper columns are CIFAR-10 (Fashion-MNIST is not in the paper).")
+    for part in t["partitions"]:
+        ours = {m: score(plan, m, res[(m, part)]) for m in t["methods"]}
+        col = "pathological_cifar10" if part == "pathological" else "practical_cifar10"
+        df = report.compare(paper, {m: {col: (r["mean"], r["std"])} for m, r in ours.items()})
+        df["rule"] = [ours[m]["metric"] if m in ours else "" for m in df.index]
+        df["best round"] = [",".join(map(str, ours[m]["best_rounds"])) if m in ours else "" for m in df.index]
+        print(f"\n{plan.spec['table1']['partitions'][part]['label']}")
+        print(report.to_markdown(df))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
