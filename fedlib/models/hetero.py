@@ -118,9 +118,9 @@ def _efficientnet_b0(c):
     return nn.Sequential(m.features, nn.AdaptiveAvgPool2d(1), nn.Flatten())
 
 
-BUILDERS = {"fedavg_cnn_base": _fedavg_cnn_base, "resnet8": _resnet8, "mobilenet_v2": _mobilenet_v2, "shufflenet_v2": _shufflenet_v2,
-            "efficientnet_b0": _efficientnet_b0, "resnet4": _resnet4, "shufflenet_v2_x0_5": _shufflenet_v2_x0_5,
-            "mobilenet_v2_w025": _mobilenet_v2_w025}
+BUILDERS = {"resnet8": _resnet8, "mobilenet_v2": _mobilenet_v2, "shufflenet_v2": _shufflenet_v2,
+            "efficientnet_b0": _efficientnet_b0, "resnet4": _resnet4, "fedavg_cnn_base": _fedavg_cnn_base,
+            "shufflenet_v2_x0_5": _shufflenet_v2_x0_5, "mobilenet_v2_w025": _mobilenet_v2_w025}
 
 
 def hetero_model(arch: str, input_shape=(3, 32, 32), num_classes: int = 10, feature_dim: int = 512) -> HeadSplit:

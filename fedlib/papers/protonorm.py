@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import yaml
 
+from fedlib.analysis import pairwise_distances
 from fedlib.experiments import RunState, apply_overrides, run_id, validate
 from fedlib.validation import ConfigError
 
@@ -246,6 +247,34 @@ def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
             "best_rounds": rounds}
 
 
+def diverged(records: list[dict]) -> bool:
+    """True when a round's training loss is not finite (the paper's '-': failed to converge)."""
+    return any(not math.isfinite(r.get("train_loss", 0.0)) for r in records)
+
+
+def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
+    """PA on K synthetic prototypes in R^d that look like class means of post-ReLU features
+    (non-negative, sharing one common component: |b| + 0.5 |e_k| with b, e_k standard normal):
+    ``(per-iteration min/mean/max pairwise distance, iterations)``. Stands in for Fig. 4b's
+    CIFAR-100 phase, as only 10-class data is on the machine."""
+    from fedlib.prototypes import thomson_align
+
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(d, generator=g, dtype=torch.float64).abs()
+    protos = base + 0.5 * torch.randn(k, d, generator=g, dtype=torch.float64).abs()
+    _, iters, hist = thomson_align(protos, record=True)
+    return _distance_summary(hist), iters
+
+
+def _distance_summary(hist) -> np.ndarray:
+    out = []
+    for d in hist:
+        d = np.asarray(d, dtype=np.float64)
+        iu = np.triu_indices(len(d), 1)
+        out.append((d[iu].min(), d[iu].mean(), d[iu].max()))
+    return np.array(out)
+
+
 def margins(protos: np.ndarray) -> np.ndarray:
     """ProtoNorm Fig. 5 (FedTGP's margin): per class, the smallest Euclidean distance from its
     global prototype to another class's, divided by the largest of these."""
@@ -253,11 +282,6 @@ def margins(protos: np.ndarray) -> np.ndarray:
     np.fill_diagonal(d, np.inf)
     m = d.min(1)
     return m / m.max()
-
-
-def pairwise_distances(x: np.ndarray) -> np.ndarray:
-    t = torch.as_tensor(np.asarray(x), dtype=torch.float64)
-    return torch.cdist(t, t).numpy()
 
 
 def simplex_distance(k: int) -> float:
@@ -273,12 +297,7 @@ def pa_history(state: RunState) -> np.ndarray:
     if not hist:
         raise ConfigError("algorithm.record_pa", state.cfg["algorithm"].get("record_pa"),
                           "true for the run whose PA phase is plotted (see pa_phase_config)")
-    out = []
-    for d in hist:
-        d = np.asarray(d, dtype=np.float64)
-        iu = np.triu_indices(len(d), 1)
-        out.append((d[iu].min(), d[iu].mean(), d[iu].max()))
-    return np.array(out)
+    return _distance_summary(hist)
 
 
 def pa_iterations(records: list[dict]) -> np.ndarray:

@@ -1,0 +1,71 @@
+"""Analyses of finished runs shared by the paper studies: test features under each client's
+own model, 2-D embeddings, the uploads a server would receive next, pairwise distances."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from fedlib.algorithms.base import derive_seed
+from fedlib.experiments import RunState
+from fedlib.validation import ConfigError
+
+
+def test_features(state: RunState, level: str = "high", max_points: int | None = None, seed: int = 0,
+                  clients: list[int] | None = None) -> dict[str, np.ndarray]:
+    """Features of every client's local test set under the model the client predicts with
+    (FedMPS notes ambiguity 21: t-SNE of z^h, each client's model on its own test set, pooled).
+
+    Returns ``{"z": (n, d), "y": (n,), "client": (n,)}``, subsampled to ``max_points``.
+    """
+    zs, ys, cs = [], [], []
+    with torch.no_grad():
+        for cid in clients if clients is not None else range(state.data.num_clients):
+            test = state.data.test[cid]
+            client = copy.deepcopy(state.clients[cid])
+            feats = state.algorithm.features(state.ctx, client, state.message(cid), test.x)
+            zs.append(feats[level].numpy())
+            ys.append(test.y.numpy())
+            cs.append(np.full(len(test.y), cid))
+    out = {"z": np.concatenate(zs), "y": np.concatenate(ys), "client": np.concatenate(cs)}
+    if max_points is not None and len(out["y"]) > max_points:
+        keep = np.sort(np.random.default_rng(seed).choice(len(out["y"]), max_points, replace=False))
+        out = {k: v[keep] for k, v in out.items()}
+    return out
+
+
+def embed_2d(z: np.ndarray, method: str = "tsne", seed: int = 0) -> np.ndarray:
+    """2-D embedding of features: scikit-learn t-SNE (PCA init) or umap-learn UMAP."""
+    if method == "tsne":
+        from sklearn.manifold import TSNE
+
+        perplexity = min(30.0, max(2.0, (len(z) - 1) / 3))
+        return TSNE(n_components=2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(z)
+    if method == "umap":
+        import umap
+
+        return umap.UMAP(n_components=2, random_state=seed, n_jobs=1).fit_transform(z)
+    raise ConfigError("embedding method", method, "'tsne' or 'umap'")
+
+
+def next_uploads(state: RunState, clients: list[int] | None = None) -> dict[int, dict]:
+    """What each client would upload in the round after the last one: the messages an
+    honest-but-curious server receives (the run's saved states are not modified)."""
+    out = {}
+    nxt = state.round + 1
+    for cid in clients if clients is not None else range(state.data.num_clients):
+        s = derive_seed(state.ctx.seed, 1, nxt, cid)  # the engine's seeds for that round
+        torch.manual_seed(s)
+        client = copy.deepcopy(state.clients[cid])
+        _, up = state.algorithm.local_update(state.ctx, client, state.message(cid), state.data.train[cid],
+                                             torch.Generator().manual_seed(s))
+        out[cid] = up
+    return out
+
+
+def pairwise_distances(x: np.ndarray) -> np.ndarray:
+    """Euclidean distances between the rows of ``x``."""
+    t = torch.as_tensor(x, dtype=torch.float64)
+    return torch.cdist(t, t).numpy()
