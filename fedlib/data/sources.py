@@ -240,6 +240,21 @@ def load_dataset(name: str, root: str | os.PathLike | None = None) -> Dataset:
     return _cached(name, str(data_root(root)))
 
 
+def present(name: str, root: str | os.PathLike | None = None) -> bool:
+    """Whether torchvision's files of ``name`` (cifar10, cifar100) are under the data root,
+    checked without downloading (the notebooks run extra tables on data that is there)."""
+    import torchvision
+
+    cls = {"cifar10": torchvision.datasets.CIFAR10, "cifar100": torchvision.datasets.CIFAR100}.get(name)
+    if cls is None:
+        raise ValueError(f"present(): got {name!r}; allowed: 'cifar10', 'cifar100'")
+    try:
+        cls(str(data_root(root)), train=False, download=False)
+    except RuntimeError:
+        return False
+    return True
+
+
 def subsample(ds: Dataset, fraction: float, seed: int = 0) -> Dataset:
     """A stratified ``fraction`` of every class in the train and the test split (at least one
     image per class), drawn with ``seed``: for CPU-sized versions of a protocol. The

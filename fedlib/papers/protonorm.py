@@ -148,18 +148,27 @@ def test_representations(state: RunState, max_points: int = 3000, seed: int = 0)
 
 # -- the Table 1 protocol on Fashion-MNIST (Tables 1, 3, 4, 5; Figs. 3-5, 7-8) -------------
 def table1_config(plan: Plan, method: str, partition: str = "practical", homogeneous: bool = False,
-                  rounds: int | None = None, name: str | None = None, **changes) -> dict:
+                  rounds: int | None = None, name: str | None = None, dataset: str = "fmnist", **changes) -> dict:
     """The validated config of ``method`` under the Table 1 protocol and this profile's
-    sizes (model family, data fraction, rounds); ``changes`` are dotted overrides."""
+    sizes (model family, data fraction, rounds) on ``dataset`` (its gamma and pathological
+    classes per client from the params file); ``changes`` are dotted overrides."""
     spec, t = plan.spec["table1"], plan.table1
+    if dataset not in spec["datasets"]:
+        raise ConfigError("dataset", dataset, "one of " + ", ".join(spec["datasets"]))
+    dspec = spec["datasets"][dataset]
     methods = spec["homogeneous"]["methods"] if homogeneous else spec["methods"]
     if method not in methods:
         raise ConfigError("method", method, "one of " + ", ".join(methods))
     if partition not in spec["partitions"]:
         raise ConfigError("partition", partition, "one of " + ", ".join(spec["partitions"]))
     raw = copy.deepcopy(spec["base"])
+    raw["dataset"]["name"] = dataset
     raw["partition"] = {k: v for k, v in spec["partitions"][partition].items() if k != "label"}
+    if raw["partition"]["scheme"] == "pathological":
+        raw["partition"]["classes_per_client"] = dspec["classes_per_client"]
     raw["algorithm"] = dict(methods[method]["algorithm"])
+    if raw["algorithm"]["name"] == "protonorm":
+        raw["algorithm"]["gamma"] = dspec["gamma"]
     raw["model"] = dict(spec["homogeneous"]["model"]) if homogeneous else {**raw["model"], "name": t["model"]}
     if t["fraction"] != 1:
         raw["dataset"]["fraction"] = t["fraction"]
@@ -169,14 +178,22 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
     raw["seeds"] = plan.seeds
     raw["results_dir"] = plan.results_dir
     raw = apply_overrides(raw, changes)
-    raw["name"] = name or f"protonorm-study/{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
+    where = "" if dataset == "fmnist" else f"{dataset}/"
+    raw["name"] = name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
     return validate(raw)
 
 
-def table1_configs(plan: Plan) -> dict[tuple[str, str], dict]:
+def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
     """Table 1: every selected method on every selected partition."""
     t = plan.table1
-    return {(m, p): table1_config(plan, m, p) for p in t["partitions"] for m in t["methods"]}
+    return {(m, p): table1_config(plan, m, p, dataset=dataset) for p in t["partitions"] for m in t["methods"]}
+
+
+def extra_datasets(root: str | None = None) -> list[str]:
+    """The paper's datasets (CIFAR-10, CIFAR-100) whose files are in the data root."""
+    from fedlib.data.sources import present
+
+    return [d for d in ("cifar10", "cifar100") if present(d, root)]
 
 
 def homogeneous_configs(plan: Plan) -> dict[str, dict]:
@@ -216,6 +233,8 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     jobs_ = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
     jobs_ += [(c, seed0) for c in list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values())]
     jobs_.append((pa_phase_config(plan), seed0))
+    for ds in extra_datasets():
+        jobs_ += [(c, s) for c in table1_configs(plan, ds).values() for s in plan.seeds]
     unique = {}
     for cfg, seed in jobs_:
         unique.setdefault(run_id(cfg, seed), (cfg, seed))
@@ -325,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", nargs="+", help="default: the profile's partitions")
     ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
     ap.add_argument("--rounds", type=int)
+    ap.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10, cifar100 (from the data root)")
     ap.add_argument("--workers", type=int)
     args = ap.parse_args(argv)
     plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds)
@@ -333,16 +353,21 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"--partitions: got {unknown}; allowed: {', '.join(plan.spec['table1']['partitions'])}")
         plan.settings["table1"]["partitions"] = list(args.partitions)
-    configs = table1_configs(plan)
+    if args.dataset not in plan.spec["table1"]["datasets"]:
+        raise SystemExit(f"--dataset: got {args.dataset!r}; allowed: {', '.join(plan.spec['table1']['datasets'])}")
+    dspec = plan.spec["table1"]["datasets"][args.dataset]
+    configs = table1_configs(plan, args.dataset)
     res = run(configs, workers=args.workers, desc="Table 1")
     paper = report.load_paper("protonorm")["tables"]["table1"]
     t = plan.table1
-    print(f"ProtoNorm Table 1 protocol on Fashion-MNIST, profile {args.profile}: model {t['model']}, "
+    print(f"ProtoNorm Table 1 protocol on {dspec['label']}, profile {args.profile}: model {t['model']}, "
           f"data fraction {t['fraction']}, {t['rounds']} rounds, seeds {plan.seeds}; pooled accuracy, best round (%). "
-          "Paper columns are CIFAR-10 (Fashion-MNIST is not in the paper).")
+          f"Paper column: {dspec['paper_column']}"
+          + (" (Fashion-MNIST is not in the paper: 'diff' compares different datasets)" if args.dataset == "fmnist"
+             else ""))
     for part in t["partitions"]:
         ours = {m: score(plan, m, res[(m, part)]) for m in t["methods"]}
-        col = "pathological_cifar10" if part == "pathological" else "practical_cifar10"
+        col = f"{part}_{dspec['paper_column']}"
         df = report.compare(paper, {m: {col: (r["mean"], r["std"])} for m, r in ours.items()})
         df["rule"] = [ours[m]["metric"] if m in ours else "" for m in df.index]
         df["best round"] = [",".join(map(str, ours[m]["best_rounds"])) if m in ours else "" for m in df.index]

@@ -1,0 +1,132 @@
+"""The ProtoNorm study's bookkeeping: Table 1 protocol configs, sweeps, scoring, margins, PA traces."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib import report
+from fedlib.experiments import run_id
+from fedlib.papers import protonorm as P
+from fedlib.prototypes import thomson_align
+
+
+def test_table1_config_follows_the_paper_protocol():
+    plan = P.load_plan("paper")
+    cfg = P.table1_config(plan, "protonorm", "practical")
+    assert cfg["model"] == {"name": "ht0", "feature_dim": 512}
+    assert cfg["train"] == {**cfg["train"], "rounds": 300, "batch_size": 32, "lr": 0.01, "momentum": 0.0,
+                            "local_epochs": 1}
+    assert cfg["partition"]["scheme"] == "dirichlet" and cfg["partition"]["alpha"] == 0.1
+    assert cfg["partition"]["num_clients"] == 20 and cfg["partition"]["split"] == "merge"
+    assert "fraction" not in cfg["dataset"] and cfg["seeds"] == [0, 1, 2]
+    assert cfg["algorithm"]["gamma"] == 100.0 and cfg["algorithm"]["lam"] == 1.0
+    path = P.table1_config(plan, "fedproto", "pathological")["partition"]
+    assert path["scheme"] == "pathological" and path["classes_per_client"] == 2
+    # FedKD's energy threshold goes from T_start to T_end over the run's own rounds
+    assert P.table1_config(plan, "fedkd")["algorithm"]["schedule_rounds"] == 300
+    quick = P.load_plan("quick")
+    q = P.table1_config(quick, "fedkd")
+    assert q["algorithm"]["schedule_rounds"] == q["train"]["rounds"] == 10
+    assert q["model"]["name"] == "ht0_lite" and q["dataset"]["fraction"] == 0.05
+    assert P.table1_config(quick, "fednh", homogeneous=True)["model"] == {"name": "fedavg_cnn"}
+
+
+def test_table1_config_rejects_unknown_method_and_partition():
+    plan = P.load_plan("quick")
+    with pytest.raises(Exception, match="method: got 'fedavg'"):
+        P.table1_config(plan, "fedavg")
+    with pytest.raises(Exception, match="partition: got 'iid'"):
+        P.table1_config(plan, "protonorm", "iid")
+    with pytest.raises(Exception, match="methods: got"):
+        P.load_plan("quick", methods=["protonorm", "nope"])
+    with pytest.raises(Exception, match="profile: got 'fast'"):
+        P.load_plan("fast")
+
+
+def test_gamma_sweeps_reuse_the_table1_runs():
+    plan = P.load_plan("quick")
+    g = P.gamma_configs(plan)
+    assert sorted(k for k in g if k[0] == "protonorm") == [("protonorm", 1.0), ("protonorm", 100.0),
+                                                           ("protonorm", 400.0), ("protonorm", 1000.0)]
+    assert sorted(k for k in g if k[0] == "fedtgp") == [("fedtgp", 1.0), ("fedtgp", 1.2), ("fedtgp", 1.4)]
+    t1 = P.table1_configs(plan)
+    for m, gamma in (("protonorm", 100.0), ("fedproto", 1.0), ("fedtgp", 1.0)):
+        assert run_id(g[(m, gamma)], 0) == run_id(t1[(m, "practical")], 0)
+    assert g[("fedproto", 1.4)]["algorithm"]["gamma"] == 1.4
+    jobs = P.all_jobs(plan)
+    ids = [run_id(c, s) for c, s in jobs]
+    assert len(ids) == len(set(ids)) == 14 + 3 + 3 + 4 + 1  # Table 1, Table 3, new gamma runs, PA phase
+    assert jobs[0][0]["model"]["name"] == "ht0_lite" and jobs[-1][0]["train"]["rounds"] == 1
+
+
+def test_score_is_the_best_round_of_the_pooled_accuracy_under_the_methods_rule():
+    plan = P.load_plan("quick")
+    assert plan.metric("protonorm") == plan.metric("fedtgp") == "acc_proto"
+    assert plan.metric("feddistill") == "acc_head"
+    sums = [{"metrics": {"acc_proto": {"best_weighted": 0.8, "best_round": 3}}},
+            {"metrics": {"acc_proto": {"best_weighted": 0.9, "best_round": 7}}}]
+    s = P.score(plan, "protonorm", sums)
+    assert s["mean"] == pytest.approx(85.0) and s["std"] == pytest.approx(5.0) and s["best_rounds"] == [3, 7]
+
+
+def test_margins_by_hand():
+    # three prototypes on a line at 0, 1, 3: nearest-neighbour distances 1, 1, 2 -> / 2
+    protos = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
+    assert P.margins(protos).tolist() == [0.5, 0.5, 1.0]
+    # a regular simplex has equal margins
+    square = np.array([[1.0, 0], [0, 1.0], [-1.0, 0], [0, -1.0]])
+    assert np.allclose(P.margins(square), 1.0)
+
+
+def test_simplex_distance_and_pa_reaching_it():
+    assert P.simplex_distance(10) == pytest.approx(1.490712, abs=1e-6)
+    assert P.simplex_distance(100) == pytest.approx(1.421338, abs=1e-6)
+    torch.manual_seed(0)
+    protos = torch.rand(4, 3) + 2.0  # four close prototypes in R^3: the optimum is the tetrahedron
+    _, _, hist = thomson_align(protos, record=True, patience=10**6, max_iter=400)
+    summary = P._distance_summary(hist)
+    assert summary.shape == (400, 3) and summary[0, 1] < summary[-1, 1]
+    assert summary[-1, 0] == pytest.approx(P.simplex_distance(4), abs=1e-3)
+    assert summary[-1, 2] == pytest.approx(P.simplex_distance(4), abs=1e-3)
+
+
+def test_pa_history_needs_a_recorded_phase():
+    class S:
+        cfg = {"algorithm": {"record_pa": False}}
+        server = type("Srv", (), {"history": []})()
+    with pytest.raises(Exception, match="record_pa"):
+        P.pa_history(S())
+
+
+def test_diverged_and_pa_iterations_from_round_records():
+    recs = [{"round": 1, "train_loss": 2.3, "server": {"pa_iterations": 113}},
+            {"round": 2, "train_loss": 1.9, "server": {"pa_iterations": 40}}]
+    assert not P.diverged(recs) and P.pa_iterations(recs).tolist() == [113, 40]
+    assert P.diverged(recs + [{"round": 3, "train_loss": math.nan}])
+    assert P.diverged(recs + [{"round": 3, "train_loss": math.inf}])
+
+
+def test_paper_numbers_are_transcribed():
+    t = report.load_paper("protonorm")["tables"]
+    assert t["table1"]["rows"]["protonorm"]["practical_cifar10"] == [88.56, 0.11]
+    assert t["table1"]["rows"]["fedproto"]["pathological_cifar10"] == [80.55, 0.05]
+    assert len(t["table1"]["rows"]) == 7 and all(len(r) == 7 for r in t["table1"]["rows"].values())
+    assert t["table4"]["rows"]["tinyimagenet"]["1000"] is None and t["table4"]["rows"]["cifar100"]["200"] == 47.41
+    assert t["table5"]["rows"]["fedtgp_cifar100"]["1.2"] == 47.33
+
+
+def test_cifar_tables_take_the_papers_gamma_and_classes_per_client(tmp_path):
+    from fedlib.data.sources import present
+
+    plan = P.load_plan("paper")
+    c100 = P.table1_config(plan, "protonorm", "pathological", dataset="cifar100")
+    assert c100["algorithm"]["gamma"] == 200.0 and c100["partition"]["classes_per_client"] == 10
+    assert c100["dataset"]["name"] == "cifar100" and c100["name"].startswith("protonorm-study/cifar100/")
+    assert P.table1_config(plan, "protonorm", dataset="cifar10")["algorithm"]["gamma"] == 100.0
+    with pytest.raises(Exception, match="dataset: got 'svhn'"):
+        P.table1_config(plan, "protonorm", dataset="svhn")
+    assert present("cifar10", tmp_path) is False and present("cifar100", tmp_path) is False
+    with pytest.raises(ValueError, match="allowed"):
+        present("fmnist", tmp_path)
