@@ -9,6 +9,12 @@ prototypes, no messages, no evaluation, no checkpoints). It prints the median
 seconds per round of both (the first round is warm-up and skipped), training samples
 per second, peak resident memory, and the ratio engine / bare loop, which is the
 engine's overhead. Targets: overhead <= 1.2x and <= 1.5 s per round.
+
+    python -m fedlib.bench --models
+
+prints instead the seconds of one SGD step (32 grey 28x28 images, one torch thread) of
+every architecture of the heterogeneous families ``ht0`` and ``ht0_lite``, which sets
+what a ProtoNorm profile can afford on a CPU.
 """
 
 from __future__ import annotations
@@ -48,11 +54,42 @@ def bare_loop(data, ctx, passes: int) -> list[float]:
     return times
 
 
+def model_steps(batch: int = 32, steps: int = 10) -> None:
+    """Median seconds per SGD step of each member of the heterogeneous families."""
+    from fedlib.models import FAMILIES, build_model
+
+    torch.set_num_threads(1)
+    x, y = torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
+    print(f"one SGD step, batch {batch} of 1x28x28, torch threads 1 (median of {steps} after 3 warm-up steps)")
+    for fam in ("ht0", "ht0_lite"):
+        costs = []
+        for arch in FAMILIES[fam]:
+            model = build_model(arch, (1, 28, 28), 10)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            times = []
+            for i in range(steps + 3):
+                t0 = time.perf_counter()
+                loss = F.cross_entropy(model(x)[0], y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if i >= 3:
+                    times.append(time.perf_counter() - t0)
+            costs.append(statistics.median(times))
+            n = sum(p.numel() for p in model.parameters())
+            print(f"  {fam:9s} {arch:20s} {costs[-1]:7.4f} s  {n:>10,d} parameters")
+        print(f"  {fam:9s} {'mean over members':20s} {statistics.mean(costs):7.4f} s")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedlib.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default="params/fedproto_fmnist.yaml")
     ap.add_argument("--rounds", type=int, default=6, help="rounds (and bare passes) to time; the first is warm-up")
+    ap.add_argument("--models", action="store_true", help="time one SGD step of each heterogeneous-family member")
     args = ap.parse_args(argv)
+    if args.models:
+        model_steps()
+        return 0
 
     cfg = load_config(args.config, [f"train.rounds={args.rounds}"])
     seed = cfg["seeds"][0]

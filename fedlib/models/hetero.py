@@ -13,7 +13,7 @@ RGB; this is the only change to the published architectures).
 512-d pooled features: ResNet-4 (HtFLlib's one-block ResNet), the 4-layer FedAvgCNN (the
 paper's homogeneous "4-layer CNN", its 512-d fc1 output as the base), ShuffleNetV2 x0.5 and
 MobileNetV2 at width 0.25. One 32-image SGD step costs about a quarter of Ht0's on one CPU
-core (0.045 s vs 0.20 s on average, 28x28 grey inputs; ``python -m fedlib.bench``). It is a
+core (28x28 grey inputs; ``python -m fedlib.bench --models`` prints the figures). It is a
 deviation the quick profile names; the paper profile uses ``ht0``.
 """
 
