@@ -26,6 +26,7 @@ def test_table1_config_follows_the_paper_protocol():
     assert path["scheme"] == "pathological" and path["classes_per_client"] == 2
     # FedKD's energy threshold goes from T_start to T_end over the run's own rounds
     assert P.table1_config(plan, "fedkd")["algorithm"]["schedule_rounds"] == 300
+    assert P.table1_config(plan, "protonorm_code")["algorithm"]["lam"] == 10.0  # the code's default lambda
     quick = P.load_plan("quick")
     q = P.table1_config(quick, "fedkd")
     assert q["algorithm"]["schedule_rounds"] == q["train"]["rounds"] == 10
@@ -57,7 +58,7 @@ def test_gamma_sweeps_reuse_the_table1_runs():
     assert g[("fedproto", 1.4)]["algorithm"]["gamma"] == 1.4
     jobs = P.all_jobs(plan)
     ids = [run_id(c, s) for c, s in jobs]
-    assert len(ids) == len(set(ids)) == 14 + 3 + 3 + 4 + 1  # Table 1, Table 3, new gamma runs, PA phase
+    assert len(ids) == len(set(ids)) == 16 + 3 + 3 + 4 + 1  # Table 1 (8 rows), Table 3, new gamma runs, PA phase
     assert jobs[0][0]["model"]["name"] == "ht0_lite" and jobs[-1][0]["train"]["rounds"] == 1
 
 

@@ -344,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", nargs="+", help="default: the profile's partitions")
     ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
     ap.add_argument("--rounds", type=int)
+    ap.add_argument("--model", help="model family instead of the profile's (ht0, ht0_lite)")
     ap.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10, cifar100 (from the data root)")
     ap.add_argument("--workers", type=int)
     args = ap.parse_args(argv)
@@ -353,6 +354,10 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"--partitions: got {unknown}; allowed: {', '.join(plan.spec['table1']['partitions'])}")
         plan.settings["table1"]["partitions"] = list(args.partitions)
+    if args.model:
+        if args.model not in ("ht0", "ht0_lite"):
+            raise SystemExit(f"--model: got {args.model!r}; allowed: ht0, ht0_lite")
+        plan.settings["table1"]["model"] = args.model
     if args.dataset not in plan.spec["table1"]["datasets"]:
         raise SystemExit(f"--dataset: got {args.dataset!r}; allowed: {', '.join(plan.spec['table1']['datasets'])}")
     dspec = plan.spec["table1"]["datasets"][args.dataset]
