@@ -72,6 +72,12 @@ def test_server_mean_then_normalise_without_alignment():
     assert torch.allclose(aligned.protos[:2].norm(dim=1), torch.ones(2))
     spread = float(torch.dist(aligned.protos[0], aligned.protos[1]))
     assert spread > float(torch.dist(msg["protos"][0], msg["protos"][1]))
+    assert aligned.history == []  # nothing kept unless record_pa
+    rec = make_algorithm({"name": "protonorm", "record_pa": True}).aggregate(ctx, algo.init_server(ctx), ups)
+    assert len(rec.history) == rec.iterations + 1  # before PA, then after each iteration
+    before = float(torch.dist(msg["protos"][0], msg["protos"][1]))
+    assert float(rec.history[0][0, 1]) == pytest.approx(before, abs=1e-6)
+    assert float(rec.history[-1][0, 1]) == pytest.approx(spread, abs=1e-5)
 
 
 def test_lam_zero_trains_like_local_and_reports_three_rules():

@@ -57,7 +57,7 @@ class ProtoNormServer:
     protos: torch.Tensor    # (C, d) unit-norm aligned global prototypes
     present: torch.Tensor   # (C,) bool
     iterations: int         # PA iterations of the last round
-    history: list           # pairwise distances per PA iteration of the last round (record_pa)
+    history: list           # pairwise distances before PA, then after each PA iteration, last round (record_pa)
 
 
 def batch_distance_loss(z: torch.Tensor, y: torch.Tensor, targets: torch.Tensor, has: torch.Tensor) -> torch.Tensor:
@@ -141,6 +141,9 @@ class ProtoNorm(Algorithm):
             aligned, iterations, history = thomson_align(
                 mean[classes], lr=self.pa_lr, momentum=self.pa_momentum, decay=self.pa_decay,
                 max_iter=self.pa_max_iter, patience=self.pa_patience, record=self.record_pa)
+            if self.record_pa:  # entry 0: the normalised means before the first PA step
+                start = F.normalize(mean[classes].double(), dim=1)
+                history = [torch.cdist(start, start).float(), *history]
         else:
             aligned = F.normalize(mean[classes], dim=1)
         protos = torch.zeros_like(mean)

@@ -274,7 +274,7 @@ def diverged(records: list[dict]) -> bool:
 def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
     """PA on K synthetic prototypes in R^d that look like class means of post-ReLU features
     (non-negative, sharing one common component: |b| + 0.5 |e_k| with b, e_k standard normal):
-    ``(per-iteration min/mean/max pairwise distance, iterations)``. Stands in for Fig. 4b's
+    ``(min/mean/max pairwise distance before PA and after each iteration, iterations)``. Stands in for Fig. 4b's
     CIFAR-100 phase, as only 10-class data is on the machine."""
     from fedlib.prototypes import thomson_align
 
@@ -282,7 +282,8 @@ def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
     base = torch.randn(d, generator=g, dtype=torch.float64).abs()
     protos = base + 0.5 * torch.randn(k, d, generator=g, dtype=torch.float64).abs()
     _, iters, hist = thomson_align(protos, record=True)
-    return _distance_summary(hist), iters
+    x = torch.nn.functional.normalize(protos, dim=1)
+    return _distance_summary([torch.cdist(x, x), *hist]), iters
 
 
 def _distance_summary(hist) -> np.ndarray:
@@ -310,8 +311,8 @@ def simplex_distance(k: int) -> float:
 
 
 def pa_history(state: RunState) -> np.ndarray:
-    """(iterations, 3): min, mean and max pairwise distance of the global prototypes after
-    each PA iteration of the run's last round (needs ``algorithm.record_pa``)."""
+    """(1 + iterations, 3): min, mean and max pairwise distance of the global prototypes before
+    PA (row 0) and after each PA iteration of the run's last round (needs ``algorithm.record_pa``)."""
     hist = state.server.history
     if not hist:
         raise ConfigError("algorithm.record_pa", state.cfg["algorithm"].get("record_pa"),
