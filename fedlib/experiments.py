@@ -20,11 +20,12 @@ finished, ``summary.json``: a finished run is a cache hit, an unfinished one res
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
 import json
-import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -236,13 +237,53 @@ def run_one(cfg: dict, seed: int, progress: bool = True) -> dict:
         return _run_one(cfg, seed, progress)
 
 
+@contextlib.contextmanager
+def run_lock(folder: Path):
+    """Exclusive lock on a run folder (``.lock``, POSIX ``flock``): a second process asking
+    for the same run waits until the first has finished (then finds it cached) instead of
+    training it again and interleaving the two logs. The lock dies with its process."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            owner = fh.read().strip() or "?"
+            print(f"{folder.name}: another process (pid {owner}) is running this run; waiting for it", flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _cached_summary(folder: Path) -> dict | None:
+    path = folder / "summary.json"
+    if not path.exists():
+        return None
+    return {**json.loads(path.read_text()), "cache_hit": True}
+
+
 def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
     folder = run_dir(cfg, seed)
+    cached = _cached_summary(folder)
+    if cached is not None:
+        return cached
+    with run_lock(folder):
+        cached = _cached_summary(folder)  # finished by the process we waited for
+        if cached is not None:
+            return cached
+        return _train(cfg, seed, folder, progress)
+
+
+def _train(cfg: dict, seed: int, folder: Path, progress: bool) -> dict:
     summary_path = folder / "summary.json"
-    if summary_path.exists():
-        summary = json.loads(summary_path.read_text())
-        summary["cache_hit"] = True
-        return summary
     data, ctx, algo = build(cfg, seed)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(yaml.safe_dump({**cfg, "seed": seed, "run_id": folder.name}, sort_keys=False))
@@ -270,6 +311,18 @@ def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
 def run_experiment(cfg: dict, progress: bool = True) -> list[dict]:
     """Every seed of a validated config; returns their summaries."""
     return [run_one(cfg, s, progress) for s in cfg["seeds"]]
+
+
+def _die_with_parent() -> None:
+    """Worker initializer: on Linux, ask the kernel to stop this worker when the parent
+    process dies (otherwise killing a notebook or script leaves its workers training)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _worker(cfg: dict, seed: int) -> dict:
@@ -314,7 +367,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     bar = tqdm(total=total, desc=f"{desc}: {len(todo)} to run, {len(jobs) - len(todo)} cached",
                disable=not progress or not todo, unit="round")
     if todo:
-        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
+                                    initializer=_die_with_parent) as pool:
             futures = {pool.submit(_worker, *jobs[i]): i for i in todo}
             pending = set(futures)
             while pending:

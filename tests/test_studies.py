@@ -1,5 +1,6 @@
 """Parallel runs, run states and the FedMPS study's bookkeeping (no Fashion-MNIST training)."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,17 @@ def test_run_many_in_processes_equals_run_one_here_and_caches(tmp_path):
     assert strip(here)["metrics"] == strip(got[0])["metrics"]
     again = run_many([(a, 1), (b, 1)], workers=2, progress=False)
     assert all(s["cache_hit"] for s in again)
+
+
+def test_the_same_run_in_two_processes_trains_once(tmp_path):
+    # two workers asked for one run at the same time: the second waits on the run's lock and
+    # then reads the first one's result, instead of training it again into the same log
+    cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 3})
+    first, second = run_many([(cfg, 1), (cfg, 1)], workers=2, progress=False)
+    assert [first["cache_hit"], second["cache_hit"]].count(True) == 1
+    assert strip(first) == strip(second)
+    log = (tmp_path / run_id(cfg, 1) / "rounds.jsonl").read_text().splitlines()
+    assert [json.loads(line)["round"] for line in log] == [1, 2, 3]
 
 
 def test_run_many_reports_failures_after_finishing_the_others(tmp_path):
