@@ -275,17 +275,17 @@ def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
     cached = _cached_summary(folder)
     if cached is not None:
         return cached
+    built = build(cfg, seed)  # data-dependent config errors surface here, before any file is written
     with run_lock(folder):
         cached = _cached_summary(folder)  # finished by the process we waited for
         if cached is not None:
             return cached
-        return _train(cfg, seed, folder, progress)
+        return _train(cfg, seed, folder, progress, built)
 
 
-def _train(cfg: dict, seed: int, folder: Path, progress: bool) -> dict:
+def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     summary_path = folder / "summary.json"
-    data, ctx, algo = build(cfg, seed)
-    folder.mkdir(parents=True, exist_ok=True)
+    data, ctx, algo = built
     (folder / "config.yaml").write_text(yaml.safe_dump({**cfg, "seed": seed, "run_id": folder.name}, sort_keys=False))
     (folder / "partition.json").write_text(json.dumps(data.partition.record()))
     t = cfg["train"]
