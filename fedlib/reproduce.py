@@ -132,7 +132,9 @@ def _git_commit() -> str:
                               text=True, timeout=10)
         if head.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=CHECKOUT,
+        # the run's own outputs (REPORT.md, figures/, results/) do not make the checkout dirty
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)REPORT.md", ":(exclude)figures", ":(exclude)results"], cwd=CHECKOUT,
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.SubprocessError):
