@@ -349,17 +349,14 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     """
     import concurrent.futures as cf
     import multiprocessing as mp
-    import os
 
     from tqdm.auto import tqdm
 
     summaries: list[dict | None] = [None] * len(jobs)
     todo = []
     for i, (cfg, seed) in enumerate(jobs):
-        path = run_dir(cfg, seed) / "summary.json"
-        if path.exists():
-            summaries[i] = {**json.loads(path.read_text()), "cache_hit": True}
-        else:
+        summaries[i] = _cached_summary(run_dir(cfg, seed))
+        if summaries[i] is None:
             todo.append(i)
     total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
@@ -414,6 +411,15 @@ def load_state(cfg: dict, seed: int) -> RunState:
     data, ctx, algo = build(cfg, seed)
     ckpt = torch.load(path, weights_only=False)
     return RunState(cfg, seed, data, ctx, algo, ckpt["clients"], ckpt["server"], ckpt["round"])
+
+
+def run_configs(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
+                progress: bool = True) -> dict:
+    """:func:`run_many` over a mapping of configs: every config for ``seeds`` (default: its
+    own ``seeds``); returns ``{key: [summary per seed]}`` in the order of ``configs``."""
+    jobs = [(cfg, s) for cfg in configs.values() for s in (seeds or cfg["seeds"])]
+    summaries = iter(run_many(jobs, workers=workers, progress=progress, desc=desc))
+    return {key: [next(summaries) for _ in (seeds or cfg["seeds"])] for key, cfg in configs.items()}
 
 
 def load_rounds(cfg: dict, seed: int) -> list[dict]:

@@ -131,3 +131,15 @@ def test_cifar_tables_take_the_papers_gamma_and_classes_per_client(tmp_path):
     assert present("cifar10", tmp_path) is False and present("cifar100", tmp_path) is False
     with pytest.raises(ValueError, match="allowed"):
         present("fmnist", tmp_path)
+
+
+def test_claims_margins_and_ranks_by_hand():
+    plan = P.load_plan("quick", methods=["feddistill", "fedproto", "fedtgp", "protonorm"])
+    rows = report.load_paper("protonorm")["tables"]["table1"]["rows"]
+    ours = {"practical": {"feddistill": 80.0, "fedproto": 50.0, "fedtgp": 70.0, "protonorm": 75.0}}
+    c = P.claims(plan, ours, rows, {"practical": "practical_cifar10"})
+    mine = c[("practical", "ours", "ProtoNorm (lambda 1, paper)")]
+    assert (mine["minus FedProto"], mine["minus FedTGP"], mine["minus best baseline"]) == (25.0, 5.0, -5.0)
+    assert mine["best baseline"] == "FedDistill" and mine["rank among baselines + it"] == 2
+    theirs = c[("practical", "paper CIFAR-10", "ProtoNorm (lambda 1, paper)")]
+    assert theirs["minus FedProto"] == round(88.56 - 82.90, 2) and theirs["rank among baselines + it"] == 1

@@ -27,6 +27,8 @@ from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
 from fedlib.experiments import RunState, apply_overrides, run_id, validate
+from fedlib.experiments import run_configs as run  # noqa: F401 (S.run in the notebook)
+from fedlib.papers import check_rounds, check_seeds
 from fedlib.validation import ConfigError
 
 PARAMS = Path("params/fedmps/experiments.yaml")
@@ -85,14 +87,9 @@ def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: st
         else:
             settings["sweep_methods"] = list(methods)
     if seeds is not None:
-        if (not isinstance(seeds, list) or not seeds
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
-            raise ConfigError("seeds", seeds, "a non-empty list of non-negative integers")
-        settings["seeds"] = list(seeds)
+        settings["seeds"] = check_seeds(seeds)
     if rounds is not None:
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-            raise ConfigError("rounds", rounds, "a positive integer")
-        settings["rounds"] = {k: rounds for k in settings["rounds"]}
+        settings["rounds"] = {k: check_rounds(rounds) for k in settings["rounds"]}
     return Plan(profile, spec, settings, results_dir, data_root)
 
 
@@ -283,16 +280,6 @@ def attacker_aux(state: RunState, target: int, n: int, seed: int = 0) -> tuple[t
     pick = np.sort(np.random.default_rng(seed).choice(candidates, min(n, len(candidates)), replace=False))
     idx = torch.from_numpy(pick)
     return ds.x_test[idx], ds.y_test[idx]
-
-
-def run(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-        progress: bool = True) -> dict:
-    """Run (or fetch from the cache) every config for ``seeds`` (default: the profile's)
-    in parallel; returns ``{key: [summary per seed]}`` in the order of ``configs``."""
-    from fedlib.experiments import run_many
-
-    summaries = iter(run_many(jobs(configs, seeds), workers=workers, progress=progress, desc=desc))
-    return {key: [next(summaries) for _ in (seeds or cfg["seeds"])] for key, cfg in configs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,8 @@ import yaml
 
 from fedlib.analysis import pairwise_distances
 from fedlib.experiments import RunState, apply_overrides, run_id, validate
+from fedlib.experiments import run_configs as run
+from fedlib.papers import check_rounds, check_seeds
 from fedlib.validation import ConfigError
 
 PARAMS = Path("params/protonorm/experiments.yaml")
@@ -75,14 +77,9 @@ def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: st
             raise ConfigError("methods", methods, "a non-empty list of " + ", ".join(known))
         settings["table1"]["methods"] = list(methods)
     if rounds is not None:
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-            raise ConfigError("rounds", rounds, "a positive integer")
-        settings["table1"]["rounds"] = rounds
+        settings["table1"]["rounds"] = check_rounds(rounds)
     if seeds is not None:
-        if (not isinstance(seeds, list) or not seeds
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
-            raise ConfigError("seeds", seeds, "a non-empty list of non-negative integers")
-        settings["seeds"] = list(seeds)
+        settings["seeds"] = check_seeds(seeds)
     return Plan(profile, spec, settings, results_dir)
 
 
@@ -90,10 +87,10 @@ def spiral_configs(plan: Plan) -> dict[str, dict]:
     """The four spiral runs (Figs. 1-2, 6), validated."""
     sp = plan.spec["spiral"]
     out = {}
-    for key, run in sp["runs"].items():
+    for key, entry in sp["runs"].items():
         raw = copy.deepcopy(sp["base"])
-        raw["partition"] = dict(sp["partitions"][run["partition"]])
-        raw["algorithm"] = dict(run["algorithm"])
+        raw["partition"] = dict(sp["partitions"][entry["partition"]])
+        raw["algorithm"] = dict(entry["algorithm"])
         raw["seeds"] = plan.seeds
         raw["results_dir"] = plan.results_dir
         raw["name"] = f"protonorm-study/spiral/{key}"
@@ -246,16 +243,6 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     return sorted(unique.values(), key=cost, reverse=True)
 
 
-def run(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-        progress: bool = True) -> dict:
-    """Run (or fetch from the cache) every config; ``{key: [summary per seed]}``."""
-    from fedlib.experiments import run_many
-
-    jobs = [(cfg, s) for cfg in configs.values() for s in (seeds or cfg["seeds"])]
-    summaries = iter(run_many(jobs, workers=workers, progress=progress, desc=desc))
-    return {key: [next(summaries) for _ in (seeds or cfg["seeds"])] for key, cfg in configs.items()}
-
-
 def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
     """The paper's number for one table cell: best round of the pooled accuracy (%) under the
     method's scoring rule, mean and std over seeds, plus the best round of each seed."""
@@ -264,6 +251,33 @@ def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
     rounds = [s["metrics"][metric]["best_round"] for s in summaries]
     return {"mean": float(vals.mean()), "std": float(vals.std()), "n": len(vals), "metric": metric,
             "best_rounds": rounds}
+
+
+def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
+           paper_label: str = "paper CIFAR-10") -> dict:
+    """The paper's Table 1 claim in numbers, ours and the paper's side by side: for each
+    partition and each ProtoNorm row, its margin (points) over FedProto, FedTGP and the best
+    baseline, and its rank among the baselines plus itself.
+
+    ``ours`` = ``{partition: {method: accuracy}}``; ``paper_rows`` = Table 1's rows of
+    ``params/protonorm/paper.yaml``; ``paper_column`` maps a partition to the paper's column.
+    Keys of the result: ``(partition, "ours" | paper_label, label)``."""
+    out = {}
+    variants = [m for m in plan.table1["methods"] if m.startswith("protonorm")]
+    for p, vals_ours in ours.items():
+        vals_paper = {m: paper_rows[m][paper_column[p]][0] for m in vals_ours if m in paper_rows}
+        for who, vals in (("ours", vals_ours), (paper_label, vals_paper)):
+            others = {m: v for m, v in vals.items() if not m.startswith("protonorm")}
+            best = max(others, key=others.get) if others else None
+            for v in (v for v in variants if v in vals):
+                out[(p, who, plan.label(v))] = {
+                    "minus FedProto": round(vals[v] - vals["fedproto"], 2) if "fedproto" in vals else math.nan,
+                    "minus FedTGP": round(vals[v] - vals["fedtgp"], 2) if "fedtgp" in vals else math.nan,
+                    "minus best baseline": round(vals[v] - others[best], 2) if best else math.nan,
+                    "best baseline": plan.label(best) if best else "",
+                    "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values()),
+                }
+    return out
 
 
 def diverged(records: list[dict]) -> bool:
