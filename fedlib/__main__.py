@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             return 130
 
     from fedlib.data.sources import DatasetUnavailable
-    from fedlib.experiments import build, format_summary, load_config, run_experiment
+    from fedlib.config import load_config
+    from fedlib.runner import build, format_summary, run_experiment
 
     try:
         cfg = load_config(args.config, args.overrides)

@@ -3,13 +3,11 @@ own model, 2-D embeddings, the uploads a server would receive next, pairwise dis
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 
-from fedlib.algorithms.base import derive_seed
-from fedlib.experiments import RunState
+from fedlib.algorithms.base import Round, derive_seed
+from fedlib.runner import RunState
 from fedlib.validation import ConfigError
 
 
@@ -24,8 +22,7 @@ def test_features(state: RunState, level: str = "high", max_points: int | None =
     with torch.no_grad():
         for cid in clients if clients is not None else range(state.data.num_clients):
             test = state.data.test[cid]
-            client = copy.deepcopy(state.clients[cid])
-            feats = state.algorithm.features(state.ctx, client, state.message(cid), test.x)
+            feats = state.features(cid, test.x)
             zs.append(feats[level].numpy())
             ys.append(test.y.numpy())
             cs.append(np.full(len(test.y), cid))
@@ -54,13 +51,11 @@ def next_uploads(state: RunState, clients: list[int] | None = None) -> dict[int,
     """What each client would upload in the round after the last one: the messages an
     honest-but-curious server receives (the run's saved states are not modified)."""
     out = {}
-    nxt = state.round + 1
+    rnd = Round(state.round + 1, state.cfg["train"]["rounds"], state.ctx.seed)
     for cid in clients if clients is not None else range(state.data.num_clients):
-        s = derive_seed(state.ctx.seed, 1, nxt, cid)  # the engine's seeds for that round
-        torch.manual_seed(s)
-        client = copy.deepcopy(state.clients[cid])
-        _, up = state.algorithm.local_update(state.ctx, client, state.message(cid), state.data.train[cid],
-                                             torch.Generator().manual_seed(s))
+        torch.manual_seed(derive_seed(state.ctx.seed, 1, rnd.index, cid))  # the engine's seed for that round
+        _, up, _ = state.algorithm.local_update(state.ctx, cid, state.clients[cid], state.message(cid),
+                                                state.data.train[cid], rnd)
         out[cid] = up
     return out
 

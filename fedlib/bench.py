@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.engine import Simulator
-from fedlib.experiments import build, load_config
+from fedlib.config import load_config
+from fedlib.runner import build
 
 
 def bare_loop(data, ctx, passes: int) -> list[float]:

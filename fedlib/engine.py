@@ -3,11 +3,13 @@
 Round r (1-based): sample clients with ``np.random.default_rng([seed, r])`` ->
 broadcast -> local_update on each sampled client -> aggregate -> evaluate every client
 on its local test set under every inference rule -> log a JSON line -> checkpoint.
+Every call gets the round record (:class:`~fedlib.algorithms.base.Round`); the clients'
+metrics (mean over the round's clients) and the server's go to the log, not the counts.
 
 Communication is measured from the messages themselves, per direction:
 ``params`` = elements of floating-point tensors (weights, prototypes, logits: what
 papers call "communicated parameters"), ``bytes`` = ``numel * element_size`` of every
-tensor plus 8 bytes per plain number (class ids, counts and reported losses included).
+tensor plus 8 bytes per plain number (class ids, counts and sample counts included).
 
 Randomness is derived, never global: each local update runs with torch's global RNG
 and a generator seeded from (seed, round, cid), the server from (seed, round), so a
@@ -27,7 +29,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from fedlib.algorithms.base import Algorithm, Context, Message, derive_seed
+from fedlib.algorithms.base import Algorithm, Context, Message, Round, derive_seed
 from fedlib.data.federated import FederatedData
 from fedlib.metrics import client_accuracies, over_clients
 
@@ -89,7 +91,7 @@ class Simulator:
     def _load(self):
         if self.run_dir is None or not (self.run_dir / "checkpoint.pt").exists():
             return self._fresh_state()
-        ckpt = torch.load(self.run_dir / "checkpoint.pt", weights_only=False)
+        ckpt = torch.load(self.run_dir / "checkpoint.pt", weights_only=True)
         done = ckpt["round"]
         records = []
         path = self.run_dir / "rounds.jsonl"
@@ -117,15 +119,20 @@ class Simulator:
         os.replace(tmp, self.run_dir / "checkpoint.pt")
 
     # -- one round ---------------------------------------------------------------------
-    def evaluate(self, clients, server) -> dict:
-        """Accuracy of every client on its local test set, per rule and convention."""
+    def round_record(self, round_idx: int) -> Round:
+        return Round(index=round_idx, total=self.rounds, seed=self.ctx.seed)
+
+    def evaluate(self, clients, server, round_idx: int) -> dict:
+        """Accuracy of every client on its local test set, per rule and convention, with what
+        the server would send after round ``round_idx``."""
         per: dict[str, list[float]] = {}
         sizes = []
+        rnd = self.round_record(round_idx + 1)
         with torch.no_grad():
             for cid in range(self.data.num_clients):
                 test = self.data.test[cid]
-                msg = copy_message(self.algo.broadcast(self.ctx, server, cid))
-                scores = self.algo.predict(self.ctx, clients[cid], msg, test.x)
+                msg = copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
+                scores = self.algo.predict(self.ctx, cid, clients[cid], msg, test.x)
                 for k, v in client_accuracies(scores, test.y, test.classes, self.ctx.num_classes).items():
                     per.setdefault(k, []).append(v)
                 sizes.append(len(test))
@@ -135,33 +142,35 @@ class Simulator:
         """Run round ``round_idx``; return new client states, server state and its record."""
         t0 = time.perf_counter()
         seed = self.ctx.seed
+        rnd = self.round_record(round_idx)
         chosen = sample_clients(seed, round_idx, self.data.num_clients, self.participation)
         up_p = up_b = down_p = down_b = 0
-        uploads, losses = {}, []
+        uploads, local = {}, {}
         for cid in chosen:
-            msg = copy_message(self.algo.broadcast(self.ctx, server, cid))
+            msg = copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
             p, b = message_size(msg)
             down_p, down_b = down_p + p, down_b + b
-            s = derive_seed(seed, 1, round_idx, cid)
-            torch.manual_seed(s)
-            gen = torch.Generator().manual_seed(s)
-            clients[cid], up = self.algo.local_update(self.ctx, clients[cid], msg, self.data.train[cid], gen)
+            torch.manual_seed(derive_seed(seed, 1, round_idx, cid))  # dropout and other global-RNG draws
+            clients[cid], up, metrics = self.algo.local_update(self.ctx, cid, clients[cid], msg,
+                                                               self.data.train[cid], rnd)
             p, b = message_size(up)
             up_p, up_b = up_p + p, up_b + b
             uploads[cid] = copy_message(up)
-            if "train_loss" in up:
-                losses.append(float(up["train_loss"]))
+            for k, v in metrics.items():
+                local.setdefault(k, []).append(float(v))
         torch.manual_seed(derive_seed(seed, 2, round_idx))
-        server = self.algo.aggregate(self.ctx, server, uploads)
+        server, server_metrics = self.algo.aggregate(self.ctx, server, uploads, rnd)
         t1 = time.perf_counter()
+        losses = local.pop("train_loss", [])
         rec = {"round": round_idx, "participants": len(chosen),
                "train_loss": float(np.mean(losses)) if losses else None,
                "up_params": up_p, "up_bytes": up_b, "down_params": down_p, "down_bytes": down_b}
-        stats = self.algo.server_stats(self.ctx, server)
-        if stats:
-            rec["server"] = stats
+        if local:
+            rec["local"] = {k: float(np.mean(v)) for k, v in local.items()}
+        if server_metrics:
+            rec["server"] = {k: (v if isinstance(v, int) else float(v)) for k, v in server_metrics.items()}
         if round_idx % self.eval_every == 0 or round_idx == self.rounds:
-            rec.update(self.evaluate(clients, server))
+            rec.update(self.evaluate(clients, server, round_idx))
         t2 = time.perf_counter()
         rec.update(train_seconds=t1 - t0, eval_seconds=t2 - t1, seconds=t2 - t0)
         return clients, server, rec

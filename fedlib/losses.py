@@ -1,7 +1,5 @@
-"""Losses the papers define (written by hand only where no library has them).
-
-Helpers appended by other algorithm modules live below the FedMPS ones.
-"""
+"""Losses the papers define (written by hand only where no library has them): one SupCon,
+one KL, each used by every method that needs it."""
 
 from __future__ import annotations
 
@@ -9,17 +7,44 @@ import torch
 import torch.nn.functional as F
 
 
+def supcon(vectors: torch.Tensor, labels: torch.Tensor, tau: float, scale: float = 1.0) -> torch.Tensor:
+    """Supervised contrastive loss over a set of labelled vectors (SupContrast's form).
+
+    Every vector is an anchor; its denominator runs over all other vectors, its positives
+    are the other vectors with the same label; similarities are dot products over ``tau``
+    (row maxima subtracted for stability, as SupContrast). The loss is ``-scale`` times the
+    mean over anchors (those with at least one positive) of the mean log-probability of
+    their positives; 0 when no anchor has a positive.
+
+    Parameters
+    ----------
+    vectors : Tensor, shape (n, d)
+    labels : Tensor, shape (n,), int64
+    scale : float, SupContrast's ``temperature / base_temperature`` (1 = none)
+    """
+    n = len(labels)
+    logits = vectors @ vectors.T / tau
+    logits = logits - logits.max(dim=1, keepdim=True).values.detach()
+    not_self = ~torch.eye(n, dtype=torch.bool, device=vectors.device)
+    positive = (labels.unsqueeze(0) == labels.unsqueeze(1)) & not_self
+    denom = (torch.exp(logits) * not_self).sum(dim=1, keepdim=True)
+    log_prob = logits - torch.log(denom)
+    n_pos = positive.sum(dim=1)
+    keep = n_pos > 0
+    if not keep.any():
+        return vectors.sum() * 0.0
+    mean_log_prob_pos = (log_prob * positive).sum(dim=1)[keep] / n_pos[keep]
+    return -scale * mean_log_prob_pos.mean()
+
+
 def supcon_with_prototypes(features: torch.Tensor, labels: torch.Tensor, protos: torch.Tensor,
                            tau: float, base_tau: float | None = None) -> torch.Tensor:
-    """FedMPS Eq. 3: supervised contrastive loss over V = {z_b} U {p_bar_{y_b}} (2B vectors).
+    """FedMPS Eq. 3: :func:`supcon` over V = {z_b} U {p_bar_{y_b}} (2B vectors).
 
-    Every one of the 2B vectors is an anchor; A(i) = all others, R(i) = the others with
-    the same label (local features and prototype copies alike); similarities are dot
-    products over ``tau``; the loss is the mean over anchors of minus the mean
-    log-probability of the positives. Prototypes carry no gradient (the FedMPS code
-    uses ``.data``). ``base_tau`` reproduces the code's SupContrast scaling
-    ``tau / base_tau`` (0.5 / 0.07 ~ 7.14, not in Eq. 3; notes fedmps.md ambiguity 3);
-    ``None`` gives Eq. 3 as printed.
+    Local features and prototype copies are anchors alike; each sample's own prototype copy
+    is always a positive. Prototypes carry no gradient (the FedMPS code uses ``.data``).
+    ``base_tau`` reproduces the code's SupContrast scaling ``tau / base_tau`` (0.5 / 0.07 ~
+    7.14, not in Eq. 3); ``None`` gives Eq. 3 as printed.
 
     Parameters
     ----------
@@ -27,26 +52,21 @@ def supcon_with_prototypes(features: torch.Tensor, labels: torch.Tensor, protos:
     labels : Tensor, shape (B,), int64
     protos : Tensor, shape (B, d): for each sample, the global prototype of its class
     """
-    v = torch.cat([features, protos.detach()])
-    lab = torch.cat([labels, labels])
-    n = len(lab)
-    logits = v @ v.T / tau
-    logits = logits - logits.max(dim=1, keepdim=True).values.detach()  # stability, as SupContrast
-    not_self = ~torch.eye(n, dtype=torch.bool)
-    positive = (lab.unsqueeze(0) == lab.unsqueeze(1)) & not_self
-    denom = (torch.exp(logits) * not_self).sum(dim=1, keepdim=True)
-    log_prob = logits - torch.log(denom)
-    n_pos = positive.sum(dim=1)
-    keep = n_pos > 0  # never empty here: each sample's own prototype copy is a positive
-    mean_log_prob_pos = (log_prob * positive).sum(dim=1)[keep] / n_pos[keep]
     scale = tau / base_tau if base_tau else 1.0
-    return -scale * mean_log_prob_pos.mean()
+    return supcon(torch.cat([features, protos.detach()]), torch.cat([labels, labels]), tau, scale)
 
 
-def soft_label_kl(logits: torch.Tensor, target_probs: torch.Tensor, tau: float) -> torch.Tensor:
-    """FedMPS Eqs. 5-6: KL(q_bar || softmax(logits / tau)), mean over the batch.
+def kl_loss(logits: torch.Tensor, target: torch.Tensor, tau: float = 1.0, reduction: str = "batchmean",
+            target_logits: bool = False) -> torch.Tensor:
+    """KL(p || softmax(logits / tau)) with p = ``target`` (probabilities) or, with
+    ``target_logits``, softmax(target / tau). ``reduction``: ``"batchmean"`` (per-sample KL,
+    the mean over the batch) or ``"mean"`` (``nn.KLDivLoss()``'s default: the mean over batch
+    *and* classes, as HtFLlib). No tau^2 factor: callers scale.
 
-    ``target_probs`` (B, C) is the global soft label of each sample's class. As in the
-    FedMPS code (``KLDivLoss(reduction="batchmean")``) there is no tau^2 factor.
+    Users: FedMPS soft labels (Eqs. 5-6), FedGKD's distillation, FML's and FedKD's mutual KL.
     """
-    return F.kl_div(F.log_softmax(logits / tau, dim=1), target_probs, reduction="batchmean")
+    p = F.softmax(target / tau, dim=1) if target_logits else target
+    log_q = F.log_softmax(logits / tau, dim=1)
+    if reduction == "mean":  # F.kl_div warns on "mean"; this is the same number
+        return F.kl_div(log_q, p, reduction="none").mean()
+    return F.kl_div(log_q, p, reduction=reduction)

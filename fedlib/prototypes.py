@@ -1,13 +1,19 @@
-"""Prototype math: class means, prototype aggregation, nearest-prototype scores.
+"""Prototype math: class means, aggregation, tables with K >= 1 prototypes per class, scores.
 
-Prototypes travel as dense rows for the classes a party has, with an int64 vector
-naming those classes; on either side they can be scattered into a ``(C, d)`` table
-with a boolean ``present`` mask (never ``None`` sentinels for missing classes).
+On the wire, prototypes travel as rows with the class of each row (``protos`` (m, d),
+``classes`` (m,), optionally ``counts`` (m,)); a class may appear several times when a
+method sends several prototypes per class (MP-FedCL's k-means centroids, GFPL's mixture
+components). On either side rows become a :class:`ProtoTable`: ``(C, K, d)`` with a
+``(C, K)`` presence mask and weights, never ``None`` sentinels for missing classes.
+Single-prototype methods keep a ``(C, d)`` table and a ``(C,)`` mask.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
+import torch.nn.functional as F
 
 
 def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int):
@@ -24,7 +30,7 @@ def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int):
     means : Tensor, shape (C, d); zero rows for classes with no sample
     counts : Tensor, shape (C,), int64
     """
-    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype)
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device)
     sums.index_add_(0, labels, features)
     counts = torch.bincount(labels, minlength=num_classes)
     means = sums / counts.clamp(min=1).unsqueeze(1).to(features.dtype)
@@ -34,72 +40,200 @@ def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int):
 class ProtoAccumulator:
     """Running per-class feature sums, for prototypes collected during training (FedProto)."""
 
-    def __init__(self, num_classes: int, dim: int):
-        self.sums = torch.zeros(num_classes, dim)
-        self.counts = torch.zeros(num_classes, dtype=torch.int64)
+    def __init__(self, num_classes: int, dim: int, device: torch.device | str | None = None):
+        self.sums = torch.zeros(num_classes, dim, device=device)
+        self.counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
 
     def add(self, features: torch.Tensor, labels: torch.Tensor) -> None:
         self.sums.index_add_(0, labels, features.detach())
         self.counts.index_add_(0, labels, torch.ones_like(labels))
 
-    def message(self) -> dict:
-        """``{"protos": (k, d), "classes": (k,), "counts": (k,)}`` for the k classes seen."""
+    def message(self, counts: bool = True) -> dict:
+        """``{"protos": (k, d), "classes": (k,), "counts": (k,)}`` for the k classes seen
+        (without ``counts`` when the method sends none)."""
         classes = torch.nonzero(self.counts).flatten()
         protos = self.sums[classes] / self.counts[classes].unsqueeze(1).to(self.sums.dtype)
-        return {"protos": protos, "classes": classes, "counts": self.counts[classes].clone()}
+        out = {"protos": protos, "classes": classes}
+        if counts:
+            out["counts"] = self.counts[classes].clone()
+        return out
 
 
-def aggregate_protos(uploads: list[dict], num_classes: int, weighted: bool = False):
+def eval_class_means(model, data, num_classes: int, levels=("high",), chunk: int = 1024) -> dict:
+    """``{level: ProtoAccumulator}`` of the class means of ``model``'s features over ``data``
+    (anything with ``x``, ``y`` and ``len``) from one eval-mode pass without gradients: the
+    local prototypes of methods that compute them after training."""
+    accs = {lv: ProtoAccumulator(num_classes, model.feature_dims[lv], data.x.device) for lv in levels}
+    model.eval()
+    with torch.no_grad():
+        for s in range(0, len(data), chunk):
+            feats = model(data.x[s:s + chunk])[1]
+            for lv in levels:
+                accs[lv].add(feats[lv], data.y[s:s + chunk])
+    return accs
+
+
+def aggregate_protos(uploads: list[dict], num_classes: int, weighted: bool = False, key: str = "protos"):
     """Average uploaded prototypes per class over the clients that hold the class.
 
     ``weighted=False`` is the plain mean over clients used by the FedProto and FedMPS
     code; ``weighted=True`` weights client i's prototype of class k by its sample count
-    |D_i,k| (FedProto paper, Eq. 6).
+    |D_i,k| (FedProto paper, Eq. 6; the uploads then carry ``counts``).
 
     Parameters
     ----------
-    uploads : list of dict with ``protos`` (k_i, d), ``classes`` (k_i,), ``counts`` (k_i,)
+    uploads : list of dict with ``key`` (k_i, d), ``classes`` (k_i,) and, if weighted, ``counts`` (k_i,)
 
     Returns
     -------
     protos : Tensor, shape (C, d); zero rows where absent
     present : Tensor, shape (C,), bool
     """
-    dim = next(u["protos"].shape[1] for u in uploads)
-    sums = torch.zeros(num_classes, dim)
-    weight = torch.zeros(num_classes)
+    first = uploads[0][key]
+    sums = torch.zeros(num_classes, first.shape[1], device=first.device)
+    weight = torch.zeros(num_classes, device=first.device)
     for u in uploads:
-        w = u["counts"].to(torch.float32) if weighted else torch.ones(len(u["classes"]))
-        sums.index_add_(0, u["classes"], u["protos"] * w.unsqueeze(1))
+        w = u["counts"].to(torch.float32) if weighted else torch.ones(len(u["classes"]), device=first.device)
+        sums.index_add_(0, u["classes"], u[key] * w.unsqueeze(1))
         weight.index_add_(0, u["classes"], w)
     present = weight > 0
     protos = torch.where(present.unsqueeze(1), sums / weight.clamp(min=1e-12).unsqueeze(1), sums)
     return protos, present
 
 
-def scatter_protos(protos: torch.Tensor, classes: torch.Tensor, num_classes: int):
-    """Dense ``(C, d)`` table and ``present`` mask from rows ``protos`` for ``classes``."""
-    table = torch.zeros(num_classes, protos.shape[1], dtype=protos.dtype)
-    present = torch.zeros(num_classes, dtype=torch.bool)
-    table[classes] = protos
-    present[classes] = True
-    return table, present
+def keep_last(new: torch.Tensor, present: torch.Tensor, old: torch.Tensor, old_present: torch.Tensor):
+    """Classes absent from this round's aggregate keep their previous row: ``(table, present)``.
+    ``old`` may be empty (``(C, 0)``: nothing aggregated before)."""
+    if old.numel() == 0:
+        return new, present
+    return torch.where(present.unsqueeze(1), new, old), present | old_present
+
+
+def rows_message(table: torch.Tensor, present: torch.Tensor, key: str = "protos", scale: float = 1.0) -> dict:
+    """``{key: rows (k, d), "classes": (k,)}`` of the present classes of a ``(C, d)`` table (the
+    broadcast of a single-prototype method), each row times ``scale``; ``{}`` when none is present."""
+    if not present.any():
+        return {}
+    classes = torch.nonzero(present).flatten()
+    rows = table[classes] if scale == 1.0 else scale * table[classes]
+    return {key: rows, "classes": classes}
+
+
+def proto_targets(z: torch.Tensor, y: torch.Tensor, table: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    """Each sample's target: the prototype of its class in ``table`` (C, d), or its own detached
+    feature where the class has none yet (zero loss and no gradient for that sample)."""
+    return torch.where(present[y].unsqueeze(1), table[y], z.detach())
+
+
+def proto_regulariser(z: torch.Tensor, y: torch.Tensor, table: torch.Tensor, present: torch.Tensor,
+                      kind: str = "mse") -> torch.Tensor:
+    """The pull of each sample's representation towards its class's global prototype.
+
+    ``"mse"``: ``nn.MSELoss`` (mean over batch and dimensions; FedProto, FedTGP in HtFLlib,
+    ProtoNorm's code); ``"distance"``: mean Euclidean distance (the FedTGP paper);
+    ``"soft_ce"``: cross-entropy against softmax(target) (a logit table, FedDistill's variant).
+    Samples whose class has no prototype contribute zero (see :func:`proto_targets`).
+    """
+    target = proto_targets(z, y, table, present)
+    if kind == "mse":
+        return F.mse_loss(z, target)
+    if kind == "distance":
+        return (z - target).norm(dim=1).mean()
+    return F.cross_entropy(z, target.softmax(dim=1))
 
 
 def nearest_prototype_scores(features: torch.Tensor, protos: torch.Tensor, present: torch.Tensor):
-    """Scores for nearest-prototype inference: minus the squared Euclidean distance.
+    """Scores for nearest-prototype inference: minus the squared Euclidean distance to the
+    nearest prototype of each class.
 
-    Argmax of the scores is the nearest present prototype (equivalently the smallest
-    MSE, as FedProto's code measures it); absent classes score ``-inf``.
+    Argmax of the scores is the class of the nearest present prototype (equivalently the
+    smallest MSE, as FedProto's code measures it); absent classes score ``-inf``.
 
     Parameters
     ----------
     features : Tensor, shape (n, d)
-    protos : Tensor, shape (C, d)
-    present : Tensor, shape (C,), bool
+    protos : Tensor, shape (C, d) or (C, K, d)
+    present : Tensor, shape (C,) or (C, K), bool
     """
-    d2 = torch.cdist(features, protos).pow(2)
-    return (-d2).masked_fill(~present.unsqueeze(0), float("-inf"))
+    C = protos.shape[0]
+    d2 = torch.cdist(features, protos.reshape(-1, protos.shape[-1])).pow(2)
+    scores = (-d2).view(len(features), C, -1).masked_fill(~present.view(1, C, -1), float("-inf"))
+    return scores.amax(dim=2)
+
+
+@dataclasses.dataclass
+class ProtoTable:
+    """K >= 1 prototypes per class (several per class for multi-prototype methods).
+
+    Attributes
+    ----------
+    protos : Tensor, shape (C, K, d); zero where absent (padding)
+    present : Tensor, shape (C, K), bool
+    weights : Tensor, shape (C, K), float: sample counts or mixture weights, 0 where absent
+    """
+
+    protos: torch.Tensor
+    present: torch.Tensor
+    weights: torch.Tensor
+
+    @classmethod
+    def from_rows(cls, protos: torch.Tensor, classes: torch.Tensor, num_classes: int,
+                  weights: torch.Tensor | None = None) -> ProtoTable:
+        """A table from message rows; rows of the same class fill its slots in order, and K is
+        the largest number of rows of one class (at least 1)."""
+        m = len(classes)
+        if m:
+            onehot = F.one_hot(classes, num_classes)
+            slot = (onehot.cumsum(0) - 1)[torch.arange(m, device=classes.device), classes]
+            k = int(onehot.sum(0).max())
+        else:
+            slot, k = classes, 1
+        table = torch.zeros(num_classes, k, protos.shape[-1], dtype=protos.dtype, device=protos.device)
+        present = torch.zeros(num_classes, k, dtype=torch.bool, device=protos.device)
+        w = torch.zeros(num_classes, k, device=protos.device)
+        table[classes, slot] = protos
+        present[classes, slot] = True
+        w[classes, slot] = torch.ones(m, device=protos.device) if weights is None else weights.to(w.dtype)
+        return cls(table, present, w)
+
+    @classmethod
+    def from_message(cls, msg: dict, num_classes: int, key: str = "protos",
+                     weight_key: str | None = None) -> ProtoTable | None:
+        """The table a message carries under ``key`` (rows for ``msg["classes"]``); ``None``
+        when it carries none (before the first aggregation)."""
+        if key not in msg:
+            return None
+        return cls.from_rows(msg[key], msg["classes"], num_classes, msg.get(weight_key) if weight_key else None)
+
+    @property
+    def class_present(self) -> torch.Tensor:
+        """(C,) bool: classes with at least one prototype."""
+        return self.present.any(dim=1)
+
+    def single(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(table (C, d), present (C,))`` of a one-prototype-per-class table."""
+        if self.protos.shape[1] != 1:
+            raise ValueError(f"expected one prototype per class; this table holds up to {self.protos.shape[1]}")
+        return self.protos[:, 0], self.present[:, 0]
+
+    def rows(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(protos (m, d), classes (m,), weights (m,))`` of the present slots, class by class."""
+        c, s = torch.nonzero(self.present, as_tuple=True)
+        return self.protos[c, s], c, self.weights[c, s]
+
+    def scores(self, features: torch.Tensor) -> torch.Tensor:
+        """(n, C) nearest-prototype scores over the whole pool: the class of the nearest wins."""
+        return nearest_prototype_scores(features, self.protos, self.present)
+
+
+def message_scores(features: torch.Tensor, msg: dict, num_classes: int, key: str = "protos") -> torch.Tensor:
+    """Nearest-prototype scores against the prototypes a message carries (rows ``msg[key]``
+    for ``msg["classes"]``, several per class allowed); ``-inf`` everywhere when it carries
+    none (before the first aggregation)."""
+    table = ProtoTable.from_message(msg, num_classes, key)
+    if table is None:
+        return torch.full((len(features), num_classes), float("-inf"), device=features.device)
+    return table.scores(features)
 
 
 def thomson_align(protos: torch.Tensor, lr: float = 0.1, momentum: float = 0.9, decay: float = 0.95,
@@ -112,17 +246,16 @@ def thomson_align(protos: torch.Tensor, lr: float = 0.1, momentum: float = 0.9, 
     iteration: F_j = sum_k (c_j - c_k) / ||c_j - c_k||^2 (Eq. 11), v = momentum v + lr F
     (Eq. 12), c = normalise(c + v) (Eqs. 13-14); lr is multiplied by ``decay`` whenever
     ``it % decay_every == 0`` (so right after iteration 0, as in the official code).
-    Stopping rule of the official code (the paper's epsilon is not given; notes
-    protonorm.md §11 item 6): the mean ||F_j|| rounded to ``decimals`` is unchanged for
-    ``patience`` consecutive iterations, counted from iteration ``start``; at most
-    ``max_iter`` iterations.
+    Stopping rule of the official code (the paper's epsilon is not given): the mean
+    ||F_j|| rounded to ``decimals`` is unchanged for ``patience`` consecutive iterations,
+    counted from iteration ``start``; at most ``max_iter`` iterations.
 
     Returns ``(aligned (K, d), iterations run, history)``; ``history`` (with ``record``)
     holds the (K, K) pairwise distances after every iteration (ProtoNorm Fig. 4).
     """
     x = torch.nn.functional.normalize(protos.detach().double(), dim=1)
     k = len(x)
-    eye = torch.eye(k, dtype=x.dtype)
+    eye = torch.eye(k, dtype=x.dtype, device=x.device)
     v = torch.zeros_like(x)
     same, prev, history = 0, None, []
     it = -1
@@ -148,27 +281,3 @@ def thomson_align(protos: torch.Tensor, lr: float = 0.1, momentum: float = 0.9, 
             else:
                 same, prev = 0, m
     return x.to(protos.dtype), it + 1, history
-
-
-def message_scores(features: torch.Tensor, msg: dict, num_classes: int, key: str = "protos") -> torch.Tensor:
-    """Nearest-prototype scores against the prototypes a message carries (rows ``msg[key]``
-    for ``msg["classes"]``); ``-inf`` everywhere when it carries none (before the first
-    aggregation)."""
-    if key not in msg:
-        return torch.full((len(features), num_classes), float("-inf"))
-    table, has = scatter_protos(msg[key], msg["classes"], num_classes)
-    return nearest_prototype_scores(features, table, has)
-
-
-def eval_class_means(model, data, num_classes: int, levels=("high",), chunk: int = 1024) -> dict:
-    """``{level: ProtoAccumulator}`` of the class means of ``model``'s features over ``data``
-    (anything with ``x``, ``y`` and ``len``) from one eval-mode pass without gradients: the
-    local prototypes of methods that compute them after training."""
-    accs = {lv: ProtoAccumulator(num_classes, model.feature_dims[lv]) for lv in levels}
-    model.eval()
-    with torch.no_grad():
-        for s in range(0, len(data), chunk):
-            feats = model(data.x[s:s + chunk])[1]
-            for lv in levels:
-                accs[lv].add(feats[lv], data.y[s:s + chunk])
-    return accs

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib.algorithms.base import Context, TrainSettings
+from fedlib.algorithms.base import Context, Round, TrainSettings
 from fedlib.data.sources import Dataset
 
 # Tiny models gain nothing from intra-op threads, and spinning OpenMP workers slow everything
@@ -38,6 +38,9 @@ def tiny_image_dataset(per_class_train=40, per_class_test=10, num_classes=4, sha
 @pytest.fixture
 def tiny():
     return tiny_image_dataset()
+
+
+R = Round(index=1, total=2, seed=0)  # a round record for calls made by hand
 
 
 def make_ctx(num_classes=4, input_shape=(1, 8, 8), num_clients=4, model="cnn_fmnist", seed=0, **train):

@@ -7,16 +7,26 @@ import pytest
 import torch
 
 from fedlib.algorithms import make_algorithm
-from fedlib.algorithms.base import model_message
-from fedlib.algorithms.fedgkd import kd_divergence
+from fedlib.algorithms.base import Round, model_message
 from fedlib.algorithms.fedntd import not_true_logits, ntd_loss
-from fedlib.algorithms.fedproc import ce_weight, proto_infonce, supcon_two_views
+from fedlib.algorithms.fedproc import ce_weight, proto_infonce
+from fedlib.losses import kl_loss, supcon
 from fedlib.algorithms.moon import moon_contrastive_loss
 from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition
 from fedlib.engine import Simulator, message_size
-from tests.conftest import make_ctx, tiny_image_dataset
+from tests.conftest import R, make_ctx, tiny_image_dataset
 from tests.test_algorithms import _cifar_shaped, strip_time, tiny_run
+
+
+def kd_divergence(s, t, T, scale):
+    """FedGKD's distillation term as the module computes it: scale * KL(softmax(t/T) || softmax(s/T))."""
+    return scale * kl_loss(s, t, T, target_logits=True)
+
+
+def supcon_two_views(fi, fj, li, lj, t, bt):
+    """FedProc's SupContrast over the union of two labelled sets, as the module calls it."""
+    return supcon(torch.cat([fi, fj]), torch.cat([li, lj]), t, t / bt)
 
 
 def model_params(ctx):
@@ -65,14 +75,14 @@ def test_moon_first_round_is_fedavg_then_contrastive_term_acts():
     # no previous model in round 1 -> no negative -> CE only
     assert strip_time(rec_m)[0] == strip_time(rec_a)[0]
     assert rec_m[1]["train_loss"] != rec_a[1]["train_loss"]
-    assert not server_weights_close(sim_m.server.weights, sim_a.server.weights, atol=1e-6)
+    assert not server_weights_close(sim_m.server["weights"], sim_a.server["weights"], atol=1e-6)
 
 
 def test_moon_previous_global_reproduces_code_zero_gradient():
     # FedMPS code: the "previous" model equals the global model -> the term is mu*log 2 with no gradient
     sim_g, rec_g = tiny_run("moon", mu=1.0, previous="global", rounds=3)
     sim_a, rec_a = tiny_run("fedavg", weighted=True, rounds=3)
-    assert server_weights_close(sim_g.server.weights, sim_a.server.weights, atol=1e-5)
+    assert server_weights_close(sim_g.server["weights"], sim_a.server["weights"], atol=1e-5)
     assert accs(rec_g) == accs(rec_a)
     assert rec_g[1]["train_loss"] == pytest.approx(rec_a[1]["train_loss"] + math.log(2), abs=1e-5)
 
@@ -87,12 +97,13 @@ def test_moon_previous_local_buffer_holds_last_trained_models(buffer_size):
     server, client = algo.init_server(ctx), algo.init_client(ctx, 0)
     ups = []
     for r in range(3):
-        msg = algo.broadcast(ctx, server, 0)
-        client, up = algo.local_update(ctx, client, msg, data.train[0], torch.Generator().manual_seed(r))
+        rnd = Round(r + 1, 3, 0)
+        msg = algo.broadcast(ctx, server, 0, rnd)
+        client, up, _ = algo.local_update(ctx, 0, client, msg, data.train[0], rnd)
         ups.append(up)
-        server = algo.aggregate(ctx, server, {0: up})
-    assert len(client.prev) == buffer_size
-    for prev, up in zip(client.prev, ups[-buffer_size:], strict=True):
+        server, _ = algo.aggregate(ctx, server, {0: up}, rnd)
+    assert len(client["prev"]) == buffer_size
+    for prev, up in zip(client["prev"], ups[-buffer_size:], strict=True):
         assert all(torch.equal(prev[k], up[k]) for k in prev)
 
 
@@ -155,10 +166,10 @@ def test_fedgkd_teacher_is_mean_of_last_five_global_models():
     averages = []
     for r in range(1, 8):
         clients, server, _ = sim.step(r, clients, server)
-        averages.append(server.weights)
-    assert len(server.buffer) == 5
-    msg = algo.broadcast(sim.ctx, server, 0)
-    for k in server.weights:
+        averages.append(server["weights"])
+    assert len(server["buffer"]) == 5
+    msg = algo.broadcast(sim.ctx, server, 0, R)
+    for k in server["weights"]:
         expected = sum(w[k] for w in averages[2:]) / 5  # rounds 3..7
         assert torch.allclose(msg["t." + k[2:]], expected, atol=1e-7)
         assert torch.equal(msg[k], averages[-1][k])
@@ -183,7 +194,7 @@ def test_fedgkd_code_kd_scale_is_a_quarter():
     # with T = 1, the code's 0.25 factor and coefficient 0.4 equal no factor and coefficient 0.1
     sim_c, rec_c = tiny_run("fedgkd", code_kd_scale=True, kd_coefficient=0.4, rounds=2)
     sim_p, rec_p = tiny_run("fedgkd", kd_coefficient=0.1, rounds=2)
-    assert server_weights_close(sim_c.server.weights, sim_p.server.weights, atol=1e-6)
+    assert server_weights_close(sim_c.server["weights"], sim_p.server["weights"], atol=1e-6)
     _, rec_q = tiny_run("fedgkd", code_kd_scale=True, rounds=2)
     assert rec_q[1]["train_loss"] != rec_p[1]["train_loss"]
 
@@ -240,24 +251,23 @@ def test_proto_infonce_by_hand():
     assert proto_infonce(z, y, protos, classes, t).item() == pytest.approx(l0, rel=1e-6)  # both kept samples alike
 
 
-def test_fedproc_round_travels_in_message_and_aggregation_by_hand():
+def test_fedproc_aggregation_by_hand_and_no_round_in_messages():
     algo = make_algorithm({"name": "fedproc"})
     ctx = make_ctx(num_classes=3)
     server = algo.init_server(ctx)
-    msg = algo.broadcast(ctx, server, 0)
-    assert msg["round"] == 0 and "protos" not in msg
-    w = {k: torch.zeros_like(v) for k, v in server.weights.items()}
+    msg = algo.broadcast(ctx, server, 0, R)
+    assert "round" not in msg and "protos" not in msg  # the schedule reads the round record
+    w = {k: torch.zeros_like(v) for k, v in server["weights"].items()}
     ups = {0: {**{k: v + 1 for k, v in w.items()}, "num_samples": 1, "protos": torch.tensor([[1.0, 0.0], [0.0, 2.0]]),
                "classes": torch.tensor([0, 1]), "counts": torch.tensor([5, 1])},
            1: {**{k: v + 4 for k, v in w.items()}, "num_samples": 3, "protos": torch.tensor([[3.0, 4.0]]),
                "classes": torch.tensor([0]), "counts": torch.tensor([1])}}
-    server = algo.aggregate(ctx, server, ups)
-    msg = algo.broadcast(ctx, server, 1)
-    assert msg["round"] == 1 and isinstance(msg["round"], int)
+    server, _ = algo.aggregate(ctx, server, ups, R)
+    msg = algo.broadcast(ctx, server, 1, R)
+    assert "round" not in msg
     assert all(torch.allclose(msg[k], torch.full_like(v, 1 * 0.25 + 4 * 0.75)) for k, v in w.items())  # by data size
     assert msg["classes"].tolist() == [0, 1]
     assert msg["protos"].tolist() == [[2.0, 2.0], [0.0, 2.0]]  # plain mean over the clients holding the class
-    assert algo.aggregate(ctx, server, ups).round == 2
 
 
 def test_fedproc_first_round_is_weighted_fedavg_and_uplink_is_model_plus_protos():
@@ -267,7 +277,7 @@ def test_fedproc_first_round_is_weighted_fedavg_and_uplink_is_model_plus_protos(
     assert rec_p[0]["train_loss"] == rec_a[0]["train_loss"]
     assert rec_p[0]["acc"]["acc_head"] == rec_a[0]["acc"]["acc_head"]
     assert rec_p[1]["train_loss"] != rec_a[1]["train_loss"]
-    m, d = model_params(sim_p.ctx), sim_p.clients[0].model.feature_dims["high"]
+    m, d = model_params(sim_p.ctx), sim_p.ctx.new_model(0).feature_dims["high"]
     assert rec_p[0]["up_params"] == 4 * m + 4 * 2 * d  # 4 clients x (model + 2 class prototypes)
     assert rec_p[1]["down_params"] == 4 * (m + 4 * d)  # model + all 4 global prototypes
 

@@ -46,7 +46,8 @@ def test_partition_heatmap_draws_client_by_class():
 
 def test_stratified_subsample_keeps_every_class_and_is_recorded(tmp_path):
     from fedlib.data.sources import subsample
-    from fedlib.experiments import build, load_config, run_id
+    from fedlib.config import load_config, run_id
+    from fedlib.runner import build
     from tests.conftest import tiny_image_dataset
 
     ds = tiny_image_dataset(per_class_train=40, per_class_test=10)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.experiments import apply_overrides, load_config, run_experiment, run_id, validate
+from fedlib.config import apply_overrides, load_config, run_id, validate
+from fedlib.runner import run_experiment
 from fedlib.validation import ConfigError
 
 CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"

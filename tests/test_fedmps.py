@@ -1,6 +1,5 @@
 """FedMPS: its losses against direct computations, the server step by hand, counts, equivalences."""
 
-import dataclasses
 import math
 
 import pytest
@@ -8,10 +7,23 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import make_algorithm
+from fedlib.algorithms.fedmps import FedMPS
 from fedlib.engine import Simulator
-from fedlib.losses import soft_label_kl, supcon_with_prototypes
-from tests.conftest import make_ctx
+from fedlib.losses import kl_loss, supcon_with_prototypes
+from tests.conftest import R, make_ctx
 from tests.test_algorithms import _cifar_shaped, tiny_run
+
+
+def soft_label_kl(logits, target_probs, tau):
+    """FedMPS Eqs. 5-6 as the module computes them."""
+    return kl_loss(logits, target_probs, tau)
+
+
+class LinearHeadFedMPS(FedMPS):
+    """FedMPS whose server head is a bare Linear(2, 3), matching the hand-made 2-d high-level uploads."""
+
+    def build(self, ctx, cid, role="model"):
+        return torch.nn.Linear(2, 3) if role == "head" else super().build(ctx, cid, role)
 
 
 def supcon_by_loops(z, y, p, tau):
@@ -75,13 +87,13 @@ def _uploads():
 @pytest.mark.parametrize("variant", ["eq8", "code"])
 def test_server_prototypes_and_soft_labels_by_hand(variant):
     # server_epochs=0: the head is left as initialised, so the soft labels follow from its outputs.
-    algo = make_algorithm({"name": "fedmps", "server_epochs": 0, "soft_label": variant, "tau2": 2.0})
+    algo = LinearHeadFedMPS(server_epochs=0, soft_label=variant, tau2=2.0)
     ctx = make_ctx(num_classes=3, input_shape=(1, 8, 8))
     server0 = algo.init_server(ctx)
     head = torch.nn.Linear(2, 3)
-    server0 = dataclasses.replace(server0, head=head)
-    server = algo.aggregate(ctx, server0, _uploads())
-    down = algo.broadcast(ctx, server, 0)
+    server0 = {**server0, "head": head.state_dict()}
+    server, _ = algo.aggregate(ctx, server0, _uploads(), R)
+    down = algo.broadcast(ctx, server, 0, R)
     assert down["classes"].tolist() == [0, 1]
     assert down["low"].tolist() == [[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]]  # plain mean over owners
     assert down["high"].tolist() == [[0.5, 0.5], [0.0, 1.0]]
@@ -98,20 +110,20 @@ def test_server_prototypes_and_soft_labels_by_hand(variant):
 
 
 def test_server_head_learns_the_prototypes_and_persists():
-    algo = make_algorithm({"name": "fedmps", "server_epochs": 30, "server_lr": 0.05})
+    algo = LinearHeadFedMPS(server_epochs=30, server_lr=0.05)
     ctx = make_ctx(num_classes=3, input_shape=(1, 8, 8))
     server = algo.init_server(ctx)
-    server = dataclasses.replace(server, head=torch.nn.Linear(2, 3))
+    server = {**server, "head": torch.nn.Linear(2, 3).state_dict()}
     ups = _uploads()
     ups[1]["high"] = torch.tensor([[0.9, 0.1]])  # client 1's class-0 prototype near client 0's
     torch.manual_seed(0)
-    server = algo.aggregate(ctx, server, ups)
-    assert server.head_losses[-1] < server.head_losses[0]
+    server, losses = algo.aggregate(ctx, server, ups, R)
+    assert losses["head_loss"] < losses["head_loss_first_epoch"]
     with torch.no_grad():  # the trained head separates the uploaded high-level prototypes
-        pred = server.head(torch.tensor([[1.0, 0.0], [0.0, 1.0]])).argmax(1)
+        pred = algo.module(ctx, None, server["head"], role="head")(torch.tensor([[1.0, 0.0], [0.0, 1.0]])).argmax(1)
     assert pred.tolist() == [0, 1]
-    again = algo.aggregate(ctx, server, ups)  # the next round starts from the trained head
-    assert again.head_losses[0] < server.head_losses[0]
+    _, again = algo.aggregate(ctx, server, ups, R)  # the next round starts from the trained head
+    assert again["head_loss_first_epoch"] < losses["head_loss_first_epoch"]
 
 
 def test_all_weights_zero_trains_like_fedproto_without_its_loss():
@@ -119,7 +131,7 @@ def test_all_weights_zero_trains_like_fedproto_without_its_loss():
     sim_m, rec_m = tiny_run("fedmps", rounds=3, alpha=0.0, beta=0.0, mu=0.0)
     sim_p, rec_p = tiny_run("fedproto", rounds=3, lam=0.0)
     for cid in range(4):
-        a, b = sim_m.clients[cid].model.state_dict(), sim_p.clients[cid].model.state_dict()
+        a, b = sim_m.clients[cid]["model"], sim_p.clients[cid]["model"]
         assert all(torch.equal(a[k], b[k]) for k in a)
     for key in ("acc_head", "acc_proto", "acc_proto_own"):
         assert [r["acc"][key] for r in rec_m] == [r["acc"][key] for r in rec_p]

@@ -11,12 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import make_algorithm
-from fedlib.algorithms.fednh import PROTO_KEY, FedNHServer, PrototypeHead, init_prototypes, smooth_prototypes
+from fedlib.algorithms.fednh import PROTO_KEY, PrototypeHead, init_prototypes, smooth_prototypes
 from fedlib.algorithms.feduv import uniformity_loss, variance_loss
 from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition
 from fedlib.engine import Simulator
-from tests.conftest import make_ctx, tiny_image_dataset
+from tests.conftest import R, make_ctx, tiny_image_dataset
 
 
 def strip_time(records):
@@ -89,14 +89,14 @@ def test_feduv_local_loss_adds_weighted_terms():
     model.eval()  # BatchNorm in eval mode: both forward passes see the same outputs
     logits, feats = model(x)
     expected = F.cross_entropy(logits, y) + 2.0 * variance_loss(logits) + 3.0 * uniformity_loss(feats["high"])
-    assert algo.local_loss(model, {}, x, y).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert algo.local_loss(model, {}, x, y, None).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
 def test_feduv_with_zero_weights_equals_fedavg(runs):
     sim_a, rec_a = runs["fedavg"]
     sim_u, rec_u = runs["feduv0"]
     assert strip_time(rec_u) == strip_time(rec_a)
-    assert all(torch.equal(sim_u.server.weights[k], v) for k, v in sim_a.server.weights.items())
+    assert all(torch.equal(sim_u.server["weights"][k], v) for k, v in sim_a.server["weights"].items())
 
 
 def test_feduv_default_trains_differently_with_fedavg_messages(runs):
@@ -120,12 +120,12 @@ def test_prototype_head_is_a_scaled_cosine():
 
 def test_fednh_initial_prototypes_are_unit_and_seeded():
     algo = make_algorithm({"name": "fednh"})
-    p0 = algo.init_server(make_ctx(seed=0)).weights[PROTO_KEY]
+    p0 = algo.init_server(make_ctx(seed=0))["weights"][PROTO_KEY]
     assert p0.shape == (4, 128)
     assert torch.allclose(p0.norm(dim=1), torch.ones(4), atol=1e-6)
     assert torch.allclose(p0 @ p0.T, torch.eye(4), atol=1e-5)  # C <= d: orthonormal rows
-    assert torch.equal(algo.init_server(make_ctx(seed=0)).weights[PROTO_KEY], p0)
-    assert not torch.allclose(algo.init_server(make_ctx(seed=1)).weights[PROTO_KEY], p0)
+    assert torch.equal(algo.init_server(make_ctx(seed=0))["weights"][PROTO_KEY], p0)
+    assert not torch.allclose(algo.init_server(make_ctx(seed=1))["weights"][PROTO_KEY], p0)
     gen = torch.Generator().manual_seed(0)
     wide = init_prototypes(5, 3, "orthogonal", gen)  # C > d: unit rows
     assert torch.allclose(wide.norm(dim=1), torch.ones(5), atol=1e-6)
@@ -140,15 +140,15 @@ def test_fednh_server_smoothing_and_body_average_by_hand():
     ctx = make_ctx(num_classes=3, input_shape=(2,), model="mlp_spiral")  # 2-d features
     for weighted, shift in ((False, 2.0), (True, 2.5)):
         algo = make_algorithm({"name": "fednh", "weighted": weighted})
-        init = algo.init_server(ctx).weights
+        init = algo.init_server(ctx)["weights"]
         old = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
-        server = FedNHServer({**init, PROTO_KEY: old})
+        server = {"weights": {**init, PROTO_KEY: old}}
         body = [k for k in init if k != PROTO_KEY]
         ups = {0: {**{k: init[k] + 1.0 for k in body}, "protos": torch.tensor([[0.0, 1.0], [1.0, 0.0]]),
                    "classes": torch.tensor([0, 1]), "counts": torch.tensor([3, 1]), "num_samples": 1},
                1: {**{k: init[k] + 3.0 for k in body}, "protos": torch.tensor([[1.0, 0.0]]),
                    "classes": torch.tensor([0]), "counts": torch.tensor([1]), "num_samples": 3}}
-        new = algo.aggregate(ctx, server, ups).weights
+        new = algo.aggregate(ctx, server, ups, R)[0]["weights"]
         # class 0: count-weighted mean (3 [0,1] + 1 [1,0]) / 4 -> [1,3]/sqrt(10); then 0.9 old + 0.1 mean
         mu0 = torch.tensor([1.0, 3.0]) / math.sqrt(10)
         p0 = F.normalize(0.9 * old[0] + 0.1 * mu0, dim=0)
@@ -164,10 +164,9 @@ def test_fednh_local_training_keeps_prototypes(fed_data):
     for learn in (True, False):
         algo = make_algorithm({"name": "fednh", "learn_scale": learn, "scale": 3.0})
         server = algo.init_server(ctx)
-        msg = algo.broadcast(ctx, server, 0)
-        client, up = algo.local_update(ctx, algo.init_client(ctx, 0), msg, fed_data.train[0],
-                                       torch.Generator().manual_seed(0))
-        assert torch.equal(client.model.head.prototypes, msg[PROTO_KEY])
+        msg = algo.broadcast(ctx, server, 0, R)
+        client, up, _ = algo.local_update(ctx, 0, algo.init_client(ctx, 0), msg, fed_data.train[0], R)
+        assert torch.equal(client["model"]["head.prototypes"], msg[PROTO_KEY])
         assert PROTO_KEY not in up  # unchanged by clients, so not sent back
         body = "w.layer1.0.weight"
         assert not torch.equal(up[body], msg[body])  # the body did train
@@ -186,10 +185,10 @@ def test_fednh_two_rounds_counts_and_unit_prototypes(runs, fed_data):
         assert r["down_params"] == 4 * (body + scale + protos)
         assert r["down_bytes"] == 4 * 4 * (body + scale + protos)
         assert r["up_params"] == 4 * (body + scale + 2 * 128)  # two held classes per client
-        # float32 tensors + classes/counts (2 int64 each) + num_samples + train_loss
-        assert r["up_bytes"] == 4 * (4 * (body + scale + 2 * 128) + 2 * 2 * 8 + 2 * 8)
-    p = sim.server.weights[PROTO_KEY]
+        # float32 tensors + classes/counts (2 int64 each) + num_samples (the loss is a metric, not sent)
+        assert r["up_bytes"] == 4 * (4 * (body + scale + 2 * 128) + 2 * 2 * 8 + 1 * 8)
+    p = sim.server["weights"][PROTO_KEY]
     assert torch.allclose(p.norm(dim=1), torch.ones(4), atol=1e-6)
-    init = make_algorithm({"name": "fednh"}).init_server(make_ctx()).weights[PROTO_KEY]
+    init = make_algorithm({"name": "fednh"}).init_server(make_ctx())["weights"][PROTO_KEY]
     assert not torch.allclose(p, init)  # semantics were smoothed in
     assert 0.0 <= recs[-1]["acc"]["acc_head"]["mean"] <= 1.0

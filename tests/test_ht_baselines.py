@@ -11,14 +11,25 @@ import torch
 import torch.nn as nn
 
 from fedlib.algorithms import make_algorithm
-from fedlib.algorithms.feddistill import logit_regulariser
-from fedlib.algorithms.fedkd import FedKDServer, compress_params, recover_params, svd_compress
-from fedlib.algorithms.fml import fml_losses, kl_to
-from fedlib.algorithms.lgfedavg import head_message, load_head_message
+from fedlib.algorithms.base import Round, head_message, load_head_message
+from fedlib.algorithms.fedkd import compress_params, recover_params, svd_compress
+from fedlib.algorithms.fml import fml_losses
 from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition
 from fedlib.engine import Simulator, message_size
-from tests.conftest import make_ctx, tiny_image_dataset
+from fedlib.losses import kl_loss
+from fedlib.prototypes import proto_regulariser
+from tests.conftest import R, make_ctx, tiny_image_dataset
+
+
+def logit_regulariser(logits, y, table, has, kind):
+    """FedDistill's R as the module computes it: the shared prototype regulariser on logits."""
+    return proto_regulariser(logits, y, table, has, kind)
+
+
+def kl_to(logits, target_logits, reduction):
+    """KL(softmax(target) || softmax(logits)) as FML and FedKD compute it."""
+    return kl_loss(logits, target_logits, 1.0, reduction, target_logits=True)
 
 # -- LG-FedAvg -------------------------------------------------------------------------------
 
@@ -45,10 +56,10 @@ def test_lgfedavg_aggregate_by_hand(weighted, expected):
     algo = make_algorithm({"name": "lgfedavg", "weighted": weighted})
     ctx = make_ctx(num_classes=2)
     server = algo.init_server(ctx)
-    assert algo.broadcast(ctx, server, 0) == {}  # round 1: every client trains its own head
+    assert algo.broadcast(ctx, server, 0, R) == {}  # round 1: every client trains its own head
     ups = {0: {"head.0.weight": torch.full((2, 3), 1.0), "head.0.bias": torch.zeros(2), "num_samples": 1},
            1: {"head.0.weight": torch.full((2, 3), 3.0), "head.0.bias": torch.ones(2), "num_samples": 3}}
-    down = algo.broadcast(ctx, algo.aggregate(ctx, server, ups), 1)
+    down = algo.broadcast(ctx, algo.aggregate(ctx, server, ups, R)[0], 1, R)
     assert sorted(down) == ["head.0.bias", "head.0.weight"]
     assert torch.allclose(down["head.0.weight"], torch.full((2, 3), expected))
     assert torch.allclose(down["head.0.bias"], torch.full((2,), 0.75 if weighted else 0.5))
@@ -77,8 +88,8 @@ def test_feddistill_server_averages_logits_per_class():
     server = algo.init_server(ctx)
     ups = {0: {"logits": torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]), "classes": torch.tensor([0, 1])},
            1: {"logits": torch.tensor([[3.0, 4.0, 2.0]]), "classes": torch.tensor([0])}}
-    server = algo.aggregate(ctx, server, ups)
-    down = algo.broadcast(ctx, server, 0)
+    server, _ = algo.aggregate(ctx, server, ups, R)
+    down = algo.broadcast(ctx, server, 0, R)
     assert down["classes"].tolist() == [0, 1]
     assert down["logits"].tolist() == [[2.0, 2.0, 1.0], [0.0, 2.0, 0.0]]  # plain mean over clients
 
@@ -107,10 +118,9 @@ def test_fml_server_averages_memes():
     algo = make_algorithm({"name": "fml"})
     ctx = make_ctx()
     server = algo.init_server(ctx)
-    assert algo.broadcast(ctx, server, 0) == {}
-    ups = {c: {"meme.w": torch.full((2, 2), float(c)), "meme.b": torch.tensor([c * 2.0]), "train_loss": 0.0}
-           for c in range(3)}
-    down = algo.broadcast(ctx, algo.aggregate(ctx, server, ups), 0)
+    assert algo.broadcast(ctx, server, 0, R) == {}
+    ups = {c: {"meme.w": torch.full((2, 2), float(c)), "meme.b": torch.tensor([c * 2.0])} for c in range(3)}
+    down = algo.broadcast(ctx, algo.aggregate(ctx, server, ups, R)[0], 0, R)
     assert sorted(down) == ["meme.b", "meme.w"]
     assert down["meme.w"].tolist() == [[1.0, 1.0], [1.0, 1.0]] and down["meme.b"].tolist() == [2.0]
 
@@ -154,9 +164,11 @@ def test_fedkd_message_sends_factors_and_small_tensors():
 
 def test_fedkd_threshold_schedule():
     algo = make_algorithm({"name": "fedkd", "schedule_rounds": 4})
-    ctx = make_ctx()
-    got = [algo.broadcast(ctx, FedKDServer({}, {}, done), 0)["energy"] for done in range(6)]
+    got = [algo.energy(Round(done + 1, 6, 0)) for done in range(6)]
     assert got == pytest.approx([0.95, 0.9575, 0.965, 0.9725, 0.98, 0.98])
+    # by default the schedule spans the run's rounds (the round record's total)
+    default = make_algorithm({"name": "fedkd"})
+    assert [default.energy(Round(r, 5, 0)) for r in (1, 5)] == pytest.approx([0.95, 0.95 + 0.8 * 0.03])
 
 
 # -- 2-round runs on the heterogeneous family ------------------------------------------------
@@ -188,11 +200,13 @@ def test_lgfedavg_ht0_sends_exactly_the_head(ht0):
     sim, recs = run(ht0, {"name": "lgfedavg"})
     head = 512 * 4 + 4
     assert recs[0]["up_params"] == recs[1]["up_params"] == 4 * head
-    assert recs[0]["up_bytes"] == 4 * (head * 4 + 2 * 8)  # float32 head + num_samples + train_loss
+    assert recs[0]["up_bytes"] == 4 * (head * 4 + 1 * 8)  # float32 head + num_samples (the loss is a metric)
     assert recs[0]["down_params"] == 0 and recs[1]["down_params"] == 4 * head
-    server = sim.server.head
+    server = sim.server["head"]
+    algo, ctx = sim.algo, sim.ctx
     for cid in range(4):  # every client evaluates its own extractor with the global head
-        mine = head_message(sim.clients[cid].model)
+        model = algo.predict_model(ctx, cid, sim.clients[cid], algo.broadcast(ctx, sim.server, cid, R))
+        mine = head_message(model)
         assert all(torch.equal(mine[k], server[k]) for k in server)
 
 
@@ -205,16 +219,18 @@ def test_feddistill_ht0_sends_class_logits_only(ht0):
 
 def test_fml_ht0_shares_the_first_member_as_meme(ht0):
     sim, recs = run(ht0, {"name": "fml"})
-    memes = [sim.clients[c].meme for c in range(4)]
-    resnet8 = [n for n, _ in sim.clients[0].model.named_parameters()]  # client 0 runs the first member
+    algo, ctx = sim.algo, sim.ctx
+    memes = [algo.module(ctx, c, sim.clients[c]["meme"], role="meme", fresh=True) for c in range(4)]
+    private = [algo.module(ctx, c, sim.clients[c]["model"], fresh=True) for c in range(4)]
+    resnet8 = [n for n, _ in private[0].named_parameters()]  # client 0 runs the first member
     assert all([n for n, _ in m.named_parameters()] == resnet8 for m in memes)
-    assert type(sim.clients[2].model.base).__name__ == "ShuffleNetV2"  # private models stay heterogeneous
+    assert type(private[2].base).__name__ == "ShuffleNetV2"  # private models stay heterogeneous
     size = n_params(memes[0])
     assert recs[0]["up_params"] == recs[1]["up_params"] == 4 * size
     assert recs[0]["down_params"] == 0 and recs[1]["down_params"] == 4 * size
     for name, _ in memes[0].named_parameters():  # the server's meme is the mean of the uploads
         mean = sum(m.get_parameter(name) for m in memes) / 4
-        assert torch.allclose(sim.server.weights["meme." + name], mean, atol=1e-6)
+        assert torch.allclose(sim.server["weights"]["meme." + name], mean, atol=1e-6)
 
 
 def test_fedkd_ht0_counts_the_compressed_factors(ht0):
@@ -222,15 +238,15 @@ def test_fedkd_ht0_counts_the_compressed_factors(ht0):
     spec = {"name": "fedkd", "schedule_rounds": 2, "svd_mode": "matrix"}
     algo = make_algorithm(spec)
     sim, recs = run(ht0, spec)
-    mentees = [sim.clients[c].mentee for c in range(4)]
+    mentees = [algo.module(sim.ctx, c, sim.clients[c]["mentee"], role="mentee", fresh=True) for c in range(4)]
     # the engine counted exactly the factors each client sent in round 2 (T = 0.965)
-    ups = [compress_params(dict(m.named_parameters()), algo.energy(1), "matrix") for m in mentees]
+    ups = [compress_params(dict(m.named_parameters()), algo.energy(Round(2, 2, 0)), "matrix") for m in mentees]
     assert recs[1]["up_params"] == sum(message_size(u)[0] for u in ups)
     assert recs[1]["up_params"] != 4 * n_params(mentees[0])
     matrices = [n for n, p in mentees[0].named_parameters() if p.dim() >= 2]
     assert all("svd_u." + n in ups[0] and "mentee." + n not in ups[0] for n in matrices)
-    assert recs[0]["down_params"] == 0 and recs[0]["down_bytes"] == 4 * 8  # round 1: only T travels
+    assert recs[0]["down_params"] == 0 and recs[0]["down_bytes"] == 0  # round 1: nothing travels (T is not sent)
     assert recs[1]["down_params"] > 0 and recs[1]["down_params"] % 4 == 0
-    down = algo.broadcast(ht0[0], sim.server, 0)
-    assert down["energy"] == pytest.approx(0.98) and sim.server.rounds == 2
+    down = algo.broadcast(ht0[0], sim.server, 0, Round(3, 2, 0))
+    assert algo.energy(Round(3, 2, 0)) == pytest.approx(0.98) and "energy" not in down
     assert all("mentee." + n not in down for n in matrices)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.protonorm import batch_distance_loss
 from fedlib.prototypes import thomson_align
-from tests.conftest import make_ctx
+from tests.conftest import R, make_ctx
 from tests.test_algorithms import tiny_run
 
 
@@ -62,29 +62,30 @@ def test_server_mean_then_normalise_without_alignment():
     ctx = make_ctx(num_classes=3)
     ups = {0: {"protos": torch.tensor([[2.0, 0.0], [0.0, 4.0]]), "classes": torch.tensor([0, 1])},
            1: {"protos": torch.tensor([[0.0, 2.0]]), "classes": torch.tensor([0])}}
-    server = algo.aggregate(ctx, algo.init_server(ctx), ups)
-    msg = algo.broadcast(ctx, server, 0)
+    server, _ = algo.aggregate(ctx, algo.init_server(ctx), ups, R)
+    msg = algo.broadcast(ctx, server, 0, R)
     s = 1 / math.sqrt(2)
     assert msg["classes"].tolist() == [0, 1]
     assert torch.allclose(msg["protos"], torch.tensor([[s, s], [0.0, 1.0]]))  # mean (1, 1) and (0, 4), normalised
-    aligned = make_algorithm({"name": "protonorm"}).aggregate(ctx, algo.init_server(ctx), ups)
-    assert aligned.iterations >= 21
-    assert torch.allclose(aligned.protos[:2].norm(dim=1), torch.ones(2))
-    spread = float(torch.dist(aligned.protos[0], aligned.protos[1]))
+    aligned, stats = make_algorithm({"name": "protonorm"}).aggregate(ctx, algo.init_server(ctx), ups, R)
+    assert stats["pa_iterations"] >= 21
+    assert torch.allclose(aligned["protos"][:2].norm(dim=1), torch.ones(2))
+    spread = float(torch.dist(aligned["protos"][0], aligned["protos"][1]))
     assert spread > float(torch.dist(msg["protos"][0], msg["protos"][1]))
-    assert aligned.history == []  # nothing kept unless record_pa
-    rec = make_algorithm({"name": "protonorm", "record_pa": True}).aggregate(ctx, algo.init_server(ctx), ups)
-    assert len(rec.history) == rec.iterations + 1  # before PA, then after each iteration
+    assert aligned["history"] == []  # nothing kept unless record_pa
+    rec, rec_stats = make_algorithm({"name": "protonorm", "record_pa": True}).aggregate(ctx, algo.init_server(ctx),
+                                                                                       ups, R)
+    assert len(rec["history"]) == rec_stats["pa_iterations"] + 1  # before PA, then after each iteration
     before = float(torch.dist(msg["protos"][0], msg["protos"][1]))
-    assert float(rec.history[0][0, 1]) == pytest.approx(before, abs=1e-6)
-    assert float(rec.history[-1][0, 1]) == pytest.approx(spread, abs=1e-5)
+    assert float(rec["history"][0][0, 1]) == pytest.approx(before, abs=1e-6)
+    assert float(rec["history"][-1][0, 1]) == pytest.approx(spread, abs=1e-5)
 
 
 def test_lam_zero_trains_like_local_and_reports_three_rules():
     sim_p, rec_p = tiny_run("protonorm", lam=0.0, rounds=2)
     sim_l, _ = tiny_run("local", rounds=2)
     for cid in range(4):
-        a, b = sim_p.clients[cid].model.state_dict(), sim_l.clients[cid].model.state_dict()
+        a, b = sim_p.clients[cid]["model"], sim_l.clients[cid]["model"]
         assert all(torch.equal(a[k], b[k]) for k in a)
     assert {"acc_head", "acc_proto", "acc_proto_local"} <= set(rec_p[-1]["acc"])
 
@@ -118,13 +119,13 @@ def test_fedtgp_server_learns_separated_prototypes_and_scales_them():
     ups = {0: {"protos": torch.stack([e[0], e[1]]), "classes": torch.tensor([0, 1])},
            1: {"protos": torch.stack([e[2], e[0] + 0.1 * e[3]]), "classes": torch.tensor([2, 0])}}
     torch.manual_seed(0)
-    server = algo.aggregate(ctx, algo.init_server(ctx), ups)
-    assert server.losses[-1] < 0.5 * server.losses[0]
-    assert server.margin == pytest.approx(math.sqrt(2.0025))  # class 0 mean e0 + 0.05 e3 to e1 or e2
+    server, stats = algo.aggregate(ctx, algo.init_server(ctx), ups, R)
+    assert stats["server_loss"] < 0.5 * stats["server_loss_first_epoch"]
+    assert stats["margin"] == pytest.approx(math.sqrt(2.0025))  # class 0 mean e0 + 0.05 e3 to e1 or e2
     inputs = torch.stack([e[0], e[1], e[2]])
-    assert torch.cdist(inputs, server.protos).argmin(1).tolist() == [0, 1, 2]
-    msg = algo.broadcast(ctx, server, 0)
-    assert torch.allclose(msg["protos"], 2.0 * server.protos)
+    assert torch.cdist(inputs, server["protos"]).argmin(1).tolist() == [0, 1, 2]
+    msg = algo.broadcast(ctx, server, 0, R)
+    assert torch.allclose(msg["protos"], 2.0 * server["protos"])
 
 
 def test_spiral_study_configs_and_smallest_angle():
@@ -152,14 +153,14 @@ def test_round_log_carries_the_alignment_iterations():
 
 
 def test_fedproto_gamma_scales_what_is_sent_and_keeps_old_run_ids():
-    from fedlib.experiments import run_id
+    from fedlib.config import run_id
 
     algo = make_algorithm({"name": "fedproto", "gamma": 1.2})
     ctx = make_ctx(num_classes=2)
     ups = {0: {"protos": torch.tensor([[1.0, 2.0]]), "classes": torch.tensor([0]), "counts": torch.tensor([3])}}
-    server = algo.aggregate(ctx, algo.init_server(ctx), ups)
-    assert torch.allclose(algo.broadcast(ctx, server, 0)["protos"], torch.tensor([[1.2, 2.4]]))
-    assert torch.equal(server.protos[0], torch.tensor([1.0, 2.0]))  # the server keeps the unscaled mean
+    server, _ = algo.aggregate(ctx, algo.init_server(ctx), ups, R)
+    assert torch.allclose(algo.broadcast(ctx, server, 0, R)["protos"], torch.tensor([[1.2, 2.4]]))
+    assert torch.equal(server["protos"][0], torch.tensor([1.0, 2.0]))  # the server keeps the unscaled mean
     cfg = {"name": "x", "dataset": {"name": "fmnist"}, "algorithm": {"name": "fedproto", "lam": 1.0, "gamma": 1.0}}
     old = {**cfg, "algorithm": {"name": "fedproto", "lam": 1.0}}
     assert run_id(cfg, 1) == run_id(old, 1)

@@ -9,7 +9,8 @@ import torch
 
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
-from fedlib.experiments import RunState, load_config, load_state, run_id, run_many, run_one
+from fedlib.config import load_config, run_id
+from fedlib.runner import RunState, load_state, run_many, run_one
 from fedlib.papers import fedmps as S
 from tests.conftest import tiny_image_dataset
 
@@ -63,7 +64,7 @@ def test_load_state_brings_back_the_final_models(tmp_path):
     accs = []
     for cid in range(6):
         test = state.data.test[cid]
-        scores = state.algorithm.predict(state.ctx, state.clients[cid], state.message(cid), test.x)
+        scores = state.predict(cid, test.x)
         accs.append(float((scores["proto"].argmax(1) == test.y).float().mean()))
     assert np.mean(accs) == pytest.approx(summary["metrics"]["acc_proto"]["last"], abs=1e-9)
     with pytest.raises(FileNotFoundError, match="run it first"):

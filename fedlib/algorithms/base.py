@@ -1,25 +1,48 @@
-"""The algorithm contract, the run context and the shared local-training loop.
+"""The algorithm contract (version 2): hyperparameters, round record, explicit state, messages.
 
-An algorithm is a frozen dataclass of hyperparameters with six methods; it keeps no
-state on ``self``. Client and server state are separate objects it creates and
-returns. Only :data:`Message` objects (flat ``{name: Tensor | int | float}``) cross
-between client and server; the engine copies them and counts them.
+An algorithm is a frozen dataclass of hyperparameters. It keeps nothing on ``self``
+between calls; every method takes state and returns new state::
+
+    init_client(ctx, cid)                          -> client state
+    init_server(ctx)                               -> server state
+    broadcast(ctx, server, cid, rnd)               -> Message to client cid
+    local_update(ctx, cid, client, msg, data, rnd) -> (client state, upload Message, metrics)
+    aggregate(ctx, server, uploads, rnd)           -> (server state, metrics)
+    predict(ctx, cid, client, msg, x)              -> {rule: scores (n, C)}   (pure)
+
+- ``rnd`` (:class:`Round`) carries the round index, the total rounds and the run seed, so no
+  method smuggles a schedule through messages or state.
+- State is plain data: dicts, lists, tensors (model ``state_dict``s), numbers and strings.
+  It checkpoints with ``torch.load(weights_only=True)``, can travel to another process and
+  stacks across clients. Models are rebuilt from the context (:meth:`Algorithm.module`).
+- A :data:`Message` is a flat ``{name: Tensor | int | float}``. Only messages cross between
+  client and server; the engine copies and counts them. Each module declares what it sends
+  (``UPLOAD``, ``BROADCAST``; see :func:`check_message`).
+- Metrics (losses, iteration counts) go to the round log and are never sent or counted.
+- ``predict`` never changes client or server state.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+import re
 from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+from fedlib.data.federated import ClientData
 from fedlib.validation import check_fields
 
-Message = dict  # dict[str, torch.Tensor | int | float]
+Message = dict  # {name: torch.Tensor | int | float}
+Metrics = dict  # {name: float | int}
+
+__all__ = ["Algorithm", "ClientData", "Context", "Message", "Metrics", "Round", "TrainSettings", "check_message",
+           "derive_seed", "frozen_copy", "joint_sgd_epochs", "load_model_message", "mean_params", "model_message",
+           "server_epochs", "sgd_epochs", "weights"]
 
 
 def derive_seed(*parts: int) -> int:
@@ -41,6 +64,20 @@ class TrainSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class Round:
+    """What every party knows about the current round: its 1-based ``index``, the run's
+    ``total`` rounds and the run ``seed``."""
+
+    index: int
+    total: int
+    seed: int
+
+    def generator(self, cid: int) -> torch.Generator:
+        """Client ``cid``'s batch-order generator for this round (seeded from run seed, round, cid)."""
+        return torch.Generator().manual_seed(derive_seed(self.seed, 1, self.index, cid))
+
+
+@dataclasses.dataclass(frozen=True)
 class Context:
     """What both sides know about a run: shapes, the model recipe, training settings."""
 
@@ -51,6 +88,8 @@ class Context:
     model_args: dict
     train: TrainSettings
     seed: int
+    # scratch modules that states are loaded into (rebuilt on demand, never part of state)
+    pool: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def new_model(self, cid: int | None) -> nn.Module:
         """A freshly initialised model; client ``cid``'s init (``None``: the server's) is seeded."""
@@ -62,75 +101,153 @@ class Context:
             return build_model(member(self.model_name, cid), self.input_shape, self.num_classes, **self.model_args)
 
 
-@dataclasses.dataclass
-class ClientData:
-    """One client's local training data (never visible to the server)."""
-
-    cid: int
-    x: torch.Tensor
-    y: torch.Tensor
-    classes: torch.Tensor  # int64, the classes the client holds
-
-    def __len__(self) -> int:
-        return len(self.y)
+def weights(module: nn.Module) -> dict:
+    """A detached copy of ``module``'s ``state_dict``: how models live in state."""
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
 class Algorithm:
     """Base of every method: hyperparameters as dataclass fields, validated on creation.
 
-    Subclasses set ``name``, ``RULES`` (the inference rules ``predict`` returns) and
-    ``CONSTRAINTS`` ({field: Interval | Options}), and implement the six methods.
+    Subclasses set ``name``, ``RULES`` (the inference rules ``predict`` returns),
+    ``CONSTRAINTS`` ({field: Interval | Options}; merged with the parents'), ``UPLOAD`` and
+    ``BROADCAST`` (the message declarations, see :func:`check_message`) and implement the
+    six contract methods.
     """
 
     name: ClassVar[str] = ""
     RULES: ClassVar[tuple[str, ...]] = ("head",)
     CONSTRAINTS: ClassVar[dict] = {}
+    UPLOAD: ClassVar[dict] = {}
+    BROADCAST: ClassVar[dict] = {}
     # Fields added after runs existed, with the value that reproduces the method without them:
-    # left out of run ids at that value (see fedlib.experiments.run_id).
+    # left out of run ids at that value (see fedlib.config.run_id).
     NEUTRAL: ClassVar[dict] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        merged: dict = {}
+        for base in reversed(cls.__mro__[1:]):
+            merged.update(base.__dict__.get("CONSTRAINTS", {}))
+        merged.update(cls.__dict__.get("CONSTRAINTS", {}))
+        cls.CONSTRAINTS = merged
 
     def __post_init__(self):
         check_fields(self, self.CONSTRAINTS, prefix=f"algorithm ({self.name})")
 
-    def init_client(self, ctx: Context, cid: int) -> Any:
-        raise NotImplementedError
+    # -- the contract --------------------------------------------------------------------
+    def init_client(self, ctx: Context, cid: int) -> dict:
+        """Default: the client's own seeded model (:meth:`build`)."""
+        return {"model": weights(self.build(ctx, cid))}
 
     def init_server(self, ctx: Context) -> Any:
         raise NotImplementedError
 
-    def broadcast(self, ctx: Context, server: Any, cid: int) -> Message:
+    def broadcast(self, ctx: Context, server: Any, cid: int, rnd: Round) -> Message:
         raise NotImplementedError
 
-    def local_update(self, ctx: Context, client: Any, msg: Message, data: ClientData,
-                     gen: torch.Generator) -> tuple[Any, Message]:
+    def local_update(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData,
+                     rnd: Round) -> tuple[Any, Message, Metrics]:
         raise NotImplementedError
 
-    def aggregate(self, ctx: Context, server: Any, uploads: dict[int, Message]) -> Any:
+    def aggregate(self, ctx: Context, server: Any, uploads: dict[int, Message], rnd: Round) -> tuple[Any, Metrics]:
         raise NotImplementedError
 
-    def predict(self, ctx: Context, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
+    def predict(self, ctx: Context, cid: int, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Default: the head of the model client ``cid`` predicts with."""
+        return {"head": self.predict_model(ctx, cid, client, msg)(x)[0]}
 
-    def server_stats(self, ctx: Context, server: Any) -> dict[str, float]:
-        """Numbers about the server's last aggregation for the round log (e.g. ProtoNorm's
-        alignment iterations); plain floats/ints. Default: none."""
-        return {}
+    # -- models from state ---------------------------------------------------------------
+    def build(self, ctx: Context, cid: int | None, role: str = "model") -> nn.Module:
+        """An (unseeded) module of the architecture ``role`` has for client ``cid``; override
+        for methods with other modules (a meme model, a server head, a replaced classifier)."""
+        return ctx.new_model(cid)
 
-    def features(self, ctx: Context, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Feature levels of ``x`` under the model this client predicts with (for plots and attacks).
+    def module(self, ctx: Context, cid: int | None, state: dict, role: str = "model",
+               fresh: bool = False) -> nn.Module:
+        """A module of ``role``'s architecture holding ``state`` (a ``state_dict``).
 
-        Default: the client's ``model`` after loading any ``w.`` weights in ``msg`` (the
-        global model of parameter-sharing methods; a personal model is left as is).
+        By default a scratch module reused across clients of the same architecture (state
+        is loaded into it, so it must not be kept after the call); ``fresh`` builds one
+        that the caller owns.
         """
-        model = client.model
-        load_model_message(model, msg)
+        from fedlib.models import member
+
+        key = (self, role, member(ctx.model_name, cid))
+        mod = None if fresh else ctx.pool.get(key)
+        if mod is None:
+            with torch.random.fork_rng(devices=[]):  # building draws random inits: keep the run's RNG untouched
+                mod = self.build(ctx, cid, role)
+            if not fresh:
+                ctx.pool[key] = mod
+        mod.load_state_dict(state)
+        return mod
+
+    def predict_model(self, ctx: Context, cid: int, client: Any, msg: Message, fresh: bool = False) -> nn.Module:
+        """The model client ``cid`` predicts with, in eval mode. Default: its own ``model``."""
+        model = self.module(ctx, cid, client["model"], fresh=fresh)
         model.eval()
-        return model(x)[1]
+        return model
+
+    def features(self, ctx: Context, cid: int, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Feature levels of ``x`` under the model client ``cid`` predicts with (plots, attacks)."""
+        return self.predict_model(ctx, cid, client, msg)(x)[1]
 
     def hyperparameters(self) -> dict:
         return dataclasses.asdict(self)
 
 
+# -- message declarations --------------------------------------------------------------------
+_SPEC = re.compile(r"^(float|int)(?:\[(.*)\])?$")
+
+
+def check_message(msg: Message, spec: dict, num_classes: int, where: str = "message") -> None:
+    """Check ``msg`` against a declaration ``{key: spec}``; raise ``ValueError`` naming the key.
+
+    A spec is ``"float[k, d]"`` (a floating tensor of that shape), ``"int[k]"`` (an integer
+    tensor), ``"int"`` / ``"float"`` (a plain number) or ``"float[...]"`` (any shape). A key
+    ending in ``?`` is optional, one ending in ``*`` is a prefix (``"w.*"``: model weights).
+    Dimension names bind once per message (``k`` is the same in every key that uses it);
+    ``C`` is the number of classes.
+    """
+    dims: dict[str, int] = {"C": num_classes}
+    matched = set()
+    for key, rule in spec.items():
+        optional = key.endswith("?")
+        name = key.rstrip("?")
+        keys = [k for k in msg if k.startswith(name[:-1])] if name.endswith("*") else [name] * (name in msg)
+        if not keys and not optional and not name.endswith("*"):
+            raise ValueError(f"{where}: declared key {name!r} is missing")
+        m = _SPEC.match(rule.replace(" ", ""))
+        if m is None:
+            raise ValueError(f"{where}: bad declaration {key!r}: {rule!r}")
+        kind, shape = m.group(1), m.group(2)
+        for k in keys:
+            matched.add(k)
+            v = msg[k]
+            if shape is None:
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (kind == "float" or isinstance(v, int))
+                if not ok:
+                    raise ValueError(f"{where}: {k!r} must be a plain {kind}; got {type(v).__name__}")
+                continue
+            if not isinstance(v, torch.Tensor) or v.is_floating_point() != (kind == "float"):
+                raise ValueError(f"{where}: {k!r} must be a {kind} tensor; got {type(v).__name__}"
+                                 + (f" {v.dtype}" if isinstance(v, torch.Tensor) else ""))
+            if shape == "...":
+                continue
+            names = [s for s in shape.split(",") if s]
+            if len(names) != v.dim():
+                raise ValueError(f"{where}: {k!r} has shape {tuple(v.shape)}; declared [{shape}]")
+            for n, size in zip(names, v.shape, strict=True):
+                want = int(n) if n.isdigit() else dims.setdefault(n, size)
+                if want != size:
+                    raise ValueError(f"{where}: {k!r} has shape {tuple(v.shape)}; declared [{shape}] with {n} = {want}")
+    extra = sorted(set(msg) - matched)
+    if extra:
+        raise ValueError(f"{where}: undeclared keys {extra}")
+
+
+# -- shared local training ---------------------------------------------------------------------
 def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Generator,
                loss_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> float:
     """Run ``ctx.train.local_epochs`` epochs of SGD on ``data``; return the mean batch loss.
@@ -177,23 +294,98 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
     return float(total) / max(count, 1)
 
 
-def weighted_mean(msgs: list[Message], keys, weighted: bool) -> dict:
-    """``{key: sum_i w_i msgs[i][key]}`` with ``w_i`` proportional to ``num_samples`` (or
-    equal): the parameter averaging of FedAvg and every method built on it."""
-    w = torch.tensor([float(m["num_samples"]) if weighted else 1.0 for m in msgs])
-    w = w / w.sum()
+def server_epochs(module: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, epochs: int,
+                  batch_size: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> list[float]:
+    """The server-side training loop (FedMPS's head on prototypes, FedTGP's trainable
+    prototypes): ``epochs`` passes over ``(x, y)`` in shuffled minibatches (torch's global
+    RNG, which the engine seeds per round for the server); returns the mean loss of each
+    epoch."""
+    module.train()
+    losses = []
+    for _ in range(epochs):
+        perm = torch.randperm(len(y))
+        total = 0.0
+        for s in range(0, len(y), batch_size):
+            idx = perm[s:s + batch_size]
+            loss = loss_fn(x[idx], y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+        losses.append(total / len(y))
+    return losses
+
+
+# -- model parameters as messages ---------------------------------------------------------------
+def model_message(model: nn.Module | dict, prefix: str = "w.", buffers: bool = True) -> Message:
+    """A model's parameters (and, with ``buffers``, its floating-point buffers such as
+    BatchNorm statistics) under ``prefix``; ``model`` may be a module or a ``state_dict``."""
+    if isinstance(model, nn.Module):
+        items = model.state_dict().items() if buffers else model.named_parameters()
+    else:
+        items = model.items()
+    return {prefix + k: v.detach().clone() for k, v in items if v.is_floating_point()}
+
+
+def load_model_message(model: nn.Module, msg: Message, prefix: str = "w.", buffers: bool = True) -> None:
+    """Copy the ``prefix``-ed tensors of ``msg`` into ``model`` (missing keys untouched)."""
+    items = model.state_dict().items() if buffers else model.named_parameters()
+    with torch.no_grad():
+        for k, v in items:
+            if prefix + k in msg:
+                v.copy_(msg[prefix + k])
+
+
+def mean_params(msgs: list[Message], keys, weights: torch.Tensor | None = None) -> dict:
+    """``{key: mean over msgs}``: the arithmetic mean (``sum / n``) when ``weights`` is
+    ``None``, else ``sum_i w_i msgs[i][key]`` with ``w`` normalised to sum 1 (FedAvg's
+    sample-count weights). The parameter average of every method that averages models."""
+    if weights is None:
+        return {k: sum(m[k] for m in msgs) / len(msgs) for k in keys}
+    w = weights / weights.sum()
     return {k: sum(wi * m[k] for wi, m in zip(w, msgs, strict=True)) for k in keys}
 
 
-def model_message(model: nn.Module, prefix: str = "w.") -> Message:
-    """The model's parameters and floating-point buffers (e.g. BatchNorm statistics)."""
-    return {prefix + k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+def sample_weights(msgs: list[Message], weighted: bool) -> torch.Tensor:
+    """Per-message weights: ``num_samples`` (weighted) or ones (FedAvg's two options)."""
+    return torch.tensor([float(m["num_samples"]) if weighted else 1.0 for m in msgs])
 
 
-def load_model_message(model: nn.Module, msg: Message, prefix: str = "w.") -> None:
-    """Copy the ``prefix``-ed tensors of ``msg`` into ``model`` (missing keys untouched)."""
-    state = model.state_dict()
+def frozen_copy(model: nn.Module, msg: dict | None = None, prefix: str = "w.") -> nn.Module:
+    """An eval-mode, gradient-free copy of ``model``, optionally loaded with ``msg``'s weights
+    (a teacher: MOON's global and previous models, FedNTD's and FedGKD's global model)."""
+    import copy
+
+    twin = copy.deepcopy(model)
+    if msg is not None:
+        load_model_message(twin, msg, prefix)
+    twin.eval()
+    for p in twin.parameters():
+        p.requires_grad_(False)
+        p.grad = None
+    return twin
+
+
+def head_params(model: nn.Module):
+    """``(name, parameter)`` of ``model.head`` named by parametrised-layer index, not module path
+    (so ``Linear`` and ``Sequential(Dropout, Linear)`` heads give the same names)."""
+    j = 0
+    for mod in model.head.modules():
+        own = list(mod.named_parameters(recurse=False))
+        if own:
+            for n, p in own:
+                yield f"head.{j}.{n}", p
+            j += 1
+
+
+def head_message(model: nn.Module) -> Message:
+    """The classifier head's parameters as ``head.<j>.<param>`` (see :func:`head_params`)."""
+    return {k: p.detach().clone() for k, p in head_params(model)}
+
+
+def load_head_message(model: nn.Module, msg: Message) -> None:
+    """Copy the ``head.*`` tensors of ``msg`` into ``model.head`` (missing keys untouched)."""
     with torch.no_grad():
-        for k, v in state.items():
-            if prefix + k in msg:
-                v.copy_(msg[prefix + k])
+        for k, p in head_params(model):
+            if k in msg:
+                p.copy_(msg[k])

@@ -19,61 +19,65 @@ import dataclasses
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, load_model_message, model_message, sgd_epochs, weighted_mean
+from fedlib.algorithms.base import (Algorithm, load_model_message, mean_params, model_message, sample_weights,
+                                   sgd_epochs, weights)
 from fedlib.validation import BOOL
-
-
-@dataclasses.dataclass
-class FedAvgClient:
-    model: object  # working copy, overwritten by the global model each round
-
-
-@dataclasses.dataclass
-class FedAvgServer:
-    weights: dict  # {"w.<name>": Tensor}
 
 
 @register
 @dataclasses.dataclass(frozen=True)
 class FedAvg(Algorithm):
+    """FedAvg, and the base of the methods that train and average one global model: they
+    override :meth:`local_loss`, :meth:`teacher` or the server (module docstrings)."""
+
     weighted: bool = True  # McMahan et al. Alg. 1: n_k / n weights
     name = "fedavg"
     CONSTRAINTS = {"weighted": BOOL}
-
-    def init_client(self, ctx, cid):
-        return FedAvgClient(ctx.new_model(cid))
+    UPLOAD = {"w.*": "float[...]", "num_samples": "int"}
+    BROADCAST = {"w.*": "float[...]"}
 
     def init_server(self, ctx):
-        return FedAvgServer(model_message(ctx.new_model(None)))
+        return {"weights": model_message(ctx.new_model(None))}
 
-    def broadcast(self, ctx, server, cid):
-        return dict(server.weights)
+    def broadcast(self, ctx, server, cid, rnd):
+        return dict(server["weights"])
 
-    def local_loss(self, model, msg, xb, yb):
-        """Batch loss; FedProx adds its proximal term here."""
+    def global_model(self, ctx, cid, client, msg, fresh=False):
+        """The client's working model holding the received global model."""
+        model = self.module(ctx, cid, client["model"], fresh=fresh)
+        load_model_message(model, msg)
+        return model
+
+    def teacher(self, model, msg):
+        """A frozen model the local loss distils from, made once per local update (FedNTD,
+        FedGKD); ``None`` (default) for none."""
+        return None
+
+    def local_loss(self, model, msg, xb, yb, teacher):
+        """Batch loss; FedProx, FedUV, FedNTD and FedGKD add their terms here."""
         return F.cross_entropy(model(xb)[0], yb)
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
-        load_model_message(model, msg)
-        loss = sgd_epochs(ctx, model, data, gen, lambda xb, yb, epoch: self.local_loss(model, msg, xb, yb))
-        return client, self.upload(model, data, loss)
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model = self.global_model(ctx, cid, client, msg)
+        teacher = self.teacher(model, msg)
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid),
+                          lambda xb, yb, epoch: self.local_loss(model, msg, xb, yb, teacher))
+        return {"model": weights(model)}, self.upload(model, data), {"train_loss": loss}
 
     @staticmethod
-    def upload(model, data, loss) -> dict:
-        """The model, the sample count (for weighting) and the mean training loss."""
+    def upload(model, data) -> dict:
+        """The model and the sample count (for weighting)."""
         up = model_message(model)
         up["num_samples"] = len(data)
-        up["train_loss"] = loss
         return up
 
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         msgs = list(uploads.values())
         if not msgs:
-            return server
-        return FedAvgServer(weighted_mean(msgs, server.weights, self.weighted))
+            return server, {}
+        return {**server, "weights": mean_params(msgs, server["weights"], sample_weights(msgs, self.weighted))}, {}
 
-    def predict(self, ctx, client, msg, x):
-        load_model_message(client.model, msg)
-        client.model.eval()
-        return {"head": client.model(x)[0]}
+    def predict_model(self, ctx, cid, client, msg, fresh=False):
+        model = self.global_model(ctx, cid, client, msg, fresh)
+        model.eval()
+        return model

@@ -8,7 +8,7 @@ produced while training (train mode, before each step, over all local epochs, as
 The server averages each class's logits over the clients that uploaded the class (a plain
 mean: no class counts leave the clients). Inference: the client's own head.
 
-Up: ``logits`` (k, C) for the k classes the client saw, ``classes`` (k,), ``train_loss``.
+Up: ``logits`` (k, C) for the k classes the client saw, ``classes`` (k,).
 Down: ``logits`` (k', C) and ``classes`` (k',) for every class with global logits; nothing
 before the first aggregation. Per round that is sum_i (K_i + K) x K floats (ProtoNorm Supp. D).
 
@@ -31,30 +31,9 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, sgd_epochs
-from fedlib.prototypes import ProtoAccumulator, aggregate_protos, scatter_protos
+from fedlib.algorithms.base import Algorithm, sgd_epochs, weights
+from fedlib.prototypes import ProtoAccumulator, ProtoTable, aggregate_protos, keep_last, proto_regulariser, rows_message
 from fedlib.validation import Interval, Options
-
-
-def logit_regulariser(logits: torch.Tensor, y: torch.Tensor, table: torch.Tensor, has: torch.Tensor,
-                      kind: str = "mse") -> torch.Tensor:
-    """R of FD: each sample's logits against the global logits ``table[y]`` (rows with
-    ``has[y]`` false target the sample's own detached logits, i.e. contribute no gradient)."""
-    target = torch.where(has[y].unsqueeze(1), table[y], logits.detach())
-    if kind == "mse":
-        return F.mse_loss(logits, target)
-    return F.cross_entropy(logits, target.softmax(dim=1))
-
-
-@dataclasses.dataclass
-class FedDistillClient:
-    model: object
-
-
-@dataclasses.dataclass
-class FedDistillServer:
-    logits: torch.Tensor   # (C, C) global mean logits per class
-    present: torch.Tensor  # (C,) bool
 
 
 @register
@@ -64,47 +43,38 @@ class FedDistill(Algorithm):
     reg: str = "mse"     # "mse": HtFLlib FedDistill; "soft_ce": CE to softmax(global logits)
     name = "feddistill"
     CONSTRAINTS = {"gamma": Interval(0, None), "reg": Options(("mse", "soft_ce"))}
-
-    def init_client(self, ctx, cid):
-        return FedDistillClient(ctx.new_model(cid))
+    UPLOAD = {"logits": "float[k, C]", "classes": "int[k]"}
+    BROADCAST = {"logits?": "float[k, C]", "classes?": "int[k]"}
 
     def init_server(self, ctx):
         C = ctx.num_classes
-        return FedDistillServer(torch.zeros(C, C), torch.zeros(C, dtype=torch.bool))
+        return {"logits": torch.zeros(C, C), "present": torch.zeros(C, dtype=torch.bool)}
 
-    def broadcast(self, ctx, server, cid):
-        if not server.present.any():
-            return {}
-        classes = torch.nonzero(server.present).flatten()
-        return {"logits": server.logits[classes], "classes": classes}
+    def broadcast(self, ctx, server, cid, rnd):
+        return rows_message(server["logits"], server["present"], key="logits")
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model, C = client.model, ctx.num_classes
-        table, has = scatter_protos(msg["logits"], msg["classes"], C) if "logits" in msg else (None, None)
-        acc = ProtoAccumulator(C, C)
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model, C = self.module(ctx, cid, client["model"]), ctx.num_classes
+        received = ProtoTable.from_message(msg, C, key="logits")
+        table, has = received.single() if received is not None else (None, None)
+        acc = ProtoAccumulator(C, C, data.x.device)
 
         def loss_fn(xb, yb, epoch):
             logits = model(xb)[0]
             loss = F.cross_entropy(logits, yb)
             if table is not None and self.gamma > 0:
-                loss = loss + self.gamma * logit_regulariser(logits, yb, table, has, self.reg)
-            acc.add(logits, yb)
+                loss = loss + self.gamma * proto_regulariser(logits, yb, table, has, self.reg)
+            acc.add(logits, yb)  # every batch of every epoch (HtFLlib)
             return loss
 
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = acc.message()
-        return client, {"logits": up["protos"], "classes": up["classes"], "train_loss": loss}
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+        up = acc.message(counts=False)
+        return {"model": weights(model)}, {"logits": up["protos"], "classes": up["classes"]}, {"train_loss": loss}
 
-    def aggregate(self, ctx, server, uploads):
-        ups = [{"protos": u["logits"], "classes": u["classes"],
-                "counts": torch.ones(len(u["classes"]), dtype=torch.int64)}
-               for u in uploads.values() if len(u["classes"])]
+    def aggregate(self, ctx, server, uploads, rnd):
+        ups = [u for u in uploads.values() if len(u["classes"])]
         if not ups:
-            return server
-        logits, present = aggregate_protos(ups, ctx.num_classes, weighted=False)
-        logits = torch.where(present.unsqueeze(1), logits, server.logits)
-        return FedDistillServer(logits, present | server.present)
-
-    def predict(self, ctx, client, msg, x):
-        client.model.eval()
-        return {"head": client.model(x)[0]}
+            return server, {}
+        logits, present = aggregate_protos(ups, ctx.num_classes, weighted=False, key="logits")
+        logits, present = keep_last(logits, present, server["logits"], server["present"])
+        return {"logits": logits, "present": present}, {}

@@ -35,26 +35,12 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.base import frozen_copy, mean_params
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.algorithms.moon import frozen_copy
+from fedlib.losses import kl_loss
 from fedlib.validation import BOOL, Interval
 
 CODE_KD_SCALE = 0.5 ** 2  # FedMPS code: args.temperature (default 0.5) squared
-
-
-def kd_divergence(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float,
-                  scale: float) -> torch.Tensor:
-    """``scale * KL(softmax(t / T) || softmax(s / T))``, batch mean (forward KL, FedGKD code)."""
-    return scale * F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
-                            F.softmax(teacher_logits / temperature, dim=1), reduction="batchmean")
-
-
-@dataclasses.dataclass
-class FedGKDServer:
-    weights: dict          # the current average, {"w.<name>": Tensor}
-    buffer: list           # the last buffer_length averages, oldest first
-    teacher: dict | None   # their mean, {"w.<name>": Tensor}, or None before round 1 ends
 
 
 @register
@@ -66,43 +52,37 @@ class FedGKD(FedAvg):
     code_kd_scale: bool = False     # True: the FedMPS code's 0.25 factor (see module docstring)
     weighted: bool = False          # FedMPS code: unweighted parameter mean
     name = "fedgkd"
-    CONSTRAINTS = {"weighted": BOOL, "kd_coefficient": Interval(0, None),
-                   "buffer_length": Interval(1, None, integer=True),
+    CONSTRAINTS = {"kd_coefficient": Interval(0, None), "buffer_length": Interval(1, None, integer=True),
                    "gkd_temperature": Interval(0, None, low_open=True), "code_kd_scale": BOOL}
+    BROADCAST = {"w.*": "float[...]", "t.*": "float[...]"}
 
     def init_server(self, ctx):
-        return FedGKDServer(model_message(ctx.new_model(None)), [], None)
+        return {**super().init_server(ctx), "buffer": [], "teacher": None}
 
-    def broadcast(self, ctx, server, cid):
-        msg = dict(server.weights)
-        if server.teacher is not None:
-            msg.update({"t." + k[2:]: v for k, v in server.teacher.items()})
+    def broadcast(self, ctx, server, cid, rnd):
+        msg = dict(server["weights"])
+        if server["teacher"] is not None:
+            msg.update({"t." + k[2:]: v for k, v in server["teacher"].items()})
         return msg
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
-        load_model_message(model, msg)
+    def teacher(self, model, msg):
         has_teacher = self.kd_coefficient > 0 and any(k.startswith("t.") for k in msg)
-        teacher = frozen_copy(model, msg, prefix="t.") if has_teacher else None
-        T = self.gkd_temperature
-        scale = CODE_KD_SCALE if self.code_kd_scale else T ** 2
+        return frozen_copy(model, msg, prefix="t.") if has_teacher else None
 
-        def loss_fn(xb, yb, epoch):
-            logits = model(xb)[0]
-            loss = F.cross_entropy(logits, yb)
-            if teacher is not None:
-                with torch.no_grad():
-                    t_logits = teacher(xb)[0]
-                loss = loss + self.kd_coefficient * kd_divergence(logits, t_logits, T, scale)
-            return loss
+    def local_loss(self, model, msg, xb, yb, teacher):
+        logits = model(xb)[0]
+        loss = F.cross_entropy(logits, yb)
+        if teacher is not None:
+            T = self.gkd_temperature
+            scale = CODE_KD_SCALE if self.code_kd_scale else T ** 2
+            with torch.no_grad():
+                t_logits = teacher(xb)[0]
+            loss = loss + self.kd_coefficient * (scale * kl_loss(logits, t_logits, T, target_logits=True))
+        return loss
 
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        return client, self.upload(model, data, loss)
-
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         if not uploads:
-            return server
-        avg = super().aggregate(ctx, server, uploads).weights
-        buffer = (server.buffer + [avg])[-self.buffer_length:]
-        teacher = {k: sum(w[k] for w in buffer) / len(buffer) for k in avg}
-        return FedGKDServer(avg, buffer, teacher)
+            return server, {}
+        avg = super().aggregate(ctx, server, uploads, rnd)[0]["weights"]
+        buffer = (server["buffer"] + [avg])[-self.buffer_length:]
+        return {"weights": avg, "buffer": buffer, "teacher": mean_params(buffer, avg)}, {}

@@ -20,18 +20,18 @@ two dimensions and more than one row is replaced by its truncated factors U, S, 
 smallest rank whose energy (sum of squared singular values) reaches the round's threshold T
 (paper Eq. 8); other parameters are sent as they are. T grows linearly from ``t_start`` to
 ``t_end``: in round r (1-based) T = t_start + min(r - 1, R) / R * (t_end - t_start) with R =
-``schedule_rounds``, HtFLlib's schedule over its rounds 0..R. The server recovers the uploads,
+``schedule_rounds`` (default: the run's rounds, from the round record), HtFLlib's schedule over
+its rounds 0..R. Client and server both know r, so T is not sent. The server recovers the uploads,
 averages them (plain mean), compresses the mean with the same T and sends the factors.
 
 Up: ``svd_u.<name>``, ``svd_s.<name>``, ``svd_v.<name>`` (compressed), ``mentee.<name>`` (sent
-as is), ``train_loss``. Down: the same for the averaged mentee plus ``energy`` (T of the round,
-a float); no mentee before the first aggregation (every client starts from the same seeded
+as is). Down: the same for the averaged mentee; no mentee before the first aggregation (every client starts from the same seeded
 mentee, as HtFLlib clients copy the server's initial model when they are created). Only
 parameters travel; each client keeps its mentee's BatchNorm statistics.
 
 Choices (HtFLlib default first):
 - ``t_start=0.95``, ``t_end=0.98``: ProtoNorm Table 6, HtFLlib ``-Ts 0.95 -Te 0.98``;
-  ``schedule_rounds=300``: ProtoNorm's ``global_rounds`` (set it to the run's rounds).
+  ``schedule_rounds=null``: the run's rounds (HtFLlib's ``global_rounds``); a number fixes R.
 - ``mentee_lr=0.01``: ProtoNorm ``test_args.json`` / HtFLlib ``-mlr 0.01``. HtFLlib parses it
   but its mentee optimiser uses the client lr (the same 0.01 in ProtoNorm); ``null`` = client lr.
   W_h always uses the client lr.
@@ -56,8 +56,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, Message, derive_seed, joint_sgd_epochs
-from fedlib.algorithms.fml import kl_to
+from fedlib.algorithms.base import Algorithm, Message, derive_seed, joint_sgd_epochs, mean_params, weights
+from fedlib.losses import kl_loss
 from fedlib.validation import Interval, Options
 
 
@@ -112,26 +112,12 @@ def recover_params(msg: Message, shapes: dict) -> dict:
     return out
 
 
-@dataclasses.dataclass
-class FedKDClient:
-    model: object   # private mentor (predicts)
-    mentee: object  # this client's copy of the shared mentee
-    w_h: object     # Linear(d_mentee, d_mentor, bias=False), private
-
-
-@dataclasses.dataclass
-class FedKDServer:
-    shapes: dict    # mentee parameter shapes {name: tuple}
-    down: dict      # compressed global mentee; empty before the first aggregation
-    rounds: int     # aggregations done
-
-
 @register
 @dataclasses.dataclass(frozen=True)
 class FedKD(Algorithm):
     t_start: float = 0.95            # Table 6 energy threshold at the start (HtFLlib -Ts)
     t_end: float = 0.98              # Table 6 energy threshold at the end (HtFLlib -Te)
-    schedule_rounds: int = 300       # rounds over which T goes from t_start to t_end
+    schedule_rounds: int | None = None  # rounds over which T goes from t_start to t_end; null = the run's
     mentee_lr: float | None = 0.01   # HtFLlib -mlr (its optimiser uses the client lr); null = client lr
     kl_reduction: str = "mean"       # "mean": HtFLlib nn.KLDivLoss(); "batchmean": per-sample KL
     clip_norm: float | None = 10.0   # HtFLlib clip_grad_norm_ 10; null = off
@@ -139,32 +125,43 @@ class FedKD(Algorithm):
     rank_rule: str = "reach"         # "reach": energy >= T (paper); "htfllib": the code's loop
     name = "fedkd"
     CONSTRAINTS = {"t_start": Interval(0, 1), "t_end": Interval(0, 1),
-                   "schedule_rounds": Interval(1, None, integer=True),
+                   "schedule_rounds": Interval(1, None, integer=True, allow_none=True),
                    "mentee_lr": Interval(0, None, low_open=True, allow_none=True),
                    "kl_reduction": Options(("mean", "batchmean")),
                    "clip_norm": Interval(0, None, low_open=True, allow_none=True),
                    "svd_mode": Options(("kernel", "matrix")), "rank_rule": Options(("reach", "htfllib"))}
+    UPLOAD = {"svd_u.*": "float[...]", "svd_s.*": "float[...]", "svd_v.*": "float[...]", "mentee.*": "float[...]"}
+    BROADCAST = UPLOAD
 
-    def energy(self, done: int) -> float:
-        """Threshold T after ``done`` completed rounds (HtFLlib's round index)."""
-        return self.t_start + min(done, self.schedule_rounds) / self.schedule_rounds * (self.t_end - self.t_start)
+    def energy(self, rnd) -> float:
+        """Threshold T of round ``rnd`` (HtFLlib's round index ``rnd.index - 1``)."""
+        R = self.schedule_rounds or rnd.total
+        return self.t_start + min(rnd.index - 1, R) / R * (self.t_end - self.t_start)
+
+    def build(self, ctx, cid, role="model"):
+        if role == "w_h":
+            mentee, model = ctx.new_model(None), ctx.new_model(cid)
+            return nn.Linear(mentee.feature_dims["high"], model.feature_dims["high"], bias=False)
+        return ctx.new_model(None if role == "mentee" else cid)
 
     def init_client(self, ctx, cid):
         model, mentee = ctx.new_model(cid), ctx.new_model(None)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(ctx.seed, 6, cid))
             w_h = nn.Linear(mentee.feature_dims["high"], model.feature_dims["high"], bias=False)
-        return FedKDClient(model, mentee, w_h)
+        return {"model": weights(model), "mentee": weights(mentee), "w_h": weights(w_h)}
 
     def init_server(self, ctx):
-        shapes = {n: tuple(p.shape) for n, p in ctx.new_model(None).named_parameters()}
-        return FedKDServer(shapes, {}, 0)
+        shapes = {n: list(p.shape) for n, p in ctx.new_model(None).named_parameters()}
+        return {"shapes": shapes, "down": {}}  # down: the compressed global mentee, empty before round 1 ends
 
-    def broadcast(self, ctx, server, cid):
-        return {**server.down, "energy": self.energy(server.rounds)}
+    def broadcast(self, ctx, server, cid, rnd):
+        return dict(server["down"])
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model, mentee, w_h = client.model, client.mentee, client.w_h
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model = self.module(ctx, cid, client["model"])
+        mentee = self.module(ctx, cid, client["mentee"], role="mentee")
+        w_h = self.module(ctx, cid, client["w_h"], role="w_h")
         shapes = {n: p.shape for n, p in mentee.named_parameters()}
         with torch.no_grad():
             for n, v in recover_params(msg, shapes).items():
@@ -176,26 +173,21 @@ class FedKD(Algorithm):
             ce, ce_s = F.cross_entropy(out, yb), F.cross_entropy(out_s, yb)
             d = ce + ce_s  # adaptive weighting of the distillation terms (not detached, as HtFLlib)
             l_h = F.mse_loss(feats["high"], w_h(feats_s["high"])) / d
-            loss = ce + kl_to(out, out_s, self.kl_reduction) / d + l_h
-            loss_s = ce_s + kl_to(out_s, out, self.kl_reduction) / d + l_h
+            loss = ce + kl_loss(out, out_s, 1.0, self.kl_reduction, target_logits=True) / d + l_h
+            loss_s = ce_s + kl_loss(out_s, out, 1.0, self.kl_reduction, target_logits=True) / d + l_h
             return loss + loss_s
 
         lr = ctx.train.lr
         parts = [(model, lr), (mentee, self.mentee_lr or lr), (w_h, lr)]
-        loss = joint_sgd_epochs(ctx, parts, data, gen, loss_fn, self.clip_norm)
-        up = compress_params(dict(mentee.named_parameters()), float(msg["energy"]), self.svd_mode, self.rank_rule)
-        up["train_loss"] = loss
-        return client, up
+        loss = joint_sgd_epochs(ctx, parts, data, rnd.generator(cid), loss_fn, self.clip_norm)
+        up = compress_params(dict(mentee.named_parameters()), self.energy(rnd), self.svd_mode, self.rank_rule)
+        state = {"model": weights(model), "mentee": weights(mentee), "w_h": weights(w_h)}
+        return state, up, {"train_loss": loss}
 
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         msgs = list(uploads.values())
         if not msgs:
-            return server
-        params = [recover_params(m, server.shapes) for m in msgs]
-        mean = {n: sum(p[n] for p in params) / len(params) for n in server.shapes}
-        down = compress_params(mean, self.energy(server.rounds), self.svd_mode, self.rank_rule)
-        return FedKDServer(server.shapes, down, server.rounds + 1)
-
-    def predict(self, ctx, client, msg, x):
-        client.model.eval()
-        return {"head": client.model(x)[0]}
+            return server, {}
+        params = [recover_params(m, server["shapes"]) for m in msgs]
+        mean = mean_params(params, server["shapes"])
+        return {**server, "down": compress_params(mean, self.energy(rnd), self.svd_mode, self.rank_rule)}, {}

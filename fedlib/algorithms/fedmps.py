@@ -38,35 +38,19 @@ paper's Fashion-MNIST values (alpha 1, mu 1; CIFAR-10 uses alpha 0.2, mu 5).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, sgd_epochs
-from fedlib.losses import soft_label_kl, supcon_with_prototypes
-from fedlib.prototypes import (ProtoAccumulator, aggregate_protos, eval_class_means, message_scores,
-                               scatter_protos)
+from fedlib.algorithms.base import Algorithm, server_epochs, sgd_epochs, weights
+from fedlib.losses import kl_loss, supcon_with_prototypes
+from fedlib.prototypes import (ProtoAccumulator, ProtoTable, aggregate_protos, eval_class_means, keep_last,
+                               message_scores, proto_targets, rows_message)
 from fedlib.validation import BOOL, Interval, Options
 
 LEVELS = ("low", "high")
-
-
-@dataclasses.dataclass
-class FedMPSClient:
-    model: object
-
-
-@dataclasses.dataclass
-class FedMPSServer:
-    head: object                # the server's global model f(psi_bar; .), persistent
-    protos: dict                # {"low": (C, d_l), "high": (C, d_h)}
-    present: torch.Tensor       # (C,) bool: classes with a global prototype
-    soft: torch.Tensor          # (C, C): global soft label per class (rows of absent classes unused)
-    has_soft: torch.Tensor      # (C,) bool
-    head_losses: list           # mean CE per server epoch of the last round (diagnostic)
 
 
 @register
@@ -96,112 +80,95 @@ class FedMPS(Algorithm):
         "server_batch_size": Interval(1, None, integer=True), "server_lr": Interval(0, None, low_open=True),
         "weighted": BOOL, "proto_pass": Options(("train", "eval")),
     }
+    UPLOAD = {"low": "float[k, dl]", "high": "float[k, dh]", "classes": "int[k]", "counts": "int[k]"}
+    BROADCAST = {"low?": "float[k, dl]", "high?": "float[k, dh]", "classes?": "int[k]", "soft?": "float[k, C]"}
 
     # -- client --------------------------------------------------------------------------
-    def init_client(self, ctx, cid):
-        return FedMPSClient(ctx.new_model(cid))
-
-    def local_update(self, ctx, client, msg, data, gen):
-        model, C = client.model, ctx.num_classes
-        tables = {}
-        if "classes" in msg:
-            for lv in LEVELS:
-                tables[lv] = scatter_protos(msg[lv], msg["classes"], C)
-        soft = scatter_protos(msg["soft"], msg["classes"], C) if "soft" in msg else None
-        weights = {"low": self.lam * self.alpha, "high": self.lam * self.beta}
-        accs = {lv: ProtoAccumulator(C, model.feature_dims[lv]) for lv in LEVELS}
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model, C = self.module(ctx, cid, client["model"]), ctx.num_classes
+        tables = {lv: ProtoTable.from_message(msg, C, lv).single() for lv in LEVELS if lv in msg}
+        soft = ProtoTable.from_message(msg, C, "soft")
+        soft = soft.single() if soft is not None else None
+        weights_ = {"low": self.lam * self.alpha, "high": self.lam * self.beta}
+        accs = {lv: ProtoAccumulator(C, model.feature_dims[lv], data.x.device) for lv in LEVELS}
         last = ctx.train.local_epochs - 1
 
         def loss_fn(xb, yb, epoch):
             logits, feats = model(xb)
             loss = F.cross_entropy(logits, yb)
-            for lv in LEVELS:
-                if lv in tables and weights[lv] > 0:
-                    table, has = tables[lv]
+            for lv, (table, has) in tables.items():
+                if weights_[lv] > 0:
                     z = feats[lv]
-                    target = torch.where(has[yb].unsqueeze(1), table[yb], z.detach())
-                    loss = loss + weights[lv] * supcon_with_prototypes(z, yb, target, self.tau1,
-                                                                       self.supcon_base_tau)
+                    loss = loss + weights_[lv] * supcon_with_prototypes(z, yb, proto_targets(z, yb, table, has),
+                                                                        self.tau1, self.supcon_base_tau)
             if soft is not None and self.mu > 0:
                 probs, has = soft
                 known = has[yb]
                 if known.any():
                     # averaged over the whole batch; a sample whose class has no soft label
                     # yet contributes zero (possible only under partial participation)
-                    kl = soft_label_kl(logits[known], probs[yb[known]], self.tau2) * (known.sum() / len(yb))
+                    kl = kl_loss(logits[known], probs[yb[known]], self.tau2) * (known.sum() / len(yb))
                     loss = loss + self.mu * kl
             if epoch == last and self.proto_pass == "train":
                 for lv in LEVELS:
                     accs[lv].add(feats[lv], yb)
             return loss
 
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
         if self.proto_pass == "eval":
             accs = eval_class_means(model, data, C, LEVELS)
         low, high = accs["low"].message(), accs["high"].message()
-        up = {"low": low["protos"], "high": high["protos"], "classes": high["classes"],
-              "counts": high["counts"], "train_loss": loss}
-        return client, up
+        up = {"low": low["protos"], "high": high["protos"], "classes": high["classes"], "counts": high["counts"]}
+        return {"model": weights(model)}, up, {"train_loss": loss}
 
     # -- server --------------------------------------------------------------------------
+    def build(self, ctx, cid, role="model"):
+        return ctx.new_model(None).head if role == "head" else super().build(ctx, cid, role)
+
     def init_server(self, ctx):
         C = ctx.num_classes
-        head = copy.deepcopy(ctx.new_model(None).head)
-        return FedMPSServer(head=head, protos={}, present=torch.zeros(C, dtype=torch.bool),
-                            soft=torch.zeros(C, C), has_soft=torch.zeros(C, dtype=torch.bool), head_losses=[])
+        return {"head": weights(ctx.new_model(None).head),  # the server's global model f(psi_bar; .), persistent
+                "low": torch.zeros(C, 0), "high": torch.zeros(C, 0), "present": torch.zeros(C, dtype=torch.bool),
+                "soft": torch.zeros(C, C), "has_soft": torch.zeros(C, dtype=torch.bool)}
 
-    def broadcast(self, ctx, server, cid):
-        if not server.present.any():
-            return {}
-        classes = torch.nonzero(server.present).flatten()
-        msg = {lv: server.protos[lv][classes] for lv in LEVELS}
-        msg["classes"] = classes
-        if server.has_soft[classes].all():
-            msg["soft"] = server.soft[classes]
+    def broadcast(self, ctx, server, cid, rnd):
+        msg = rows_message(server["high"], server["present"], key="high")
+        if msg:
+            classes = msg["classes"]
+            msg["low"] = server["low"][classes]
+            if server["has_soft"][classes].all():
+                msg["soft"] = server["soft"][classes]
         return msg
 
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         ups = [u for u in uploads.values() if len(u["classes"])]
         if not ups:
-            return server
-        C = ctx.num_classes
-        protos, present = {}, None
+            return server, {}
+        new = dict(server)
         for lv in LEVELS:
-            rows = [{"protos": u[lv], "classes": u["classes"], "counts": u["counts"]} for u in ups]
-            protos[lv], present = aggregate_protos(rows, C, self.weighted)
-        if server.protos:  # classes nobody uploaded this round keep their previous prototypes
-            keep = ~present & server.present
-            for lv in LEVELS:
-                protos[lv] = torch.where(keep.unsqueeze(1), server.protos[lv], protos[lv])
-            present = present | server.present
-        head, soft, has_soft, head_losses = self.global_update(server, ups, C)
-        return FedMPSServer(head=head, protos=protos, present=present, soft=soft, has_soft=has_soft,
-                            head_losses=head_losses)
+            protos, present = aggregate_protos(ups, ctx.num_classes, self.weighted, key=lv)
+            new[lv], new["present"] = keep_last(protos, present, server[lv], server["present"])
+        head, losses = self.train_head(ctx, server, ups)
+        new["head"] = weights(head)
+        new["soft"], new["has_soft"] = self.soft_labels(server, head, ups, ctx.num_classes)
+        return new, ({"head_loss": float(losses[-1]), "head_loss_first_epoch": float(losses[0])} if losses else {})
 
-    def global_update(self, server, ups, C):
-        """Eqs. 7-8: train the server head on the high-level prototypes, then soft labels.
-
-        Returns the head, the (C, C) soft labels, their presence mask and the mean CE of
-        each server epoch. The shuffling uses torch's global RNG, which the engine seeds
-        per round for the server.
-        """
+    def train_head(self, ctx, server, ups):
+        """Eq. 7: the server head, trained on this round's (client, class) high-level prototypes
+        (shuffled with torch's global RNG, which the engine seeds per round for the server)."""
+        head = self.module(ctx, None, server["head"], role="head")
+        opt = torch.optim.Adam(head.parameters(), lr=self.server_lr)
         x = torch.cat([u["high"] for u in ups])
         y = torch.cat([u["classes"] for u in ups])
-        head = copy.deepcopy(server.head)
-        opt = torch.optim.Adam(head.parameters(), lr=self.server_lr)
-        head.train()
-        epoch_losses = []
-        for _ in range(self.server_epochs):
-            perm = torch.randperm(len(y))
-            total = 0.0
-            for s in range(0, len(y), self.server_batch_size):
-                idx = perm[s:s + self.server_batch_size]
-                loss = F.cross_entropy(head(x[idx]), y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(idx)
-            epoch_losses.append(total / len(y))
+        losses = server_epochs(head, opt, x, y, self.server_epochs, self.server_batch_size,
+                               lambda xb, yb: F.cross_entropy(head(xb), yb))
+        return head, losses
+
+    def soft_labels(self, server, head, ups, C):
+        """Eq. 8: one soft label per class from the head's outputs on the uploaded prototypes;
+        classes absent this round keep their previous soft label."""
+        x = torch.cat([u["high"] for u in ups])
+        y = torch.cat([u["classes"] for u in ups])
         head.eval()
         with torch.no_grad():
             logits = head(x)
@@ -212,18 +179,9 @@ class FedMPS(Algorithm):
             mean_logits = torch.zeros(C, C).index_add_(0, y, logits) / counts
             soft = F.softmax(mean_logits / self.tau2, dim=1)
         has_soft = torch.bincount(y, minlength=C) > 0
-        if server.has_soft.any():  # classes absent this round keep their previous soft label
-            keep = ~has_soft & server.has_soft
-            soft = torch.where(keep.unsqueeze(1), server.soft, soft)
-            has_soft = has_soft | server.has_soft
-        return head, soft, has_soft, epoch_losses
-
-    def server_stats(self, ctx, server):
-        return {"head_loss": float(server.head_losses[-1])} if server.head_losses else {}
+        return keep_last(soft, has_soft, server["soft"], server["has_soft"])
 
     # -- inference -----------------------------------------------------------------------
-    def predict(self, ctx, client, msg, x):
-        client.model.eval()
-        logits, feats = client.model(x)
+    def predict(self, ctx, cid, client, msg, x):
+        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
         return {"head": logits, "proto": message_scores(feats["high"], msg, ctx.num_classes, key="high")}
-

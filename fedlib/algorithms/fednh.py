@@ -57,8 +57,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import (Algorithm, derive_seed, load_model_message, model_message, sgd_epochs,
-                                   weighted_mean)
+from fedlib.algorithms.base import derive_seed, mean_params, model_message, sample_weights
+from fedlib.algorithms.fedavg import FedAvg
 from fedlib.prototypes import ProtoAccumulator, aggregate_protos
 from fedlib.validation import BOOL, Interval, Options
 
@@ -101,19 +101,9 @@ def smooth_prototypes(protos: torch.Tensor, uploads: list[dict], rho: float) -> 
     return F.normalize(rho * protos + (1 - rho) * F.normalize(mean, dim=1), dim=1)
 
 
-@dataclasses.dataclass
-class FedNHClient:
-    model: object  # working copy, overwritten by the global model each round
-
-
-@dataclasses.dataclass
-class FedNHServer:
-    weights: dict  # {"w.<name>": Tensor}, prototypes under PROTO_KEY
-
-
 @register
 @dataclasses.dataclass(frozen=True)
-class FedNH(Algorithm):
+class FedNH(FedAvg):
     rho: float = 0.9             # prototype smoothing (ProtoNorm Table 6; FedNH code default)
     scale: float = 1.0           # initial logit scale s (FedNH code, CNN)
     learn_scale: bool = True     # FedNH code: FedNH_fix_scaling False
@@ -121,41 +111,33 @@ class FedNH(Algorithm):
     weighted: bool = False       # FedNH code: equal weights for the bodies
     name = "fednh"
     CONSTRAINTS = {"rho": Interval(0, 1), "scale": Interval(0, None, low_open=True), "learn_scale": BOOL,
-                   "proto_init": Options(("orthogonal", "uniform")), "weighted": BOOL}
+                   "proto_init": Options(("orthogonal", "uniform"))}
+    UPLOAD = {"w.*": "float[...]", "num_samples": "int", "protos": "float[k, d]", "classes": "int[k]",
+              "counts": "int[k]"}
 
-    def _model(self, ctx, cid):
+    def build(self, ctx, cid, role="model"):
         model = ctx.new_model(cid)
         model.head = PrototypeHead(model.feature_dims["high"], ctx.num_classes, self.scale, self.learn_scale)
         return model
 
-    def init_client(self, ctx, cid):
-        return FedNHClient(self._model(ctx, cid))
-
     def init_server(self, ctx):
-        model = self._model(ctx, None)
+        model = self.build(ctx, None)
         gen = torch.Generator().manual_seed(derive_seed(ctx.seed, 7))
         with torch.no_grad():
             model.head.prototypes.copy_(init_prototypes(ctx.num_classes, model.feature_dims["high"],
                                                         self.proto_init, gen))
-        return FedNHServer(model_message(model))
+        return {"weights": model_message(model)}
 
-    def broadcast(self, ctx, server, cid):
-        return dict(server.weights)
-
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
-        load_model_message(model, msg)
-        loss = sgd_epochs(ctx, model, data, gen, lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb))
-        up = {k: v for k, v in model_message(model).items() if k != PROTO_KEY}
-        up.update(self._class_means(model, data, ctx.num_classes))
-        up["num_samples"] = len(data)
-        up["train_loss"] = loss
-        return client, up
+    @staticmethod
+    def upload(model, data) -> dict:
+        up = {k: v for k, v in FedAvg.upload(model, data).items() if k != PROTO_KEY}  # unchanged by clients
+        up.update(FedNH._class_means(model, data, model.head.prototypes.shape[0]))
+        return up
 
     @staticmethod
     def _class_means(model, data, num_classes, chunk=1024):
         """Per held class: normalise(mean of the normalised features), with the class count."""
-        acc = ProtoAccumulator(num_classes, model.feature_dims["high"])
+        acc = ProtoAccumulator(num_classes, model.feature_dims["high"], data.x.device)
         model.eval()
         with torch.no_grad():
             for s in range(0, len(data), chunk):
@@ -164,15 +146,11 @@ class FedNH(Algorithm):
         up["protos"] = F.normalize(up["protos"], dim=1)
         return up
 
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         msgs = list(uploads.values())
         if not msgs:
-            return server
-        weights = weighted_mean(msgs, [k for k in server.weights if k != PROTO_KEY], self.weighted)
-        weights[PROTO_KEY] = smooth_prototypes(server.weights[PROTO_KEY], msgs, self.rho)
-        return FedNHServer(weights)
-
-    def predict(self, ctx, client, msg, x):
-        load_model_message(client.model, msg)
-        client.model.eval()
-        return {"head": client.model(x)[0]}
+            return server, {}
+        keys = [k for k in server["weights"] if k != PROTO_KEY]
+        new = mean_params(msgs, keys, sample_weights(msgs, self.weighted))
+        new[PROTO_KEY] = smooth_prototypes(server["weights"][PROTO_KEY], msgs, self.rho)
+        return {"weights": new}, {}

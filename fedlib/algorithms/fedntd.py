@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import load_model_message, sgd_epochs
+from fedlib.algorithms.base import frozen_copy
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.algorithms.moon import frozen_copy
-from fedlib.validation import BOOL, Interval
+from fedlib.losses import kl_loss
+from fedlib.validation import Interval
 
 
 def not_true_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -41,10 +41,9 @@ def ntd_loss(logits: torch.Tensor, global_logits: torch.Tensor, targets: torch.T
 
     q~ = softmax(not-true logits / tau); the global side carries no gradient.
     """
-    log_q = F.log_softmax(not_true_logits(logits, targets) / tau, dim=1)
     with torch.no_grad():
         q_glob = F.softmax(not_true_logits(global_logits, targets) / tau, dim=1)
-    return tau ** 2 * F.kl_div(log_q, q_glob, reduction="batchmean")
+    return tau ** 2 * kl_loss(not_true_logits(logits, targets), q_glob, tau)
 
 
 @register
@@ -54,21 +53,16 @@ class FedNTD(FedAvg):
     beta: float = 1.0        # weight of L_NTD (FedMPS code --ntd_beta 1)
     weighted: bool = False   # FedMPS code: unweighted parameter mean
     name = "fedntd"
-    CONSTRAINTS = {"weighted": BOOL, "tau": Interval(0, None, low_open=True), "beta": Interval(0, None)}
+    CONSTRAINTS = {"tau": Interval(0, None, low_open=True), "beta": Interval(0, None)}
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
-        load_model_message(model, msg)
-        teacher = frozen_copy(model) if self.beta > 0 else None
+    def teacher(self, model, msg):
+        return frozen_copy(model) if self.beta > 0 else None  # the received global model
 
-        def loss_fn(xb, yb, epoch):
-            logits = model(xb)[0]
-            loss = F.cross_entropy(logits, yb)
-            if teacher is not None:
-                with torch.no_grad():
-                    global_logits = teacher(xb)[0]
-                loss = loss + self.beta * ntd_loss(logits, global_logits, yb, self.tau)
-            return loss
-
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        return client, self.upload(model, data, loss)
+    def local_loss(self, model, msg, xb, yb, teacher):
+        logits = model(xb)[0]
+        loss = F.cross_entropy(logits, yb)
+        if teacher is not None:
+            with torch.no_grad():
+                global_logits = teacher(xb)[0]
+            loss = loss + self.beta * ntd_loss(logits, global_logits, yb, self.tau)
+        return loss

@@ -11,20 +11,20 @@ early and fades out). They upload the model and the class means of their feature
 server averages the models weighted by data size and the prototypes per class (plain
 mean over the clients holding the class), as the FedMPS code does (notes fedmps.md §5).
 
-Down: ``w.*`` (the global model), ``round`` (int: aggregations done so far, the code's
-``global_round``; the algorithm keeps no state of its own, so the schedule travels in
-the message) and, once they exist, ``protos`` (k', d) and ``classes`` (k',) for every
-class with a global prototype. Up: ``w.*``, ``protos`` (k, d), ``classes`` (k,),
+Down: ``w.*`` (the global model) and, once they exist, ``protos`` (k', d) and ``classes``
+(k',) for every class with a global prototype. The schedule's r is the code's
+``global_round`` (aggregations done so far), i.e. the 0-based round index of the round
+record. Up: ``w.*``, ``protos`` (k, d), ``classes`` (k,),
 ``counts`` (k,), ``num_samples``: model + prototypes, FedMPS Table V's 1,247,200 on
 CIFAR-10 (N = 20). Inference: ``head`` = the global model's classifier (the FedMPS
 evaluation of FedProc, "w/o protos"); ``proto`` = nearest global prototype to the global
 model's features, a diagnostic.
 
 Choices:
-- ``contrast="supcon"``: the FedMPS code's loss, SupContrast over the union of the
-  batch's features and all global prototypes (every vector an anchor, positives = the
-  others of the same label, anchors without positives skipped), scaled by
-  ``temperature / base_temperature`` = 0.5 / 0.07 as the code's ``MySupConLoss``.
+- ``contrast="supcon"``: the FedMPS code's loss, SupContrast (:func:`fedlib.losses.supcon`)
+  over the union of the batch's features and all global prototypes (every vector an
+  anchor, positives = the others of the same label, anchors without positives skipped),
+  scaled by ``temperature / base_temperature`` = 0.5 / 0.07 as the code's ``MySupConLoss``.
   ``"prototypes"``: the loss as the FedMPS paper describes FedProc (Sec. III-B: positives
   come "solely" from the global prototypes): for each local feature,
   -log(e^{z.p_y/t} / sum_k e^{z.p_k/t}) over all global prototypes, no extra scale.
@@ -44,10 +44,11 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.base import sgd_epochs, weights
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.prototypes import ProtoAccumulator, aggregate_protos, message_scores
-from fedlib.validation import BOOL, Interval, Options
+from fedlib.losses import supcon
+from fedlib.prototypes import ProtoAccumulator, aggregate_protos, keep_last, message_scores, rows_message
+from fedlib.validation import Interval, Options
 
 
 def ce_weight(round_idx: int, ramp_rounds: int) -> float:
@@ -55,31 +56,6 @@ def ce_weight(round_idx: int, ramp_rounds: int) -> float:
     if round_idx == 0:
         return 1.0
     return min(round_idx / ramp_rounds, 1.0)
-
-
-def supcon_two_views(feat_i: torch.Tensor, feat_j: torch.Tensor, label_i: torch.Tensor, label_j: torch.Tensor,
-                     temperature: float, base_temperature: float) -> torch.Tensor:
-    """SupContrast loss over the union of two labelled sets (the FedMPS code's ``MySupConLoss``).
-
-    Every row of ``cat(feat_i, feat_j)`` is an anchor; its denominator runs over all other
-    rows, its positives are the other rows with the same label; the loss is
-    ``-(temperature / base_temperature)`` times the mean over anchors (those with at
-    least one positive) of the mean log-probability of their positives. Similarities
-    are dot products divided by ``temperature``.
-    """
-    f = torch.cat([feat_i, feat_j])
-    lab = torch.cat([label_i, label_j])
-    n = len(lab)
-    not_self = ~torch.eye(n, dtype=torch.bool)
-    logits = (f @ f.T / temperature).masked_fill(~not_self, float("-inf"))
-    log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
-    positive = (lab.unsqueeze(0) == lab.unsqueeze(1)) & not_self
-    n_pos = positive.sum(dim=1)
-    keep = n_pos > 0
-    if not keep.any():
-        return f.sum() * 0.0
-    mean_log_prob_pos = log_prob.masked_fill(~positive, 0.0).sum(dim=1)[keep] / n_pos[keep]
-    return -(temperature / base_temperature) * mean_log_prob_pos.mean()
 
 
 def proto_infonce(features: torch.Tensor, labels: torch.Tensor, protos: torch.Tensor, classes: torch.Tensor,
@@ -96,14 +72,6 @@ def proto_infonce(features: torch.Tensor, labels: torch.Tensor, protos: torch.Te
     return F.cross_entropy(logits, has[keep].to(torch.int64).argmax(dim=1))
 
 
-@dataclasses.dataclass
-class FedProcServer:
-    weights: dict           # {"w.<name>": Tensor}
-    protos: torch.Tensor    # (C, d); (C, 0) before any upload
-    present: torch.Tensor   # (C,) bool
-    round: int              # aggregations done so far
-
-
 @register
 @dataclasses.dataclass(frozen=True)
 class FedProc(FedAvg):
@@ -115,35 +83,33 @@ class FedProc(FedAvg):
     weighted: bool = True          # FedMPS code: model mean weighted by data size
     name = "fedproc"
     RULES = ("proto", "head")      # head last: the rule FedMPS reports (and the progress bar shows)
-    CONSTRAINTS = {"weighted": BOOL, "temperature": Interval(0, None, low_open=True),
+    CONSTRAINTS = {"temperature": Interval(0, None, low_open=True),
                    "base_temperature": Interval(0, None, low_open=True),
                    "ramp_rounds": Interval(1, None, integer=True), "contrast": Options(("supcon", "prototypes")),
                    "level": Options(("high", "low"))}
+    UPLOAD = {"w.*": "float[...]", "num_samples": "int", "protos": "float[k, d]", "classes": "int[k]",
+              "counts": "int[k]"}
+    BROADCAST = {"w.*": "float[...]", "protos?": "float[k, d]", "classes?": "int[k]"}
 
     def init_server(self, ctx):
-        return FedProcServer(model_message(ctx.new_model(None)), torch.zeros(ctx.num_classes, 0),
-                             torch.zeros(ctx.num_classes, dtype=torch.bool), 0)
+        C = ctx.num_classes
+        return {**super().init_server(ctx), "protos": torch.zeros(C, 0), "present": torch.zeros(C, dtype=torch.bool)}
 
-    def broadcast(self, ctx, server, cid):
-        msg = dict(server.weights)
-        msg["round"] = server.round
-        if server.present.any():
-            classes = torch.nonzero(server.present).flatten()
-            msg.update(protos=server.protos[classes], classes=classes)
-        return msg
+    def broadcast(self, ctx, server, cid, rnd):
+        return {**server["weights"], **rows_message(server["protos"], server["present"])}
 
     def contrastive(self, z, yb, protos, classes):
         if self.contrast == "supcon":
-            return supcon_two_views(z, protos, yb, classes, self.temperature, self.base_temperature)
+            return supcon(torch.cat([z, protos]), torch.cat([yb, classes]), self.temperature,
+                          self.temperature / self.base_temperature)
         return proto_infonce(z, yb, protos, classes, self.temperature)
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
-        load_model_message(model, msg)
-        round_idx = int(msg["round"])
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model = self.global_model(ctx, cid, client, msg)
+        round_idx = rnd.index - 1  # the code's global_round: aggregations done before this round
         a = ce_weight(round_idx, self.ramp_rounds)
         protos, classes = msg.get("protos"), msg.get("classes")
-        acc = ProtoAccumulator(ctx.num_classes, model.feature_dims[self.level])
+        acc = ProtoAccumulator(ctx.num_classes, model.feature_dims[self.level], data.x.device)
         last = ctx.train.local_epochs - 1
 
         def loss_fn(xb, yb, epoch):
@@ -157,28 +123,19 @@ class FedProc(FedAvg):
                 acc.add(z, yb)
             return loss
 
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = self.upload(model, data, loss)
-        up.update(acc.message())
-        return client, up
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+        return {"model": weights(model)}, {**self.upload(model, data), **acc.message()}, {"train_loss": loss}
 
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         if not uploads:
-            return server
-        weights = super().aggregate(ctx, server, uploads).weights
+            return server, {}
+        new = super().aggregate(ctx, server, uploads, rnd)[0]
         ups = [u for u in uploads.values() if len(u["classes"])]
-        protos, present = server.protos, server.present
         if ups:
-            new, new_present = aggregate_protos(ups, ctx.num_classes, weighted=False)
-            if protos.numel():
-                new = torch.where(new_present.unsqueeze(1), new, protos)
-                new_present = new_present | present
-            protos, present = new, new_present
-        return FedProcServer(weights, protos, present, server.round + 1)
+            protos, present = aggregate_protos(ups, ctx.num_classes, weighted=False)
+            new["protos"], new["present"] = keep_last(protos, present, server["protos"], server["present"])
+        return new, {}
 
-    def predict(self, ctx, client, msg, x):
-        model = client.model
-        load_model_message(model, msg)
-        model.eval()
-        logits, feats = model(x)
+    def predict(self, ctx, cid, client, msg, x):
+        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
         return {"proto": message_scores(feats[self.level], msg, ctx.num_classes), "head": logits}

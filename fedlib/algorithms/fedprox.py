@@ -1,4 +1,5 @@
-"""FedProx: Li et al., "Federated Optimization in Heterogeneous Networks", MLSys 2020.
+"""FedProx: Li et al., "Federated Optimization in Heterogeneous Networks", MLSys 2020
+(arXiv 1812.06127).
 
 FedAvg with the proximal term (mu / 2) * ||w - w_global||^2 added to each local
 batch loss (paper Eq. 2). Messages and aggregation as in :mod:`fedavg`.
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 
 from fedlib.algorithms import register
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.validation import BOOL, Interval
+from fedlib.validation import Interval
 
 
 @register
@@ -20,9 +21,9 @@ from fedlib.validation import BOOL, Interval
 class FedProx(FedAvg):
     mu: float = 0.01  # proximal weight; FedMPS Sec. IV-A grid optimum for Fashion-MNIST and CIFAR-10
     name = "fedprox"
-    CONSTRAINTS = {"weighted": BOOL, "mu": Interval(0, None)}
+    CONSTRAINTS = {"mu": Interval(0, None)}
 
-    def local_loss(self, model, msg, xb, yb):
+    def local_loss(self, model, msg, xb, yb, teacher):
         loss = F.cross_entropy(model(xb)[0], yb)
         if self.mu > 0:
             prox = sum(((p - msg["w." + n]) ** 2).sum() for n, p in model.named_parameters())

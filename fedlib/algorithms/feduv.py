@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from fedlib.algorithms import register
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.validation import BOOL, Interval
+from fedlib.validation import Interval
 
 
 def variance_loss(logits: torch.Tensor) -> torch.Tensor:
@@ -75,9 +75,9 @@ class FedUV(FedAvg):
     mu: float = 2.5   # classifier-variance weight (ProtoNorm Table 6; FedUV code std_coeff)
     lam: float = 0.5  # hyperspherical-uniformity weight (ProtoNorm Table 6; FedUV code unif_coeff)
     name = "feduv"
-    CONSTRAINTS = {"weighted": BOOL, "mu": Interval(0, None), "lam": Interval(0, None)}
+    CONSTRAINTS = {"mu": Interval(0, None), "lam": Interval(0, None)}
 
-    def local_loss(self, model, msg, xb, yb):
+    def local_loss(self, model, msg, xb, yb, teacher):
         logits, feats = model(xb)
         loss = F.cross_entropy(logits, yb)
         if self.mu > 0:

@@ -32,53 +32,23 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, Message, joint_sgd_epochs
+from fedlib.algorithms.base import (Algorithm, joint_sgd_epochs, load_model_message, mean_params, model_message,
+                                   weights)
+from fedlib.losses import kl_loss
 from fedlib.validation import BOOL, Interval, Options
-
-
-def kl_to(logits: torch.Tensor, target_logits: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    """KL(softmax(target) || softmax(logits)), i.e. ``nn.KLDivLoss`` on (log_softmax(logits),
-    softmax(target)); ``"mean"`` averages over all elements, ``"batchmean"`` over samples."""
-    elem = F.kl_div(F.log_softmax(logits, dim=1), F.softmax(target_logits, dim=1), reduction="none")
-    return elem.mean() if reduction == "mean" else elem.sum() / len(logits)
-
-
-def param_message(model: nn.Module, prefix: str) -> Message:
-    """The model's parameters (no buffers) under ``prefix``."""
-    return {prefix + n: p.detach().clone() for n, p in model.named_parameters()}
-
-
-def load_param_message(model: nn.Module, msg: Message, prefix: str) -> None:
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            if prefix + n in msg:
-                p.copy_(msg[prefix + n])
-
-
 
 
 def fml_losses(out: torch.Tensor, out_meme: torch.Tensor, y: torch.Tensor, alpha: float, beta: float,
                reduction: str = "mean", joint: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(L_private, L_meme) of FML; ``joint=False`` detaches the partner's logits in each KL."""
     t_meme, t_priv = (out_meme, out) if joint else (out_meme.detach(), out.detach())
-    loss = alpha * F.cross_entropy(out, y) + (1 - alpha) * kl_to(out, t_meme, reduction)
-    loss_meme = beta * F.cross_entropy(out_meme, y) + (1 - beta) * kl_to(out_meme, t_priv, reduction)
+    loss = alpha * F.cross_entropy(out, y) + (1 - alpha) * kl_loss(out, t_meme, 1.0, reduction, target_logits=True)
+    loss_meme = beta * F.cross_entropy(out_meme, y) + (1 - beta) * kl_loss(out_meme, t_priv, 1.0, reduction,
+                                                                          target_logits=True)
     return loss, loss_meme
-
-
-@dataclasses.dataclass
-class FMLClient:
-    model: object  # private model (predicts)
-    meme: object   # this client's copy of the shared meme model
-
-
-@dataclasses.dataclass
-class FMLServer:
-    weights: dict  # {"meme.<name>": Tensor}; empty before the first aggregation
 
 
 @register
@@ -93,19 +63,25 @@ class FML(Algorithm):
     CONSTRAINTS = {"alpha": Interval(0, 1), "beta": Interval(0, 1),
                    "kl_reduction": Options(("mean", "batchmean")), "joint_backward": BOOL,
                    "clip_norm": Interval(0, None, low_open=True, allow_none=True)}
+    UPLOAD = {"meme.*": "float[...]"}
+    BROADCAST = {"meme.*": "float[...]"}
+
+    def build(self, ctx, cid, role="model"):
+        return ctx.new_model(None if role == "meme" else cid)  # the meme: the family's first member
 
     def init_client(self, ctx, cid):
-        return FMLClient(ctx.new_model(cid), ctx.new_model(None))
+        return {"model": weights(ctx.new_model(cid)), "meme": weights(ctx.new_model(None))}
 
     def init_server(self, ctx):
-        return FMLServer({})
+        return {"weights": {}}  # empty before the first aggregation
 
-    def broadcast(self, ctx, server, cid):
-        return dict(server.weights)
+    def broadcast(self, ctx, server, cid, rnd):
+        return dict(server["weights"])
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model, meme = client.model, client.meme
-        load_param_message(meme, msg, "meme.")
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model = self.module(ctx, cid, client["model"])
+        meme = self.module(ctx, cid, client["meme"], role="meme")
+        load_model_message(meme, msg, "meme.", buffers=False)
 
         def loss_fn(xb, yb, epoch):
             loss, loss_meme = fml_losses(model(xb)[0], meme(xb)[0], yb, self.alpha, self.beta,
@@ -113,18 +89,12 @@ class FML(Algorithm):
             return loss + loss_meme
 
         lr = ctx.train.lr
-        loss = joint_sgd_epochs(ctx, [(model, lr), (meme, lr)], data, gen, loss_fn, self.clip_norm)
-        up = param_message(meme, "meme.")
-        up["train_loss"] = loss
-        return client, up
+        loss = joint_sgd_epochs(ctx, [(model, lr), (meme, lr)], data, rnd.generator(cid), loss_fn, self.clip_norm)
+        state = {"model": weights(model), "meme": weights(meme)}
+        return state, model_message(meme, "meme.", buffers=False), {"train_loss": loss}
 
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         msgs = list(uploads.values())
         if not msgs:
-            return server
-        keys = [k for k in msgs[0] if k.startswith("meme.")]
-        return FMLServer({k: sum(m[k] for m in msgs) / len(msgs) for k in keys})
-
-    def predict(self, ctx, client, msg, x):
-        client.model.eval()
-        return {"head": client.model(x)[0]}
+            return server, {}
+        return {"weights": mean_params(msgs, [k for k in msgs[0] if k.startswith("meme.")])}, {}

@@ -20,47 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, Message, sgd_epochs, weighted_mean
+from fedlib.algorithms.base import (Algorithm, head_message, load_head_message, mean_params, sample_weights,
+                                   sgd_epochs, weights)
 from fedlib.validation import BOOL
-
-
-def _head_params(model: nn.Module):
-    """``(name, parameter)`` of ``model.head`` named by parametrised-layer index, not module path."""
-    j = 0
-    for mod in model.head.modules():
-        own = list(mod.named_parameters(recurse=False))
-        if own:
-            for n, p in own:
-                yield f"head.{j}.{n}", p
-            j += 1
-
-
-def head_message(model: nn.Module) -> Message:
-    """The head's parameters under architecture-independent names."""
-    return {k: p.detach().clone() for k, p in _head_params(model)}
-
-
-def load_head_message(model: nn.Module, msg: Message) -> None:
-    """Copy the ``head.*`` tensors of ``msg`` into ``model.head`` (missing keys untouched)."""
-    with torch.no_grad():
-        for k, p in _head_params(model):
-            if k in msg:
-                p.copy_(msg[k])
-
-
-@dataclasses.dataclass
-class LGFedAvgClient:
-    model: object  # own extractor + (global) head
-
-
-@dataclasses.dataclass
-class LGFedAvgServer:
-    head: dict  # {"head.<j>.<param>": Tensor}; empty before the first aggregation
 
 
 @register
@@ -69,33 +34,30 @@ class LGFedAvg(Algorithm):
     weighted: bool = True  # HtFLlib: heads weighted by client sample counts
     name = "lgfedavg"
     CONSTRAINTS = {"weighted": BOOL}
-
-    def init_client(self, ctx, cid):
-        return LGFedAvgClient(ctx.new_model(cid))
+    UPLOAD = {"head.*": "float[...]", "num_samples": "int"}
+    BROADCAST = {"head.*": "float[...]"}
 
     def init_server(self, ctx):
-        return LGFedAvgServer({})
+        return {"head": {}}  # empty before the first aggregation
 
-    def broadcast(self, ctx, server, cid):
-        return dict(server.head)
+    def broadcast(self, ctx, server, cid, rnd):
+        return dict(server["head"])
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model = self.module(ctx, cid, client["model"])
         load_head_message(model, msg)
-        loss = sgd_epochs(ctx, model, data, gen, lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb))
-        up = head_message(model)
-        up["num_samples"] = len(data)
-        up["train_loss"] = loss
-        return client, up
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb))
+        return {"model": weights(model)}, {**head_message(model), "num_samples": len(data)}, {"train_loss": loss}
 
-    def aggregate(self, ctx, server, uploads):
+    def aggregate(self, ctx, server, uploads, rnd):
         msgs = list(uploads.values())
         if not msgs:
-            return server
+            return server, {}
         keys = [k for k in msgs[0] if k.startswith("head.")]
-        return LGFedAvgServer(weighted_mean(msgs, keys, self.weighted))
+        return {"head": mean_params(msgs, keys, sample_weights(msgs, self.weighted))}, {}
 
-    def predict(self, ctx, client, msg, x):
-        load_head_message(client.model, msg)
-        client.model.eval()
-        return {"head": client.model(x)[0]}
+    def predict_model(self, ctx, cid, client, msg, fresh=False):
+        model = self.module(ctx, cid, client["model"], fresh=fresh)
+        load_head_message(model, msg)  # the client's own extractor with the global head
+        model.eval()
+        return model

@@ -11,12 +11,7 @@ import dataclasses
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, sgd_epochs
-
-
-@dataclasses.dataclass
-class LocalClient:
-    model: object
+from fedlib.algorithms.base import Algorithm, sgd_epochs, weights
 
 
 @register
@@ -24,27 +19,16 @@ class LocalClient:
 class Local(Algorithm):
     name = "local"
 
-    def init_client(self, ctx, cid):
-        return LocalClient(ctx.new_model(cid))
-
     def init_server(self, ctx):
-        return None
-
-    def broadcast(self, ctx, server, cid):
         return {}
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
+    def broadcast(self, ctx, server, cid, rnd):
+        return {}
 
-        def loss_fn(xb, yb, epoch):
-            return F.cross_entropy(model(xb)[0], yb)
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model = self.module(ctx, cid, client["model"])
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb))
+        return {"model": weights(model)}, {}, {"train_loss": loss}
 
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        return client, {"train_loss": loss}
-
-    def aggregate(self, ctx, server, uploads):
-        return server
-
-    def predict(self, ctx, client, msg, x):
-        client.model.eval()
-        return {"head": client.model(x)[0]}
+    def aggregate(self, ctx, server, uploads, rnd):
+        return server, {}

@@ -31,29 +31,15 @@ Choices:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import load_model_message, model_message, sgd_epochs
+from fedlib.algorithms.base import frozen_copy, model_message, sgd_epochs, weights
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.validation import BOOL, Interval, Options
-
-
-def frozen_copy(model: nn.Module, msg: dict | None = None, prefix: str = "w.") -> nn.Module:
-    """An eval-mode, gradient-free copy of ``model``, optionally loaded with ``msg``'s weights."""
-    twin = copy.deepcopy(model)
-    if msg is not None:
-        load_model_message(twin, msg, prefix)
-    twin.eval()
-    for p in twin.parameters():
-        p.requires_grad_(False)
-        p.grad = None
-    return twin
+from fedlib.validation import Interval, Options
 
 
 def moon_contrastive_loss(z: torch.Tensor, z_glob: torch.Tensor, z_prev: list[torch.Tensor],
@@ -69,14 +55,7 @@ def moon_contrastive_loss(z: torch.Tensor, z_glob: torch.Tensor, z_prev: list[to
     """
     sims = [F.cosine_similarity(z, z_glob, dim=-1)] + [F.cosine_similarity(z, zp, dim=-1) for zp in z_prev]
     logits = torch.stack(sims, dim=1) / temperature
-    return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long))
-
-
-@dataclasses.dataclass
-class MoonClient:
-    model: object
-    prev: list = dataclasses.field(default_factory=list)  # weight messages of the negatives, oldest first
-    rounds: int = 0  # local updates done so far
+    return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
 
 
 @register
@@ -89,24 +68,24 @@ class Moon(FedAvg):
     previous: str = "local"     # "local": MOON; "global": the FedMPS code's pool (see module docstring)
     weighted: bool = True       # MOON/FedMPS code: server mean weighted by data size
     name = "moon"
-    CONSTRAINTS = {"weighted": BOOL, "mu": Interval(0, None), "temperature": Interval(0, None, low_open=True),
+    CONSTRAINTS = {"mu": Interval(0, None), "temperature": Interval(0, None, low_open=True),
                    "buffer_size": Interval(1, None, integer=True), "level": Options(("high", "low")),
                    "previous": Options(("local", "global"))}
 
     def init_client(self, ctx, cid):
-        return MoonClient(ctx.new_model(cid))
+        # prev: weight messages of the negatives, oldest first; rounds: local updates done so far
+        return {**super().init_client(ctx, cid), "prev": [], "rounds": 0}
 
-    def local_update(self, ctx, client, msg, data, gen):
-        model = client.model
-        load_model_message(model, msg)
-        if self.previous == "global" and client.rounds > 0:
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model = self.global_model(ctx, cid, client, msg)
+        prev = list(client["prev"])
+        if self.previous == "global" and client["rounds"] > 0:
             # FedMPS code: the pool holds the clients' models after the new average was loaded into them
-            client.prev = (client.prev + [{k: v.clone() for k, v in msg.items() if k.startswith("w.")}])
-            client.prev = client.prev[-self.buffer_size:]
-        use_con = self.mu > 0 and bool(client.prev)
+            prev = (prev + [{k: v.clone() for k, v in msg.items() if k.startswith("w.")}])[-self.buffer_size:]
+        use_con = self.mu > 0 and bool(prev)
         if use_con:
             glob = frozen_copy(model)
-            prevs = [frozen_copy(model, w) for w in client.prev]
+            prevs = [frozen_copy(model, w) for w in prev]
 
         def loss_fn(xb, yb, epoch):
             logits, feats = model(xb)
@@ -118,11 +97,8 @@ class Moon(FedAvg):
                 loss = loss + self.mu * moon_contrastive_loss(feats[self.level], z_glob, z_prev, self.temperature)
             return loss
 
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = model_message(model)
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
         if self.previous == "local":
-            client.prev = (client.prev + [model_message(model)])[-self.buffer_size:]
-        client.rounds += 1
-        up["num_samples"] = len(data)
-        up["train_loss"] = loss
-        return client, up
+            prev = (prev + [model_message(model)])[-self.buffer_size:]
+        state = {"model": weights(model), "prev": prev, "rounds": client["rounds"] + 1}
+        return state, self.upload(model, data), {"train_loss": loss}

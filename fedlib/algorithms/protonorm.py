@@ -8,8 +8,8 @@ sending unit-norm prototypes c_hat. Clients apply Prototype Upscaling: they regr
 their features onto gamma * c_hat (Eq. 15) next to cross-entropy (Eq. 4), then upload
 the class means of their features from a pass after training (Eq. 2).
 
-Up: ``protos`` (k, d), ``classes`` (k,). Down: ``protos`` (k', d) unit-norm, ``classes``,
-``iterations`` (PA iterations of the round, ProtoNorm Fig. 3a; an int).
+Up: ``protos`` (k, d), ``classes`` (k,). Down: ``protos`` (k', d) unit-norm, ``classes``.
+The PA iterations of the round (ProtoNorm Fig. 3a) are a server metric in the round log.
 Inference rules: ``proto`` = nearest unit-norm global prototype (the official code;
 equivalent to argmax <f(x), c_hat_j>), ``proto_local`` = nearest of the client's own
 local prototypes (Eq. 6 as printed), ``head`` = the client's classifier.
@@ -39,25 +39,11 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, sgd_epochs
-from fedlib.prototypes import (aggregate_protos, eval_class_means, message_scores, nearest_prototype_scores,
-                               scatter_protos, thomson_align)
+from fedlib.algorithms.base import weights
+from fedlib.algorithms.prototype_method import PrototypeMethod
+from fedlib.prototypes import (ProtoTable, message_scores, nearest_prototype_scores, proto_regulariser,
+                               thomson_align)
 from fedlib.validation import BOOL, Interval, Options
-
-
-@dataclasses.dataclass
-class ProtoNormClient:
-    model: object
-    local_protos: torch.Tensor | None = None   # (C, d) table of the last upload
-    local_present: torch.Tensor | None = None  # (C,) bool
-
-
-@dataclasses.dataclass
-class ProtoNormServer:
-    protos: torch.Tensor    # (C, d) unit-norm aligned global prototypes
-    present: torch.Tensor   # (C,) bool
-    iterations: int         # PA iterations of the last round
-    history: list           # pairwise distances before PA, then after each PA iteration, last round (record_pa)
 
 
 def batch_distance_loss(z: torch.Tensor, y: torch.Tensor, targets: torch.Tensor, has: torch.Tensor) -> torch.Tensor:
@@ -72,7 +58,7 @@ def batch_distance_loss(z: torch.Tensor, y: torch.Tensor, targets: torch.Tensor,
 
 @register
 @dataclasses.dataclass(frozen=True)
-class ProtoNorm(Algorithm):
+class ProtoNorm(PrototypeMethod):
     lam: float = 1.0          # weight of the prototype regulariser (paper; code default 10)
     gamma: float = 100.0      # Prototype Upscaling factor (paper: CIFAR-10 100, CIFAR-100 200)
     align: bool = True        # Prototype Alignment on the server
@@ -91,50 +77,26 @@ class ProtoNorm(Algorithm):
                    "pa_lr": Interval(0, None, low_open=True), "pa_momentum": Interval(0, 1, high_open=True),
                    "pa_decay": Interval(0, 1, low_open=True), "pa_max_iter": Interval(1, None, integer=True),
                    "pa_patience": Interval(1, None, integer=True), "record_pa": BOOL}
+    UPLOAD = {"protos": "float[k, d]", "classes": "int[k]"}
+    send_counts = False  # Eq. 7 is a plain mean: no class counts leave the clients
 
-    def init_client(self, ctx, cid):
-        return ProtoNormClient(ctx.new_model(cid))
+    def regulariser(self, z, y, table, present):
+        if self.loss == "mse":
+            return self.lam * proto_regulariser(z, y, table, present)
+        return self.lam * batch_distance_loss(z, y, table, present)
+
+    def target_table(self, table):
+        return self.gamma * table  # Prototype Upscaling (Eq. 15)
+
+    def client_state(self, model, upload, ctx):
+        local = ProtoTable.from_rows(upload["protos"], upload["classes"], ctx.num_classes)  # Eq. 2, after training
+        return {"model": weights(model), "local_protos": local.protos, "local_present": local.present}
 
     def init_server(self, ctx):
-        return ProtoNormServer(torch.zeros(ctx.num_classes, 0), torch.zeros(ctx.num_classes, dtype=torch.bool), 0, [])
+        return {**super().init_server(ctx), "history": []}
 
-    def broadcast(self, ctx, server, cid):
-        if not server.present.any():
-            return {}
-        classes = torch.nonzero(server.present).flatten()
-        return {"protos": server.protos[classes], "classes": classes, "iterations": server.iterations}
-
-    def local_update(self, ctx, client, msg, data, gen):
-        model, C = client.model, ctx.num_classes
-        table, has = (scatter_protos(msg["protos"], msg["classes"], C) if "protos" in msg else (None, None))
-        targets = None if table is None else self.gamma * table  # Prototype Upscaling (Eq. 15)
-
-        def loss_fn(xb, yb, epoch):
-            logits, feats = model(xb)
-            z = feats[self.level]
-            loss = F.cross_entropy(logits, yb)
-            if targets is not None and self.lam > 0:
-                if self.loss == "mse":
-                    target = torch.where(has[yb].unsqueeze(1), targets[yb], z.detach())
-                    loss = loss + self.lam * F.mse_loss(z, target)
-                else:
-                    loss = loss + self.lam * batch_distance_loss(z, yb, targets, has)
-            return loss
-
-        loss = sgd_epochs(ctx, model, data, gen, loss_fn)
-        up = eval_class_means(model, data, C, (self.level,))[self.level].message()  # Eq. 2, after training
-        client.local_protos, client.local_present = scatter_protos(up["protos"], up["classes"], C)
-        return client, {"protos": up["protos"], "classes": up["classes"], "train_loss": loss}
-
-    def aggregate(self, ctx, server, uploads):
-        ups = [{**u, "counts": torch.ones(len(u["classes"]), dtype=torch.int64)}
-               for u in uploads.values() if len(u["classes"])]
-        if not ups:
-            return server
-        mean, present = aggregate_protos(ups, ctx.num_classes, weighted=False)  # Eq. 7
-        if server.protos.numel():  # classes nobody uploaded this round keep their previous prototype
-            mean = torch.where(present.unsqueeze(1), mean, server.protos)
-            present = present | server.present
+    def refine(self, ctx, server, uploads, rnd):
+        mean, present = server["protos"], server["present"]
         classes = torch.nonzero(present).flatten()
         iterations, history = 0, []
         if self.align:
@@ -148,18 +110,14 @@ class ProtoNorm(Algorithm):
             aligned = F.normalize(mean[classes], dim=1)
         protos = torch.zeros_like(mean)
         protos[classes] = aligned
-        return ProtoNormServer(protos, present, iterations, history)
+        return {"protos": protos, "present": present, "history": history}, {"pa_iterations": int(iterations)}
 
-    def server_stats(self, ctx, server):
-        return {"pa_iterations": int(server.iterations)}  # ProtoNorm Fig. 3a
-
-    def predict(self, ctx, client, msg, x):
-        client.model.eval()
-        logits, feats = client.model(x)
+    def predict(self, ctx, cid, client, msg, x):
+        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
         z = feats[self.level]
         out = {"head": logits, "proto": message_scores(z, msg, ctx.num_classes)}
-        if client.local_protos is not None:
-            out["proto_local"] = nearest_prototype_scores(z, client.local_protos, client.local_present)
-        else:
+        if "local_protos" in client:
+            out["proto_local"] = nearest_prototype_scores(z, client["local_protos"], client["local_present"])
+        else:  # before the first local update
             out["proto_local"] = torch.full_like(logits, float("-inf"))
         return out

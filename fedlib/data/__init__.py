@@ -1,8 +1,8 @@
 """Data: sources (files -> tensors), partitioners (labels + seed -> indices), FederatedData."""
 
-from fedlib.data.federated import FederatedData
+from fedlib.data.federated import ClientData, FederatedData
 from fedlib.data.partition import SCHEMES, Partition, make_partition
 from fedlib.data.sources import LOADERS, Dataset, DatasetUnavailable, load_dataset
 
-__all__ = ["FederatedData", "Partition", "make_partition", "SCHEMES", "Dataset", "DatasetUnavailable",
+__all__ = ["ClientData", "FederatedData", "Partition", "make_partition", "SCHEMES", "Dataset", "DatasetUnavailable",
            "LOADERS", "load_dataset"]

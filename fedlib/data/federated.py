@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
-from fedlib.algorithms.base import ClientData
 from fedlib.data.partition import Partition
 from fedlib.data.sources import Dataset
+
+
+@dataclasses.dataclass
+class ClientData:
+    """One client's local data (never visible to the server)."""
+
+    cid: int
+    x: torch.Tensor
+    y: torch.Tensor
+    classes: torch.Tensor  # int64, the classes the client holds
+
+    def __len__(self) -> int:
+        return len(self.y)
 
 
 class FederatedData:

@@ -1,11 +1,27 @@
 """Per-paper study definitions: which runs a paper notebook needs and how to read them.
 
-Each module turns ``params/<paper>/experiments.yaml`` plus a profile into experiment
-configs, and turns finished runs into the paper's tables. Notebooks stay thin: they
-call these functions, plot and write the report.
+Each module ``fedlib/papers/<paper>.py`` defines a :class:`Plan` subclass that turns
+``params/<paper>/experiments.yaml`` (read from the checkout, whatever the working
+directory) plus a profile into experiment configs, and functions that turn finished runs
+into the paper's tables. Notebooks stay thin: they call these functions, plot and write
+the report. Every study also runs headless with one command shape::
+
+    python -m fedlib.papers.<paper> [--profile P] [--methods M ...] [--seeds S ...] [--rounds N] [--workers W]
 """
 
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+from pathlib import Path
+from typing import ClassVar
+
+import yaml
+
 from fedlib.validation import ConfigError
+
+PARAMS_ROOT = Path(__file__).resolve().parents[2] / "params"
 
 
 def check_seeds(seeds) -> list[int]:
@@ -21,3 +37,69 @@ def check_rounds(rounds) -> int:
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ConfigError("rounds", rounds, "a positive integer")
     return rounds
+
+
+def check_methods(methods, known: list[str], required: tuple[str, ...] = (), why: str = "") -> list[str]:
+    """A notebook's ``methods`` parameter: a non-empty list of known methods including ``required``."""
+    if (not isinstance(methods, list) or not methods or any(m not in known for m in methods)
+            or not set(required) <= set(methods)):
+        need = f" including {', '.join(required)}{why}" if required else ""
+        raise ConfigError("methods", methods, "a non-empty list of " + ", ".join(known) + need)
+    return list(methods)
+
+
+@dataclasses.dataclass
+class Plan:
+    """One paper's experiments under one profile: the whole ``experiments.yaml`` (``spec``),
+    the profile's settings and where runs are cached."""
+
+    paper: ClassVar[str] = ""
+
+    profile: str
+    spec: dict
+    settings: dict
+    results_dir: str
+    data_root: str | None = None
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.settings["seeds"])
+
+    @classmethod
+    def params_file(cls) -> Path:
+        return PARAMS_ROOT / cls.paper / "experiments.yaml"
+
+    @classmethod
+    def load(cls, profile: str = "quick", results_dir: str | Path | None = None, data_root: str | None = None,
+             seeds: list[int] | None = None, path: str | Path | None = None, **overrides) -> Plan:
+        """The plan of ``profile``. ``results_dir`` defaults to the output root's ``results/``
+        (:func:`fedlib.report.results_dir`), so notebooks, nbval and headless runs share one
+        cache; ``seeds`` and the study's own ``overrides`` (e.g. ``methods``, ``rounds``)
+        replace the profile's settings."""
+        from fedlib import report
+
+        spec = yaml.safe_load(Path(path or cls.params_file()).read_text())
+        if profile not in spec["profiles"]:
+            raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
+        plan = cls(profile, spec, copy.deepcopy(spec["profiles"][profile]),
+                   str(results_dir or report.results_dir()), data_root)
+        if seeds is not None:
+            plan.settings["seeds"] = check_seeds(seeds)
+        plan.override(**{k: v for k, v in overrides.items() if v is not None})
+        return plan
+
+    def override(self, **overrides) -> None:
+        """Apply the study's own parameters (``methods``, ``rounds``, ...); none by default."""
+        if overrides:
+            raise ConfigError("study parameter", ", ".join(overrides), "none for this study")
+
+
+def cli(prog: str, description: str) -> argparse.ArgumentParser:
+    """The argument parser every study's headless command starts from."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--profile", default="quick", help="smoke, quick (default), paper or a study's own")
+    ap.add_argument("--methods", nargs="+", help="default: the profile's methods")
+    ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
+    ap.add_argument("--rounds", type=int, help="default: the profile's rounds")
+    ap.add_argument("--workers", type=int, help="runs in parallel (default: one per CPU core)")
+    return ap

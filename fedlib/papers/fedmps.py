@@ -6,7 +6,7 @@ remaining functions turn finished runs into numbers (Table III with Wilcoxon ran
 tests, Tables V-VII, time to a target accuracy) and into the inputs of the t-SNE,
 prototype-distance and privacy figures.
 
-Evaluation conventions (notes fedmps.md ambiguity 11): the paper scores FedProto and
+Evaluation conventions (docs/fedmps.md, decision 11): the paper scores FedProto and
 FedMPS by the nearest global prototype among the client's own classes
 (``acc_proto_own``) and every other method by its head over all classes
 (``acc_head``); the "common" convention scores every method by ``acc_head``.
@@ -16,39 +16,30 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
+from fedlib import papers
+from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
+from fedlib.config import apply_overrides, run_id, validate
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
-from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
-from fedlib.experiments import RunState, apply_overrides, run_id, validate
-from fedlib.experiments import run_configs as run  # noqa: F401 (S.run in the notebook)
-from fedlib.papers import check_rounds, check_seeds
+from fedlib.papers import check_methods, check_rounds
+from fedlib.runner import RunState
+from fedlib.runner import run_configs as run  # noqa: F401 (S.run in the notebook)
 from fedlib.validation import ConfigError
 
-PARAMS = Path("params/fedmps/experiments.yaml")
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
 
 
 @dataclasses.dataclass
-class Plan:
+class Plan(papers.Plan):
     """The FedMPS experiments under one profile."""
 
-    profile: str
-    spec: dict        # the whole experiments.yaml
-    settings: dict    # spec["profiles"][profile]
-    results_dir: str = "results"
-    data_root: str | None = None
-
-    @property
-    def seeds(self) -> list[int]:
-        return list(self.settings["seeds"])
+    paper = "fedmps"
 
     @property
     def methods(self) -> list[str]:
@@ -65,32 +56,23 @@ class Plan:
         """The paper's convention for ``method`` (see the module docstring)."""
         return PAPER_METRIC_PROTO if method in self.spec["prototype_methods"] else COMMON_METRIC
 
+    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
+        """``methods`` (Table III rows; the sweeps keep those of theirs that remain) and ``rounds``
+        (every study) replace the profile's settings."""
+        if methods is not None:
+            methods = check_methods(methods, self.methods, ("fedproto", "fedmps"), " (the figures compare them)")
+            self.settings["table3_methods"] = list(methods)
+            sweep = self.settings["sweep_methods"]
+            self.settings["sweep_methods"] = list(methods) if sweep == "all" else [m for m in sweep if m in methods]
+        if rounds is not None:
+            self.settings["rounds"] = {k: check_rounds(rounds) for k in self.settings["rounds"]}
 
-def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: str = "results",
-              data_root: str | None = None, methods: list[str] | None = None, seeds: list[int] | None = None,
-              rounds: int | None = None) -> Plan:
+
+def load_plan(profile: str = "quick", results_dir: str | None = None, data_root: str | None = None,
+              methods: list[str] | None = None, seeds: list[int] | None = None, rounds: int | None = None) -> Plan:
     """The plan of ``profile``; ``methods`` (Table III rows), ``seeds`` and ``rounds`` (every
     study) override the profile's settings, e.g. from a notebook's parameters cell."""
-    spec = yaml.safe_load(Path(path).read_text())
-    if profile not in spec["profiles"]:
-        raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
-    settings = copy.deepcopy(spec["profiles"][profile])
-    if methods is not None:
-        known = list(spec["methods"])
-        if (not isinstance(methods, list) or any(m not in known for m in methods)
-                or not {"fedproto", "fedmps"} <= set(methods)):
-            raise ConfigError("methods", methods, "a list of " + ", ".join(known)
-                              + " including fedproto and fedmps (the figures compare them)")
-        settings["table3_methods"] = list(methods)
-        if settings["sweep_methods"] != "all":
-            settings["sweep_methods"] = [m for m in settings["sweep_methods"] if m in methods]
-        else:
-            settings["sweep_methods"] = list(methods)
-    if seeds is not None:
-        settings["seeds"] = check_seeds(seeds)
-    if rounds is not None:
-        settings["rounds"] = {k: check_rounds(rounds) for k in settings["rounds"]}
-    return Plan(profile, spec, settings, results_dir, data_root)
+    return Plan.load(profile, results_dir, data_root, seeds, methods=methods, rounds=rounds)
 
 
 def config(plan: Plan, method: str, rounds: str = "main", name: str | None = None, **changes) -> dict:
@@ -254,7 +236,7 @@ def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[
     from fedlib.algorithms import make_algorithm
     from fedlib.algorithms.base import Context, TrainSettings
     from fedlib.engine import Simulator
-    from fedlib.experiments import one_thread
+    from fedlib.runner import one_thread
 
     data = cifar10_shaped()
     out = {}
@@ -283,27 +265,21 @@ def attacker_aux(state: RunState, target: int, n: int, seed: int = 0) -> tuple[t
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.fedmps [--profile P] [--seeds S ...] [--methods M ...]``:
+    """``python -m fedlib.papers.fedmps [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table III headless (no notebook) and print paper | ours | diff."""
-    import argparse
-
     from fedlib import report
 
-    ap = argparse.ArgumentParser(prog="python -m fedlib.papers.fedmps", description=main.__doc__)
-    ap.add_argument("--profile", default="quick")
-    ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
-    ap.add_argument("--methods", nargs="+", help="default: the profile's Table III methods")
-    ap.add_argument("--workers", type=int)
-    args = ap.parse_args(argv)
-    plan = load_plan(args.profile)
-    configs = table3_configs(plan)
-    if args.methods:
-        unknown = sorted(set(args.methods) - set(configs))
-        if unknown:
-            raise SystemExit(f"--methods: got {unknown}; allowed: {', '.join(configs)}")
-        configs = {m: configs[m] for m in args.methods}
-    rows = table3(plan, run(configs, seeds=args.seeds, workers=args.workers, desc="Table III"))
-    head = table3(plan, run(configs, seeds=args.seeds, workers=args.workers, progress=False), metric=COMMON_METRIC)
+    args = papers.cli("python -m fedlib.papers.fedmps", main.__doc__).parse_args(argv)
+    try:
+        plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds)
+        configs = table3_configs(plan)
+        if args.methods:
+            configs = {m: configs[m] for m in check_methods(args.methods, list(configs))}
+    except ConfigError as exc:
+        print(f"error: {exc}")
+        return 2
+    rows = table3(plan, run(configs, workers=args.workers, desc="Table III"))
+    head = table3(plan, run(configs, workers=args.workers, progress=False), metric=COMMON_METRIC)
     paper = report.load_paper("fedmps")["tables"]["table3"]
     df = report.compare(paper, {m: {"fmnist": (r["mean"], r["std"])} for m, r in rows.items()})
     df["rule"] = [rows[m]["metric"] if m in rows else "" for m in df.index]
@@ -311,15 +287,10 @@ def main(argv: list[str] | None = None) -> int:
                                     for m in df.index]
     df["p vs FedMPS"] = [f"{rows[m]['p_vs_fedmps']:.3f}" if rows.get(m, {}).get("p_vs_fedmps") is not None else "—"
                          for m in df.index]
-    seeds = args.seeds or plan.seeds
     print(f"FedMPS Table III, Fashion-MNIST, profile {args.profile}: {plan.settings['rounds']['main']} rounds, "
-          f"seeds {seeds}; best round, unweighted mean over clients (%)")
+          f"seeds {plan.seeds}; best round, unweighted mean over clients (%)")
     print(report.to_markdown(df))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
@@ -351,3 +322,7 @@ def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> 
         for i, c in enumerate(up["classes"].tolist()):
             owners.setdefault(c, []).append((cid, rows[i].numpy()))
     return owners
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,7 +7,7 @@
   heterogeneous models, the six baselines), the gamma sweeps of Tables 4 and 5, the
   homogeneous Table 3 and the analyses of Figs. 3-5.
 
-Scoring (notes protonorm.md §5, §11 items 1, 16, 26): the pooled test accuracy over all
+Scoring (docs/protonorm.md, decisions 1, 16, 26): the pooled test accuracy over all
 clients (sum of correct / sum of test samples) per round, best round; FedProto, FedTGP and
 ProtoNorm predict by the nearest global prototype over all classes (``acc_proto``), the
 other methods by their own head (``acc_head``).
@@ -18,32 +18,24 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
+from fedlib import papers
 from fedlib.analysis import pairwise_distances
-from fedlib.experiments import RunState, apply_overrides, run_id, validate
-from fedlib.experiments import run_configs as run
-from fedlib.papers import check_rounds, check_seeds
+from fedlib.config import apply_overrides, run_id, validate
+from fedlib.papers import check_methods, check_rounds
+from fedlib.runner import RunState
+from fedlib.runner import run_configs as run  # noqa: F401 (P.run in the notebook)
 from fedlib.validation import ConfigError
-
-PARAMS = Path("params/protonorm/experiments.yaml")
 
 
 @dataclasses.dataclass
-class Plan:
-    profile: str
-    spec: dict
-    settings: dict
-    results_dir: str = "results"
+class Plan(papers.Plan):
+    """The ProtoNorm experiments under one profile."""
 
-    @property
-    def seeds(self) -> list[int]:
-        return list(self.settings["seeds"])
-
+    paper = "protonorm"
 
     @property
     def table1(self) -> dict:
@@ -62,25 +54,19 @@ class Plan:
         """The paper's scoring rule for ``method`` (module docstring)."""
         return "acc_proto" if method in self.spec["table1"]["prototype_methods"] else "acc_head"
 
+    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
+        """``methods`` (Table 1 rows) and ``rounds`` (the Table 1 protocol) replace the profile's."""
+        if methods is not None:
+            self.settings["table1"]["methods"] = check_methods(methods, list(self.spec["table1"]["methods"]))
+        if rounds is not None:
+            self.settings["table1"]["rounds"] = check_rounds(rounds)
 
-def load_plan(profile: str = "quick", path: str | Path = PARAMS, results_dir: str = "results",
-              methods: list[str] | None = None, rounds: int | None = None, seeds: list[int] | None = None) -> Plan:
+
+def load_plan(profile: str = "quick", results_dir: str | None = None, methods: list[str] | None = None,
+              rounds: int | None = None, seeds: list[int] | None = None, data_root: str | None = None) -> Plan:
     """The plan of ``profile``; ``methods`` (Table 1 rows), ``rounds`` (Table 1 protocol) and
     ``seeds`` override the profile, e.g. from the notebook's parameters cell."""
-    spec = yaml.safe_load(Path(path).read_text())
-    if profile not in spec["profiles"]:
-        raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
-    settings = copy.deepcopy(spec["profiles"][profile])
-    if methods is not None:
-        known = list(spec["table1"]["methods"])
-        if not isinstance(methods, list) or not methods or any(m not in known for m in methods):
-            raise ConfigError("methods", methods, "a non-empty list of " + ", ".join(known))
-        settings["table1"]["methods"] = list(methods)
-    if rounds is not None:
-        settings["table1"]["rounds"] = check_rounds(rounds)
-    if seeds is not None:
-        settings["seeds"] = check_seeds(seeds)
-    return Plan(profile, spec, settings, results_dir)
+    return Plan.load(profile, results_dir, data_root, seeds, methods=methods, rounds=rounds)
 
 
 def spiral_configs(plan: Plan) -> dict[str, dict]:
@@ -93,6 +79,7 @@ def spiral_configs(plan: Plan) -> dict[str, dict]:
         raw["algorithm"] = dict(entry["algorithm"])
         raw["seeds"] = plan.seeds
         raw["results_dir"] = plan.results_dir
+        raw["data_root"] = plan.data_root
         raw["name"] = f"protonorm-study/spiral/{key}"
         raw = apply_overrides(raw, {"train.rounds": plan.settings["spiral_rounds"]})
         out[key] = validate(raw)
@@ -121,7 +108,7 @@ def local_prototypes(state: RunState) -> list[tuple[int, int, np.ndarray]]:
     with torch.no_grad():
         for cid in range(state.data.num_clients):
             train = state.data.train[cid]
-            z = state.algorithm.features(state.ctx, state.clients[cid], state.message(cid), train.x)["high"]
+            z = state.features(cid, train.x)["high"]
             for c in torch.unique(train.y).tolist():
                 out.append((cid, c, z[train.y == c].mean(0).numpy()))
     return out
@@ -133,7 +120,7 @@ def test_representations(state: RunState, max_points: int = 3000, seed: int = 0)
     with torch.no_grad():
         for cid in range(state.data.num_clients):
             test = state.data.test[cid]
-            feats = state.algorithm.features(state.ctx, state.clients[cid], state.message(cid), test.x)
+            feats = state.features(cid, test.x)
             zs.append(feats["high"].numpy())
             ys.append(test.y.numpy())
     z, y = np.concatenate(zs), np.concatenate(ys)
@@ -170,10 +157,9 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
     if t["fraction"] != 1:
         raw["dataset"]["fraction"] = t["fraction"]
     raw["train"]["rounds"] = rounds or t["rounds"]
-    if raw["algorithm"]["name"] == "fedkd":  # T goes from T_start to T_end over the run's rounds
-        raw["algorithm"]["schedule_rounds"] = raw["train"]["rounds"]
     raw["seeds"] = plan.seeds
     raw["results_dir"] = plan.results_dir
+    raw["data_root"] = plan.data_root
     raw = apply_overrides(raw, changes)
     where = "" if dataset == "fmnist" else f"{dataset}/"
     raw["name"] = name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
@@ -327,7 +313,7 @@ def simplex_distance(k: int) -> float:
 def pa_history(state: RunState) -> np.ndarray:
     """(1 + iterations, 3): min, mean and max pairwise distance of the global prototypes before
     PA (row 0) and after each PA iteration of the run's last round (needs ``algorithm.record_pa``)."""
-    hist = state.server.history
+    hist = state.server["history"]
     if not hist:
         raise ConfigError("algorithm.record_pa", state.cfg["algorithm"].get("record_pa"),
                           "true for the run whose PA phase is plotted (see pa_phase_config)")
@@ -349,32 +335,29 @@ def accuracy_curve(plan: Plan, method: str, records: list[dict]) -> tuple[np.nda
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.protonorm [--profile P] [--methods M ...] [--partitions ...]``:
     run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10."""
-    import argparse
-
     from fedlib import report
 
-    ap = argparse.ArgumentParser(prog="python -m fedlib.papers.protonorm", description=main.__doc__)
-    ap.add_argument("--profile", default="quick")
-    ap.add_argument("--methods", nargs="+", help="default: the profile's Table 1 methods")
+    ap = papers.cli("python -m fedlib.papers.protonorm", main.__doc__)
     ap.add_argument("--partitions", nargs="+", help="default: the profile's partitions")
-    ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
-    ap.add_argument("--rounds", type=int)
     ap.add_argument("--model", help="model family instead of the profile's (ht0, ht0_lite)")
     ap.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10, cifar100 (from the data root)")
-    ap.add_argument("--workers", type=int)
     args = ap.parse_args(argv)
-    plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds)
-    if args.partitions:
-        unknown = sorted(set(args.partitions) - set(plan.spec["table1"]["partitions"]))
-        if unknown:
-            raise SystemExit(f"--partitions: got {unknown}; allowed: {', '.join(plan.spec['table1']['partitions'])}")
-        plan.settings["table1"]["partitions"] = list(args.partitions)
-    if args.model:
-        if args.model not in ("ht0", "ht0_lite"):
-            raise SystemExit(f"--model: got {args.model!r}; allowed: ht0, ht0_lite")
-        plan.settings["table1"]["model"] = args.model
-    if args.dataset not in plan.spec["table1"]["datasets"]:
-        raise SystemExit(f"--dataset: got {args.dataset!r}; allowed: {', '.join(plan.spec['table1']['datasets'])}")
+    try:
+        plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds)
+        known = list(plan.spec["table1"]["partitions"])
+        if args.partitions:
+            if any(p not in known for p in args.partitions):
+                raise ConfigError("--partitions", args.partitions, "some of " + ", ".join(known))
+            plan.settings["table1"]["partitions"] = list(args.partitions)
+        if args.model:
+            if args.model not in ("ht0", "ht0_lite"):
+                raise ConfigError("--model", args.model, "ht0 or ht0_lite")
+            plan.settings["table1"]["model"] = args.model
+        if args.dataset not in plan.spec["table1"]["datasets"]:
+            raise ConfigError("--dataset", args.dataset, "one of " + ", ".join(plan.spec["table1"]["datasets"]))
+    except ConfigError as exc:
+        print(f"error: {exc}")
+        return 2
     dspec = plan.spec["table1"]["datasets"][args.dataset]
     configs = table1_configs(plan, args.dataset)
     res = run(configs, workers=args.workers, desc="Table 1")

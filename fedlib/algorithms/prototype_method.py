@@ -1,0 +1,109 @@
+"""The shared base of prototype methods whose clients keep personal models (any
+architecture) and share one class prototype per class of one feature level.
+
+The round, written once here:
+
+- client: loads its model, trains CE + :meth:`PrototypeMethod.regulariser` towards the
+  received global prototypes (skipped until some exist, i.e. CE only in round 1), then
+  uploads the class means of its features: ``proto_pass = "train"`` collects them from
+  the last local epoch (train mode, before each step; the FedProto/FedMPS code),
+  ``"eval"`` from a pass after training (HtFLlib);
+- server: averages each class's prototypes over the clients that uploaded it (plain or
+  count-weighted), keeps the previous prototype of a class nobody uploaded, then
+  :meth:`PrototypeMethod.refine` (e.g. ProtoNorm's alignment);
+- broadcast: the rows of the classes with a global prototype, times :meth:`sent_scale`;
+- predict: ``head`` (the client's classifier) and ``proto`` (nearest global prototype).
+
+A method sets its hyperparameters (at least ``lam``, the regulariser weight) and
+overrides only what differs. Up: ``protos`` (k, d), ``classes`` (k,), ``counts`` (k,) (no
+counts when ``send_counts`` is false). Down: ``protos`` (k', d), ``classes`` (k',).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from fedlib.algorithms.base import Algorithm, sgd_epochs, weights
+from fedlib.prototypes import (ProtoAccumulator, ProtoTable, aggregate_protos, eval_class_means, keep_last,
+                               message_scores, rows_message)
+
+
+class PrototypeMethod(Algorithm):
+    """Default client, server and inference of a single-prototype method (module docstring)."""
+
+    RULES = ("head", "proto")
+    UPLOAD = {"protos": "float[k, d]", "classes": "int[k]", "counts": "int[k]"}
+    BROADCAST = {"protos?": "float[k, d]", "classes?": "int[k]"}
+    # defaults a method may turn into hyperparameter fields
+    level = "high"          # the feature level that is the prototype space
+    proto_pass = "eval"     # "train" | "eval" (module docstring)
+    weighted = False        # server mean weighted by class counts
+    send_counts = True      # the upload carries class counts
+
+    # -- hooks ---------------------------------------------------------------------------
+    def regulariser(self, z: torch.Tensor, y: torch.Tensor, table: torch.Tensor, present: torch.Tensor):
+        """The weighted prototype term added to cross-entropy (``table`` (C, d), ``present`` (C,))."""
+        raise NotImplementedError
+
+    def target_table(self, table: torch.Tensor) -> torch.Tensor:
+        """What the client regresses to, from the received (C, d) table (default: itself)."""
+        return table
+
+    def sent_scale(self) -> float:
+        """Factor on the prototypes the server sends (default 1)."""
+        return 1.0
+
+    def refine(self, ctx, server: dict, uploads: list[dict], rnd) -> tuple[dict, dict]:
+        """Server step after averaging (default: none): ``(server state, metrics)``."""
+        return server, {}
+
+    def client_state(self, model, upload: dict, ctx) -> dict:
+        """The client's new state after training (default: its model)."""
+        return {"model": weights(model)}
+
+    # -- client --------------------------------------------------------------------------
+    def local_update(self, ctx, cid, client, msg, data, rnd):
+        model, C = self.module(ctx, cid, client["model"]), ctx.num_classes
+        received = ProtoTable.from_message(msg, C)
+        table, has = received.single() if received is not None else (None, None)
+        targets = None if table is None else self.target_table(table)
+        acc = ProtoAccumulator(C, model.feature_dims[self.level], data.x.device)
+        last = ctx.train.local_epochs - 1
+
+        def loss_fn(xb, yb, epoch):
+            logits, feats = model(xb)
+            z = feats[self.level]
+            loss = F.cross_entropy(logits, yb)
+            if targets is not None and self.lam > 0:
+                loss = loss + self.regulariser(z, yb, targets, has)
+            if epoch == last and self.proto_pass == "train":
+                acc.add(z, yb)
+            return loss
+
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+        if self.proto_pass == "eval":
+            acc = eval_class_means(model, data, C, (self.level,))[self.level]
+        up = acc.message(counts=self.send_counts)
+        return self.client_state(model, up, ctx), up, {"train_loss": loss}
+
+    # -- server --------------------------------------------------------------------------
+    def init_server(self, ctx):
+        C = ctx.num_classes
+        return {"protos": torch.zeros(C, 0), "present": torch.zeros(C, dtype=torch.bool)}
+
+    def broadcast(self, ctx, server, cid, rnd):
+        return rows_message(server["protos"], server["present"], scale=self.sent_scale())
+
+    def aggregate(self, ctx, server, uploads, rnd):
+        ups = [u for u in uploads.values() if len(u["classes"])]
+        if not ups:
+            return server, {}
+        protos, present = aggregate_protos(ups, ctx.num_classes, self.weighted)
+        protos, present = keep_last(protos, present, server["protos"], server["present"])
+        return self.refine(ctx, {**server, "protos": protos, "present": present}, ups, rnd)
+
+    # -- inference -----------------------------------------------------------------------
+    def predict(self, ctx, cid, client, msg, x):
+        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
+        return {"head": logits, "proto": message_scores(feats[self.level], msg, ctx.num_classes)}

@@ -1,0 +1,186 @@
+"""Experiment configs (YAML): schema, validation, ``key=value`` overrides and run ids.
+
+A config file looks like::
+
+    name: fedproto_fmnist
+    dataset: fmnist
+    model: cnn_fmnist                 # or {name: fedavg_cnn, feature_dim: 512}
+    partition: {scheme: nway_kshot, num_clients: 20, ways: 3, shots: 100, stdev: 2,
+                block: 110, test_shots: 15}
+    algorithm: {name: fedproto, lam: 1.0}
+    train: {rounds: 100, batch_size: 8, lr: 0.01, momentum: 0.5, local_epochs: 1}
+    seeds: [1234, 1235, 1236]
+
+A run is (config, one seed). Its id hashes the whole validated config (defaults filled
+in) with that seed, except fields that cannot change a number (``name``,
+``data_root``, ``results_dir``). :mod:`fedlib.runner` runs it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedlib.algorithms import make_algorithm
+from fedlib.algorithms.base import TrainSettings
+from fedlib.data.sources import LOADERS
+from fedlib.models import FAMILIES, MODELS
+from fedlib.validation import BOOL, ConfigError, Interval, check_fields, from_dict, unknown_key_error
+
+# Bump when a change to the code changes the numbers of existing runs.
+# 2: every run trains with one torch thread (numbers must not depend on the machine's cores).
+CACHE_VERSION = 2
+NON_SEMANTIC = ("name", "data_root", "results_dir")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    rounds: int = 100
+    participation: float = 1.0
+    local_epochs: int = 1
+    batch_size: int = 8
+    lr: float = 0.01
+    momentum: float = 0.5
+    weight_decay: float = 0.0
+    drop_last: bool = True
+    eval_every: int = 1
+
+    def __post_init__(self):
+        check_fields(self, {
+            "rounds": Interval(1, None, integer=True), "participation": Interval(0, 1, low_open=True),
+            "local_epochs": Interval(1, None, integer=True), "batch_size": Interval(1, None, integer=True),
+            "lr": Interval(0, None, low_open=True), "momentum": Interval(0, 1, high_open=True),
+            "weight_decay": Interval(0, None), "drop_last": BOOL,
+            "eval_every": Interval(1, None, integer=True)}, prefix="train")
+
+    def settings(self) -> TrainSettings:
+        return TrainSettings(lr=float(self.lr), momentum=float(self.momentum), weight_decay=float(self.weight_decay),
+                             batch_size=self.batch_size, local_epochs=self.local_epochs, drop_last=self.drop_last)
+
+
+TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seeds", "data_root", "results_dir")
+
+
+def _as_spec(value: Any, field: str) -> dict:
+    if isinstance(value, str):
+        return {"name": value}
+    if isinstance(value, dict):
+        return dict(value)
+    raise ConfigError(field, value, "a name or a mapping with a 'name' key")
+
+
+def validate(raw: dict) -> dict:
+    """Check every field of a raw config; return it normalised with all defaults filled.
+
+    Raises :class:`ConfigError` naming the field, the value and what is allowed. Checks
+    that need the data (shots vs samples per class) happen when the partition is made.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError("config", raw, "a mapping of " + ", ".join(TOP_KEYS))
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise unknown_key_error("config", key, list(TOP_KEYS))
+    cfg: dict[str, Any] = {"name": str(raw.get("name", "experiment"))}
+
+    ds = _as_spec(raw.get("dataset", "fmnist"), "dataset")
+    if set(ds) - {"name", "fraction"}:
+        raise unknown_key_error("dataset", next(iter(set(ds) - {"name", "fraction"})), ["name", "fraction"])
+    if "fraction" in ds:
+        fr = ds["fraction"]
+        if isinstance(fr, bool) or not isinstance(fr, (int, float)) or not 0 < fr <= 1:
+            raise ConfigError("dataset.fraction", fr, "a number in (0, 1] (a stratified subsample of both splits)")
+    if ds.get("name") not in LOADERS:
+        raise ConfigError("dataset.name", ds.get("name"), "one of " + ", ".join(sorted(LOADERS)))
+    cfg["dataset"] = ds
+
+    model = _as_spec(raw.get("model", "cnn_fmnist"), "model")
+    if model.get("name") not in MODELS and model.get("name") not in FAMILIES:
+        raise ConfigError("model.name", model.get("name"), "one of " + ", ".join(sorted(MODELS) + sorted(FAMILIES)))
+    cfg["model"] = model
+
+    part = dict(raw.get("partition") or {})
+    part.setdefault("scheme", "nway_kshot")
+    cfg["partition"] = part
+
+    algo_spec = _as_spec(raw.get("algorithm", "fedavg"), "algorithm")
+    algo = make_algorithm(algo_spec)
+    cfg["algorithm"] = {"name": algo.name, **algo.hyperparameters()}
+
+    train = from_dict(TrainConfig, raw.get("train"), owner="train")
+    cfg["train"] = dataclasses.asdict(train)
+
+    seeds = raw.get("seeds", [1234])
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        seeds = [seeds]
+    if (not isinstance(seeds, list) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise ConfigError("seeds", seeds, "a non-empty list of non-negative integers")
+    cfg["seeds"] = seeds
+    cfg["data_root"] = raw.get("data_root")
+    cfg["results_dir"] = str(raw.get("results_dir", "results"))
+    return cfg
+
+
+def load_config(path: str | Path, overrides: list[str] | dict | None = None) -> dict:
+    """Read a YAML config, apply ``key.sub=value`` overrides, validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("config file", str(path), "an existing YAML file")
+    raw = yaml.safe_load(path.read_text()) or {}
+    return validate(apply_overrides(raw, overrides))
+
+
+def apply_overrides(raw: dict, overrides: list[str] | dict | None) -> dict:
+    """``["train.rounds=5", "seeds=[1,2]"]`` or ``{"train.rounds": 5}`` applied to a copy of ``raw``."""
+    raw = copy.deepcopy(raw)
+    if not overrides:
+        return raw
+    items = overrides.items() if isinstance(overrides, dict) else []
+    if not isinstance(overrides, dict):
+        parsed = []
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError("override", item, "key=value, e.g. train.rounds=5 or algorithm.lam=0.5")
+            k, v = item.split("=", 1)
+            parsed.append((k.strip(), yaml.safe_load(v)))
+        items = parsed
+    for key, value in items:
+        parts = key.split(".")
+        node = raw
+        for p in parts[:-1]:
+            if isinstance(node.get(p), str):  # "model: cnn_fmnist" shorthand
+                node[p] = {"name": node[p]}
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return raw
+
+
+def run_id(cfg: dict, seed: int) -> str:
+    """Hash of the validated config with one seed (paths and the display name excluded).
+
+    A hyperparameter added to an algorithm later, at the value that leaves the method
+    unchanged (its ``NEUTRAL`` value, e.g. FedProto's ``gamma: 1``), is left out, so runs
+    made before it existed stay cache hits.
+    """
+    from fedlib.algorithms import ALGORITHMS
+
+    body = {k: v for k, v in cfg.items() if k not in NON_SEMANTIC and k != "seeds"}
+    algo = dict(body["algorithm"])
+    for field, neutral in getattr(ALGORITHMS.get(algo["name"]), "NEUTRAL", {}).items():
+        if field in algo and algo[field] == neutral:
+            del algo[field]
+    body["algorithm"] = algo
+    body.update(seed=seed, cache_version=CACHE_VERSION)
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+
+
+
+def run_dir(cfg: dict, seed: int) -> Path:
+    """``<results_dir>/<run id>``: the folder of one run."""
+    return Path(cfg["results_dir"]) / run_id(cfg, seed)
