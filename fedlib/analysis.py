@@ -14,7 +14,7 @@ from fedlib.validation import ConfigError
 def test_features(state: RunState, level: str = "high", max_points: int | None = None, seed: int = 0,
                   clients: list[int] | None = None) -> dict[str, np.ndarray]:
     """Features of every client's local test set under the model the client predicts with
-    (FedMPS notes ambiguity 21: t-SNE of z^h, each client's model on its own test set, pooled).
+    (docs/fedmps.md, decision 21: t-SNE of z^h, each client's model on its own test set, pooled).
 
     Returns ``{"z": (n, d), "y": (n,), "client": (n,)}``, subsampled to ``max_points``.
     """

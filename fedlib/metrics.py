@@ -3,7 +3,7 @@
 Per client and inference rule ``r`` (``head``, ``proto``, ...):
 - ``acc_<r>``: argmax over all classes;
 - ``acc_<r>_own``: argmax restricted to the classes the client holds training data of
-  (FedMPS's protocol for its prototype methods; notes fedmps.md §2.9).
+  (FedMPS's protocol for its prototype methods; docs/fedmps.md).
 Over clients: ``mean`` (unweighted, as FedMPS/FedProto report), ``std`` (np.std across
 clients, FedMPS Table VI) and ``weighted`` (sum correct / sum samples, as PFLlib/HtFLlib).
 Over rounds: ``best`` (max of the per-round mean) and ``last``.

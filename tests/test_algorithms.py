@@ -1,11 +1,13 @@
 """Contract suite over every registered algorithm, plus hand-checked math and equivalences."""
 
+import copy
 import dataclasses
 
 import pytest
 import torch
 
 from fedlib.algorithms import ALGORITHMS, make_algorithm
+from fedlib.algorithms.base import Round, check_message
 from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition, nway_kshot
 from fedlib.data.sources import Dataset
@@ -72,6 +74,112 @@ def test_contract_invalid_hyperparameters_are_rejected(name):
             make_algorithm({"name": name, field: bad})
     with pytest.raises(ConfigError, match="unknown field"):
         make_algorithm({"name": name, "not_a_field": 1})
+
+
+def _assert_plain(obj, where="state"):
+    """State is plain data: containers of tensors, numbers, strings and None (no modules, no objects)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            assert isinstance(k, (str, int)), f"{where}: key {k!r}"
+            _assert_plain(v, f"{where}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _assert_plain(v, f"{where}[{i}]")
+    else:
+        assert obj is None or isinstance(obj, (torch.Tensor, int, float, str, bool)), f"{where}: {type(obj)}"
+
+
+def _same(a, b):
+    """Bitwise equality of two plain-data states."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_contract_v2_declared_messages_plain_state_and_pure_predict(name, tmp_path):
+    # Prepare: 3 clients of 2 classes each, a hand-driven loop with the round record
+    algo = make_algorithm({"name": name})
+    ds = tiny_image_dataset()
+    part = label_partition("pathological", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=3,
+                           classes_per_client=2, balance=True, seed=1, split="official")
+    data = FederatedData(ds, part)
+    ctx = make_ctx(num_clients=3)
+    clients = {c: algo.init_client(ctx, c) for c in range(3)}
+    server = algo.init_server(ctx)
+    for r in (1, 2, 3):
+        rnd = Round(r, 3, ctx.seed)
+        uploads = {}
+        for cid in range(3):
+            # Execute + Assert: every broadcast and upload matches the module's declaration
+            msg = algo.broadcast(ctx, server, cid, rnd)
+            check_message(msg, algo.BROADCAST, ctx.num_classes, f"{name} broadcast round {r}")
+            clients[cid], up, metrics = algo.local_update(ctx, cid, clients[cid], msg, data.train[cid], rnd)
+            check_message(up, algo.UPLOAD, ctx.num_classes, f"{name} upload round {r}")
+            assert all(isinstance(v, (int, float)) for v in metrics.values()) and "train_loss" in metrics
+            uploads[cid] = up
+        server, server_metrics = algo.aggregate(ctx, server, uploads, rnd)
+        assert all(isinstance(v, (int, float)) for v in server_metrics.values())
+    # state is plain data and survives a weights_only checkpoint bit for bit
+    _assert_plain(clients, "clients")
+    _assert_plain(server, "server")
+    torch.save({"clients": clients, "server": server}, tmp_path / "ckpt.pt")
+    back = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert _same(back["clients"], clients) and _same(back["server"], server)
+    # predict (and features) never change client or server state
+    before = copy.deepcopy((clients, server))
+    for cid in range(3):
+        msg = algo.broadcast(ctx, server, cid, Round(4, 3, ctx.seed))
+        scores = algo.predict(ctx, cid, clients[cid], msg, data.test[cid].x)
+        assert set(scores) == set(algo.RULES)
+        assert all(s.shape == (len(data.test[cid]), 4) for s in scores.values())
+        algo.features(ctx, cid, clients[cid], msg, data.test[cid].x)
+    assert _same(clients, before[0]) and _same(server, before[1])
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_contract_every_hyperparameter_has_a_constraint(name):
+    cls = ALGORITHMS[name]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    assert fields == set(cls.CONSTRAINTS), f"{name}: fields without a constraint {sorted(fields - set(cls.CONSTRAINTS))}"
+
+
+def test_register_refuses_a_duplicate_or_missing_name():
+    from fedlib.algorithms import register
+    from fedlib.algorithms.fedavg import FedAvg
+
+    @dataclasses.dataclass(frozen=True)
+    class Copy(FedAvg):
+        name = "fedavg"
+
+    with pytest.raises(TypeError, match="'fedavg' of Copy is already registered by fedlib.algorithms.fedavg.FedAvg"):
+        register(Copy)
+
+    @dataclasses.dataclass(frozen=True)
+    class Nameless(FedAvg):
+        pass
+
+    with pytest.raises(TypeError, match="Nameless has no 'name' of its own"):
+        register(Nameless)
+    assert ALGORITHMS["fedavg"] is FedAvg
+
+
+def test_check_message_names_the_bad_key():
+    spec = {"protos": "float[k, d]", "classes": "int[k]", "soft?": "float[k, C]"}
+    ok = {"protos": torch.zeros(2, 5), "classes": torch.tensor([0, 3])}
+    check_message(ok, spec, 4)
+    check_message({**ok, "soft": torch.zeros(2, 4)}, spec, 4)
+    for bad, match in (({**ok, "classes": torch.tensor([0, 1, 2])}, "'classes' has shape \\(3,\\); declared \\[k\\] with k = 2"),
+                       ({**ok, "soft": torch.zeros(2, 3)}, "with C = 4"),
+                       ({**ok, "classes": torch.zeros(2)}, "'classes' must be a int tensor"),
+                       ({"classes": ok["classes"]}, "declared key 'protos' is missing"),
+                       ({**ok, "train_loss": 0.5}, "undeclared keys \\['train_loss'\\]")):
+        with pytest.raises(ValueError, match=match):
+            check_message(bad, spec, 4)
 
 
 def test_fedproto_aggregate_by_hand():

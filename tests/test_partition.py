@@ -18,7 +18,7 @@ def test_nway_kshot_matches_fedmps_cifar_setting():
     # Prepare / Execute: FedMPS Table II, CIFAR-10 row (n=3, k=100, |A_ij|=110, t=15, std=1), seed 1234
     p = nway_kshot(CIFAR_TR, CIFAR_TE, 10, num_clients=20, ways=3, shots=100, stdev=1, block=110,
                    test_shots=15, seed=1234)
-    # Assert: the code's n_list for seed 1234 (notes fedmps.md §4.2): 59 class slots, client 0 has 4 classes
+    # Assert: the code's n_list for seed 1234 (docs/fedmps.md): 59 class slots, client 0 has 4 classes
     ways = (p.counts > 0).sum(1)
     assert ways.tolist() == [4, 3, 2, 2, 2, 3, 3, 3, 4, 4, 4, 2, 2, 4, 4, 4, 2, 2, 2, 3]
     assert ways.sum() == 59
@@ -36,7 +36,7 @@ def test_nway_kshot_fashion_std2_ranges_and_hash():
     p = nway_kshot(FMNIST_TR, FMNIST_TE, 10, num_clients=20, ways=3, shots=100, stdev=2, block=110,
                    test_shots=15, seed=1234)
     ways = (p.counts > 0).sum(1)
-    assert ways.min() >= 2 and ways.max() <= 5 and ways.sum() == 71  # notes fedmps.md §4.2
+    assert ways.min() >= 2 and ways.max() <= 5 and ways.sum() == 71  # docs/fedmps.md
     ks = p.counts.max(1)
     assert ks.min() >= 99 and ks.max() <= 102
     again = nway_kshot(FMNIST_TR, FMNIST_TE, 10, num_clients=20, ways=3, shots=100, stdev=2, block=110,

@@ -64,6 +64,17 @@ def test_profile_is_injected_and_smoke_output_is_scratch(smoke_run):
     assert not (root / "figures").exists()
 
 
+def test_root_outside_the_checkout_runs_the_studies(smoke_run):
+    # the fixture root is a temporary folder: the studies' params resolve from the checkout and their
+    # runs are cached under the root (a plan built from a relative params path failed here before)
+    _, root, _ = smoke_run
+    nb = json.loads((root / "results" / "executed" / "smoke" / "good.ipynb").read_text())
+    out = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    assert "cwd is the root: True" in out
+    assert "study configs: 8 16" in out  # smoke: Table III's 8 methods; Table 1's 8 methods x 2 partitions
+    assert not str(root).startswith(str(Path(__file__).resolve().parents[1]))
+
+
 def test_select_notebooks_sorted_and_filtered(tmp_path):
     assert [p.stem for p in select_notebooks(NOTEBOOKS)] == ["bad", "good"]
     assert [p.stem for p in select_notebooks(NOTEBOOKS, ["good.ipynb"])] == ["good"]

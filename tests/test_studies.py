@@ -110,7 +110,7 @@ def test_table3_wilcoxon_rank_sum_complete_separation():
     assert rows["fedmps"]["mean"] == pytest.approx(94.0)
     assert rows["fedavg"]["mean"] == pytest.approx(71.0)  # head = proto_own - 10 points
     assert rows["fedavg"]["std"] == pytest.approx(np.std([70, 71, 72]))
-    # 3 vs 3 with complete separation: the normal approximation gives p = 0.0495 (notes §6)
+    # 3 vs 3 with complete separation: the normal approximation gives p = 0.0495 (the paper's p < 0.05 with 3 vs 3 runs)
     assert rows["fedavg"]["p_vs_fedmps"] == pytest.approx(0.0495, abs=1e-4)
     assert rows["fedmps"]["p_vs_fedmps"] is None
     single = S.table3(plan, {"fedmps": [_summary(0.9)], "fedavg": [_summary(0.8)]})

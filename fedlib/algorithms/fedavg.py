@@ -4,7 +4,7 @@ Decentralized Data", AISTATS 2017.
 Down: the global model (``w.<name>``: parameters and float buffers). Up: the locally
 trained model plus ``num_samples``. The server averages the models, weighted by
 sample count (the paper) or unweighted (``weighted: false``, as the FedMPS code
-aggregates its FedAvg/FedProx baselines; notes fedmps.md §5). Inference: the global
+aggregates its FedAvg/FedProx baselines; docs/fedmps.md). Inference: the global
 model's head, evaluated on each client's local test set.
 
 Every client starts round 1 from the server's initial model (McMahan et al.); the

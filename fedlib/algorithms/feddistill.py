@@ -1,6 +1,6 @@
 """FedDistill (FD): Jeong et al., "Communication-Efficient On-Device Machine Learning:
 Federated Distillation and Augmentation under Non-IID Private Data", NeurIPS-W 2018, as run
-by HtFLlib's ``FedDistill`` (ProtoNorm Table 1 baseline; notes protonorm.md §3.2, §5).
+by HtFLlib's ``FedDistill`` (ProtoNorm Table 1 baseline; docs/protonorm.md).
 
 Clients (any architecture) train CE + gamma * R, where R pulls each sample's logits towards
 the global mean logits of its class, and upload the per-class means of the logits they

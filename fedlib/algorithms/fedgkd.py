@@ -6,7 +6,7 @@ two models: the current average (``w.<name>``, which the client trains from) and
 average of the buffer, the historical-ensemble teacher (``t.<name>``). The client
 minimises CE + kd_coefficient * s * KL(softmax(t/T) || softmax(x/T)) (batch mean, teacher
 logits t from the frozen teacher, T = ``gkd_temperature``). The server takes the plain,
-unweighted parameter mean (FedMPS code, notes fedmps.md §5). Inference: the average
+unweighted parameter mean (FedMPS code, docs/fedmps.md). Inference: the average
 model's head.
 
 Down: ``w.*`` and, once a global model exists, ``t.*``: twice the model, as FedMPS
@@ -24,7 +24,7 @@ Choices:
 - ``code_kd_scale=False``: s = T^2, the usual distillation scaling (the FedGKD code
   multiplies by the square of the temperature that divides the logits). ``True``
   reproduces the FedMPS code, which multiplies by ``args.temperature**2`` = 0.5^2 =
-  0.25, the MOON/FedProc contrastive temperature, not T (notes fedmps.md §11.25).
+  0.25, the MOON/FedProc contrastive temperature, not T (docs/fedmps.md, decision 25).
 """
 
 from __future__ import annotations

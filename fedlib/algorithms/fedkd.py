@@ -1,6 +1,5 @@
 """FedKD: Wu et al., "Communication-efficient federated learning via knowledge distillation",
-Nat. Commun. 13, 2032 (2022), as run by HtFLlib (ProtoNorm Table 1 baseline; notes
-protonorm.md §3.2, §11 item 25).
+Nat. Commun. 13, 2032 (2022), as run by HtFLlib (ProtoNorm Table 1 baseline; docs/protonorm.md, decision 25).
 
 Each client has a private mentor model (any architecture; it predicts), a copy of a shared
 mentee model of one common architecture (``ctx.new_model(None)``: the family's first member)

@@ -16,23 +16,23 @@ prototype, and ``soft`` (k', C): the global soft label of each of those classes.
 Inference: ``proto`` = nearest global high-level prototype (the paper's rule, §V-A,
 "following FedProto"), ``head`` = the client's own classifier.
 
-Choices (notes fedmps.md §11; the alternative is a field wherever the notes list one):
-- ``supcon_base_tau=0.07``: the code's SupContrast factor tau1/0.07 (ambiguity 3);
+Choices (docs/fedmps.md, decision numbers in brackets; the alternative is a field where one exists):
+- ``supcon_base_tau=0.07``: the code's SupContrast factor tau1/0.07 (decision 3);
   ``null`` gives Eq. 3 as printed. The paper's alpha/mu were tuned with the factor.
 - ``soft_label="eq8"``: q_bar_k = mean over clients of softmax(f(p_ik)/tau2) (Eq. 8);
-  ``"code"`` = softmax(mean_i f(p_ik) / tau2), what the code sends (ambiguity 4).
-- The KL target is the soft label of the sample's true class, no tau2^2 factor (ambiguity 5).
-- Server head (ambiguity 6, the code): created once and kept across rounds, a new Adam
+  ``"code"`` = softmax(mean_i f(p_ik) / tau2), what the code sends (decision 4).
+- The KL target is the soft label of the sample's true class, no tau2^2 factor (decision 5).
+- Server head (decision 6, the code): created once and kept across rounds, a new Adam
   (lr 1e-3) each round, 6 epochs, batch 4, shuffled, on this round's (client, class)
   high-level prototypes.
 - Prototypes are the means of the training-time features of the last local epoch
-  (ambiguity 7, the code); ``proto_pass: eval`` recomputes them after training.
-- Global prototypes: plain mean over the clients holding the class (ambiguity 8);
-  ``weighted: true`` weights by class counts. They are not re-normalised (ambiguity 9).
+  (decision 7, the code); ``proto_pass: eval`` recomputes them after training.
+- Global prototypes: plain mean over the clients holding the class (decision 8);
+  ``weighted: true`` weights by class counts. They are not re-normalised (decision 9).
 - Before any global knowledge exists (round 1) the loss is CE only; a batch label
-  without a global prototype uses the sample's own detached feature (ambiguity 26).
+  without a global prototype uses the sample's own detached feature (decision 26).
 Paper names are used: alpha = low-level weight, beta = high-level weight, mu = soft-label
-weight (the code's ``--beta``, ``--alph``, ``--gama``; ambiguity 2). Defaults are the
+weight (the code's ``--beta``, ``--alph``, ``--gama``; decision 2). Defaults are the
 paper's Fashion-MNIST values (alpha 1, mu 1; CIFAR-10 uses alpha 0.2, mu 5).
 """
 

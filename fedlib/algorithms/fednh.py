@@ -1,5 +1,5 @@
 """FedNH: Dai et al., "Tackling Data Heterogeneity in Federated Learning with Class
-Prototypes", AAAI 2023 (ProtoNorm Table 3 homogeneous baseline; notes protonorm.md §3.2, §5).
+Prototypes", AAAI 2023 (ProtoNorm Table 3 homogeneous baseline; docs/protonorm.md).
 
 The classifier is a cosine classifier whose weight rows are class prototypes p_k on the unit
 hypersphere: logits_k = s * <z / ||z||, p_k> with a scale s. The prototypes are initialised

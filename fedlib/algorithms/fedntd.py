@@ -4,7 +4,7 @@ in Federated Learning", NeurIPS 2022.
 FedAvg whose local loss is CE + beta * L_NTD, where L_NTD is the KL
 divergence between the not-true softmaxes (the true class removed, temperature tau) of
 the frozen global model and of the local model, times tau^2 (FedNTD/FedMPS code). The
-server takes the plain, unweighted parameter mean (FedMPS code, notes fedmps.md §5).
+server takes the plain, unweighted parameter mean (FedMPS code, docs/fedmps.md).
 Messages as in :mod:`fedavg`. Inference: the global model's head.
 
 Defaults are the FedMPS code's (``--ntd_tau 1 --ntd_beta 1``; the paper is silent). FedMPS

@@ -9,7 +9,7 @@ a_r = r / ``ramp_rounds`` for the 0-based round index r < ramp_rounds, else 1, a
 alone in round 0 (FedMPS code: ``alpha = round / 100``, so the contrastive term dominates
 early and fades out). They upload the model and the class means of their features; the
 server averages the models weighted by data size and the prototypes per class (plain
-mean over the clients holding the class), as the FedMPS code does (notes fedmps.md §5).
+mean over the clients holding the class), as the FedMPS code does (docs/fedmps.md).
 
 Down: ``w.*`` (the global model) and, once they exist, ``protos`` (k', d) and ``classes``
 (k',) for every class with a global prototype. The schedule's r is the code's

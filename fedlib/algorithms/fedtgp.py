@@ -1,7 +1,6 @@
 """FedTGP: Zhang et al., "FedTGP: Trainable Global Prototypes with Adaptive-Margin-Enhanced
 Contrastive Learning for Data and Model Heterogeneity in Federated Learning", AAAI 2024
-(as run by HtFLlib, whose defaults ProtoNorm's Table 6 follows; notes protonorm.md §3.2,
-field.md §FedTGP).
+(as run by HtFLlib, whose defaults ProtoNorm's Table 6 follows; docs/protonorm.md).
 
 Clients (any architecture) train CE + lam * MSE(f(x), P_y) towards the global prototypes P
 and upload the class means of their features from an eval-mode pass after training. The

@@ -1,6 +1,6 @@
 """FedUV: Son, Kim, Chung, Huang, Liu, "FedUV: Uniformity and Variance for Heterogeneous
 Federated Learning", CVPR 2024 (arXiv 2402.18372; ProtoNorm Table 3 homogeneous baseline,
-notes protonorm.md §3.2, §5).
+docs/protonorm.md).
 
 FedAvg (messages and aggregation of :mod:`fedavg`, sample-count weights as the FedUV code's
 ``fed_avg_freqs``) with two local regularisers added to cross-entropy on every batch:

@@ -1,5 +1,5 @@
 """FML: Shen et al., "Federated Mutual Learning", arXiv 2006.16765 (2020), as run by HtFLlib
-(ProtoNorm Table 1 baseline; notes protonorm.md §3.2, §5).
+(ProtoNorm Table 1 baseline; docs/protonorm.md).
 
 Each client keeps a private model (any architecture; it predicts) and a copy of a shared
 "meme" model of one common architecture: the first member of the model family (or the

@@ -1,6 +1,6 @@
 """LG-FedAvg: Liang et al., "Think Locally, Act Globally: Federated Learning with Local and
 Global Representations", arXiv 2001.01523 (2020), as run by HtFLlib (ProtoNorm Table 1 baseline;
-notes protonorm.md §5, field.md §HtFLlib).
+docs/protonorm.md).
 
 Clients keep their own feature extractors (of any architecture); only the classifier head
 ``model.head`` is shared, which every model of a family has in the same shape (Linear(d, C)).

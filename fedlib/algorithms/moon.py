@@ -7,7 +7,7 @@ FedAvg whose local loss adds the model-contrastive term (paper Eqs. 2-3)
 with z the local model's representation of a sample, z_glob the (frozen) global model's,
 z_prev those of the client's previous local models (a FIFO buffer of ``buffer_size``),
 sim the cosine similarity and t the temperature. The server averages the models weighted
-by data size (MOON and the FedMPS code, notes fedmps.md §5). Messages as in
+by data size (MOON and the FedMPS code, docs/fedmps.md). Messages as in
 :mod:`fedavg`. Inference: the global model's head.
 
 Choices:

@@ -14,7 +14,7 @@ Inference rules: ``proto`` = nearest unit-norm global prototype (the official co
 equivalent to argmax <f(x), c_hat_j>), ``proto_local`` = nearest of the client's own
 local prototypes (Eq. 6 as printed), ``head`` = the client's classifier.
 
-Choices (notes protonorm.md §11; paper vs code, defaults named):
+Choices (docs/protonorm.md; paper vs code, defaults named):
 - ``lam=1.0``: the paper ("as in FedProto"); the official code's default is 10 (item 3).
 - ``loss="mse"``: per-sample ``MSELoss(f(x), gamma c_hat_y)`` (mean over batch and
   dimensions) as the code; ``"distance"``: Eq. 5/15 as printed, the sum over the batch's

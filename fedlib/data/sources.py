@@ -22,9 +22,9 @@ log = logging.getLogger(__name__)
 DEBIAN_FMNIST = Path("/usr/share/datasets/fashion-mnist")
 DATA_ROOT_ENV = "FEDLIB_DATA"
 
-# FedProto / FedMPS normalisation for the grey datasets (notes fedmps.md §4.1).
+# FedProto / FedMPS normalisation for the grey datasets (docs/fedmps.md).
 MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
-# FedMPS normalises CIFAR-10 with ImageNet statistics (notes fedmps.md §4.1).
+# FedMPS normalises CIFAR-10 with ImageNet statistics (docs/fedmps.md).
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -59,9 +59,13 @@ class Dataset:
                 "input_shape": list(self.input_shape)}
 
 
+CHECKOUT_DATA = Path(__file__).resolve().parents[2] / "data"
+
+
 def data_root(root: str | os.PathLike | None = None) -> Path:
-    """The data root: the argument, else $FEDLIB_DATA, else ``data/``."""
-    return Path(root or os.environ.get(DATA_ROOT_ENV) or "data")
+    """The data root: the argument, else $FEDLIB_DATA, else the checkout's ``data/`` (whatever
+    the working directory, so a notebook opened from ``notebooks/`` finds the same files)."""
+    return Path(root or os.environ.get(DATA_ROOT_ENV) or CHECKOUT_DATA)
 
 
 def _normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
@@ -195,8 +199,7 @@ def make_spiral(points_per_class: int = 5000, num_classes: int = 6, noise: float
 
     Class k: r = linspace(1, 10, n), angle = linspace(k*pi/3, (k+1)*pi/3, n) + U[0,1)*noise,
     point = (r sin angle, r cos angle). The paper's printed angle term (i-1)*k/(3*4999)*pi
-    gives class 0 no sweep and its N(0,1) noise swamps the arms; notes protonorm.md
-    ambiguity 21 recommends this generator, which we follow.
+    gives class 0 no sweep and its N(0,1) noise swamps the arms; docs/protonorm.md, decision 21 recommends this generator, which we follow.
     """
     rng = np.random.default_rng(seed)
     r = np.linspace(1.0, 10.0, points_per_class)

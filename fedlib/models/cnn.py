@@ -15,7 +15,7 @@ def _require(shape, name):
 
 
 class CNNFashion(nn.Module):
-    """FedProto's ``CNNFashion_Mnist`` as FedMPS uses it (notes fedmps.md §4.3).
+    """FedProto's ``CNNFashion_Mnist`` as FedMPS uses it (docs/fedmps.md).
 
     low  = L2-normalised flatten of conv1 block (16x14x14 = 3136-d),
     high = L2-normalised flatten of conv2 block (32x7x7 = 1568-d), fed to the head,
@@ -40,7 +40,7 @@ class CNNFashion(nn.Module):
 
 
 class CNNCifar(nn.Module):
-    """LeNet-style CNN of MOON/FedMPS (notes fedmps.md §2.3): 62,006 parameters for C = 10.
+    """LeNet-style CNN of MOON/FedMPS (docs/fedmps.md): 62,006 parameters for C = 10.
 
     low = L2-normalised 16x5x5 flatten (400-d, side branch), high = L2-normalised
     ReLU(fc0) (120-d), head = fc1 (120->84) + ReLU + fc2 (84->C) applied to high.

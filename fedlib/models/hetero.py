@@ -1,4 +1,4 @@
-"""ProtoNorm's heterogeneous model family "Ht0" (notes protonorm.md §4.2, the official code).
+"""ProtoNorm's heterogeneous model family "Ht0" (docs/protonorm.md, the official code).
 
 Client i gets ``HT0[i % 4]``: ResNet-8, MobileNetV2, ShuffleNetV2 x1.0, EfficientNet-B0,
 all from scratch. Each backbone ends in global average pooling; as in HtFLlib's

@@ -8,10 +8,10 @@ import torch.nn as nn
 
 
 class MLPMnist(nn.Module):
-    """MP-FedCL's MNIST MLP 784-512-512-256-10 (notes mpfedcl.md: 798,474 parameters).
+    """MP-FedCL's MNIST MLP 784-512-512-256-10 (798,474 parameters, MP-FedCL Table II).
 
-    high = the 256-d ReLU output of the third layer (the prototype space; notes
-    mpfedcl.md choice "f_e = encoder + MLP FC1"), head = Linear(256, C).
+    high = the 256-d ReLU output of the third layer (the prototype space: the encoder plus the
+    MLP's first layers), head = Linear(256, C).
     """
 
     def __init__(self, input_shape=(1, 28, 28), num_classes=10):
@@ -30,7 +30,7 @@ class MLPMnist(nn.Module):
 class SpiralMLP(nn.Module):
     """5-layer MLP for ProtoNorm's spiral: 2 -> 8d -> 4d -> 2d -> d, then Linear(d, C).
 
-    Widths follow FedNH's toy MLP (notes protonorm.md ambiguity 21); d = 2 so the
+    Widths follow FedNH's toy MLP (docs/protonorm.md, decision 21); d = 2 so the
     feature space can be drawn.
     """
 

@@ -110,7 +110,7 @@ def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
 
 
 def stdev_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 8: FedProto and FedMPS under the noise std of n and k (values: ambiguity 21)."""
+    """Fig. 8: FedProto and FedMPS under the noise std of n and k (values: docs/fedmps.md, decision 21)."""
     return {(m, s): config(plan, m, rounds="sweep", name=f"fedmps-study/{m}/std{s}", **{"partition.stdev": s})
             for m in ("fedproto", "fedmps") for s in plan.settings["stdev"]}
 
@@ -163,7 +163,7 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
     ``summaries[method]`` holds one summary per seed. Mean and std (ddof 0) over seeds of
     the best-round accuracy; ``p_vs_fedmps`` is the two-sided Wilcoxon rank-sum test
     (``scipy.stats.ranksums``, the normal approximation the paper's p < 0.05 with 3 vs 3
-    runs implies; notes §6) against FedMPS, ``None`` with fewer than two seeds.
+    runs implies) against FedMPS, ``None`` with fewer than two seeds.
     ``metric=None`` uses the paper's convention per method.
     """
     from scipy.stats import ranksums

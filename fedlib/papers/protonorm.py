@@ -306,7 +306,7 @@ def margins(protos: np.ndarray) -> np.ndarray:
 
 def simplex_distance(k: int) -> float:
     """Pairwise distance of K unit vectors forming a regular simplex, sqrt(2K/(K-1)): the
-    minimum-energy arrangement for K <= d + 1 (notes §11 item 9; sqrt(2) only as K grows)."""
+    minimum-energy arrangement for K <= d + 1 (docs/protonorm.md, decision 9; sqrt(2) only as K grows)."""
     return math.sqrt(2 * k / (k - 1))
 
 

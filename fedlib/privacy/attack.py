@@ -1,9 +1,9 @@
 """Feature-inversion attack of an honest-but-curious server on uploaded prototypes.
 
-FedMPS (Fig. 11, notes fedmps.md §10) runs the feature-space hijacking attack of MPFT (Zhang et al.,
+FedMPS (Fig. 11, docs/fedmps.md) runs the feature-space hijacking attack of MPFT (Zhang et al.,
 ICLR 2025) / FSHA (Pasquini et al., CCS 2021) in the opaque-box setting of He, Zhang and
 Lee (IEEE IoT-J 2021). The paper leaves the protocol open; this module implements the
-one chosen in notes fedmps.md §11 item 22.
+one chosen in docs/fedmps.md, decision 22.
 
 Threat model
 ------------
@@ -27,7 +27,7 @@ No discriminator or pilot network of the original FSHA is used: the server canno
 the client's training here, only invert what the client's model computes.
 
 Because a prototype is a mean of unit vectors, it lies inside the sphere the decoder was
-trained on; the expected output is a blurry class average (notes fedmps.md §11 item 22).
+trained on; the expected output is a blurry class average (docs/fedmps.md, decision 22).
 :func:`prototype_attack` therefore also reports two references: the attacker's own
 auxiliary class-mean image (what class-average knowledge alone gives) and the decoder
 applied to the features of single private images (an upper bound on what the decoder
@@ -59,7 +59,7 @@ def model_query(model: nn.Module, batch_size: int = 512) -> QueryFn:
     The returned function maps images (n, C, H, W) to ``{level: Tensor (n, d)}``. It runs
     in eval mode without gradients and restores the model's mode afterwards, so queries
     leave the client's model (batch-norm statistics included) untouched. Eval mode is the
-    client's inference behaviour; prototypes collected in train mode (notes fedmps.md §11
+    client's inference behaviour; prototypes collected in train mode (docs/fedmps.md
     item 7) therefore differ slightly from what the attacker's queries return.
     """
 

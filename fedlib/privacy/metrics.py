@@ -5,8 +5,8 @@ here first maps them back to pixel values in [0, 1] (``x * std + mean``, clipped
 then calls scikit-image, so PSNR uses ``data_range = 1``:
 ``PSNR = 10 log10(1 / MSE)``. Identical images give ``PSNR = inf`` and ``SSIM = 1``.
 
-FedMPS Fig. 11 judges its attack by eye only (notes fedmps.md §10); the scores and the
-class-average reference follow the protocol chosen in notes fedmps.md §11 item 22.
+FedMPS Fig. 11 judges its attack by eye only (docs/fedmps.md); the scores and the
+class-average reference follow the protocol chosen in docs/fedmps.md, decision 22.
 """
 
 from __future__ import annotations
