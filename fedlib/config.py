@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,29 @@ class TrainConfig:
 
 
 TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seeds", "data_root", "results_dir")
+REQUIRED = ("dataset", "model", "partition", "algorithm", "train")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 with exponent floats written without a dot (``1e-3``, ``1e9``) read as numbers."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                              re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def load_yaml(text: str, source: str, column_offset: int = 0) -> Any:
+    """Parse YAML; a syntax error becomes one :class:`ConfigError` line naming ``source`` and
+    ``line:column`` (columns shifted by ``column_offset``, e.g. the ``key=`` of an override)."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = (f"{source}:{mark.line + 1}:{mark.column + 1 + column_offset}" if mark is not None else source)
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        context = getattr(exc, "context", None)
+        raise ConfigError(source, text, "valid YAML", message=f"{where}: YAML error: {problem}"
+                          + (f" ({' '.join(str(context).split())})" if context else "")) from None
 
 
 def _as_spec(value: Any, field: str) -> dict:
@@ -75,20 +99,35 @@ def _as_spec(value: Any, field: str) -> dict:
     raise ConfigError(field, value, "a name or a mapping with a 'name' key")
 
 
-def validate(raw: dict) -> dict:
+def _mapping(value: Any, field: str, keys) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(field, value, "a mapping of " + ", ".join(keys))
+    return dict(value)
+
+
+def validate(raw: dict, source: str = "config") -> dict:
     """Check every field of a raw config; return it normalised with all defaults filled.
 
-    Raises :class:`ConfigError` naming the field, the value and what is allowed. Checks
-    that need the data (shots vs samples per class) happen when the partition is made.
+    ``dataset``, ``model``, ``partition`` (with its ``scheme``), ``algorithm`` and ``train``
+    are required. Raises :class:`ConfigError` naming the field, the value and what is
+    allowed. Checks that need the data (shots vs samples per class, clients vs samples,
+    model vs input shape) happen when the run is built, before anything is written.
     """
+    if raw is None:
+        raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("config", raw, "a mapping of " + ", ".join(TOP_KEYS))
     for key in raw:
         if key not in TOP_KEYS:
             raise unknown_key_error("config", key, list(TOP_KEYS))
+    missing = [k for k in REQUIRED if raw.get(k) is None]
+    if missing:
+        raise ConfigError(missing[0], None, "required", message=(
+            f"{source}: missing {', '.join(repr(k) for k in missing)}; a config names dataset, model, partition "
+            "(with its scheme), algorithm and train (see params/fedproto_fmnist.yaml)"))
     cfg: dict[str, Any] = {"name": str(raw.get("name", "experiment"))}
 
-    ds = _as_spec(raw.get("dataset", "fmnist"), "dataset")
+    ds = _as_spec(raw["dataset"], "dataset")
     if set(ds) - {"name", "fraction"}:
         raise unknown_key_error("dataset", next(iter(set(ds) - {"name", "fraction"})), ["name", "fraction"])
     if "fraction" in ds:
@@ -99,20 +138,24 @@ def validate(raw: dict) -> dict:
         raise ConfigError("dataset.name", ds.get("name"), "one of " + ", ".join(sorted(LOADERS)))
     cfg["dataset"] = ds
 
-    model = _as_spec(raw.get("model", "cnn_fmnist"), "model")
+    model = _as_spec(raw["model"], "model")
     if model.get("name") not in MODELS and model.get("name") not in FAMILIES:
         raise ConfigError("model.name", model.get("name"), "one of " + ", ".join(sorted(MODELS) + sorted(FAMILIES)))
     cfg["model"] = model
 
-    part = dict(raw.get("partition") or {})
-    part.setdefault("scheme", "nway_kshot")
+    from fedlib.data.partition import SCHEMES
+
+    part = _mapping(raw["partition"], "partition", ("scheme", "num_clients", "..."))
+    if part.get("scheme") not in SCHEMES:
+        raise ConfigError("partition.scheme", part.get("scheme"), "one of " + ", ".join(SCHEMES))
     cfg["partition"] = part
 
-    algo_spec = _as_spec(raw.get("algorithm", "fedavg"), "algorithm")
+    algo_spec = _as_spec(raw["algorithm"], "algorithm")
     algo = make_algorithm(algo_spec)
     cfg["algorithm"] = {"name": algo.name, **algo.hyperparameters()}
 
-    train = from_dict(TrainConfig, raw.get("train"), owner="train")
+    train_fields = [f.name for f in dataclasses.fields(TrainConfig)]
+    train = from_dict(TrainConfig, _mapping(raw["train"], "train", train_fields), owner="train")
     cfg["train"] = dataclasses.asdict(train)
 
     seeds = raw.get("seeds", [1234])
@@ -132,8 +175,13 @@ def load_config(path: str | Path, overrides: list[str] | dict | None = None) -> 
     path = Path(path)
     if not path.is_file():
         raise ConfigError("config file", str(path), "an existing YAML file")
-    raw = yaml.safe_load(path.read_text()) or {}
-    return validate(apply_overrides(raw, overrides))
+    raw = load_yaml(path.read_text(), str(path))
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("config", raw, "a mapping of " + ", ".join(TOP_KEYS),
+                          message=f"{path}: holds a {type(raw).__name__}, not a mapping of " + ", ".join(TOP_KEYS))
+    return validate(apply_overrides(raw, overrides), source=str(path))
 
 
 def apply_overrides(raw: dict, overrides: list[str] | dict | None) -> dict:
@@ -148,15 +196,20 @@ def apply_overrides(raw: dict, overrides: list[str] | dict | None) -> dict:
             if "=" not in item:
                 raise ConfigError("override", item, "key=value, e.g. train.rounds=5 or algorithm.lam=0.5")
             k, v = item.split("=", 1)
-            parsed.append((k.strip(), yaml.safe_load(v)))
+            parsed.append((k.strip(), load_yaml(v, f"override {item!r}", column_offset=len(k) + 1)))
         items = parsed
     for key, value in items:
         parts = key.split(".")
         node = raw
-        for p in parts[:-1]:
-            if isinstance(node.get(p), str):  # "model: cnn_fmnist" shorthand
+        for i, p in enumerate(parts[:-1]):
+            if isinstance(node.get(p), str) and i == 0:  # "model: cnn_fmnist" shorthand
                 node[p] = {"name": node[p]}
-            node = node.setdefault(p, {})
+            child = node.setdefault(p, {})
+            if not isinstance(child, dict):
+                path = ".".join(parts[:i + 1])
+                raise ConfigError(path, child, "a mapping", message=(
+                    f"override {key}={value!r}: {path} is a single value ({child!r}) and has no sub-keys"))
+            node = child
         node[parts[-1]] = value
     return raw
 

@@ -18,8 +18,8 @@ run resumed from a checkpoint continues exactly as an uninterrupted one.
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import os
 import statistics
 import time
@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from fedlib import store
 from fedlib.algorithms.base import Algorithm, Context, Message, Round, derive_seed
 from fedlib.data.federated import FederatedData
 from fedlib.metrics import client_accuracies, over_clients
@@ -69,9 +70,9 @@ def sample_clients(seed: int, round_idx: int, num_clients: int, participation: f
 class Simulator:
     """Runs ``algorithm`` on ``data`` for ``rounds`` rounds; optionally logs and checkpoints.
 
-    With ``run_dir``, writes ``rounds.jsonl`` (one line per round) and ``checkpoint.pt``
-    (after every ``checkpoint_every`` rounds, atomically) and resumes from a checkpoint
-    found there.
+    With ``run_dir``, writes ``rounds.jsonl`` (every round) and ``checkpoint.pt`` (every
+    ``checkpoint_every`` rounds), both atomically and cross-checked (:mod:`fedlib.store`), and
+    resumes from the last consistent point found there.
     """
 
     def __init__(self, algorithm: Algorithm, ctx: Context, data: FederatedData, rounds: int,
@@ -82,6 +83,7 @@ class Simulator:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.checkpoint_every, self.progress = checkpoint_every, progress
         self.desc = desc or algorithm.name
+        self.io_seconds: list[float] = []  # persistence time per round (python -m fedlib.bench)
 
     # -- state -------------------------------------------------------------------------
     def _fresh_state(self):
@@ -89,34 +91,23 @@ class Simulator:
         return 0, clients, self.algo.init_server(self.ctx), []
 
     def _load(self):
-        if self.run_dir is None or not (self.run_dir / "checkpoint.pt").exists():
+        """Fresh state, or the last consistent point of ``run_dir`` (see :mod:`fedlib.store`)."""
+        if self.run_dir is None:
             return self._fresh_state()
-        ckpt = torch.load(self.run_dir / "checkpoint.pt", weights_only=True)
-        done = ckpt["round"]
-        records = []
-        path = self.run_dir / "rounds.jsonl"
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:  # a line cut by a kill
-                    continue
-                if rec["round"] <= done:
-                    records.append(rec)
-        self._rewrite_log(records)
-        log.info("resuming %s from round %d", self.run_dir, done)
-        return done, ckpt["clients"], ckpt["server"], records
+        point = store.resume_point(self.run_dir, self.rounds)
+        if point.done == 0:
+            return self._fresh_state()
+        log.info("resuming %s from round %d", self.run_dir, point.done)
+        return point.done, point.clients, point.server, point.records
 
-    def _rewrite_log(self, records):
-        path = self.run_dir / "rounds.jsonl"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-        os.replace(tmp, path)
-
-    def _save(self, round_idx, clients, server):
-        tmp = self.run_dir / "checkpoint.tmp"
-        torch.save({"round": round_idx, "clients": clients, "server": server}, tmp)
-        os.replace(tmp, self.run_dir / "checkpoint.pt")
+    def _persist(self, round_idx: int, clients, server, records, last: bool) -> None:
+        """The log (every round) and the checkpoint (every ``checkpoint_every`` rounds and the
+        last), both atomic; the checkpoint records the log it belongs to."""
+        t0 = time.perf_counter()
+        text = store.write_log(self.run_dir, records)
+        if round_idx % self.checkpoint_every == 0 or last:
+            store.save_checkpoint(self.run_dir, round_idx, clients, server, text)
+        self.io_seconds.append(time.perf_counter() - t0)
 
     # -- one round ---------------------------------------------------------------------
     def round_record(self, round_idx: int) -> Round:
@@ -169,7 +160,10 @@ class Simulator:
             rec["local"] = {k: float(np.mean(v)) for k, v in local.items()}
         if server_metrics:
             rec["server"] = {k: (v if isinstance(v, int) else float(v)) for k, v in server_metrics.items()}
-        if round_idx % self.eval_every == 0 or round_idx == self.rounds:
+        if rec["train_loss"] is not None and not math.isfinite(rec["train_loss"]):
+            # divergence is a result: the run stops here and no NaN model is scored
+            rec["diverged"] = True
+        elif round_idx % self.eval_every == 0 or round_idx == self.rounds:
             rec.update(self.evaluate(clients, server, round_idx))
         t2 = time.perf_counter()
         rec.update(train_seconds=t1 - t0, eval_seconds=t2 - t1, seconds=t2 - t0)
@@ -177,29 +171,30 @@ class Simulator:
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> list[dict]:
-        """Run (or resume) all rounds; return the per-round records."""
+        """Run (or resume) all rounds; return the per-round records. A round whose training
+        loss is not finite is marked ``diverged`` and ends the run."""
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         done, clients, server, records = self._load()
-        logf = open(self.run_dir / "rounds.jsonl", "a") if self.run_dir is not None else None
+        if records and records[-1].get("diverged"):
+            done = self.rounds
         bar = tqdm(total=self.rounds, initial=done, desc=self.desc, disable=not self.progress, leave=False)
         try:
             for r in range(done + 1, self.rounds + 1):
                 clients, server, rec = self.step(r, clients, server)
                 records.append(rec)
-                if logf is not None:
-                    logf.write(json.dumps(rec) + "\n")
-                    logf.flush()
-                    if r % self.checkpoint_every == 0 or r == self.rounds:
-                        self._save(r, clients, server)
+                stop = bool(rec.get("diverged"))
+                if self.run_dir is not None:
+                    self._persist(r, clients, server, records, last=stop or r == self.rounds)
                 bar.update(1)
                 if "acc" in rec:
                     main = self.main_metric(rec)
                     bar.set_postfix({main: f"{rec['acc'][main]['mean']:.4f}", "s/round": f"{rec['seconds']:.2f}"})
+                if stop:
+                    log.warning("%s: training loss is not finite in round %d: diverged, stopping", self.desc, r)
+                    break
         finally:
             bar.close()
-            if logf is not None:
-                logf.close()
         self.clients, self.server = clients, server
         return records
 

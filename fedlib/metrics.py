@@ -51,7 +51,8 @@ def summarize_rounds(records: list[dict]) -> dict[str, dict]:
         out[key] = {"best": means[b], "best_round": evals[b]["round"], "best_std": evals[b]["acc"][key]["std"],
                     "last": means[-1], "last_round": evals[-1]["round"], "last_std": evals[-1]["acc"][key]["std"],
                     "last_weighted": evals[-1]["acc"][key]["weighted"],
-                    "best_weighted": float(max(r["acc"][key]["weighted"] for r in evals))}
+                    "best_weighted": float(max(r["acc"][key]["weighted"] for r in evals)),
+                    "best_weighted_round": evals[int(np.nanargmax([r["acc"][key]["weighted"] for r in evals]))]["round"]}
     return out
 
 

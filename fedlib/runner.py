@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import yaml
 
+from fedlib import store
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Context, Round
 from fedlib.config import TrainConfig, run_dir
@@ -31,23 +32,72 @@ from fedlib.validation import ConfigError
 
 
 def build(cfg: dict, seed: int):
-    """Dataset, partition, context and algorithm of one run (no training)."""
+    """Dataset, partition, context and algorithm of one run (no training).
+
+    Everything that needs the data is checked here, before anything is written: the
+    partition (every client gets a training and a test sample) and the model (one sample
+    goes through every architecture the clients run).
+    """
     ds = load_dataset(cfg["dataset"]["name"], cfg["data_root"])
     if cfg["dataset"].get("fraction", 1) != 1:
         ds = subsample(ds, cfg["dataset"]["fraction"], seed=0)  # the same images for every run seed
     pargs = dict(cfg["partition"])
     pargs.setdefault("seed", seed)
+    check_clients(pargs.get("num_clients"), ds)
     partition = make_partition(pargs, ds.y_train.numpy(), ds.y_test.numpy(), ds.num_classes)
+    empty = [c for c in range(partition.num_clients) if not len(partition.train[c]) or not len(partition.test[c])]
+    if empty:
+        shown = ", ".join(map(str, empty[:8])) + (f" and {len(empty) - 8} more" if len(empty) > 8 else "")
+        raise ConfigError("partition.num_clients", partition.num_clients, (
+            f"a split that leaves every client a training and a test sample; clients {shown} get none of one "
+            f"({len(ds.y_train)} + {len(ds.y_test)} samples in {ds.name}): use fewer clients or more data"))
     data = FederatedData(ds, partition)
     model_args = {k: v for k, v in cfg["model"].items() if k != "name"}
     ctx = Context(num_classes=ds.num_classes, input_shape=ds.input_shape, num_clients=partition.num_clients,
                   model_name=cfg["model"]["name"], model_args=model_args,
                   train=TrainConfig(**cfg["train"]).settings(), seed=seed)
-    try:
-        ctx.new_model(0)
-    except TypeError as exc:
-        raise ConfigError("model", cfg["model"], f"arguments the model takes ({exc})") from None
+    dry_forward(ctx, ds)
     return data, ctx, make_algorithm(cfg["algorithm"])
+
+
+def check_clients(num_clients, ds) -> None:
+    """Fail fast when there are more clients than samples (before a partitioner tries)."""
+    n = len(ds.y_train) + len(ds.y_test)
+    if isinstance(num_clients, int) and not isinstance(num_clients, bool) and num_clients > len(ds.y_train):
+        raise ConfigError("partition.num_clients", num_clients,
+                          f"at most {len(ds.y_train)}, the training samples of {ds.name} ({n} with the test split): "
+                          "every client needs at least one")
+
+
+def dry_forward(ctx: Context, ds) -> None:
+    """One sample through every architecture the clients run; a mismatch names the model's
+    expected input, the dataset's shape and the models that fit."""
+    from fedlib.models import FAMILIES, MODELS, build_model, member
+
+    x = ds.x_train[:1]
+    archs = {member(ctx.model_name, c): c for c in range(min(ctx.num_clients, 8))}
+    for arch, cid in archs.items():
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                model = ctx.new_model(cid)
+                model.eval()
+                model(x)
+        except TypeError as exc:
+            raise ConfigError("model", ctx.model_name, f"arguments the model takes ({exc})") from None
+        except (RuntimeError, ValueError, ConfigError) as exc:
+            fit = []
+            for name in sorted(MODELS):
+                try:
+                    with torch.random.fork_rng(devices=[]), torch.no_grad():
+                        build_model(name, ds.input_shape, ds.num_classes).eval()(x)
+                    fit.append(name)
+                except Exception:  # noqa: BLE001 - any failure means "does not fit"
+                    pass
+            fit += [f for f, members in FAMILIES.items() if all(m in fit for m in members)]
+            why = " ".join(str(exc).split())[:160]
+            raise ConfigError("model", ctx.model_name, (
+                f"a model for {ds.name} inputs of shape {tuple(ds.input_shape)} ({arch} failed on one sample: {why}); "
+                f"models that fit: {', '.join(fit) or 'none'}")) from None
 
 
 @contextlib.contextmanager
@@ -99,31 +149,37 @@ def run_lock(folder: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _cached_summary(folder: Path) -> dict | None:
-    path = folder / "summary.json"
-    if not path.exists():
-        return None
-    return {**json.loads(path.read_text()), "cache_hit": True}
+def _cached_summary(cfg: dict, seed: int, repair: bool = False) -> dict | None:
+    summary = store.verify_finished(run_dir(cfg, seed), cfg["train"]["rounds"], repair=repair)
+    return None if summary is None else {**summary, "cache_hit": True}
 
 
 def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
     folder = run_dir(cfg, seed)
-    cached = _cached_summary(folder)
+    cached = _cached_summary(cfg, seed)
     if cached is not None:
         return cached
     built = build(cfg, seed)  # data-dependent config errors surface here, before any file is written
     with run_lock(folder):
-        cached = _cached_summary(folder)  # finished by the process we waited for
+        cached = _cached_summary(cfg, seed, repair=True)  # finished by a process we waited for, or damaged
         if cached is not None:
             return cached
         return _train(cfg, seed, folder, progress, built)
 
 
+def rerunnable_config(cfg: dict, seed: int) -> dict:
+    """The run's config as ``python -m fedlib run`` accepts it: this seed only, every default
+    written out (so it reruns exactly this run: same id, a cache hit where the run exists)."""
+    out = {k: v for k, v in cfg.items() if k != "seeds" and not (k == "data_root" and v is None)}
+    out["seeds"] = [seed]
+    return out
+
+
 def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
-    summary_path = folder / "summary.json"
     data, ctx, algo = built
-    (folder / "config.yaml").write_text(yaml.safe_dump({**cfg, "seed": seed, "run_id": folder.name}, sort_keys=False))
-    (folder / "partition.json").write_text(json.dumps(data.partition.record()))
+    header = (f"# run {folder.name}, seed {seed}: `python -m fedlib run {folder / store.CONFIG}` reruns it\n")
+    store.atomic_write(folder / store.CONFIG, header + yaml.safe_dump(rerunnable_config(cfg, seed), sort_keys=False))
+    store.atomic_write(folder / store.PARTITION, json.dumps(data.partition.record()))
     t = cfg["train"]
     sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
                     progress=progress, desc=f"{cfg['name']} seed {seed}")
@@ -137,9 +193,9 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
                            for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
         "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
     }
-    tmp = folder / "summary.tmp"
-    tmp.write_text(json.dumps(summary, indent=1))
-    tmp.replace(summary_path)
+    if records[-1].get("diverged"):
+        summary["diverged_at"] = records[-1]["round"]
+    summary = store.write_summary(folder, summary, store.log_text(records), checkpoint_round=len(records))
     summary["cache_hit"] = False
     return summary
 
@@ -167,9 +223,9 @@ def _worker(cfg: dict, seed: int) -> dict:
 
 def _rounds_done(cfg: dict, seed: int) -> int:
     folder = run_dir(cfg, seed)
-    if (folder / "summary.json").exists():
+    if (folder / store.SUMMARY).exists():
         return cfg["train"]["rounds"]
-    path = folder / "rounds.jsonl"
+    path = folder / store.LOG
     return path.read_text().count("\n") if path.exists() else 0
 
 
@@ -191,7 +247,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     summaries: list[dict | None] = [None] * len(jobs)
     todo = []
     for i, (cfg, seed) in enumerate(jobs):
-        summaries[i] = _cached_summary(run_dir(cfg, seed))
+        summaries[i] = _cached_summary(cfg, seed)
         if summaries[i] is None:
             todo.append(i)
     total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
@@ -253,12 +309,17 @@ class RunState:
 
 
 def load_state(cfg: dict, seed: int) -> RunState:
-    """The last checkpoint of a run (client and server states) with its data."""
-    path = run_dir(cfg, seed) / "checkpoint.pt"
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint for {cfg['name']} seed {seed} in {path.parent}: run it first")
+    """The last checkpoint of a run (client and server states) with its data. A finished run
+    is checked first (a damaged one is repaired by :func:`run_one`, with a warning)."""
+    folder = run_dir(cfg, seed)
+    if not (folder / store.CHECKPOINT).exists() and not (folder / store.SUMMARY).exists():
+        raise FileNotFoundError(f"no checkpoint for {cfg['name']} seed {seed} in {folder}: run it first")
+    if (folder / store.SUMMARY).exists() and _cached_summary(cfg, seed) is None:
+        run_one(cfg, seed, progress=False)
+    ckpt, problem = store.load_checkpoint(folder)
+    if ckpt is None:
+        raise FileNotFoundError(f"{folder / store.CHECKPOINT}: {problem}; run it again to recompute it")
     data, ctx, algo = build(cfg, seed)
-    ckpt = torch.load(path, weights_only=True)
     return RunState(cfg, seed, data, ctx, algo, ckpt["clients"], ckpt["server"], ckpt["round"])
 
 
@@ -272,25 +333,41 @@ def run_configs(configs: dict, seeds: list[int] | None = None, workers: int | No
 
 
 def load_rounds(cfg: dict, seed: int) -> list[dict]:
-    """The per-round records of a run (finished or not)."""
-    path = run_dir(cfg, seed) / "rounds.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The per-round records of a run: of a finished run after the same checks as a cache
+    hit (a damaged run is repaired by :func:`run_one` first, with a warning); of a run in
+    progress, the consecutive rounds logged so far."""
+    folder = run_dir(cfg, seed)
+    if (folder / store.SUMMARY).exists() and _cached_summary(cfg, seed) is None:
+        run_one(cfg, seed, progress=False)
+    return store.read_log(folder)
 
 
 def format_summary(cfg: dict, summaries: list[dict]) -> str:
-    """A one-screen summary: every metric's best and last round, mean +- std over seeds."""
+    """A one-screen summary: every metric's best and last round, mean +- std over seeds (the
+    value alone, with n=1, for one seed), and which seeds diverged."""
     s0 = summaries[0]
+    n = len(summaries)
     lines = [f"{cfg['name']}: {cfg['algorithm']['name']} on {cfg['dataset']['name']} "
              f"({s0['data']['source']})",
              f"  partition {cfg['partition'].get('scheme')} hash {s0['partition_hash']}, "
              f"{cfg['train']['rounds']} rounds, seeds {cfg['seeds']}",
-             f"  {'metric':<18}{'best (mean+-std over seeds)':>30}{'last':>22}  std across clients (last)"]
-    for key in s0["metrics"]:
+             f"  {'metric':<18}{'best' + (' (mean+-std over seeds)' if n > 1 else ' (n=1)'):>30}{'last':>22}"
+             "  std across clients (last)"]
+    keys = [k for k in s0["metrics"] if all(k in s["metrics"] for s in summaries)]
+
+    def cell(m, sd, width):
+        return f"{100 * m:>{width}.2f} +- {100 * sd:5.2f}" if n > 1 else f"{100 * m:>{width + 9}.2f}"
+
+    for key in keys:
         bm, bs = over_seeds(summaries, key, "best")
         lm, ls = over_seeds(summaries, key, "last")
         cs = np.mean([s["metrics"][key]["last_std"] for s in summaries])
-        lines.append(f"  {key:<18}{100 * bm:>22.2f} +- {100 * bs:5.2f}{100 * lm:>14.2f} +- {100 * ls:5.2f}"
-                     f"  {100 * cs:6.2f}")
+        lines.append(f"  {key:<18}{cell(bm, bs, 22)}{cell(lm, ls, 14)}  {100 * cs:6.2f}")
+    for s in summaries:
+        if s.get("diverged_at"):
+            before = "the numbers above are from the rounds before" if keys else "no round was scored before"
+            lines.append(f"  seed {s['seed']}: DIVERGED at round {s['diverged_at']} (training loss not finite); "
+                         + before)
     c = s0["comm_per_round"]
     lines.append(f"  per round: up {c['up_params']:,.0f} params ({c['up_bytes']:,.0f} B), down "
                  f"{c['down_params']:,.0f} params ({c['down_bytes']:,.0f} B); "
@@ -301,5 +378,3 @@ def format_summary(cfg: dict, summaries: list[dict]) -> str:
     lines.append("  acc_<rule>: argmax over all classes; acc_<rule>_own: restricted to the client's classes; "
                  "means are unweighted over clients (in %).")
     return "\n".join(lines)
-
-

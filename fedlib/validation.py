@@ -51,8 +51,8 @@ class Interval:
             return False
         if self.integer and not isinstance(v, int):
             return False
-        if not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
-            return False
+        if not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+            return False  # nan and +-inf are never valid settings
         if self.low is not None and (v < self.low or (self.low_open and v == self.low)):
             return False
         if self.high is not None and (v > self.high or (self.high_open and v == self.high)):

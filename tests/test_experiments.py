@@ -130,4 +130,6 @@ def test_overrides_accept_shorthand_and_yaml_values():
     assert raw == {"model": {"name": "cnn_fmnist", "feature_dim": 64}, "seeds": [1, 2]}
     with pytest.raises(ConfigError, match="override: got 'rounds'"):
         apply_overrides({}, ["rounds"])
-    assert validate({"seeds": 7})["seeds"] == [7]
+    full = {"dataset": "spiral", "model": "mlp_spiral", "partition": {"scheme": "iid"}, "algorithm": "fedavg",
+            "train": {}}
+    assert validate({**full, "seeds": 7})["seeds"] == [7]

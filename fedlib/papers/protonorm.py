@@ -233,10 +233,11 @@ def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
     """The paper's number for one table cell: best round of the pooled accuracy (%) under the
     method's scoring rule, mean and std over seeds, plus the best round of each seed."""
     metric = plan.metric(method)
-    vals = np.array([100 * s["metrics"][metric]["best_weighted"] for s in summaries])
-    rounds = [s["metrics"][metric]["best_round"] for s in summaries]
+    vals = np.array([100 * s["metrics"][metric]["best_weighted"] if metric in s["metrics"] else np.nan
+                     for s in summaries])
+    rounds = [s["metrics"].get(metric, {}).get("best_weighted_round") for s in summaries]
     return {"mean": float(vals.mean()), "std": float(vals.std()), "n": len(vals), "metric": metric,
-            "best_rounds": rounds}
+            "best_rounds": rounds, "diverged_at": [s.get("diverged_at") for s in summaries]}
 
 
 def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
@@ -267,8 +268,9 @@ def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, pape
 
 
 def diverged(records: list[dict]) -> bool:
-    """True when a round's training loss is not finite (the paper's '-': failed to converge)."""
-    return any(not math.isfinite(r.get("train_loss", 0.0)) for r in records)
+    """True when the run diverged: the engine stopped it at a round whose training loss was not
+    finite (the paper's '-': failed to converge)."""
+    return any(r.get("diverged") or not math.isfinite(r.get("train_loss") or 0.0) for r in records)
 
 
 def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):

@@ -1,0 +1,236 @@
+"""Run folders that never serve wrong numbers: atomic writes and cross-checked records.
+
+A run folder ``<results_dir>/<run id>/`` holds
+
+- ``rounds.jsonl``: one JSON line per round, rewritten whole and atomically each round;
+- ``checkpoint.pt``: client and server state after round r, with r, the run id and the
+  length and SHA-256 of the log up to round r (``torch.load(weights_only=True)``);
+- ``summary.json``: once finished, the numbers plus the log's and the checkpoint's size
+  and SHA-256 and the round the checkpoint holds;
+- ``config.yaml`` (a config ``python -m fedlib run`` accepts: it reruns exactly this run)
+  and ``partition.json`` (the partition's record).
+
+Every file is written to a temporary file, fsynced and renamed, so a kill leaves either the
+old or the new version. Before a cache hit or a resume the three records are checked against
+each other (:func:`verify_finished`, :func:`resume_point`). Any inconsistency or unreadable
+file gives one :class:`DamagedRunWarning` line that names the file and what is wrong; the run
+then continues from the last consistent point, or from round 1. A stale log is never served
+and never appended to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+LOG, CHECKPOINT, SUMMARY, CONFIG, PARTITION = "rounds.jsonl", "checkpoint.pt", "summary.json", "config.yaml", \
+    "partition.json"
+
+
+class DamagedRunWarning(UserWarning):
+    """A run folder's file is missing, unreadable or disagrees with the others."""
+
+
+def warn(folder: Path, name: str, what: str, action: str) -> None:
+    warnings.warn(f"{Path(folder) / name}: {what}; {action}", DamagedRunWarning, stacklevel=3)
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def log_text(records: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def sha256(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def file_record(path: Path) -> dict:
+    """``{"bytes", "sha256"}`` of a file."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return {"bytes": size, "sha256": h.hexdigest()}
+
+
+def write_log(folder: Path, records: list[dict]) -> str:
+    """Rewrite ``rounds.jsonl`` with ``records``; return its text."""
+    text = log_text(records)
+    atomic_write(Path(folder) / LOG, text)
+    return text
+
+
+def save_checkpoint(folder: Path, round_idx: int, clients: dict, server: Any, log: str) -> None:
+    """``checkpoint.pt`` holding the state after ``round_idx`` and the log it belongs to."""
+    tmp = Path(folder) / f".{CHECKPOINT}.{os.getpid()}.tmp"
+    torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
+                "log_sha256": sha256(log), "clients": clients, "server": server}, tmp)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, Path(folder) / CHECKPOINT)
+
+
+def parse_log(text: str) -> tuple[list[dict], str | None]:
+    """Records of a log text and what is wrong with it (``None``: rounds 1..n, all readable)."""
+    records = []
+    for i, line in enumerate(text.splitlines(), 1):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            return records, f"line {i} is not JSON"
+        if not isinstance(rec, dict) or rec.get("round") != i:
+            return records, f"line {i} is not round {i}"
+        records.append(rec)
+    if text and not text.endswith("\n"):
+        return records, "the last line is cut"
+    return records, None
+
+
+@dataclass
+class Resume:
+    """Where a run continues: after round ``done`` with these states and log records."""
+
+    done: int
+    clients: dict | None
+    server: Any
+    records: list[dict]
+
+
+FRESH = Resume(0, None, None, [])
+
+
+def load_checkpoint(folder: Path) -> tuple[dict | None, str | None]:
+    """The checkpoint and what is wrong with it (``None``, ``"missing"`` or the reason)."""
+    path = Path(folder) / CHECKPOINT
+    if not path.exists():
+        return None, "missing"
+    try:
+        ckpt = torch.load(path, weights_only=True)
+    except Exception as exc:  # truncated zip, foreign pickle, ...: unreadable whatever the cause
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"unreadable ({first[:120]})"
+    if not isinstance(ckpt, dict) or not {"round", "log_sha256", "log_bytes", "clients", "server"} <= set(ckpt):
+        return None, "written by an older fedlib (no log record)"
+    if ckpt.get("run_id") != Path(folder).name:
+        return None, f"belongs to run {ckpt.get('run_id')!r}"
+    return ckpt, None
+
+
+def resume_point(folder: Path, rounds: int) -> Resume:
+    """The last consistent point of an unfinished (or damaged) run folder.
+
+    The checkpoint must be readable and belong to this run, and the log's first
+    ``log_bytes`` bytes must hash to the checkpoint's record. Log lines after the
+    checkpoint's round are dropped: silently when they are the next rounds of a run killed
+    between writing its log and its checkpoint, with a warning when they are anything else.
+    Otherwise the run starts again from round 1 (a warning says why) and the old log goes.
+    """
+    folder = Path(folder)
+    log_path = folder / LOG
+    text = log_path.read_bytes().decode(errors="replace") if log_path.exists() else ""
+    ckpt, problem = load_checkpoint(folder)
+    if ckpt is None:
+        if problem != "missing":
+            warn(folder, CHECKPOINT, problem, "recomputing the run from round 1")
+        elif text:
+            warn(folder, LOG, f"{len(text.splitlines())} logged rounds but no {CHECKPOINT}",
+                 "recomputing the run from round 1")
+        return _fresh(folder)
+    done, n = int(ckpt["round"]), int(ckpt["log_bytes"])
+    raw = text.encode()
+    if len(raw) < n or sha256(raw[:n]) != ckpt["log_sha256"]:
+        what = (f"holds {len(raw)} bytes, the checkpoint of round {done} {n}" if len(raw) < n
+                else f"differs from the log the checkpoint of round {done} was saved with")
+        warn(folder, LOG, what, "recomputing the run from round 1")
+        return _fresh(folder)
+    records, bad = parse_log(raw[:n].decode())
+    if bad or len(records) != done:
+        warn(folder, LOG, bad or f"{len(records)} rounds, the checkpoint {done}", "recomputing the run from round 1")
+        return _fresh(folder)
+    if done > rounds:
+        warn(folder, CHECKPOINT, f"holds round {done} of a run of {rounds} rounds", "recomputing the run from round 1")
+        return _fresh(folder)
+    extra = raw[n:].decode(errors="replace")
+    if extra:
+        tail, bad = parse_log(log_text(records) + extra)
+        if bad or len(tail) > rounds:
+            warn(folder, LOG, f"{bad or 'more rounds than the run has'} after round {done}",
+                 f"dropped; resuming after round {done} from {CHECKPOINT}")
+        write_log(folder, records)
+    return Resume(done, ckpt["clients"], ckpt["server"], records)
+
+
+def _fresh(folder: Path) -> Resume:
+    for name in (LOG, CHECKPOINT, SUMMARY):
+        (Path(folder) / name).unlink(missing_ok=True)
+    return FRESH
+
+
+def write_summary(folder: Path, summary: dict, log: str, checkpoint_round: int) -> dict:
+    """``summary.json`` with the records that tie it to the log and the checkpoint."""
+    summary = {**summary, "integrity": {"log_bytes": len(log.encode()), "log_sha256": sha256(log),
+                                        "checkpoint": file_record(Path(folder) / CHECKPOINT),
+                                        "checkpoint_round": checkpoint_round}}
+    atomic_write(Path(folder) / SUMMARY, json.dumps(summary, indent=1))
+    return summary
+
+
+def verify_finished(folder: Path, rounds: int, repair: bool = True) -> dict | None:
+    """The summary of a finished run whose files agree; ``None`` when there is none or it
+    cannot be trusted. With ``repair`` (the caller holds the run's lock) a warning then says
+    which file and why, and the summary is removed so that the run is rebuilt from its last
+    consistent point; without, the check is silent and changes nothing."""
+    folder = Path(folder)
+    path = folder / SUMMARY
+    if not path.exists():
+        return None
+    try:
+        summary = json.loads(path.read_text())
+        rec = summary["integrity"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        what = "written by an older fedlib (no integrity record)" if isinstance(exc, KeyError) else "unreadable"
+        return _distrust(folder, SUMMARY, what, repair)
+    expected = summary.get("diverged_at") or rounds
+    if summary.get("rounds") != expected or rec.get("checkpoint_round") != summary.get("rounds"):
+        return _distrust(folder, SUMMARY, f"says {summary.get('rounds')} rounds, the config {rounds}", repair)
+    log = folder / LOG
+    data = log.read_bytes() if log.exists() else b""
+    if len(data) != rec["log_bytes"] or sha256(data) != rec["log_sha256"]:
+        return _distrust(folder, LOG, "differs from the log the summary was written from", repair)
+    ckpt = folder / CHECKPOINT
+    if not ckpt.exists() or file_record(ckpt) != rec["checkpoint"]:
+        return _distrust(folder, CHECKPOINT, "missing or differs from the checkpoint the summary was written with",
+                         repair)
+    return summary
+
+
+def _distrust(folder: Path, name: str, what: str, repair: bool) -> None:
+    if repair:
+        warn(folder, name, what, "not served; checking the run from its checkpoint")
+        (Path(folder) / SUMMARY).unlink(missing_ok=True)
+    return None
+
+
+def read_log(folder: Path) -> list[dict]:
+    """The readable consecutive rounds at the start of ``rounds.jsonl`` (a run in progress)."""
+    path = Path(folder) / LOG
+    return parse_log(path.read_text())[0] if path.exists() else []
