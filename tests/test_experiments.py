@@ -116,6 +116,26 @@ def test_kill_mid_round_then_resume_gives_uninterrupted_numbers(tmp_path):
     assert _accuracies(folder) == _accuracies(ref_dir / folder.name)
 
 
+def test_sigint_stops_cleanly_then_resume_gives_uninterrupted_numbers(tmp_path):
+    ref_dir, int_dir = tmp_path / "ref", tmp_path / "interrupted"
+    assert cli("run", str(CFG), f"results_dir={ref_dir}", "--no-progress").returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "fedlib", "run", str(CFG), f"results_dir={int_dir}",
+                             "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=ENV)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(
+            len(p.read_text().splitlines()) >= 2 for p in int_dir.glob("*/rounds.jsonl")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "run the same command to resume" in err and "Traceback" not in err
+    folder = next(int_dir.glob("*/rounds.jsonl")).parent
+    assert not (folder / "summary.json").exists()
+    resumed = cli("run", str(CFG), f"results_dir={int_dir}", "--no-progress")
+    assert resumed.returncode == 0 and "DamagedRunWarning" not in resumed.stderr, resumed.stderr
+    assert _accuracies(folder) == _accuracies(ref_dir / folder.name)
+
+
 def test_cli_summary_is_one_screen(tmp_path):
     out = cli("run", str(CFG), f"results_dir={tmp_path}", "train.rounds=2", "--no-progress")
     assert out.returncode == 0, out.stderr

@@ -188,6 +188,14 @@ def test_infeasible_runs_fail_before_anything_is_written(tmp_path, overrides, me
     assert not (tmp_path / "r").exists()
 
 
+def test_a_model_that_does_not_fit_the_data_fails_before_anything_is_written(tmp_path):
+    cfg = load_config(ROOT / "params" / "fedproto_fmnist.yaml", [f"results_dir={tmp_path / 'r'}", "model=mlp_spiral"])
+    with pytest.raises(ConfigError, match=r"a model for fmnist inputs of shape \(1, 28, 28\) \(mlp_spiral failed on "
+                                          r"one sample: .*\); models that fit: .*cnn_fmnist"):
+        run_one(cfg, 1234, progress=False)
+    assert not (tmp_path / "r").exists()
+
+
 def test_cli_errors_are_one_line_with_exit_code_2(tmp_path):
     out = subprocess.run([sys.executable, "-m", "fedlib", "run", str(CFG), "seeds=[1,2", f"results_dir={tmp_path}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
