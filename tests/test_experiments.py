@@ -117,11 +117,12 @@ def test_kill_mid_round_then_resume_gives_uninterrupted_numbers(tmp_path):
 
 
 def test_sigint_stops_cleanly_then_resume_gives_uninterrupted_numbers(tmp_path):
+    # 15 rounds: the interrupted run cannot finish before the signal arrives, even on a loaded machine
     ref_dir, int_dir = tmp_path / "ref", tmp_path / "interrupted"
-    assert cli("run", str(CFG), f"results_dir={ref_dir}", "--no-progress").returncode == 0
+    assert cli("run", str(CFG), f"results_dir={ref_dir}", "train.rounds=15", "--no-progress").returncode == 0
     proc = subprocess.Popen([sys.executable, "-m", "fedlib", "run", str(CFG), f"results_dir={int_dir}",
-                             "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=ENV)
+                             "train.rounds=15", "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
     deadline = time.time() + 120
     while time.time() < deadline and not any(
             len(p.read_text().splitlines()) >= 2 for p in int_dir.glob("*/rounds.jsonl")):
@@ -131,7 +132,7 @@ def test_sigint_stops_cleanly_then_resume_gives_uninterrupted_numbers(tmp_path):
     assert proc.returncode == 130 and "run the same command to resume" in err and "Traceback" not in err
     folder = next(int_dir.glob("*/rounds.jsonl")).parent
     assert not (folder / "summary.json").exists()
-    resumed = cli("run", str(CFG), f"results_dir={int_dir}", "--no-progress")
+    resumed = cli("run", str(CFG), f"results_dir={int_dir}", "train.rounds=15", "--no-progress")
     assert resumed.returncode == 0 and "DamagedRunWarning" not in resumed.stderr, resumed.stderr
     assert _accuracies(folder) == _accuracies(ref_dir / folder.name)
 

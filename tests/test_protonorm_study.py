@@ -67,8 +67,9 @@ def test_score_is_the_best_round_of_the_pooled_accuracy_under_the_methods_rule()
     plan = P.load_plan("quick")
     assert plan.metric("protonorm") == plan.metric("fedtgp") == "acc_proto"
     assert plan.metric("feddistill") == "acc_head"
-    sums = [{"metrics": {"acc_proto": {"best_weighted": 0.8, "best_round": 3}}},
-            {"metrics": {"acc_proto": {"best_weighted": 0.9, "best_round": 7}}}]
+    # the best round is that of the pooled accuracy, not of the unweighted mean ("best_round")
+    sums = [{"metrics": {"acc_proto": {"best_weighted": 0.8, "best_weighted_round": 3, "best_round": 4}}},
+            {"metrics": {"acc_proto": {"best_weighted": 0.9, "best_weighted_round": 7, "best_round": 6}}}]
     s = P.score(plan, "protonorm", sums)
     assert s["mean"] == pytest.approx(85.0) and s["std"] == pytest.approx(5.0) and s["best_rounds"] == [3, 7]
 
