@@ -24,6 +24,7 @@ from fedlib import store
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Context, Round
 from fedlib.config import TrainConfig, run_dir
+from fedlib.device import machine_record
 from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import subsample
 from fedlib.engine import Simulator, median_seconds
@@ -192,6 +193,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
         "comm_per_round": {k: float(np.mean([r[k] for r in records]))
                            for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
         "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
+        "machine": machine_record("cpu"),
     }
     if records[-1].get("diverged"):
         summary["diverged_at"] = records[-1]["round"]
