@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from fedlib import store
 from fedlib.algorithms.base import Algorithm, Context, Message, Round, derive_seed
 from fedlib.data.federated import FederatedData
+from fedlib.executors import EXECUTORS, Batched, sequential
 from fedlib.metrics import client_accuracies, over_clients
 
 log = logging.getLogger(__name__)
@@ -77,13 +78,17 @@ class Simulator:
 
     def __init__(self, algorithm: Algorithm, ctx: Context, data: FederatedData, rounds: int,
                  participation: float = 1.0, eval_every: int = 1, run_dir: str | os.PathLike | None = None,
-                 checkpoint_every: int = 1, progress: bool = True, desc: str | None = None):
+                 checkpoint_every: int = 1, progress: bool = True, desc: str | None = None,
+                 executor: str = "sequential"):
         self.algo, self.ctx, self.data = algorithm, ctx, data
         self.rounds, self.participation, self.eval_every = rounds, participation, eval_every
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.checkpoint_every, self.progress = checkpoint_every, progress
         self.desc = desc or algorithm.name
         self.io_seconds: list[float] = []  # persistence time per round (python -m fedlib.bench)
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor: got {executor!r}; allowed: {', '.join(EXECUTORS)}")
+        self.batched = Batched() if executor == "batched" else None
 
     # -- state -------------------------------------------------------------------------
     def _fresh_state(self):
@@ -120,11 +125,15 @@ class Simulator:
         sizes = []
         rnd = self.round_record(round_idx + 1)
         with torch.no_grad():
+            jobs = {cid: (clients[cid], copy_message(self.algo.broadcast(self.ctx, server, cid, rnd)),
+                          self.data.test[cid].x) for cid in range(self.data.num_clients)}
+            if self.batched is not None:
+                all_scores = self.batched.predict_all(self.algo, self.ctx, jobs)
+            else:
+                all_scores = {cid: self.algo.predict(self.ctx, cid, *job) for cid, job in jobs.items()}
             for cid in range(self.data.num_clients):
                 test = self.data.test[cid]
-                msg = copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
-                scores = self.algo.predict(self.ctx, cid, clients[cid], msg, test.x)
-                for k, v in client_accuracies(scores, test.y, test.classes, self.ctx.num_classes).items():
+                for k, v in client_accuracies(all_scores[cid], test.y, test.classes, self.ctx.num_classes).items():
                     per.setdefault(k, []).append(v)
                 sizes.append(len(test))
         return {"acc": over_clients(per, sizes), "clients": per}
@@ -136,14 +145,18 @@ class Simulator:
         rnd = self.round_record(round_idx)
         chosen = sample_clients(seed, round_idx, self.data.num_clients, self.participation)
         up_p = up_b = down_p = down_b = 0
-        uploads, local = {}, {}
+        uploads, local, jobs = {}, {}, {}
         for cid in chosen:
             msg = copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
             p, b = message_size(msg)
             down_p, down_b = down_p + p, down_b + b
-            torch.manual_seed(derive_seed(seed, 1, round_idx, cid))  # dropout and other global-RNG draws
-            clients[cid], up, metrics = self.algo.local_update(self.ctx, cid, clients[cid], msg,
-                                                               self.data.train[cid], rnd)
+            jobs[cid] = (clients[cid], msg, self.data.train[cid])
+        if self.batched is not None:
+            results = self.batched.local_updates(self.algo, self.ctx, jobs, rnd)
+        else:
+            results = sequential(self.algo, self.ctx, jobs, rnd)
+        for cid in chosen:
+            clients[cid], up, metrics = results[cid]
             p, b = message_size(up)
             up_p, up_b = up_p + p, up_b + b
             uploads[cid] = copy_message(up)

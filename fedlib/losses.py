@@ -31,10 +31,9 @@ def supcon(vectors: torch.Tensor, labels: torch.Tensor, tau: float, scale: float
     log_prob = logits - torch.log(denom)
     n_pos = positive.sum(dim=1)
     keep = n_pos > 0
-    if not keep.any():
-        return vectors.sum() * 0.0
-    mean_log_prob_pos = (log_prob * positive).sum(dim=1)[keep] / n_pos[keep]
-    return -scale * mean_log_prob_pos.mean()
+    # masked means rather than boolean indexing: no value-dependent shapes, so vmap can batch it
+    mean_log_prob_pos = (log_prob * positive).sum(dim=1) / n_pos.clamp(min=1)
+    return -scale * ((mean_log_prob_pos * keep).sum() / keep.sum().clamp(min=1))
 
 
 def supcon_with_prototypes(features: torch.Tensor, labels: torch.Tensor, protos: torch.Tensor,

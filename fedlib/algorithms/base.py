@@ -40,9 +40,9 @@ from fedlib.validation import check_fields
 Message = dict  # {name: torch.Tensor | int | float}
 Metrics = dict  # {name: float | int}
 
-__all__ = ["Algorithm", "ClientData", "Context", "Message", "Metrics", "Round", "TrainSettings", "check_message",
-           "derive_seed", "frozen_copy", "joint_sgd_epochs", "load_model_message", "mean_params", "model_message",
-           "server_epochs", "sgd_epochs", "weights"]
+__all__ = ["Algorithm", "ClientData", "Context", "LocalTask", "Message", "Metrics", "Round", "TrainSettings",
+           "check_message", "derive_seed", "frozen_copy", "joint_sgd_epochs", "load_model_message", "mean_params",
+           "model_message", "server_epochs", "sgd_epochs", "train_task", "weights"]
 
 
 def derive_seed(*parts: int) -> int:
@@ -106,6 +106,29 @@ def weights(module: nn.Module) -> dict:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
+@dataclasses.dataclass
+class LocalTask:
+    """One client's local training as data, so that an executor can run it alone
+    (:func:`train_task`) or stacked with other clients of the same architecture
+    (:mod:`fedlib.executors`).
+
+    ``weights``: the ``state_dict`` the trained model starts from; ``extras``: per-client
+    tensors the loss reads (a prototype table, soft labels, the global weights of a proximal
+    term), with the same keys and shapes for every client of a round; ``teachers``: frozen
+    models of the client's architecture (``{name: state_dict}``, run in eval mode on every
+    batch); ``collect``: the outputs (feature levels, or ``"logits"``) whose per-class sums
+    are collected, during the last local epoch or, with ``collect_all_epochs``, every epoch;
+    ``memo``: anything else :meth:`Algorithm.finish` needs (never stacked).
+    """
+
+    weights: dict
+    extras: dict = dataclasses.field(default_factory=dict)
+    teachers: dict = dataclasses.field(default_factory=dict)
+    collect: tuple = ()
+    collect_all_epochs: bool = False
+    memo: dict = dataclasses.field(default_factory=dict)
+
+
 class Algorithm:
     """Base of every method: hyperparameters as dataclass fields, validated on creation.
 
@@ -148,14 +171,49 @@ class Algorithm:
 
     def local_update(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData,
                      rnd: Round) -> tuple[Any, Message, Metrics]:
+        """Default: :meth:`task`, the SGD loop on :meth:`batch_loss` (:func:`train_task`), :meth:`finish`.
+        A method that trains otherwise (several modules, its own loop) overrides this."""
+        task = self.task(ctx, cid, client, msg, data, rnd)
+        model, sums, loss, parts = train_task(self, ctx, cid, task, data, rnd)
+        return self.finish(ctx, cid, client, msg, data, rnd, task, model, sums, {"train_loss": loss, **parts})
+
+    def task(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData, rnd: Round) -> LocalTask:
+        """What client ``cid``'s local training needs (see :class:`LocalTask`)."""
         raise NotImplementedError
+
+    def batch_loss(self, out: tuple, y: torch.Tensor, epoch: int, extras: dict, teachers: dict,
+                   params: dict) -> tuple[torch.Tensor, dict]:
+        """``(loss, parts)`` of one batch: ``out`` = the model's ``(logits, features)``, ``teachers``
+        = ``{name: (logits, features)}`` of the frozen models, ``params`` = the trained
+        parameters; ``parts`` = named loss terms (detached scalars) averaged into the metrics.
+        Written with tensor operations only (no branch on tensor values), so that the batched
+        executor can vmap it over clients."""
+        raise NotImplementedError
+
+    def finish(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData, rnd: Round,
+               task: LocalTask, model: nn.Module, sums: dict, metrics: dict) -> tuple[Any, Message, Metrics]:
+        """``(client state, upload, metrics)`` from the trained ``model`` and the collected
+        per-class ``sums`` (``{level: ProtoAccumulator}``)."""
+        raise NotImplementedError
+
+    def batch_support(self) -> str | None:
+        """``None`` when :mod:`fedlib.executors`' batched executor can train this method, else why not."""
+        if type(self).local_update is not Algorithm.local_update:
+            return "it trains with its own loop (several modules or a round-dependent loss)"
+        return None
 
     def aggregate(self, ctx: Context, server: Any, uploads: dict[int, Message], rnd: Round) -> tuple[Any, Metrics]:
         raise NotImplementedError
 
     def predict(self, ctx: Context, cid: int, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Default: the head of the model client ``cid`` predicts with."""
-        return {"head": self.predict_model(ctx, cid, client, msg)(x)[0]}
+        """Scores of every inference rule: :meth:`scores` on the outputs of the predicting model."""
+        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
+        return self.scores(ctx, cid, client, msg, logits, feats)
+
+    def scores(self, ctx: Context, cid: int, client: Any, msg: Message, logits: torch.Tensor,
+               feats: dict) -> dict[str, torch.Tensor]:
+        """``{rule: (n, C) scores}`` from the predicting model's outputs. Default: the head."""
+        return {"head": logits}
 
     # -- models from state ---------------------------------------------------------------
     def build(self, ctx: Context, cid: int | None, role: str = "model") -> nn.Module:
@@ -183,9 +241,13 @@ class Algorithm:
         mod.load_state_dict(state)
         return mod
 
+    def predict_weights(self, ctx: Context, cid: int, client: Any, msg: Message) -> dict:
+        """The ``state_dict`` client ``cid`` predicts with. Default: its own ``model``."""
+        return client["model"]
+
     def predict_model(self, ctx: Context, cid: int, client: Any, msg: Message, fresh: bool = False) -> nn.Module:
-        """The model client ``cid`` predicts with, in eval mode. Default: its own ``model``."""
-        model = self.module(ctx, cid, client["model"], fresh=fresh)
+        """The model client ``cid`` predicts with (:meth:`predict_weights`), in eval mode."""
+        model = self.module(ctx, cid, self.predict_weights(ctx, cid, client, msg), fresh=fresh)
         model.eval()
         return model
 
@@ -248,6 +310,55 @@ def check_message(msg: Message, spec: dict, num_classes: int, where: str = "mess
 
 
 # -- shared local training ---------------------------------------------------------------------
+def collected(out: tuple, level: str) -> torch.Tensor:
+    """The output a task collects: ``"logits"`` or a feature level."""
+    return out[0] if level == "logits" else out[1][level]
+
+
+def train_task(algo: Algorithm, ctx: Context, cid: int, task: LocalTask, data: ClientData,
+               rnd: Round) -> tuple[nn.Module, dict, float, dict]:
+    """The sequential executor of one :class:`LocalTask`: :func:`sgd_epochs` on
+    ``algo.batch_loss``; returns the trained (scratch) module, the collected per-class sums,
+    the mean batch loss and the mean of each loss part."""
+    from fedlib.prototypes import ProtoAccumulator
+
+    model = algo.module(ctx, cid, task.weights)
+    teachers = {}
+    for name, w in task.teachers.items():
+        t = algo.module(ctx, cid, w, role="teacher." + name)
+        t.eval()
+        t.requires_grad_(False)
+        teachers[name] = t
+    params = dict(model.named_parameters())
+    dims = {lv: ctx.num_classes if lv == "logits" else model.feature_dims[lv] for lv in task.collect}
+    sums = {lv: ProtoAccumulator(ctx.num_classes, d, data.x.device) for lv, d in dims.items()}
+    last = ctx.train.local_epochs - 1
+    part_sums: dict = {}
+
+    def loss_fn(xb, yb, epoch):
+        out = model(xb)
+        if teachers:
+            with torch.no_grad():
+                t_out = {name: t(xb) for name, t in teachers.items()}
+        else:
+            t_out = {}
+        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params)
+        for k, v in parts.items():
+            part_sums[k] = part_sums.get(k, 0.0) + v.detach()
+        if sums and (task.collect_all_epochs or epoch == last):
+            for lv, acc in sums.items():
+                acc.add(collected(out, lv), yb)
+        return loss
+
+    loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+    steps = _steps(len(data), ctx.train) * ctx.train.local_epochs
+    return model, sums, loss, {k: float(v) / steps for k, v in part_sums.items()}
+
+
+def _steps(n: int, t: TrainSettings) -> int:
+    """Local steps per epoch of a client with ``n`` samples (see :func:`sgd_epochs`)."""
+    return max(1, n // t.batch_size) if t.drop_last else math.ceil(n / t.batch_size)
+
 def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Generator,
                loss_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> float:
     """Run ``ctx.train.local_epochs`` epochs of SGD on ``data``; return the mean batch loss.
@@ -274,7 +385,7 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
     for m, _ in parts:
         m.train()
     n, bs = len(data), t.batch_size
-    steps = max(1, n // bs) if t.drop_last else math.ceil(n / bs)
+    steps = _steps(n, t)
     total, count = torch.zeros(()), 0
     for epoch in range(t.local_epochs):
         perm = torch.randperm(n, generator=gen)

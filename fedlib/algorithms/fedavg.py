@@ -19,8 +19,7 @@ import dataclasses
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import (Algorithm, load_model_message, mean_params, model_message, sample_weights,
-                                   sgd_epochs, weights)
+from fedlib.algorithms.base import Algorithm, LocalTask, mean_params, model_message, sample_weights, weights
 from fedlib.validation import BOOL
 
 
@@ -28,7 +27,7 @@ from fedlib.validation import BOOL
 @dataclasses.dataclass(frozen=True)
 class FedAvg(Algorithm):
     """FedAvg, and the base of the methods that train and average one global model: they
-    override :meth:`local_loss`, :meth:`teacher` or the server (module docstrings)."""
+    override :meth:`local_loss`, :meth:`extras`, :meth:`teachers` or the server (module docstrings)."""
 
     weighted: bool = True  # McMahan et al. Alg. 1: n_k / n weights
     name = "fedavg"
@@ -42,27 +41,27 @@ class FedAvg(Algorithm):
     def broadcast(self, ctx, server, cid, rnd):
         return dict(server["weights"])
 
-    def global_model(self, ctx, cid, client, msg, fresh=False):
-        """The client's working model holding the received global model."""
-        model = self.module(ctx, cid, client["model"], fresh=fresh)
-        load_model_message(model, msg)
-        return model
+    def task(self, ctx, cid, client, msg, data, rnd):
+        start = {**client["model"], **{k[2:]: v for k, v in msg.items() if k.startswith("w.")}}  # the global model
+        return LocalTask(start, extras=self.extras(msg), teachers=self.teachers(start, msg))
 
-    def teacher(self, model, msg):
-        """A frozen model the local loss distils from, made once per local update (FedNTD,
-        FedGKD); ``None`` (default) for none."""
-        return None
+    def extras(self, msg) -> dict:
+        """Tensors the local loss reads besides the batch (FedProx: the global weights)."""
+        return {}
 
-    def local_loss(self, model, msg, xb, yb, teacher):
+    def teachers(self, start: dict, msg) -> dict:
+        """Frozen models the local loss distils from (FedNTD, FedGKD): ``{name: state_dict}``."""
+        return {}
+
+    def local_loss(self, out, y, extras, teachers, params):
         """Batch loss; FedProx, FedUV, FedNTD and FedGKD add their terms here."""
-        return F.cross_entropy(model(xb)[0], yb)
+        return F.cross_entropy(out[0], y)
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.global_model(ctx, cid, client, msg)
-        teacher = self.teacher(model, msg)
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid),
-                          lambda xb, yb, epoch: self.local_loss(model, msg, xb, yb, teacher))
-        return {"model": weights(model)}, self.upload(model, data), {"train_loss": loss}
+    def batch_loss(self, out, y, epoch, extras, teachers, params):
+        return self.local_loss(out, y, extras, teachers, params), {}
+
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        return {"model": weights(model)}, self.upload(model, data), metrics
 
     @staticmethod
     def upload(model, data) -> dict:
@@ -77,7 +76,5 @@ class FedAvg(Algorithm):
             return server, {}
         return {**server, "weights": mean_params(msgs, server["weights"], sample_weights(msgs, self.weighted))}, {}
 
-    def predict_model(self, ctx, cid, client, msg, fresh=False):
-        model = self.global_model(ctx, cid, client, msg, fresh)
-        model.eval()
-        return model
+    def predict_weights(self, ctx, cid, client, msg):
+        return {**client["model"], **{k[2:]: v for k, v in msg.items() if k.startswith("w.")}}

@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, sgd_epochs, weights
-from fedlib.prototypes import ProtoAccumulator, ProtoTable, aggregate_protos, keep_last, proto_regulariser, rows_message
+from fedlib.algorithms.base import Algorithm, LocalTask, weights
+from fedlib.prototypes import ProtoTable, aggregate_protos, keep_last, proto_regulariser, rows_message
 from fedlib.validation import Interval, Options
 
 
@@ -53,23 +53,24 @@ class FedDistill(Algorithm):
     def broadcast(self, ctx, server, cid, rnd):
         return rows_message(server["logits"], server["present"], key="logits")
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model, C = self.module(ctx, cid, client["model"]), ctx.num_classes
-        received = ProtoTable.from_message(msg, C, key="logits")
-        table, has = received.single() if received is not None else (None, None)
-        acc = ProtoAccumulator(C, C, data.x.device)
+    def task(self, ctx, cid, client, msg, data, rnd):
+        received = ProtoTable.from_message(msg, ctx.num_classes, key="logits")
+        extras = {}
+        if received is not None and self.gamma > 0:
+            extras["table"], extras["present"] = received.single()
+        # the class means of the logits of every batch of every epoch (HtFLlib)
+        return LocalTask(client["model"], extras=extras, collect=("logits",), collect_all_epochs=True)
 
-        def loss_fn(xb, yb, epoch):
-            logits = model(xb)[0]
-            loss = F.cross_entropy(logits, yb)
-            if table is not None and self.gamma > 0:
-                loss = loss + self.gamma * proto_regulariser(logits, yb, table, has, self.reg)
-            acc.add(logits, yb)  # every batch of every epoch (HtFLlib)
-            return loss
+    def batch_loss(self, out, y, epoch, extras, teachers, params):
+        logits = out[0]
+        loss = F.cross_entropy(logits, y)
+        if extras:
+            loss = loss + self.gamma * proto_regulariser(logits, y, extras["table"], extras["present"], self.reg)
+        return loss, {}
 
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
-        up = acc.message(counts=False)
-        return {"model": weights(model)}, {"logits": up["protos"], "classes": up["classes"]}, {"train_loss": loss}
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        up = sums["logits"].message(counts=False)
+        return {"model": weights(model)}, {"logits": up["protos"], "classes": up["classes"]}, metrics
 
     def aggregate(self, ctx, server, uploads, rnd):
         ups = [u for u in uploads.values() if len(u["classes"])]

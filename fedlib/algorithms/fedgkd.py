@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import frozen_copy, mean_params
+from fedlib.algorithms.base import mean_params
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.losses import kl_loss
 from fedlib.validation import BOOL, Interval
@@ -65,19 +64,18 @@ class FedGKD(FedAvg):
             msg.update({"t." + k[2:]: v for k, v in server["teacher"].items()})
         return msg
 
-    def teacher(self, model, msg):
-        has_teacher = self.kd_coefficient > 0 and any(k.startswith("t.") for k in msg)
-        return frozen_copy(model, msg, prefix="t.") if has_teacher else None
+    def teachers(self, start, msg):
+        if self.kd_coefficient > 0 and any(k.startswith("t.") for k in msg):
+            return {"teacher": {**start, **{k[2:]: v for k, v in msg.items() if k.startswith("t.")}}}
+        return {}
 
-    def local_loss(self, model, msg, xb, yb, teacher):
-        logits = model(xb)[0]
-        loss = F.cross_entropy(logits, yb)
-        if teacher is not None:
+    def local_loss(self, out, y, extras, teachers, params):
+        logits = out[0]
+        loss = F.cross_entropy(logits, y)
+        if "teacher" in teachers:
             T = self.gkd_temperature
             scale = CODE_KD_SCALE if self.code_kd_scale else T ** 2
-            with torch.no_grad():
-                t_logits = teacher(xb)[0]
-            loss = loss + self.kd_coefficient * (scale * kl_loss(logits, t_logits, T, target_logits=True))
+            loss = loss + self.kd_coefficient * (scale * kl_loss(logits, teachers["teacher"][0], T, target_logits=True))
         return loss
 
     def aggregate(self, ctx, server, uploads, rnd):

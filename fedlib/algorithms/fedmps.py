@@ -44,10 +44,10 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, server_epochs, sgd_epochs, weights
-from fedlib.losses import kl_loss, supcon_with_prototypes
-from fedlib.prototypes import (ProtoAccumulator, ProtoTable, aggregate_protos, eval_class_means, keep_last,
-                               message_scores, proto_targets, rows_message)
+from fedlib.algorithms.base import Algorithm, LocalTask, server_epochs, weights
+from fedlib.losses import supcon_with_prototypes
+from fedlib.prototypes import (ProtoTable, aggregate_protos, eval_class_means, keep_last, message_scores,
+                               proto_targets, rows_message)
 from fedlib.validation import BOOL, Interval, Options
 
 LEVELS = ("low", "high")
@@ -84,42 +84,43 @@ class FedMPS(Algorithm):
     BROADCAST = {"low?": "float[k, dl]", "high?": "float[k, dh]", "classes?": "int[k]", "soft?": "float[k, C]"}
 
     # -- client --------------------------------------------------------------------------
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model, C = self.module(ctx, cid, client["model"]), ctx.num_classes
-        tables = {lv: ProtoTable.from_message(msg, C, lv).single() for lv in LEVELS if lv in msg}
-        soft = ProtoTable.from_message(msg, C, "soft")
-        soft = soft.single() if soft is not None else None
-        weights_ = {"low": self.lam * self.alpha, "high": self.lam * self.beta}
-        accs = {lv: ProtoAccumulator(C, model.feature_dims[lv], data.x.device) for lv in LEVELS}
-        last = ctx.train.local_epochs - 1
+    def task(self, ctx, cid, client, msg, data, rnd):
+        C = ctx.num_classes
+        extras = {}
+        for lv in LEVELS:
+            if lv in msg and self.lam * (self.alpha if lv == "low" else self.beta) > 0:
+                extras[lv], extras[lv + "_present"] = ProtoTable.from_message(msg, C, lv).single()
+        if "soft" in msg and self.mu > 0:
+            extras["soft"], extras["soft_present"] = ProtoTable.from_message(msg, C, "soft").single()
+        return LocalTask(client["model"], extras=extras, collect=LEVELS if self.proto_pass == "train" else ())
 
-        def loss_fn(xb, yb, epoch):
-            logits, feats = model(xb)
-            loss = F.cross_entropy(logits, yb)
-            for lv, (table, has) in tables.items():
-                if weights_[lv] > 0:
-                    z = feats[lv]
-                    loss = loss + weights_[lv] * supcon_with_prototypes(z, yb, proto_targets(z, yb, table, has),
-                                                                        self.tau1, self.supcon_base_tau)
-            if soft is not None and self.mu > 0:
-                probs, has = soft
-                known = has[yb]
-                if known.any():
-                    # averaged over the whole batch; a sample whose class has no soft label
-                    # yet contributes zero (possible only under partial participation)
-                    kl = kl_loss(logits[known], probs[yb[known]], self.tau2) * (known.sum() / len(yb))
-                    loss = loss + self.mu * kl
-            if epoch == last and self.proto_pass == "train":
-                for lv in LEVELS:
-                    accs[lv].add(feats[lv], yb)
-            return loss
+    def batch_loss(self, out, y, epoch, extras, teachers, params):
+        logits, feats = out
+        loss = F.cross_entropy(logits, y)
+        parts = {}
+        for lv, weight in (("low", self.lam * self.alpha), ("high", self.lam * self.beta)):
+            if lv in extras:
+                z = feats[lv]
+                con = supcon_with_prototypes(z, y, proto_targets(z, y, extras[lv], extras[lv + "_present"]),
+                                             self.tau1, self.supcon_base_tau)
+                loss = loss + weight * con
+                parts["l_con_" + lv] = con.detach()
+        if "soft" in extras:
+            # Eq. 6 averaged over the whole batch; a sample whose class has no soft label yet
+            # contributes zero (possible only under partial participation)
+            known = extras["soft_present"][y].to(logits.dtype)
+            log_q = F.log_softmax(logits / self.tau2, dim=1)
+            kl = (F.kl_div(log_q, extras["soft"][y], reduction="none") * known.unsqueeze(1)).sum() / len(y)
+            loss = loss + self.mu * kl
+            parts["l_soft"] = kl.detach()
+        return loss, parts
 
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
         if self.proto_pass == "eval":
-            accs = eval_class_means(model, data, C, LEVELS)
-        low, high = accs["low"].message(), accs["high"].message()
+            sums = eval_class_means(model, data, ctx.num_classes, LEVELS)
+        low, high = sums["low"].message(), sums["high"].message()
         up = {"low": low["protos"], "high": high["protos"], "classes": high["classes"], "counts": high["counts"]}
-        return {"model": weights(model)}, up, {"train_loss": loss}
+        return {"model": weights(model)}, up, metrics
 
     # -- server --------------------------------------------------------------------------
     def build(self, ctx, cid, role="model"):
@@ -182,6 +183,5 @@ class FedMPS(Algorithm):
         return keep_last(soft, has_soft, server["soft"], server["has_soft"])
 
     # -- inference -----------------------------------------------------------------------
-    def predict(self, ctx, cid, client, msg, x):
-        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
+    def scores(self, ctx, cid, client, msg, logits, feats):
         return {"head": logits, "proto": message_scores(feats["high"], msg, ctx.num_classes, key="high")}

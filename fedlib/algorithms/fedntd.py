@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import frozen_copy
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.losses import kl_loss
 from fedlib.validation import Interval
@@ -31,9 +30,8 @@ from fedlib.validation import Interval
 
 def not_true_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """The (B, C-1) logits of every class except each sample's true class, in class order."""
-    keep = torch.ones_like(logits, dtype=torch.bool)
-    keep[torch.arange(len(targets)), targets] = False
-    return logits[keep].view(len(targets), logits.shape[1] - 1)
+    others = torch.arange(logits.shape[1] - 1, device=logits.device).expand(len(targets), -1)
+    return logits.gather(1, others + (others >= targets.unsqueeze(1)))
 
 
 def ntd_loss(logits: torch.Tensor, global_logits: torch.Tensor, targets: torch.Tensor, tau: float) -> torch.Tensor:
@@ -55,14 +53,12 @@ class FedNTD(FedAvg):
     name = "fedntd"
     CONSTRAINTS = {"tau": Interval(0, None, low_open=True), "beta": Interval(0, None)}
 
-    def teacher(self, model, msg):
-        return frozen_copy(model) if self.beta > 0 else None  # the received global model
+    def teachers(self, start, msg):
+        return {"global": start} if self.beta > 0 else {}  # the received global model
 
-    def local_loss(self, model, msg, xb, yb, teacher):
-        logits = model(xb)[0]
-        loss = F.cross_entropy(logits, yb)
-        if teacher is not None:
-            with torch.no_grad():
-                global_logits = teacher(xb)[0]
-            loss = loss + self.beta * ntd_loss(logits, global_logits, yb, self.tau)
+    def local_loss(self, out, y, extras, teachers, params):
+        logits = out[0]
+        loss = F.cross_entropy(logits, y)
+        if "global" in teachers:
+            loss = loss + self.beta * ntd_loss(logits, teachers["global"][0], y, self.tau)
         return loss

@@ -105,7 +105,7 @@ class FedProc(FedAvg):
         return proto_infonce(z, yb, protos, classes, self.temperature)
 
     def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.global_model(ctx, cid, client, msg)
+        model = self.module(ctx, cid, self.task(ctx, cid, client, msg, data, rnd).weights)  # the global model
         round_idx = rnd.index - 1  # the code's global_round: aggregations done before this round
         a = ce_weight(round_idx, self.ramp_rounds)
         protos, classes = msg.get("protos"), msg.get("classes")
@@ -136,6 +136,5 @@ class FedProc(FedAvg):
             new["protos"], new["present"] = keep_last(protos, present, server["protos"], server["present"])
         return new, {}
 
-    def predict(self, ctx, cid, client, msg, x):
-        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
+    def scores(self, ctx, cid, client, msg, logits, feats):
         return {"proto": message_scores(feats[self.level], msg, ctx.num_classes), "head": logits}

@@ -23,9 +23,12 @@ class FedProx(FedAvg):
     name = "fedprox"
     CONSTRAINTS = {"mu": Interval(0, None)}
 
-    def local_loss(self, model, msg, xb, yb, teacher):
-        loss = F.cross_entropy(model(xb)[0], yb)
+    def extras(self, msg):
+        return {k: v for k, v in msg.items() if k.startswith("w.")} if self.mu > 0 else {}
+
+    def local_loss(self, out, y, extras, teachers, params):
+        loss = F.cross_entropy(out[0], y)
         if self.mu > 0:
-            prox = sum(((p - msg["w." + n]) ** 2).sum() for n, p in model.named_parameters())
+            prox = sum(((p - extras["w." + n]) ** 2).sum() for n, p in params.items())
             loss = loss + 0.5 * self.mu * prox
         return loss

@@ -77,11 +77,14 @@ class FedUV(FedAvg):
     name = "feduv"
     CONSTRAINTS = {"mu": Interval(0, None), "lam": Interval(0, None)}
 
-    def local_loss(self, model, msg, xb, yb, teacher):
-        logits, feats = model(xb)
-        loss = F.cross_entropy(logits, yb)
+    def local_loss(self, out, y, extras, teachers, params):
+        logits, feats = out
+        loss = F.cross_entropy(logits, y)
         if self.mu > 0:
             loss = loss + self.mu * variance_loss(logits)
         if self.lam > 0:
             loss = loss + self.lam * uniformity_loss(feats["high"])
         return loss
+
+    def batch_support(self):
+        return "its uniformity loss keeps the nonzero pair distances by value (a shape that vmap cannot batch)"

@@ -11,7 +11,7 @@ import dataclasses
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, sgd_epochs, weights
+from fedlib.algorithms.base import Algorithm, LocalTask, weights
 
 
 @register
@@ -25,10 +25,14 @@ class Local(Algorithm):
     def broadcast(self, ctx, server, cid, rnd):
         return {}
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.module(ctx, cid, client["model"])
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb))
-        return {"model": weights(model)}, {}, {"train_loss": loss}
+    def task(self, ctx, cid, client, msg, data, rnd):
+        return LocalTask(client["model"])
+
+    def batch_loss(self, out, y, epoch, extras, teachers, params):
+        return F.cross_entropy(out[0], y), {}
+
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        return {"model": weights(model)}, {}, metrics
 
     def aggregate(self, ctx, server, uploads, rnd):
         return server, {}

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import frozen_copy, model_message, sgd_epochs, weights
+from fedlib.algorithms.base import model_message, weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.validation import Interval, Options
 
@@ -76,29 +76,30 @@ class Moon(FedAvg):
         # prev: weight messages of the negatives, oldest first; rounds: local updates done so far
         return {**super().init_client(ctx, cid), "prev": [], "rounds": 0}
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.global_model(ctx, cid, client, msg)
+    def task(self, ctx, cid, client, msg, data, rnd):
+        task = super().task(ctx, cid, client, msg, data, rnd)
         prev = list(client["prev"])
         if self.previous == "global" and client["rounds"] > 0:
             # FedMPS code: the pool holds the clients' models after the new average was loaded into them
             prev = (prev + [{k: v.clone() for k, v in msg.items() if k.startswith("w.")}])[-self.buffer_size:]
-        use_con = self.mu > 0 and bool(prev)
-        if use_con:
-            glob = frozen_copy(model)
-            prevs = [frozen_copy(model, w) for w in prev]
+        if self.mu > 0 and prev:
+            task.teachers = {"global": task.weights,
+                             **{f"prev{i}": {**task.weights, **{k[2:]: v for k, v in w.items()}} for i, w in enumerate(prev)}}
+        task.memo["prev"] = prev
+        return task
 
-        def loss_fn(xb, yb, epoch):
-            logits, feats = model(xb)
-            loss = F.cross_entropy(logits, yb)
-            if use_con:
-                with torch.no_grad():
-                    z_glob = glob(xb)[1][self.level]
-                    z_prev = [p(xb)[1][self.level] for p in prevs]
-                loss = loss + self.mu * moon_contrastive_loss(feats[self.level], z_glob, z_prev, self.temperature)
-            return loss
+    def local_loss(self, out, y, extras, teachers, params):
+        logits, feats = out
+        loss = F.cross_entropy(logits, y)
+        if "global" in teachers:
+            z_prev = [teachers[f"prev{i}"][1][self.level] for i in range(len(teachers) - 1)]
+            loss = loss + self.mu * moon_contrastive_loss(feats[self.level], teachers["global"][1][self.level], z_prev,
+                                                          self.temperature)
+        return loss
 
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        prev = task.memo["prev"]
         if self.previous == "local":
             prev = (prev + [model_message(model)])[-self.buffer_size:]
         state = {"model": weights(model), "prev": prev, "rounds": client["rounds"] + 1}
-        return state, self.upload(model, data), {"train_loss": loss}
+        return state, self.upload(model, data), metrics

@@ -112,8 +112,10 @@ class ProtoNorm(PrototypeMethod):
         protos[classes] = aligned
         return {"protos": protos, "present": present, "history": history}, {"pa_iterations": int(iterations)}
 
-    def predict(self, ctx, cid, client, msg, x):
-        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
+    def batch_support(self):
+        return "the 'distance' loss loops over the batch's classes" if self.loss == "distance" else None
+
+    def scores(self, ctx, cid, client, msg, logits, feats):
         z = feats[self.level]
         out = {"head": logits, "proto": message_scores(z, msg, ctx.num_classes)}
         if "local_protos" in client:

@@ -24,9 +24,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms.base import Algorithm, sgd_epochs, weights
-from fedlib.prototypes import (ProtoAccumulator, ProtoTable, aggregate_protos, eval_class_means, keep_last,
-                               message_scores, rows_message)
+from fedlib.algorithms.base import Algorithm, LocalTask, weights
+from fedlib.prototypes import ProtoTable, aggregate_protos, eval_class_means, keep_last, message_scores, rows_message
 
 
 class PrototypeMethod(Algorithm):
@@ -63,29 +62,26 @@ class PrototypeMethod(Algorithm):
         return {"model": weights(model)}
 
     # -- client --------------------------------------------------------------------------
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model, C = self.module(ctx, cid, client["model"]), ctx.num_classes
-        received = ProtoTable.from_message(msg, C)
-        table, has = received.single() if received is not None else (None, None)
-        targets = None if table is None else self.target_table(table)
-        acc = ProtoAccumulator(C, model.feature_dims[self.level], data.x.device)
-        last = ctx.train.local_epochs - 1
+    def task(self, ctx, cid, client, msg, data, rnd):
+        received = ProtoTable.from_message(msg, ctx.num_classes)
+        extras = {}
+        if received is not None and self.lam > 0:
+            table, has = received.single()
+            extras = {"targets": self.target_table(table), "present": has}
+        return LocalTask(client["model"], extras=extras, collect=(self.level,) if self.proto_pass == "train" else ())
 
-        def loss_fn(xb, yb, epoch):
-            logits, feats = model(xb)
-            z = feats[self.level]
-            loss = F.cross_entropy(logits, yb)
-            if targets is not None and self.lam > 0:
-                loss = loss + self.regulariser(z, yb, targets, has)
-            if epoch == last and self.proto_pass == "train":
-                acc.add(z, yb)
-            return loss
+    def batch_loss(self, out, y, epoch, extras, teachers, params):
+        logits, feats = out
+        loss = F.cross_entropy(logits, y)
+        if extras:
+            loss = loss + self.regulariser(feats[self.level], y, extras["targets"], extras["present"])
+        return loss, {}
 
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
-        if self.proto_pass == "eval":
-            acc = eval_class_means(model, data, C, (self.level,))[self.level]
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        acc = sums[self.level] if self.proto_pass == "train" else \
+            eval_class_means(model, data, ctx.num_classes, (self.level,))[self.level]
         up = acc.message(counts=self.send_counts)
-        return self.client_state(model, up, ctx), up, {"train_loss": loss}
+        return self.client_state(model, up, ctx), up, metrics
 
     # -- server --------------------------------------------------------------------------
     def init_server(self, ctx):
@@ -104,6 +100,5 @@ class PrototypeMethod(Algorithm):
         return self.refine(ctx, {**server, "protos": protos, "present": present}, ups, rnd)
 
     # -- inference -----------------------------------------------------------------------
-    def predict(self, ctx, cid, client, msg, x):
-        logits, feats = self.predict_model(ctx, cid, client, msg)(x)
+    def scores(self, ctx, cid, client, msg, logits, feats):
         return {"head": logits, "proto": message_scores(feats[self.level], msg, ctx.num_classes)}
