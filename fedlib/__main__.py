@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="where figures/, results/executed/ and REPORT.md go (default the checkout)")
     rep.add_argument("--log-output", action="store_true", help="stream the notebooks' cell output too")
     rep.add_argument("--no-progress", action="store_true", help="hide papermill's progress bar")
+    rep.add_argument("--device", default=None, help="auto, cpu or cuda for every run of every notebook "
+                                                     "(default: the notebooks' own, auto)")
     part = sub.add_parser("partition", help="draw a config's partition heatmap and print its counts")
     part.add_argument("config")
     part.add_argument("overrides", nargs="*")
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return reproduce(args.profile, notebooks=args.notebooks or CHECKOUT / "notebooks",
                              root=args.root or CHECKOUT, only=args.only, progress=not args.no_progress,
-                             log_output=args.log_output)
+                             log_output=args.log_output, device=args.device)
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

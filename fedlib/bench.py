@@ -1,16 +1,21 @@
-"""Benchmark: the engine's cost per round against a bare training loop.
+"""Benchmark: the engine's cost per round against a bare training loop, per device and executor.
 
-    python -m fedlib.bench [--rounds 6] [--config params/fedproto_fmnist.yaml]
+    python -m fedlib.bench [--device auto|cpu|cuda] [--executor auto|sequential|batched]
+                           [--suite table2|ht0|all] [--rounds 4] [--fraction F]
 
-Runs FedProto on Fashion-MNIST in FedMPS's Table II setting (20 clients, n=3, k=100,
-std=2, batch 8, 1 local epoch) through the simulator, then trains the same clients'
-samples with the same model class in one plain loop (cross-entropy, SGD, no
-prototypes, no messages, no evaluation, no checkpoints), one torch thread as runs
-train, alternating an engine round and a bare pass so that drift hits both alike. It
-prints the median seconds per round of both (the first round is warm-up and skipped),
-the time of the run-folder writes (atomic log and checkpoint), training samples per
-second, peak resident memory, and the ratio engine / bare loop, which is the engine's
-overhead (evaluation included). Targets: overhead <= 1.0x, writes < 2% of a round.
+``table2``: FedProto and FedMPS on Fashion-MNIST in FedMPS's Table II setting (20 clients,
+n=3, k=100, std=2, batch 8, one local epoch; params/fedproto_fmnist.yaml, fedmps_fmnist.yaml).
+``ht0``: ProtoNorm's Table 1 protocol with the paper's heterogeneous Ht0 family (20 clients,
+practical Dir(0.1) split, batch 32) on ``--fraction`` of Fashion-MNIST (default: all of it on
+CUDA, 5% on a CPU), with the training time split per architecture.
+
+Each config runs through the simulator (training, aggregation, evaluation, the run-folder
+writes) and, alternating round by round so that drift hits both alike, through a bare loop
+(the same clients' samples, the same model classes, cross-entropy and SGD, nothing else).
+Printed per config: train and eval seconds per round, samples per second, the writes' share
+of a round, peak memory (host RSS; CUDA allocator peak), and the ratios engine / bare loop
+(whole round, and training alone). The first round is warm-up and skipped. On a CPU every
+run trains with one torch thread, as runs do.
 
     python -m fedlib.bench --models
 
@@ -22,6 +27,7 @@ what a ProtoNorm profile can afford on a CPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import statistics
 import tempfile
@@ -30,8 +36,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-from fedlib.engine import Simulator
 from fedlib.config import load_config
+from fedlib.engine import Simulator
+from fedlib.models import member
 from fedlib.runner import build, one_thread
 
 
@@ -45,12 +52,14 @@ def bare_pass(data, ctx, models, p: int) -> float:
         opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum)
         model.train()
         perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(p * 1000 + cid))
-        for b in range(len(d) // t.batch_size):
+        for b in range(max(1, len(d) // t.batch_size)):
             idx = perm[b * t.batch_size:(b + 1) * t.batch_size]
             loss = F.cross_entropy(model(d.x[idx])[0], d.y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+    if ctx.device == "cuda":
+        torch.cuda.synchronize()
     return time.perf_counter() - t0
 
 
@@ -81,53 +90,91 @@ def model_steps(batch: int = 32, steps: int = 10) -> None:
         print(f"  {fam:9s} {'mean over members':20s} {statistics.mean(costs):7.4f} s")
 
 
+def configs(suite: str, fraction: float, rounds: int, device: str, executor: str) -> dict:
+    """The benchmarked configs (validated), by label."""
+    over = [f"train.rounds={rounds}", f"device={device}", f"executor={executor}"]
+    out = {}
+    if suite in ("table2", "all"):
+        out["FedProto, FedMPS Table II"] = load_config("params/fedproto_fmnist.yaml", over)
+        out["FedMPS, FedMPS Table II"] = load_config("params/fedmps_fmnist.yaml", over)
+    if suite in ("ht0", "all"):
+        from fedlib.config import apply_overrides, validate
+        from fedlib.papers import protonorm as P
+
+        cfg = P.table1_config(P.load_plan("paper"), "protonorm", "practical")
+        raw = apply_overrides({k: v for k, v in cfg.items() if k not in ("device", "executor")},
+                              {"dataset.fraction": fraction, "train.rounds": rounds, "seeds": [0],
+                               "device": device, "executor": executor})
+        out[f"ProtoNorm Ht0, {100 * fraction:g}% of Fashion-MNIST"] = validate(raw)
+    return out
+
+
+def bench_config(label: str, cfg: dict, rounds: int) -> None:
+    seed = cfg["seeds"][0]
+    data, ctx, algo = build(cfg, seed)
+    cuda = ctx.device == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    n_train = sum(len(d) for d in data.train)
+    eng, tr, ev, io, bare, per_arch = [], [], [], [], [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sim = Simulator(algo, ctx, data, rounds, run_dir=tmp, progress=False, executor=cfg["executor"])
+        _, clients, server, records = sim._fresh_state()
+        models = [ctx.new_model(cid) for cid in range(data.num_clients)]
+        for r in range(1, rounds + 1):  # engine round r, then bare pass r: drift hits both alike
+            clients, server, rec = sim.step(r, clients, server)
+            records.append(rec)
+            sim._persist(r, clients, server, records, last=r == rounds)
+            eng.append(rec["seconds"] + sim.io_seconds[-1])
+            tr.append(rec["train_seconds"])
+            ev.append(rec["eval_seconds"])
+            io.append(sim.io_seconds[-1])
+            if r > 1:
+                for cid, sec in sim.client_seconds.items():
+                    per_arch.setdefault(member(ctx.model_name, cid), []).append(sec / (rounds - 1))
+            bare.append(bare_pass(data, ctx, models, r))
+    med = lambda v: statistics.median(v[1:] or v)  # noqa: E731 - round 1 is warm-up
+    peak_host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_dev = torch.cuda.max_memory_allocated() / 2 ** 20 if cuda else 0.0
+    where = f"{ctx.device}" + (f" ({torch.cuda.get_device_name()})" if cuda else f", {torch.get_num_threads()} thread")
+    print(f"{label}: {data.num_clients} clients, {n_train} training samples a round, batch {ctx.train.batch_size}; "
+          f"{where}, {cfg['executor']} executor; median of rounds 2..{rounds}")
+    print(f"  engine round   {med(eng):8.3f} s   train+aggregate {med(tr):.3f} s, evaluate {med(ev):.3f} s, "
+          f"writes {med(io):.3f} s ({100 * med(io) / med(eng):.2f}% of the round)   {n_train / med(tr):8.0f} samples/s")
+    print(f"  bare loop pass {med(bare):8.3f} s   {n_train / med(bare):8.0f} samples/s   ratio engine/bare "
+          f"{med(eng) / med(bare):.3f} x (training alone {med(tr) / med(bare):.3f} x)")
+    print(f"  peak memory    host {peak_host:,.0f} MB" + (f", CUDA {peak_dev:,.0f} MB" if cuda else ""))
+    if len(per_arch) > 1:
+        split = ", ".join(f"{a} {sum(v):.3f} s" for a, v in per_arch.items())
+        print(f"  training per architecture (all its clients, per round): {split}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedlib.bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", default="params/fedproto_fmnist.yaml")
-    ap.add_argument("--rounds", type=int, default=6, help="rounds (and bare passes) to time; the first is warm-up")
+    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    ap.add_argument("--executor", default="auto", help="auto (batched on CUDA, sequential on a CPU), sequential, "
+                                                        "batched")
+    ap.add_argument("--suite", default="table2", choices=("table2", "ht0", "all"))
+    ap.add_argument("--rounds", type=int, default=4, help="rounds (and bare passes) to time; the first is warm-up")
+    ap.add_argument("--fraction", type=float, help="data fraction of the ht0 suite (default: 1 on CUDA, 0.05 on CPU)")
     ap.add_argument("--models", action="store_true", help="time one SGD step of each heterogeneous-family member")
     args = ap.parse_args(argv)
     if args.models:
         model_steps()
         return 0
+    from fedlib.device import resolve
+    from fedlib.validation import ConfigError
 
-    cfg = load_config(args.config, [f"train.rounds={args.rounds}"])
-    seed = cfg["seeds"][0]
-    with one_thread():  # as every run trains
-        data, ctx, algo = build(cfg, seed)
-        n_train = sum(len(d) for d in data.train)
-        steps = sum(max(1, len(d) // ctx.train.batch_size) for d in data.train)
-        eng, eng_train, eng_eval, io, bare = [], [], [], [], []
-        with tempfile.TemporaryDirectory() as tmp:
-            sim = Simulator(algo, ctx, data, args.rounds, run_dir=tmp, progress=False)
-            _, clients, server, records = sim._fresh_state()
-            models = [ctx.new_model(cid) for cid in range(data.num_clients)]
-            for r in range(1, args.rounds + 1):  # engine round r, then bare pass r: drift hits both alike
-                clients, server, rec = sim.step(r, clients, server)
-                records.append(rec)
-                sim._persist(r, clients, server, records, last=r == args.rounds)
-                eng.append(rec["seconds"] + sim.io_seconds[-1])
-                eng_train.append(rec["train_seconds"])
-                eng_eval.append(rec["eval_seconds"])
-                io.append(sim.io_seconds[-1])
-                bare.append(bare_pass(data, ctx, models, r))
-    med = lambda v: statistics.median(v[1:])  # noqa: E731 - round 1 is warm-up
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    ratio = med(eng) / med(bare)
-    print(f"benchmark: {algo.name} on {cfg['dataset']['name']}, {data.num_clients} clients, {n_train} training "
-          f"samples, {steps} steps of batch {ctx.train.batch_size} per round; one torch thread (as runs train); "
-          f"median of rounds 2..{args.rounds}, engine and bare loop interleaved")
-    print(f"  engine round      {med(eng):7.3f} s  (train+aggregate {med(eng_train):.3f} s, evaluate "
-          f"{med(eng_eval):.3f} s, log+checkpoint {med(io):.3f} s)  {n_train / med(eng):8.0f} samples/s")
-    print(f"  bare loop pass    {med(bare):7.3f} s{' ' * 62}{n_train / med(bare):8.0f} samples/s")
-    print(f"  overhead ratio    {ratio:7.3f} x   (engine round / bare pass; target <= 1.0: "
-          f"{'met' if ratio <= 1.0 else 'NOT met'})")
-    print(f"  training ratio    {med(eng_train) / med(bare):7.3f} x   (train+aggregate / bare pass: the same work "
-          "plus the method's own loss terms, without evaluation)")
-    share = 100 * med(io) / med(eng)
-    print(f"  run-folder writes {share:7.2f} %   (atomic log rewrite + checkpoint with its log hash, per round; "
-          f"target < 2: {'met' if share < 2 else 'NOT met'})")
-    print(f"  peak memory       {peak_mb:7.0f} MB (process max RSS, dataset included)")
+    try:
+        device = resolve(args.device)
+        fraction = args.fraction or (1.0 if device == "cuda" else 0.05)
+        cfgs = configs(args.suite, fraction, args.rounds, device, args.executor)
+    except ConfigError as exc:
+        print(f"error: {exc}")
+        return 2
+    with one_thread() if device == "cpu" else contextlib.nullcontext():
+        for label, cfg in cfgs.items():
+            bench_config(label, cfg, args.rounds)
     return 0
 
 

@@ -38,6 +38,9 @@ from fedlib.validation import BOOL, ConfigError, Interval, check_fields, from_di
 # 2: every run trains with one torch thread (numbers must not depend on the machine's cores).
 CACHE_VERSION = 2
 NON_SEMANTIC = ("name", "data_root", "results_dir")
+# Where a run ran (device kind and executor) is part of its identity, written only when it is not the
+# reference (cpu, sequential), so that the ids of runs made before devices existed stay valid.
+REFERENCE_PLACEMENT = {"device": "cpu", "executor": "sequential"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +68,8 @@ class TrainConfig:
                              batch_size=self.batch_size, local_epochs=self.local_epochs, drop_last=self.drop_last)
 
 
-TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seeds", "data_root", "results_dir")
+TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seeds", "data_root", "results_dir",
+            "device", "executor")
 REQUIRED = ("dataset", "model", "partition", "algorithm", "train")
 
 
@@ -167,6 +171,13 @@ def validate(raw: dict, source: str = "config") -> dict:
     cfg["seeds"] = seeds
     cfg["data_root"] = raw.get("data_root")
     cfg["results_dir"] = str(raw.get("results_dir", "results"))
+    from fedlib.device import resolve
+
+    cfg["device"] = resolve(raw.get("device", "auto"))
+    executor = raw.get("executor", "auto")
+    if executor not in ("auto", "sequential", "batched"):
+        raise ConfigError("executor", executor, "one of 'auto', 'sequential', 'batched'")
+    cfg["executor"] = ("batched" if cfg["device"] == "cuda" else "sequential") if executor == "auto" else executor
     return cfg
 
 
@@ -224,6 +235,9 @@ def run_id(cfg: dict, seed: int) -> str:
     from fedlib.algorithms import ALGORITHMS
 
     body = {k: v for k, v in cfg.items() if k not in NON_SEMANTIC and k != "seeds"}
+    for key, reference in REFERENCE_PLACEMENT.items():
+        if body.get(key, reference) == reference:
+            body.pop(key, None)
     algo = dict(body["algorithm"])
     for field, neutral in getattr(ALGORITHMS.get(algo["name"]), "NEUTRAL", {}).items():
         if field in algo and algo[field] == neutral:

@@ -153,8 +153,10 @@ class Simulator:
             jobs[cid] = (clients[cid], msg, self.data.train[cid])
         if self.batched is not None:
             results = self.batched.local_updates(self.algo, self.ctx, jobs, rnd)
+            self.client_seconds = dict(self.batched.times)
         else:
-            results = sequential(self.algo, self.ctx, jobs, rnd)
+            self.client_seconds = {}
+            results = sequential(self.algo, self.ctx, jobs, rnd, self.client_seconds)
         for cid in chosen:
             clients[cid], up, metrics = results[cid]
             p, b = message_size(up)

@@ -24,7 +24,9 @@ with value-dependent shapes) runs sequentially, with one log line saying why.
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 
 import torch
 from torch.func import functional_call, grad, vmap
@@ -37,13 +39,32 @@ log = logging.getLogger(__name__)
 EXECUTORS = ("sequential", "batched")
 
 
-def sequential(algo: Algorithm, ctx: Context, jobs: dict, rnd: Round) -> dict:
-    """``{cid: (state, upload, metrics)}`` from each ``jobs[cid] = (client, msg, data)`` in turn."""
+def _pick(d: dict, ix: torch.Tensor, full: bool) -> dict:
+    """The rows ``ix`` of every stacked tensor (all of them as they are when ``full``)."""
+    return d if full else {n: v[ix] for n, v in d.items()}
+
+
+def _forward(model, w, x):
+    return functional_call(model, w, (x,))
+
+
+def sequential(algo: Algorithm, ctx: Context, jobs: dict, rnd: Round, times: dict | None = None) -> dict:
+    """``{cid: (state, upload, metrics)}`` from each ``jobs[cid] = (client, msg, data)`` in turn
+    (``times``, if given, receives each client's seconds)."""
     out = {}
     for cid, (client, msg, data) in jobs.items():
+        t0 = time.perf_counter()
         torch.manual_seed(derive_seed(rnd.seed, 1, rnd.index, cid))  # dropout and other global-RNG draws
         out[cid] = algo.local_update(ctx, cid, client, msg, data, rnd)
+        if times is not None:
+            _sync(ctx)
+            times[cid] = time.perf_counter() - t0
     return out
+
+
+def _sync(ctx: Context) -> None:
+    if ctx.device == "cuda":
+        torch.cuda.synchronize()
 
 
 class Batched:
@@ -51,18 +72,25 @@ class Batched:
 
     def __init__(self):
         self._noted: set = set()
+        self.times: dict = {}  # seconds of the last round per client (a group's time split over its clients)
 
     def _note(self, algo: Algorithm, why: str) -> None:
         if algo.name not in self._noted:
             self._noted.add(algo.name)
             log.warning("batched executor: %s runs sequentially (%s)", algo.name, why)
 
+    def _note_once(self, text: str) -> None:
+        if text not in self._noted:
+            self._noted.add(text)
+            log.warning("batched executor: %s", text)
+
     # -- local training ---------------------------------------------------------------------
     def local_updates(self, algo: Algorithm, ctx: Context, jobs: dict, rnd: Round) -> dict:
         why = algo.batch_support()
+        self.times = {}
         if why:
             self._note(algo, why)
-            return sequential(algo, ctx, jobs, rnd)
+            return sequential(algo, ctx, jobs, rnd, self.times)
         tasks = {cid: algo.task(ctx, cid, client, msg, data, rnd) for cid, (client, msg, data) in jobs.items()}
         groups: dict = {}
         for cid, task in tasks.items():
@@ -71,6 +99,7 @@ class Batched:
             groups.setdefault(key, []).append(cid)
         out = {}
         for n, cids in enumerate(groups.values()):
+            t0 = time.perf_counter()
             torch.manual_seed(derive_seed(rnd.seed, 8, rnd.index, n))  # dropout masks of this group
             trained = self._train_group(algo, ctx, cids, tasks, {c: jobs[c][2] for c in cids}, rnd)
             for cid in cids:
@@ -78,6 +107,8 @@ class Batched:
                 state, sums, metrics = trained[cid]
                 model = algo.module(ctx, cid, state)
                 out[cid] = algo.finish(ctx, cid, client, msg, data, rnd, tasks[cid], model, sums, metrics)
+            _sync(ctx)
+            self.times.update({cid: (time.perf_counter() - t0) / len(cids) for cid in cids})
         return {cid: out[cid] for cid in jobs}
 
     def _train_group(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
@@ -109,7 +140,14 @@ class Batched:
             return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
                           {lv: collected(out, lv).detach() for lv in first.collect})
 
-        step = vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, None), randomness="different")
+        # torchvision's stochastic depth (EfficientNet) draws into an unbatched tensor: vmap can only give
+        # every client of the group the same draw there
+        same = any(type(m).__name__ == "StochasticDepth" for m in model.modules())
+        if same:
+            self._note_once(f"{member(ctx.model_name, cids[0])}: one stochastic-depth draw per step for all its "
+                            "clients (torchvision draws it into an unbatched tensor)")
+        step = vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, None),
+                    randomness="same" if same else "different")
         C = ctx.num_classes
         dims = {lv: C if lv == "logits" else model.feature_dims[lv] for lv in first.collect}
         dev = next(iter(P.values())).device
@@ -133,9 +171,8 @@ class Batched:
                     sel = [g for g, _ in members]
                     full = len(sel) == G
                     ix = torch.tensor(sel, device=dev)
-                    pick = (lambda d: d) if full else (lambda d: {n: v[ix] for n, v in d.items()})
-                    p, b, e = pick(P), pick(B), pick(E)
-                    tw = {name: pick(T[name]) for name in T}
+                    p, b, e = _pick(P, ix, full), _pick(B, ix, full), _pick(E, ix, full)
+                    tw = {name: _pick(T[name], ix, full) for name in T}
                     x = torch.stack([datas[cids[g]].x[idx] for g, idx in members])
                     y = torch.stack([datas[cids[g]].y[idx] for g, idx in members])
                     grads, (losses, parts, coll) = step(p, b, x, y, e, tw, epoch)
@@ -213,7 +250,7 @@ class Batched:
                                                                            *jobs[c][2].shape[1:])])
                              if len(jobs[c][2]) < n_max else jobs[c][2] for c in cids])
             with torch.no_grad():
-                logits, feats = vmap(lambda w, x: functional_call(model, w, (x,)))(stacked, X)
+                logits, feats = vmap(functools.partial(_forward, model))(stacked, X)
             for g, cid in enumerate(cids):
                 n = sizes[g]
                 out[cid] = algo.scores(ctx, cid, jobs[cid][0], jobs[cid][1], logits[g, :n],

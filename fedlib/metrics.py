@@ -18,7 +18,7 @@ import torch
 def client_accuracies(scores: dict[str, torch.Tensor], y: torch.Tensor, own: torch.Tensor,
                       num_classes: int) -> dict[str, float]:
     """Accuracy of one client's test set under every rule, over all and own classes."""
-    mask = torch.zeros(num_classes, dtype=torch.bool)
+    mask = torch.zeros(num_classes, dtype=torch.bool, device=y.device)
     mask[own] = True
     out = {}
     for rule, s in scores.items():
@@ -48,11 +48,12 @@ def summarize_rounds(records: list[dict]) -> dict[str, dict]:
     for key in evals[-1]["acc"]:
         means = [r["acc"][key]["mean"] for r in evals]
         b = int(np.nanargmax(means))
+        bw = int(np.nanargmax([r["acc"][key]["weighted"] for r in evals]))
         out[key] = {"best": means[b], "best_round": evals[b]["round"], "best_std": evals[b]["acc"][key]["std"],
                     "last": means[-1], "last_round": evals[-1]["round"], "last_std": evals[-1]["acc"][key]["std"],
                     "last_weighted": evals[-1]["acc"][key]["weighted"],
                     "best_weighted": float(max(r["acc"][key]["weighted"] for r in evals)),
-                    "best_weighted_round": evals[int(np.nanargmax([r["acc"][key]["weighted"] for r in evals]))]["round"]}
+                    "best_weighted_round": evals[bw]["round"]}
     return out
 
 

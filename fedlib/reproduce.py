@@ -84,9 +84,10 @@ def notebook_error(path: Path, lines: int = 15) -> str:
 
 
 def _run_papermill(nb: Path, out: Path, profile: str, root: Path, progress: bool, log_output: bool,
-                   start_timeout: int) -> tuple[int, str]:
+                   start_timeout: int, device: str | None = None) -> tuple[int, str]:
     """Execute one notebook in a child process; stream its stderr (the progress bar) and keep the tail."""
-    cmd = [sys.executable, "-m", "papermill", str(nb), str(out), "-p", "profile", profile, "-k", KERNEL,
+    params = ["-p", "profile", profile] + (["-p", "device", device] if device else [])
+    cmd = [sys.executable, "-m", "papermill", str(nb), str(out), *params, "-k", KERNEL,
            "--cwd", str(root), "--start-timeout", str(start_timeout),
            "--progress-bar" if progress else "--no-progress-bar"]
     if log_output:
@@ -110,13 +111,13 @@ def _run_papermill(nb: Path, out: Path, profile: str, root: Path, progress: bool
 
 
 def run_notebook(nb: Path, profile: str, root: Path, progress: bool = True, log_output: bool = False,
-                 start_timeout: int = 120) -> Outcome:
+                 start_timeout: int = 120, device: str | None = None) -> Outcome:
     """Execute ``nb`` under ``profile``; collect its status, time, error and report section."""
     out = root / "results" / "executed" / profile / nb.name
     out.parent.mkdir(parents=True, exist_ok=True)
     section_file = figure_dir(nb.stem, profile, root, create=False) / "report.md"
     t0, started = time.perf_counter(), time.time()
-    code, stderr = _run_papermill(nb, out, profile, root, progress, log_output, start_timeout)
+    code, stderr = _run_papermill(nb, out, profile, root, progress, log_output, start_timeout, device)
     minutes = (time.perf_counter() - t0) / 60
     fresh = section_file.exists() and section_file.stat().st_mtime >= started - 1
     section = section_file.read_text() if fresh else None
@@ -183,9 +184,13 @@ def assemble(outcomes: list[Outcome], profile: str, root: Path, extra: str = "")
 
 
 def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebooks", root: str | Path = CHECKOUT,
-              only: list[str] | None = None, progress: bool = True, log_output: bool = False) -> int:
-    """Run the notebooks of ``notebooks`` under ``profile``, outputs below ``root``; 0 if all passed, else 1."""
+              only: list[str] | None = None, progress: bool = True, log_output: bool = False,
+              device: str | None = None) -> int:
+    """Run the notebooks of ``notebooks`` under ``profile``, outputs below ``root``; 0 if all passed, else 1.
+    ``device`` (cpu, cuda, auto) is injected into every notebook as its ``device`` parameter."""
     load_profile(profile)  # an unknown profile stops here, before any kernel starts
+    if device is not None and device not in ("auto", "cpu", "cuda"):
+        raise ConfigError("--device", device, "one of auto, cpu, cuda")
     root = Path(root).resolve()
     chosen = select_notebooks(Path(notebooks), only)
     if not chosen:
@@ -194,7 +199,7 @@ def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebo
     outcomes: list[Outcome] = []
     for i, nb in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {nb.stem} (profile {profile}) ...", flush=True)
-        o = run_notebook(nb, profile, root, progress, log_output)
+        o = run_notebook(nb, profile, root, progress, log_output, device=device)
         print(f"[{i}/{len(chosen)}] {nb.stem}: {o.status} in {o.minutes:.1f} min -> {o.executed}", flush=True)
         if o.status == "FAILED":
             print("    " + "\n    ".join(o.error.strip().splitlines()[-3:]), flush=True)

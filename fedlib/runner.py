@@ -24,7 +24,7 @@ from fedlib import store
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Context, Round
 from fedlib.config import TrainConfig, run_dir
-from fedlib.device import machine_record
+from fedlib.device import deterministic_cuda, machine_record
 from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import subsample
 from fedlib.engine import Simulator, median_seconds
@@ -52,11 +52,12 @@ def build(cfg: dict, seed: int):
         raise ConfigError("partition.num_clients", partition.num_clients, (
             f"a split that leaves every client a training and a test sample; clients {shown} get none of one "
             f"({len(ds.y_train)} + {len(ds.y_test)} samples in {ds.name}): use fewer clients or more data"))
-    data = FederatedData(ds, partition)
+    device = cfg.get("device", "cpu")
+    data = FederatedData(ds, partition).to(device)
     model_args = {k: v for k, v in cfg["model"].items() if k != "name"}
     ctx = Context(num_classes=ds.num_classes, input_shape=ds.input_shape, num_clients=partition.num_clients,
                   model_name=cfg["model"]["name"], model_args=model_args,
-                  train=TrainConfig(**cfg["train"]).settings(), seed=seed)
+                  train=TrainConfig(**cfg["train"]).settings(), seed=seed, device=device)
     dry_forward(ctx, ds)
     return data, ctx, make_algorithm(cfg["algorithm"])
 
@@ -75,7 +76,7 @@ def dry_forward(ctx: Context, ds) -> None:
     expected input, the dataset's shape and the models that fit."""
     from fedlib.models import FAMILIES, MODELS, build_model, member
 
-    x = ds.x_train[:1]
+    x = ds.x_train[:1].to(ctx.device)
     archs = {member(ctx.model_name, c): c for c in range(min(ctx.num_clients, 8))}
     for arch, cid in archs.items():
         try:
@@ -120,6 +121,8 @@ def one_thread():
 
 def run_one(cfg: dict, seed: int, progress: bool = True) -> dict:
     """Run (or resume, or fetch from the cache) one seed of ``cfg``; return its summary."""
+    if cfg.get("device") == "cuda":
+        deterministic_cuda()
     with one_thread():
         return _run_one(cfg, seed, progress)
 
@@ -183,7 +186,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     store.atomic_write(folder / store.PARTITION, json.dumps(data.partition.record()))
     t = cfg["train"]
     sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
-                    progress=progress, desc=f"{cfg['name']} seed {seed}")
+                    progress=progress, desc=f"{cfg['name']} seed {seed}", executor=cfg.get("executor", "sequential"))
     t0 = time.perf_counter()
     records = sim.run()
     summary = {
@@ -193,7 +196,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
         "comm_per_round": {k: float(np.mean([r[k] for r in records]))
                            for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
         "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
-        "machine": machine_record("cpu"),
+        "machine": machine_record(ctx.device), "executor": cfg.get("executor", "sequential"),
     }
     if records[-1].get("diverged"):
         summary["diverged_at"] = records[-1]["round"]

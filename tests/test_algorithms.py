@@ -145,7 +145,8 @@ def test_contract_v2_declared_messages_plain_state_and_pure_predict(name, tmp_pa
 def test_contract_every_hyperparameter_has_a_constraint(name):
     cls = ALGORITHMS[name]
     fields = {f.name for f in dataclasses.fields(cls)}
-    assert fields == set(cls.CONSTRAINTS), f"{name}: fields without a constraint {sorted(fields - set(cls.CONSTRAINTS))}"
+    missing = sorted(fields - set(cls.CONSTRAINTS))
+    assert fields == set(cls.CONSTRAINTS), f"{name}: fields without a constraint {missing}"
 
 
 def test_register_refuses_a_duplicate_or_missing_name():
@@ -173,7 +174,8 @@ def test_check_message_names_the_bad_key():
     ok = {"protos": torch.zeros(2, 5), "classes": torch.tensor([0, 3])}
     check_message(ok, spec, 4)
     check_message({**ok, "soft": torch.zeros(2, 4)}, spec, 4)
-    for bad, match in (({**ok, "classes": torch.tensor([0, 1, 2])}, "'classes' has shape \\(3,\\); declared \\[k\\] with k = 2"),
+    for bad, match in (({**ok, "classes": torch.tensor([0, 1, 2])},
+                        "'classes' has shape \\(3,\\); declared \\[k\\] with k = 2"),
                        ({**ok, "soft": torch.zeros(2, 3)}, "with C = 4"),
                        ({**ok, "classes": torch.zeros(2)}, "'classes' must be a int tensor"),
                        ({"classes": ok["classes"]}, "declared key 'protos' is missing"),

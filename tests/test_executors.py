@@ -58,7 +58,7 @@ def test_batched_equals_sequential_after_one_update_and_three_rounds(name, hp):
     three = both(algo, ctx, data, 3)
     for key in three["sequential"][0][-1]["clients"]:  # after three rounds: every client's accuracy within 0.5
         seq, bat = three["sequential"][0][-1]["clients"][key], three["batched"][0][-1]["clients"][key]
-        assert max(abs(a - b) for a, b in zip(seq, bat)) <= 0.005, key
+        assert max(abs(a - b) for a, b in zip(seq, bat, strict=True)) <= 0.005, key
     # the uploads and the round log agree too
     assert three["sequential"][0][-1]["up_params"] == three["batched"][0][-1]["up_params"]
 
@@ -101,11 +101,11 @@ def test_chaotic_member_is_sensitive_to_rounding_in_sequential_training_too():
     opts = [torch.optim.SGD(mm.parameters(), lr=0.05, momentum=0.5) for mm in (m, m2)]
     for _ in range(4):
         x, y = torch.randn(8, 1, 16, 16), torch.randint(0, 4, (8,))
-        for mm, o in zip((m, m2), opts):
+        for mm, o in zip((m, m2), opts, strict=True):
             o.zero_grad()
             F.cross_entropy(mm(x)[0], y).backward()
             o.step()
-    assert max(float((a - b).abs().max()) for a, b in zip(m.parameters(), m2.parameters())) > 0.1
+    assert max(float((a - b).detach().abs().max()) for a, b in zip(m.parameters(), m2.parameters(), strict=True)) > 0.1
 
 
 def test_methods_that_cannot_be_batched_run_sequentially_with_a_note(caplog):

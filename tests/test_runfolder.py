@@ -54,10 +54,10 @@ DAMAGE = {
     "log cut to one line, summary deleted": (lambda f: (f.joinpath("rounds.jsonl").write_text(
         f.joinpath("rounds.jsonl").read_text().splitlines(keepends=True)[0]), f.joinpath("summary.json").unlink()),
         "rounds.jsonl"),
-    "checkpoint and summary deleted": (lambda f: (f.joinpath("checkpoint.pt").unlink(), f.joinpath("summary.json").unlink()),
-                                       "rounds.jsonl"),
-    "checkpoint truncated, summary deleted": (lambda f: (cut(f / "checkpoint.pt", 300), f.joinpath("summary.json").unlink()),
-                                              "checkpoint.pt"),
+    "checkpoint and summary deleted": (
+        lambda f: (f.joinpath("checkpoint.pt").unlink(), f.joinpath("summary.json").unlink()), "rounds.jsonl"),
+    "checkpoint truncated, summary deleted": (
+        lambda f: (cut(f / "checkpoint.pt", 300), f.joinpath("summary.json").unlink()), "checkpoint.pt"),
     "checkpoint truncated, summary kept": (lambda f: cut(f / "checkpoint.pt", -200), "checkpoint.pt"),
     "garbage appended to the log, summary kept": (lambda f: f.joinpath("rounds.jsonl").open("a").write("{garbage\n"),
                                                   "rounds.jsonl"),

@@ -88,6 +88,7 @@ class Context:
     model_args: dict
     train: TrainSettings
     seed: int
+    device: str = "cpu"  # every model, data tensor and state tensor of the run lives here
     # scratch modules that states are loaded into (rebuilt on demand, never part of state)
     pool: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 
@@ -96,9 +97,10 @@ class Context:
         from fedlib.models import build_model, member
 
         tag = (3, cid) if cid is not None else (4,)
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]):  # initialised on the CPU: the same weights on every device
             torch.manual_seed(derive_seed(self.seed, *tag))
-            return build_model(member(self.model_name, cid), self.input_shape, self.num_classes, **self.model_args)
+            model = build_model(member(self.model_name, cid), self.input_shape, self.num_classes, **self.model_args)
+        return model.to(self.device)
 
 
 def weights(module: nn.Module) -> dict:
@@ -235,7 +237,7 @@ class Algorithm:
         mod = None if fresh else ctx.pool.get(key)
         if mod is None:
             with torch.random.fork_rng(devices=[]):  # building draws random inits: keep the run's RNG untouched
-                mod = self.build(ctx, cid, role)
+                mod = self.build(ctx, cid, role).to(ctx.device)
             if not fresh:
                 ctx.pool[key] = mod
         mod.load_state_dict(state)
@@ -386,7 +388,7 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
         m.train()
     n, bs = len(data), t.batch_size
     steps = _steps(n, t)
-    total, count = torch.zeros(()), 0
+    total, count = torch.zeros((), device=data.x.device), 0
     for epoch in range(t.local_epochs):
         perm = torch.randperm(n, generator=gen)
         for b in range(steps):
@@ -459,7 +461,8 @@ def mean_params(msgs: list[Message], keys, weights: torch.Tensor | None = None) 
 
 def sample_weights(msgs: list[Message], weighted: bool) -> torch.Tensor:
     """Per-message weights: ``num_samples`` (weighted) or ones (FedAvg's two options)."""
-    return torch.tensor([float(m["num_samples"]) if weighted else 1.0 for m in msgs])
+    device = next((v.device for v in msgs[0].values() if isinstance(v, torch.Tensor)), None)
+    return torch.tensor([float(m["num_samples"]) if weighted else 1.0 for m in msgs], device=device)
 
 
 def frozen_copy(model: nn.Module, msg: dict | None = None, prefix: str = "w.") -> nn.Module:

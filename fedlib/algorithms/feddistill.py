@@ -48,7 +48,8 @@ class FedDistill(Algorithm):
 
     def init_server(self, ctx):
         C = ctx.num_classes
-        return {"logits": torch.zeros(C, C), "present": torch.zeros(C, dtype=torch.bool)}
+        return {"logits": torch.zeros(C, C, device=ctx.device),
+                "present": torch.zeros(C, dtype=torch.bool, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
         return rows_message(server["logits"], server["present"], key="logits")

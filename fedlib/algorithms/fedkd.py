@@ -24,9 +24,9 @@ its rounds 0..R. Client and server both know r, so T is not sent. The server rec
 averages them (plain mean), compresses the mean with the same T and sends the factors.
 
 Up: ``svd_u.<name>``, ``svd_s.<name>``, ``svd_v.<name>`` (compressed), ``mentee.<name>`` (sent
-as is). Down: the same for the averaged mentee; no mentee before the first aggregation (every client starts from the same seeded
-mentee, as HtFLlib clients copy the server's initial model when they are created). Only
-parameters travel; each client keeps its mentee's BatchNorm statistics.
+as is). Down: the same for the averaged mentee; no mentee before the first aggregation (every
+client starts from the same seeded mentee, as HtFLlib clients copy the server's initial model
+when they are created). Only parameters travel; each client keeps its mentee's BatchNorm statistics.
 
 Choices (HtFLlib default first):
 - ``t_start=0.95``, ``t_end=0.98``: ProtoNorm Table 6, HtFLlib ``-Ts 0.95 -Te 0.98``;

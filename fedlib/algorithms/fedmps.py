@@ -129,8 +129,10 @@ class FedMPS(Algorithm):
     def init_server(self, ctx):
         C = ctx.num_classes
         return {"head": weights(ctx.new_model(None).head),  # the server's global model f(psi_bar; .), persistent
-                "low": torch.zeros(C, 0), "high": torch.zeros(C, 0), "present": torch.zeros(C, dtype=torch.bool),
-                "soft": torch.zeros(C, C), "has_soft": torch.zeros(C, dtype=torch.bool)}
+                "low": torch.zeros(C, 0, device=ctx.device), "high": torch.zeros(C, 0, device=ctx.device),
+                "present": torch.zeros(C, dtype=torch.bool, device=ctx.device),
+                "soft": torch.zeros(C, C, device=ctx.device),
+                "has_soft": torch.zeros(C, dtype=torch.bool, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
         msg = rows_message(server["high"], server["present"], key="high")
@@ -175,9 +177,9 @@ class FedMPS(Algorithm):
             logits = head(x)
         counts = torch.bincount(y, minlength=C).clamp(min=1).unsqueeze(1).float()
         if self.soft_label == "eq8":
-            soft = torch.zeros(C, C).index_add_(0, y, F.softmax(logits / self.tau2, dim=1)) / counts
+            soft = torch.zeros(C, C, device=y.device).index_add_(0, y, F.softmax(logits / self.tau2, dim=1)) / counts
         else:  # the code: per-class mean logits, softened by the client
-            mean_logits = torch.zeros(C, C).index_add_(0, y, logits) / counts
+            mean_logits = torch.zeros(C, C, device=y.device).index_add_(0, y, logits) / counts
             soft = F.softmax(mean_logits / self.tau2, dim=1)
         has_soft = torch.bincount(y, minlength=C) > 0
         return keep_last(soft, has_soft, server["soft"], server["has_soft"])

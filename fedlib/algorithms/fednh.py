@@ -118,7 +118,7 @@ class FedNH(FedAvg):
     def build(self, ctx, cid, role="model"):
         model = ctx.new_model(cid)
         model.head = PrototypeHead(model.feature_dims["high"], ctx.num_classes, self.scale, self.learn_scale)
-        return model
+        return model.to(ctx.device)
 
     def init_server(self, ctx):
         model = self.build(ctx, None)

@@ -93,7 +93,8 @@ class FedProc(FedAvg):
 
     def init_server(self, ctx):
         C = ctx.num_classes
-        return {**super().init_server(ctx), "protos": torch.zeros(C, 0), "present": torch.zeros(C, dtype=torch.bool)}
+        return {**super().init_server(ctx), "protos": torch.zeros(C, 0, device=ctx.device),
+                "present": torch.zeros(C, dtype=torch.bool, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
         return {**server["weights"], **rows_message(server["protos"], server["present"])}

@@ -59,7 +59,7 @@ def adaptive_margin(mean: torch.Tensor, present: torch.Tensor, threshold: float)
     m = mean[present]
     if len(m) < 2:
         return 0.0
-    d = torch.cdist(m, m) + torch.diag(torch.full((len(m),), float("inf")))
+    d = torch.cdist(m, m) + torch.diag(torch.full((len(m),), float("inf"), device=m.device))
     return float(min(float(d.min(dim=1).values.max()), threshold))
 
 
@@ -104,11 +104,11 @@ class FedTGP(PrototypeMethod):
         margin = adaptive_margin(mean, present & (torch.bincount(y, minlength=C) > 0), self.margin_threshold)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(ctx.seed, 5))  # the generator's initial weights (first round)
-            gen_model = TrainableGlobalPrototypes(C, x.shape[1])
+            gen_model = TrainableGlobalPrototypes(C, x.shape[1]).to(x.device)
         if server["generator"] is not None:
             gen_model.load_state_dict(server["generator"])
         opt = torch.optim.SGD(gen_model.parameters(), lr=self.server_lr or ctx.train.lr)
-        all_classes = torch.arange(C)
+        all_classes = torch.arange(C, device=x.device)
         losses = server_epochs(gen_model, opt, x, y, self.server_epochs, self.server_batch_size or ctx.train.batch_size,
                                lambda xb, yb: margin_loss(xb, yb, gen_model(all_classes), margin))
         gen_model.eval()

@@ -83,8 +83,8 @@ class Moon(FedAvg):
             # FedMPS code: the pool holds the clients' models after the new average was loaded into them
             prev = (prev + [{k: v.clone() for k, v in msg.items() if k.startswith("w.")}])[-self.buffer_size:]
         if self.mu > 0 and prev:
-            task.teachers = {"global": task.weights,
-                             **{f"prev{i}": {**task.weights, **{k[2:]: v for k, v in w.items()}} for i, w in enumerate(prev)}}
+            task.teachers = {"global": task.weights, **{f"prev{i}": {**task.weights, **{k[2:]: v for k, v in w.items()}}
+                                                        for i, w in enumerate(prev)}}
         task.memo["prev"] = prev
         return task
 

@@ -86,7 +86,8 @@ class PrototypeMethod(Algorithm):
     # -- server --------------------------------------------------------------------------
     def init_server(self, ctx):
         C = ctx.num_classes
-        return {"protos": torch.zeros(C, 0), "present": torch.zeros(C, dtype=torch.bool)}
+        return {"protos": torch.zeros(C, 0, device=ctx.device),
+                "present": torch.zeros(C, dtype=torch.bool, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
         return rows_message(server["protos"], server["present"], scale=self.sent_scale())

@@ -38,6 +38,13 @@ class FederatedData:
                 i = torch.from_numpy(idx)
                 out.append(ClientData(cid, x_pool[i].contiguous(), y_pool[i].contiguous(), classes))
 
+    def to(self, device: str | torch.device) -> FederatedData:
+        """Move every client's tensors to ``device`` (in place; returns self)."""
+        for part in (self.train, self.test):
+            for d in part:
+                d.x, d.y, d.classes = d.x.to(device), d.y.to(device), d.classes.to(device)
+        return self
+
     @property
     def num_clients(self) -> int:
         return self.partition.num_clients

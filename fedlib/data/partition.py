@@ -88,7 +88,8 @@ def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_cl
     ``test_shots`` samples of each owned class from the official test split, also from
     disjoint per-client blocks. The draws follow the FedProto/FedMPS code: numpy's
     legacy RandomState(seed) draws n then k, Python's Random(seed) draws the class sets.
-    ``shuffle`` permutes each class once with the seed before blocks are cut (docs/fedmps.md, decision 14: equals the paper's "randomly selected").
+    ``shuffle`` permutes each class once with the seed before blocks are cut (docs/fedmps.md, decision 14:
+    equals the paper's "randomly selected").
     """
     C = num_classes
     _check_int("partition.num_clients", num_clients, 1)

@@ -199,7 +199,8 @@ def make_spiral(points_per_class: int = 5000, num_classes: int = 6, noise: float
 
     Class k: r = linspace(1, 10, n), angle = linspace(k*pi/3, (k+1)*pi/3, n) + U[0,1)*noise,
     point = (r sin angle, r cos angle). The paper's printed angle term (i-1)*k/(3*4999)*pi
-    gives class 0 no sweep and its N(0,1) noise swamps the arms; docs/protonorm.md, decision 21 recommends this generator, which we follow.
+    gives class 0 no sweep and its N(0,1) noise swamps the arms; docs/protonorm.md, decision 21: this
+    generator is the one used.
     """
     rng = np.random.default_rng(seed)
     r = np.linspace(1.0, 10.0, points_per_class)

@@ -60,6 +60,8 @@ class Plan:
     settings: dict
     results_dir: str
     data_root: str | None = None
+    device: str | None = None     # None: the config default, auto (CUDA when present)
+    executor: str | None = None   # None: the config default, auto (batched on CUDA)
 
     @property
     def seeds(self) -> list[int]:
@@ -69,9 +71,17 @@ class Plan:
     def params_file(cls) -> Path:
         return PARAMS_ROOT / cls.paper / "experiments.yaml"
 
+    def placement(self, raw: dict) -> dict:
+        """``raw`` with the plan's device and executor (when set)."""
+        for key in ("device", "executor"):
+            if getattr(self, key) is not None:
+                raw[key] = getattr(self, key)
+        return raw
+
     @classmethod
     def load(cls, profile: str = "quick", results_dir: str | Path | None = None, data_root: str | None = None,
-             seeds: list[int] | None = None, path: str | Path | None = None, **overrides) -> Plan:
+             seeds: list[int] | None = None, path: str | Path | None = None, device: str | None = None,
+             executor: str | None = None, **overrides) -> Plan:
         """The plan of ``profile``. ``results_dir`` defaults to the output root's ``results/``
         (:func:`fedlib.report.results_dir`), so notebooks, nbval and headless runs share one
         cache; ``seeds`` and the study's own ``overrides`` (e.g. ``methods``, ``rounds``)
@@ -82,7 +92,7 @@ class Plan:
         if profile not in spec["profiles"]:
             raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
         plan = cls(profile, spec, copy.deepcopy(spec["profiles"][profile]),
-                   str(results_dir or report.results_dir()), data_root)
+                   str(results_dir or report.results_dir()), data_root, device, executor)
         if seeds is not None:
             plan.settings["seeds"] = check_seeds(seeds)
         plan.override(**{k: v for k, v in overrides.items() if v is not None})
@@ -102,4 +112,6 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
     ap.add_argument("--rounds", type=int, help="default: the profile's rounds")
     ap.add_argument("--workers", type=int, help="runs in parallel (default: one per CPU core)")
+    ap.add_argument("--device", help="auto (default: CUDA when present), cpu or cuda")
+    ap.add_argument("--executor", help="auto (default: batched on CUDA), sequential or batched")
     return ap

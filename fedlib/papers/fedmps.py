@@ -69,10 +69,13 @@ class Plan(papers.Plan):
 
 
 def load_plan(profile: str = "quick", results_dir: str | None = None, data_root: str | None = None,
-              methods: list[str] | None = None, seeds: list[int] | None = None, rounds: int | None = None) -> Plan:
+              methods: list[str] | None = None, seeds: list[int] | None = None, rounds: int | None = None,
+              device: str | None = None, executor: str | None = None) -> Plan:
     """The plan of ``profile``; ``methods`` (Table III rows), ``seeds`` and ``rounds`` (every
-    study) override the profile's settings, e.g. from a notebook's parameters cell."""
-    return Plan.load(profile, results_dir, data_root, seeds, methods=methods, rounds=rounds)
+    study) override the profile's settings, ``device`` and ``executor`` place every run, e.g.
+    from a notebook's parameters cell."""
+    return Plan.load(profile, results_dir, data_root, seeds, device=device, executor=executor, methods=methods,
+                     rounds=rounds)
 
 
 def config(plan: Plan, method: str, rounds: str = "main", name: str | None = None, **changes) -> dict:
@@ -87,7 +90,7 @@ def config(plan: Plan, method: str, rounds: str = "main", name: str | None = Non
     raw["seeds"] = plan.seeds
     raw["results_dir"] = plan.results_dir
     raw["data_root"] = plan.data_root
-    raw = apply_overrides(raw, {**plan.settings.get("overrides", {}), **changes})
+    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
     raw["name"] = name or f"fedmps-study/{method}"
     return validate(raw)
 
@@ -271,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = papers.cli("python -m fedlib.papers.fedmps", main.__doc__).parse_args(argv)
     try:
-        plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds)
+        plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device,
+                         executor=args.executor)
         configs = table3_configs(plan)
         if args.methods:
             configs = {m: configs[m] for m in check_methods(args.methods, list(configs))}

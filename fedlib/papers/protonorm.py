@@ -63,10 +63,13 @@ class Plan(papers.Plan):
 
 
 def load_plan(profile: str = "quick", results_dir: str | None = None, methods: list[str] | None = None,
-              rounds: int | None = None, seeds: list[int] | None = None, data_root: str | None = None) -> Plan:
+              rounds: int | None = None, seeds: list[int] | None = None, data_root: str | None = None,
+              device: str | None = None, executor: str | None = None) -> Plan:
     """The plan of ``profile``; ``methods`` (Table 1 rows), ``rounds`` (Table 1 protocol) and
-    ``seeds`` override the profile, e.g. from the notebook's parameters cell."""
-    return Plan.load(profile, results_dir, data_root, seeds, methods=methods, rounds=rounds)
+    ``seeds`` override the profile, ``device`` and ``executor`` place every run, e.g. from the
+    notebook's parameters cell."""
+    return Plan.load(profile, results_dir, data_root, seeds, device=device, executor=executor, methods=methods,
+                     rounds=rounds)
 
 
 def spiral_configs(plan: Plan) -> dict[str, dict]:
@@ -81,7 +84,7 @@ def spiral_configs(plan: Plan) -> dict[str, dict]:
         raw["results_dir"] = plan.results_dir
         raw["data_root"] = plan.data_root
         raw["name"] = f"protonorm-study/spiral/{key}"
-        raw = apply_overrides(raw, {"train.rounds": plan.settings["spiral_rounds"]})
+        raw = apply_overrides(plan.placement(raw), {"train.rounds": plan.settings["spiral_rounds"]})
         out[key] = validate(raw)
     return out
 
@@ -160,7 +163,7 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
     raw["seeds"] = plan.seeds
     raw["results_dir"] = plan.results_dir
     raw["data_root"] = plan.data_root
-    raw = apply_overrides(raw, changes)
+    raw = apply_overrides(plan.placement(raw), changes)
     where = "" if dataset == "fmnist" else f"{dataset}/"
     raw["name"] = name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
     return validate(raw)
@@ -345,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10, cifar100 (from the data root)")
     args = ap.parse_args(argv)
     try:
-        plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds)
+        plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds, device=args.device,
+                         executor=args.executor)
         known = list(plan.spec["table1"]["partitions"])
         if args.partitions:
             if any(p not in known for p in args.partitions):

@@ -1,0 +1,77 @@
+"""Devices: the device kind is part of a run's identity, every run records its machine, the
+headless commands need none of the notebook packages; on CUDA (when present) runs repeat bit
+for bit and the batched executor agrees with the sequential one."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedlib.config import load_config, run_id
+from fedlib.runner import load_rounds, run_one
+from fedlib.validation import ConfigError
+
+CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+CUDA = torch.cuda.is_available()
+
+
+def test_device_and_executor_are_part_of_the_run_identity():
+    assert load_config(CFG)["device"] == ("cuda" if CUDA else "cpu")  # auto resolves per machine
+    plain = load_config(CFG, ["device=cpu"])
+    assert plain["device"] == "cpu" and plain["executor"] == "sequential"  # auto executor on a CPU
+    batched = load_config(CFG, ["device=cpu", "executor=batched"])
+    as_cuda = {**plain, "device": "cuda", "executor": "batched"}  # what a CUDA machine validates to
+    ids = {run_id(plain, 1), run_id(batched, 1), run_id(as_cuda, 1)}
+    assert len(ids) == 3  # a CPU result is never served for a CUDA (or batched) request
+    # the reference placement (cpu, sequential) leaves the id of runs made before devices existed
+    legacy = {k: v for k, v in plain.items() if k not in ("device", "executor")}
+    assert run_id(plain, 1) == run_id(legacy, 1)
+
+
+@pytest.mark.skipif(CUDA, reason="checks the refusal on a machine without CUDA")
+def test_cuda_without_a_gpu_is_a_one_line_error():
+    with pytest.raises(ConfigError, match="device: got 'cuda'; allowed: cpu or auto: this machine has no CUDA"):
+        load_config(CFG, ["device=cuda"])
+
+
+def test_every_run_records_its_machine(tmp_path):
+    summary = run_one(load_config(CFG, [f"results_dir={tmp_path}", "train.rounds=1", "device=cpu"]), 1,
+                      progress=False)
+    machine = summary["machine"]
+    assert machine["device"] == "cpu" and machine["torch"] == torch.__version__ and machine["threads"] == 1
+    assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["cpu"]
+    assert summary["executor"] == "sequential"
+
+
+def test_headless_run_needs_no_notebook_packages(tmp_path):
+    # a GPU machine has torch but none of papermill, nbval, umap-learn, mlxtend: hide them
+    blocked = tmp_path / "blocked"
+    for name in ("papermill", "nbval", "umap", "mlxtend", "nbformat"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    env = {"PYTHONPATH": f"{blocked}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    code = ("import fedlib.papers.fedmps, fedlib.papers.protonorm, fedlib.bench, fedlib.runner, fedlib.executors;"
+            "from fedlib.__main__ import main;"
+            f"raise SystemExit(main(['run', '{CFG}', 'train.rounds=1', 'results_dir={tmp_path / 'r'}', '--no-progress']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "spiral_test: fedproto on spiral" in out.stdout
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_cuda_runs_repeat_bit_for_bit_and_batched_agrees(tmp_path):
+    a = load_config(CFG, [f"results_dir={tmp_path / 'a'}", "train.rounds=3", "device=cuda", "executor=sequential"])
+    b = {**a, "results_dir": str(tmp_path / "b")}
+    run_one(a, 1, progress=False)
+    run_one(b, 1, progress=False)
+    strip = lambda recs: [{k: v for k, v in r.items() if "seconds" not in k} for r in recs]  # noqa: E731
+    assert strip(load_rounds(a, 1)) == strip(load_rounds(b, 1))
+    c = load_config(CFG, [f"results_dir={tmp_path / 'c'}", "train.rounds=3", "device=cuda", "executor=batched"])
+    run_one(c, 1, progress=False)
+    for ra, rc in zip(load_rounds(a, 1), load_rounds(c, 1), strict=True):
+        for key, vals in ra["clients"].items():
+            assert max(abs(x - y) for x, y in zip(vals, rc["clients"][key], strict=True)) <= 0.005
