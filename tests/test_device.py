@@ -55,7 +55,8 @@ def test_headless_run_needs_no_notebook_packages(tmp_path):
     env = {"PYTHONPATH": f"{blocked}:{ROOT}", "PATH": "/usr/bin:/bin"}
     code = ("import fedlib.papers.fedmps, fedlib.papers.protonorm, fedlib.bench, fedlib.runner, fedlib.executors;"
             "from fedlib.__main__ import main;"
-            f"raise SystemExit(main(['run', '{CFG}', 'train.rounds=1', 'results_dir={tmp_path / 'r'}', '--no-progress']))")
+            f"raise SystemExit(main(['run', '{CFG}', 'train.rounds=1', 'results_dir={tmp_path / 'r'}', "
+            "'--no-progress']))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
