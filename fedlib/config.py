@@ -41,6 +41,8 @@ NON_SEMANTIC = ("name", "data_root", "results_dir")
 # Where a run ran (device kind and executor) is part of its identity, written only when it is not the
 # reference (cpu, sequential), so that the ids of runs made before devices existed stay valid.
 REFERENCE_PLACEMENT = {"device": "cpu", "executor": "sequential"}
+# Training settings added after runs existed, at the value that changes nothing: left out of run ids.
+TRAIN_NEUTRAL = {"lr_decay": 1.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +56,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     drop_last: bool = True
     eval_every: int = 1
+    lr_decay: float = 1.0  # per round; 1 = none (left out of run ids at 1)
 
     def __post_init__(self):
         check_fields(self, {
@@ -61,11 +64,12 @@ class TrainConfig:
             "local_epochs": Interval(1, None, integer=True), "batch_size": Interval(1, None, integer=True),
             "lr": Interval(0, None, low_open=True), "momentum": Interval(0, 1, high_open=True),
             "weight_decay": Interval(0, None), "drop_last": BOOL,
-            "eval_every": Interval(1, None, integer=True)}, prefix="train")
+            "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True)}, prefix="train")
 
     def settings(self) -> TrainSettings:
         return TrainSettings(lr=float(self.lr), momentum=float(self.momentum), weight_decay=float(self.weight_decay),
-                             batch_size=self.batch_size, local_epochs=self.local_epochs, drop_last=self.drop_last)
+                             batch_size=self.batch_size, local_epochs=self.local_epochs, drop_last=self.drop_last,
+                             lr_decay=float(self.lr_decay))
 
 
 TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seeds", "data_root", "results_dir",
@@ -238,6 +242,7 @@ def run_id(cfg: dict, seed: int) -> str:
     for key, reference in REFERENCE_PLACEMENT.items():
         if body.get(key, reference) == reference:
             body.pop(key, None)
+    body["train"] = {k: v for k, v in body["train"].items() if not (k in TRAIN_NEUTRAL and v == TRAIN_NEUTRAL[k])}
     algo = dict(body["algorithm"])
     for field, neutral in getattr(ALGORITHMS.get(algo["name"]), "NEUTRAL", {}).items():
         if field in algo and algo[field] == neutral:

@@ -159,6 +159,7 @@ class Batched:
         steps_i = [_steps(n, t) for n in n_i]
         gens = [rnd.generator(c) for c in cids]
         last = t.local_epochs - 1
+        lr = t.round_lr(rnd)
         for epoch in range(t.local_epochs):
             perms = [torch.randperm(n_i[g], generator=gens[g]) for g in range(G)]  # as sgd_epochs draws them
             for s in range(max(steps_i)):
@@ -176,7 +177,7 @@ class Batched:
                     x = torch.stack([datas[cids[g]].x[idx] for g, idx in members])
                     y = torch.stack([datas[cids[g]].y[idx] for g, idx in members])
                     grads, (losses, parts, coll) = step(p, b, x, y, e, tw, epoch)
-                    self._sgd(t, p, grads, M, None if full else ix, G)
+                    self._sgd(t, lr, p, grads, M, None if full else ix, G)
                     if not full:
                         for n in P:
                             P[n][ix] = p[n]
@@ -205,7 +206,7 @@ class Batched:
         return out
 
     @staticmethod
-    def _sgd(t, params: dict, grads: dict, M: dict, ix, G: int) -> None:
+    def _sgd(t, lr: float, params: dict, grads: dict, M: dict, ix, G: int) -> None:
         """torch.optim.SGD's step (weight decay, momentum without dampening, first step's buffer
         = the gradient) on the stacked parameters of the clients ``ix`` (``None``: all)."""
         with torch.no_grad():
@@ -226,7 +227,7 @@ class Batched:
                         m = M[n][ix].mul_(t.momentum).add_(d)
                         M[n][ix] = m
                         d = m
-                p.add_(d, alpha=-t.lr)
+                p.add_(d, alpha=-lr)
 
     # -- evaluation ---------------------------------------------------------------------------
     def predict_all(self, algo: Algorithm, ctx: Context, jobs: dict) -> dict:

@@ -78,17 +78,19 @@ def load_paper(paper: str, params: str | Path | None = None) -> dict:
 
 # ---------------------------------------------------------------------------------------------- tables
 
-def _mean_std(value: Any) -> tuple[float, float]:
-    """``x``, ``[mean, std]`` or ``(mean,)`` -> (mean, std); NaN where absent."""
+def _mean_std(value: Any) -> tuple[float, float, float]:
+    """``x``, ``[mean, std]``, ``[mean, std, n]`` or ``(mean,)`` -> (mean, std, n); NaN where absent.
+    With n = 1 the std is not a spread: it becomes NaN (and the cell reads ``x (n=1)``)."""
     if value is None:
-        return math.nan, math.nan
+        return math.nan, math.nan, math.nan
     if isinstance(value, list | tuple):
         if not value:
-            return math.nan, math.nan
+            return math.nan, math.nan, math.nan
         mean = float(value[0]) if value[0] is not None else math.nan
         std = float(value[1]) if len(value) > 1 and value[1] is not None else math.nan
-        return mean, std
-    return float(value), math.nan
+        n = float(value[2]) if len(value) > 2 and value[2] is not None else math.nan
+        return mean, (math.nan if n == 1 else std), n
+    return float(value), math.nan, math.nan
 
 
 def _rows(table: dict) -> dict:
@@ -116,22 +118,24 @@ def compare_numbers(paper_table: dict, ours: dict, scale: float = 1.0) -> pd.Dat
     records = []
     for r in rows:
         for c in columns:
-            pm, ps = _mean_std((prow.get(r) or {}).get(c))
-            om, os_ = _mean_std((orow.get(r) or {}).get(c))
+            pm, ps, _ = _mean_std((prow.get(r) or {}).get(c))
+            om, os_, on = _mean_std((orow.get(r) or {}).get(c))
             if math.isnan(pm) and math.isnan(om):
                 continue
             records.append({"row": r, "column": c, "paper_mean": pm, "paper_std": ps,
-                            "ours_mean": om * scale, "ours_std": os_ * scale, "diff": om * scale - pm})
+                            "ours_mean": om * scale, "ours_std": os_ * scale, "ours_n": on, "diff": om * scale - pm})
     frame = pd.DataFrame.from_records(
-        records, columns=["row", "column", "paper_mean", "paper_std", "ours_mean", "ours_std", "diff"])
+        records, columns=["row", "column", "paper_mean", "paper_std", "ours_mean", "ours_std", "ours_n", "diff"])
     return frame.set_index(["row", "column"])
 
 
-def fmt(mean: float, std: float = math.nan, digits: int = 2, sign: bool = False) -> str:
-    """``84.21 ± 3.39``, ``84.21``, ``+0.51`` or ``—``."""
+def fmt(mean: float, std: float = math.nan, digits: int = 2, sign: bool = False, n: float = math.nan) -> str:
+    """``84.21 ± 3.39``, ``84.21``, ``84.21 (n=1)``, ``+0.51`` or ``—``: a single run never shows ``± 0.00``."""
     if mean is None or math.isnan(mean):
         return DASH
     text = f"{mean:{'+' if sign else ''},.{digits}f}"
+    if n == 1:
+        return f"{text} (n=1)"
     return text if std is None or math.isnan(std) else f"{text} ± {std:,.{digits}f}"
 
 
@@ -146,7 +150,7 @@ def compare(paper_table: dict, ours: dict, digits: int = 2, scale: float = 1.0,
     nums = compare_numbers(paper_table, ours, scale)
     out = pd.DataFrame({
         "paper": [fmt(m, s, digits) for m, s in zip(nums.paper_mean, nums.paper_std, strict=True)],
-        "ours": [fmt(m, s, digits) for m, s in zip(nums.ours_mean, nums.ours_std, strict=True)],
+        "ours": [fmt(m, s, digits, n=n) for m, s, n in zip(nums.ours_mean, nums.ours_std, nums.ours_n, strict=True)],
         "diff": [fmt(d, digits=digits, sign=True) for d in nums["diff"]],
     }, index=nums.index)
     names = names or (paper_table.get("row_name", "row"), paper_table.get("column_name", "column"))
@@ -173,6 +177,23 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 # ---------------------------------------------------------------------------------------------- report
 
+def git_commit() -> str:
+    """The checkout's short commit, marked when tracked files other than the run's own outputs changed."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=CHECKOUT, capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)REPORT.md", ":(exclude)figures", ":(exclude)results"], cwd=CHECKOUT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def _jsonable(x):
     if isinstance(x, float) and math.isnan(x):
         return None
@@ -192,9 +213,11 @@ class ReportSection:
     lives there.
     """
 
-    def __init__(self, paper: str, profile: str, title: str | None = None):
+    def __init__(self, paper: str, profile: str, title: str | None = None, rounds: str | None = None,
+                 seeds: list | None = None, device: str = "cpu"):
         self.paper, self.profile = paper, profile
         self.title = title or paper
+        self.rounds, self.seeds, self.device = rounds, seeds, device
         self.folder = figure_dir(paper, profile)
         self.root = output_root()
         self.parts: list[str] = []
@@ -240,8 +263,23 @@ class ReportSection:
         self.data["values"].update(_jsonable(values))
         return self
 
+    def provenance(self) -> str:
+        """Profile, commit, date, machine, rounds and seeds: what made the numbers below."""
+        from fedlib.device import machine_record
+
+        m = machine_record(self.device)
+        where = (f"{m['gpu']} (CUDA {m['cuda']})" if self.device == "cuda" else
+                 f"CPU {m['cpu']} ({m['cpu_capability']}), one torch thread per run")
+        parts = [f"profile `{self.profile}`", f"commit {git_commit()}",
+                 _dt.datetime.now().astimezone().strftime("%Y-%m-%d"), f"{where}, torch {m['torch']}"]
+        if self.rounds is not None:
+            parts.append(f"rounds {self.rounds}")
+        if self.seeds is not None:
+            parts.append(f"seeds {', '.join(map(str, self.seeds))} (n={len(self.seeds)})")
+        return "_" + " · ".join(parts) + "_"
+
     def markdown(self) -> str:
-        head = f"## {self.title}\n\n_profile `{self.profile}`_"
+        head = f"## {self.title}\n\n{self.provenance()}"
         return "\n\n".join([head, *self.parts]) + "\n"
 
     def write(self) -> Path:

@@ -18,13 +18,14 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
-from fedlib.report import CHECKOUT, SCRATCH_PROFILES, figure_dir
+from fedlib.report import CHECKOUT, SCRATCH_PROFILES, figure_dir, git_commit
 from fedlib.validation import ConfigError
 
 PROFILES = CHECKOUT / "params" / "profiles.yaml"
@@ -92,9 +93,13 @@ def _run_papermill(nb: Path, out: Path, profile: str, root: Path, progress: bool
            "--progress-bar" if progress else "--no-progress-bar"]
     if log_output:
         cmd.append("--log-output")
-    env = {**os.environ, "FEDLIB_ROOT": str(root),
+    progress_file = out.with_suffix(".progress.json")
+    progress_file.unlink(missing_ok=True)
+    env = {**os.environ, "FEDLIB_ROOT": str(root), "FEDLIB_PROGRESS": str(progress_file),
            "PYTHONPATH": os.pathsep.join(p for p in (str(CHECKOUT), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env)
+    watcher = threading.Thread(target=_watch_progress, args=(proc, progress_file, nb.stem), daemon=True)
+    watcher.start()
     tail, show = b"", progress or log_output
     while chunk := proc.stderr.read1(4096):
         if show:
@@ -108,6 +113,29 @@ def _run_papermill(nb: Path, out: Path, profile: str, root: Path, progress: bool
             sys.stderr.buffer.flush()
         tail = (tail + chunk)[-20000:]
     return proc.wait(), ANSI.sub("", tail.decode(errors="replace"))
+
+
+def progress_line(state: dict, name: str) -> str:
+    """``fedmps: runs 12/34, rounds 340/1200, 6.2 min elapsed, ETA 11 min`` from a progress file."""
+    eta = state.get("eta_seconds")
+    return (f"{name}: {state['desc']}: runs {state['runs_done']}/{state['runs_total']}, rounds "
+            f"{state['rounds_done']}/{state['rounds_total']}, {state['elapsed_seconds'] / 60:.1f} min elapsed"
+            + (f", ETA {eta / 60:.0f} min" if eta is not None else ""))
+
+
+def _watch_progress(proc, path: Path, name: str, every: float = 15.0) -> None:
+    """While ``proc`` runs, print the notebook's runs done / total and ETA when they change."""
+    last, last_t = None, 0.0
+    while proc.poll() is None:
+        time.sleep(1.0)
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        key = (state.get("desc"), state.get("runs_done"), state.get("rounds_done"))
+        if key != last and (last is None or time.time() - last_t >= every):
+            last, last_t = key, time.time()
+            print("\n" + progress_line(state, name), file=sys.stderr, flush=True)
 
 
 def run_notebook(nb: Path, profile: str, root: Path, progress: bool = True, log_output: bool = False,
@@ -125,21 +153,6 @@ def run_notebook(nb: Path, profile: str, root: Path, progress: bool = True, log_
         return Outcome(nb.stem, "ok", minutes, str(out), section=section)
     error = notebook_error(out) or "\n".join(stderr.strip().splitlines()[-15:]) or f"papermill exited with {code}"
     return Outcome(nb.stem, "FAILED", minutes, str(out) if out.exists() else None, error, section)
-
-
-def _git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=CHECKOUT, capture_output=True,
-                              text=True, timeout=10)
-        if head.returncode != 0:
-            return "unknown"
-        # the run's own outputs (REPORT.md, figures/, results/) do not make the checkout dirty
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)REPORT.md", ":(exclude)figures", ":(exclude)results"], cwd=CHECKOUT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _relink(markdown: str, prefix: str) -> str:
@@ -160,7 +173,7 @@ def assemble(outcomes: list[Outcome], profile: str, root: Path, extra: str = "")
     """REPORT.md: header, status table, then every notebook's section in order."""
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     lines = ["# Reproduction report", "",
-             f"Profile `{profile}`, {stamp}, commit {_git_commit()}.{extra}", "",
+             f"Profile `{profile}`, {stamp}, commit {git_commit()}.{extra}", "",
              "| notebook | status | minutes |", "|---|---|---:|"]
     for o in outcomes:
         lines.append(f"| {o.name} | {o.status} | {'—' if o.minutes is None else f'{o.minutes:.1f}'} |")

@@ -234,6 +234,30 @@ def _rounds_done(cfg: dict, seed: int) -> int:
     return path.read_text().count("\n") if path.exists() else 0
 
 
+class Progress:
+    """Runs done / total with an ETA, written (when ``$FEDLIB_PROGRESS`` names a file) for a
+    process that watches this one: ``python -m fedlib reproduce`` prints it while a notebook's
+    cell trains, where papermill's own counter would sit on one cell."""
+
+    def __init__(self, desc: str, runs: int, cached: int, rounds: int):
+        self.path = os.environ.get("FEDLIB_PROGRESS")
+        self.desc, self.runs, self.cached, self.rounds = desc, runs, cached, rounds
+        self.t0 = time.time()
+
+    def write(self, finished: int, rounds_done: int) -> None:
+        if not self.path:
+            return
+        elapsed = time.time() - self.t0
+        eta = elapsed / rounds_done * (self.rounds - rounds_done) if rounds_done else None
+        state = {"desc": self.desc, "runs_done": self.cached + finished, "runs_total": self.runs,
+                 "rounds_done": rounds_done, "rounds_total": self.rounds, "elapsed_seconds": elapsed,
+                 "eta_seconds": eta, "updated": time.time()}
+        try:
+            store.atomic_write(Path(self.path), json.dumps(state))
+        except OSError:  # progress is a courtesy: never a reason to fail a run
+            pass
+
+
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
              desc: str = "runs") -> list[dict]:
     """Run many (config, seed) jobs, ``workers`` at a time in separate processes.
@@ -260,6 +284,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     failures = []
     bar = tqdm(total=total, desc=f"{desc}: {len(todo)} to run, {len(jobs) - len(todo)} cached",
                disable=not progress or not todo, unit="round")
+    tracker = Progress(desc, len(jobs), len(jobs) - len(todo), total)
+    tracker.write(0, 0)
     if todo:
         with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
                                     initializer=_die_with_parent) as pool:
@@ -274,7 +300,11 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
                     except Exception as exc:  # keep going: the other runs' work is not lost
                         failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(exc).__name__}: {exc}"))
                 bar.n = sum(_rounds_done(*jobs[i]) for i in todo)
+                finished = sum(summaries[i] is not None for i in todo) + len(failures)
+                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}", refresh=False)
                 bar.refresh()
+                tracker.write(finished, bar.n)
+    tracker.write(len(todo), total)
     bar.close()
     if failures:
         lines = "\n".join(f"  {name} seed {seed}: {why}" for name, seed, why in failures)

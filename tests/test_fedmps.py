@@ -126,6 +126,32 @@ def test_server_head_learns_the_prototypes_and_persists():
     assert again["head_loss_first_epoch"] < losses["head_loss_first_epoch"]
 
 
+def test_soft_label_weight_changes_the_local_update_once_soft_labels_exist():
+    # Table VII's soft-label rows differ from the others only if mu > 0 moves the model: from the
+    # same state and the same message (global prototypes and soft labels), mu = 1 and mu = 0 differ
+    from fedlib.algorithms.base import Round
+    from fedlib.data import FederatedData
+    from fedlib.data.partition import label_partition
+    from tests.conftest import tiny_image_dataset
+
+    ds = tiny_image_dataset()
+    part = label_partition("iid", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=2, seed=0, split="official")
+    data, ctx = FederatedData(ds, part), make_ctx(num_clients=2)
+    trained = {}
+    for mu in (0.0, 1.0):
+        algo = make_algorithm({"name": "fedmps", "mu": mu})
+        server, client = algo.init_server(ctx), algo.init_client(ctx, 0)
+        _, up, _ = algo.local_update(ctx, 0, client, {}, data.train[0], Round(1, 2, 0))  # round 1: no soft labels
+        server, _ = algo.aggregate(ctx, server, {0: up}, Round(1, 2, 0))
+        msg = algo.broadcast(ctx, server, 0, Round(2, 2, 0))
+        assert "soft" in msg  # round 2 carries soft labels
+        state, _, metrics = algo.local_update(ctx, 0, client, msg, data.train[0], Round(2, 2, 0))
+        trained[mu] = (state["model"], metrics)
+    assert "l_soft" in trained[1.0][1] and trained[1.0][1]["l_soft"] > 0 and "l_soft" not in trained[0.0][1]
+    a, b = trained[0.0][0], trained[1.0][0]
+    assert any(not torch.equal(a[k], b[k]) for k in a if a[k].is_floating_point())
+
+
 def test_all_weights_zero_trains_like_fedproto_without_its_loss():
     # alpha = beta = mu = 0 leaves CE only; the prototypes and the nearest-prototype rule are shared
     sim_m, rec_m = tiny_run("fedmps", rounds=3, alpha=0.0, beta=0.0, mu=0.0)

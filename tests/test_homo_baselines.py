@@ -89,7 +89,7 @@ def test_feduv_local_loss_adds_weighted_terms():
     model.eval()  # BatchNorm in eval mode: both forward passes see the same outputs
     logits, feats = model(x)
     expected = F.cross_entropy(logits, y) + 2.0 * variance_loss(logits) + 3.0 * uniformity_loss(feats["high"])
-    assert algo.local_loss(model, {}, x, y, None).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert algo.local_loss(model(x), y, {}, {}, {}).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
 def test_feduv_with_zero_weights_equals_fedavg(runs):

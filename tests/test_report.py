@@ -6,6 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from fedlib import report  # noqa: E402
 
@@ -98,7 +99,9 @@ def test_report_section_writes_markdown_json_and_figure(root):
     md_path = section.write()
     assert png == root / "results" / "smoke" / "figures" / "toy" / "curve.png" and png.stat().st_size > 0
     md = md_path.read_text()
-    assert md.startswith("## Toy paper\n") and "_profile `smoke`_" in md and "Some text." in md
+    assert md.startswith("## Toy paper\n") and "_profile `smoke` · commit " in md and "Some text." in md
+    # the section says what made its numbers: commit, date, machine
+    assert f"torch {torch.__version__}" in md and torch.backends.cpu.get_cpu_capability() in md
     assert "**Accuracy (%)**" in md and "| fedavg | 84.21 ± 3.39 | 85.00 ± 1.00 | +0.79 |" in md
     assert "![A curve](results/smoke/figures/toy/curve.png)" in md  # relative to the output root
     data = json.loads((md_path.parent / "report.json").read_text())

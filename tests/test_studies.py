@@ -55,6 +55,19 @@ def test_run_many_reports_failures_after_finishing_the_others(tmp_path):
     assert (tmp_path / run_id(good, 1) / "summary.json").exists()
 
 
+def test_run_many_writes_runs_done_and_an_eta_for_a_watcher(tmp_path, monkeypatch):
+    from fedlib.reproduce import progress_line
+
+    monkeypatch.setenv("FEDLIB_PROGRESS", str(tmp_path / "progress.json"))
+    a = load_config(CFG, {"results_dir": str(tmp_path / "r"), "train.rounds": 2})
+    run_many([(a, 1), (a, 2)], workers=1, progress=False, desc="grid")
+    state = json.loads((tmp_path / "progress.json").read_text())
+    assert (state["runs_done"], state["runs_total"], state["rounds_done"], state["rounds_total"]) == (2, 2, 4, 4)
+    assert progress_line(state, "nb").startswith("nb: grid: runs 2/2, rounds 4/4, ")
+    run_many([(a, 1), (a, 2)], workers=1, progress=False, desc="grid")  # all cached: done at once
+    assert json.loads((tmp_path / "progress.json").read_text())["runs_done"] == 2
+
+
 def test_load_state_brings_back_the_final_models(tmp_path):
     cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
     summary = run_one(cfg, 1, progress=False)
@@ -157,7 +170,7 @@ def test_all_jobs_are_unique_and_longest_first():
     plan = S.load_plan("quick")
     js = S.all_jobs(plan)
     ids = [run_id(c, s) for c, s in js]
-    assert len(ids) == len(set(ids)) == 31
+    assert len(ids) == len(set(ids)) == 34  # 31 + the three code-faithful variants
     assert js[0][0]["algorithm"]["name"] == "fedntd"  # 5 local epochs
     # the Table III run of FedMPS is also Table VI's n = 3 entry: one run, not two
     assert ids.count(run_id(S.config(plan, "fedmps"), 1234)) == 1

@@ -61,6 +61,11 @@ class TrainSettings:
     batch_size: int = 8
     local_epochs: int = 1
     drop_last: bool = True
+    lr_decay: float = 1.0  # per round: round r trains with lr * lr_decay ** (r - 1) (MP-FedCL Table IV)
+
+    def round_lr(self, rnd: Round) -> float:
+        """The learning rate of round ``rnd``."""
+        return self.lr if self.lr_decay == 1.0 else self.lr * self.lr_decay ** (rnd.index - 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,7 +357,7 @@ def train_task(algo: Algorithm, ctx: Context, cid: int, task: LocalTask, data: C
                 acc.add(collected(out, lv), yb)
         return loss
 
-    loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+    loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn, lr=ctx.train.round_lr(rnd))
     steps = _steps(len(data), ctx.train) * ctx.train.local_epochs
     return model, sums, loss, {k: float(v) / steps for k, v in part_sums.items()}
 
@@ -362,16 +367,17 @@ def _steps(n: int, t: TrainSettings) -> int:
     return max(1, n // t.batch_size) if t.drop_last else math.ceil(n / t.batch_size)
 
 def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Generator,
-               loss_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> float:
+               loss_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], lr: float | None = None) -> float:
     """Run ``ctx.train.local_epochs`` epochs of SGD on ``data``; return the mean batch loss.
 
     A new optimiser is made per call, so momentum restarts every round (as in the
     FedProto/FedMPS code). Batches are drawn from a fresh permutation per epoch using
     ``gen``; with ``drop_last`` a final partial batch is skipped, except that a client
     with fewer samples than one batch still takes one step on all of them.
-    ``loss_fn(xb, yb, epoch)`` returns the batch loss.
+    ``loss_fn(xb, yb, epoch)`` returns the batch loss; ``lr`` defaults to ``ctx.train.lr`` (pass
+    ``ctx.train.round_lr(rnd)`` where the rate decays over rounds).
     """
-    return joint_sgd_epochs(ctx, [(model, ctx.train.lr)], data, gen, loss_fn)
+    return joint_sgd_epochs(ctx, [(model, ctx.train.lr if lr is None else lr)], data, gen, loss_fn)
 
 
 def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: ClientData,

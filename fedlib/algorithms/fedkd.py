@@ -176,7 +176,7 @@ class FedKD(Algorithm):
             loss_s = ce_s + kl_loss(out_s, out, 1.0, self.kl_reduction, target_logits=True) / d + l_h
             return loss + loss_s
 
-        lr = ctx.train.lr
+        lr = ctx.train.round_lr(rnd)
         parts = [(model, lr), (mentee, self.mentee_lr or lr), (w_h, lr)]
         loss = joint_sgd_epochs(ctx, parts, data, rnd.generator(cid), loss_fn, self.clip_norm)
         up = compress_params(dict(mentee.named_parameters()), self.energy(rnd), self.svd_mode, self.rank_rule)

@@ -124,7 +124,7 @@ class FedProc(FedAvg):
                 acc.add(z, yb)
             return loss
 
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn)
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn, lr=ctx.train.round_lr(rnd))
         return {"model": weights(model)}, {**self.upload(model, data), **acc.message()}, {"train_loss": loss}
 
     def aggregate(self, ctx, server, uploads, rnd):

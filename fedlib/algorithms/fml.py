@@ -88,7 +88,7 @@ class FML(Algorithm):
                                          self.kl_reduction, self.joint_backward)
             return loss + loss_meme
 
-        lr = ctx.train.lr
+        lr = ctx.train.round_lr(rnd)
         loss = joint_sgd_epochs(ctx, [(model, lr), (meme, lr)], data, rnd.generator(cid), loss_fn, self.clip_norm)
         state = {"model": weights(model), "meme": weights(meme)}
         return state, model_message(meme, "meme.", buffers=False), {"train_loss": loss}

@@ -46,7 +46,8 @@ class LGFedAvg(Algorithm):
     def local_update(self, ctx, cid, client, msg, data, rnd):
         model = self.module(ctx, cid, client["model"])
         load_head_message(model, msg)
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb))
+        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb),
+                          lr=ctx.train.round_lr(rnd))
         return {"model": weights(model)}, {**head_message(model), "num_samples": len(data)}, {"train_loss": loss}
 
     def aggregate(self, ctx, server, uploads, rnd):

@@ -11,6 +11,8 @@ Schemes
   resampling until every client holds a minimum number of samples.
 - ``pathological``: PFLlib's "pat" (a fixed number of classes per client).
 - ``iid``: a uniform random split (reference point for the non-IID schemes).
+- ``fedpcl``: FedPCL's MNIST label skew as MP-FedCL uses it (a Dirichlet split of the first
+  ``train_size`` images, per-client label-IID test blocks).
 
 ``dirichlet``, ``pathological`` and ``iid`` take ``split``: ``"merge"`` (PFLlib: pool the
 official train and test sets, partition the pool, then split each client
@@ -282,7 +284,38 @@ def label_partition(scheme: str, y_train: np.ndarray, y_test: np.ndarray, num_cl
     return _finish(train, test, pool, num_classes, params)
 
 
-SCHEMES = ("nway_kshot", "dirichlet", "pathological", "iid")
+def fedpcl(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_clients: int = 5, alpha: float = 0.05,
+           train_size: int = 2000, min_size: int = 10, test_size: int = 100, seed: int = 0) -> Partition:
+    """FedPCL's label-skew construction, used by MP-FedCL on MNIST (FedPCL code ``partition_data``).
+
+    The first ``train_size`` training images (after one fixed shuffle of the official split,
+    the same for every seed: a class-sorted source must not leave classes out) are split per
+    class by Dir(``alpha``) with the capacity mask ("balance": a client already holding
+    ``train_size / num_clients`` samples gets no more), drawn again until every client holds
+    ``min_size``; client i's test set is the block ``[i * test_size, (i + 1) * test_size)`` of
+    the (fixed-shuffled) official test split, so test sets are label-IID.
+    """
+    _check_int("partition.num_clients", num_clients, 1)
+    _check_int("partition.train_size", train_size, num_clients, len(y_train),
+               f" (the data holds {len(y_train)} training samples)")
+    _check_int("partition.test_size", test_size, 1, len(y_test) // num_clients,
+               f" ({len(y_test)} test samples for {num_clients} clients)")
+    if not (isinstance(alpha, (int, float)) and alpha > 0):
+        raise ConfigError("partition.alpha", alpha, "a number in (0, inf)")
+    _check_int("partition.min_size", min_size, 0, train_size // num_clients)
+    fixed = np.random.default_rng(0)
+    tr_order, te_order = fixed.permutation(len(y_train)), fixed.permutation(len(y_test))
+    chosen = tr_order[:train_size]
+    parts = dirichlet_indices(np.asarray(y_train)[chosen], num_clients, float(alpha), min_size, seed)
+    train = [chosen[p] for p in parts]
+    n_train = len(y_train)
+    test = [te_order[i * test_size:(i + 1) * test_size] + n_train for i in range(num_clients)]
+    params = dict(scheme="fedpcl", num_clients=num_clients, alpha=alpha, train_size=train_size, min_size=min_size,
+                  test_size=test_size, seed=seed)
+    return _finish(train, test, np.concatenate([y_train, y_test]), num_classes, params)
+
+
+SCHEMES = ("nway_kshot", "dirichlet", "pathological", "iid", "fedpcl")
 
 
 def make_partition(params: dict, y_train, y_test, num_classes: int) -> Partition:
@@ -293,7 +326,7 @@ def make_partition(params: dict, y_train, y_test, num_classes: int) -> Partition
     y_test = np.asarray(y_test)
     if scheme not in SCHEMES:
         raise ConfigError("partition.scheme", scheme, "one of " + ", ".join(SCHEMES))
-    fn = nway_kshot if scheme == "nway_kshot" else functools.partial(label_partition, scheme)
+    fn = {"nway_kshot": nway_kshot, "fedpcl": fedpcl}.get(scheme) or functools.partial(label_partition, scheme)
     known = [p for p in inspect.signature(fn).parameters if p not in ("y_train", "y_test", "num_classes")]
     for key in params:
         if key not in known:
