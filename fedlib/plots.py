@@ -72,3 +72,20 @@ def distance_heatmap(dist: np.ndarray, ticks: list, ax=None, title: str | None =
     if title:
         ax.set_title(title, fontsize=9)
     return ax
+
+
+def partition_bubbles(partition, ax=None, title: str | None = None):
+    """Client x class training samples as bubbles, area proportional to the count (MP-FedCL Fig. 6 style)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4, 0.6 * partition.num_clients + 2), 4))
+    counts = np.asarray(partition.counts)
+    clients, classes = np.nonzero(counts)
+    sizes = counts[clients, classes]
+    ax.scatter(clients, classes, s=600 * sizes / sizes.max(), c=clients, cmap="tab10", alpha=0.6,
+               edgecolors="black", linewidths=0.5)
+    ax.set_xticks(range(partition.num_clients))
+    ax.set_yticks(range(counts.shape[1]))
+    ax.set(xlabel="client", ylabel="class", title=title or "training samples per client and class")
+    ax.set_xlim(-0.7, partition.num_clients - 0.3)
+    ax.set_ylim(-0.7, counts.shape[1] - 0.3)
+    return ax
