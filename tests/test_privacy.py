@@ -189,6 +189,15 @@ def test_model_query_leaves_model_untouched():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+def test_model_query_normalizes_only_the_named_levels():
+    model = build_model("cnn_fmnist", (1, 8, 8), 4)
+    x = torch.randn(6, 1, 8, 8)
+    raw, unit = model_query(model)(x), model_query(model, normalize=("high",))(x)
+    assert torch.allclose(unit["high"].norm(dim=1), torch.ones(6))
+    assert torch.allclose(unit["high"] * raw["high"].norm(dim=1, keepdim=True), raw["high"], atol=1e-5)
+    assert torch.equal(unit["low"], raw["low"])
+
+
 def test_prototype_attack_report_and_figure(tiny):
     # Prepare: a client's model, its uploaded two-level prototypes, disjoint auxiliary data
     model = build_model("cnn_fmnist", tiny.input_shape, tiny.num_classes)

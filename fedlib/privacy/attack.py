@@ -53,10 +53,12 @@ QueryFn = Callable[[torch.Tensor], Mapping[str, torch.Tensor]]
 LEVEL_OPTIONS: list[tuple[str, ...]] = [("low", "high"), ("low",), ("high",)]
 
 
-def model_query(model: nn.Module, batch_size: int = 512) -> QueryFn:
+def model_query(model: nn.Module, batch_size: int = 512, normalize: Sequence[str] = ()) -> QueryFn:
     """Wrap a fedlib model as the opaque box the attacker queries.
 
-    The returned function maps images (n, C, H, W) to ``{level: Tensor (n, d)}``. It runs
+    The returned function maps images (n, C, H, W) to ``{level: Tensor (n, d)}``; the levels in
+    ``normalize`` are L2-normalised per row, for methods whose prototypes are built from normalised
+    embeddings (MP-FedCL), so the decoder is trained on the scale of what the client uploads. It runs
     in eval mode without gradients and restores the model's mode afterwards, so queries
     leave the client's model (batch-norm statistics included) untouched. Eval mode is the
     client's inference behaviour; prototypes collected in train mode (docs/fedmps.md
@@ -71,7 +73,8 @@ def model_query(model: nn.Module, batch_size: int = 512) -> QueryFn:
             parts = [model(x[i:i + batch_size])[1] for i in range(0, len(x), batch_size)]
         finally:
             model.train(was_training)
-        return {k: torch.cat([p[k] for p in parts]).detach().cpu().float() for k in parts[0]}
+        out = {k: torch.cat([p[k] for p in parts]).detach().cpu().float() for k in parts[0]}
+        return {k: F.normalize(v, dim=1) if k in normalize else v for k, v in out.items()}
 
     return query
 
