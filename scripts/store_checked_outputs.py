@@ -24,11 +24,12 @@ def store(path: Path) -> int:
     executed = nbformat.read(path, as_version=4)
     root = Path(__file__).resolve().parents[1]
     os.environ["FEDLIB_PROFILE"] = "smoke"
-    os.environ["PYTHONPATH"] = str(root) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    extra = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(root) + (os.pathsep + extra if extra else "")
     NotebookClient(executed, timeout=1800, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     count = 0
-    for cell, done in zip(source.cells, executed.cells):
+    for cell, done in zip(source.cells, executed.cells, strict=True):
         if cell.cell_type != "code":
             continue
         if cell.source.lstrip().startswith(MARK):
