@@ -136,14 +136,24 @@ def validate(raw: dict, source: str = "config") -> dict:
     cfg: dict[str, Any] = {"name": str(raw.get("name", "experiment"))}
 
     ds = _as_spec(raw["dataset"], "dataset")
-    if set(ds) - {"name", "fraction"}:
-        raise unknown_key_error("dataset", next(iter(set(ds) - {"name", "fraction"})), ["name", "fraction"])
+    if set(ds) - {"name", "fraction", "encoder"}:
+        raise unknown_key_error("dataset", next(iter(set(ds) - {"name", "fraction", "encoder"})),
+                                ["name", "fraction", "encoder"])
     if "fraction" in ds:
         fr = ds["fraction"]
         if isinstance(fr, bool) or not isinstance(fr, (int, float)) or not 0 < fr <= 1:
             raise ConfigError("dataset.fraction", fr, "a number in (0, 1] (a stratified subsample of both splits)")
     if ds.get("name") not in LOADERS:
         raise ConfigError("dataset.name", ds.get("name"), "one of " + ", ".join(sorted(LOADERS)))
+    if "encoder" in ds:
+        from fedlib.data.domains import ENCODERS
+        from fedlib.data.sources import DOMAIN_DATASETS
+
+        if ds["name"] not in DOMAIN_DATASETS:
+            raise ConfigError("dataset.encoder", ds["encoder"],
+                              f"only with {' or '.join(DOMAIN_DATASETS)} (not {ds['name']})")
+        if ds["encoder"] not in ENCODERS:
+            raise ConfigError("dataset.encoder", ds["encoder"], "one of " + ", ".join(ENCODERS))
     cfg["dataset"] = ds
 
     model = _as_spec(raw["model"], "model")

@@ -39,13 +39,14 @@ def build(cfg: dict, seed: int):
     partition (every client gets a training and a test sample) and the model (one sample
     goes through every architecture the clients run).
     """
-    ds = load_dataset(cfg["dataset"]["name"], cfg["data_root"])
+    ds = load_dataset(cfg["dataset"]["name"], cfg["data_root"], cfg["dataset"].get("encoder"))
     if cfg["dataset"].get("fraction", 1) != 1:
         ds = subsample(ds, cfg["dataset"]["fraction"], seed=0)  # the same images for every run seed
     pargs = dict(cfg["partition"])
     pargs.setdefault("seed", seed)
     check_clients(pargs.get("num_clients"), ds)
-    partition = make_partition(pargs, ds.y_train.numpy(), ds.y_test.numpy(), ds.num_classes)
+    partition = make_partition(pargs, ds.y_train.numpy(), ds.y_test.numpy(), ds.num_classes,
+                               domains=None if ds.domain_names is None else (ds.domain_train, ds.domain_test))
     empty = [c for c in range(partition.num_clients) if not len(partition.train[c]) or not len(partition.test[c])]
     if empty:
         shown = ", ".join(map(str, empty[:8])) + (f" and {len(empty) - 8} more" if len(empty) > 8 else "")

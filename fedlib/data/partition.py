@@ -13,6 +13,8 @@ Schemes
 - ``iid``: a uniform random split (reference point for the non-IID schemes).
 - ``fedpcl``: FedPCL's MNIST label skew as MP-FedCL uses it (a Dirichlet split of the first
   ``train_size`` images, per-client label-IID test blocks).
+- ``domains``: feature skew, one domain per client with the same label distribution (FedPCL's
+  Digit-5 construction; needs a dataset with domains, :mod:`fedlib.data.domains`).
 
 ``dirichlet``, ``pathological`` and ``iid`` take ``split``: ``"merge"`` (PFLlib: pool the
 official train and test sets, partition the pool, then split each client
@@ -315,20 +317,54 @@ def fedpcl(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_client
     return _finish(train, test, np.concatenate([y_train, y_test]), num_classes, params)
 
 
-SCHEMES = ("nway_kshot", "dirichlet", "pathological", "iid", "fedpcl")
+def domains(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, domain_train: np.ndarray,
+            domain_test: np.ndarray, num_clients: int | None = None, train_per_class: int = 10,
+            test_per_class: int = 200, seed: int = 0) -> Partition:
+    """Feature skew (MP-FedCL Table V, FedPCL's Digit-5 construction): client i holds domain i, its
+    first ``train_per_class`` training and first ``test_per_class`` test samples of every class (fewer
+    where the domain has fewer), so every client has the same label distribution and its own features.
+    ``num_clients`` must equal the number of domains; the split does not depend on ``seed``."""
+    n_dom = int(max(domain_train.max(), domain_test.max())) + 1
+    if num_clients is None:
+        num_clients = n_dom
+    if num_clients != n_dom:
+        raise ConfigError("partition.num_clients", num_clients, f"{n_dom} (one client per domain of the dataset)")
+    _check_int("partition.train_per_class", train_per_class, 1)
+    _check_int("partition.test_per_class", test_per_class, 1)
+    n_train = len(y_train)
+    train, test = [], []
+    for d in range(n_dom):
+        for y, dom, per, out, offset in ((y_train, domain_train, train_per_class, train, 0),
+                                         (y_test, domain_test, test_per_class, test, n_train)):
+            idx = [np.flatnonzero((dom == d) & (y == c))[:per] for c in range(num_classes)]
+            out.append(np.concatenate(idx) + offset)
+    params = dict(scheme="domains", num_clients=num_clients, train_per_class=train_per_class,
+                  test_per_class=test_per_class, seed=seed)
+    return _finish(train, test, np.concatenate([y_train, y_test]), num_classes, params)
 
 
-def make_partition(params: dict, y_train, y_test, num_classes: int) -> Partition:
-    """Dispatch on ``params['scheme']``; the other keys are the scheme's arguments."""
+SCHEMES = ("nway_kshot", "dirichlet", "pathological", "iid", "fedpcl", "domains")
+
+
+def make_partition(params: dict, y_train, y_test, num_classes: int,
+                   domains: tuple[np.ndarray, np.ndarray] | None = None) -> Partition:
+    """Dispatch on ``params['scheme']``; the other keys are the scheme's arguments. ``domains``: the
+    domain index of every training and test sample, for the ``domains`` scheme."""
     params = dict(params)
     scheme = params.pop("scheme", None)
     y_train = np.asarray(y_train)
     y_test = np.asarray(y_test)
     if scheme not in SCHEMES:
         raise ConfigError("partition.scheme", scheme, "one of " + ", ".join(SCHEMES))
-    fn = {"nway_kshot": nway_kshot, "fedpcl": fedpcl}.get(scheme) or functools.partial(label_partition, scheme)
-    known = [p for p in inspect.signature(fn).parameters if p not in ("y_train", "y_test", "num_classes")]
+    fn = {"nway_kshot": nway_kshot, "fedpcl": fedpcl, "domains": globals()["domains"]}.get(scheme) \
+        or functools.partial(label_partition, scheme)
+    hidden = ("y_train", "y_test", "num_classes", "domain_train", "domain_test")
+    known = [p for p in inspect.signature(fn).parameters if p not in hidden]
     for key in params:
         if key not in known:
             raise unknown_key_error(f"partition ({scheme})", key, known)
+    if scheme == "domains":
+        if domains is None:
+            raise ConfigError("partition.scheme", scheme, "a dataset with domains (digit5, digit5_standin)")
+        params["domain_train"], params["domain_test"] = (np.asarray(d) for d in domains)
     return fn(y_train, y_test, num_classes, **params)

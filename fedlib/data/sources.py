@@ -47,6 +47,10 @@ class Dataset:
     y_test: torch.Tensor
     num_classes: int
     source: str
+    # feature-skew datasets (fedlib.data.domains): the domain index of every sample, and the domains' names
+    domain_train: np.ndarray | None = None
+    domain_test: np.ndarray | None = None
+    domain_names: list[str] | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -54,9 +58,12 @@ class Dataset:
 
     def record(self) -> dict:
         """What a run record stores about the data."""
-        return {"name": self.name, "source": self.source, "num_train": len(self.y_train),
-                "num_test": len(self.y_test), "num_classes": self.num_classes,
-                "input_shape": list(self.input_shape)}
+        out = {"name": self.name, "source": self.source, "num_train": len(self.y_train),
+               "num_test": len(self.y_test), "num_classes": self.num_classes,
+               "input_shape": list(self.input_shape)}
+        if self.domain_names is not None:
+            out["domains"] = list(self.domain_names)
+        return out
 
 
 CHECKOUT_DATA = Path(__file__).resolve().parents[2] / "data"
@@ -221,7 +228,15 @@ def load_spiral(root: Path) -> Dataset:
                    "synthetic spiral (FedNH generator, noise 0.5): 6x5000 train, 6x1000 test")
 
 
+def _domains(name: str, root: Path, encoder: str | None = None) -> Dataset:
+    from fedlib.data.domains import load_domains
+
+    return load_domains(name, root, encoder or "fmnist_cnn")
+
+
 LOADERS = {
+    "digit5": functools.partial(_domains, "digit5"),
+    "digit5_standin": functools.partial(_domains, "digit5_standin"),
     "fmnist": load_fmnist,
     "mnist": load_mnist,
     "cifar10": functools.partial(_load_cifar, "cifar10"),
@@ -230,18 +245,26 @@ LOADERS = {
 }
 
 
-@functools.lru_cache(maxsize=4)
-def _cached(name: str, root: str) -> Dataset:
+DOMAIN_DATASETS = ("digit5", "digit5_standin")   # one domain per sample; take ``dataset.encoder``
+
+
+@functools.lru_cache(maxsize=6)
+def _cached(name: str, root: str, encoder: str | None) -> Dataset:
+    if name in DOMAIN_DATASETS:
+        return LOADERS[name](Path(root), encoder)
     return LOADERS[name](Path(root))
 
 
-def load_dataset(name: str, root: str | os.PathLike | None = None) -> Dataset:
-    """Load ``name`` once per process (later calls return the same tensors)."""
-    if name not in LOADERS:
-        from fedlib.validation import ConfigError
+def load_dataset(name: str, root: str | os.PathLike | None = None, encoder: str | None = None) -> Dataset:
+    """Load ``name`` once per process (later calls return the same tensors); ``encoder``: the frozen
+    encoder of a feature-skew dataset (:mod:`fedlib.data.domains`)."""
+    from fedlib.validation import ConfigError
 
+    if name not in LOADERS:
         raise ConfigError("dataset.name", name, "one of " + ", ".join(sorted(LOADERS)))
-    return _cached(name, str(data_root(root)))
+    if encoder is not None and name not in DOMAIN_DATASETS:
+        raise ConfigError("dataset.encoder", encoder, f"only with {' or '.join(DOMAIN_DATASETS)} (not {name})")
+    return _cached(name, str(data_root(root)), encoder)
 
 
 def present(name: str, root: str | os.PathLike | None = None) -> bool:
@@ -280,5 +303,9 @@ def subsample(ds: Dataset, fraction: float, seed: int = 0) -> Dataset:
         return torch.from_numpy(np.sort(np.concatenate(keep)))
 
     tr, te = pick(ds.y_train), pick(ds.y_test)
+    dom = {} if ds.domain_names is None else {"domain_train": ds.domain_train[tr.numpy()],
+                                              "domain_test": ds.domain_test[te.numpy()],
+                                              "domain_names": ds.domain_names}
     return Dataset(ds.name, ds.x_train[tr], ds.y_train[tr], ds.x_test[te], ds.y_test[te], ds.num_classes,
-                   f"{ds.source}; stratified {fraction:g} subsample (seed {seed}): {len(tr)} train, {len(te)} test")
+                   f"{ds.source}; stratified {fraction:g} subsample (seed {seed}): {len(tr)} train, {len(te)} test",
+                   **dom)

@@ -12,13 +12,14 @@ import torch.nn as nn
 
 from fedlib.models import hetero
 from fedlib.models.cnn import CNNCifar, CNNFashion, FedAvgCNN
-from fedlib.models.mlp import MLPMnist, SpiralMLP
+from fedlib.models.mlp import MLPHead, MLPMnist, SpiralMLP
 from fedlib.validation import ConfigError
 
 MODELS: dict[str, type[nn.Module]] = {
     "cnn_fmnist": CNNFashion,
     "cnn_cifar": CNNCifar,
     "fedavg_cnn": FedAvgCNN,
+    "mlp_head": MLPHead,
     "mlp_mnist": MLPMnist,
     "mlp_spiral": SpiralMLP,
     **hetero.MODELS,

@@ -1,4 +1,4 @@
-"""Multi-layer perceptrons: MP-FedCL's MNIST MLP and the spiral toy MLP."""
+"""Multi-layer perceptrons: MP-FedCL's MNIST MLP, its MLP head on encoder features, the spiral toy MLP."""
 
 from __future__ import annotations
 
@@ -19,6 +19,22 @@ class MLPMnist(nn.Module):
         d_in = math.prod(input_shape)
         self.body = nn.Sequential(nn.Flatten(), nn.Linear(d_in, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                                   nn.Linear(512, 256), nn.ReLU())
+        self.head = nn.Linear(256, num_classes)
+        self.feature_dims = {"high": 256}
+
+    def forward(self, x):
+        high = self.body(x)
+        return self.head(high), {"high": high}
+
+
+class MLPHead(nn.Module):
+    """MP-FedCL's MLP on the 512-d output of a frozen encoder: Linear(512, 256) + ReLU (high, the prototype
+    space), then Linear(256, C): 133,898 parameters for C = 10 (MP-FedCL Table II, Digit-5 / Office-10).
+    The encoder is not part of the model: a feature-skew dataset (fedlib.data.domains) holds its outputs."""
+
+    def __init__(self, input_shape=(512,), num_classes=10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 256), nn.ReLU())
         self.head = nn.Linear(256, num_classes)
         self.feature_dims = {"high": 256}
 
