@@ -46,17 +46,14 @@ TRAIN_NEUTRAL = {"lr_decay": 1.0}
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(TrainSettings):
+    """An experiment's ``train`` section: the local optimisation settings every algorithm sees
+    (:class:`TrainSettings`: lr, momentum, weight_decay, batch_size, local_epochs, drop_last and
+    lr_decay, whose neutral 1 is left out of run ids) plus what only the engine uses."""
+
     rounds: int = 100
     participation: float = 1.0
-    local_epochs: int = 1
-    batch_size: int = 8
-    lr: float = 0.01
-    momentum: float = 0.5
-    weight_decay: float = 0.0
-    drop_last: bool = True
     eval_every: int = 1
-    lr_decay: float = 1.0  # per round; 1 = none (left out of run ids at 1)
 
     def __post_init__(self):
         check_fields(self, {
@@ -67,9 +64,10 @@ class TrainConfig:
             "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True)}, prefix="train")
 
     def settings(self) -> TrainSettings:
-        return TrainSettings(lr=float(self.lr), momentum=float(self.momentum), weight_decay=float(self.weight_decay),
-                             batch_size=self.batch_size, local_epochs=self.local_epochs, drop_last=self.drop_last,
-                             lr_decay=float(self.lr_decay))
+        """The part algorithms see, floats as floats."""
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainSettings)}
+        return TrainSettings(**{k: float(v) if isinstance(TrainSettings.__dataclass_fields__[k].default, float) else v
+                                for k, v in own.items()})
 
 
 TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seeds", "data_root", "results_dir",
@@ -172,7 +170,8 @@ def validate(raw: dict, source: str = "config") -> dict:
     algo = make_algorithm(algo_spec)
     cfg["algorithm"] = {"name": algo.name, **algo.hyperparameters()}
 
-    train_fields = [f.name for f in dataclasses.fields(TrainConfig)]
+    train_fields = ["rounds", "participation", "local_epochs", "batch_size", "lr", "momentum", "weight_decay",
+                    "drop_last", "eval_every", "lr_decay"]   # every TrainConfig field, in the order errors list them
     train = from_dict(TrainConfig, _mapping(raw["train"], "train", train_fields), owner="train")
     cfg["train"] = dataclasses.asdict(train)
 

@@ -219,7 +219,8 @@ def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebo
         outcomes.append(o)
     extra = ""
     if only:  # keep the other notebooks' earlier sections so REPORT.md stays whole
-        extra = " Run with --only " + ", ".join(p.stem for p in chosen) + "."
+        extra = (" Run with --only " + ", ".join(p.stem for p in chosen) + "; the other sections come from earlier "
+                 "runs, each under the profile its header states.")
         ran = {o.name: o for o in outcomes}
         outcomes = []
         for nb in select_notebooks(Path(notebooks)):

@@ -179,7 +179,7 @@ def test_config_files_need_their_sections_and_valid_yaml(tmp_path, text, message
     (["partition.num_clients=100000"], r"partition\.num_clients: got 100000; allowed: at most 30000"),
     (["dataset.fraction=0.0012", "partition.num_clients=30"], r"clients 0, 1, .* get none of one"),
     (["model=cnn_fmnist"], r"model: got 'cnn_fmnist'; allowed: a model for spiral inputs of shape \(2,\) .*"
-                           r"models that fit: mlp_mnist, mlp_spiral"),
+                           r"models that fit: mlp_head, mlp_mnist, mlp_spiral"),
 ])
 def test_infeasible_runs_fail_before_anything_is_written(tmp_path, overrides, message):
     cfg = load_config(CFG, [f"results_dir={tmp_path / 'r'}", *overrides])

@@ -67,6 +67,16 @@ class Plan:
     def seeds(self) -> list[int]:
         return list(self.settings["seeds"])
 
+    @property
+    def methods(self) -> list[str]:
+        """The methods of ``experiments.yaml`` (its ``methods`` block), in file order."""
+        return list(self.spec["methods"])
+
+    def label(self, method: str) -> str:
+        """The printed name of a method (or of a ``variants`` entry)."""
+        entry = self.spec["methods"].get(method) or self.spec.get("variants", {}).get(method, {})
+        return entry.get("label", method)
+
     @classmethod
     def params_file(cls) -> Path:
         return PARAMS_ROOT / cls.paper / "experiments.yaml"

@@ -41,14 +41,6 @@ class Plan(papers.Plan):
 
     paper = "fedmps"
 
-    @property
-    def methods(self) -> list[str]:
-        return list(self.spec["methods"])
-
-    def label(self, method: str) -> str:
-        entry = self.spec["methods"].get(method) or self.spec.get("variants", {}).get(method, {})
-        return entry.get("label", method)
-
     def selected(self, key: str) -> list[str]:
         value = self.settings[key]
         return self.methods if value == "all" else list(value)

@@ -33,13 +33,6 @@ class Plan(papers.Plan):
 
     paper = "mpfedcl"
 
-    @property
-    def methods(self) -> list[str]:
-        return list(self.spec["methods"])
-
-    def label(self, method: str) -> str:
-        return self.spec["methods"][method].get("label", method)
-
     def metric(self, method: str) -> str:
         return PROTO_METRIC if method in self.spec["prototype_methods"] else HEAD_METRIC
 
