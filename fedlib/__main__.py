@@ -50,8 +50,17 @@ def main(argv: list[str] | None = None) -> int:
             print("interrupted; finished experiments are cached, run the same command to go on", file=sys.stderr)
             return 130
 
+    import signal
+
     from fedlib.data.sources import DatasetUnavailable
     from fedlib.config import load_config
+    from fedlib.engine import STOP
+
+    def on_sigint(signum, frame):
+        STOP.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
     from fedlib.runner import build, format_summary, run_experiment
 
     try:

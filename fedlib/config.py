@@ -251,7 +251,9 @@ def run_id(cfg: dict, seed: int) -> str:
     for key, reference in REFERENCE_PLACEMENT.items():
         if body.get(key, reference) == reference:
             body.pop(key, None)
-    body["train"] = {k: v for k, v in body["train"].items() if not (k in TRAIN_NEUTRAL and v == TRAIN_NEUTRAL[k])}
+    if "train" in body:
+        body["train"] = {k: v for k, v in body["train"].items()
+                         if not (k in TRAIN_NEUTRAL and v == TRAIN_NEUTRAL[k])}
     algo = dict(body["algorithm"])
     for field, neutral in getattr(ALGORITHMS.get(algo["name"]), "NEUTRAL", {}).items():
         if field in algo and algo[field] == neutral:

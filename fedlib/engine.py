@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import statistics
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +37,10 @@ from fedlib.executors import EXECUTORS, Batched, sequential
 from fedlib.metrics import client_accuracies, over_clients
 
 log = logging.getLogger(__name__)
+
+# Set by the command line's SIGINT handler: the round loop stops after the round in progress even if the
+# KeyboardInterrupt itself was raised inside a finaliser, where Python only prints and drops it.
+STOP = threading.Event()
 
 
 def message_size(msg: Message) -> tuple[int, int]:
@@ -202,6 +207,8 @@ class Simulator:
                 if self.run_dir is not None:
                     self._persist(r, clients, server, records, last=stop or r == self.rounds)
                 bar.update(1)
+                if STOP.is_set():  # an interrupt that landed where Python swallows it (a finaliser) stops here
+                    raise KeyboardInterrupt
                 if "acc" in rec:
                     main = self.main_metric(rec)
                     bar.set_postfix({main: f"{rec['acc'][main]['mean']:.4f}", "s/round": f"{rec['seconds']:.2f}"})

@@ -137,6 +137,23 @@ def test_sigint_stops_cleanly_then_resume_gives_uninterrupted_numbers(tmp_path):
     assert _accuracies(folder) == _accuracies(ref_dir / folder.name)
 
 
+def test_a_swallowed_interrupt_still_stops_the_run_after_the_round(tmp_path):
+    """The SIGINT handler sets engine.STOP; if its KeyboardInterrupt is lost (raised in a finaliser),
+    the round loop stops at the end of the round in progress, and the run resumes from there."""
+    from fedlib import engine
+
+    cfg = load_config(CFG, [f"results_dir={tmp_path}", "train.rounds=2"])
+    engine.STOP.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(cfg, progress=False)
+    finally:
+        engine.STOP.clear()
+    folder = next(tmp_path.glob("*/rounds.jsonl")).parent
+    assert len((folder / "rounds.jsonl").read_text().splitlines()) == 1 and not (folder / "summary.json").exists()
+    assert run_experiment(cfg, progress=False)[0]["rounds"] == 2
+
+
 def test_cli_summary_is_one_screen(tmp_path):
     out = cli("run", str(CFG), f"results_dir={tmp_path}", "train.rounds=2", "--no-progress")
     assert out.returncode == 0, out.stderr

@@ -259,9 +259,11 @@ def ledger(plan: Plan, res: dict) -> list:
                          f"classes would send {comm.get('full', math.nan):,.0f}", judge(ratio < 0.1)))
     ks = res.get("k")
     if ks and len(ks) > 1:
-        best_k = max(ks, key=ks.get)
+        top = max(ks.values())
         out.append(Claim("K = 2 is the best number of prototypes per class on MNIST", "Fig. 5",
-                         ", ".join(f"K = {k}: {v:.2f}" for k, v in ks.items()), judge(best_k == 2), caveat))
+                         ", ".join(f"K = {k}: {v:.2f}" for k, v in ks.items()),
+                         judge(2 in ks and ks[2] >= top - 1e-6),
+                         "; ".join(x for x in (caveat, "a tie counts as best") if x)))
     al = res.get("alpha")
     if al:
         ok = all(v.get("mpfedcl", -1) >= max(v.values()) for v in al.values())
@@ -276,7 +278,9 @@ def ledger(plan: Plan, res: dict) -> list:
         out.append(Claim("MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients", "Fig. 9a",
                          ", ".join(f"N = {n}: {g:+.2f}" for n, g in gaps.items()),
                          judge(all(g >= 7.2 for g in gaps.values()) if gaps else None),
-                         "MNIST-2000: 40 clients hold 50 training images each on average"))
+                         "MNIST-2000: 40 clients hold 50 training images each on average, one SGD step per round "
+                         "at batch 32; where FedAvg's final training loss stays near log 10 (the losses under "
+                         "Fig. 9) the gap measures nearest-prototype inference on barely trained features"))
     bud = res.get("budget")
     if bud and "mpfedcl" in bud:
         reached = [m for m in bud if not math.isnan(bud[m]["accuracy"])]
