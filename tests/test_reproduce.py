@@ -103,3 +103,17 @@ def test_assemble_keeps_earlier_sections_and_relinks(tmp_path):
     assert "Ran without writing a report section" in text
     quick = assemble(outcomes, "quick", tmp_path)  # REPORT.md at the root: links stay as written
     assert "](results/smoke/figures/a/x.png)" in quick
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.name)
+def test_stored_nbval_outputs_are_marked_run(path):
+    """nbval compares a stored output only on a cell with an execution count; a stored output without
+    one fails every ``make test`` as "Unrun reference cell has outputs" (and an output on an unmarked
+    cell would be compared too, against the smoke profile's numbers)."""
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    checked = [c for c in cells if "".join(c["source"]).lstrip().startswith("# NBVAL_CHECK_OUTPUT")]
+    assert checked, "the notebook holds no checked cell"
+    for c in cells:
+        if c["outputs"]:
+            assert c in checked and isinstance(c["execution_count"], int), "".join(c["source"])[:80]
