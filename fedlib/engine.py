@@ -1,7 +1,8 @@
 """The in-process federated simulator: the one round loop of the project.
 
 Round r (1-based): sample clients with ``np.random.default_rng([seed, r])`` ->
-broadcast -> local_update on each sampled client -> aggregate -> evaluate every client
+broadcast -> local_update on each sampled client -> aggregate -> (reply -> receive, where the method
+has a second half) -> evaluate every client
 on its local test set under every inference rule -> log a JSON line -> checkpoint.
 Every call gets the round record (:class:`~fedlib.algorithms.base.Round`); the clients'
 metrics (mean over the round's clients) and the server's go to the log, not the counts.
@@ -171,6 +172,17 @@ class Simulator:
                 local.setdefault(k, []).append(float(v))
         torch.manual_seed(derive_seed(seed, 2, round_idx))
         server, server_metrics = self.algo.aggregate(self.ctx, server, uploads, rnd)
+        for cid in chosen:  # the optional second half of a round: server reply -> client receive
+            msg = self.algo.reply(self.ctx, server, cid, rnd)
+            if msg is None:
+                continue
+            msg = copy_message(msg)
+            p, b = message_size(msg)
+            down_p, down_b = down_p + p, down_b + b
+            torch.manual_seed(derive_seed(seed, 5, round_idx, cid))
+            clients[cid], metrics = self.algo.receive(self.ctx, cid, clients[cid], msg, self.data.train[cid], rnd)
+            for k, v in metrics.items():
+                local.setdefault(k, []).append(float(v))
         t1 = time.perf_counter()
         losses = local.pop("train_loss", [])
         rec = {"round": round_idx, "participants": len(chosen),

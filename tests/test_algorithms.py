@@ -45,7 +45,7 @@ def test_contract_two_rounds_deterministic_and_rules(name):
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_contract_messages_hold_only_tensors_and_numbers(name):
-    algo = make_algorithm({"name": name})
+    algo = make_algorithm({"name": name, **SHORT_SCHEDULE.get(name, {})})
     ds = tiny_image_dataset()
     part = label_partition("iid", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=2, seed=0,
                            split="official")
@@ -100,10 +100,14 @@ def _same(a, b):
     return a == b
 
 
+# methods whose messages change from a later round on, made to reach it within the test's 3 rounds
+SHORT_SCHEDULE = {"gfpl": {"start": 2, "every": 1}}
+
+
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_contract_v2_declared_messages_plain_state_and_pure_predict(name, tmp_path):
     # Prepare: 3 clients of 2 classes each, a hand-driven loop with the round record
-    algo = make_algorithm({"name": name})
+    algo = make_algorithm({"name": name, **SHORT_SCHEDULE.get(name, {})})
     ds = tiny_image_dataset()
     part = label_partition("pathological", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=3,
                            classes_per_client=2, balance=True, seed=1, split="official")
@@ -111,6 +115,7 @@ def test_contract_v2_declared_messages_plain_state_and_pure_predict(name, tmp_pa
     ctx = make_ctx(num_clients=3)
     clients = {c: algo.init_client(ctx, c) for c in range(3)}
     server = algo.init_server(ctx)
+    replies = 0
     for r in (1, 2, 3):
         rnd = Round(r, 3, ctx.seed)
         uploads = {}
@@ -124,6 +129,14 @@ def test_contract_v2_declared_messages_plain_state_and_pure_predict(name, tmp_pa
             uploads[cid] = up
         server, server_metrics = algo.aggregate(ctx, server, uploads, rnd)
         assert all(isinstance(v, (int, float)) for v in server_metrics.values())
+        for cid in range(3):  # the optional second half of the round
+            msg = algo.reply(ctx, server, cid, rnd)
+            if msg is not None:
+                replies += 1
+                check_message(msg, algo.REPLY, ctx.num_classes, f"{name} reply round {r}")
+                clients[cid], metrics = algo.receive(ctx, cid, clients[cid], msg, data.train[cid], rnd)
+                assert all(isinstance(v, (int, float)) for v in metrics.values())
+    assert (replies > 0) == bool(algo.REPLY), "a method that declares a reply sends one (see SHORT_SCHEDULE)"
     # state is plain data and survives a weights_only checkpoint bit for bit
     _assert_plain(clients, "clients")
     _assert_plain(server, "server")

@@ -95,3 +95,21 @@ def test_make_partition_unknown_argument_suggests():
         make_partition({"scheme": "nway_kshot", "way": 3}, CIFAR_TR, CIFAR_TE, 10)
     with pytest.raises(ConfigError, match=r"partition\.scheme: got 'shards'"):
         make_partition({"scheme": "shards"}, CIFAR_TR, CIFAR_TE, 10)
+
+
+def test_nway_kshot_spreads_ways_and_shots_separately():
+    # GFPL Table 2: w-bar 4 with w-hat 1, s-bar 100 with s-hat 20
+    y_tr, y_te = label_blocks(6000, 10), label_blocks(1000, 10)
+    p = nway_kshot(y_tr, y_te, 10, num_clients=20, ways=4, shots=100, stdev=20, ways_stdev=1, block=120,
+                   test_shots=40, seed=1)
+    ways = (p.counts > 0).sum(1)
+    shots = p.counts.max(1)
+    assert ways.min() >= 3 and ways.max() <= 5 and len(set(ways.tolist())) > 1
+    assert shots.min() >= 81 and shots.max() <= 120 and shots.max() - shots.min() > 10
+    assert p.params["ways_stdev"] == 1
+    # without ways_stdev the partition (and its hash) is the one stdev gives both
+    a = nway_kshot(y_tr, y_te, 10, num_clients=20, ways=4, shots=100, stdev=2, test_shots=40, seed=1)
+    b = nway_kshot(y_tr, y_te, 10, num_clients=20, ways=4, shots=100, stdev=2, ways_stdev=2, test_shots=40, seed=1)
+    assert "ways_stdev" not in a.params and all(np.array_equal(x, y) for x, y in zip(a.train, b.train, strict=True))
+    with pytest.raises(ConfigError, match="partition.ways_stdev"):
+        nway_kshot(y_tr, y_te, 10, ways_stdev=-1)

@@ -8,6 +8,8 @@ between calls; every method takes state and returns new state::
     broadcast(ctx, server, cid, rnd)               -> Message to client cid
     local_update(ctx, cid, client, msg, data, rnd) -> (client state, upload Message, metrics)
     aggregate(ctx, server, uploads, rnd)           -> (server state, metrics)
+    reply(ctx, server, cid, rnd)                   -> Message or None  (optional second half
+    receive(ctx, cid, client, msg, data, rnd)      -> (client state, metrics)   of a round)
     predict(ctx, cid, client, msg, x)              -> {rule: scores (n, C)}   (pure)
 
 - ``rnd`` (:class:`Round`) carries the round index, the total rounds and the run seed, so no
@@ -150,6 +152,7 @@ class Algorithm:
     CONSTRAINTS: ClassVar[dict] = {}
     UPLOAD: ClassVar[dict] = {}
     BROADCAST: ClassVar[dict] = {}
+    REPLY: ClassVar[dict] = {}
     # Fields added after runs existed, with the value that reproduces the method without them:
     # left out of run ids at that value (see fedlib.config.run_id).
     NEUTRAL: ClassVar[dict] = {}
@@ -210,6 +213,19 @@ class Algorithm:
         return None
 
     def aggregate(self, ctx: Context, server: Any, uploads: dict[int, Message], rnd: Round) -> tuple[Any, Metrics]:
+        raise NotImplementedError
+
+    def reply(self, ctx: Context, server: Any, cid: int, rnd: Round) -> Message | None:
+        """The server's answer to client ``cid`` after :meth:`aggregate` in the same round, or
+        ``None`` (default: none). A method whose clients act on the aggregate within the round
+        (GFPL retrains on pseudo-features drawn from the fused prototypes) returns a message
+        here (declared in ``REPLY``, counted as downlink of the round) and implements
+        :meth:`receive`."""
+        return None
+
+    def receive(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData,
+                rnd: Round) -> tuple[Any, Metrics]:
+        """``(client state, metrics)`` after client ``cid`` acts on the :meth:`reply` ``msg``."""
         raise NotImplementedError
 
     def predict(self, ctx: Context, cid: int, client: Any, msg: Message, x: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -82,7 +82,8 @@ def _check_int(field, value, low, high=None, why=""):
 
 def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_clients: int = 20,
                ways: int = 3, shots: int = 100, stdev: int = 1, block: int | None = None,
-               test_shots: int = 15, seed: int = 1234, shuffle: bool = True) -> Partition:
+               test_shots: int = 15, seed: int = 1234, shuffle: bool = True,
+               ways_stdev: int | None = None) -> Partition:
     """FedProto's n-way k-shot split (FedProto Sec. 5; FedMPS Sec. IV-A, Table II).
 
     Client i owns ``n_i ~ U{max(2, ways-stdev), ..., min(C, ways+stdev+1) - 1}`` classes
@@ -94,6 +95,8 @@ def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_cl
     legacy RandomState(seed) draws n then k, Python's Random(seed) draws the class sets.
     ``shuffle`` permutes each class once with the seed before blocks are cut (docs/fedmps.md, decision 14:
     equals the paper's "randomly selected").
+    ``ways_stdev`` (default: ``stdev``) spreads the number of classes separately from the shots
+    (GFPL's w-hat and s-hat; FedProto's code has one ``stdev`` for both).
     """
     C = num_classes
     _check_int("partition.num_clients", num_clients, 1)
@@ -104,8 +107,10 @@ def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_cl
     block = shots + stdev if block is None else block
     _check_int("partition.block", block, shots + stdev, why=f" (at least shots + stdev = {shots + stdev})")
 
+    w_sd = stdev if ways_stdev is None else ways_stdev
+    _check_int("partition.ways_stdev", w_sd, 0)
     rs = np.random.RandomState(seed)
-    lo, hi = max(2, ways - stdev), min(C, ways + stdev + 1)
+    lo, hi = max(2, ways - w_sd), min(C, ways + w_sd + 1)
     lo = min(lo, C)
     n_list = rs.randint(lo, max(hi, lo + 1), num_clients)
     # stdev = 0 would leave FedProto's range [k+1, k] empty: every client then takes k.
@@ -145,6 +150,8 @@ def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_cl
         test.append(np.concatenate(te_i))
     params = dict(scheme="nway_kshot", num_clients=num_clients, ways=ways, shots=shots, stdev=stdev,
                   block=block, test_shots=test_shots, seed=seed, shuffle=shuffle)
+    if ways_stdev is not None:  # absent otherwise, so that earlier partitions keep their hash
+        params["ways_stdev"] = ways_stdev
     pool = np.concatenate([y_train, y_test])
     return _finish(train, test, pool, C, params)
 

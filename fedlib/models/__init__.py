@@ -11,13 +11,14 @@ from __future__ import annotations
 import torch.nn as nn
 
 from fedlib.models import hetero
-from fedlib.models.cnn import CNNCifar, CNNFashion, FedAvgCNN
+from fedlib.models.cnn import CNNCifar, CNNFashion, CNNMnist, FedAvgCNN
 from fedlib.models.mlp import MLPHead, MLPMnist, SpiralMLP
 from fedlib.validation import ConfigError
 
 MODELS: dict[str, type[nn.Module]] = {
     "cnn_fmnist": CNNFashion,
     "cnn_cifar": CNNCifar,
+    "cnn_mnist": CNNMnist,
     "fedavg_cnn": FedAvgCNN,
     "mlp_head": MLPHead,
     "mlp_mnist": MLPMnist,

@@ -39,6 +39,34 @@ class CNNFashion(nn.Module):
         return self.head(high), {"low": low, "high": high}
 
 
+class CNNMnist(nn.Module):
+    """FedProto's ``CNNMnist`` (the GFPL extractor for MNIST-sized inputs, d = 50): 21,840
+    parameters for C = 10.
+
+    conv(1->10, 5) -> max-pool 2 -> ReLU -> conv(10->20, 5) -> channel dropout -> max-pool 2 -> ReLU,
+    low = that flatten (320-d), high = ReLU(Linear(320, feature_dim)) (50-d, post-ReLU, not
+    normalised), head = Dropout(0.5) + Linear(feature_dim, C).
+    """
+
+    def __init__(self, input_shape=(1, 28, 28), num_classes=10, feature_dim=50):
+        super().__init__()
+        _require(input_shape, "cnn_mnist")
+        c, h, w = input_shape
+        self.conv1 = nn.Conv2d(c, 10, 5)
+        self.conv2 = nn.Conv2d(10, 20, 5)
+        self.drop2d = nn.Dropout2d()
+        d_low = 20 * (((h - 4) // 2 - 4) // 2) * (((w - 4) // 2 - 4) // 2)
+        self.fc1 = nn.Linear(d_low, feature_dim)
+        self.feature_dims = {"low": d_low, "high": feature_dim}
+        self.head = nn.Sequential(nn.Dropout(0.5), nn.Linear(feature_dim, num_classes))
+
+    def forward(self, x):
+        a = F.relu(F.max_pool2d(self.conv1(x), 2))
+        low = F.relu(F.max_pool2d(self.drop2d(self.conv2(a)), 2)).flatten(1)
+        high = F.relu(self.fc1(low))
+        return self.head(high), {"low": low, "high": high}
+
+
 class CNNCifar(nn.Module):
     """LeNet-style CNN of MOON/FedMPS (docs/fedmps.md): 62,006 parameters for C = 10.
 

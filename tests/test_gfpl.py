@@ -1,0 +1,212 @@
+"""GFPL: the simplex ETF, the Bhattacharyya distance and Algorithm 1 by hand, pseudo-feature
+sampling statistics, the frozen extractor in retraining, the communication counted from the
+messages, and the ablation with both parts off equal to Local."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib.algorithms import make_algorithm
+from fedlib.algorithms.base import Round
+from fedlib.algorithms.gfpl import dot_regression
+from fedlib.data import FederatedData
+from fedlib.data.partition import label_partition
+from fedlib.engine import Simulator
+from fedlib.mixtures import bhattacharyya, fit_class_mixtures, fuse, fuse_class, sample, simplex_etf
+from fedlib.validation import ConfigError
+from tests.conftest import make_ctx, tiny_image_dataset
+
+
+@pytest.mark.parametrize("d,k", [(50, 10), (10, 10), (128, 100)])
+def test_simplex_etf_unit_rows_and_equal_angles(d, k):
+    z = simplex_etf(d, k, seed=3).double()
+    assert z.shape == (k, d)
+    gram = z @ z.T
+    assert torch.allclose(gram.diagonal(), torch.ones(k, dtype=torch.float64), atol=1e-6)
+    off = gram[~torch.eye(k, dtype=torch.bool)]
+    assert torch.allclose(off, torch.full_like(off, -1 / (k - 1)), atol=1e-6)
+    assert torch.equal(simplex_etf(d, k, seed=3), simplex_etf(d, k, seed=3))
+    assert not torch.equal(simplex_etf(d, k, seed=3), simplex_etf(d, k, seed=4))
+    with pytest.raises(ValueError, match="dimension of at least 10"):
+        simplex_etf(9, 10, seed=0)
+
+
+def test_bhattacharyya_by_hand_and_eq7():
+    # two 2-d diagonal Gaussians: s = (2, 1); 1/8 (1/2 + 4/1) + 1/2 [ln 2 + ln 1 - 1/2 ln 1 - 1/2 (ln 3 + ln 1)]
+    d = bhattacharyya(torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, 1.0]]),
+                      torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 1.0]]))
+    assert d.shape == (1, 1)
+    assert d.item() == pytest.approx(4.5 / 8 + 0.5 * (math.log(2) - 0.5 * math.log(3)), rel=1e-12)
+    # d = 1 is the univariate Eq. 7: 1/4 (mu1 - mu2)^2 / (s1^2 + s2^2) + 1/2 ln((s1^2 + s2^2) / (2 s1 s2))
+    m1, v1, m2, v2 = 0.3, 0.5, -1.1, 2.0
+    eq7 = 0.25 * (m1 - m2) ** 2 / (v1 + v2) + 0.5 * math.log((v1 + v2) / (2 * math.sqrt(v1 * v2)))
+    got = bhattacharyya(*(torch.tensor([[t]], dtype=torch.float64) for t in (m1, v1, m2, v2)))
+    assert got.item() == pytest.approx(eq7, rel=1e-12)
+    # identical Gaussians are at distance 0; the matrix is symmetric
+    mu, var = torch.randn(5, 3), torch.rand(5, 3) + 0.1
+    full = bhattacharyya(mu, var, mu, var)
+    assert torch.allclose(full.diagonal(), torch.zeros(5, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(full, full.T)
+
+
+def _one_d(means, weights):
+    return (torch.tensor(means).unsqueeze(1), torch.ones(len(means), 1), torch.tensor(weights))
+
+
+def test_algorithm1_complete_linkage_and_moment_matching():
+    # 1-d, unit variances: D_B = (mu1 - mu2)^2 / 8. A=0 (w 3), B=0.5, C=10, D=1.2 (w 1); S_C = 0.1
+    # D(A,B) = 0.031 merges; D(B,D) = 0.061 < 0.1 but D(A,D) = 0.18: complete linkage keeps D out
+    m, v, w = _one_d([0.0, 0.5, 10.0, 1.2], [3.0, 1.0, 1.0, 1.0])
+    fm, fv, fw, clusters = fuse_class(m, v, w, threshold=0.1)
+    assert clusters == [[0, 1], [2], [3]]
+    assert fw.tolist() == [4.0, 1.0, 1.0]
+    assert fm[0].item() == pytest.approx(0.125)                        # (3 * 0 + 1 * 0.5) / 4
+    assert fv[0].item() == pytest.approx((3 * (1 + 0.125 ** 2) + (1 + 0.375 ** 2)) / 4)  # line 15
+    assert fm[1:].flatten().tolist() == [10.0, pytest.approx(1.2)] and fv[1:].flatten().tolist() == [1.0, 1.0]
+    # threshold 0: nothing merges (every component kept: "concatenation"); a large one merges all
+    assert len(fuse_class(m, v, w, threshold=0.0)[3]) == 4
+    big = fuse_class(m, v, w, threshold=100.0)
+    assert big[3] == [[0, 1, 3, 2]] and big[2].item() == 6.0
+    assert big[0].item() == pytest.approx((0.5 + 10 + 1.2) / 6)
+
+
+def test_algorithm1_sequential_add_versus_line5_literally():
+    # seed S=0 (heaviest); P=-0.8 and Q=0.8 are each 0.08 from S but 0.32 from each other
+    m, v, w = _one_d([-0.8, 0.0, 0.8], [1.0, 5.0, 1.0])
+    assert fuse_class(m, v, w, 0.1, add="sequential")[3] == [[1, 0], [2]]   # closest first (tie: lower index)
+    assert fuse_class(m, v, w, 0.1, add="batch")[3] == [[1, 0, 2]]         # both added, unchecked
+    with pytest.raises(ValueError, match="sequential"):
+        fuse_class(m, v, w, 0.1, add="single")
+
+
+def test_fuse_works_per_class():
+    a = {"means": torch.tensor([[0.0], [0.1]]), "vars": torch.ones(2, 1), "weights": torch.ones(2),
+         "classes": torch.tensor([0, 1])}
+    b = {"means": torch.tensor([[0.05], [5.0]]), "vars": torch.ones(2, 1), "weights": torch.ones(2),
+         "classes": torch.tensor([2, 1])}
+    fused, counts = fuse([a, b], threshold=1.0)
+    # class 1: 0.1 and 5.0 are 3.0 apart in D_B: kept apart; classes 0 and 2 never merge with each other
+    assert fused["classes"].tolist() == [0, 1, 1, 2] and counts == {"components": 4, "clusters": 4}
+    fused, counts = fuse([a, b], threshold=4.0)
+    assert fused["classes"].tolist() == [0, 1, 2] and fused["weights"].tolist() == [1.0, 2.0, 1.0]
+
+
+def test_sampling_statistics():
+    # one class, two components (weights 1 : 3), 20,000 draws; another class with one component
+    means = torch.tensor([[0.0, 0.0], [10.0, -10.0], [3.0, 3.0]])
+    variances = torch.tensor([[1.0, 4.0], [0.25, 1.0], [1.0, 1.0]])
+    weights = torch.tensor([10.0, 30.0, 7.0])
+    classes = torch.tensor([5, 5, 2])
+    f, y = sample(means, variances, weights, classes, 20_000, torch.Generator().manual_seed(0))
+    assert f.shape == (40_000, 2) and torch.bincount(y).tolist()[2] == 20_000 and (y == 5).sum() == 20_000
+    f5 = f[y == 5]
+    second = f5[:, 0] > 5
+    assert second.float().mean().item() == pytest.approx(0.75, abs=0.01)
+    for sel, k in ((~second, 0), (second, 1)):
+        assert f5[sel].mean(0).tolist() == pytest.approx(means[k].tolist(), abs=0.05)
+        assert f5[sel].var(0).tolist() == pytest.approx(variances[k].tolist(), rel=0.05)
+    only = sample(means, variances, weights, classes, 4, torch.Generator().manual_seed(0), which=torch.tensor([2]))
+    assert only[1].tolist() == [2] * 4
+
+
+def test_fit_class_mixtures_rows_and_weights():
+    rng = np.random.default_rng(0)
+    z = np.concatenate([rng.normal(0, 1, (30, 3)), rng.normal(5, 1, (3, 3))]).astype(np.float32)
+    y = np.array([1] * 30 + [4] * 3)
+    comps = fit_class_mixtures(z, y, n_components=4, seed=0)
+    assert comps["classes"].tolist() == [1] * 4 + [4] * 3          # 3 samples: 3 components
+    assert comps["means"].shape == comps["vars"].shape == (7, 3)
+    assert comps["weights"][:4].sum().item() == pytest.approx(30)
+    assert comps["weights"][4:].sum().item() == pytest.approx(3)
+    assert (comps["vars"] >= 1e-3).all()
+    again = fit_class_mixtures(z, y, n_components=4, seed=0)
+    assert all(torch.equal(comps[k], again[k]) for k in comps)
+
+
+def test_dot_regression_by_hand():
+    etf = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    h = torch.tensor([[1.0, 0.0], [0.6, 0.8]])
+    # 1/2 (1 - 1)^2 and 1/2 (0.8 - 1)^2 for labels 0, 1: mean 0.01
+    assert dot_regression(h, etf, torch.tensor([0, 1])).item() == pytest.approx(0.01)
+
+
+def _setup(num_clients=3, classes_per_client=2):
+    ds = tiny_image_dataset()
+    part = label_partition("pathological", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=num_clients,
+                           classes_per_client=classes_per_client, balance=True, seed=1, split="official")
+    return FederatedData(ds, part), make_ctx(num_clients=num_clients, batch_size=4)
+
+
+def test_retraining_changes_only_g_and_the_projection():
+    data, ctx = _setup()
+    algo = make_algorithm({"name": "gfpl", "start": 1, "every": 1})
+    client = algo.init_client(ctx, 0)
+    server = algo.init_server(ctx)
+    rnd = Round(1, 1, ctx.seed)
+    ups = {}
+    clients = {}
+    for cid in range(3):
+        clients[cid], ups[cid], _ = algo.local_update(ctx, cid, algo.init_client(ctx, cid),
+                                                      algo.broadcast(ctx, server, cid, rnd), data.train[cid], rnd)
+    server, metrics = algo.aggregate(ctx, server, ups, rnd)
+    assert metrics["components"] == sum(len(u["classes"]) for u in ups.values())
+    msg = algo.reply(ctx, server, 0, rnd)
+    assert set(msg["classes"].tolist()) == set(data.train[0].y.unique().tolist())   # own classes only
+    client = clients[0]
+    for mode, trained in (("both", ("backbone.head", "proj")), ("projection", ("proj",))):
+        a = make_algorithm({"name": "gfpl", "start": 1, "every": 1, "retrain": mode})
+        after, m = a.receive(ctx, 0, client, msg, data.train[0], rnd)
+        assert m["pseudo_features"] == 16 * len(msg["classes"].unique())
+        for k, v in client["model"].items():
+            changed = not torch.equal(v, after["model"][k])
+            assert changed == k.startswith(trained), (mode, k)
+    with pytest.raises(ConfigError, match="retrain"):
+        make_algorithm({"name": "gfpl", "dcs": False, "retrain": "projection"})
+
+
+def test_communication_is_what_the_messages_hold():
+    data, ctx = _setup()
+    algo = make_algorithm({"name": "gfpl", "start": 2, "every": 2, "n_components": 2})
+    recs = Simulator(algo, ctx, data, rounds=3, progress=False).run()
+    d = 32 * 2 * 2   # cnn_fmnist's high level on 8x8 inputs
+    held = [len(data.train[c].y.unique()) for c in range(3)]
+    # round 1: the ETF once per client, nothing up; round 3: nothing at all
+    assert (recs[0]["up_params"], recs[0]["down_params"]) == (0, 3 * 4 * d)
+    assert (recs[2]["up_params"], recs[2]["down_params"]) == (0, 0)
+    # round 2: n (2d + 1) floats per held class up; down the fused components of the client's classes
+    assert recs[1]["up_params"] == sum(2 * (2 * d + 1) * h for h in held)
+    assert recs[1]["server"]["components"] == 2 * sum(held)
+    assert recs[1]["local"]["pseudo_features"] == pytest.approx(16 * np.mean(held))
+    assert recs[1]["down_params"] % (2 * d + 1) == 0 and recs[1]["down_params"] > 0
+    # a merge-free fusion (S_C = 0) sends every component of the client's classes back
+    algo0 = make_algorithm({"name": "gfpl", "start": 2, "every": 2, "n_components": 2, "threshold": 0.0})
+    r0 = Simulator(algo0, ctx, data, rounds=2, progress=False).run()[1]
+    per_class = np.bincount(np.concatenate([data.train[c].y.unique().numpy() for c in range(3)]), minlength=4)
+    expected = sum(2 * per_class[j] for c in range(3) for j in data.train[c].y.unique().tolist())
+    assert r0["down_params"] == expected * (2 * d + 1) and r0["server"]["merge_rate"] == 0.0
+
+
+def test_without_dcs_and_pfg_gfpl_is_local():
+    data, ctx = _setup()
+    off = make_algorithm({"name": "gfpl", "dcs": False, "pfg": False, "same_init": False})
+    a = Simulator(off, ctx, data, rounds=3, progress=False).run()
+    b = Simulator(make_algorithm({"name": "local"}), ctx, data, rounds=3, progress=False).run()
+    for ra, rb in zip(a, b, strict=True):
+        assert ra["train_loss"] == rb["train_loss"]
+        assert ra["acc"]["acc_head"] == rb["acc"]["acc_head"]
+        assert ra["up_params"] == ra["down_params"] == 0
+    # the full method differs (the DR term trains the extractor too)
+    full = Simulator(make_algorithm({"name": "gfpl", "same_init": False}), ctx, data, rounds=1, progress=False).run()
+    assert full[0]["train_loss"] != a[0]["train_loss"]
+
+
+def test_same_init_gives_every_client_one_model():
+    _, ctx = _setup()
+    one = make_algorithm({"name": "gfpl"})
+    own = make_algorithm({"name": "gfpl", "same_init": False})
+    assert all(torch.equal(one.init_client(ctx, 0)["model"][k], one.init_client(ctx, 2)["model"][k])
+               for k in one.init_client(ctx, 0)["model"])
+    assert not torch.equal(own.init_client(ctx, 0)["model"]["proj.weight"],
+                           own.init_client(ctx, 2)["model"]["proj.weight"])

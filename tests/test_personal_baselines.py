@@ -1,0 +1,47 @@
+"""FedPer and FedRep (GFPL Table 1 baselines): what is shared, what stays personal, FedRep's two phases."""
+
+import torch
+
+from fedlib.algorithms import make_algorithm
+from fedlib.algorithms.base import Round
+from fedlib.engine import Simulator
+from tests.test_gfpl import _setup
+
+
+def _round(algo, ctx, data, clients, server, r=1):
+    rnd = Round(r, 1, ctx.seed)
+    ups = {}
+    for cid in clients:
+        clients[cid], ups[cid], _ = algo.local_update(ctx, cid, clients[cid], algo.broadcast(ctx, server, cid, rnd),
+                                                      data.train[cid], rnd)
+    return clients, ups, algo.aggregate(ctx, server, ups, rnd)[0]
+
+
+def test_fedper_shares_the_base_and_keeps_each_head():
+    data, ctx = _setup()
+    algo = make_algorithm({"name": "fedper"})
+    clients = {c: algo.init_client(ctx, c) for c in range(3)}
+    clients, ups, server = _round(algo, ctx, data, clients, algo.init_server(ctx))
+    model_keys = {k for k, v in clients[0]["model"].items() if v.is_floating_point()}
+    assert {k[2:] for k in ups[0] if k.startswith("w.")} == {k for k in model_keys if not k.startswith("head.")}
+    assert not any(k.startswith("w.head.") for k in algo.broadcast(ctx, server, 0, Round(2, 2, 0)))
+    # at prediction every client holds the global base under its own head
+    w = [algo.predict_weights(ctx, c, clients[c], algo.broadcast(ctx, server, c, Round(2, 2, 0))) for c in range(3)]
+    assert all(torch.equal(w[0][k], w[c][k]) for c in (1, 2) for k in model_keys if not k.startswith("head."))
+    assert not torch.equal(w[0]["head.weight"], w[1]["head.weight"])
+
+
+def test_fedrep_trains_the_head_first_then_the_body_with_the_head_frozen():
+    data, ctx = _setup()
+    for head_epochs, head_moves in ((0, False), (2, True)):
+        algo = make_algorithm({"name": "fedrep", "head_epochs": head_epochs})
+        server = algo.init_server(ctx)
+        start = algo.init_client(ctx, 0)
+        msg = algo.broadcast(ctx, server, 0, Round(1, 1, 0))
+        before = {**start["model"], **{k[2:]: v for k, v in msg.items()}}
+        after, up, _ = algo.local_update(ctx, 0, start, msg, data.train[0], Round(1, 1, 0))
+        assert torch.equal(before["head.weight"], after["model"]["head.weight"]) != head_moves
+        assert not torch.equal(before["layer1.0.weight"], after["model"]["layer1.0.weight"])  # the body phase
+        assert all(p.requires_grad for p in algo.module(ctx, 0, after["model"]).parameters())
+    recs = Simulator(make_algorithm({"name": "fedrep", "head_epochs": 1}), ctx, data, rounds=2, progress=False).run()
+    assert recs[1]["acc"]["acc_head"]["mean"] > 0
