@@ -138,7 +138,8 @@ t1_recs = {k: load_rounds(c, seed0) for k, c in t1_cfgs.items()}
 cells = G.table1(plan, t1, t1_recs)
 t1_frames = {}
 for d in plan.settings["datasets"]:
-    ours = {m: {f"w{w}": (c["mean"], c["std"], c["n"]) for (dd, w, mm), c in cells.items() if dd == d and mm == m}
+    # ± is the std across clients (the paper's), so no seed count goes with it
+    ours = {m: {f"w{w}": (c["mean"], c["std"]) for (dd, w, mm), c in cells.items() if dd == d and mm == m}
             for m in plan.table1_methods()}
     df = report.compare(paper["table1_mnist"], ours)
     if df.index.nlevels == 1:  # one w-bar: compare drops the column level
@@ -351,8 +352,8 @@ for what, rows_, cls in (("component means", up["means"], up["classes"]), ("samp
 atk_df = pd.concat({k: s.set_index(["source", "levels"]) for k, s in frames.items()}).round(3)
 section.text(f"**Reconstruction from client {target + 1}'s uploaded components: PSNR (dB) / SSIM against its private "
              f"images of the class ({plan.settings['attack_steps']} decoder steps).**\n\n" + report.to_markdown(atk_df))
-attack_summary = pd.concat([frames["component means"], frames["samples"][frames["samples"]["source"] != "class_average"]
-                            .assign(source="samples")])
+attack_summary = pd.concat([frames["component means"],
+                            frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
 atk_df"""),
 (MD, r"""## Claims ledger
 

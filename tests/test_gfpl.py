@@ -210,3 +210,26 @@ def test_same_init_gives_every_client_one_model():
                for k in one.init_client(ctx, 0)["model"])
     assert not torch.equal(own.init_client(ctx, 0)["model"]["proj.weight"],
                            own.init_client(ctx, 2)["model"]["proj.weight"])
+
+
+def test_study_readers_rounds_to_convergence_and_traffic():
+    from fedlib.papers import gfpl as G
+
+    def rec(r, acc, up, down):
+        return {"round": r, "acc": {"acc_head": {"mean": acc / 100}}, "up_params": up, "down_params": down}
+
+    recs = [rec(1, 50, 0, 500), rec(2, 80, 0, 0), rec(3, 89.5, 30, 90), rec(4, 88.6, 0, 0), rec(5, 90, 30, 90)]
+    # from round 3 on every accuracy is within 1 point of the last (90): 89.5, 88.6 is 1.4 away -> round 5
+    assert G.converged_round(recs, "acc_head") == 5
+    assert G.converged_round(recs, "acc_head", tol=2.0) == 3
+    c = G.communication(recs)
+    assert c == {"up_per_round": 12.0, "down_per_round": 136.0, "up_per_active_round": 30.0, "active_rounds": 2,
+                 "up_total": 60.0, "down_total": 680.0}
+    # the Table 1 and ablation configs: the profile's schedule, w-hat 1 apart from s-hat, room for the largest shots
+    plan = G.load_plan("paper")
+    ab = G.ablation_configs(plan)
+    part = ab[(20, "gfpl")]["partition"]
+    assert (part["ways_stdev"], part["stdev"], part["block"]) == (1, 20, 120)
+    assert ab[(20, "no_dcs_no_pfg")]["algorithm"]["dcs"] is False
+    t1 = G.table1_configs(G.load_plan("smoke"))
+    assert t1[("mnist5k", 4, "gfpl")]["algorithm"]["start"] == 2 and t1[("mnist5k", 4, "local")]["train"]["rounds"] == 4
