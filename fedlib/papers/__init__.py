@@ -72,6 +72,11 @@ class Plan:
         """The methods of ``experiments.yaml`` (its ``methods`` block), in file order."""
         return list(self.spec["methods"])
 
+    def metric(self, method: str) -> str:
+        """The paper's scoring rule for ``method``: ``acc_proto`` (nearest prototype) for the methods listed
+        under ``prototype_methods`` in ``experiments.yaml``, ``acc_head`` for the others."""
+        return "acc_proto" if method in self.spec.get("prototype_methods", ()) else "acc_head"
+
     def label(self, method: str) -> str:
         """The printed name of a method (or of a ``variants`` entry)."""
         entry = self.spec["methods"].get(method) or self.spec.get("variants", {}).get(method, {})
@@ -114,6 +119,17 @@ class Plan:
             raise ConfigError("study parameter", ", ".join(overrides), "none for this study")
 
 
+def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
+    """``(config, seed)`` jobs without repeats (one per run id, the first kept), most costly first
+    (``cost(config)``), so that a pool of workers ends together."""
+    from fedlib.config import run_id
+
+    unique: dict = {}
+    for cfg, seed in jobs:
+        unique.setdefault(run_id(cfg, seed), (cfg, seed))
+    return sorted(unique.values(), key=lambda job: cost(job[0]), reverse=True)
+
+
 def cli(prog: str, description: str) -> argparse.ArgumentParser:
     """The argument parser every study's headless command starts from."""
     ap = argparse.ArgumentParser(prog=prog, description=description)
@@ -125,3 +141,16 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     ap.add_argument("--device", help="auto (default: CUDA when present), cpu or cuda")
     ap.add_argument("--executor", help="auto (default: batched on CUDA), sequential or batched")
     return ap
+
+
+def plan_from_cli(parser: argparse.ArgumentParser, load_plan, argv: list[str] | None = None):
+    """Parse a study's command line (:func:`cli`) and load its plan: ``(args, plan)``, with ``plan`` None
+    after printing the one-line error of a bad option value."""
+    args = parser.parse_args(argv)
+    try:
+        plan = load_plan(args.profile, methods=args.methods, seeds=args.seeds, rounds=args.rounds,
+                         device=args.device, executor=args.executor)
+    except ConfigError as exc:
+        print(f"error: {exc}")
+        return args, None
+    return args, plan

@@ -21,22 +21,16 @@ import dataclasses
 import numpy as np
 
 from fedlib import papers
-from fedlib.config import apply_overrides, run_id, validate
+from fedlib.config import apply_overrides, validate
 from fedlib.papers import check_methods
 from fedlib.runner import run_configs as run  # noqa: F401 (G.run in the notebook)
 from fedlib.validation import ConfigError
-
-PROTO_METRIC, HEAD_METRIC = "acc_proto", "acc_head"
-
 
 @dataclasses.dataclass
 class Plan(papers.Plan):
     """The GFPL experiments under one profile."""
 
     paper = "gfpl"
-
-    def metric(self, method: str) -> str:
-        return PROTO_METRIC if method in self.spec["prototype_methods"] else HEAD_METRIC
 
     @property
     def rounds(self) -> int:
@@ -57,12 +51,10 @@ class Plan(papers.Plan):
             self.settings["rounds"] = papers.check_rounds(rounds)
 
 
-def load_plan(profile: str = "quick", results_dir: str | None = None, data_root: str | None = None,
-              methods: list[str] | None = None, seeds: list[int] | None = None, rounds: int | None = None,
-              device: str | None = None, executor: str | None = None) -> Plan:
-    """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it (e.g. from the notebook)."""
-    return Plan.load(profile, results_dir, data_root, seeds, device=device, executor=executor, methods=methods,
-                     rounds=rounds)
+def load_plan(profile: str = "quick", **options) -> Plan:
+    """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it (e.g. from the notebook), and
+    ``results_dir``, ``data_root``, ``device`` and ``executor`` place the runs (:meth:`papers.Plan.load`)."""
+    return Plan.load(profile, **options)
 
 
 def config(plan: Plan, method: str, dataset: str = "mnist5k", ways: int = 4, name: str | None = None,
@@ -124,15 +116,11 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     jobs += [(c, s) for c in ablation_configs(plan).values() for s in plan.seeds]
     for cfgs in (n_configs(plan), threshold_configs(plan)):
         jobs += [(c, seed0) for c in cfgs.values()]
-    unique = {}
-    for cfg, seed in jobs:
-        unique.setdefault(run_id(cfg, seed), (cfg, seed))
 
-    def cost(job):
-        cfg = job[0]
+    def cost(cfg):
         return cfg["train"]["rounds"] * cfg["partition"]["shots"] * (1 + (cfg["algorithm"]["name"] == "fedrep"))
 
-    return sorted(unique.values(), key=cost, reverse=True)
+    return papers.unique_jobs(jobs, cost)
 
 
 # -- reading results ---------------------------------------------------------------------------
@@ -306,18 +294,21 @@ def ledger(plan: Plan, res: dict) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.gfpl [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
-    run Table 1 headless and print paper | ours per dataset and w-bar."""
+    """``python -m fedlib.papers.gfpl [--profile P] [--datasets D ...] [--methods M ...] [--seeds S ...]
+    [--rounds N]``: run Table 1 headless and print paper | ours per dataset and w-bar."""
     from fedlib import report
     from fedlib.runner import load_rounds
 
-    args = papers.cli("python -m fedlib.papers.gfpl", main.__doc__).parse_args(argv)
-    try:
-        plan = load_plan(args.profile, methods=args.methods, seeds=args.seeds, rounds=args.rounds,
-                         device=args.device, executor=args.executor)
-    except ConfigError as exc:
-        print(f"error: {exc}")
+    parser = papers.cli("python -m fedlib.papers.gfpl", main.__doc__)
+    parser.add_argument("--datasets", nargs="+", help="default: the profile's (mnist5k, fmnist)")
+    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    if plan is None:
         return 2
+    if args.datasets:
+        if not set(args.datasets) <= set(plan.spec["datasets"]):
+            print(f"error: --datasets: got {args.datasets}; allowed: {', '.join(plan.spec['datasets'])}")
+            return 2
+        plan.settings["datasets"] = list(args.datasets)
     cfgs = table1_configs(plan)
     res = run(cfgs, workers=args.workers, desc="Table 1")
     cells = table1(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})

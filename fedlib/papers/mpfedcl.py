@@ -19,22 +19,16 @@ import math
 import numpy as np
 
 from fedlib import papers
-from fedlib.config import apply_overrides, run_id, validate
+from fedlib.config import apply_overrides, validate
 from fedlib.papers import check_methods
 from fedlib.runner import run_configs as run  # noqa: F401 (M.run in the notebook)
 from fedlib.validation import ConfigError
-
-PROTO_METRIC, HEAD_METRIC = "acc_proto", "acc_head"
-
 
 @dataclasses.dataclass
 class Plan(papers.Plan):
     """The MP-FedCL experiments under one profile."""
 
     paper = "mpfedcl"
-
-    def metric(self, method: str) -> str:
-        return PROTO_METRIC if method in self.spec["prototype_methods"] else HEAD_METRIC
 
     def rounds(self, method: str, sweep: bool = False) -> int:
         """The method's Table VI rounds scaled by the profile (``sweep``: the sweeps' scale), at least 2."""
@@ -154,11 +148,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     jobs += [(c, s) for c in feature_skew_configs(plan).values() for s in plan.seeds]
     for cfgs in (alpha_configs(plan), clients_configs(plan), fig1_configs(plan), attack_configs(plan)):
         jobs += [(c, seed0) for c in cfgs.values()]
-    unique = {}
-    for cfg, seed in jobs:
-        unique.setdefault(run_id(cfg, seed), (cfg, seed))
-    return sorted(unique.values(), key=lambda j: j[0]["train"]["rounds"] * j[0]["partition"]["num_clients"],
-                  reverse=True)
+    return papers.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
 # -- reading results ---------------------------------------------------------------------------
@@ -333,12 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     run Table VI's MNIST column headless and print paper | ours | diff."""
     from fedlib import report
 
-    args = papers.cli("python -m fedlib.papers.mpfedcl", main.__doc__).parse_args(argv)
-    try:
-        plan = load_plan(args.profile, methods=args.methods, seeds=args.seeds, rounds=args.rounds,
-                         device=args.device, executor=args.executor)
-    except ConfigError as exc:
-        print(f"error: {exc}")
+    args, plan = papers.plan_from_cli(papers.cli("python -m fedlib.papers.mpfedcl", main.__doc__), load_plan, argv)
+    if plan is None:
         return 2
     rows = table6(plan, run(table6_configs(plan), workers=args.workers, desc="Table VI"))
     paper = report.load_paper("mpfedcl")["tables"]["table6"]
