@@ -64,11 +64,23 @@ def embedding_scatter(points: np.ndarray, labels: np.ndarray, ax=None, title: st
 
 
 def distance_heatmap(dist: np.ndarray, ticks: list, ax=None, title: str | None = None, label: str = "distance"):
-    """Pairwise distances (e.g. between global prototypes) as an annotated heatmap."""
+    """Pairwise distances (e.g. between global prototypes) as an annotated heatmap. With more than 40
+    rows, each run of equal consecutive ticks (a class block) is labelled once, at its middle."""
     if ax is None:
         _, ax = plt.subplots(figsize=(4.5, 4))
+    many = len(ticks) > 40
     sns.heatmap(np.asarray(dist), ax=ax, cmap="viridis", annot=len(ticks) <= 12, fmt=".2f",
-                xticklabels=ticks, yticklabels=ticks, annot_kws={"fontsize": 6}, cbar_kws={"label": label})
+                xticklabels=False if many else ticks, yticklabels=False if many else ticks,
+                annot_kws={"fontsize": 6}, cbar_kws={"label": label})
+    if many:
+        starts = [i for i in range(len(ticks)) if i == 0 or ticks[i] != ticks[i - 1]] + [len(ticks)]
+        mids = [(a + b) / 2 for a, b in zip(starts[:-1], starts[1:], strict=True)]
+        names = [str(ticks[a]) for a in starts[:-1]]
+        ax.set_xticks(mids, names, fontsize=7, rotation=0)
+        ax.set_yticks(mids, names, fontsize=7)
+        for b in starts[1:-1]:
+            ax.axhline(b, color="white", lw=0.4)
+            ax.axvline(b, color="white", lw=0.4)
     if title:
         ax.set_title(title, fontsize=9)
     return ax
