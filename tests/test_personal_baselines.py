@@ -1,4 +1,5 @@
-"""FedPer and FedRep (GFPL Table 1 baselines): what is shared, what stays personal, FedRep's two phases."""
+"""FedPer, FedRep and FeSEM (GFPL Table 1 baselines): what is shared, what stays personal, FedRep's two phases,
+FeSEM's k-means step on the models."""
 
 import torch
 
@@ -45,3 +46,27 @@ def test_fedrep_trains_the_head_first_then_the_body_with_the_head_frozen():
         assert all(p.requires_grad for p in algo.module(ctx, 0, after["model"]).parameters())
     recs = Simulator(make_algorithm({"name": "fedrep", "head_epochs": 1}), ctx, data, rounds=2, progress=False).run()
     assert recs[1]["acc"]["acc_head"]["mean"] > 0
+
+
+def test_fesem_one_kmeans_step_on_the_uploaded_models():
+    _, ctx = _setup()
+    algo = make_algorithm({"name": "fesem", "k": 2})
+    rnd = Round(2, 2, ctx.seed)
+    ups = {c: {"w.a": torch.tensor([v]), "w.b": torch.tensor([[0.0]]), "num_samples": n}
+           for c, (v, n) in enumerate([(0.0, 1), (1.0, 3), (9.0, 1)])}
+    server = {"centers": [{"w.a": torch.tensor([0.4]), "w.b": torch.tensor([[0.0]])},
+                          {"w.a": torch.tensor([8.0]), "w.b": torch.tensor([[0.0]])}],
+              "assign": torch.tensor([1, 1, 0])}
+    new, metrics = algo.aggregate(ctx, server, ups, rnd)
+    assert new["assign"].tolist() == [0, 0, 1] and metrics == {"clusters_used": 2}      # E-step: nearest centre
+    assert new["centers"][0]["w.a"].tolist() == [0.5] and new["centers"][1]["w.a"].tolist() == [9.0]  # M-step
+    assert algo.broadcast(ctx, new, 1, rnd)["w.a"].tolist() == [0.5]                      # client 1 gets its centre
+    weighted = make_algorithm({"name": "fesem", "k": 2, "weighted": True}).aggregate(ctx, server, ups, rnd)[0]
+    assert weighted["centers"][0]["w.a"].tolist() == [0.75]                               # (0 * 1 + 1 * 3) / 4
+    # a centre nobody joins is kept; round 1 starts the centres from k uploaded models
+    far = {"centers": server["centers"] + [{"w.a": torch.tensor([-50.0]), "w.b": torch.tensor([[0.0]])}],
+           "assign": torch.zeros(3, dtype=torch.int64)}
+    kept = make_algorithm({"name": "fesem", "k": 3}).aggregate(ctx, far, ups, rnd)[0]
+    assert kept["centers"][2]["w.a"].tolist() == [-50.0]
+    first, _ = algo.aggregate(ctx, algo.init_server(ctx), ups, Round(1, 2, ctx.seed))
+    assert len(first["centers"]) == 2 and algo.broadcast(ctx, algo.init_server(ctx), 0, Round(1, 2, 0)) == {}
