@@ -56,7 +56,7 @@ def test_fesem_one_kmeans_step_on_the_uploaded_models():
            for c, (v, n) in enumerate([(0.0, 1), (1.0, 3), (9.0, 1)])}
     server = {"centers": [{"w.a": torch.tensor([0.4]), "w.b": torch.tensor([[0.0]])},
                           {"w.a": torch.tensor([8.0]), "w.b": torch.tensor([[0.0]])}],
-              "assign": torch.tensor([1, 1, 0])}
+              "assign": torch.tensor([1, 1, 0]), "weights": {}}
     new, metrics = algo.aggregate(ctx, server, ups, rnd)
     assert new["assign"].tolist() == [0, 0, 1] and metrics == {"clusters_used": 2}      # E-step: nearest centre
     assert new["centers"][0]["w.a"].tolist() == [0.5] and new["centers"][1]["w.a"].tolist() == [9.0]  # M-step
@@ -65,8 +65,12 @@ def test_fesem_one_kmeans_step_on_the_uploaded_models():
     assert weighted["centers"][0]["w.a"].tolist() == [0.75]                               # (0 * 1 + 1 * 3) / 4
     # a centre nobody joins is kept; round 1 starts the centres from k uploaded models
     far = {"centers": server["centers"] + [{"w.a": torch.tensor([-50.0]), "w.b": torch.tensor([[0.0]])}],
-           "assign": torch.zeros(3, dtype=torch.int64)}
+           "assign": torch.zeros(3, dtype=torch.int64), "weights": {}}
     kept = make_algorithm({"name": "fesem", "k": 3}).aggregate(ctx, far, ups, rnd)[0]
     assert kept["centers"][2]["w.a"].tolist() == [-50.0]
     first, _ = algo.aggregate(ctx, algo.init_server(ctx), ups, Round(1, 2, ctx.seed))
-    assert len(first["centers"]) == 2 and algo.broadcast(ctx, algo.init_server(ctx), 0, Round(1, 2, 0)) == {}
+    assert len(first["centers"]) == 2
+    # round 1: every client starts from the server's one initial model
+    init = algo.init_server(ctx)
+    to0, to2 = (algo.broadcast(ctx, init, c, Round(1, 2, 0)) for c in (0, 2))
+    assert init["weights"] and all(torch.equal(to0[k], to2[k]) for k in init["weights"])

@@ -8,11 +8,12 @@ distance over all parameters and float buffers), the M-step sets each centre to 
 centre of its cluster with cross-entropy and uploads its model. Inference: the client's centre (its personalised
 model), as FedAvg predicts with the global model.
 
-Round 1 has no centres yet: every client trains from its own initial model, and the centres start as the uploads
-of ``k`` clients drawn with the run seed (k-means' random initialisation), then the first E/M step runs. The paper
+Round 1 has no centres yet: every client trains from the server's initial model (one initialisation for all, as
+FedAvg; averaging models from different initialisations destroys them), and the centres start as the uploads of
+``k`` clients drawn with the run seed (k-means' random initialisation), then the first E/M step runs. The paper
 gives no cluster count for these benchmarks: ``k: 3``.
 
-Up: the model ``w.*`` and ``num_samples``. Down: the client's centre ``w.*`` (nothing in round 1).
+Up: the model ``w.*`` and ``num_samples``. Down: the client's centre ``w.*`` (round 1: the initial model).
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ class FeSEM(FedAvg):
     CONSTRAINTS = {"k": Interval(1, None, integer=True)}
 
     def init_server(self, ctx):
-        return {"centers": [], "assign": torch.zeros(ctx.num_clients, dtype=torch.int64, device=ctx.device)}
+        return {**super().init_server(ctx), "centers": [],
+                "assign": torch.zeros(ctx.num_clients, dtype=torch.int64, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
-        return dict(server["centers"][int(server["assign"][cid])]) if server["centers"] else {}
+        return dict(server["centers"][int(server["assign"][cid])] if server["centers"] else server["weights"])
 
     def aggregate(self, ctx, server, uploads, rnd):
         ids = sorted(uploads)
@@ -60,4 +62,4 @@ class FeSEM(FedAvg):
                 centers[j] = mean_params(members, keys, sample_weights(members, True) if self.weighted else None)
         assign = server["assign"].clone()
         assign[ids] = near.to(assign.device)
-        return {"centers": centers, "assign": assign}, {"clusters_used": int(near.unique().numel())}
+        return {**server, "centers": centers, "assign": assign}, {"clusters_used": int(near.unique().numel())}
