@@ -26,17 +26,18 @@ def partition_heatmap(partition, ax=None, title: str | None = None, annotate: bo
 
 
 def accuracy_curves(records_by_label: dict[str, list[dict]], metric: str | dict[str, str], ax=None,
-                    ylabel: str | None = None):
-    """Mean client accuracy per round for several runs (FedMPS Fig. 4 style).
+                    ylabel: str | None = None, stat: str = "mean"):
+    """Client accuracy per round for several runs (FedMPS Fig. 4 style).
 
     ``metric`` is one key for every run or ``{label: key}`` (e.g. each method under the
-    paper's own convention).
+    paper's own convention); ``stat``: ``"mean"`` over clients or ``"weighted"`` (total
+    correct over total test samples, PFLlib's).
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     for label, records in records_by_label.items():
         key = metric[label] if isinstance(metric, dict) else metric
-        pts = [(r["round"], 100 * r["acc"][key]["mean"]) for r in records if "acc" in r and key in r["acc"]]
+        pts = [(r["round"], 100 * r["acc"][key][stat]) for r in records if "acc" in r and key in r["acc"]]
         if pts:
             rounds, acc = zip(*pts, strict=True)
             ax.plot(rounds, acc, label=label, marker="o" if len(pts) < 15 else None, ms=3)
