@@ -42,14 +42,14 @@ NON_SEMANTIC = ("name", "data_root", "results_dir")
 # reference (cpu, sequential), so that the ids of runs made before devices existed stay valid.
 REFERENCE_PLACEMENT = {"device": "cpu", "executor": "sequential"}
 # Training settings added after runs existed, at the value that changes nothing: left out of run ids.
-TRAIN_NEUTRAL = {"lr_decay": 1.0}
+TRAIN_NEUTRAL = {"lr_decay": 1.0, "shuffle": True}
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig(TrainSettings):
     """An experiment's ``train`` section: the local optimisation settings every algorithm sees
     (:class:`TrainSettings`: lr, momentum, weight_decay, batch_size, local_epochs, drop_last and
-    lr_decay, whose neutral 1 is left out of run ids) plus what only the engine uses."""
+    lr_decay and shuffle, left out of run ids at their neutral 1 and true) plus what only the engine uses."""
 
     rounds: int = 100
     participation: float = 1.0
@@ -61,7 +61,8 @@ class TrainConfig(TrainSettings):
             "local_epochs": Interval(1, None, integer=True), "batch_size": Interval(1, None, integer=True),
             "lr": Interval(0, None, low_open=True), "momentum": Interval(0, 1, high_open=True),
             "weight_decay": Interval(0, None), "drop_last": BOOL,
-            "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True)}, prefix="train")
+            "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True),
+            "shuffle": BOOL}, prefix="train")
 
     def settings(self) -> TrainSettings:
         """The part algorithms see, floats as floats."""
@@ -170,8 +171,9 @@ def validate(raw: dict, source: str = "config") -> dict:
     algo = make_algorithm(algo_spec)
     cfg["algorithm"] = {"name": algo.name, **algo.hyperparameters()}
 
+    # every TrainConfig field, in the order errors list them
     train_fields = ["rounds", "participation", "local_epochs", "batch_size", "lr", "momentum", "weight_decay",
-                    "drop_last", "eval_every", "lr_decay"]   # every TrainConfig field, in the order errors list them
+                    "drop_last", "eval_every", "lr_decay", "shuffle"]
     train = from_dict(TrainConfig, _mapping(raw["train"], "train", train_fields), owner="train")
     cfg["train"] = dataclasses.asdict(train)
 

@@ -161,7 +161,8 @@ class Batched:
         last = t.local_epochs - 1
         lr = t.round_lr(rnd)
         for epoch in range(t.local_epochs):
-            perms = [torch.randperm(n_i[g], generator=gens[g]) for g in range(G)]  # as sgd_epochs draws them
+            perms = [torch.randperm(n_i[g], generator=gens[g]) if t.shuffle else torch.arange(n_i[g])
+                     for g in range(G)]  # as sgd_epochs draws them
             for s in range(max(steps_i)):
                 batches: dict = {}
                 for g in range(G):

@@ -244,6 +244,40 @@ def test_fedavg_one_client_equals_local_sgd():
     assert all(torch.allclose(got["w." + k], v) for k, v in model.state_dict().items() if v.is_floating_point())
 
 
+def test_no_shuffle_takes_batches_in_data_order_and_leaves_run_ids_alone():
+    import dataclasses
+
+    import torch.nn.functional as F
+
+    from fedlib.algorithms.base import sgd_epochs
+    from fedlib.config import run_id, validate
+
+    ds = tiny_image_dataset()
+    part = label_partition("iid", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=1, seed=0, split="official")
+    data = FederatedData(ds, part).train[0]
+    ctx = make_ctx(num_clients=1, batch_size=5, momentum=0.0)
+    fixed = dataclasses.replace(ctx, train=dataclasses.replace(ctx.train, shuffle=False, local_epochs=2))
+    seen = []
+
+    def loss_fn(xb, yb, e):
+        seen.append(yb.clone())
+        return F.cross_entropy(model(xb)[0], yb)
+
+    model = ctx.new_model(None)
+    sgd_epochs(fixed, model, data, torch.Generator().manual_seed(0), loss_fn)
+    steps = len(data) // 5
+    order = data.y[:steps * 5].view(steps, 5)
+    assert len(seen) == 2 * steps and all(torch.equal(b, order[i % steps]) for i, b in enumerate(seen))
+    seen.clear()
+    sgd_epochs(ctx, model, data, torch.Generator().manual_seed(0), loss_fn)
+    assert not all(torch.equal(b, order[i]) for i, b in enumerate(seen))      # the default shuffles
+    raw = {"dataset": "fmnist", "model": "fedavg_cnn", "algorithm": {"name": "fedavg"},
+           "partition": {"scheme": "iid", "num_clients": 2}, "train": {"rounds": 1}}
+    base = run_id(validate(raw), 0)
+    assert run_id(validate({**raw, "train": {"rounds": 1, "shuffle": True}}), 0) == base
+    assert run_id(validate({**raw, "train": {"rounds": 1, "shuffle": False}}), 0) != base
+
+
 def _cifar_shaped(shots):
     """CIFAR-10 labels (5000/1000 per class) with constant images: enough for exact counts."""
     y_tr, y_te = torch.from_numpy(label_blocks(5000, 10)), torch.from_numpy(label_blocks(1000, 10))

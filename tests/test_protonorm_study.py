@@ -59,7 +59,8 @@ def test_gamma_sweeps_reuse_the_table1_runs():
     assert g[("fedproto", 1.4)]["algorithm"]["gamma"] == 1.4
     jobs = P.all_jobs(plan)
     ids = [run_id(c, s) for c, s in jobs]
-    assert len(ids) == len(set(ids)) == 16 + 3 + 3 + 4 + 1  # Table 1 (8 rows), Table 3, new gamma runs, PA phase
+    # Table 1 (8 rows), the code protocol (4), Table 3, new gamma runs, PA phase
+    assert len(ids) == len(set(ids)) == 16 + 4 + 3 + 3 + 4 + 1
     assert jobs[0][0]["model"]["name"] == "ht0_lite" and jobs[-1][0]["train"]["rounds"] == 1
 
 
@@ -145,3 +146,16 @@ def test_claims_margins_and_ranks_by_hand():
     assert mine["best baseline"] == "FedDistill" and mine["rank among baselines + it"] == 2
     theirs = c[("practical", "paper CIFAR-10", "ProtoNorm (lambda 1, paper)")]
     assert theirs["minus FedProto"] == round(88.56 - 82.90, 2) and theirs["rank among baselines + it"] == 1
+
+
+def test_code_protocol_changes_only_the_split_redraw_and_the_batch_order():
+    plan = P.load_plan("quick")
+    cp = P.code_protocol_configs(plan)
+    assert set(cp) == {"fedproto", "fedtgp", "protonorm", "protonorm_code"}
+    for m, cfg in cp.items():
+        ref = P.table1_config(plan, m, "practical")
+        assert cfg["partition"] == {**ref["partition"], "min_size": 1}
+        assert cfg["train"] == {**ref["train"], "shuffle": False}
+        assert cfg["algorithm"] == ref["algorithm"] and run_id(cfg, 0) != run_id(ref, 0)
+    jobs = {run_id(c, s) for c, s in P.all_jobs(plan)}
+    assert all(run_id(c, plan.seeds[0]) in jobs for c in cp.values())

@@ -64,6 +64,7 @@ class TrainSettings:
     local_epochs: int = 1
     drop_last: bool = True
     lr_decay: float = 1.0  # per round: round r trains with lr * lr_decay ** (r - 1) (MP-FedCL Table IV)
+    shuffle: bool = True   # a fresh batch order every epoch; false: the data's own order (HtFLlib's train loader)
 
     def round_lr(self, rnd: Round) -> float:
         """The learning rate of round ``rnd``."""
@@ -388,8 +389,9 @@ def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Gene
 
     A new optimiser is made per call, so momentum restarts every round (as in the
     FedProto/FedMPS code). Batches are drawn from a fresh permutation per epoch using
-    ``gen``; with ``drop_last`` a final partial batch is skipped, except that a client
-    with fewer samples than one batch still takes one step on all of them.
+    ``gen`` (in the data's order with ``shuffle: false``); with ``drop_last`` a final partial
+    batch is skipped, except that a client with fewer samples than one batch still takes one
+    step on all of them.
     ``loss_fn(xb, yb, epoch)`` returns the batch loss; ``lr`` defaults to ``ctx.train.lr`` (pass
     ``ctx.train.round_lr(rnd)`` where the rate decays over rounds).
     """
@@ -412,7 +414,7 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
     steps = _steps(n, t)
     total, count = torch.zeros((), device=data.x.device), 0
     for epoch in range(t.local_epochs):
-        perm = torch.randperm(n, generator=gen)
+        perm = torch.randperm(n, generator=gen) if t.shuffle else torch.arange(n)
         for b in range(steps):
             idx = perm[b * bs:(b + 1) * bs]
             loss = loss_fn(data.x[idx], data.y[idx], epoch)

@@ -175,6 +175,16 @@ def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str],
     return {(m, p): table1_config(plan, m, p, dataset=dataset) for p in t["partitions"] for m in t["methods"]}
 
 
+def code_protocol_configs(plan: Plan) -> dict[str, dict]:
+    """The prototype methods on the practical split under the official code's protocol (``code_protocol`` in
+    ``experiments.yaml``: least_samples 1, unshuffled batches), for the paper- vs code-faithful table; methods
+    the profile does not run are left out."""
+    cp = plan.spec["table1"]["code_protocol"]
+    return {m: table1_config(plan, m, "practical", name=f"protonorm-study/code-protocol/practical/{m}",
+                             **cp["changes"])
+            for m in cp["methods"] if m in plan.table1["methods"]}
+
+
 def extra_datasets(root: str | None = None) -> list[str]:
     """The paper's datasets (CIFAR-10, CIFAR-100) whose files are in the data root."""
     from fedlib.data.sources import present
@@ -216,7 +226,8 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the Table 1 protocol part of the notebook, unique, costliest
     first (rounds x data, heterogeneous before homogeneous) so the workers finish together."""
     seed0 = plan.seeds[0]
-    jobs_ = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
+    jobs_ = [(c, s) for c in list(table1_configs(plan).values()) + list(code_protocol_configs(plan).values())
+             for s in plan.seeds]
     jobs_ += [(c, seed0) for c in list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values())]
     jobs_.append((pa_phase_config(plan), seed0))
     for ds in extra_datasets():
