@@ -28,7 +28,7 @@ stand-in for the paper's MNIST column, `paper` profile) — with Local, FeSEM, F
 FedProto and GFPL; **Table 2** (the ablation), **Fig. 3b** (components per class n), **Fig. 6** (the fusion threshold S_C
 with the merge rates it gives), communication measured from the messages, the fused Gaussian components, the
 projected features with the ETF anchors, a reconstruction attack on the uploaded components, and the claims
-ledger. FedFA and FedPA are not implemented here (their rows show the paper's numbers only); FEMNIST,
+ledger. FedFA and FedPA follow their authors' code (docs/gfpl.md, "Baselines"); FEMNIST,
 CIFAR-10 and CIFAR-100 are not on this machine.
 
 **Profiles** (`params/gfpl/experiments.yaml`): `smoke` (tests, seconds), `quick` (the main command: MNIST-5k, 40
@@ -131,7 +131,7 @@ print("test images only of the client's classes, test_shots each:",
 Mean ± std over clients of each client's accuracy at the last round (the paper's ± is the std across clients; with
 several seeds both are averaged over seeds). The paper's column is MNIST: **on MNIST-5k the shots are 18, not
 100**, and Fashion-MNIST is a harder dataset than MNIST, so the numbers are compared for the order of the methods,
-not the level. Rows the suite does not implement (FedFA, FedPA) show the paper's value only."""),
+not the level."""),
 (CODE, r"""t1_cfgs = G.table1_configs(plan)
 t1 = G.run(t1_cfgs, workers=workers, desc="Table 1")
 t1_recs = {k: load_rounds(c, seed0) for k, c in t1_cfgs.items()}
@@ -149,8 +149,7 @@ for d in plan.settings["datasets"]:
     df["rounds to converge (ours; paper)"] = [
         f"{r}; {paper['table1_mnist']['comm_rounds'][m]}" if r is not None else f"—; {paper['table1_mnist']['comm_rounds'][m]}"
         for r, (m, w) in zip(conv, df.index)]
-    not_run = {"fedfa": "FedFA (not run)", "fedpa": "FedPA (not run)"}
-    df.index = pd.MultiIndex.from_tuples([(L(m) if m in plan.spec["methods"] else not_run.get(m, m), w)
+    df.index = pd.MultiIndex.from_tuples([(L(m) if m in plan.spec["methods"] else f"{m} (not run)", w)
                                           for m, w in df.index],
                                          names=["method", "w-bar"])
     t1_frames[d] = df

@@ -36,8 +36,9 @@ def make_algorithm(spec: dict) -> Algorithm:
 
 # Registration happens on import; keep this list sorted.
 from fedlib.algorithms import (  # noqa: E402,F401
-    cflgp, fedavg, fedcam, fedccfa, feddistill, fedgkd, fedic, fedkd, fedmps, fednh, fedntd, fedpac, fedper, fedproc,
-    fedproto, fedprox, fedrep, fedtgp, feduv, fesem, fml, gfpl, ifca, lgfedavg, local, moon, mpfedcl, protonorm)
+    cflgp, fedavg, fedcam, fedccfa, feddistill, fedfa, fedgkd, fedic, fedkd, fedmps, fednh, fedntd, fedpa, fedpac,
+    fedper, fedproc, fedproto, fedprox, fedrep, fedtgp, feduv, fesem, fml, gfpl, ifca, lgfedavg, local, moon, mpfedcl,
+    protonorm)
 
 __all__ = ["ALGORITHMS", "Algorithm", "ClientData", "Context", "Message", "Round", "TrainSettings",
            "make_algorithm", "register"]

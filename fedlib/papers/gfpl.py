@@ -217,7 +217,7 @@ def ledger(plan: Plan, res: dict) -> list:
             cells.append(f"{plan.dataset_label(d)} w{w}: GFPL {row['gfpl']:.2f} vs {plan.label(best)} {row[best]:.2f}")
         out.append(Claim("GFPL has the best accuracy in every column of Table 1", "Table 1", "; ".join(cells),
                          judge(all(wins)) if wins else None,
-                         "; ".join(x for x in (caveat, "FedFA and FedPA not run") if x)))
+                         caveat))
         rounds = {k: v["rounds_to_converge"] for k, v in t1.items() if k[-1] not in ("local",)}
         fewest = []
         for d, w in cols:
