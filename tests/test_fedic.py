@@ -194,3 +194,53 @@ def test_communication_counts():
     # down in round 1: extractor + initial head, no anchors yet
     assert recs_ic[0]["down_params"] == 4 * P
     assert count_parameters(model) <= P
+
+
+def test_study_configs_follow_pfllib_and_the_profile():
+    from fedlib.config import run_id
+    from fedlib.papers import fedic as I
+    from fedlib.validation import ConfigError
+
+    plan = I.load_plan("quick")
+    t1 = I.table1_configs(plan)
+    assert len(t1) == 2 * 9
+    cfg = t1[("pat", "fedic")]
+    assert cfg["train"]["lr"] == 0.005 and cfg["train"]["batch_size"] == 10 and cfg["train"]["momentum"] == 0.0
+    assert cfg["train"]["rounds"] == 15 and cfg["dataset"]["fraction"] == 0.05 and cfg["model"]["name"] == "fedavg_cnn"
+    assert cfg["partition"]["classes_per_client"] == 2 and cfg["partition"]["split"] == "merge"
+    assert t1[("pra", "fedccfa")]["algorithm"]["align_start"] == 2
+    assert I.config(I.load_plan("paper"), "fedccfa")["algorithm"]["align_start"] == 21
+    # K = 3 and the full ablation variant are Table 1's FedIC run, K = 1 is "+ collaboration"; every job once
+    ids = [run_id(c, s) for c, s in I.all_jobs(plan)]
+    assert len(ids) == len(set(ids)) == 18 + 4 + 2 + 2 + 4
+    assert run_id(I.k_configs(plan)[1], 0) == run_id(I.ablation_configs(plan)["collaboration"], 0)
+    assert run_id(I.k_configs(plan)[3], 0) == run_id(t1[("pra", "fedic")], 0)
+    assert run_id(I.ablation_configs(plan)["fedic"], 0) == run_id(t1[("pra", "fedic")], 0)
+    assert I.alpha_configs(plan)[(0.05, "fedic")]["partition"]["alpha"] == 0.05
+    assert I.scale_configs(plan)[(40, "fedpac")]["partition"]["num_clients"] == 40
+    with pytest.raises(ConfigError, match="method"):
+        I.config(plan, "fedxyz")
+
+
+def test_ledger_verdicts_follow_the_numbers():
+    from fedlib.claims import NOT_SUPPORTED, SUPPORTED
+    from fedlib.papers import fedic as I
+
+    plan = I.load_plan("quick")
+
+    def cell(best, **kw):
+        return {"best": best, "last": best, "n": 1, "best_std": 0.0, "per_seed": [best], "best_round": 1, **kw}
+
+    t1 = {("pra", "fedic"): cell(90.0, seconds=2.0, megabytes=10.0), ("pra", "fedpac"): cell(91.0, seconds=2.5,
+                                                                                              megabytes=11.0)}
+    ks = {1: cell(88.0), 3: cell(90.0), 5: cell(89.0)}
+    ab = {"baseline": cell(1.0), "clustering": cell(2.0), "collaboration": cell(3.0), "fedic": cell(4.0)}
+    out = {c.claim: c.verdict for c in I.ledger(plan, {"table1": t1, "k": ks, "ablation": ab,
+                                                        "bias": {"global": 2.0, "cluster": 1.0}})}
+    assert out["FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"] == NOT_SUPPORTED
+    assert out["An intermediate K is best (K = 3 on Fashion-MNIST)"] == SUPPORTED
+    assert out["baseline < + clustering < + collaboration < both"] == SUPPORTED
+    assert out["Clustering reduces the prototype aggregation bias"] == SUPPORTED
+    ab["clustering"] = cell(5.0)
+    out = {c.claim: c.verdict for c in I.ledger(plan, {"ablation": ab})}
+    assert out["baseline < + clustering < + collaboration < both"] == NOT_SUPPORTED
