@@ -53,3 +53,17 @@ def counts(claims: list[Claim]) -> dict[str, int]:
 def summary_line(claims: list[Claim]) -> str:
     c = counts(claims)
     return f"{c[SUPPORTED]} supported, {c[NOT_SUPPORTED]} not supported, {c[NOT_TESTED]} not tested here"
+
+
+def write(section, claims: list[Claim]) -> pd.DataFrame:
+    """Add the ledger to a report section (:class:`fedlib.report.ReportSection`): the table under its
+    summary line, then, in words, every claim our numbers contradict; returns the table."""
+    from fedlib.report import to_markdown
+
+    frame = table(claims)
+    section.text(f"**Claims ledger ({summary_line(claims)}).**\n\n" + to_markdown(frame))
+    against = [c for c in claims if c.verdict == NOT_SUPPORTED]
+    if against:
+        section.text("**Where ours contradict the paper.**\n\n" + "\n".join(
+            f"- {c.claim} ({c.source}): {c.evidence}." + (f" {c.note}." if c.note else "") for c in against))
+    return frame

@@ -1,11 +1,7 @@
 """Write notebooks/gfpl.ipynb from the cells below (the notebook is generated so that its text and code
 are reviewed in one place); then run ``python scripts/store_checked_outputs.py notebooks/gfpl.ipynb``."""
 
-from pathlib import Path
-
-import nbformat
-
-MD, CODE = "markdown", "code"
+from notebook_cells import CODE, MD, write
 CELLS = [
 (MD, r"""# GFPL: Gaussian-mixture prototypes, Bhattacharyya fusion, an ETF dual classifier and pseudo-feature retraining — reproduction
 
@@ -360,12 +356,7 @@ Every claim of the paper, our evidence (the number and the runs that made it) an
 our numbers: supported, not supported, or not tested here (and why). The paper's numbers are never evidence."""),
 (CODE, r"""ledger = G.ledger(plan, {"table1": cells, "ablation": ab_acc, "n": n_acc,
                          "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary})
-ledger_df = C.table(ledger)
-section.text(f"**Claims ledger ({C.summary_line(ledger)}).**\n\n" + report.to_markdown(ledger_df))
-against = [c for c in ledger if c.verdict == C.NOT_SUPPORTED]
-if against:
-    section.text("**Where ours contradict the paper.**\n\n" + "\n".join(
-        f"- {c.claim} ({c.source}): {c.evidence}." + (f" {c.note}." if c.note else "") for c in against))
+ledger_df = C.write(section, ledger)
 print(C.summary_line(ledger))
 print("report section:", section.write())
 ledger_df"""),
@@ -373,15 +364,7 @@ ledger_df"""),
 
 
 def main() -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                   "language_info": {"name": "python"}}
-    for kind, src in CELLS:
-        cell = nbformat.v4.new_markdown_cell(src) if kind == MD else nbformat.v4.new_code_cell(src)
-        if kind == CODE and src.startswith("import os\n\nprofile"):
-            cell.metadata["tags"] = ["parameters"]
-        nb.cells.append(cell)
-    nbformat.write(nb, Path(__file__).resolve().parents[1] / "notebooks" / "gfpl.ipynb")
+    write(CELLS, "gfpl")
 
 
 if __name__ == "__main__":

@@ -244,3 +244,25 @@ def test_ledger_verdicts_follow_the_numbers():
     ab["clustering"] = cell(5.0)
     out = {c.claim: c.verdict for c in I.ledger(plan, {"ablation": ab})}
     assert out["baseline < + clustering < + collaboration < both"] == NOT_SUPPORTED
+
+
+def test_sweep_claims_and_the_written_ledger():
+    from fedlib import claims as C
+    from fedlib.papers import fedic as I
+
+    plan = I.load_plan("quick")
+
+    def cell(best):
+        return {"best": best, "last": best, "n": 1, "best_std": 0.0, "per_seed": [best], "best_round": 1}
+
+    scale = {(20, "fedic"): cell(90.0), (20, "fedpac"): cell(89.0), (40, "fedic"): cell(80.0),
+             (40, "fedpac"): cell(81.0)}
+    alphas = {(0.1, "fedic"): cell(90.0)}
+    got = {c.claim: c for c in I.ledger(plan, {"scale": scale, "alphas": alphas})}
+    assert got["FedIC stays best with 40 and 60 clients"].verdict == C.NOT_SUPPORTED      # loses at 40
+    assert "40 clients: FedIC 80.00, FedPAC 81.00" in got["FedIC stays best with 40 and 60 clients"].evidence
+    assert got["FedIC is best at every Dirichlet concentration"].verdict == C.NOT_TESTED  # nobody to beat
+    texts = []
+    frame = C.write(types.SimpleNamespace(text=texts.append), list(got.values()))
+    assert len(frame) == len(got) and "Where ours contradict the paper" in texts[1]
+    assert "FedIC stays best with 40 and 60 clients (Table 3)" in texts[1]

@@ -43,8 +43,8 @@ Message = dict  # {name: torch.Tensor | int | float}
 Metrics = dict  # {name: float | int}
 
 __all__ = ["Algorithm", "ClientData", "Context", "LocalTask", "Message", "Metrics", "Round", "TrainSettings",
-           "check_message", "derive_seed", "frozen_copy", "joint_sgd_epochs", "load_model_message", "mean_params",
-           "model_message", "server_epochs", "sgd_epochs", "train_task", "weights"]
+           "check_message", "derive_seed", "frozen_copy", "head_then_body", "joint_sgd_epochs", "load_model_message",
+           "mean_params", "model_message", "server_epochs", "sgd_epochs", "train_task", "weights"]
 
 
 def derive_seed(*parts: int) -> int:
@@ -396,6 +396,25 @@ def sgd_epochs(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Gene
     ``ctx.train.round_lr(rnd)`` where the rate decays over rounds).
     """
     return joint_sgd_epochs(ctx, [(model, ctx.train.lr if lr is None else lr)], data, gen, loss_fn)
+
+
+def head_then_body(ctx: Context, model: nn.Module, data: ClientData, gen: torch.Generator, lr: float,
+                   phases: list[tuple[str, int, Callable]]) -> dict[str, float]:
+    """FedRep's and FedPAC's local update: for each ``(part, epochs, loss_fn)`` in order, :func:`sgd_epochs`
+    for ``epochs`` on ``loss_fn`` with only ``part`` trainable (``"head"``: ``model.head``; ``"body"``:
+    everything else); a part with 0 epochs is skipped. Returns ``{part: mean batch loss}``; every
+    parameter is trainable again afterwards."""
+    head = set(id(p) for p in model.head.parameters())
+    losses = {}
+    for part, epochs, loss_fn in phases:
+        if epochs == 0:
+            continue
+        for p in model.parameters():
+            p.requires_grad_((id(p) in head) == (part == "head"))
+        part_ctx = dataclasses.replace(ctx, train=dataclasses.replace(ctx.train, local_epochs=epochs))
+        losses[part] = sgd_epochs(part_ctx, model, data, gen, loss_fn, lr=lr)
+    model.requires_grad_(True)
+    return losses
 
 
 def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: ClientData,

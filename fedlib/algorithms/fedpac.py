@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, mean_params, model_message, sample_weights, sgd_epochs, weights
+from fedlib.algorithms.base import Algorithm, head_then_body, mean_params, model_message, sample_weights, weights
 from fedlib.prototypes import ProtoTable, proto_regulariser, rows_message
 from fedlib.validation import BOOL, Interval, Options
 
@@ -174,23 +174,18 @@ class FedPAC(Algorithm):
         anchors = table.single() if table is not None and self.lam > 0 else None
         gen, lr = rnd.generator(cid), ctx.train.round_lr(rnd)
 
-        def loss_fn(xb, yb, epoch):
+        def head_loss(xb, yb, epoch):
+            return F.cross_entropy(model(xb)[0], yb)
+
+        def body_loss(xb, yb, epoch):
             logits, feats = model(xb)
             loss = F.cross_entropy(logits, yb)
-            if anchors is not None and phase == "body":
+            if anchors is not None:
                 loss = loss + self.lam * proto_regulariser(feats["high"], yb, *anchors)
             return loss
 
-        head = set(id(p) for p in model.head.parameters())
-        losses = {}
-        for phase, epochs in (("head", self.head_epochs), ("body", ctx.train.local_epochs)):
-            if epochs == 0:
-                continue
-            for p in model.parameters():
-                p.requires_grad_((id(p) in head) == (phase == "head"))
-            phase_ctx = dataclasses.replace(ctx, train=dataclasses.replace(ctx.train, local_epochs=epochs))
-            losses[phase] = sgd_epochs(phase_ctx, model, data, gen, loss_fn, lr=lr)
-        model.requires_grad_(True)
+        losses = head_then_body(ctx, model, data, gen, lr, [("head", self.head_epochs, head_loss),
+                                                            ("body", ctx.train.local_epochs, body_loss)])
         after = feature_statistics(model, data, ctx.num_classes)
         classes = torch.nonzero(after["counts"]).flatten()
         up = {**model_message(model), "num_samples": len(data), "protos": after["means"][classes],

@@ -19,7 +19,7 @@ import dataclasses
 import torch.nn.functional as F
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import sgd_epochs, weights
+from fedlib.algorithms.base import head_then_body, weights
 from fedlib.algorithms.fedper import FedPer
 from fedlib.validation import Interval
 
@@ -38,14 +38,6 @@ class FedRep(FedPer):
         def loss_fn(xb, yb, epoch):
             return F.cross_entropy(model(xb)[0], yb)
 
-        head = set(id(p) for p in model.head.parameters())
-        losses = []
-        for phase, epochs in (("head", self.head_epochs), ("body", ctx.train.local_epochs)):
-            if epochs == 0:
-                continue
-            for p in model.parameters():
-                p.requires_grad_((id(p) in head) == (phase == "head"))
-            phase_ctx = dataclasses.replace(ctx, train=dataclasses.replace(ctx.train, local_epochs=epochs))
-            losses.append(sgd_epochs(phase_ctx, model, data, gen, loss_fn, lr=lr))
-        model.requires_grad_(True)
-        return {"model": weights(model)}, self.upload(model, data), {"train_loss": losses[-1]}
+        losses = head_then_body(ctx, model, data, gen, lr, [("head", self.head_epochs, loss_fn),
+                                                            ("body", ctx.train.local_epochs, loss_fn)])
+        return {"model": weights(model)}, self.upload(model, data), {"train_loss": losses["body"]}

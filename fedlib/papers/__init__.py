@@ -119,6 +119,27 @@ class Plan:
             raise ConfigError("study parameter", ", ".join(overrides), "none for this study")
 
 
+@dataclasses.dataclass
+class TablePlan(Plan):
+    """A plan whose profile gives every run one round count (``rounds``) and lists the main table's rows
+    (``table1_methods``: ``all`` or method names); the notebook's ``methods`` and ``rounds`` override them."""
+
+    @property
+    def rounds(self) -> int:
+        return self.settings["rounds"]
+
+    def table1_methods(self) -> list[str]:
+        value = self.settings["table1_methods"]
+        return self.methods if value == "all" else list(value)
+
+    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
+        """``methods`` (the main table's rows) and ``rounds`` (every run)."""
+        if methods is not None:
+            self.settings["table1_methods"] = check_methods(methods, self.methods)
+        if rounds is not None:
+            self.settings["rounds"] = check_rounds(rounds)
+
+
 def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
     """``(config, seed)`` jobs without repeats (one per run id, the first kept), most costly first
     (``cost(config)``), so that a pool of workers ends together."""

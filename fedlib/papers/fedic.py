@@ -20,24 +20,15 @@ import numpy as np
 
 from fedlib import papers
 from fedlib.config import apply_overrides, validate
-from fedlib.papers import check_methods
 from fedlib.runner import run_configs as run  # noqa: F401 (I.run in the notebook)
 from fedlib.validation import ConfigError
 
 
 @dataclasses.dataclass
-class Plan(papers.Plan):
+class Plan(papers.TablePlan):
     """The FedIC experiments under one profile."""
 
     paper = "fedic"
-
-    @property
-    def rounds(self) -> int:
-        return self.settings["rounds"]
-
-    def table1_methods(self) -> list[str]:
-        value = self.settings["table1_methods"]
-        return self.methods if value == "all" else list(value)
 
     def sweep_methods(self) -> list[str]:
         value = self.settings["sweep_methods"]
@@ -51,13 +42,6 @@ class Plan(papers.Plan):
         frac = self.settings["fraction"]
         data = "all of Fashion-MNIST" if frac == 1 else f"{100 * frac:g}% of Fashion-MNIST (stratified)"
         return f"profile {self.profile}: {data}, {self.rounds} rounds, seeds {self.seeds}"
-
-    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
-        """``methods`` (Table 1 rows) and ``rounds`` (every run)."""
-        if methods is not None:
-            self.settings["table1_methods"] = check_methods(methods, self.methods)
-        if rounds is not None:
-            self.settings["rounds"] = papers.check_rounds(rounds)
 
 
 def load_plan(profile: str = "quick", **options) -> Plan:
@@ -198,6 +182,22 @@ def prototype_distances(state, cls: int = 0) -> tuple[np.ndarray, list[int]]:
     return np.clip(1 - unit @ unit.T, 0, 2), ids
 
 
+def _sweep_claim(plan: Plan, cells_: dict, claim: str, source: str, name: str, enough, note: str):
+    """"FedIC is best at every value" of a sweep ``{(value, method): cell}``; not tested when the profile's
+    values are not ``enough`` or FedIC has nobody to beat."""
+    from fedlib.claims import Claim, judge, untested
+
+    keys = sorted({k[0] for k in cells_})
+    wins = [cells_[(v, "fedic")]["best"] >= max(c["best"] for (vv, m), c in cells_.items() if vv == v and m != "fedic")
+            for v in keys if (v, "fedic") in cells_ and len([k for k in cells_ if k[0] == v]) > 1]
+    if not wins or not enough(keys):
+        return untested(claim, source, f"the profile runs {', '.join(name.format(v) for v in keys)} with "
+                        + ", ".join(plan.sweep_methods()))
+    evidence = "; ".join(name.format(v) + ": " + ", ".join(f"{plan.label(m)} {c['best']:.2f}"
+                                                           for (vv, m), c in cells_.items() if vv == v) for v in keys)
+    return Claim(claim, source, evidence, judge(all(wins)), note + "; methods: " + ", ".join(plan.sweep_methods()))
+
+
 def ledger(plan: Plan, res: dict) -> list:
     """FedIC's claims with our evidence and a verdict each (:mod:`fedlib.claims`).
 
@@ -248,34 +248,15 @@ def ledger(plan: Plan, res: dict) -> list:
         out.append(Claim("baseline < + clustering < + collaboration < both", "Fig. 4",
                          ", ".join(f"{plan.label(v)} {x:.2f}" for v, x in a.items()), judge(order),
                          caveat + "; the paper's ablation is on CIFAR-100, ours on Fashion-MNIST Pra"))
-    sc = res.get("scale")
-    if sc:
-        ns = sorted({k[0] for k in sc})
-        wins = [sc[(n, "fedic")]["best"] >= max(c["best"] for (nn, m), c in sc.items() if nn == n and m != "fedic")
-                for n in ns if (n, "fedic") in sc and len([k for k in sc if k[0] == n]) > 1]
-        evidence = "; ".join(f"{n} clients: " + ", ".join(f"{plan.label(m)} {c['best']:.2f}"
-                                                         for (nn, m), c in sc.items() if nn == n) for n in ns)
-        if wins and max(ns) > 20:
-            out.append(Claim("FedIC stays best with 40 and 60 clients", "Table 3", evidence, judge(all(wins)),
-                             caveat + "; the paper's table is CIFAR, ours Fashion-MNIST Pra; methods: "
-                             + ", ".join(plan.sweep_methods())))
-        else:
-            out.append(untested("FedIC stays best with 40 and 60 clients", "Table 3",
-                                f"the profile runs {ns} clients with {', '.join(plan.sweep_methods())}"))
-    al = res.get("alphas")
-    if al:
-        al_keys = sorted({k[0] for k in al})
-        wins = [al[(a, "fedic")]["best"] >= max(c["best"] for (aa, m), c in al.items() if aa == a and m != "fedic")
-                for a in al_keys if (a, "fedic") in al and len([k for k in al if k[0] == a]) > 1]
-        evidence = "; ".join(f"alpha {a:g}: " + ", ".join(f"{plan.label(m)} {c['best']:.2f}"
-                                                         for (aa, m), c in al.items() if aa == a) for a in al_keys)
-        if wins and len(al_keys) > 1:
-            out.append(Claim("FedIC is best at every Dirichlet concentration", "Table 4", evidence, judge(all(wins)),
-                             caveat + "; alpha 0.01 cannot give 20 clients 40 samples each on 10 classes (PFLlib's "
-                             "resampling never ends): 0.05 instead"))
-        else:
-            out.append(untested("FedIC is best at every Dirichlet concentration", "Table 4",
-                                f"the profile runs alpha {al_keys} with {', '.join(plan.sweep_methods())}"))
+    sweeps = (("scale", "FedIC stays best with 40 and 60 clients", "Table 3", "{} clients",
+               lambda keys: max(keys) > 20, "the paper's table is CIFAR, ours Fashion-MNIST Pra"),
+              ("alphas", "FedIC is best at every Dirichlet concentration", "Table 4", "alpha {:g}",
+               lambda keys: len(keys) > 1, "alpha 0.01 cannot give 20 clients 40 samples each on 10 classes "
+               "(PFLlib's resampling never ends): 0.05 instead"))
+    for key, claim, source, name, enough, note in sweeps:
+        cells_ = res.get(key)
+        if cells_:
+            out.append(_sweep_claim(plan, cells_, claim, source, name, enough, f"{caveat}; {note}"))
     bias = res.get("bias")
     if bias:
         out.append(Claim("Clustering reduces the prototype aggregation bias", "Eqs. 4-5, Fig. 3a",

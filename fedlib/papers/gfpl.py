@@ -22,33 +22,17 @@ import numpy as np
 
 from fedlib import papers
 from fedlib.config import apply_overrides, validate
-from fedlib.papers import check_methods
 from fedlib.runner import run_configs as run  # noqa: F401 (G.run in the notebook)
 from fedlib.validation import ConfigError
 
 @dataclasses.dataclass
-class Plan(papers.Plan):
+class Plan(papers.TablePlan):
     """The GFPL experiments under one profile."""
 
     paper = "gfpl"
 
-    @property
-    def rounds(self) -> int:
-        return self.settings["rounds"]
-
-    def table1_methods(self) -> list[str]:
-        value = self.settings["table1_methods"]
-        return self.methods if value == "all" else list(value)
-
     def dataset_label(self, name: str) -> str:
         return self.spec["datasets"][name]["label"]
-
-    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
-        """``methods`` (Table 1 rows) and ``rounds`` (every run)."""
-        if methods is not None:
-            self.settings["table1_methods"] = check_methods(methods, self.methods)
-        if rounds is not None:
-            self.settings["rounds"] = papers.check_rounds(rounds)
 
 
 def load_plan(profile: str = "quick", **options) -> Plan:
