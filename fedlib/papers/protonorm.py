@@ -178,10 +178,15 @@ def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str],
 def code_protocol_configs(plan: Plan) -> dict[str, dict]:
     """The prototype methods on the practical split under the official code's protocol (``code_protocol`` in
     ``experiments.yaml``: least_samples 1, unshuffled batches), for the paper- vs code-faithful table; methods
-    the profile does not run are left out. A profile's ``code_min_size`` replaces the least_samples (smoke and
-    quick keep PFLlib's 40: at 1-5% of the data the code's 1 gives a client a single sample, no test split)."""
+    the profile does not run are left out. A profile's ``code_min_size`` replaces the least_samples (``null``
+    in smoke and quick: PFLlib's, as the paper protocol; at 1-5% of the data the code's 1 gives a client a
+    single sample and no test split)."""
     cp = plan.spec["table1"]["code_protocol"]
-    changes = {**cp["changes"], "partition.min_size": plan.settings.get("code_min_size", 1)}
+    changes = dict(cp["changes"])
+    if plan.settings.get("code_min_size", 1) is None:   # PFLlib's least_samples, as the paper protocol
+        del changes["partition.min_size"]
+    else:
+        changes["partition.min_size"] = plan.settings.get("code_min_size", 1)
     return {m: table1_config(plan, m, "practical", name=f"protonorm-study/code-protocol/practical/{m}", **changes)
             for m in cp["methods"] if m in plan.table1["methods"]}
 
