@@ -266,3 +266,21 @@ def test_sweep_claims_and_the_written_ledger():
     frame = C.write(types.SimpleNamespace(text=texts.append), list(got.values()))
     assert len(frame) == len(got) and "Where ours contradict the paper" in texts[1]
     assert "FedIC stays best with 40 and 60 clients (Table 3)" in texts[1]
+
+
+def test_other_datasets_take_their_classes_per_client_and_k():
+    from fedlib.config import run_id
+    from fedlib.papers import fedic as I
+
+    plan = I.load_plan("quick")
+    c100 = I.table1_configs(plan, "cifar100")
+    assert c100[("pat", "fedic")]["dataset"]["name"] == "cifar100"
+    assert c100[("pat", "fedic")]["partition"]["classes_per_client"] == 10
+    assert c100[("pra", "fedic")]["algorithm"]["K"] == 5
+    assert I.config(plan, "baseline", variant=True, dataset="cifar100")["algorithm"]["K"] == 1
+    assert I.config(plan, "clustering", variant=True, dataset="cifar100")["algorithm"]["K"] == 5
+    assert c100[("pat", "fedic")]["name"] == "fedic-study/cifar100/pat/fedic"
+    # Fashion-MNIST configs are what they were (the same run ids as the cached runs)
+    assert run_id(I.config(plan, "fedic", "pra"), 0) == run_id(I.config(plan, "fedic", "pra", dataset="fmnist"), 0)
+    assert I.config(plan, "fedic", "pra")["algorithm"]["K"] == 3
+    assert I.main(["--dataset", "mnist"]) == 2

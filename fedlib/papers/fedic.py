@@ -51,18 +51,26 @@ def load_plan(profile: str = "quick", **options) -> Plan:
 
 
 def config(plan: Plan, method: str, partition: str = "pra", name: str | None = None, variant: bool = False,
-           **changes) -> dict:
-    """The validated config of ``method`` (or, with ``variant``, a Fig. 4 variant) on ``partition``;
-    ``changes`` are dotted overrides applied last (``partition.num_clients``, ``partition.alpha``,
-    ``algorithm.K``)."""
+           dataset: str = "fmnist", **changes) -> dict:
+    """The validated config of ``method`` (or, with ``variant``, a Fig. 4 variant) on ``partition`` of
+    ``dataset`` (its Pat classes per client and FedIC's K from ``datasets`` in the params file); ``changes``
+    are dotted overrides applied last (``partition.num_clients``, ``partition.alpha``, ``algorithm.K``)."""
+    if dataset not in plan.spec["datasets"]:
+        raise ConfigError("dataset", dataset, "one of " + ", ".join(plan.spec["datasets"]))
+    dspec = plan.spec["datasets"][dataset]
     table = plan.spec["variants"] if variant else plan.spec["methods"]
     if method not in table:
         raise ConfigError("variant" if variant else "method", method, "one of " + ", ".join(table))
     if partition not in plan.spec["partitions"]:
         raise ConfigError("partition", partition, "one of " + ", ".join(plan.spec["partitions"]))
     raw = copy.deepcopy(plan.spec["base"])
+    raw["dataset"] = {**raw["dataset"], "name": dataset}
     raw["partition"] = {k: v for k, v in plan.spec["partitions"][partition].items() if k != "label"}
+    if raw["partition"]["scheme"] == "pathological":
+        raw["partition"]["classes_per_client"] = dspec["classes_per_client"]
     raw["algorithm"] = dict(table[method]["algorithm"])
+    if raw["algorithm"]["name"] == "fedic" and raw["algorithm"].get("K", 3) != 1:   # clustered: the dataset's K
+        raw["algorithm"]["K"] = dspec["K"]
     if raw["algorithm"]["name"] == "fedccfa":   # its round-dependent start, sized per profile
         raw["algorithm"]["align_start"] = plan.settings["fedccfa_align_start"]
     raw["train"] = {**raw["train"], "rounds": plan.rounds}
@@ -72,13 +80,15 @@ def config(plan: Plan, method: str, partition: str = "pra", name: str | None = N
     raw["results_dir"] = plan.results_dir
     raw["data_root"] = plan.data_root
     raw = apply_overrides(plan.placement(raw), changes)
-    raw["name"] = name or f"fedic-study/{partition}/{method}"
+    where = "" if dataset == "fmnist" else f"{dataset}/"
+    raw["name"] = name or f"fedic-study/{where}{partition}/{method}"
     return validate(raw)
 
 
-def table1_configs(plan: Plan) -> dict[tuple[str, str], dict]:
-    """Table 1: ``{(partition, method): config}``."""
-    return {(p, m): config(plan, m, p) for p in plan.settings["partitions"] for m in plan.table1_methods()}
+def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
+    """Table 1: ``{(partition, method): config}`` on ``dataset``."""
+    return {(p, m): config(plan, m, p, dataset=dataset) for p in plan.settings["partitions"]
+            for m in plan.table1_methods()}
 
 
 def k_configs(plan: Plan) -> dict[int, dict]:
@@ -158,9 +168,9 @@ def cells(plan: Plan, results: dict, records: dict | None = None) -> dict:
     return out
 
 
-def ours_table(plan: Plan, table: dict, stat: str = "best") -> dict:
-    """Table 1 cells as ``{method: {pat_fmnist|pra_fmnist: [mean, std, n]}}`` for :func:`fedlib.report.compare`."""
-    return {m: {f"{p}_fmnist": [c[stat], c["best_std"] if stat == "best" else None, c["n"]]
+def ours_table(plan: Plan, table: dict, stat: str = "best", dataset: str = "fmnist") -> dict:
+    """Table 1 cells as ``{method: {pat_<dataset>|pra_<dataset>: [mean, std, n]}}`` (:func:`fedlib.report.compare`)."""
+    return {m: {f"{p}_{dataset}": [c[stat], c["best_std"] if stat == "best" else None, c["n"]]
                 for (p, mm), c in table.items() if mm == m} for m in plan.table1_methods()}
 
 
@@ -275,21 +285,26 @@ def ledger(plan: Plan, res: dict) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.fedic [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: run
-    Table 1 headless and print paper | ours per setting (best round, sample-weighted)."""
+    """``python -m fedlib.papers.fedic [--profile P] [--dataset D] [--methods M ...] [--seeds S ...] [--rounds N]``:
+    run Table 1 headless and print paper | ours per setting (best round, sample-weighted)."""
     from fedlib import report
     from fedlib.runner import load_rounds
 
     parser = papers.cli("python -m fedlib.papers.fedic", main.__doc__)
+    parser.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10 or cifar100 (their files "
+                        "must be in the data root; nothing is downloaded)")
     args, plan = papers.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
-    cfgs = table1_configs(plan)
+    if args.dataset not in plan.spec["datasets"]:
+        print(f"error: --dataset: got {args.dataset!r}; allowed: {', '.join(plan.spec['datasets'])}")
+        return 2
+    cfgs = table1_configs(plan, args.dataset)
     res = run(cfgs, workers=args.workers, desc="Table 1")
     t1 = cells(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
     paper = report.load_paper("fedic")["tables"]["table1"]
-    print(f"FedIC Table 1 on Fashion-MNIST, {plan.setting()}; best round, sample-weighted (%)")
-    print(report.to_markdown(report.compare(paper, ours_table(plan, t1))))
+    print(f"FedIC Table 1 on {args.dataset}, {plan.setting()}; best round, sample-weighted (%)")
+    print(report.to_markdown(report.compare(paper, ours_table(plan, t1, dataset=args.dataset))))
     return 0
 
 
