@@ -154,19 +154,20 @@ def run_lock(folder: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _cached_summary(cfg: dict, seed: int, repair: bool = False) -> dict | None:
+def cached_summary(cfg: dict, seed: int, repair: bool = False) -> dict | None:
+    """The summary of a finished, consistent run of ``(cfg, seed)``, or ``None`` (trains nothing)."""
     summary = store.verify_finished(run_dir(cfg, seed), cfg["train"]["rounds"], repair=repair)
     return None if summary is None else {**summary, "cache_hit": True}
 
 
 def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
     folder = run_dir(cfg, seed)
-    cached = _cached_summary(cfg, seed)
+    cached = cached_summary(cfg, seed)
     if cached is not None:
         return cached
     built = build(cfg, seed)  # data-dependent config errors surface here, before any file is written
     with run_lock(folder):
-        cached = _cached_summary(cfg, seed, repair=True)  # finished by a process we waited for, or damaged
+        cached = cached_summary(cfg, seed, repair=True)  # finished by a process we waited for, or damaged
         if cached is not None:
             return cached
         return _train(cfg, seed, folder, progress, built)
@@ -181,6 +182,8 @@ def rerunnable_config(cfg: dict, seed: int) -> dict:
 
 
 def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
+    from fedlib.report import git_commit  # the code that made the numbers, beside the machine
+
     data, ctx, algo = built
     header = (f"# run {folder.name}, seed {seed}: `python -m fedlib run {folder / store.CONFIG}` reruns it\n")
     store.atomic_write(folder / store.CONFIG, header + yaml.safe_dump(rerunnable_config(cfg, seed), sort_keys=False))
@@ -198,6 +201,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
                            for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
         "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
         "machine": machine_record(ctx.device), "executor": cfg.get("executor", "sequential"),
+        "code": git_commit(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
     if records[-1].get("diverged"):
         summary["diverged_at"] = records[-1]["round"]
@@ -277,7 +281,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     summaries: list[dict | None] = [None] * len(jobs)
     todo = []
     for i, (cfg, seed) in enumerate(jobs):
-        summaries[i] = _cached_summary(cfg, seed)
+        summaries[i] = cached_summary(cfg, seed)
         if summaries[i] is None:
             todo.append(i)
     total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
@@ -350,7 +354,7 @@ def load_state(cfg: dict, seed: int) -> RunState:
     folder = run_dir(cfg, seed)
     if not (folder / store.CHECKPOINT).exists() and not (folder / store.SUMMARY).exists():
         raise FileNotFoundError(f"no checkpoint for {cfg['name']} seed {seed} in {folder}: run it first")
-    if (folder / store.SUMMARY).exists() and _cached_summary(cfg, seed) is None:
+    if (folder / store.SUMMARY).exists() and cached_summary(cfg, seed) is None:
         run_one(cfg, seed, progress=False)
     ckpt, problem = store.load_checkpoint(folder)
     if ckpt is None:
@@ -373,7 +377,7 @@ def load_rounds(cfg: dict, seed: int) -> list[dict]:
     hit (a damaged run is repaired by :func:`run_one` first, with a warning); of a run in
     progress, the consecutive rounds logged so far."""
     folder = run_dir(cfg, seed)
-    if (folder / store.SUMMARY).exists() and _cached_summary(cfg, seed) is None:
+    if (folder / store.SUMMARY).exists() and cached_summary(cfg, seed) is None:
         run_one(cfg, seed, progress=False)
     return store.read_log(folder)
 

@@ -44,6 +44,10 @@ def test_every_run_records_its_machine(tmp_path):
     assert machine["device"] == "cpu" and machine["torch"] == torch.__version__ and machine["threads"] == 1
     assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["cpu"]
     assert summary["executor"] == "sequential"
+    from fedlib.report import git_commit
+
+    assert summary["code"] == git_commit() and len(summary["code"].split()[0]) >= 7  # the code that made it
+    assert len(summary["finished_utc"]) == len("2026-01-01 00:00")
 
 
 def test_headless_run_needs_no_notebook_packages(tmp_path):

@@ -19,7 +19,7 @@ CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
 
 def strip(summary):
     return {k: v for k, v in summary.items() if k not in ("wall_seconds_this_call", "cache_hit",
-                                                          "seconds_per_round_median")}
+                                                          "seconds_per_round_median", "finished_utc")}
 
 
 def test_run_many_in_processes_equals_run_one_here_and_caches(tmp_path):
@@ -182,3 +182,49 @@ def test_local_prototypes_by_class_groups_uploads():
     owners = S.local_prototypes_by_class(ups)
     assert sorted(owners) == [3, 5]
     assert [(cid, p.tolist()) for cid, p in owners[5]] == [(0, [2.0]), (1, [4.0])]
+
+
+def test_cached_reads_finished_runs_only_and_counts_them(tmp_path):
+    from fedlib import papers
+
+    cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
+    other = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2, "algorithm.lam": 0.5})
+    assert papers.cached({"a": cfg, "b": other}, [1, 2]) == ({}, 0)
+    made = run_many([(cfg, 1), (cfg, 2), (other, 1)], workers=1, progress=False)
+    done, found = papers.cached({"a": cfg, "b": other}, [1, 2])
+    assert found == 3 and list(done) == ["a"]  # "b" lacks seed 2: left out, not half shown
+    assert [s["run_id"] for s in done["a"]] == [made[0]["run_id"], made[1]["run_id"]]
+    assert papers.cached({"a": cfg, "b": other}, [1, 2]) == (done, found)  # reading trains nothing
+    assert len(list(tmp_path.iterdir())) == 3
+    text = papers.made_by(done["a"])
+    assert text.startswith(f"commit {made[0]['code']}") and made[0]["machine"]["cpu_capability"] in text
+
+
+def test_paper_table3_in_a_short_profile_trains_nothing(tmp_path):
+    plan = S.load_plan("smoke", results_dir=str(tmp_path))
+    got = S.paper_table3(plan)
+    assert got["plan"].profile == "paper" and got["plan"].settings["rounds"]["main"] == 100
+    assert (got["found"], got["total"], got["rows"]) == (0, 24, None)
+    assert not any(tmp_path.iterdir())
+    only = S.load_plan("smoke", results_dir=str(tmp_path), methods=["fedproto", "fedmps"])
+    assert S.paper_table3(only)["total"] == 6
+
+
+def test_ledger_adds_the_paper_protocol_claims_beside_the_short_ones():
+    quick, paper = S.load_plan("quick"), S.load_plan("paper")
+    short = S.table3(quick, {"fedmps": [_summary(0.80)], "fedavg": [_summary(0.99)]})
+    full = S.table3(paper, {"fedmps": [_summary(x) for x in (0.93, 0.94, 0.95)],
+                            "fedavg": [_summary(x) for x in (0.80, 0.81, 0.82)]})
+    got = S.ledger(quick, {"table3": short, "table3_paper": {"plan": paper, "rows": full, "head": None}})
+    by = {(c.source, c.claim): c for c in got}
+    best = "FedMPS has the highest accuracy of the eight methods on Fashion-MNIST"
+    assert by[("Table III", best)].verdict == "not supported"  # 80 vs 89 in the short run
+    assert by[("Table III, paper protocol", best)].verdict == "supported"  # 94 vs 81 over 3 seeds
+    assert "paper profile, 100 rounds, seeds [1234, 1235, 1236]" in by[("Table III, paper protocol", best)].evidence
+    sig = by[("Table III, paper protocol", "FedMPS is significantly better than every baseline (Wilcoxon rank-sum, "
+                                           "p < 0.05)")]
+    assert sig.verdict == "supported" and "largest p 0.050" in sig.evidence
+    # under the paper profile itself the table above is the paper protocol: no second copy
+    assert not [c for c in S.ledger(paper, {"table3": full, "table3_paper": {"plan": paper, "rows": full,
+                                                                              "head": None}})
+                if c.source == "Table III, paper protocol"]

@@ -151,6 +151,36 @@ def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
     return sorted(unique.values(), key=lambda job: cost(job[0]), reverse=True)
 
 
+def cached(configs: dict, seeds: list[int]) -> tuple[dict, int]:
+    """What the cache already holds, training nothing: ``{key: [summary per seed]}`` for the
+    configs whose every seed has finished, and how many of the ``len(configs) x len(seeds)``
+    runs have. A short profile's report shows a longer profile's table this way once its runs
+    were made (headless, or on another machine into the same results folder)."""
+    from fedlib.runner import cached_summary
+
+    found, complete = 0, {}
+    for key, cfg in configs.items():
+        runs = [cached_summary(cfg, s) for s in seeds]
+        found += sum(r is not None for r in runs)
+        if all(r is not None for r in runs):
+            complete[key] = runs
+    return complete, found
+
+
+def made_by(summaries) -> str:
+    """Which code and machine made a set of runs, from their summaries: commits, device (GPU
+    or CPU model with its kernel capability) and when the last one finished."""
+    codes, where, when = set(), set(), []
+    for s in summaries:
+        codes.add(s.get("code", "before commits were recorded"))
+        m = s.get("machine", {})
+        where.add(m.get("gpu") or f"CPU {m.get('cpu', '?')} ({m.get('cpu_capability', '?')})")
+        if s.get("finished_utc"):
+            when.append(s["finished_utc"])
+    return (f"commit {', '.join(sorted(codes))} · {'; '.join(sorted(where))}"
+            + (f" · last finished {max(when)} UTC" if when else ""))
+
+
 def cli(prog: str, description: str) -> argparse.ArgumentParser:
     """The argument parser every study's headless command starts from."""
     ap = argparse.ArgumentParser(prog=prog, description=description)

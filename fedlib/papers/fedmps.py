@@ -196,6 +196,24 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
     return rows
 
 
+def paper_table3(plan: Plan) -> dict:
+    """Table III under the ``paper`` profile from finished runs only (trains nothing), for a
+    shorter profile's report: ``{"plan", "found", "total", "rows", "head", "made_by"}``, with
+    ``rows``/``head`` (:func:`table3`, the paper's convention / head over all classes) over the
+    methods whose every seed has finished, ``None`` while none has. The runs come from
+    ``python -m fedlib.papers.fedmps --profile paper`` (or the paper profile's notebook) into the
+    same results folder, on the same device kind as ``plan``."""
+    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
+    pplan.settings["table3_methods"] = list(plan.selected("table3_methods"))
+    configs = table3_configs(pplan)
+    done, found = papers.cached(configs, pplan.seeds)
+    out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
+           "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else ""}
+    if done:
+        out["rows"], out["head"] = table3(pplan, done), table3(pplan, done, metric=COMMON_METRIC)
+    return out
+
+
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
     """Table VII rows: the paper's rule (nearest prototype, own classes) at the best round and at
     the last round, the head over all classes (the soft-label term acts on the head), each with
@@ -375,50 +393,19 @@ def ledger(plan: Plan, res: dict) -> list:
     (``{value: {method: accuracy}}``), ``tau_std`` (``{"tau1": std, "tau2": std}`` of FedMPS's
     accuracy in points), ``attack`` (the attack's summary frame).
     """
-    from fedlib.claims import Claim, judge, untested
+    from fedlib.claims import Claim, judge
 
     R, seeds = plan.settings["rounds"], plan.seeds
     short = plan.profile != "paper"
     where = f"{plan.profile} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}"
     caveat = "short runs: not converged" if short else ""
     out = []
-    t3 = res.get("table3")
-    if t3 and "fedmps" in t3:
-        fm = t3["fedmps"]["mean"]
-        others = {m: r["mean"] for m, r in t3.items() if m != "fedmps"}
-        best = max(others, key=others.get)
-        out.append(Claim("FedMPS has the highest accuracy of the eight methods on Fashion-MNIST", "Table III",
-                         f"FedMPS {fm:.2f} vs best other {plan.label(best)} {others[best]:.2f} ({where})",
-                         judge(fm > others[best]), caveat))
-        ps = {m: r["p_vs_fedmps"] for m, r in t3.items() if m != "fedmps"}
-        if len(seeds) > 1 and all(p is not None for p in ps.values()):
-            worse = [m for m in ps if t3[m]["mean"] < fm]
-            sig = [m for m in worse if ps[m] < 0.05]
-            out.append(Claim("FedMPS is significantly better than every baseline (Wilcoxon rank-sum, p < 0.05)",
-                             "Table III", f"p < 0.05 against {len(sig)} of {len(ps)} baselines "
-                             f"(largest p {max(ps.values()):.3f}); {len(seeds)} seeds",
-                             judge(len(sig) == len(ps)),
-                             "3 vs 3 runs: the smallest possible p is 0.0495" if len(seeds) == 3 else ""))
-        else:
-            out.append(untested("FedMPS is significantly better than every baseline (Wilcoxon, p < 0.05)",
-                                "Table III", f"needs several seeds; this profile runs {len(seeds)}"))
-        protos = [m for m in ("fedproto", "fedmps") if m in t3]
-        params = [m for m in t3 if m not in protos]
-        if protos and params:
-            low, high = min(t3[m]["mean"] for m in protos), max(t3[m]["mean"] for m in params)
-            out.append(Claim("The prototype methods (FedProto, FedMPS) beat every parameter-sharing method",
-                             "Table III", f"lowest prototype method {low:.2f} vs best parameter method {high:.2f} "
-                             "(paper's rule: nearest prototype among own classes vs head over all classes)",
-                             judge(low > high), caveat))
-        head = res.get("table3_head")
-        if head and "fedmps" in head:
-            hb = max((m for m in head if m != "fedmps"), key=lambda m: head[m]["mean"])
-            out.append(Claim("(our check) FedMPS still wins under one common rule, the head over all classes",
-                             "Table III, common rule", f"FedMPS {head['fedmps']['mean']:.2f} vs {plan.label(hb)} "
-                             f"{head[hb]['mean']:.2f}", judge(head["fedmps"]["mean"] > head[hb]["mean"]),
-                             "not a claim of the paper: the evaluation convention is part of its result"))
-    else:
-        out.append(untested("FedMPS has the highest accuracy of the eight methods", "Table III", "not run"))
+    out += _table3_claims(plan, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds), "Table III")
+    pp = res.get("table3_paper")
+    if pp and plan.profile != "paper":
+        pseeds = pp["plan"].seeds
+        out += _table3_claims(plan, pp["rows"], pp["head"], f"paper profile, {pp['plan'].settings['rounds']['main']} "
+                              f"rounds, seeds {pseeds}", "", len(pseeds), "Table III, paper protocol")
     comm = res.get("comm")
     if comm and "fedmps" in comm:
         params = {m: v for m, v in comm.items() if m not in ("fedproto", "fedmps")}
@@ -485,4 +472,48 @@ def ledger(plan: Plan, res: dict) -> list:
                          f"{ref:.3f}" if ref is not None else f"best mean SSIM from prototypes {proto:.3f}",
                          judge(None if ref is None else proto <= ref + 0.02),
                          "rule: no better than the class average (+0.02); the paper judges by eye"))
+    return out
+
+
+def _table3_claims(plan: Plan, t3: dict | None, head: dict | None, where: str, caveat: str, n_seeds: int,
+                   source: str) -> list:
+    """Table III's claims (ranking, significance, prototype vs parameter methods, our common-rule check)."""
+    from fedlib.claims import Claim, judge, untested
+
+    out = []
+    if t3 and "fedmps" in t3:
+        fm = t3["fedmps"]["mean"]
+        others = {m: r["mean"] for m, r in t3.items() if m != "fedmps"}
+        best = max(others, key=others.get)
+        out.append(Claim("FedMPS has the highest accuracy of the eight methods on Fashion-MNIST", source,
+                         f"FedMPS {fm:.2f} vs best other {plan.label(best)} {others[best]:.2f} ({where})",
+                         judge(fm > others[best]), caveat))
+        ps = {m: r["p_vs_fedmps"] for m, r in t3.items() if m != "fedmps"}
+        if n_seeds > 1 and all(p is not None for p in ps.values()):
+            worse = [m for m in ps if t3[m]["mean"] < fm]
+            sig = [m for m in worse if ps[m] < 0.05]
+            out.append(Claim("FedMPS is significantly better than every baseline (Wilcoxon rank-sum, p < 0.05)",
+                             source, f"p < 0.05 against {len(sig)} of {len(ps)} baselines "
+                             f"(largest p {max(ps.values()):.3f}); {n_seeds} seeds",
+                             judge(len(sig) == len(ps)),
+                             "3 vs 3 runs: the smallest possible p is 0.0495" if n_seeds == 3 else ""))
+        else:
+            out.append(untested("FedMPS is significantly better than every baseline (Wilcoxon, p < 0.05)",
+                                source, f"needs several seeds; this profile runs {n_seeds}"))
+        protos = [m for m in ("fedproto", "fedmps") if m in t3]
+        params = [m for m in t3 if m not in protos]
+        if protos and params:
+            low, high = min(t3[m]["mean"] for m in protos), max(t3[m]["mean"] for m in params)
+            out.append(Claim("The prototype methods (FedProto, FedMPS) beat every parameter-sharing method",
+                             source, f"lowest prototype method {low:.2f} vs best parameter method {high:.2f} "
+                             "(paper's rule: nearest prototype among own classes vs head over all classes)",
+                             judge(low > high), caveat))
+        if head and "fedmps" in head:
+            hb = max((m for m in head if m != "fedmps"), key=lambda m: head[m]["mean"])
+            out.append(Claim("(our check) FedMPS still wins under one common rule, the head over all classes",
+                             source + ", common rule", f"FedMPS {head['fedmps']['mean']:.2f} vs {plan.label(hb)} "
+                             f"{head[hb]['mean']:.2f}", judge(head["fedmps"]["mean"] > head[hb]["mean"]),
+                             "not a claim of the paper: the evaluation convention is part of its result"))
+    else:
+        out.append(untested("FedMPS has the highest accuracy of the eight methods", source, "not run"))
     return out
