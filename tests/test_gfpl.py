@@ -233,3 +233,35 @@ def test_study_readers_rounds_to_convergence_and_traffic():
     assert ab[(20, "no_dcs_no_pfg")]["algorithm"]["dcs"] is False
     t1 = G.table1_configs(G.load_plan("smoke"))
     assert t1[("mnist5k", 4, "gfpl")]["algorithm"]["start"] == 2 and t1[("mnist5k", 4, "local")]["train"]["rounds"] == 4
+
+
+def test_paper_protocol_table1_in_a_short_profile(tmp_path):
+    from fedlib.papers import gfpl as G
+
+    smoke = G.load_plan("smoke", results_dir=str(tmp_path), methods=["local", "fedproto", "gfpl"])
+    got = G.paper_table1(smoke)  # reads the cache only: nothing finished, nothing trained
+    assert got["plan"].rounds == 100 and got["plan"].seeds == [0, 1, 2]
+    assert (got["found"], got["total"], got["columns"], got["cells"]) == (0, 2 * 3 * 3 * 3, [], {})
+    assert not any(tmp_path.iterdir())
+
+    def cell(mean, rounds, up):
+        return {"mean": mean, "std": 1.0, "rounds_to_converge": rounds, "comm": {"up_per_round": up}}
+
+    pplan = got["plan"]
+    cells = {("mnist5k", 4, "local"): cell(90.0, 10, 0), ("mnist5k", 4, "fedproto"): cell(93.0, 30, 500),
+             ("mnist5k", 4, "gfpl"): cell(95.0, 20, 200)}
+    quick_cells = {("mnist5k", 4, "local"): cell(91.0, 5, 0), ("mnist5k", 4, "fedproto"): cell(92.0, 5, 500),
+                   ("mnist5k", 4, "gfpl"): cell(90.0, 6, 200)}
+    claims = G.ledger(smoke, {"table1": quick_cells,
+                              "table1_paper": {"plan": pplan, "cells": cells, "columns": [("mnist5k", 4)]}})
+    by = {(c.source, c.claim): c for c in claims}
+    best = "GFPL has the best accuracy in every column of Table 1"
+    assert by[("Table 1", best)].verdict == "not supported"  # 90 vs FedProto 92 in the short run
+    paper = by[("Table 1, paper protocol", best)]
+    assert paper.verdict == "supported" and "GFPL 95.00 vs FedProto 93.00" in paper.evidence
+    assert "paper profile: 100 rounds, seeds [0, 1, 2]" in paper.note
+    assert by[("Table 1, paper protocol (Comm. Round)", "GFPL converges in the fewest rounds")].verdict == "supported"
+    frame = G.table1_frame(pplan, cells, "mnist5k", {"rows": {"gfpl": {"w4": [98.0, 1.0]}}, "comm_rounds": {
+        "gfpl": 80, "local": 100, "fedproto": 100}})
+    assert frame.loc[("GFPL", "w4"), "rounds to converge (ours; paper)"] == "20; 80"
+    assert "diff" in frame.columns  # the paper profile's own table: no "not converged" label
