@@ -228,3 +228,22 @@ def test_ledger_adds_the_paper_protocol_claims_beside_the_short_ones():
     assert not [c for c in S.ledger(paper, {"table3": full, "table3_paper": {"plan": paper, "rows": full,
                                                                               "head": None}})
                 if c.source == "Table III, paper protocol"]
+
+
+def test_table5_claim_is_judged_where_the_paper_made_it():
+    quick = S.load_plan("quick")
+    cifar = {"fedavg": {"up": 1_240_120}, "fedproto": {"up": 7_080}, "fedmps": {"up": 30_680}}
+    fmnist = {"fedavg": 582_600, "fedproto": 111_328, "fedmps": 333_984}
+    by = {c.source: c for c in S.ledger(quick, {"comm_cifar10": cifar, "comm": fmnist})}
+    assert by["Table V (CIFAR-10 setting)"].verdict == "supported"  # 30,680 < 124,012
+    assert "FedMPS uplink 30,680 floats per round vs at least 1,240,120" in by["Table V (CIFAR-10 setting)"].evidence
+    assert by["Table V, Fashion-MNIST runs"].verdict == "not supported"  # 333,984 > 58,260
+    assert by["Table V, Fashion-MNIST runs"].claim.startswith("(our check)")
+
+
+def test_a_short_runs_diff_column_says_so():
+    from fedlib import report
+
+    df = report.compare({"rows": {"a": {"x": 90.0}}}, {"a": {"x": 80.0}})
+    assert "diff (quick: not converged)" in report.short_run(df, "quick").columns
+    assert list(report.short_run(df, "paper").columns) == list(df.columns)
