@@ -1,10 +1,12 @@
 """Benchmark: the engine's cost per round against a bare training loop, per device and executor.
 
     python -m fedlib.bench [--device auto|cpu|cuda] [--executor auto|sequential|batched]
-                           [--suite table2|ht0|all] [--rounds 4] [--fraction F]
+                           [--suite table2|gfpl|ht0|all] [--rounds 4] [--fraction F]
 
 ``table2``: FedProto and FedMPS on Fashion-MNIST in FedMPS's Table II setting (20 clients,
 n=3, k=100, std=2, batch 8, one local epoch; params/fedproto_fmnist.yaml, fedmps_fmnist.yaml).
+``gfpl``: FedAvg and FedProto in GFPL's Table 1 setting on the MNIST sample (20 clients, w-bar 4,
+s-bar 18, batch 4, FedProto's CNN at d = 50): tiny batches, where a CPU gains most from batching.
 ``ht0``: ProtoNorm's Table 1 protocol with the paper's heterogeneous Ht0 family (20 clients,
 practical Dir(0.1) split, batch 32) on ``--fraction`` of Fashion-MNIST (default: all of it on
 CUDA, 5% on a CPU), with the training time split per architecture.
@@ -97,6 +99,12 @@ def configs(suite: str, fraction: float, rounds: int, device: str, executor: str
     if suite in ("table2", "all"):
         out["FedProto, FedMPS Table II"] = load_config("params/fedproto_fmnist.yaml", over)
         out["FedMPS, FedMPS Table II"] = load_config("params/fedmps_fmnist.yaml", over)
+    if suite in ("gfpl", "all"):
+        from fedlib.papers import gfpl as G
+
+        plan = G.load_plan("paper", rounds=rounds, device=device, executor=executor, seeds=[0])
+        for m in ("fedavg", "fedproto"):
+            out[f"{plan.label(m)}, GFPL Table 1 (MNIST-5k, w-bar 4)"] = G.config(plan, m, "mnist5k", 4)
     if suite in ("ht0", "all"):
         from fedlib.config import apply_overrides, validate
         from fedlib.papers import protonorm as P
@@ -154,7 +162,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     ap.add_argument("--executor", default="auto", help="auto (batched on CUDA, sequential on a CPU), sequential, "
                                                         "batched")
-    ap.add_argument("--suite", default="table2", choices=("table2", "ht0", "all"))
+    ap.add_argument("--suite", default="table2", choices=("table2", "gfpl", "ht0", "all"))
     ap.add_argument("--rounds", type=int, default=4, help="rounds (and bare passes) to time; the first is warm-up")
     ap.add_argument("--fraction", type=float, help="data fraction of the ht0 suite (default: 1 on CUDA, 0.05 on CPU)")
     ap.add_argument("--models", action="store_true", help="time one SGD step of each heterogeneous-family member")

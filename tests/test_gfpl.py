@@ -265,3 +265,13 @@ def test_paper_protocol_table1_in_a_short_profile(tmp_path):
         "gfpl": 80, "local": 100, "fedproto": 100}})
     assert frame.loc[("GFPL", "w4"), "rounds to converge (ours; paper)"] == "20; 80"
     assert "diff" in frame.columns  # the paper profile's own table: no "not converged" label
+
+
+def test_bench_gfpl_suite_is_table1s_setting():
+    from fedlib import bench
+
+    cfgs = bench.configs("gfpl", 0.05, 3, "cpu", "batched")
+    assert len(cfgs) == 2 and all(label.endswith("GFPL Table 1 (MNIST-5k, w-bar 4)") for label in cfgs)
+    for cfg in cfgs.values():
+        assert (cfg["train"]["batch_size"], cfg["train"]["rounds"], cfg["executor"]) == (4, 3, "batched")
+        assert (cfg["partition"]["ways"], cfg["partition"]["num_clients"], cfg["seeds"]) == (4, 20, [0])
