@@ -160,11 +160,27 @@ def cached_summary(cfg: dict, seed: int, repair: bool = False) -> dict | None:
     return None if summary is None else {**summary, "cache_hit": True}
 
 
+_LOADED_CODE: str | None = None
+
+
+def loaded_code() -> str:
+    """The commit of the code this process runs (:func:`fedlib.report.git_commit`), read once, before
+    its first run trains: a run records the code it was made with, not a checkout that moved on while
+    a long grid ran."""
+    global _LOADED_CODE
+    if _LOADED_CODE is None:
+        from fedlib.report import git_commit
+
+        _LOADED_CODE = git_commit()
+    return _LOADED_CODE
+
+
 def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
     folder = run_dir(cfg, seed)
     cached = cached_summary(cfg, seed)
     if cached is not None:
         return cached
+    loaded_code()
     built = build(cfg, seed)  # data-dependent config errors surface here, before any file is written
     with run_lock(folder):
         cached = cached_summary(cfg, seed, repair=True)  # finished by a process we waited for, or damaged
@@ -182,8 +198,6 @@ def rerunnable_config(cfg: dict, seed: int) -> dict:
 
 
 def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
-    from fedlib.report import git_commit  # the code that made the numbers, beside the machine
-
     data, ctx, algo = built
     header = (f"# run {folder.name}, seed {seed}: `python -m fedlib run {folder / store.CONFIG}` reruns it\n")
     store.atomic_write(folder / store.CONFIG, header + yaml.safe_dump(rerunnable_config(cfg, seed), sort_keys=False))
@@ -201,7 +215,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
                            for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
         "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
         "machine": machine_record(ctx.device), "executor": cfg.get("executor", "sequential"),
-        "code": git_commit(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "code": loaded_code(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
     if records[-1].get("diverged"):
         summary["diverged_at"] = records[-1]["round"]

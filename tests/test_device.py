@@ -37,16 +37,22 @@ def test_cuda_without_a_gpu_is_a_one_line_error():
         load_config(CFG, ["device=cuda"])
 
 
-def test_every_run_records_its_machine(tmp_path):
+def test_every_run_records_its_machine(tmp_path, monkeypatch):
     summary = run_one(load_config(CFG, [f"results_dir={tmp_path}", "train.rounds=1", "device=cpu"]), 1,
                       progress=False)
     machine = summary["machine"]
     assert machine["device"] == "cpu" and machine["torch"] == torch.__version__ and machine["threads"] == 1
     assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["cpu"]
     assert summary["executor"] == "sequential"
+    from fedlib import runner
     from fedlib.report import git_commit
 
     assert summary["code"] == git_commit() and len(summary["code"].split()[0]) >= 7  # the code that made it
+    # read once per process, before the first run trains: a checkout that moves on later does not relabel runs
+    monkeypatch.setattr(runner, "_LOADED_CODE", "abc1234")
+    later = run_one(load_config(CFG, [f"results_dir={tmp_path}", "train.rounds=1", "device=cpu", "seeds=[2]"]), 2,
+                    progress=False)
+    assert later["code"] == "abc1234"
     assert len(summary["finished_utc"]) == len("2026-01-01 00:00")
 
 
