@@ -1,4 +1,5 @@
-"""Command line: ``python -m fedlib run params/<file>.yaml [key=value ...]``, ``python -m fedlib reproduce``."""
+"""Command line: ``python -m fedlib run params/<file>.yaml [key=value ...]``, ``python -m fedlib reproduce``,
+``python -m fedlib archive``."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     part.add_argument("config")
     part.add_argument("overrides", nargs="*")
     part.add_argument("--out", default=None, help="PNG path (default figures/partition_<name>.png)")
+    arc = sub.add_parser("archive", help="keep the records of the paper-profile runs the report quotes in archive/ "
+                                          "(committed, so a fresh clone renders the same report)")
+    arc.add_argument("--check", action="store_true", help="verify the archive, copy nothing")
+    arc.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -49,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("interrupted; finished experiments are cached, run the same command to go on", file=sys.stderr)
             return 130
+
+    if args.command == "archive":
+        from fedlib.archive import main as archive_main
+
+        return archive_main((["--check"] if args.check else []) + (["--root", args.root] if args.root else []))
 
     import signal
 

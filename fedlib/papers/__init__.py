@@ -151,34 +151,61 @@ def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
     return sorted(unique.values(), key=lambda job: cost(job[0]), reverse=True)
 
 
-def cached(configs: dict, seeds: list[int]) -> tuple[dict, int]:
+def cached(configs: dict, seeds: list[int], archive_root=None) -> tuple[dict, int]:
     """What the cache already holds, training nothing: ``{key: [summary per seed]}`` for the
     configs whose every seed has finished, and how many of the ``len(configs) x len(seeds)``
     runs have. A short profile's report shows a longer profile's table this way once its runs
-    were made (headless, or on another machine into the same results folder)."""
+    were made (headless, or on another machine into the same results folder). A run the results
+    folder lacks is read from the run archive (:mod:`fedlib.archive`), so that a fresh clone
+    renders the committed report."""
+    from fedlib import archive
     from fedlib.runner import cached_summary
 
     found, complete = 0, {}
     for key, cfg in configs.items():
-        runs = [cached_summary(cfg, s) for s in seeds]
+        runs = [cached_summary(cfg, s) or archive.summary(cfg, s, archive_root) for s in seeds]
         found += sum(r is not None for r in runs)
         if all(r is not None for r in runs):
             complete[key] = runs
     return complete, found
 
 
+def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
+    """The per-round records of a finished run, from the results folder or else the run archive."""
+    from fedlib import archive
+    from fedlib.runner import cached_summary, load_rounds
+
+    if cached_summary(cfg, seed) is not None:
+        return load_rounds(cfg, seed)
+    return archive.rounds(cfg, seed, archive_root)
+
+
 def made_by(summaries) -> str:
     """Which code and machine made a set of runs, from their summaries: commits, device (GPU
-    or CPU model with its kernel capability) and when the last one finished."""
-    codes, where, when = set(), set(), []
+    or CPU model with its kernel capability), when the last one finished and how many of them
+    were read from the run archive."""
+    codes, where, when, archived, n = set(), set(), [], 0, 0
     for s in summaries:
+        n += 1
+        archived += bool(s.get("archived"))
         codes.add(s.get("code", "before commits were recorded"))
         m = s.get("machine", {})
         where.add(m.get("gpu") or f"CPU {m.get('cpu', '?')} ({m.get('cpu_capability', '?')})")
         if s.get("finished_utc"):
             when.append(s["finished_utc"])
     return (f"commit {', '.join(sorted(codes))} · {'; '.join(sorted(where))}"
-            + (f" · last finished {max(when)} UTC" if when else ""))
+            + (f" · last finished {max(when)} UTC" if when else "")
+            + (f" · {archived} of {n} runs read from the run archive (archive/)" if archived else ""))
+
+
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The paper-profile tables a short profile's report quotes, as ``(name, configs, seeds)``:
+    what ``python -m fedlib archive`` keeps in the repository."""
+    from fedlib.papers import fedmps, gfpl
+
+    fp, gp = fedmps.load_plan("paper"), gfpl.load_plan("paper")
+    return [("FedMPS Table III (paper profile)", fedmps.table3_configs(fp), fp.seeds),
+            ("GFPL Table 1 (paper profile)", gfpl.table1_configs(gp), gp.seeds)]
 
 
 def cli(prog: str, description: str) -> argparse.ArgumentParser:

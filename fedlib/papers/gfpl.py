@@ -186,8 +186,6 @@ def paper_table1(plan: Plan) -> dict:
     lists the (dataset, w-bar) columns whose every method has finished every seed and ``cells`` holds
     their :func:`table1` cells. The runs come from the paper profile's notebook or
     ``python -m fedlib.papers.gfpl --profile paper`` into the same results folder and device kind."""
-    from fedlib.runner import load_rounds
-
     pplan = load_plan("paper", results_dir=plan.results_dir, data_root=plan.data_root, device=plan.device,
                       executor=plan.executor)
     pplan.settings["table1_methods"] = plan.table1_methods()
@@ -196,7 +194,7 @@ def paper_table1(plan: Plan) -> dict:
     columns = [k[:2] for k in configs if k[-1] == pplan.table1_methods()[0]
                and all((*k[:2], m) in done for m in pplan.table1_methods())]
     keys = [k for k in configs if k[:2] in columns]
-    cells = table1(pplan, {k: done[k] for k in keys}, {k: load_rounds(configs[k], pplan.seeds[0]) for k in keys})
+    cells = table1(pplan, {k: done[k] for k in keys}, {k: papers.rounds(configs[k], pplan.seeds[0]) for k in keys})
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "columns": columns,
             "cells": cells, "made_by": papers.made_by(s for k in keys for s in done[k]) if keys else ""}
 

@@ -1,0 +1,127 @@
+"""The run archive: the records of the long runs a committed REPORT.md quotes, kept in the
+repository so that a fresh clone renders the same report.
+
+A paper-profile table takes hours on a CPU (FedMPS Table III: 24 runs of 100 rounds), so a
+short profile's report shows it from finished runs only and trains nothing
+(:func:`fedlib.papers.cached`). Those runs live in ``results/``, which is not committed. The
+archive ``archive/<run id>/`` keeps, for each such run,
+
+- ``summary.json``: the run's summary as the results folder has it (numbers, the commit the
+  run's process loaded, the machine, when it finished, and the size and SHA-256 of its log);
+- ``config.yaml``: the config that reruns exactly this run (``python -m fedlib run``);
+- ``rounds.jsonl.gz``: its per-round log, compressed.
+
+No checkpoint is kept (2 MB a run), so an archived run can be read but not resumed or
+inspected further; the results folder always wins where both have a run. An entry is served
+only if its folder name, the summary's run id and the config's run id agree and its log
+matches the size and SHA-256 the summary recorded; otherwise a :class:`~fedlib.store.DamagedRunWarning`
+names the file and the entry is not served.
+
+``python -m fedlib archive`` adds every finished run of the paper-profile tables the report
+reads (:data:`fedlib.papers.ARCHIVED_TABLES`); ``--check`` verifies what is there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+from fedlib import store
+
+ARCHIVE = Path(__file__).resolve().parents[1] / "archive"
+LOG_GZ = store.LOG + ".gz"
+
+
+def entry(cfg: dict, seed: int, root: Path | None = None) -> Path:
+    """``<root>/<run id>``: where the archive keeps the run ``(cfg, seed)``."""
+    from fedlib.config import run_id
+
+    return Path(root or ARCHIVE) / run_id(cfg, seed)
+
+
+def add(cfg: dict, seed: int, root: Path | None = None) -> bool:
+    """Copy the finished run ``(cfg, seed)`` from the results folder into the archive (summary,
+    config, compressed log); ``False`` where the run has not finished or is damaged. An entry
+    already there is replaced (the results folder holds the newest finished run)."""
+    from fedlib.runner import cached_summary, run_dir
+
+    summary = cached_summary(cfg, seed)
+    if summary is None:
+        return False
+    src, dest = run_dir(cfg, seed), entry(cfg, seed, root)
+    dest.mkdir(parents=True, exist_ok=True)
+    log = (src / store.LOG).read_bytes()
+    store.atomic_write(dest / LOG_GZ, gzip.compress(log, mtime=0))
+    shutil.copyfile(src / store.CONFIG, dest / store.CONFIG)
+    record = {k: v for k, v in summary.items() if k != "cache_hit"}
+    store.atomic_write(dest / store.SUMMARY, json.dumps(record, indent=1) + "\n")
+    return True
+
+
+def _log_bytes(folder: Path) -> bytes | None:
+    try:
+        return gzip.decompress((folder / LOG_GZ).read_bytes())
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+
+
+def summary(cfg: dict, seed: int, root: Path | None = None) -> dict | None:
+    """The archived summary of ``(cfg, seed)`` (marked ``"archived": True``), or ``None`` where
+    the archive has no such run or its entry fails a check (a warning then names the file)."""
+    from fedlib.config import run_id
+
+    folder = entry(cfg, seed, root)
+    path = folder / store.SUMMARY
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        integrity = record["integrity"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return _reject(folder, store.SUMMARY, "unreadable or without its integrity record")
+    if record.get("run_id") != run_id(cfg, seed) or record.get("seed") != seed:
+        return _reject(folder, store.SUMMARY, f"is the record of run {record.get('run_id')} seed "
+                       f"{record.get('seed')}, not of run {run_id(cfg, seed)} seed {seed}")
+    expected = record.get("diverged_at") or cfg["train"]["rounds"]
+    if record.get("rounds") != expected:
+        return _reject(folder, store.SUMMARY, f"says {record.get('rounds')} rounds, the config {expected}")
+    log = _log_bytes(folder)
+    if log is None or len(log) != integrity["log_bytes"] or store.sha256(log) != integrity["log_sha256"]:
+        return _reject(folder, LOG_GZ, "missing, unreadable or not the log the summary was written from")
+    return {**record, "cache_hit": True, "archived": True}
+
+
+def rounds(cfg: dict, seed: int, root: Path | None = None) -> list[dict]:
+    """The per-round records of an archived run (``[]`` where :func:`summary` would not serve it)."""
+    if summary(cfg, seed, root) is None:
+        return []
+    return store.parse_log(_log_bytes(entry(cfg, seed, root)).decode())[0]
+
+
+def _reject(folder: Path, name: str, what: str) -> None:
+    store.warn(folder, name, what, "not served from the archive")
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib archive [--check]``: archive (or check) the paper-profile runs the report reads."""
+    import argparse
+
+    from fedlib.papers import archived_tables
+
+    parser = argparse.ArgumentParser(prog="python -m fedlib archive", description=main.__doc__)
+    parser.add_argument("--check", action="store_true", help="verify the archive, copy nothing")
+    parser.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
+    args = parser.parse_args(argv)
+    root = Path(args.root) if args.root else None
+    for name, configs, seeds in archived_tables():
+        jobs = [(cfg, s) for cfg in configs.values() for s in seeds]
+        if args.check:
+            ok = sum(summary(cfg, s, root) is not None for cfg, s in jobs)
+            print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks")
+        else:
+            added = sum(add(cfg, s, root) for cfg, s in jobs)
+            print(f"{name}: {added} of {len(jobs)} runs finished and archived")
+    return 0
