@@ -210,6 +210,51 @@ def test_paper_table3_in_a_short_profile_trains_nothing(tmp_path):
     assert S.paper_table3(only)["total"] == 6
 
 
+def test_paper_tables_6_and_7_in_a_short_profile_train_nothing(tmp_path):
+    plan = S.load_plan("smoke", results_dir=str(tmp_path))
+    six, seven = S.paper_table6(plan), S.paper_table7(plan)
+    assert (six["found"], six["total"], six["rows"]) == (0, 24, None)  # 8 methods x n = 3, 4, 5, first seed
+    assert (seven["found"], seven["total"], seven["rows"]) == (0, 6, None)
+    assert seven["plan"].settings["rounds"]["ablation"] == 100
+    assert not any(tmp_path.iterdir())
+    # Table VI's n = 3 and Table VII's row 6 are Table III's first-seed runs, not new ones
+    paper = six["plan"]
+    t3 = {run_id(c, 1234) for c in S.table3_configs(paper).values()}
+    assert {run_id(c, 1234) for (m, n), c in S.ways_configs(paper).items() if n == 3} == t3
+    assert run_id(S.ablation_configs(paper)[6], 1234) == run_id(S.table3_configs(paper)["fedmps"], 1234)
+    only = S.load_plan("smoke", results_dir=str(tmp_path), methods=["fedproto", "fedmps"])
+    assert S.paper_table6(only)["total"] == 6
+
+
+def _abl_row(best, last, head):
+    return {"proto_own_best": best, "proto_own_last": last, "head_last": head}
+
+
+def test_ledger_adds_paper_protocol_claims_of_tables_6_and_7():
+    quick, paper = S.load_plan("quick"), S.load_plan("paper")
+    ways_paper = {"plan": paper, "rows": {3: {"fedmps": (93.0, 1.0), "fedproto": (91.0, 2.0)},
+                                          4: {"fedmps": (88.0, 1.0), "fedproto": (89.5, 2.0)}}}
+    abl = {1: _abl_row(90, 89, 88), 2: _abl_row(91, 90, 89), 3: _abl_row(92, 91, 90), 4: _abl_row(89, 90, 88),
+           5: _abl_row(93, 92, 91), 6: _abl_row(93, 92.5, 91.5)}
+    got = S.ledger(quick, {"ways": {3: {"fedmps": 80.0, "fedproto": 70.0}}, "ways_paper": ways_paper,
+                           "ablation_paper": {"plan": paper, "rows": abl}})
+    by = {(c.source, c.claim): c for c in got}
+    best_n = "FedMPS is the best method for every average number of classes n"
+    assert by[("Table VI", best_n)].verdict == "supported"
+    paper_n = by[("Table VI, paper protocol", best_n)]
+    assert paper_n.verdict == "not supported"  # n = 4: FedProto 89.50 above FedMPS 88.00
+    assert "n = 4: best FedProto 89.50, FedMPS 88.00" in paper_n.evidence and "seed 1234" in paper_n.evidence
+    alone = by[("Table VII, paper protocol", "Each loss term alone adds accuracy over cross-entropy (rows 2-4 above "
+                                             "row 1)")]
+    assert alone.verdict == "not supported"  # row 4 (89) is below row 1 (90)
+    soft = by[("Table VII, paper protocol", "Soft labels add accuracy on top of both contrastive terms (row 6 above "
+                                            "row 5)")]
+    assert soft.verdict == "supported"  # best rounds tie, last round 92.5 > 92
+    assert "100 rounds" in soft.note
+    assert not [c for c in S.ledger(paper, {"ways_paper": ways_paper, "ablation_paper": {"plan": paper, "rows": abl}})
+                if c.source.endswith("paper protocol")]
+
+
 def test_ledger_adds_the_paper_protocol_claims_beside_the_short_ones():
     quick, paper = S.load_plan("quick"), S.load_plan("paper")
     short = S.table3(quick, {"fedmps": [_summary(0.80)], "fedavg": [_summary(0.99)]})

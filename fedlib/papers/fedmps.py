@@ -196,15 +196,23 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
     return rows
 
 
+def _paper_plan(plan: Plan) -> Plan:
+    """The ``paper`` profile on ``plan``'s results folder, device kind and executor, with the
+    methods ``plan`` selected (a short profile's report reads the paper profile's runs from it)."""
+    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
+    pplan.override(methods=plan.selected("table3_methods"))
+    return pplan
+
+
 def paper_table3(plan: Plan) -> dict:
     """Table III under the ``paper`` profile from finished runs only (trains nothing), for a
     shorter profile's report: ``{"plan", "found", "total", "rows", "head", "made_by"}``, with
     ``rows``/``head`` (:func:`table3`, the paper's convention / head over all classes) over the
     methods whose every seed has finished, ``None`` while none has. The runs come from
     ``python -m fedlib.papers.fedmps --profile paper`` (or the paper profile's notebook) into the
-    same results folder, on the same device kind as ``plan``."""
-    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
-    pplan.settings["table3_methods"] = list(plan.selected("table3_methods"))
+    same results folder, on the same device kind as ``plan``; a run the results folder lacks is
+    read from the run archive (:mod:`fedlib.archive`)."""
+    pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
     done, found = papers.cached(configs, pplan.seeds)
     out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
@@ -214,18 +222,54 @@ def paper_table3(plan: Plan) -> dict:
     return out
 
 
+def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[int, dict]:
+    """Table VI: ``{n: {method: (accuracy, std across clients)}}`` at the best round under the
+    paper's convention per method, from one seed's runs (:func:`ways_configs` keys)."""
+    rows: dict[int, dict] = {}
+    for (m, n), runs in summaries.items():
+        key = plan.paper_metric(m)
+        rows.setdefault(n, {})[m] = (accuracy(runs[0], key), client_std(runs[0], key))
+    return rows
+
+
+def paper_table6(plan: Plan) -> dict:
+    """Table VI under the ``paper`` profile from finished runs only (trains nothing):
+    ``{"plan", "found", "total", "rows", "made_by"}`` with ``rows`` (:func:`ways_rows`) over the
+    values of n whose every method has finished (the first seed, as the paper's "same random
+    seed"); n = 3 is Table III's first seed."""
+    pplan = _paper_plan(plan)
+    configs, seed0 = ways_configs(pplan), pplan.seeds[0]
+    done, found = papers.cached(configs, [seed0])
+    methods = pplan.selected("sweep_methods")
+    complete = [n for n in pplan.settings["ways"] if all((m, n) in done for m in methods)]
+    keep = {k: v for k, v in done.items() if k[1] in complete}
+    return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, keep) or None,
+            "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
+
+
+def paper_table7(plan: Plan) -> dict:
+    """Table VII under the ``paper`` profile from finished runs only (trains nothing):
+    ``{"plan", "found", "total", "rows", "made_by"}`` with ``rows`` (:func:`ablation_table`) once
+    every row has finished (first seed; row 6, every term on, is Table III's FedMPS run)."""
+    pplan = _paper_plan(plan)
+    configs, seed0 = ablation_configs(pplan), pplan.seeds[0]
+    done, found = papers.cached(configs, [seed0])
+    full = len(done) == len(configs)
+    return {"plan": pplan, "found": found, "total": len(configs),
+            "rows": ablation_table(pplan, done, configs) if full else None,
+            "made_by": papers.made_by(s for runs in done.values() for s in runs) if full else ""}
+
+
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
     """Table VII rows: the paper's rule (nearest prototype, own classes) at the best round and at
     the last round, the head over all classes (the soft-label term acts on the head), each with
     the std across clients, and the mean soft-label loss l_soft over the rounds that had soft labels
     (``None`` where the term is off). Best-round selection alone can hide a term that only acts
     after round 1 (soft labels exist from round 2): the last-round columns show it."""
-    from fedlib.runner import load_rounds
-
     rows = {}
     for row, runs in summaries.items():
         s = runs[0]
-        recs = load_rounds(configs[row], s["seed"])
+        recs = papers.rounds(configs[row], s["seed"])
         soft = [r["local"]["l_soft"] for r in recs if "l_soft" in r.get("local", {})]
         rows[row] = {"proto_own_best": accuracy(s, PAPER_METRIC_PROTO), "proto_own_best_std": client_std(
             s, PAPER_METRIC_PROTO), "best_round": s["metrics"][PAPER_METRIC_PROTO]["best_round"],
@@ -424,29 +468,21 @@ def ledger(plan: Plan, res: dict) -> list:
                          judge(comm["fedmps"] < min(params.values()) / 10),
                          "rule: at least 10 times fewer; not a claim of the paper (Table V is CIFAR-10): here each "
                          "held class costs 3136 + 1568 floats, large beside FedProto's small CNN"))
-    ways = res.get("ways")
-    if ways:
-        wins = {n: max(v, key=v.get) == "fedmps" for n, v in ways.items()}
-        out.append(Claim("FedMPS is the best method for every average number of classes n", "Table VI",
-                         ", ".join(f"n = {n}: best {plan.label(max(v, key=v.get))} {max(v.values()):.2f}"
-                                   for n, v in ways.items()) + f" (seed {seeds[0]})",
-                         judge(all(wins.values())), caveat))
-    abl = res.get("ablation")
-    if abl:
-        a = {row: r["proto_own_best"] for row, r in abl.items()}
-        last = {row: r["proto_own_last"] for row, r in abl.items()}
-        single = all(a[r] > a[1] for r in (2, 3, 4) if r in a)
-        rows = [r for r in (1, 2, 3, 4) if r in a]
-        out.append(Claim("Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)", "Table VII",
-                         "best round " + ", ".join(f"({r}) {a[r]:.2f}" for r in rows) + "; last round "
-                         + ", ".join(f"({r}) {last[r]:.2f}" for r in rows), judge(single),
-                         "Fashion-MNIST instead of the paper's CIFAR-10" + (f"; {caveat}" if short else "")))
-        if 5 in a and 6 in a:
-            out.append(Claim("Soft labels add accuracy on top of both contrastive terms (row 6 above row 5)",
-                             "Table VII", f"best round (6) {a[6]:.2f} vs (5) {a[5]:.2f}; last round (6) {last[6]:.2f}"
-                             f" vs (5) {last[5]:.2f}; head (6) {abl[6]['head_last']:.2f} vs (5) "
-                             f"{abl[5]['head_last']:.2f}", judge(a[6] > a[5] or last[6] > last[5]),
-                             "the soft-label term acts from round 2 on and on the head"))
+    out += _ways_claims(plan, res.get("ways"), f"seed {seeds[0]}", caveat, "Table VI")
+    out += _ablation_claims(res.get("ablation"), "Fashion-MNIST instead of the paper's CIFAR-10"
+                            + (f"; {caveat}" if short else ""), "Table VII")
+    for key, label, what in (("ways_paper", "Table VI", "ways"), ("ablation_paper", "Table VII", "ablation")):
+        pp = res.get(key)
+        if pp and pp.get("rows") and short:
+            pr = pp["plan"]
+            if what == "ways":
+                acc = {n: {m: v[0] for m, v in row.items()} for n, row in pp["rows"].items()}
+                out += _ways_claims(plan, acc, f"paper profile, {pr.settings['rounds']['main']} rounds, seed "
+                                    f"{pr.seeds[0]}", "", f"{label}, paper protocol")
+            else:
+                out += _ablation_claims(pp["rows"], f"Fashion-MNIST instead of the paper's CIFAR-10; paper profile, "
+                                        f"{pr.settings['rounds']['ablation']} rounds, seed {pr.seeds[0]}",
+                                        f"{label}, paper protocol")
     tt = res.get("time")
     if tt and "fedmps" in tt:
         reached = {m: v["round"] for m, v in tt.items() if v["round"] is not None}
@@ -483,6 +519,43 @@ def ledger(plan: Plan, res: dict) -> list:
                          f"{ref:.3f}" if ref is not None else f"best mean SSIM from prototypes {proto:.3f}",
                          judge(None if ref is None else proto <= ref + 0.02),
                          "rule: no better than the class average (+0.02); the paper judges by eye"))
+    return out
+
+
+def _ways_claims(plan: Plan, ways: dict | None, where: str, caveat: str, source: str) -> list:
+    """Table VI's claim: FedMPS is best for every n (``ways``: ``{n: {method: accuracy}}``)."""
+    from fedlib.claims import Claim, judge
+
+    if not ways:
+        return []
+    wins = {n: max(v, key=v.get) == "fedmps" for n, v in ways.items()}
+    return [Claim("FedMPS is the best method for every average number of classes n", source,
+                  ", ".join(f"n = {n}: best {plan.label(max(v, key=v.get))} {max(v.values()):.2f}"
+                            + ("" if wins[n] else f", FedMPS {v.get('fedmps', float('nan')):.2f}")
+                            for n, v in ways.items()) + f" ({where})",
+                  judge(all(wins.values())), caveat)]
+
+
+def _ablation_claims(abl: dict | None, note: str, source: str) -> list:
+    """Table VII's claims (each term alone above cross-entropy; soft labels on top of both contrastive terms)
+    from :func:`ablation_table` rows."""
+    from fedlib.claims import Claim, judge
+
+    if not abl:
+        return []
+    a = {row: r["proto_own_best"] for row, r in abl.items()}
+    last = {row: r["proto_own_last"] for row, r in abl.items()}
+    rows = [r for r in (1, 2, 3, 4) if r in a]
+    out = [Claim("Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)", source,
+                 "best round " + ", ".join(f"({r}) {a[r]:.2f}" for r in rows) + "; last round "
+                 + ", ".join(f"({r}) {last[r]:.2f}" for r in rows),
+                 judge(all(a[r] > a[1] for r in (2, 3, 4) if r in a)), note)]
+    if 5 in a and 6 in a:
+        out.append(Claim("Soft labels add accuracy on top of both contrastive terms (row 6 above row 5)", source,
+                         f"best round (6) {a[6]:.2f} vs (5) {a[5]:.2f}; last round (6) {last[6]:.2f} vs (5) "
+                         f"{last[5]:.2f}; head (6) {abl[6]['head_last']:.2f} vs (5) {abl[5]['head_last']:.2f}",
+                         judge(a[6] > a[5] or last[6] > last[5]), f"{note}; the soft-label term acts from round 2 on "
+                         "and on the head"))
     return out
 
 
