@@ -205,6 +205,8 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
     fp, gp = fedmps.load_plan("paper"), gfpl.load_plan("paper")
     return [("FedMPS Table III (paper profile)", fedmps.table3_configs(fp), fp.seeds),
+            ("FedMPS Table VI (paper profile)", fedmps.ways_configs(fp), fp.seeds[:1]),
+            ("FedMPS Table VII (paper profile)", fedmps.ablation_configs(fp), fp.seeds[:1]),
             ("GFPL Table 1 (paper profile)", gfpl.table1_configs(gp), gp.seeds)]
 
 
