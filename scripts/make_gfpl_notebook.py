@@ -222,8 +222,7 @@ classifier without any communication, "w/o DCS" is cross-entropy with pseudo-fea
 has no MNIST column; its CIFAR-10 and FEMNIST values are shown for the order of the rows."""),
 (CODE, r"""ab_cfgs = G.ablation_configs(plan)
 ab = G.run(ab_cfgs, workers=workers, desc="Table 2")
-ab_acc = {k: float(np.mean([G.accuracy(plan, "gfpl", s) for s in runs])) for k, runs in ab.items()}
-ab_std = {k: float(np.mean([100 * s["metrics"]["acc_head"]["last_std"] for s in runs])) for k, runs in ab.items()}
+ab_acc, ab_std = G.ablation_values(plan, ab)
 ab_df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
                       {L(v): f"{ab_acc[(s, v)]:.2f} ± {ab_std[(s, v)]:.2f}" for (ss, v) in ab if ss == s}
                       for s in plan.settings["ablation"]["shots_stdev"]})
@@ -233,20 +232,38 @@ for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
 section.text("**Table 2: ablation (accuracy %, last round, ± std over clients).** Paper columns for orientation "
              "(other datasets).\n\n" + report.to_markdown(ab_df))
 ab_df"""),
+(MD, r"""### Table 2 under the paper protocol
+
+The paper profile runs the ablation on Fashion-MNIST at s-bar 100 (the paper's shots), s-hat 1 and 20, 100 rounds and
+3 seeds: 24 runs, hours on a CPU. This cell trains nothing: it shows the s-hat values whose every variant has finished
+every seed, from the results folder or the run archive."""),
+(CODE, r"""pt2 = G.paper_table2(plan)
+if profile == "paper":
+    paper_t2_text = "This profile is the paper protocol: Table 2 above is it."
+elif pt2["acc"]:
+    pp2 = pt2["plan"]
+    shats = sorted({k[0] for k in pt2["acc"]})
+    df2p = pd.DataFrame({f"ours, s-hat {s}": {L(v): f"{pt2['acc'][(s, v)]:.2f} ± {pt2['std'][(s, v)]:.2f}"
+                                               for v in pp2.spec["variants"]} for s in shats})
+    paper_t2_text = (f"**Table 2 under the paper protocol ({pp2.dataset_label(pp2.settings['ablation']['dataset'])}, "
+                     f"{pp2.rounds} rounds, seeds {pp2.seeds}; accuracy %, last round, ± std over clients, averaged "
+                     f"over seeds), from finished runs: {pt2['found']} of {pt2['total']}; {pt2['made_by']}.**\n\n"
+                     + report.to_markdown(df2p))
+else:
+    paper_t2_text = (f"**Table 2 under the paper protocol: not run here** ({pt2['found']} of {pt2['total']} runs "
+                     "finished). `python -m fedlib reproduce --profile paper --only gfpl` makes them; this cell then "
+                     "shows them without training.")
+section.text(paper_t2_text)
+print(paper_t2_text)"""),
 (MD, r"""## Fig. 3b: components per class n, and Fig. 6: the fusion threshold S_C
 
 GFPL on MNIST-5k, w-bar 4, first seed. The Bhattacharyya distance sums over the 50 feature dimensions, so the
 printed S_C = 1 merges little: the merge rate (1 - fused / uploaded components, mean over interaction rounds) shows
 where fusion starts, and what it does to accuracy and to the downlink."""),
 (CODE, r"""nres = G.run(G.n_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 3b")
-n_acc = {n: G.accuracy(plan, "gfpl", runs[0]) for n, runs in nres.items()}
-tres = G.run(G.threshold_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 6")
-th = {}
-for t, cfg in G.threshold_configs(plan).items():
-    recs = load_rounds(cfg, seed0)
-    merges = G.merge_stats(recs)
-    rate = float(np.mean([v["merge_rate"] for v in merges.values()])) if merges else math.nan
-    th[t] = (G.accuracy(plan, "gfpl", tres[t][0]), rate, G.communication(recs)["down_per_round"])
+n_acc = G.n_values(plan, nres)
+th_cfgs = G.threshold_configs(plan)
+th = G.threshold_values(plan, G.run(th_cfgs, seeds=[seed0], workers=workers, desc="Fig. 6"), th_cfgs)
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
 axes[0].plot([str(n) for n in n_acc], list(n_acc.values()), marker="o")
 axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)", title="Fig. 3b on MNIST-5k")
@@ -264,6 +281,30 @@ sweep_df = pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate
 section.text("**Fig. 3b: accuracy (%) over n:** " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items())
              + "\n\n**Fig. 6: S_C sweep.**\n\n" + report.to_markdown(sweep_df))
 sweep_df"""),
+(MD, r"""### Figs. 3b and 6 under the paper protocol
+
+The same sweeps at the paper profile's 100 rounds (MNIST-5k, w-bar 4, first seed: 10 runs). This cell trains
+nothing: it shows each sweep once all its values have finished."""),
+(CODE, r"""pfg = G.paper_figs(plan)
+if profile == "paper":
+    paper_fig_text = "This profile is the paper protocol: Figs. 3b and 6 above are it."
+elif pfg["n"] or pfg["thresholds"]:
+    ppf = pfg["plan"]
+    paper_fig_text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seed "
+                      f"{ppf.seeds[0]}), from finished runs: {pfg['found']} of {pfg['total']}; {pfg['made_by']}.**")
+    if pfg["n"]:
+        paper_fig_text += "\n\n**Fig. 3b, paper protocol: accuracy (%) over n:** " + ", ".join(
+            f"n = {n}: {a:.2f}" for n, a in pfg["n"].items())
+    if pfg["thresholds"]:
+        paper_fig_text += "\n\n**Fig. 6, paper protocol: S_C sweep.**\n\n" + report.to_markdown(pd.DataFrame(
+            {f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate": round(r, 3), "down floats / round": f"{dn:,.0f}"}
+             for t, (a, r, dn) in pfg["thresholds"].items()}).T)
+else:
+    paper_fig_text = (f"**Figs. 3b and 6 under the paper protocol: not run here** ({pfg['found']} of {pfg['total']} "
+                      "runs finished). `python -m fedlib reproduce --profile paper --only gfpl` makes them; this cell "
+                      "then shows them without training.")
+section.text(paper_fig_text)
+print(paper_fig_text)"""),
 (MD, r"""## The fused Gaussian components
 
 The global mixture of the last interaction round (MNIST-5k, w-bar 4, first seed): every fused component's mean
@@ -366,7 +407,8 @@ atk_df"""),
 Every claim of the paper, our evidence (the number and the runs that made it) and a verdict from an explicit rule on
 our numbers: supported, not supported, or not tested here (and why). The paper's numbers are never evidence."""),
 (CODE, r"""ledger = G.ledger(plan, {"table1": cells, "table1_paper": pt1, "ablation": ab_acc, "n": n_acc,
-                         "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary})
+                         "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary,
+                         "ablation_paper": pt2, "figs_paper": pfg})
 ledger_df = C.write(section, ledger)
 print(C.summary_line(ledger))
 print("report section:", section.write())

@@ -14,6 +14,15 @@ from fedlib.data.sources import Dataset
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def empty_run_archive(tmp_path_factory, monkeypatch):
+    """Every test reads an empty run archive, not the repository's archive/ (whose runs a short profile's
+    paper-protocol tables would otherwise find); tests of the archive pass their own folder."""
+    from fedlib import archive
+
+    monkeypatch.setattr(archive, "ARCHIVE", tmp_path_factory.mktemp("archive"))
+
+
 def label_blocks(per_class: int, num_classes: int) -> np.ndarray:
     """Labels 0..C-1, ``per_class`` each, interleaved like a shuffled dataset."""
     return np.tile(np.arange(num_classes), per_class)

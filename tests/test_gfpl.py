@@ -267,6 +267,63 @@ def test_paper_protocol_table1_in_a_short_profile(tmp_path):
     assert "diff" in frame.columns  # the paper profile's own table: no "not converged" label
 
 
+def test_paper_protocol_table2_and_figs_in_a_short_profile(tmp_path):
+    from fedlib.papers import gfpl as G
+
+    smoke = G.load_plan("smoke", results_dir=str(tmp_path))
+    t2, figs = G.paper_table2(smoke), G.paper_figs(smoke)  # the cache only: nothing finished, nothing trained
+    assert (t2["found"], t2["total"], t2["acc"]) == (0, 2 * 4 * 3, None)  # s-hat 1, 20 x 4 variants x 3 seeds
+    assert (figs["found"], figs["total"], figs["n"], figs["thresholds"]) == (0, 5 + 5, None, None)
+    assert not any(tmp_path.iterdir())
+    pplan = t2["plan"]
+    assert pplan.settings["ablation"]["dataset"] == "fmnist" and pplan.rounds == 100
+    assert {c["partition"]["shots"] for c in G.ablation_configs(pplan).values()} == {100}
+
+    quick_ab = {(1, "no_dcs_no_pfg"): 95.0, (1, "no_dcs"): 94.0, (1, "no_pfg"): 95.5, (1, "gfpl"): 94.5}
+    paper_ab = {(1, "no_dcs_no_pfg"): 90.0, (1, "no_dcs"): 92.0, (1, "no_pfg"): 93.0, (1, "gfpl"): 94.0,
+                (20, "no_dcs_no_pfg"): 90.0, (20, "no_dcs"): 92.0, (20, "no_pfg"): 95.0, (20, "gfpl"): 94.0}
+    figs = {"plan": pplan, "n": {1: 90.0, 4: 91.0, 8: 92.0, 16: 92.0},
+            "thresholds": {1: (90.0, 0.0, 9e3), 100: (92.0, 0.5, 5e3), 1e4: (91.0, 0.9, 2e3)}}
+    claims = G.ledger(smoke, {"ablation": quick_ab, "ablation_paper": {"plan": pplan, "acc": paper_ab},
+                              "figs_paper": figs})
+    by = {(c.source, c.claim): c for c in claims}
+    helps = "Each component helps and both together are best (s-hat {})"
+    assert by[("Table 2", helps.format(1))].verdict == "not supported"
+    assert by[("Table 2, paper protocol", helps.format(1))].verdict == "supported"
+    assert by[("Table 2, paper protocol", helps.format(20))].verdict == "not supported"  # w/o PFG 95 above 94
+    assert "Fashion-MNIST, s-bar 100" in by[("Table 2, paper protocol", helps.format(1))].note
+    n8 = by[("Fig. 3b, paper protocol", "n = 8 components per class is best (Fig. 3b)")]
+    assert n8.verdict == "supported" and "paper profile: 100 rounds, seed 0" in n8.note  # a tie with n = 16
+    sc = by[("Fig. 6, paper protocol", "An intermediate S_C is best (accuracy against merging)")]
+    assert sc.verdict == "supported" and "S_C 100: 92.00 (merge rate 0.50)" in sc.evidence
+    assert not [c for c in G.ledger(pplan, {"ablation_paper": {"plan": pplan, "acc": paper_ab}, "figs_paper": figs})
+                if c.source.endswith("paper protocol")]
+
+
+def test_threshold_values_read_merge_rates_and_traffic(tmp_path):
+    """Fig. 6's numbers from a finished run: the merge rate averaged over interaction rounds, the downlink per round."""
+    from fedlib.papers import gfpl as G
+
+    plan = G.load_plan("smoke", results_dir=str(tmp_path))
+    cfg = {**G.threshold_configs(plan)[next(iter(plan.settings["thresholds"]))]}
+    recs = [{"round": 1, "up_params": 0, "down_params": 0},
+            {"round": 2, "up_params": 10, "down_params": 30, "server": {"components": 8, "clusters": 6,
+                                                                      "merge_rate": 0.25}},
+            {"round": 3, "up_params": 0, "down_params": 0},
+            {"round": 4, "up_params": 10, "down_params": 30, "server": {"components": 8, "clusters": 4,
+                                                                      "merge_rate": 0.5}}]
+    summary = {"seed": 0, "metrics": {"acc_head": {"last": 0.9}}}
+    import fedlib.papers as P
+
+    orig = P.rounds
+    P.rounds = lambda c, s, archive_root=None: recs
+    try:
+        got = G.threshold_values(plan, {1.0: [summary]}, {1.0: cfg})
+    finally:
+        P.rounds = orig
+    assert got == {1.0: (90.0, 0.375, 15.0)}
+
+
 def test_bench_gfpl_suite_is_table1s_setting():
     from fedlib import bench
 

@@ -207,7 +207,11 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     return [("FedMPS Table III (paper profile)", fedmps.table3_configs(fp), fp.seeds),
             ("FedMPS Table VI (paper profile)", fedmps.ways_configs(fp), fp.seeds[:1]),
             ("FedMPS Table VII (paper profile)", fedmps.ablation_configs(fp), fp.seeds[:1]),
-            ("GFPL Table 1 (paper profile)", gfpl.table1_configs(gp), gp.seeds)]
+            ("GFPL Table 1 (paper profile)", gfpl.table1_configs(gp), gp.seeds),
+            ("GFPL Table 2 (paper profile)", gfpl.ablation_configs(gp), gp.seeds),
+            ("GFPL Figs. 3b and 6 (paper profile)", {**{("n", n): c for n, c in gfpl.n_configs(gp).items()},
+                                                      **{("sc", t): c for t, c in gfpl.threshold_configs(gp).items()}},
+             gp.seeds[:1])]
 
 
 def cli(prog: str, description: str) -> argparse.ArgumentParser:

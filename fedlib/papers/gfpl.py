@@ -180,15 +180,82 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
     return df
 
 
+def _paper_plan(plan: Plan) -> Plan:
+    """The ``paper`` profile on ``plan``'s results folder, data, device kind and executor, with the Table 1
+    methods ``plan`` selected."""
+    pplan = load_plan("paper", results_dir=plan.results_dir, data_root=plan.data_root, device=plan.device,
+                      executor=plan.executor)
+    pplan.settings["table1_methods"] = plan.table1_methods()
+    return pplan
+
+
+def ablation_values(plan: Plan, results: dict) -> tuple[dict, dict]:
+    """Table 2 from finished runs (:func:`ablation_configs` keys): ``({(s-hat, variant): accuracy},
+    {(s-hat, variant): std across clients})`` at the last round, each averaged over seeds (%)."""
+    acc = {k: float(np.mean([accuracy(plan, "gfpl", s) for s in runs])) for k, runs in results.items()}
+    std = {k: float(np.mean([100 * s["metrics"]["acc_head"]["last_std"] for s in runs])) for k, runs in results.items()}
+    return acc, std
+
+
+def n_values(plan: Plan, results: dict) -> dict[int, float]:
+    """Fig. 3b from finished runs (:func:`n_configs` keys, one seed): ``{n: accuracy (%)}``."""
+    return {n: accuracy(plan, "gfpl", runs[0]) for n, runs in results.items()}
+
+
+def threshold_values(plan: Plan, results: dict, configs: dict) -> dict[float, tuple[float, float, float]]:
+    """Fig. 6 from finished runs (:func:`threshold_configs` keys, one seed): ``{S_C: (accuracy (%), merge rate,
+    downlink floats per round)}``; the merge rate (1 - fused / uploaded components) is the mean over the
+    interaction rounds."""
+    out = {}
+    for t, runs in results.items():
+        recs = papers.rounds(configs[t], runs[0]["seed"])
+        merges = merge_stats(recs)
+        rate = float(np.mean([v["merge_rate"] for v in merges.values()])) if merges else float("nan")
+        out[t] = (accuracy(plan, "gfpl", runs[0]), rate, communication(recs)["down_per_round"])
+    return out
+
+
+def paper_table2(plan: Plan) -> dict:
+    """Table 2 under the ``paper`` profile (the ablation on its dataset, s-hat 1 and 20, every seed) from
+    finished runs only (trains nothing): ``{"plan", "found", "total", "acc", "std", "made_by"}`` with ``acc``
+    / ``std`` (:func:`ablation_values`) over the s-hat values whose every variant has finished every seed,
+    ``None`` while none has."""
+    pplan = _paper_plan(plan)
+    configs = ablation_configs(pplan)
+    done, found = papers.cached(configs, pplan.seeds)
+    complete = [s for s in pplan.settings["ablation"]["shots_stdev"]
+                if all((s, v) in done for v in pplan.spec["variants"])]
+    keep = {k: v for k, v in done.items() if k[0] in complete}
+    acc, std = ablation_values(pplan, keep) if keep else (None, None)
+    return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "acc": acc, "std": std,
+            "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
+
+
+def paper_figs(plan: Plan) -> dict:
+    """Figs. 3b and 6 under the ``paper`` profile (MNIST-5k, w-bar 4, first seed, the profile's rounds) from
+    finished runs only (trains nothing): ``{"plan", "found", "total", "n", "thresholds", "made_by"}`` with
+    ``n`` (:func:`n_values`) and ``thresholds`` (:func:`threshold_values`) each once all its values have
+    finished, else ``None``."""
+    pplan = _paper_plan(plan)
+    seed0 = pplan.seeds[0]
+    n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
+    n_done, n_found = papers.cached(n_cfgs, [seed0])
+    t_done, t_found = papers.cached(t_cfgs, [seed0])
+    n_full, t_full = len(n_done) == len(n_cfgs), len(t_done) == len(t_cfgs)
+    used = [s for done, full in ((n_done, n_full), (t_done, t_full)) if full for runs in done.values() for s in runs]
+    return {"plan": pplan, "found": n_found + t_found, "total": len(n_cfgs) + len(t_cfgs),
+            "n": n_values(pplan, n_done) if n_full else None,
+            "thresholds": threshold_values(pplan, t_done, t_cfgs) if t_full else None,
+            "made_by": papers.made_by(used) if used else ""}
+
+
 def paper_table1(plan: Plan) -> dict:
     """Table 1 under the ``paper`` profile from finished runs only (trains nothing), for a shorter
     profile's report: ``{"plan", "found", "total", "columns", "cells", "made_by"}`` where ``columns``
     lists the (dataset, w-bar) columns whose every method has finished every seed and ``cells`` holds
     their :func:`table1` cells. The runs come from the paper profile's notebook or
     ``python -m fedlib.papers.gfpl --profile paper`` into the same results folder and device kind."""
-    pplan = load_plan("paper", results_dir=plan.results_dir, data_root=plan.data_root, device=plan.device,
-                      executor=plan.executor)
-    pplan.settings["table1_methods"] = plan.table1_methods()
+    pplan = _paper_plan(plan)
     configs = table1_configs(pplan)
     done, found = papers.cached(configs, pplan.seeds)
     columns = [k[:2] for k in configs if k[-1] == pplan.table1_methods()[0]
@@ -225,7 +292,9 @@ def ledger(plan: Plan, res: dict) -> list:
 
     ``res`` (each key optional): ``table1`` (:func:`table1` cells), ``ablation`` (``{(s, variant): accuracy}``),
     ``n`` (``{n: accuracy}``), ``thresholds`` (``{S_C: (accuracy, merge rate)}``), ``attack`` (the attack's summary
-    frame: rows ``prototype`` for the component means, ``samples`` for draws from the components, ``class_average``).
+    frame: rows ``prototype`` for the component means, ``samples`` for draws from the components, ``class_average``),
+    and a short profile's paper-protocol parts ``table1_paper`` (:func:`paper_table1`), ``ablation_paper``
+    (:func:`paper_table2`) and ``figs_paper`` (:func:`paper_figs`), whose claims stand beside the short run's.
     """
     from fedlib.claims import Claim, judge, untested
 
@@ -238,36 +307,20 @@ def ledger(plan: Plan, res: dict) -> list:
         out += _table1_claims(pplan, pp["cells"], f"paper profile: {pplan.rounds} rounds, seeds {pplan.seeds}; "
                               "columns " + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pp["columns"]),
                               "Table 1, paper protocol")
-    ab = res.get("ablation")
-    if ab:
-        for s in sorted({k[0] for k in ab}):
-            row = {v: a for (ss, v), a in ab.items() if ss == s}
-            if {"gfpl", "no_dcs", "no_pfg", "no_dcs_no_pfg"} <= set(row):
-                order = row["gfpl"] > max(row["no_dcs"], row["no_pfg"]) and \
-                    min(row["no_dcs"], row["no_pfg"]) > row["no_dcs_no_pfg"]
-                out.append(Claim(f"Each component helps and both together are best (s-hat {s})", "Table 2",
-                                 ", ".join(f"{plan.label(v)} {a:.2f}" for v, a in row.items()),
-                                 judge(order), caveat))
-    ns = res.get("n")
-    if ns and 8 not in ns:
-        out.append(untested("n = 8 components per class is best", "Fig. 3b", f"the profile runs n = {sorted(ns)}"))
-    elif ns and len(ns) > 1:
-        best = max(ns, key=ns.get)
-        out.append(Claim("n = 8 components per class is best (Fig. 3b)", "Fig. 3b",
-                         ", ".join(f"n = {n}: {a:.2f}" for n, a in ns.items()),
-                         judge(8 in ns and ns[8] >= ns[best] - 1e-6), "; ".join(
-                             x for x in (caveat, "MNIST-5k, one seed; a tie counts as best") if x)))
-    th = res.get("thresholds")
-    if th and len(th) < 3:
-        out.append(untested("An intermediate S_C is best", "Fig. 6",
-                            f"the profile runs S_C = {sorted(th)}: no interior value"))
-    elif th:
-        accs = {t: a for t, (a, _) in th.items()}
-        best = max(accs, key=accs.get)
-        inner = min(th) < best < max(th)
-        out.append(Claim("An intermediate S_C is best (accuracy against merging)", "Fig. 6",
-                         ", ".join(f"S_C {t:g}: {a:.2f} (merge rate {r:.2f})" for t, (a, r) in th.items()),
-                         judge(inner), "; ".join(x for x in (caveat, "MNIST-5k, one seed") if x)))
+    out += _ablation_claims(plan, res.get("ablation"), caveat, "Table 2")
+    out += _n_claims(res.get("n"), caveat, "Fig. 3b")
+    out += _threshold_claims(res.get("thresholds"), caveat, "Fig. 6")
+    pa, pf = res.get("ablation_paper"), res.get("figs_paper")
+    if short and pa and pa.get("acc"):
+        pr = pa["plan"]
+        out += _ablation_claims(pr, pa["acc"], f"paper profile: {pr.rounds} rounds, seeds {pr.seeds}; "
+                                f"{pr.dataset_label(pr.settings['ablation']['dataset'])}", "Table 2, paper protocol")
+    if short and pf:
+        where = f"paper profile: {pf['plan'].rounds} rounds, seed {pf['plan'].seeds[0]}"
+        if pf.get("n"):
+            out += _n_claims(pf["n"], where, "Fig. 3b, paper protocol")
+        if pf.get("thresholds"):
+            out += _threshold_claims({t: v[:2] for t, v in pf["thresholds"].items()}, where, "Fig. 6, paper protocol")
     atk = res.get("attack")
     if atk is not None:
         ssim = atk.set_index(["source", "levels"])["ssim"]
@@ -283,37 +336,6 @@ def ledger(plan: Plan, res: dict) -> list:
     out.append(untested("FEMNIST, CIFAR-10 and CIFAR-100 columns", "Tables 1-2",
                         "the data (and a ResNet-18) are not on this machine"))
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.gfpl [--profile P] [--datasets D ...] [--methods M ...] [--seeds S ...]
-    [--rounds N]``: run Table 1 headless and print paper | ours per dataset and w-bar."""
-    from fedlib import report
-    from fedlib.runner import load_rounds
-
-    parser = papers.cli("python -m fedlib.papers.gfpl", main.__doc__)
-    parser.add_argument("--datasets", nargs="+", help="default: the profile's (mnist5k, fmnist)")
-    args, plan = papers.plan_from_cli(parser, load_plan, argv)
-    if plan is None:
-        return 2
-    if args.datasets:
-        if not set(args.datasets) <= set(plan.spec["datasets"]):
-            print(f"error: --datasets: got {args.datasets}; allowed: {', '.join(plan.spec['datasets'])}")
-            return 2
-        plan.settings["datasets"] = list(args.datasets)
-    cfgs = table1_configs(plan)
-    res = run(cfgs, workers=args.workers, desc="Table 1")
-    cells = table1(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
-    paper = report.load_paper("gfpl")["tables"]["table1_mnist"]
-    for d in plan.settings["datasets"]:
-        print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), profile {args.profile}: {plan.rounds} rounds, "
-              f"seeds {plan.seeds}; last round, mean ± std across clients (%)")
-        print(report.to_markdown(table1_frame(plan, cells, d, paper)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> list:
@@ -363,3 +385,79 @@ def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> lis
     else:
         out.append(untested("GFPL has the best accuracy in every column of Table 1", source, "not run"))
     return out
+
+
+def _ablation_claims(plan: Plan, ab: dict | None, caveat: str, source: str) -> list:
+    """Table 2's claim per s-hat (``ab``: ``{(s-hat, variant): accuracy}``)."""
+    from fedlib.claims import Claim, judge
+
+    out = []
+    for s in sorted({k[0] for k in ab or {}}):
+        row = {v: a for (ss, v), a in ab.items() if ss == s}
+        if {"gfpl", "no_dcs", "no_pfg", "no_dcs_no_pfg"} <= set(row):
+            order = row["gfpl"] > max(row["no_dcs"], row["no_pfg"]) and \
+                min(row["no_dcs"], row["no_pfg"]) > row["no_dcs_no_pfg"]
+            out.append(Claim(f"Each component helps and both together are best (s-hat {s})", source,
+                             ", ".join(f"{plan.label(v)} {a:.2f}" for v, a in row.items()), judge(order), caveat))
+    return out
+
+
+def _n_claims(ns: dict | None, caveat: str, source: str) -> list:
+    """Fig. 3b's claim (``ns``: ``{n: accuracy}``)."""
+    from fedlib.claims import Claim, judge, untested
+
+    if ns and 8 not in ns:
+        return [untested("n = 8 components per class is best", source, f"the profile runs n = {sorted(ns)}")]
+    if not ns or len(ns) < 2:
+        return []
+    best = max(ns, key=ns.get)
+    return [Claim("n = 8 components per class is best (Fig. 3b)", source,
+                  ", ".join(f"n = {n}: {a:.2f}" for n, a in ns.items()), judge(ns[8] >= ns[best] - 1e-6),
+                  "; ".join(x for x in (caveat, "MNIST-5k, one seed; a tie counts as best") if x))]
+
+
+def _threshold_claims(th: dict | None, caveat: str, source: str) -> list:
+    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``)."""
+    from fedlib.claims import Claim, judge, untested
+
+    if not th:
+        return []
+    if len(th) < 3:
+        return [untested("An intermediate S_C is best", source, f"the profile runs S_C = {sorted(th)}: no interior "
+                         "value")]
+    accs = {t: a for t, (a, _) in th.items()}
+    best = max(accs, key=accs.get)
+    return [Claim("An intermediate S_C is best (accuracy against merging)", source,
+                  ", ".join(f"S_C {t:g}: {a:.2f} (merge rate {r:.2f})" for t, (a, r) in th.items()),
+                  judge(min(th) < best < max(th)), "; ".join(x for x in (caveat, "MNIST-5k, one seed") if x))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib.papers.gfpl [--profile P] [--datasets D ...] [--methods M ...] [--seeds S ...]
+    [--rounds N]``: run Table 1 headless and print paper | ours per dataset and w-bar."""
+    from fedlib import report
+    from fedlib.runner import load_rounds
+
+    parser = papers.cli("python -m fedlib.papers.gfpl", main.__doc__)
+    parser.add_argument("--datasets", nargs="+", help="default: the profile's (mnist5k, fmnist)")
+    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    if plan is None:
+        return 2
+    if args.datasets:
+        if not set(args.datasets) <= set(plan.spec["datasets"]):
+            print(f"error: --datasets: got {args.datasets}; allowed: {', '.join(plan.spec['datasets'])}")
+            return 2
+        plan.settings["datasets"] = list(args.datasets)
+    cfgs = table1_configs(plan)
+    res = run(cfgs, workers=args.workers, desc="Table 1")
+    cells = table1(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
+    paper = report.load_paper("gfpl")["tables"]["table1_mnist"]
+    for d in plan.settings["datasets"]:
+        print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), profile {args.profile}: {plan.rounds} rounds, "
+              f"seeds {plan.seeds}; last round, mean ± std across clients (%)")
+        print(report.to_markdown(table1_frame(plan, cells, d, paper)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
