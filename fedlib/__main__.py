@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     part.add_argument("--out", default=None, help="PNG path (default figures/partition_<name>.png)")
     arc = sub.add_parser("archive", help="keep the records of the paper-profile runs the report quotes in archive/ "
                                           "(committed, so a fresh clone renders the same report)")
-    arc.add_argument("--check", action="store_true", help="verify the archive, copy nothing")
+    arc.add_argument("--check", action="store_true", help="verify the archive and count the finished runs of the "
+                                                          "results folder, copy nothing")
     arc.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

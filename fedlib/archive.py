@@ -18,7 +18,8 @@ matches the size and SHA-256 the summary recorded; otherwise a :class:`~fedlib.s
 names the file and the entry is not served.
 
 ``python -m fedlib archive`` adds every finished run of the paper-profile tables the report
-reads (:data:`fedlib.papers.ARCHIVED_TABLES`); ``--check`` verifies what is there.
+reads (:func:`fedlib.papers.archived_tables`); ``--check`` verifies what is there and counts the
+finished runs of the results folder (how far the paper profile has come).
 """
 
 from __future__ import annotations
@@ -119,8 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, configs, seeds in archived_tables():
         jobs = [(cfg, s) for cfg in configs.values() for s in seeds]
         if args.check:
+            from fedlib.runner import cached_summary
+
             ok = sum(summary(cfg, s, root) is not None for cfg, s in jobs)
-            print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks")
+            done = sum(cached_summary(cfg, s) is not None for cfg, s in jobs)
+            print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks; {done} finished in the "
+                  "results folder")
         else:
             added = sum(add(cfg, s, root) for cfg, s in jobs)
             print(f"{name}: {added} of {len(jobs)} runs finished and archived")
