@@ -251,8 +251,8 @@ elif pt2["acc"]:
                      + report.to_markdown(df2p))
 else:
     paper_t2_text = (f"**Table 2 under the paper protocol: not run here** ({pt2['found']} of {pt2['total']} runs "
-                     "finished). `python -m fedlib reproduce --profile paper --only gfpl` makes them; this cell then "
-                     "shows them without training.")
+                     "finished). `python -m fedlib.papers.gfpl --profile paper --table 2` makes them; this cell "
+                     "then shows them without training.")
 section.text(paper_t2_text)
 print(paper_t2_text)"""),
 (MD, r"""## Fig. 3b: components per class n, and Fig. 6: the fusion threshold S_C
@@ -301,8 +301,8 @@ elif pfg["n"] or pfg["thresholds"]:
              for t, (a, r, dn) in pfg["thresholds"].items()}).T)
 else:
     paper_fig_text = (f"**Figs. 3b and 6 under the paper protocol: not run here** ({pfg['found']} of {pfg['total']} "
-                      "runs finished). `python -m fedlib reproduce --profile paper --only gfpl` makes them; this cell "
-                      "then shows them without training.")
+                      "runs finished). `python -m fedlib.papers.gfpl --profile paper --table figs` makes them; this "
+                      "cell then shows them without training.")
 section.text(paper_fig_text)
 print(paper_fig_text)"""),
 (MD, r"""## The fused Gaussian components

@@ -332,3 +332,23 @@ def test_bench_gfpl_suite_is_table1s_setting():
     for cfg in cfgs.values():
         assert (cfg["train"]["batch_size"], cfg["train"]["rounds"], cfg["executor"]) == (4, 3, "batched")
         assert (cfg["partition"]["ways"], cfg["partition"]["num_clients"], cfg["seeds"]) == (4, 20, [0])
+
+
+def test_headless_command_runs_table2_and_the_figures(tmp_path, monkeypatch, capsys):
+    """``python -m fedlib.papers.gfpl --table 2|figs``: the ablation and the n / S_C sweeps headless."""
+    from fedlib.papers import gfpl as G
+
+    monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))
+    assert G.main(["--profile", "smoke", "--table", "figs", "--rounds", "2", "--workers", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, profile smoke: 2 rounds, seed 0; last round, mean over "
+                      "clients (%)")
+    assert out[1].startswith("Fig. 3b: n = 1: ") and ", n = 4: " in out[1]
+    assert [line.split(":")[1].strip() for line in out[2:]] == ["S_C 1", "S_C 1000"]
+    assert "merge rate 0.000" in out[2]  # S_C = 1 merges nothing (docs/gfpl.md, decision 11)
+    assert G.main(["--profile", "smoke", "--table", "2", "--rounds", "2", "--workers", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("GFPL Table 2, MNIST-5k, s-bar 18, w-bar 4, profile smoke: 2 rounds, seeds [0]")
+    assert [line.split()[2] for line in out[1:]] == ["w/o", "w/o", "w/o", "GFPL"]
+    with pytest.raises(SystemExit):  # argparse: "argument --table: invalid choice: '3'"
+        G.main(["--profile", "smoke", "--table", "3"])

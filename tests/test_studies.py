@@ -292,3 +292,22 @@ def test_a_short_runs_diff_column_says_so():
     df = report.compare({"rows": {"a": {"x": 90.0}}}, {"a": {"x": 80.0}})
     assert "diff (quick: not converged)" in report.short_run(df, "quick").columns
     assert list(report.short_run(df, "paper").columns) == list(df.columns)
+
+
+def test_headless_command_runs_tables_6_and_7(tmp_path, monkeypatch, capsys):
+    """``python -m fedlib.papers.fedmps --table VI|VII``: one table headless, first seed only."""
+    monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))
+    assert S.main(["--profile", "smoke", "--table", "VII", "--rounds", "2", "--workers", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("FedMPS Table VII (Fashion-MNIST; the paper's is CIFAR-10), profile smoke: 2 rounds, seed "
+                             "1234")
+    rows = [line for line in out if line.startswith("(")]
+    assert [r[:3] for r in rows] == ["(1)", "(2)", "(3)", "(4)", "(5)", "(6)"]
+    assert "gain over (1) +0.00" in rows[0]
+    soft = {r[1]: not r.endswith("mean l_soft —") for r in rows}  # rows 4 and 6 switch the soft labels on
+    assert soft == {"1": False, "2": False, "3": False, "4": True, "5": False, "6": True}
+    assert S.main(["--profile", "smoke", "--table", "VI", "--methods", "fedproto", "fedmps", "--rounds", "2",
+                   "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("FedMPS Table VI, n = ") == 2 and "| FedProto |" in out and "| FedAvg |" in out  # paper rows
+    assert len(list((tmp_path / "results").iterdir())) == 6 + 4 - 1  # n = 3 FedMPS is ablation row 6's run

@@ -362,30 +362,57 @@ def attacker_aux(state: RunState, target: int, n: int, seed: int = 0) -> tuple[t
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.fedmps [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
-    run Table III headless (no notebook) and print paper | ours | diff."""
+    """``python -m fedlib.papers.fedmps [--profile P] [--table III|VI|VII] [--methods M ...] [--seeds S ...]
+    [--rounds N]``: run one table headless (no notebook) and print paper | ours | diff. Table III runs
+    every seed of the profile; Tables VI and VII its first seed (the paper's "same random seed")."""
     from fedlib import report
 
-    args = papers.cli("python -m fedlib.papers.fedmps", main.__doc__).parse_args(argv)
+    parser = papers.cli("python -m fedlib.papers.fedmps", main.__doc__)
+    parser.add_argument("--table", default="III", choices=["III", "VI", "VII"],
+                        help="III (default: every method, every seed), VI (n = 3, 4, 5) or VII (the loss ablation)")
+    args = parser.parse_args(argv)
     try:
         plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device,
                          executor=args.executor)
-        configs = table3_configs(plan)
         if args.methods:
-            configs = {m: configs[m] for m in check_methods(args.methods, list(configs))}
+            methods = check_methods(args.methods, plan.methods)
+            plan.settings["table3_methods"] = plan.settings["sweep_methods"] = methods
     except ConfigError as exc:
         print(f"error: {exc}")
         return 2
+    paper, seed0, R = report.load_paper("fedmps")["tables"], plan.seeds[0], plan.settings["rounds"]
+    if args.table == "VI":
+        rows = ways_rows(plan, run(ways_configs(plan), seeds=[seed0], workers=args.workers, desc="Table VI"))
+        for n, ours in sorted(rows.items()):
+            ref = {3: paper["table6_block1"], 4: paper["table6_block2"]}.get(n, {"rows": {}})
+            print(f"FedMPS Table VI, n = {n}, profile {args.profile}: {R['main']} rounds, seed {seed0}; best round, "
+                  "mean ± std across clients (%)")
+            df = report.compare(ref, {m: {"fmnist": v} for m, v in ours.items()})
+            df.index = [plan.label(m) for m in df.index]
+            print(report.to_markdown(df))
+        return 0
+    if args.table == "VII":
+        configs = ablation_configs(plan)
+        rows = ablation_table(plan, run(configs, seeds=[seed0], workers=args.workers, desc="Table VII"), configs)
+        print(f"FedMPS Table VII (Fashion-MNIST; the paper's is CIFAR-10), profile {args.profile}: {R['ablation']} "
+              f"rounds, seed {seed0}; nearest prototype among own classes, best and last round; head, last round (%)")
+        for row, r in rows.items():
+            soft = "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"
+            print(f"({row}) best {r['proto_own_best']:.2f} (round {r['best_round']}), gain over (1) "
+                  f"{r['proto_own_best'] - rows[1]['proto_own_best']:+.2f}; last {r['proto_own_last']:.2f}; head "
+                  f"{r['head_last']:.2f}; mean l_soft {soft}")
+        return 0
+    configs = table3_configs(plan)
     rows = table3(plan, run(configs, workers=args.workers, desc="Table III"))
     head = table3(plan, run(configs, workers=args.workers, progress=False), metric=COMMON_METRIC)
-    paper = report.load_paper("fedmps")["tables"]["table3"]
-    df = report.compare(paper, {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
+    df = report.compare(paper["table3"], {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
     df["rule"] = [rows[m]["metric"] if m in rows else "" for m in df.index]
     df["ours, head all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head else "—"
                                     for m in df.index]
     df["p vs FedMPS"] = [f"{rows[m]['p_vs_fedmps']:.3f}" if rows.get(m, {}).get("p_vs_fedmps") is not None else "—"
                          for m in df.index]
-    print(f"FedMPS Table III, Fashion-MNIST, profile {args.profile}: {plan.settings['rounds']['main']} rounds, "
+    df.index = [plan.label(m) for m in df.index]
+    print(f"FedMPS Table III, Fashion-MNIST, profile {args.profile}: {R['main']} rounds, "
           f"seeds {plan.seeds}; best round, unweighted mean over clients (%)")
     print(report.to_markdown(df))
     return 0

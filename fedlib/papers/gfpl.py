@@ -433,16 +433,37 @@ def _threshold_claims(th: dict | None, caveat: str, source: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.gfpl [--profile P] [--datasets D ...] [--methods M ...] [--seeds S ...]
-    [--rounds N]``: run Table 1 headless and print paper | ours per dataset and w-bar."""
+    """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--methods M ...]
+    [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1 (paper | ours per
+    dataset and w-bar, the default), Table 2 (the ablation, every seed) or Figs. 3b and 6 (n and S_C, first seed)."""
     from fedlib import report
     from fedlib.runner import load_rounds
 
     parser = papers.cli("python -m fedlib.papers.gfpl", main.__doc__)
-    parser.add_argument("--datasets", nargs="+", help="default: the profile's (mnist5k, fmnist)")
+    parser.add_argument("--table", default="1", choices=["1", "2", "figs"],
+                        help="1 (default), 2 (the ablation) or figs (Figs. 3b and 6)")
+    parser.add_argument("--datasets", nargs="+", help="Table 1's datasets (default: the profile's: mnist5k, fmnist)")
     args, plan = papers.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
+    where = f"profile {args.profile}: {plan.rounds} rounds"
+    if args.table == "2":
+        acc, std = ablation_values(plan, run(ablation_configs(plan), workers=args.workers, desc="Table 2"))
+        print(f"GFPL Table 2, {plan.dataset_label(plan.settings['ablation']['dataset'])}, w-bar 4, {where}, seeds "
+              f"{plan.seeds}; last round, mean ± std across clients (%), averaged over seeds")
+        for (s_hat, v), a in acc.items():
+            print(f"s-hat {s_hat:>2}  {plan.label(v):<16} {a:6.2f} ± {std[(s_hat, v)]:.2f}")
+        return 0
+    if args.table == "figs":
+        seed0 = plan.seeds[0]
+        n_acc = n_values(plan, run(n_configs(plan), seeds=[seed0], workers=args.workers, desc="Fig. 3b"))
+        t_cfgs = threshold_configs(plan)
+        th = threshold_values(plan, run(t_cfgs, seeds=[seed0], workers=args.workers, desc="Fig. 6"), t_cfgs)
+        print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, seed {seed0}; last round, mean over clients (%)")
+        print("Fig. 3b: " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items()))
+        for t, (a, rate, down) in th.items():
+            print(f"Fig. 6: S_C {t:g}: {a:.2f}, merge rate {rate:.3f}, {down:,.0f} floats down per round")
+        return 0
     if args.datasets:
         if not set(args.datasets) <= set(plan.spec["datasets"]):
             print(f"error: --datasets: got {args.datasets}; allowed: {', '.join(plan.spec['datasets'])}")
@@ -453,8 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     cells = table1(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
     paper = report.load_paper("gfpl")["tables"]["table1_mnist"]
     for d in plan.settings["datasets"]:
-        print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), profile {args.profile}: {plan.rounds} rounds, "
-              f"seeds {plan.seeds}; last round, mean ± std across clients (%)")
+        print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), {where}, seeds {plan.seeds}; last round, "
+              "mean ± std across clients (%)")
         print(report.to_markdown(table1_frame(plan, cells, d, paper)))
     return 0
 
