@@ -49,7 +49,7 @@ from matplotlib.patches import Ellipse
 
 from fedlib import analysis as A
 from fedlib import claims as C
-from fedlib import mixtures, plots, report
+from fedlib import mixtures, papers, plots, report
 from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.papers import gfpl as G
 from fedlib.privacy import prototype_attack
@@ -162,9 +162,8 @@ elif pt1["columns"]:
                           "over clients (averaged over 3 seeds).**\n\n"
                           + report.to_markdown(G.table1_frame(pplan, pt1["cells"], d, paper["table1_mnist"])))
 else:
-    paper_t1_text = (f"**Table 1 under the paper protocol: not run here** ({pt1['found']} of {pt1['total']} runs "
-                     "finished in this results folder). `python -m fedlib.papers.gfpl --profile paper` makes them; "
-                     "this cell then shows them without training.")
+    paper_t1_text = papers.not_run_text("Table 1", pt1["found"], pt1["total"],
+                                        "python -m fedlib.papers.gfpl --profile paper")
 section.text(paper_t1_text)
 print(paper_t1_text)"""),
 (CODE, r"""# NBVAL_CHECK_OUTPUT
@@ -250,9 +249,8 @@ elif pt2["acc"]:
                      f"over seeds), from finished runs: {pt2['found']} of {pt2['total']}; {pt2['made_by']}.**\n\n"
                      + report.to_markdown(df2p))
 else:
-    paper_t2_text = (f"**Table 2 under the paper protocol: not run here** ({pt2['found']} of {pt2['total']} runs "
-                     "finished). `python -m fedlib.papers.gfpl --profile paper --table 2` makes them; this cell "
-                     "then shows them without training.")
+    paper_t2_text = papers.not_run_text("Table 2", pt2["found"], pt2["total"],
+                                        "python -m fedlib.papers.gfpl --profile paper --table 2")
 section.text(paper_t2_text)
 print(paper_t2_text)"""),
 (MD, r"""## Fig. 3b: components per class n, and Fig. 6: the fusion threshold S_C
@@ -300,9 +298,8 @@ elif pfg["n"] or pfg["thresholds"]:
             {f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate": round(r, 3), "down floats / round": f"{dn:,.0f}"}
              for t, (a, r, dn) in pfg["thresholds"].items()}).T)
 else:
-    paper_fig_text = (f"**Figs. 3b and 6 under the paper protocol: not run here** ({pfg['found']} of {pfg['total']} "
-                      "runs finished). `python -m fedlib.papers.gfpl --profile paper --table figs` makes them; this "
-                      "cell then shows them without training.")
+    paper_fig_text = papers.not_run_text("Figs. 3b and 6", pfg["found"], pfg["total"],
+                                         "python -m fedlib.papers.gfpl --profile paper --table figs")
 section.text(paper_fig_text)
 print(paper_fig_text)"""),
 (MD, r"""## The fused Gaussian components

@@ -311,3 +311,12 @@ def test_headless_command_runs_tables_6_and_7(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.count("FedMPS Table VI, n = ") == 2 and "| FedProto |" in out and "| FedAvg |" in out  # paper rows
     assert len(list((tmp_path / "results").iterdir())) == 6 + 4 - 1  # n = 3 FedMPS is ablation row 6's run
+
+
+def test_not_run_text_counts_the_runs_and_names_the_command():
+    from fedlib import papers
+
+    assert papers.not_run_text("Table VI", 1, 24, "python -m fedlib.papers.fedmps --profile paper --table VI") == (
+        "**Table VI under the paper protocol: not run here** (1 of 24 runs finished in this results folder). "
+        "`python -m fedlib.papers.fedmps --profile paper --table VI` makes them; this cell then shows them without "
+        "training.")

@@ -180,6 +180,13 @@ def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
     return archive.rounds(cfg, seed, archive_root)
 
 
+def not_run_text(what: str, found: int, total: int, command: str) -> str:
+    """What a short profile's report says of a paper-protocol table none of whose parts has finished: how many
+    of its runs have, and the command that makes them."""
+    return (f"**{what} under the paper protocol: not run here** ({found} of {total} runs finished in this results "
+            f"folder). `{command}` makes them; this cell then shows them without training.")
+
+
 def made_by(summaries) -> str:
     """Which code and machine made a set of runs, from their summaries: commits, device (GPU
     or CPU model with its kernel capability), when the last one finished and how many of them
