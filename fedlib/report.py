@@ -167,8 +167,12 @@ def short_run(df: pd.DataFrame, profile: str) -> pd.DataFrame:
 
 
 def to_markdown(df: pd.DataFrame) -> str:
-    """A GitHub-markdown table of ``df`` (index levels first), without extra dependencies."""
+    """A GitHub-markdown table of ``df`` (index levels first), without extra dependencies. A
+    missing number (NaN: no paper value, a rule a method has not, a threshold never reached)
+    prints as "—", the mark the formatted columns use for "none"."""
     def cell(v):
+        if pd.api.types.is_float(v) and math.isnan(v):  # Python and numpy floats
+            return "—"
         return str(v).replace("|", "\\|").replace("\n", " ")
 
     index_names = [n if n is not None else "" for n in df.index.names]

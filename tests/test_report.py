@@ -5,6 +5,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -55,6 +57,14 @@ def test_to_markdown_table():
     assert lines[1] == "|---|---:|---:|---:|"
     assert lines[2] == "| fedavg | 84.21 ± 3.39 | 85.00 ± 1.00 | +0.79 |"
     assert lines[3] == "| fedproto | 93.07 ± 0.56 | — | — |"
+
+
+def test_to_markdown_prints_a_missing_number_as_a_dash():
+    df = pd.DataFrame({"round to 85%": [2.0, float("nan"), np.float32("nan")], "label": ["a", "nan", None]},
+                      index=["fedmps", "fedavg", "fedprox"])
+    lines = report.to_markdown(df).splitlines()
+    # the text "nan" stays text; a missing label (NaN in a string column) is missing too
+    assert lines[2:] == ["| fedmps | 2.0 | a |", "| fedavg | — | nan |", "| fedprox | — | — |"]
 
 
 def test_load_paper_fedmps_reference_numbers():
