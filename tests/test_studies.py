@@ -198,6 +198,9 @@ def test_cached_reads_finished_runs_only_and_counts_them(tmp_path):
     assert len(list(tmp_path.iterdir())) == 3
     text = papers.made_by(done["a"])
     assert text.startswith(f"commit {made[0]['code']}") and made[0]["machine"]["cpu_capability"] in text
+    older = [{**done["a"][0], "code": "abc1234"}, {k: v for k, v in done["a"][1].items() if k != "code"}]
+    assert papers.made_by(older).startswith("commit abc1234, 1 of 2 runs made before runs recorded their commit · ")
+    assert papers.made_by([older[1]]).startswith("1 of 1 runs made before runs recorded their commit · CPU ")
 
 
 def test_paper_table3_in_a_short_profile_trains_nothing(tmp_path):

@@ -191,16 +191,22 @@ def made_by(summaries) -> str:
     """Which code and machine made a set of runs, from their summaries: commits, device (GPU
     or CPU model with its kernel capability), when the last one finished and how many of them
     were read from the run archive."""
-    codes, where, when, archived, n = set(), set(), [], 0, 0
+    codes, where, when, archived, unrecorded, n = set(), set(), [], 0, 0, 0
     for s in summaries:
         n += 1
         archived += bool(s.get("archived"))
-        codes.add(s.get("code", "before commits were recorded"))
+        if s.get("code"):
+            codes.add(s["code"])
+        else:
+            unrecorded += 1
         m = s.get("machine", {})
         where.add(m.get("gpu") or f"CPU {m.get('cpu', '?')} ({m.get('cpu_capability', '?')})")
         if s.get("finished_utc"):
             when.append(s["finished_utc"])
-    return (f"commit {', '.join(sorted(codes))} · {'; '.join(sorted(where))}"
+    code = ((f"commit{'s' if len(codes) > 1 else ''} {', '.join(sorted(codes))}" if codes else "")
+            + (", " if codes and unrecorded else "")
+            + (f"{unrecorded} of {n} runs made before runs recorded their commit" if unrecorded else ""))
+    return (f"{code} · {'; '.join(sorted(where))}"
             + (f" · last finished {max(when)} UTC" if when else "")
             + (f" · {archived} of {n} runs read from the run archive (archive/)" if archived else ""))
 
