@@ -277,9 +277,27 @@ class Progress:
             pass
 
 
+# Runs that share one GPU at a time by default. Measured on an NVIDIA H200 (16 CPU cores, torch 2.11,
+# 2026-11-27, README "Devices and executors"): FedProto in FedMPS's Table II setting trained 1.23 rounds/s
+# in one process and 1.94 rounds/s over 4 processes at once; 14 processes sharing it (8 of FedMPS's
+# Table VI, 6 of GFPL's Table 2) made 1.4 rounds/s in all, a tenth of a round per second each.
+CUDA_WORKERS = 4
+
+
+def default_workers(jobs: list[tuple[dict, int]]) -> int:
+    """How many runs ``run_many`` trains at once when not told: one per CPU core, as each trains with
+    one thread; where any run is on CUDA, :data:`CUDA_WORKERS` (they share the one GPU), or the
+    core count when that is smaller."""
+    cores = os.cpu_count() or 1
+    if any(cfg.get("device") == "cuda" for cfg, _ in jobs):
+        return min(CUDA_WORKERS, cores)
+    return cores
+
+
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
              desc: str = "runs") -> list[dict]:
-    """Run many (config, seed) jobs, ``workers`` at a time in separate processes.
+    """Run many (config, seed) jobs, ``workers`` at a time in separate processes (default:
+    :func:`default_workers`).
 
     Each worker trains with one thread (see :func:`one_thread`), so the numbers are the
     same as ``run_one`` in this process. Cached runs return at once; one progress bar
@@ -299,7 +317,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
         if summaries[i] is None:
             todo.append(i)
     total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    workers = max(1, min(workers or default_workers(jobs), len(todo) or 1))
     failures = []
     bar = tqdm(total=total, desc=f"{desc}: {len(todo)} to run, {len(jobs) - len(todo)} cached",
                disable=not progress or not todo, unit="round")

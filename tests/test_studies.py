@@ -10,7 +10,7 @@ import torch
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.config import load_config, run_id
-from fedlib.runner import RunState, load_state, run_many, run_one
+from fedlib.runner import CUDA_WORKERS, RunState, default_workers, load_state, run_many, run_one
 from fedlib.papers import fedmps as S
 from tests.conftest import tiny_image_dataset
 
@@ -33,6 +33,19 @@ def test_run_many_in_processes_equals_run_one_here_and_caches(tmp_path):
     assert strip(here)["metrics"] == strip(got[0])["metrics"]
     again = run_many([(a, 1), (b, 1)], workers=2, progress=False)
     assert all(s["cache_hit"] for s in again)
+
+
+def test_runs_share_a_gpu_four_at_a_time_and_a_cpu_one_per_core(monkeypatch):
+    # one process per core on a CPU; runs on CUDA share the one GPU, so a handful at once, not 16
+    cpu = {"device": "cpu"}
+    cuda = {"device": "cuda"}
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert default_workers([(cpu, 0), (cpu, 1)]) == 16
+    assert default_workers([(cpu, 0), (cuda, 0)]) == CUDA_WORKERS == 4
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert default_workers([(cuda, 0)]) == 2
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert default_workers([(cpu, 0)]) == 1
 
 
 def test_the_same_run_in_two_processes_trains_once(tmp_path):

@@ -234,7 +234,7 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     ap.add_argument("--methods", nargs="+", help="default: the profile's methods")
     ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
     ap.add_argument("--rounds", type=int, help="default: the profile's rounds")
-    ap.add_argument("--workers", type=int, help="runs in parallel (default: one per CPU core)")
+    ap.add_argument("--workers", type=int, help="runs in parallel (default: one per CPU core; 4 on CUDA)")
     ap.add_argument("--device", help="auto (default: CUDA when present), cpu or cuda")
     ap.add_argument("--executor", help="auto (default: batched on CUDA), sequential or batched")
     return ap
