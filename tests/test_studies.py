@@ -11,6 +11,7 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.config import load_config, run_id
 from fedlib.runner import CUDA_WORKERS, RunState, default_workers, load_state, run_many, run_one
+from fedlib import papers
 from fedlib.papers import fedmps as S
 from tests.conftest import tiny_image_dataset
 
@@ -240,6 +241,32 @@ def test_paper_tables_6_and_7_in_a_short_profile_train_nothing(tmp_path):
     assert run_id(S.ablation_configs(paper)[6], 1234) == run_id(S.table3_configs(paper)["fedmps"], 1234)
     only = S.load_plan("smoke", results_dir=str(tmp_path), methods=["fedproto", "fedmps"])
     assert S.paper_table6(only)["total"] == 6
+
+
+def test_paper_table6_shows_the_methods_finished_so_far_and_names_the_rest(tmp_path, monkeypatch):
+    # Table VI takes hours a column on a CPU: each n shows the methods that have finished, and the report
+    # names those that have not (the ledger still waits for the whole table)
+    plan = S.load_plan("smoke", results_dir=str(tmp_path))
+
+    def fake_cached(configs, seeds, archive_root=None):
+        done = {}
+        for (m, n) in configs:
+            if (m, n) in {("fedmps", 3), ("fedavg", 3), ("fedmps", 4)}:
+                acc = {"fedmps": 0.9, "fedavg": 0.7}[m] + n / 1000
+                done[(m, n)] = [{"metrics": {key: {"best": acc, "best_std": 0.05} for key in ("acc_proto_own",
+                                 "acc_head", "acc_head_own", "acc_proto")}, "code": "abc1234",
+                                 "machine": {"cpu": "X", "cpu_capability": "AVX2"}}]
+        return done, len(done)
+
+    monkeypatch.setattr(papers, "cached", fake_cached)
+    six = S.paper_table6(plan)
+    assert (six["found"], six["total"]) == (3, 24)
+    assert set(six["rows"]) == {3, 4}
+    assert set(six["rows"][3]) == {"fedmps", "fedavg"} and set(six["rows"][4]) == {"fedmps"}
+    assert six["rows"][4]["fedmps"] == pytest.approx((90.4, 5.0))
+    assert six["missing"][5] == S.load_plan("paper").selected("sweep_methods")
+    assert "fedmps" not in six["missing"][4] and "fedavg" in six["missing"][4] and len(six["missing"][3]) == 6
+    assert six["made_by"].startswith("commit abc1234 · CPU X (AVX2)")
 
 
 def _abl_row(best, last, head):

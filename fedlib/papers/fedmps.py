@@ -234,17 +234,15 @@ def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[
 
 def paper_table6(plan: Plan) -> dict:
     """Table VI under the ``paper`` profile from finished runs only (trains nothing):
-    ``{"plan", "found", "total", "rows", "made_by"}`` with ``rows`` (:func:`ways_rows`) over the
-    values of n whose every method has finished (the first seed, as the paper's "same random
-    seed"); n = 3 is Table III's first seed."""
+    ``{"plan", "found", "total", "rows", "missing", "made_by"}`` with ``rows`` (:func:`ways_rows`) over
+    the methods finished so far for each n (the first seed, as the paper's "same random seed"; ``None``
+    while none has), and ``missing``: ``{n: [methods not finished]}``. n = 3 is Table III's first seed."""
     pplan = _paper_plan(plan)
     configs, seed0 = ways_configs(pplan), pplan.seeds[0]
     done, found = papers.cached(configs, [seed0])
-    methods = pplan.selected("sweep_methods")
-    complete = [n for n in pplan.settings["ways"] if all((m, n) in done for m in methods)]
-    keep = {k: v for k, v in done.items() if k[1] in complete}
-    return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, keep) or None,
-            "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
+    missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
+    return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
+            "missing": missing, "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else ""}
 
 
 def paper_table7(plan: Plan) -> dict:
