@@ -47,7 +47,9 @@ def both(algo, ctx, data, rounds):
 @pytest.mark.parametrize("name,hp", [("fedproto", {}), ("fedproto", {"drop_last": False}), ("fedmps", {}),
                                      ("fedmps", {"proto_pass": "eval"}),
                                      ("local", {}), ("fedavg", {}), ("fedprox", {"mu": 0.1}), ("moon", {}),
-                                     ("fedntd", {}), ("fedgkd", {}), ("fedtgp", {}), ("protonorm", {})])
+                                     ("fedntd", {}), ("fedgkd", {}), ("fedtgp", {}), ("protonorm", {}),
+                                     ("gfpl", {"start": 1, "every": 1}),
+                                     ("gfpl", {"start": 1, "every": 1, "dcs": False})])
 def test_batched_equals_sequential_after_one_update_and_three_rounds(name, hp):
     algo, ctx, data = setup(name, **hp)
     sizes = [len(d) for d in data.train]
@@ -118,3 +120,4 @@ def test_methods_that_cannot_be_batched_run_sequentially_with_a_note(caplog):
         assert f"batched executor: {name} runs sequentially" in caplog.text
     assert "distance" in make_algorithm({"name": "protonorm", "loss": "distance"}).batch_support()
     assert make_algorithm({"name": "protonorm"}).batch_support() is None
+    assert make_algorithm({"name": "gfpl"}).batch_support() is None  # its pseudo-feature retraining stays per client

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 
 from fedlib import mixtures
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, derive_seed, sgd_epochs, weights
+from fedlib.algorithms.base import Algorithm, LocalTask, derive_seed, weights
 from fedlib.validation import BOOL, ConfigError, Interval, Options
 
 
@@ -183,39 +183,33 @@ class GFPL(Algorithm):
         return {k: server[k][keep] for k in ("means", "vars", "weights", "classes")}
 
     # -- client --------------------------------------------------------------------------
-    def _loss(self, net: GFPLNet, f: torch.Tensor, logits: torch.Tensor, y: torch.Tensor, etf: torch.Tensor,
-              parts: dict) -> torch.Tensor:
+    def _loss(self, h: torch.Tensor, logits: torch.Tensor, y: torch.Tensor, etf: torch.Tensor) -> tuple:
+        """Eq. 13: ``(CE(g) + lambda DR(h, ETF), parts)``; CE alone without the dual classifier."""
         ce = F.cross_entropy(logits, y)
-        parts["ce"] = parts.get("ce", 0.0) + ce.detach()
         if not self.dcs:
-            return ce
-        dr = dot_regression(net.project(f), etf, y)
-        parts["dr"] = parts.get("dr", 0.0) + dr.detach()
-        return ce + self.lam * dr
+            return ce, {"ce": ce.detach()}
+        dr = dot_regression(h, etf, y)
+        return ce + self.lam * dr, {"ce": ce.detach(), "dr": dr.detach()}
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
+    def task(self, ctx, cid, client, msg, data, rnd):
         client = {**client, "etf": msg["etf"]} if "etf" in msg else client
-        net = self.module(ctx, cid, client["model"])
-        parts: dict = {}
-        steps = [0]
+        return LocalTask(weights=client["model"], extras={"etf": client["etf"]}, memo={"client": client})
 
-        def loss_fn(xb, yb, epoch):
-            logits, feats = net.backbone(xb)
-            steps[0] += 1
-            return self._loss(net, feats[self.level], logits, yb, client["etf"], parts)
+    def batch_loss(self, out, y, epoch, extras, teachers, params):
+        logits, feats = out
+        return self._loss(feats["proj"], logits, y, extras["etf"])
 
-        loss = sgd_epochs(ctx, net, data, rnd.generator(cid), loss_fn, lr=ctx.train.round_lr(rnd))
-        metrics = {"train_loss": loss, **{k: float(v) / steps[0] for k, v in parts.items()}}
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
         up = {}
         if self.interacts(rnd):  # Eqs. 4-6: the class mixtures of the trained extractor's features
-            net.eval()
+            model.eval()
             with torch.no_grad():
-                z = torch.cat([net.backbone(data.x[s:s + 1024])[1][self.level] for s in range(0, len(data), 1024)])
+                z = torch.cat([model.backbone(data.x[s:s + 1024])[1][self.level] for s in range(0, len(data), 1024)])
             comps = mixtures.fit_class_mixtures(z.cpu().numpy(), data.y.cpu().numpy(), self.n_components,
                                                 derive_seed(rnd.seed, 13, rnd.index, cid) % (2 ** 31),
                                                 self.reg_covar)
             up = {k: v.to(z.device) for k, v in comps.items()}
-        return {**client, "model": weights(net)}, up, metrics
+        return {**task.memo["client"], "model": weights(model)}, up, metrics
 
     def receive(self, ctx, cid, client, msg, data, rnd):
         """Pseudo-feature generation and retraining with the extractor frozen (Eq. 14)."""
@@ -232,14 +226,14 @@ class GFPL(Algorithm):
         params = [p for m in modules for p in m.parameters()]
         t = ctx.train
         opt = torch.optim.SGD(params, lr=t.round_lr(rnd), momentum=t.momentum, weight_decay=t.weight_decay)
-        parts: dict = {}
         total, steps = 0.0, 0
         for _ in range(self.retrain_epochs):
             perm = torch.randperm(len(labels), generator=gen).to(labels.device)
             for s in range(0, len(labels), t.batch_size):
                 idx = perm[s:s + t.batch_size]
                 f = feats[idx]
-                loss = self._loss(net, f, net.head(f), labels[idx], client["etf"], parts)
+                h = net.project(f) if self.dcs else f
+                loss, _ = self._loss(h, net.head(f), labels[idx], client["etf"])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
