@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     df["rule"] = [rows[m]["metric"] if m in rows else "" for m in df.index]
     df["ours, head all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head else "—"
                                     for m in df.index]
-    df["p vs FedMPS"] = [f"{rows[m]['p_vs_fedmps']:.3f}" if rows.get(m, {}).get("p_vs_fedmps") is not None else "—"
+    df["p vs FedMPS"] = [f"{rows[m]['p_vs_fedmps']:.3g}" if rows.get(m, {}).get("p_vs_fedmps") is not None else "—"
                          for m in df.index]
     df.index = [plan.label(m) for m in df.index]
     print(f"FedMPS Table III, Fashion-MNIST, profile {args.profile}: {R['main']} rounds, "
