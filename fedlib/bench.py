@@ -5,8 +5,9 @@
 
 ``table2``: FedProto and FedMPS on Fashion-MNIST in FedMPS's Table II setting (20 clients,
 n=3, k=100, std=2, batch 8, one local epoch; params/fedproto_fmnist.yaml, fedmps_fmnist.yaml).
-``gfpl``: FedAvg and FedProto in GFPL's Table 1 setting on the MNIST sample (20 clients, w-bar 4,
-s-bar 18, batch 4, FedProto's CNN at d = 50): tiny batches, where a CPU gains most from batching.
+``gfpl``: FedAvg, FedProto and GFPL in GFPL's Table 1 setting on the MNIST sample (20 clients, w-bar 4,
+s-bar 18, batch 4, FedProto's CNN at d = 50): tiny batches, where a CPU gains most from batching
+(GFPL's local training only: its first prototype interaction is at round 10).
 ``ht0``: ProtoNorm's Table 1 protocol with the paper's heterogeneous Ht0 family (20 clients,
 practical Dir(0.1) split, batch 32) on ``--fraction`` of Fashion-MNIST (default: all of it on
 CUDA, 5% on a CPU), with the training time split per architecture.
@@ -103,7 +104,7 @@ def configs(suite: str, fraction: float, rounds: int, device: str, executor: str
         from fedlib.papers import gfpl as G
 
         plan = G.load_plan("paper", rounds=rounds, device=device, executor=executor, seeds=[0])
-        for m in ("fedavg", "fedproto"):
+        for m in ("fedavg", "fedproto", "gfpl"):
             out[f"{plan.label(m)}, GFPL Table 1 (MNIST-5k, w-bar 4)"] = G.config(plan, m, "mnist5k", 4)
     if suite in ("ht0", "all"):
         from fedlib.config import apply_overrides, validate
