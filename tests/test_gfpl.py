@@ -328,7 +328,8 @@ def test_bench_gfpl_suite_is_table1s_setting():
     from fedlib import bench
 
     cfgs = bench.configs("gfpl", 0.05, 3, "cpu", "batched")
-    assert len(cfgs) == 2 and all(label.endswith("GFPL Table 1 (MNIST-5k, w-bar 4)") for label in cfgs)
+    assert len(cfgs) == 3 and all(label.endswith("GFPL Table 1 (MNIST-5k, w-bar 4)") for label in cfgs)
+    assert [cfg["algorithm"]["name"] for cfg in cfgs.values()] == ["fedavg", "fedproto", "gfpl"]
     for cfg in cfgs.values():
         assert (cfg["train"]["batch_size"], cfg["train"]["rounds"], cfg["executor"]) == (4, 3, "batched")
         assert (cfg["partition"]["ways"], cfg["partition"]["num_clients"], cfg["seeds"]) == (4, 20, [0])
