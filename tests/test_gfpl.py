@@ -353,3 +353,21 @@ def test_headless_command_runs_table2_and_the_figures(tmp_path, monkeypatch, cap
     assert [line.split()[2] for line in out[1:]] == ["w/o", "w/o", "w/o", "GFPL"]
     with pytest.raises(SystemExit):  # argparse: "argument --table: invalid choice: '3'"
         G.main(["--profile", "smoke", "--table", "3"])
+
+
+def test_headless_table1_runs_one_w_bar_column_and_names_a_bad_one(tmp_path, monkeypatch, capsys):
+    """``--ways 4`` runs Table 1's w-bar 4 column only (the long paper runs go column by column, so each
+    finished column is a complete one); a w-bar outside the profile's is refused with the allowed values."""
+    from fedlib.papers import gfpl as G
+
+    monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))
+    assert G.main(["--profile", "quick", "--ways", "6", "--rounds", "1"]) == 2
+    assert capsys.readouterr().out == "error: --ways: got [6]; allowed: 3, 4, 5 (profile quick)\n"
+    assert G.main(["--profile", "quick", "--ways", "4", "--methods", "local", "fedavg", "--rounds", "1",
+                   "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("GFPL Table 1, MNIST-5k, s-bar 18 (paper: MNIST), profile quick: 1 rounds, seeds [0]")
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == 10 and {r[1] for r in rows} == {"w4"}           # the paper's ten rows, column w4 only
+    assert {r[0] for r in rows if r[3] != "—"} == {"Local", "FedAvg"}    # ours only where a run was asked for
+    assert len(list(tmp_path.glob("results/*/summary.json"))) == 2   # two runs: one column, two methods

@@ -433,9 +433,10 @@ def _threshold_claims(th: dict | None, caveat: str, source: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--methods M ...]
-    [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1 (paper | ours per
-    dataset and w-bar, the default), Table 2 (the ablation, every seed) or Figs. 3b and 6 (n and S_C, first seed)."""
+    """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--ways W ...]
+    [--methods M ...] [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1
+    (paper | ours per dataset and w-bar, the default; ``--ways`` picks its columns), Table 2 (the ablation, every
+    seed) or Figs. 3b and 6 (n and S_C, first seed)."""
     from fedlib import report
     from fedlib.runner import load_rounds
 
@@ -443,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", default="1", choices=["1", "2", "figs"],
                         help="1 (default), 2 (the ablation) or figs (Figs. 3b and 6)")
     parser.add_argument("--datasets", nargs="+", help="Table 1's datasets (default: the profile's: mnist5k, fmnist)")
+    parser.add_argument("--ways", type=int, nargs="+",
+                        help="Table 1's w-bar columns (default: the profile's, e.g. 3 4 5): one column at a time")
     args, plan = papers.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
@@ -469,6 +472,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --datasets: got {args.datasets}; allowed: {', '.join(plan.spec['datasets'])}")
             return 2
         plan.settings["datasets"] = list(args.datasets)
+    if args.ways:
+        if not set(args.ways) <= set(plan.settings["ways"]):
+            print(f"error: --ways: got {args.ways}; allowed: {', '.join(map(str, plan.settings['ways']))} "
+                  f"(profile {args.profile})")
+            return 2
+        plan.settings["ways"] = [w for w in plan.settings["ways"] if w in args.ways]
     cfgs = table1_configs(plan)
     res = run(cfgs, workers=args.workers, desc="Table 1")
     cells = table1(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
