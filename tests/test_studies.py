@@ -215,6 +215,11 @@ def test_cached_reads_finished_runs_only_and_counts_them(tmp_path):
     older = [{**done["a"][0], "code": "abc1234"}, {k: v for k, v in done["a"][1].items() if k != "code"}]
     assert papers.made_by(older).startswith("commit abc1234, 1 of 2 runs made before runs recorded their commit · ")
     assert papers.made_by([older[1]]).startswith("1 of 1 runs made before runs recorded their commit · CPU ")
+    timed = [{"code": "abc1234", "machine": {"cpu": "X", "cpu_capability": "AVX2"}, "rounds": 100,
+              "seconds_per_round_median": sec} for sec in (36.0, 72.0)]
+    assert papers.made_by(timed) == "commit abc1234 · CPU X (AVX2) · run time 3.0 h summed over 2 runs"
+    assert papers.made_by([{**timed[0], "rounds": 50}]).endswith(" · run time 30 min summed over 1 run")
+    assert papers.made_by([{**timed[0], "rounds": 1}]).endswith(" · run time 36 s summed over 1 run")
 
 
 def test_paper_table3_in_a_short_profile_trains_nothing(tmp_path):

@@ -190,10 +190,13 @@ def not_run_text(what: str, found: int, total: int, command: str) -> str:
 def made_by(summaries) -> str:
     """Which code and machine made a set of runs, from their summaries: commits, device (GPU
     or CPU model with its kernel capability), when the last one finished and how many of them
-    were read from the run archive."""
-    codes, where, when, archived, unrecorded, n = set(), set(), [], 0, 0, 0
+    were read from the run archive, and their run time: the sum over runs of rounds x median
+    seconds a round (a resumed run's time is counted once; runs that shared the machine's cores
+    each count their own time)."""
+    codes, where, when, archived, unrecorded, n, seconds = set(), set(), [], 0, 0, 0, 0.0
     for s in summaries:
         n += 1
+        seconds += s.get("rounds", 0) * s.get("seconds_per_round_median", 0.0)
         archived += bool(s.get("archived"))
         if s.get("code"):
             codes.add(s["code"])
@@ -208,7 +211,15 @@ def made_by(summaries) -> str:
             + (f"{unrecorded} of {n} runs made before runs recorded their commit" if unrecorded else ""))
     return (f"{code} · {'; '.join(sorted(where))}"
             + (f" · last finished {max(when)} UTC" if when else "")
+            + (f" · run time {_duration(seconds)} summed over {n} run{'s' if n != 1 else ''}" if seconds else "")
             + (f" · {archived} of {n} runs read from the run archive (archive/)" if archived else ""))
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``12 min`` or ``3.5 h``."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
