@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib archive [--check]``: archive (or check) the paper-profile runs the report reads."""
     import argparse
 
-    from fedlib.papers import archived_tables
+    from fedlib.papers import archived_tables, placements
 
     parser = argparse.ArgumentParser(prog="python -m fedlib archive", description=main.__doc__)
     parser.add_argument("--check", action="store_true", help="verify the archive, copy nothing")
@@ -122,11 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             from fedlib.runner import cached_summary
 
-            ok = sum(summary(cfg, s, root) is not None for cfg, s in jobs)
-            done = sum(cached_summary(cfg, s) is not None for cfg, s in jobs)
+            ok = sum(any(summary(c, s, root) is not None for c in placements(cfg)) for cfg, s in jobs)
+            done = sum(any(cached_summary(c, s) is not None for c in placements(cfg)) for cfg, s in jobs)
             print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks; {done} finished in the "
                   "results folder")
-        else:
-            added = sum(add(cfg, s, root) for cfg, s in jobs)
+        else:  # the run on the table's own placement, else the first other one that finished (papers.find)
+            added = sum(any(add(c, s, root) for c in placements(cfg)) for cfg, s in jobs)
             print(f"{name}: {added} of {len(jobs)} runs finished and archived")
     return 0

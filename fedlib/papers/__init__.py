@@ -151,19 +151,69 @@ def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
     return sorted(unique.values(), key=lambda job: cost(job[0]), reverse=True)
 
 
+# Where a run can have been made: (device, executor). The same config on another placement is
+# another run (its own run id: float kernels and batching change the last digits), but it
+# answers the same question, so the paper-profile readers accept it where their own is missing.
+PLACEMENTS = (("cpu", "sequential"), ("cuda", "batched"), ("cuda", "sequential"), ("cpu", "batched"))
+
+
+def placements(cfg: dict) -> list[dict]:
+    """``cfg`` itself, then the same config on every other device / executor of :data:`PLACEMENTS`."""
+    own = (cfg.get("device", "cpu"), cfg.get("executor", "sequential"))
+    return [cfg] + [{**cfg, "device": d, "executor": e} for d, e in PLACEMENTS if (d, e) != own]
+
+
+def find(cfg: dict, seed: int, archive_root=None) -> tuple[dict | None, dict | None]:
+    """``(config, summary)`` of the finished run ``(cfg, seed)``, training nothing: on ``cfg``'s own
+    device and executor if it has finished there, else on the first other placement (:func:`placements`)
+    that has it, e.g. paper-profile runs made on a GPU (``cuda``, ``batched``) and copied into the
+    results folder of a CPU machine; ``(None, None)`` where none has. For each placement the results
+    folder wins over the run archive. The summary's ``machine`` and ``executor`` say where it ran."""
+    from fedlib import archive
+    from fedlib.runner import cached_summary
+
+    for c in placements(cfg):
+        summary = cached_summary(c, seed) or archive.summary(c, seed, archive_root)
+        if summary is not None:
+            return c, summary
+    return None, None
+
+
+def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
+                progress: bool = True) -> dict:
+    """:func:`fedlib.runner.run_configs` for the headless study commands, except that a run already
+    finished on another device or executor (:func:`find`) is read, not trained again; a line says how
+    many. ``{key: [summary per seed]}`` in the order of ``configs``."""
+    from fedlib.runner import cached_summary, run_many
+
+    elsewhere, todo = {}, []
+    for key, cfg in configs.items():
+        for s in seeds or cfg["seeds"]:
+            c, summary = (None, None) if cached_summary(cfg, s) else find(cfg, s)
+            if summary is not None and c is not cfg:
+                elsewhere[(key, s)] = summary
+            else:
+                todo.append((key, s))
+    if elsewhere:
+        kinds = sorted({f"{s.get('machine', {}).get('device', '?')}/{s.get('executor', '?')}"
+                        for s in elsewhere.values()})
+        print(f"{desc}: {len(elsewhere)} runs finished on another placement ({', '.join(kinds)}): read, not retrained")
+    made = run_many([(configs[key], s) for key, s in todo], workers=workers, progress=progress, desc=desc)
+    done = {**elsewhere, **dict(zip(todo, made, strict=True))}
+    return {key: [done[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
+
+
 def cached(configs: dict, seeds: list[int], archive_root=None) -> tuple[dict, int]:
     """What the cache already holds, training nothing: ``{key: [summary per seed]}`` for the
     configs whose every seed has finished, and how many of the ``len(configs) x len(seeds)``
     runs have. A short profile's report shows a longer profile's table this way once its runs
     were made (headless, or on another machine into the same results folder). A run the results
     folder lacks is read from the run archive (:mod:`fedlib.archive`), so that a fresh clone
-    renders the committed report."""
-    from fedlib import archive
-    from fedlib.runner import cached_summary
-
+    renders the committed report; a run missing on the plan's own device and executor is read
+    from another placement (:func:`find`), and :func:`made_by` then names both machines."""
     found, complete = 0, {}
     for key, cfg in configs.items():
-        runs = [cached_summary(cfg, s) or archive.summary(cfg, s, archive_root) for s in seeds]
+        runs = [find(cfg, s, archive_root)[1] for s in seeds]
         found += sum(r is not None for r in runs)
         if all(r is not None for r in runs):
             complete[key] = runs
@@ -171,13 +221,15 @@ def cached(configs: dict, seeds: list[int], archive_root=None) -> tuple[dict, in
 
 
 def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
-    """The per-round records of a finished run, from the results folder or else the run archive."""
+    """The per-round records of a finished run, from the results folder or else the run archive, on
+    ``cfg``'s placement or else another (:func:`find`); ``[]`` where it has not finished."""
     from fedlib import archive
-    from fedlib.runner import cached_summary, load_rounds
+    from fedlib.runner import load_rounds
 
-    if cached_summary(cfg, seed) is not None:
-        return load_rounds(cfg, seed)
-    return archive.rounds(cfg, seed, archive_root)
+    c, summary = find(cfg, seed, archive_root)
+    if summary is None:
+        return []
+    return archive.rounds(c, seed, archive_root) if summary.get("archived") else load_rounds(c, seed)
 
 
 def not_run_text(what: str, found: int, total: int, command: str) -> str:
@@ -203,7 +255,8 @@ def made_by(summaries) -> str:
         else:
             unrecorded += 1
         m = s.get("machine", {})
-        where.add(m.get("gpu") or f"CPU {m.get('cpu', '?')} ({m.get('cpu_capability', '?')})")
+        where.add((m.get("gpu") or f"CPU {m.get('cpu', '?')} ({m.get('cpu_capability', '?')})")
+                  + (", batched clients" if s.get("executor") == "batched" else ""))
         if s.get("finished_utc"):
             when.append(s["finished_utc"])
     code = ((f"commit{'s' if len(codes) > 1 else ''} {', '.join(sorted(codes))}" if codes else "")

@@ -365,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     every seed of the profile; Tables VI and VII its first seed (the paper's "same random seed")."""
     from fedlib import report
 
+    obtain = papers.run_or_read  # a run finished on another device is read, not retrained
     parser = papers.cli("python -m fedlib.papers.fedmps", main.__doc__)
     parser.add_argument("--table", default="III", choices=["III", "VI", "VII"],
                         help="III (default: every method, every seed), VI (n = 3, 4, 5) or VII (the loss ablation)")
@@ -380,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     paper, seed0, R = report.load_paper("fedmps")["tables"], plan.seeds[0], plan.settings["rounds"]
     if args.table == "VI":
-        rows = ways_rows(plan, run(ways_configs(plan), seeds=[seed0], workers=args.workers, desc="Table VI"))
+        rows = ways_rows(plan, obtain(ways_configs(plan), seeds=[seed0], workers=args.workers, desc="Table VI"))
         for n, ours in sorted(rows.items()):
             ref = {3: paper["table6_block1"], 4: paper["table6_block2"]}.get(n, {"rows": {}})
             print(f"FedMPS Table VI, n = {n}, profile {args.profile}: {R['main']} rounds, seed {seed0}; best round, "
@@ -391,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.table == "VII":
         configs = ablation_configs(plan)
-        rows = ablation_table(plan, run(configs, seeds=[seed0], workers=args.workers, desc="Table VII"), configs)
+        rows = ablation_table(plan, obtain(configs, seeds=[seed0], workers=args.workers, desc="Table VII"), configs)
         print(f"FedMPS Table VII (Fashion-MNIST; the paper's is CIFAR-10), profile {args.profile}: {R['ablation']} "
               f"rounds, seed {seed0}; nearest prototype among own classes, best and last round; head, last round (%)")
         for row, r in rows.items():
@@ -401,8 +402,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['head_last']:.2f}; mean l_soft {soft}")
         return 0
     configs = table3_configs(plan)
-    rows = table3(plan, run(configs, workers=args.workers, desc="Table III"))
-    head = table3(plan, run(configs, workers=args.workers, progress=False), metric=COMMON_METRIC)
+    rows = table3(plan, obtain(configs, workers=args.workers, desc="Table III"))
+    head = table3(plan, obtain(configs, workers=args.workers, progress=False), metric=COMMON_METRIC)
     df = report.compare(paper["table3"], {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
     df["rule"] = [rows[m]["metric"] if m in rows else "" for m in df.index]
     df["ours, head all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head else "—"

@@ -438,8 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     (paper | ours per dataset and w-bar, the default; ``--ways`` picks its columns), Table 2 (the ablation, every
     seed) or Figs. 3b and 6 (n and S_C, first seed)."""
     from fedlib import report
-    from fedlib.runner import load_rounds
 
+    obtain = papers.run_or_read  # a run finished on another device is read, not retrained
     parser = papers.cli("python -m fedlib.papers.gfpl", main.__doc__)
     parser.add_argument("--table", default="1", choices=["1", "2", "figs"],
                         help="1 (default), 2 (the ablation) or figs (Figs. 3b and 6)")
@@ -451,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     where = f"profile {args.profile}: {plan.rounds} rounds"
     if args.table == "2":
-        acc, std = ablation_values(plan, run(ablation_configs(plan), workers=args.workers, desc="Table 2"))
+        acc, std = ablation_values(plan, obtain(ablation_configs(plan), workers=args.workers, desc="Table 2"))
         print(f"GFPL Table 2, {plan.dataset_label(plan.settings['ablation']['dataset'])}, w-bar 4, {where}, seeds "
               f"{plan.seeds}; last round, mean ± std across clients (%), averaged over seeds")
         for (s_hat, v), a in acc.items():
@@ -459,9 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.table == "figs":
         seed0 = plan.seeds[0]
-        n_acc = n_values(plan, run(n_configs(plan), seeds=[seed0], workers=args.workers, desc="Fig. 3b"))
+        n_acc = n_values(plan, obtain(n_configs(plan), seeds=[seed0], workers=args.workers, desc="Fig. 3b"))
         t_cfgs = threshold_configs(plan)
-        th = threshold_values(plan, run(t_cfgs, seeds=[seed0], workers=args.workers, desc="Fig. 6"), t_cfgs)
+        th = threshold_values(plan, obtain(t_cfgs, seeds=[seed0], workers=args.workers, desc="Fig. 6"), t_cfgs)
         print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, seed {seed0}; last round, mean over clients (%)")
         print("Fig. 3b: " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items()))
         for t, (a, rate, down) in th.items():
@@ -479,8 +479,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         plan.settings["ways"] = [w for w in plan.settings["ways"] if w in args.ways]
     cfgs = table1_configs(plan)
-    res = run(cfgs, workers=args.workers, desc="Table 1")
-    cells = table1(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
+    res = obtain(cfgs, workers=args.workers, desc="Table 1")
+    cells = table1(plan, res, {k: papers.rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
     paper = report.load_paper("gfpl")["tables"]["table1_mnist"]
     for d in plan.settings["datasets"]:
         print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), {where}, seeds {plan.seeds}; last round, "

@@ -1,0 +1,66 @@
+"""Runs made on another device or executor (e.g. paper-profile runs from a GPU box copied into a CPU
+machine's results folder) answer the same config: the paper-table readers and the headless study
+commands read them where the table's own placement has no run, and say so."""
+
+from pathlib import Path
+
+from fedlib import archive, papers
+from fedlib.__main__ import main as fedlib_main
+from fedlib.config import load_config, run_id
+from fedlib.runner import cached_summary, load_rounds, run_one
+
+CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+
+
+def _configs(tmp_path):
+    cfg = load_config(CFG, {"results_dir": str(tmp_path / "results"), "train.rounds": 2})
+    other = load_config(CFG, {"results_dir": str(tmp_path / "results"), "train.rounds": 2, "executor": "batched"})
+    assert (cfg["device"], cfg["executor"], other["executor"]) == ("cpu", "sequential", "batched")
+    return cfg, other
+
+
+def test_placements_list_the_own_first_then_every_other_once(tmp_path):
+    cfg, other = _configs(tmp_path)
+    got = [(c["device"], c["executor"]) for c in papers.placements(cfg)]
+    assert got == [("cpu", "sequential"), ("cuda", "batched"), ("cuda", "sequential"), ("cpu", "batched")]
+    assert papers.placements(cfg)[0] is cfg
+    assert [(c["device"], c["executor"]) for c in papers.placements(other)][:2] == [("cpu", "batched"),
+                                                                                    ("cpu", "sequential")]
+    assert len({run_id(c, 1) for c in papers.placements(cfg)}) == 4   # four different runs
+
+
+def test_a_run_on_another_placement_is_read_where_the_own_is_missing(tmp_path, capsys):
+    cfg, other = _configs(tmp_path)
+    assert papers.find(cfg, 1) == (None, None) and papers.rounds(cfg, 1) == []
+    made = run_one(other, 1, progress=False)
+    c, summary = papers.find(cfg, 1)
+    assert c["executor"] == "batched" and summary["run_id"] == made["run_id"] != run_id(cfg, 1)
+    done, found = papers.cached({"m": cfg}, [1])
+    assert found == 1 and done["m"][0]["run_id"] == made["run_id"]
+    assert ", batched clients" in papers.made_by(done["m"])
+    assert papers.rounds(cfg, 1) == load_rounds(other, 1) and len(papers.rounds(cfg, 1)) == 2
+    # the headless commands read it and train only what no placement has
+    got = papers.run_or_read({"m": cfg}, seeds=[1, 2], workers=1, progress=False, desc="Toy")
+    assert capsys.readouterr().out == "Toy: 1 runs finished on another placement (cpu/batched): read, not retrained\n"
+    assert [s["run_id"] for s in got["m"]] == [made["run_id"], run_id(cfg, 2)]
+    assert cached_summary(cfg, 1) is None and cached_summary(cfg, 2) is not None
+    # the table's own placement wins once it has the run
+    own = run_one(cfg, 1, progress=False)
+    assert papers.find(cfg, 1)[1]["run_id"] == own["run_id"]
+    assert "batched" not in papers.made_by(papers.cached({"m": cfg}, [1])[0]["m"])
+
+
+def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsys):
+    cfg, other = _configs(tmp_path)
+    made = run_one(other, 1, progress=False)
+    monkeypatch.setattr(papers, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2])])
+    root = tmp_path / "archive"
+    assert fedlib_main(["archive", "--root", str(root)]) == 0
+    assert fedlib_main(["archive", "--check", "--root", str(root)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "toy table: 1 of 2 runs finished and archived",
+        "toy table: 1 of 2 runs in the archive pass their checks; 1 finished in the results folder"]
+    assert [p.name for p in root.iterdir()] == [made["run_id"]]
+    fresh = {**cfg, "results_dir": str(tmp_path / "fresh")}   # a fresh clone: no results folder
+    assert papers.find(fresh, 1, root)[1]["archived"] is True
+    assert papers.rounds(fresh, 1, root) == archive.rounds(other, 1, root) == load_rounds(other, 1)
