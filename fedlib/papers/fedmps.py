@@ -210,8 +210,8 @@ def paper_table3(plan: Plan) -> dict:
     ``rows``/``head`` (:func:`table3`, the paper's convention / head over all classes) over the
     methods whose every seed has finished, ``None`` while none has. The runs come from
     ``python -m fedlib.papers.fedmps --profile paper`` (or the paper profile's notebook) into the
-    same results folder, on the same device kind as ``plan``; a run the results folder lacks is
-    read from the run archive (:mod:`fedlib.archive`)."""
+    same results folder, on ``plan``'s device and executor or else another (:func:`fedlib.papers.find`);
+    a run the results folder lacks is read from the run archive (:mod:`fedlib.archive`)."""
     pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
     done, found = papers.cached(configs, pplan.seeds)

@@ -254,7 +254,8 @@ def paper_table1(plan: Plan) -> dict:
     profile's report: ``{"plan", "found", "total", "columns", "cells", "made_by"}`` where ``columns``
     lists the (dataset, w-bar) columns whose every method has finished every seed and ``cells`` holds
     their :func:`table1` cells. The runs come from the paper profile's notebook or
-    ``python -m fedlib.papers.gfpl --profile paper`` into the same results folder and device kind."""
+    ``python -m fedlib.papers.gfpl --profile paper`` into the same results folder, on any device and executor
+    (:func:`fedlib.papers.find`)."""
     pplan = _paper_plan(plan)
     configs = table1_configs(pplan)
     done, found = papers.cached(configs, pplan.seeds)
