@@ -197,6 +197,14 @@ def rerunnable_config(cfg: dict, seed: int) -> dict:
     return out
 
 
+def trained_by(cfg: dict, algo) -> str:
+    """The executor that trained the run's clients: the config's, except that a method the batched
+    executor cannot batch (:meth:`~fedlib.algorithms.base.Algorithm.batch_support`) trained sequentially
+    under it (the run's identity keeps the config's executor; its summary and "made by" line say how)."""
+    executor = cfg.get("executor", "sequential")
+    return "sequential" if executor == "batched" and algo.batch_support() else executor
+
+
 def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     data, ctx, algo = built
     header = (f"# run {folder.name}, seed {seed}: `python -m fedlib run {folder / store.CONFIG}` reruns it\n")
@@ -214,7 +222,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
         "comm_per_round": {k: float(np.mean([r[k] for r in records]))
                            for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
         "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
-        "machine": machine_record(ctx.device), "executor": cfg.get("executor", "sequential"),
+        "machine": machine_record(ctx.device), "executor": trained_by(cfg, algo),
         "code": loaded_code(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
     if records[-1].get("diverged"):

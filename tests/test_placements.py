@@ -4,7 +4,10 @@ commands read them where the table's own placement has no run, and say so."""
 
 from pathlib import Path
 
-from fedlib import archive, papers
+import torch
+
+from fedlib import archive, papers, store
+from fedlib.algorithms import make_algorithm
 from fedlib.__main__ import main as fedlib_main
 from fedlib.config import load_config, run_id
 from fedlib.runner import cached_summary, load_rounds, run_one
@@ -64,3 +67,30 @@ def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsy
     fresh = {**cfg, "results_dir": str(tmp_path / "fresh")}   # a fresh clone: no results folder
     assert papers.find(fresh, 1, root)[1]["archived"] is True
     assert papers.rounds(fresh, 1, root) == archive.rounds(other, 1, root) == load_rounds(other, 1)
+
+
+def test_a_batched_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(tmp_path):
+    # long batched CPU runs (GFPL's Fashion-MNIST paper runs) are resumed across sessions
+    full = load_config(CFG, {"results_dir": str(tmp_path / "full"), "train.rounds": 3, "executor": "batched"})
+    ref = run_one(full, 1, progress=False)
+    short = {**full, "results_dir": str(tmp_path / "short"), "train": {**full["train"], "rounds": 2}}
+    run_one(short, 1, progress=False)
+    src, folder = tmp_path / "short" / run_id(short, 1), tmp_path / "run" / ref["run_id"]
+    folder.mkdir(parents=True)
+    log2 = (src / "rounds.jsonl").read_text()
+    (folder / "rounds.jsonl").write_text(log2)
+    ckpt = torch.load(src / "checkpoint.pt", weights_only=True)
+    store.save_checkpoint(folder, 2, ckpt["clients"], ckpt["server"], log2)
+    resumed = run_one({**full, "results_dir": str(tmp_path / "run")}, 1, progress=False)
+    assert resumed["rounds"] == 3 and resumed["metrics"] == ref["metrics"]
+
+
+def test_a_method_the_batched_executor_cannot_batch_is_recorded_as_trained_sequentially(tmp_path):
+    cfg, other = _configs(tmp_path)
+    proc = {**other, "algorithm": {"name": "fedproc"}}
+    assert make_algorithm(proc["algorithm"]).batch_support()
+    s = run_one(proc, 1, progress=False)
+    assert s["executor"] == "sequential"
+    assert s["run_id"] == run_id(proc, 1) != run_id({**proc, "executor": "sequential"}, 1)   # identity unchanged
+    assert "batched" not in papers.made_by([s])
+    assert run_one(other, 1, progress=False)["executor"] == "batched"
