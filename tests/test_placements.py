@@ -94,3 +94,37 @@ def test_a_method_the_batched_executor_cannot_batch_is_recorded_as_trained_seque
     assert s["run_id"] == run_id(proc, 1) != run_id({**proc, "executor": "sequential"}, 1)   # identity unchanged
     assert "batched" not in papers.made_by([s])
     assert run_one(other, 1, progress=False)["executor"] == "batched"
+
+
+def test_the_headless_commands_read_archived_runs_and_train_them_again_on_request(tmp_path, monkeypatch, capsys):
+    # a paper-profile job on a fresh clone goes on where the committed archive ends
+    cfg, other = _configs(tmp_path)
+    made = {s: run_one(c, s, progress=False) for c, s in ((cfg, 1), (other, 2))}
+    monkeypatch.setattr(papers, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2])])
+    root = tmp_path / "archive"
+    assert fedlib_main(["archive", "--root", str(root)]) == 0
+    capsys.readouterr()
+    fresh = {**cfg, "results_dir": str(tmp_path / "fresh")}
+    got = papers.run_or_read({"m": fresh}, seeds=[1, 2, 3], workers=1, progress=False, desc="Toy", archive_root=root)
+    assert capsys.readouterr().out == ("Toy: 2 runs read from the run archive (cpu/batched, cpu/sequential): read, "
+                                       "not retrained (--retrain-archived trains them again)\n")
+    assert [s["run_id"] for s in got["m"]] == [made[1]["run_id"], made[2]["run_id"], run_id(fresh, 3)]
+    assert [s.get("archived", False) for s in got["m"]] == [True, True, False]
+    assert cached_summary(fresh, 1) is None and cached_summary(fresh, 3) is not None   # only seed 3 trained
+    # --retrain-archived: the table's own placement trains them again; the same machine gives the same record
+    again = papers.run_or_read({"m": fresh}, seeds=[1, 2], workers=1, progress=False, archive_root=root,
+                               retrain_archived=True)
+    assert capsys.readouterr().out == ""
+    assert [s["run_id"] for s in again["m"]] == [run_id(fresh, 1), run_id(fresh, 2)]
+    assert again["m"][0]["metrics"] == made[1]["metrics"] and again["m"][0]["run_id"] == made[1]["run_id"]
+    assert again["m"][1]["executor"] == "sequential" and again["m"][1]["run_id"] != made[2]["run_id"]
+
+
+def test_the_study_commands_take_retrain_archived(capsys):
+    from fedlib.papers import fedmps, gfpl
+
+    cli = papers.add_retrain_archived(papers.cli("x", ""))
+    assert cli.parse_args(["--retrain-archived"]).retrain_archived is True and not cli.parse_args([]).retrain_archived
+    for mod in (fedmps, gfpl):   # the option parses; the bad profile then ends the command with its one-line error
+        assert mod.main(["--retrain-archived", "--profile", "nope"]) == 2
+        assert capsys.readouterr().out.startswith("error: ")

@@ -163,43 +163,51 @@ def placements(cfg: dict) -> list[dict]:
     return [cfg] + [{**cfg, "device": d, "executor": e} for d, e in PLACEMENTS if (d, e) != own]
 
 
-def find(cfg: dict, seed: int, archive_root=None) -> tuple[dict | None, dict | None]:
+def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tuple[dict | None, dict | None]:
     """``(config, summary)`` of the finished run ``(cfg, seed)``, training nothing: on ``cfg``'s own
     device and executor if it has finished there, else on the first other placement (:func:`placements`)
     that has it, e.g. paper-profile runs made on a GPU (``cuda``, ``batched``) and copied into the
     results folder of a CPU machine; ``(None, None)`` where none has. For each placement the results
-    folder wins over the run archive. The summary's ``machine`` and ``executor`` say where it ran."""
+    folder wins over the run archive (not looked at with ``archived=False``). The summary's ``machine``
+    and ``executor`` say where it ran."""
     from fedlib import archive
     from fedlib.runner import cached_summary
 
     for c in placements(cfg):
-        summary = cached_summary(c, seed) or archive.summary(c, seed, archive_root)
+        summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if archived else None)
         if summary is not None:
             return c, summary
     return None, None
 
 
 def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-                progress: bool = True) -> dict:
+                progress: bool = True, archive_root=None, retrain_archived: bool = False) -> dict:
     """:func:`fedlib.runner.run_configs` for the headless study commands, except that a run already
-    finished on another device or executor (:func:`find`) is read, not trained again; a line says how
-    many. ``{key: [summary per seed]}`` in the order of ``configs``."""
+    finished is read, not trained again: on another device or executor (:func:`find`), or in the run
+    archive (:mod:`fedlib.archive`; so a paper-profile job goes on from where the committed archive ends, on
+    a fresh clone too). ``retrain_archived=True`` trains the archive's runs again (to check them: a run
+    made again on the same machine equals its record). A line says how many runs were read and from
+    where. ``{key: [summary per seed]}`` in the order of ``configs``."""
     from fedlib.runner import cached_summary, run_many
 
-    elsewhere, todo = {}, []
+    elsewhere, from_archive, todo = {}, {}, []
     for key, cfg in configs.items():
         for s in seeds or cfg["seeds"]:
-            c, summary = (None, None) if cached_summary(cfg, s) else find(cfg, s)
-            if summary is not None and c is not cfg:
+            c, summary = (None, None) if cached_summary(cfg, s) else find(cfg, s, archive_root, not retrain_archived)
+            if summary is not None and summary.get("archived"):
+                from_archive[(key, s)] = summary
+            elif summary is not None and c is not cfg:
                 elsewhere[(key, s)] = summary
             else:
                 todo.append((key, s))
-    if elsewhere:
-        kinds = sorted({f"{s.get('machine', {}).get('device', '?')}/{s.get('executor', '?')}"
-                        for s in elsewhere.values()})
-        print(f"{desc}: {len(elsewhere)} runs finished on another placement ({', '.join(kinds)}): read, not retrained")
+    for what, found in (("finished on another placement", elsewhere), ("read from the run archive", from_archive)):
+        if found:
+            kinds = sorted({f"{s.get('machine', {}).get('device', '?')}/{s.get('executor', '?')}"
+                            for s in found.values()})
+            how = "read, not retrained" + (" (--retrain-archived trains them again)" if found is from_archive else "")
+            print(f"{desc}: {len(found)} runs {what} ({', '.join(kinds)}): {how}")
     made = run_many([(configs[key], s) for key, s in todo], workers=workers, progress=progress, desc=desc)
-    done = {**elsewhere, **dict(zip(todo, made, strict=True))}
+    done = {**elsewhere, **from_archive, **dict(zip(todo, made, strict=True))}
     return {key: [done[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
 
 
@@ -302,6 +310,13 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     ap.add_argument("--device", help="auto (default: CUDA when present), cpu or cuda")
     ap.add_argument("--executor", help="auto (default: batched on CUDA), sequential or batched")
     return ap
+
+
+def add_retrain_archived(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``--retrain-archived`` option of the commands that read finished runs (:func:`run_or_read`)."""
+    parser.add_argument("--retrain-archived", action="store_true",
+                        help="train the runs the run archive (archive/) holds again instead of reading them")
+    return parser
 
 
 def plan_from_cli(parser: argparse.ArgumentParser, load_plan, argv: list[str] | None = None):

@@ -365,11 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     every seed of the profile; Tables VI and VII its first seed (the paper's "same random seed")."""
     from fedlib import report
 
-    obtain = papers.run_or_read  # a run finished on another device is read, not retrained
-    parser = papers.cli("python -m fedlib.papers.fedmps", main.__doc__)
+    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.fedmps", main.__doc__))
     parser.add_argument("--table", default="III", choices=["III", "VI", "VII"],
                         help="III (default: every method, every seed), VI (n = 3, 4, 5) or VII (the loss ablation)")
     args = parser.parse_args(argv)
+
+    def obtain(*a, **kw):  # a finished run (another device, the run archive) is read, not retrained
+        return papers.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
+
     try:
         plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device,
                          executor=args.executor)

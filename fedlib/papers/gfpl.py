@@ -440,14 +440,17 @@ def main(argv: list[str] | None = None) -> int:
     seed) or Figs. 3b and 6 (n and S_C, first seed)."""
     from fedlib import report
 
-    obtain = papers.run_or_read  # a run finished on another device is read, not retrained
-    parser = papers.cli("python -m fedlib.papers.gfpl", main.__doc__)
+    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.gfpl", main.__doc__))
     parser.add_argument("--table", default="1", choices=["1", "2", "figs"],
                         help="1 (default), 2 (the ablation) or figs (Figs. 3b and 6)")
     parser.add_argument("--datasets", nargs="+", help="Table 1's datasets (default: the profile's: mnist5k, fmnist)")
     parser.add_argument("--ways", type=int, nargs="+",
                         help="Table 1's w-bar columns (default: the profile's, e.g. 3 4 5): one column at a time")
     args, plan = papers.plan_from_cli(parser, load_plan, argv)
+
+    def obtain(*a, **kw):  # a finished run (another device, the run archive) is read, not retrained
+        return papers.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
+
     if plan is None:
         return 2
     where = f"profile {args.profile}: {plan.rounds} rounds"
