@@ -207,3 +207,15 @@ def test_cli_errors_are_one_line_with_exit_code_2(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 2 and f"{empty}: missing 'dataset'" in out.stderr
     assert not any(tmp_path.glob("*/summary.json"))
+
+
+def test_the_results_and_data_folders_are_ignored_as_links_too():
+    # a checkout's results/ may be a symbolic link (a second work tree sharing the first's runs); a pattern that
+    # matched only directories let `git add -A` commit the link, and checking that commit out replaced the other
+    # tree's results folder (ignored files are expendable to git) with a link to itself
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    for name in ("results", "data", "results/x/summary.json"):
+        rc = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "--no-index", name]).returncode
+        assert rc == 0, f"{name} is not ignored by .gitignore"
