@@ -371,3 +371,49 @@ def test_headless_table1_runs_one_w_bar_column_and_names_a_bad_one(tmp_path, mon
     assert len(rows) == 10 and {r[1] for r in rows} == {"w4"}           # the paper's ten rows, column w4 only
     assert {r[0] for r in rows if r[3] != "—"} == {"Local", "FedAvg"}    # ours only where a run was asked for
     assert len(list(tmp_path.glob("results/*/summary.json"))) == 2   # two runs: one column, two methods
+
+
+def test_table1_a_diverged_seed_has_no_last_round_accuracy():
+    from fedlib.papers import gfpl as G
+
+    plan = G.load_plan("paper")
+
+    def summary(last, best, diverged_at=None):
+        s = {"metrics": {"acc_head": {"last": last, "best": best, "last_std": 0.1}}}
+        return {**s, "diverged_at": diverged_at} if diverged_at else s
+
+    def recs(diverged):
+        out = [{"round": r, "acc": {"acc_head": {"mean": 0.5 + r / 100}}, "up_params": 10, "down_params": 10}
+               for r in range(1, 4)]
+        return out + [{"round": 4, "train_loss": float("nan"), "diverged": True, "up_params": 10,
+                       "down_params": 10}] if diverged else out
+
+    # FedFA: seed 0 diverged at round 33 after peaking at 0.80 (its last finite round read 0.55)
+    results = {("fmnist", 3, "fedfa"): [summary(0.55, 0.80, 33), summary(0.90, 0.92), summary(0.70, 0.84)],
+               ("fmnist", 3, "gfpl"): [summary(0.90, 0.91)] * 3}
+    cells = G.table1(plan, results, {("fmnist", 3, "fedfa"): recs(True), ("fmnist", 3, "gfpl"): recs(False)})
+    fa = cells[("fmnist", 3, "fedfa")]
+    assert fa["mean"] == pytest.approx(80.0) and fa["n"] == 2  # (90 + 70) / 2: the diverged seed is left out
+    assert fa["std"] == pytest.approx(10.0) and math.isnan(fa["per_seed"][0])
+    assert fa["best"] == pytest.approx(100 * (0.80 + 0.92 + 0.84) / 3)
+    assert fa["diverged_at"] == [33, None, None] and fa["rounds_to_converge"] is None
+    assert cells[("fmnist", 3, "gfpl")]["diverged_at"] is None
+    assert G.diverged_text(fa) == "diverged at round 33 (1 of 3 seeds; best 85.33 before)"
+    # every seed diverged: no accuracy at all, and the table says why
+    results[("fmnist", 3, "fedfa")] = [summary(0.55, 0.80, 33), summary(0.45, 0.72, 50)]
+    results[("fmnist", 3, "fedavg")] = [summary(0.85, 0.86)] * 2
+    cells = G.table1(plan, results, {("fmnist", 3, "fedfa"): recs(True), ("fmnist", 3, "gfpl"): recs(False),
+                                     ("fmnist", 3, "fedavg"): recs(False)})
+    assert math.isnan(cells[("fmnist", 3, "fedfa")]["mean"]) and cells[("fmnist", 3, "fedfa")]["n"] == 0
+    frame = G.table1_frame(plan, cells, "fmnist", {"rows": {"fedfa": {"w3": [95.0, 1.0]}, "gfpl": {"w3": [98.0, 1.0]}},
+                                                   "comm_rounds": {"fedfa": 110, "gfpl": 80,
+                                                                                   "fedavg": 150}})
+    assert frame.loc[("FedFA", "w3"), "ours"] == "—"
+    assert frame.loc[("FedFA", "w3"), "diverged"] == "diverged at rounds 33, 50 (2 of 2 seeds; best 76.00 before)"
+    assert frame.loc[("GFPL", "w3"), "diverged"] == "—"
+    assert frame.loc[("FedFA", "w3"), "rounds to converge (ours; paper)"] == "—; 110"
+    # the ledger's best-in-column claim compares the methods that have an accuracy
+    claims = G._table1_claims(plan, cells, "", "Table 1")
+    assert claims[0].verdict == "supported"
+    assert claims[0].evidence == "Fashion-MNIST, s-bar 100 w3: GFPL 90.00 vs FedAvg 85.00"
+    assert "FedFA" not in claims[1].evidence  # nor does a diverged run count in the fewest-rounds claim

@@ -16,6 +16,7 @@ last round's (the paper does not define it).
 from __future__ import annotations
 
 import copy
+import math
 import dataclasses
 
 import numpy as np
@@ -109,12 +110,19 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
 
 # -- reading results ---------------------------------------------------------------------------
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
-    """A run's accuracy (%) under the method's rule, mean over clients, at the last (or best) round."""
+    """A run's accuracy (%) under the method's rule, mean over clients, at the last (or best) round. A run
+    that diverged (its training loss stopped being finite) has no last-round accuracy: NaN, not the accuracy
+    of the last finite round (its ``best`` is still read)."""
+    if stat == "last" and summary.get("diverged_at"):
+        return math.nan
     return 100.0 * summary["metrics"][plan.metric(method)][stat]
 
 
-def converged_round(records: list[dict], metric: str, tol: float = 1.0) -> int:
-    """The first round from which the mean accuracy (%) stays within ``tol`` points of the last round's."""
+def converged_round(records: list[dict], metric: str, tol: float = 1.0) -> int | None:
+    """The first round from which the mean accuracy (%) stays within ``tol`` points of the last round's;
+    ``None`` for a run that diverged (it has no last round to converge to)."""
+    if any(r.get("diverged") for r in records):
+        return None
     evals = [(r["round"], 100 * r["acc"][metric]["mean"]) for r in records if "acc" in r]
     final = evals[-1][1]
     first = evals[-1][0]
@@ -147,12 +155,27 @@ def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
         m = key[-1]
         metric = plan.metric(m)
         acc = np.array([accuracy(plan, m, s) for s in runs])
-        spread = np.array([100 * s["metrics"][metric]["last_std"] for s in runs])
-        out[key] = {"mean": float(acc.mean()), "std": float(spread.mean()), "seed_std": float(acc.std()),
-                    "n": len(runs), "per_seed": acc.tolist(),
+        ok = ~np.isnan(acc)
+        spread = np.array([100 * s["metrics"][metric]["last_std"] for s, good in zip(runs, ok, strict=True) if good])
+        diverged = [s.get("diverged_at") for s in runs]
+        out[key] = {"mean": float(acc[ok].mean()) if ok.any() else math.nan,
+                    "std": float(spread.mean()) if ok.any() else math.nan,
+                    "seed_std": float(acc[ok].std()) if ok.any() else math.nan,
+                    "n": int(ok.sum()), "per_seed": acc.tolist(),
+                    "best": float(np.mean([accuracy(plan, m, s, "best") for s in runs])),
+                    "diverged_at": diverged if any(diverged) else None,
                     "rounds_to_converge": converged_round(records[key], metric),
                     "comm": communication(records[key])}
     return out
+
+
+def diverged_text(cell: dict) -> str:
+    """``diverged at rounds 33, 48, 50 (best 76.5 before)``, or ``""`` where no seed diverged."""
+    rounds = [r for r in cell.get("diverged_at") or [] if r]
+    if not rounds:
+        return ""
+    return (f"diverged at round{'s' if len(rounds) > 1 else ''} {', '.join(map(str, rounds))} "
+            f"({len(rounds)} of {len(cell['diverged_at'])} seeds; best {cell['best']:.2f} before)")
 
 
 def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
@@ -169,10 +192,12 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
     if df.index.nlevels == 1:  # one w-bar: compare drops the column level
         w0 = next(w for d, w, _ in cells if d == dataset)
         df.index = pd.MultiIndex.from_tuples([(r, f"w{w0}") for r in df.index])
-    conv = [cells[(dataset, int(w[1:]), m)]["rounds_to_converge"] if (dataset, int(w[1:]), m) in cells else None
-            for m, w in df.index]
+    cell = [cells.get((dataset, int(w[1:]), m), {}) for m, w in df.index]
+    conv = [c.get("rounds_to_converge") for c in cell]
     df["rounds to converge (ours; paper)"] = [f"{'—' if r is None else r}; {paper_table['comm_rounds'][m]}"
                                               for r, (m, w) in zip(conv, df.index, strict=True)]
+    if any(c.get("diverged_at") for c in cell):  # a diverged seed has no last-round accuracy: say why
+        df["diverged"] = [diverged_text(c) or "—" for c in cell]
     df.index = pd.MultiIndex.from_tuples([(plan.label(m) if m in plan.spec["methods"] else f"{m} (not run)", w)
                                           for m, w in df.index], names=["method", "w-bar"])
     if plan.profile != "paper":  # the gap is partly the short run: the column says so
@@ -348,7 +373,7 @@ def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> lis
         cols = sorted({k[:2] for k in t1})
         wins, cells = [], []
         for d, w in cols:
-            row = {k[-1]: v["mean"] for k, v in t1.items() if k[:2] == (d, w)}
+            row = {k[-1]: v["mean"] for k, v in t1.items() if k[:2] == (d, w) and not math.isnan(v["mean"])}
             if "gfpl" not in row or len(row) < 2:
                 continue
             best = max((m for m in row if m != "gfpl"), key=row.get)
@@ -357,7 +382,8 @@ def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> lis
         out.append(Claim("GFPL has the best accuracy in every column of Table 1", source, "; ".join(cells),
                          judge(all(wins)) if wins else None,
                          caveat))
-        rounds = {k: v["rounds_to_converge"] for k, v in t1.items() if k[-1] not in ("local",)}
+        rounds = {k: v["rounds_to_converge"] for k, v in t1.items()
+                  if k[-1] not in ("local",) and v["rounds_to_converge"] is not None}
         fewest = []
         for d, w in cols:
             row = {k[-1]: r for k, r in rounds.items() if k[:2] == (d, w)}
