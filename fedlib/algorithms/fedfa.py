@@ -56,11 +56,12 @@ Seen under GFPL's Table 1 protocol (measured, not changed): the calibration is a
 classes) that Adam keeps solving with steps of about ``calib_lr`` per weight whatever the gradient's size, and every
 client pushes the head the same way, so averaging does not cancel it: the head's weights grow by about
 ``calib_lr`` x (local steps per round) a round. At batch 4 with 100 shots per class (Fashion-MNIST, w-bar 3: about
-89 steps a round) the head's weights reached an RMS of 2.86 by round 33 (33 x 89 x 0.001 = 2.9), the training loss
-rose from round 14, and all three seeds diverged (rounds 33, 48, 50). With 18 shots (MNIST-5k, about 15 steps a
-round) the drift is 6 times slower and no run diverged in 100 rounds. The code's own settings (batch 64, SGD weight
-decay 1e-3) take far fewer steps a round. ``calib_optimizer: sgd`` (``calib_lr`` 0.1, the code's commented-out
-alternative) has no such constant-size step.
+89 steps a round) the head's weights reached an RMS of 2.85 by round 33 (33 x 89 x 0.001 = 2.9; the extractor's
+last layer 0.05), the training loss rose from round 14, and all three seeds diverged (rounds 33, 48, 50). With 18
+shots (MNIST-5k, about 15 steps a round) the drift is 6 times slower and no run diverged in 100 rounds. The code's
+own settings (batch 64, SGD weight decay 1e-3) take far fewer steps a round. ``calib_optimizer: sgd`` with
+``calib_lr`` 0.1 (the code's commented-out alternative) has no constant-size step: the same seed-0 run with it did
+not diverge in 50 rounds (head RMS 0.99, accuracy 84.0% at round 50 and rising, against Adam's best 79.4% at round 14).
 """
 
 from __future__ import annotations
