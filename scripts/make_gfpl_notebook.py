@@ -53,7 +53,7 @@ from fedlib import mixtures, papers, plots, report
 from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.papers import gfpl as G
 from fedlib.privacy import prototype_attack
-from fedlib.runner import build, load_rounds, load_state, run_many
+from fedlib.runner import build, load_state, run_many
 
 torch.set_num_threads(1)
 pd.set_option("display.width", 160)
@@ -98,9 +98,14 @@ settings_df"""),
 (MD, r"""## All runs
 
 Every run of the notebook starts here, longest first, one process per core; finished runs are cache hits and an
-interrupted run resumes. The cells below only read the results."""),
-(CODE, r"""jobs = G.all_jobs(plan)
-print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)")
+interrupted run resumes. The cells below only read the results. Under the `paper` profile a run that has finished
+elsewhere (the headless `python -m fedlib.papers.gfpl --profile paper` commands' batched runs, a GPU's, or the run
+archive that a fresh clone holds) is read, not trained again; only the GFPL run whose checkpoint the figures draw
+(MNIST-5k, w-bar 4, first seed) is trained here if the results folder lacks it."""),
+(CODE, r"""jobs = G.notebook_jobs(plan)
+print(f"{len(jobs)} runs to train or find in the results folder ({sum(c['train']['rounds'] for c, _ in jobs)} rounds "
+      f"in all" + (f"; {len(G.all_jobs(plan)) - len(jobs)} more finished elsewhere, read below)" if profile == "paper"
+                   else ")"))
 _ = run_many(jobs, workers=workers, desc="GFPL runs")"""),
 (MD, r"""## The w-way s-shot partition"""),
 (CODE, r"""data0, ctx0, _ = build(cfg0, seed0)
@@ -129,8 +134,8 @@ several seeds both are averaged over seeds). The paper's column is MNIST: **on M
 100**, and Fashion-MNIST is a harder dataset than MNIST, so the numbers are compared for the order of the methods,
 not the level."""),
 (CODE, r"""t1_cfgs = G.table1_configs(plan)
-t1 = G.run(t1_cfgs, workers=workers, desc="Table 1")
-t1_recs = {k: load_rounds(c, seed0) for k, c in t1_cfgs.items()}
+t1 = G.obtain(plan, t1_cfgs, workers=workers, desc="Table 1")
+t1_recs = {k: G.records(plan, c, seed0) for k, c in t1_cfgs.items()}
 cells = G.table1(plan, t1, t1_recs)
 t1_frames = {}
 for d in plan.settings["datasets"]:
@@ -151,7 +156,8 @@ w-bar) whose every method has finished every seed, with the commit and machine t
 (CODE, r"""pt1 = G.paper_table1(plan)
 pplan = pt1["plan"]
 if profile == "paper":
-    paper_t1_text = "This profile is the paper protocol: Table 1 above is it."
+    paper_t1_text = (f"This profile is the paper protocol: Table 1 above is it ({pt1['found']} of {pt1['total']} runs; "
+                     f"{pt1['made_by']}).")
 elif pt1["columns"]:
     paper_t1_text = (f"**Table 1 under the paper protocol (profile `paper`: {pplan.rounds} rounds, seeds {pplan.seeds}), "
                      f"from finished runs: {pt1['found']} of {pt1['total']}; {pt1['made_by']}.** Finished columns: "
@@ -220,7 +226,7 @@ w-bar 4 with w-hat 1. "w/o DCS and PFG" is Local (a test checks the equivalence 
 classifier without any communication, "w/o DCS" is cross-entropy with pseudo-feature retraining. The paper's table
 has no MNIST column; its CIFAR-10 and FEMNIST values are shown for the order of the rows."""),
 (CODE, r"""ab_cfgs = G.ablation_configs(plan)
-ab = G.run(ab_cfgs, workers=workers, desc="Table 2")
+ab = G.obtain(plan, ab_cfgs, workers=workers, desc="Table 2")
 ab_acc, ab_std = G.ablation_values(plan, ab)
 ab_df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
                       {L(v): f"{ab_acc[(s, v)]:.2f} ± {ab_std[(s, v)]:.2f}" for (ss, v) in ab if ss == s}
@@ -238,7 +244,8 @@ The paper profile runs the ablation on Fashion-MNIST at s-bar 100 (the paper's s
 every seed, from the results folder or the run archive."""),
 (CODE, r"""pt2 = G.paper_table2(plan)
 if profile == "paper":
-    paper_t2_text = "This profile is the paper protocol: Table 2 above is it."
+    paper_t2_text = (f"This profile is the paper protocol: Table 2 above is it ({pt2['found']} of {pt2['total']} runs; "
+                     f"{pt2['made_by']}).")
 elif pt2["acc"]:
     pp2 = pt2["plan"]
     shats = sorted({k[0] for k in pt2["acc"]})
@@ -258,10 +265,10 @@ print(paper_t2_text)"""),
 GFPL on MNIST-5k, w-bar 4, first seed. The Bhattacharyya distance sums over the 50 feature dimensions, so the
 printed S_C = 1 merges little: the merge rate (1 - fused / uploaded components, mean over interaction rounds) shows
 where fusion starts, and what it does to accuracy and to the downlink."""),
-(CODE, r"""nres = G.run(G.n_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 3b")
+(CODE, r"""nres = G.obtain(plan, G.n_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 3b")
 n_acc = G.n_values(plan, nres)
 th_cfgs = G.threshold_configs(plan)
-th = G.threshold_values(plan, G.run(th_cfgs, seeds=[seed0], workers=workers, desc="Fig. 6"), th_cfgs)
+th = G.threshold_values(plan, G.obtain(plan, th_cfgs, seeds=[seed0], workers=workers, desc="Fig. 6"), th_cfgs)
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
 axes[0].plot([str(n) for n in n_acc], list(n_acc.values()), marker="o")
 axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)", title="Fig. 3b on MNIST-5k")
@@ -285,7 +292,8 @@ The same sweeps at the paper profile's 100 rounds (MNIST-5k, w-bar 4, first seed
 nothing: it shows each sweep once all its values have finished."""),
 (CODE, r"""pfg = G.paper_figs(plan)
 if profile == "paper":
-    paper_fig_text = "This profile is the paper protocol: Figs. 3b and 6 above are it."
+    paper_fig_text = (f"This profile is the paper protocol: Figs. 3b and 6 above are it ({pfg['found']} of "
+                      f"{pfg['total']} runs; {pfg['made_by']}).")
 elif pfg["n"] or pfg["thresholds"]:
     ppf = pfg["plan"]
     paper_fig_text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seed "

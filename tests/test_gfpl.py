@@ -4,6 +4,8 @@ messages, and the ablation with both parts off equal to Local."""
 
 import math
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -417,3 +419,26 @@ def test_table1_a_diverged_seed_has_no_last_round_accuracy():
     assert claims[0].verdict == "supported"
     assert claims[0].evidence == "Fashion-MNIST, s-bar 100 w3: GFPL 90.00 vs FedAvg 85.00"
     assert "FedFA" not in claims[1].evidence  # nor does a diverged run count in the fewest-rounds claim
+
+
+def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, monkeypatch):
+    from fedlib import archive
+    from fedlib.papers import gfpl as G
+
+    # an empty results folder beside the committed run archive (a fresh clone): every paper-profile run of the
+    # notebook is read, except the GFPL run whose checkpoint the figures load
+    monkeypatch.setattr(archive, "ARCHIVE", Path(archive.__file__).resolve().parents[1] / "archive")
+    plan = G.load_plan("paper", results_dir=str(tmp_path))
+    jobs = G.notebook_jobs(plan)
+    assert jobs == [(G.config(plan, "gfpl", "mnist5k", 4), 0)]
+    assert len(G.all_jobs(plan)) == 180 + 24 + 8   # Figs. 3b / 6 share their n = 4 / S_C = 1 run with each other
+    cfgs = {k: c for k, c in G.table1_configs(plan).items() if k[:2] == ("fmnist", 5)}
+    got = G.obtain(plan, cfgs, workers=1, progress=False)   # reads, trains nothing (the folder stays empty)
+    assert not any(tmp_path.iterdir())
+    assert [s["executor"] for s in got[("fmnist", 5, "gfpl")]] == ["batched"] * 3
+    recs = G.records(plan, cfgs[("fmnist", 5, "gfpl")], 0)
+    assert len(recs) == 100 and recs[-1]["round"] == 100
+    # the short profiles keep their own runs: nothing is left out, and an unfinished run has no records
+    quick = G.load_plan("quick", results_dir=str(tmp_path))
+    assert G.notebook_jobs(quick) == G.all_jobs(quick)
+    assert G.records(quick, G.config(quick, "gfpl"), 0) == []

@@ -25,10 +25,13 @@ def _configs(tmp_path):
 def test_placements_list_the_own_first_then_every_other_once(tmp_path):
     cfg, other = _configs(tmp_path)
     got = [(c["device"], c["executor"]) for c in papers.placements(cfg)]
-    assert got == [("cpu", "sequential"), ("cuda", "batched"), ("cuda", "sequential"), ("cpu", "batched")]
+    assert got == [("cpu", "sequential"), ("cpu", "batched"), ("cuda", "batched"), ("cuda", "sequential")]
     assert papers.placements(cfg)[0] is cfg
     assert [(c["device"], c["executor"]) for c in papers.placements(other)][:2] == [("cpu", "batched"),
                                                                                     ("cpu", "sequential")]
+    as_cuda = {**cfg, "device": "cuda", "executor": "batched"}   # a GPU's table reads a GPU's runs first
+    assert [(c["device"], c["executor"]) for c in papers.placements(as_cuda)] == [
+        ("cuda", "batched"), ("cuda", "sequential"), ("cpu", "sequential"), ("cpu", "batched")]
     assert len({run_id(c, 1) for c in papers.placements(cfg)}) == 4   # four different runs
 
 

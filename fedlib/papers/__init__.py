@@ -158,9 +158,12 @@ PLACEMENTS = (("cpu", "sequential"), ("cuda", "batched"), ("cuda", "sequential")
 
 
 def placements(cfg: dict) -> list[dict]:
-    """``cfg`` itself, then the same config on every other device / executor of :data:`PLACEMENTS`."""
+    """``cfg`` itself, then the same config on every other device / executor of :data:`PLACEMENTS`, those on
+    ``cfg``'s own device first (a CPU table reads a CPU run made batched before a GPU's run of the same config)."""
     own = (cfg.get("device", "cpu"), cfg.get("executor", "sequential"))
-    return [cfg] + [{**cfg, "device": d, "executor": e} for d, e in PLACEMENTS if (d, e) != own]
+    others = [(d, e) for d, e in PLACEMENTS if (d, e) != own]
+    others.sort(key=lambda de: de[0] != own[0])   # stable: PLACEMENTS' order within each device
+    return [cfg] + [{**cfg, "device": d, "executor": e} for d, e in others]
 
 
 def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tuple[dict | None, dict | None]:

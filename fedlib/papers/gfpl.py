@@ -23,7 +23,7 @@ import numpy as np
 
 from fedlib import papers
 from fedlib.config import apply_overrides, validate
-from fedlib.runner import run_configs as run  # noqa: F401 (G.run in the notebook)
+from fedlib.runner import load_rounds, run_configs
 from fedlib.validation import ConfigError
 
 @dataclasses.dataclass
@@ -109,6 +109,35 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
 
 
 # -- reading results ---------------------------------------------------------------------------
+def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
+    """The runs the notebook trains up front (:func:`all_jobs`). Under the ``paper`` profile a run that has
+    finished elsewhere (the headless commands' batched runs, a GPU's, the run archive of a fresh clone;
+    :func:`fedlib.papers.find`) is left out, to be read by :func:`obtain`, except the Table 1 GFPL run at
+    MNIST-5k, w-bar 4 and the first seed: the figures load its checkpoint, which only the results folder keeps."""
+    jobs = all_jobs(plan)
+    if plan.profile != "paper":
+        return jobs
+    drawn = (config(plan, "gfpl", "mnist5k", 4), plan.seeds[0])
+    return [(c, s) for c, s in jobs if (c, s) == drawn or papers.find(c, s)[1] is None]
+
+
+def obtain(plan: Plan, configs: dict, seeds: list[int] | None = None, workers: int | None = None,
+           desc: str = "runs", progress: bool = True) -> dict:
+    """``{key: [summary per seed]}`` of the notebook's runs: trained on the plan's device and executor (a
+    finished run is a cache hit). Under the ``paper`` profile a run finished on another placement or in the
+    run archive is read instead (:func:`fedlib.papers.run_or_read`), so the notebook renders the paper
+    protocol from the runs the headless commands made and trains only what is missing."""
+    if plan.profile == "paper":
+        return papers.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
+    return run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress)
+
+
+def records(plan: Plan, cfg: dict, seed: int) -> list[dict]:
+    """The per-round records of a run :func:`obtain` gave: under the ``paper`` profile wherever it finished
+    (:func:`fedlib.papers.rounds`), otherwise from the results folder."""
+    return papers.rounds(cfg, seed) if plan.profile == "paper" else load_rounds(cfg, seed)
+
+
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
     """A run's accuracy (%) under the method's rule, mean over clients, at the last (or best) round. A run
     that diverged (its training loss stopped being finite) has no last-round accuracy: NaN, not the accuracy
