@@ -61,7 +61,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import LocalTask, derive_seed, mean_params, model_message, sample_weights, train_task
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.validation import BOOL, Interval, Options

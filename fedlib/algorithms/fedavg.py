@@ -18,7 +18,7 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, mean_params, model_message, sample_weights, weights
 from fedlib.validation import BOOL
 

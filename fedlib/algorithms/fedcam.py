@@ -61,7 +61,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, joint_sgd_epochs, mean_params, model_message, sample_weights, weights
 from fedlib.algorithms.fesem import FeSEM
 from fedlib.algorithms.ifca import IFCA, argmin_first, cluster_prefix, cluster_weights, eval_logits, seeded_model

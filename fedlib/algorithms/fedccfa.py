@@ -81,7 +81,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import (Algorithm, ClientData, mean_params, model_message, sample_weights, sgd_epochs,
                                     weights)
 from fedlib.algorithms.fedper import base_only

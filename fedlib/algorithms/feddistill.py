@@ -30,7 +30,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, weights
 from fedlib.prototypes import ProtoTable, aggregate_protos, keep_last, proto_regulariser, rows_message
 from fedlib.validation import Interval, Options

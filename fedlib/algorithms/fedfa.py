@@ -71,7 +71,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import derive_seed, model_message, mean_params, sample_weights, sgd_epochs, weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.prototypes import class_means

@@ -33,7 +33,7 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import mean_params
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.losses import kl_loss

@@ -44,7 +44,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import derive_seed
 from fedlib.algorithms.fedpac import HEAD, FedPAC, simplex_qp
 from fedlib.validation import Interval, Options

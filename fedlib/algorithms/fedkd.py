@@ -54,7 +54,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, Message, derive_seed, joint_sgd_epochs, mean_params, weights
 from fedlib.losses import kl_loss
 from fedlib.validation import Interval, Options

@@ -43,7 +43,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, server_epochs, weights
 from fedlib.losses import supcon_with_prototypes
 from fedlib.prototypes import (ProtoTable, aggregate_protos, eval_class_means, keep_last, message_scores,

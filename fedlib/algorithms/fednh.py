@@ -56,7 +56,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import derive_seed, mean_params, model_message, sample_weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.prototypes import ProtoAccumulator, aggregate_protos

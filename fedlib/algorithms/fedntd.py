@@ -22,7 +22,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.losses import kl_loss
 from fedlib.validation import Interval

@@ -75,7 +75,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import (derive_seed, load_model_message, mean_params, model_message, sample_weights,
                                     sgd_epochs, weights)
 from fedlib.algorithms.fedavg import FedAvg

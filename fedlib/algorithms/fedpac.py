@@ -45,7 +45,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, head_then_body, mean_params, model_message, sample_weights, weights
 from fedlib.prototypes import ProtoTable, proto_regulariser, rows_message
 from fedlib.validation import BOOL, Interval, Options

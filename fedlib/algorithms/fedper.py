@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.fedavg import FedAvg
 
 

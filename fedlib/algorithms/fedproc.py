@@ -43,7 +43,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import sgd_epochs, weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.losses import supcon

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.prototype_method import PrototypeMethod
 from fedlib.prototypes import proto_regulariser
 from fedlib.validation import BOOL, Interval, Options

@@ -11,7 +11,7 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.validation import Interval
 

@@ -18,7 +18,7 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import head_then_body, weights
 from fedlib.algorithms.fedper import FedPer
 from fedlib.validation import Interval

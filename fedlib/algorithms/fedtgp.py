@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import derive_seed, server_epochs, weights
 from fedlib.algorithms.prototype_method import PrototypeMethod
 from fedlib.prototypes import aggregate_protos, proto_regulariser

@@ -43,7 +43,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.validation import Interval
 

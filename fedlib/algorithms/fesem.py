@@ -22,7 +22,7 @@ import dataclasses
 
 import torch
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import derive_seed, mean_params, sample_weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.validation import Interval

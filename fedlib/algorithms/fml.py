@@ -34,7 +34,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import (Algorithm, joint_sgd_epochs, load_model_message, mean_params, model_message,
                                    weights)
 from fedlib.losses import kl_loss

@@ -53,7 +53,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fedlib import mixtures
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, derive_seed, weights
 from fedlib.validation import BOOL, ConfigError, Interval, Options
 

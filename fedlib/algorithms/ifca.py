@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Context, LocalTask, derive_seed, mean_params, model_message, sample_weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.validation import Interval

@@ -22,7 +22,7 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import (Algorithm, head_message, load_head_message, mean_params, sample_weights,
                                    sgd_epochs, weights)
 from fedlib.validation import BOOL

@@ -10,7 +10,7 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, weights
 
 

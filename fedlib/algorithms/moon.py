@@ -36,7 +36,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import model_message, weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.validation import Interval, Options

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import derive_seed, weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.prototypes import nearest_prototype_scores

@@ -38,7 +38,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import weights
 from fedlib.algorithms.prototype_method import PrototypeMethod
 from fedlib.prototypes import (ProtoTable, message_scores, nearest_prototype_scores, proto_regulariser,

@@ -46,6 +46,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fedlib.data.sources import MNIST_MEAN, MNIST_STD, Dataset, DatasetUnavailable, load_dataset, register_domains
+
 log = logging.getLogger(__name__)
 
 STANDIN_DOMAINS = ("mnist", "mnist_inverted", "mnist_rotated", "mnistm_like", "sklearn_digits")
@@ -93,7 +95,6 @@ def _sklearn_digits() -> tuple[np.ndarray, np.ndarray]:
 def standin_domains(root: Path) -> tuple[list[dict], str]:
     """The five stand-in domains: ``[{name, x_train, y_train, x_test, y_test}]`` (images uint8-free
     float RGB (n, 28, 28, 3) in [0, 1]) and a source line."""
-    from fedlib.data.sources import MNIST_MEAN, MNIST_STD, load_dataset
 
     mnist = load_dataset("mnist", root)
     unnorm = lambda x: (x * MNIST_STD[0] + MNIST_MEAN[0]).squeeze(1).clamp(0, 1).numpy()  # noqa: E731
@@ -119,7 +120,6 @@ def standin_domains(root: Path) -> tuple[list[dict], str]:
 
 def digit5_domains(root: Path) -> tuple[list[dict], str]:
     """The real Digit-5 from ``<root>/digit5/<domain>.npz`` (see the module docstring)."""
-    from fedlib.data.sources import DatasetUnavailable
 
     folder = root / "digit5"
     missing = [d for d in DIGIT5_DOMAINS if not (folder / f"{d}.npz").is_file()]
@@ -165,7 +165,6 @@ def pretrain_fmnist(root: Path, images: int = 30_000, epochs: int = 1, seed: int
     """Train :class:`DigitEncoder` on ``images`` Fashion-MNIST training images (a fixed random subset;
     grey copied to 3 channels, a random colour tint and inversion per image so it has seen colour),
     SGD 0.05 momentum 0.9, batch 128, ``epochs`` passes."""
-    from fedlib.data.sources import MNIST_MEAN, MNIST_STD, load_dataset
 
     fm = load_dataset("fmnist", root)
     gen = torch.Generator().manual_seed(seed)
@@ -203,7 +202,6 @@ def _sha(state: dict) -> str:
 
 def load_encoder(name: str, root: Path) -> tuple[nn.Module, int, str]:
     """``(frozen encoder in eval mode, input size, description)`` for ``dataset.encoder`` ``name``."""
-    from fedlib.data.sources import DatasetUnavailable
     from fedlib.validation import ConfigError
 
     if name not in ENCODERS:
@@ -264,7 +262,6 @@ def encode(encoder: nn.Module, images: np.ndarray, size: int, batch_size: int = 
 def load_domains(name: str, root: Path, encoder: str = "fmnist_cnn"):
     """A :class:`~fedlib.data.sources.Dataset` of encoder features with ``domain_train`` /
     ``domain_test`` (the domain index of every sample) and ``domain_names``."""
-    from fedlib.data.sources import Dataset
 
     domains, source = (standin_domains if name == "digit5_standin" else digit5_domains)(root)
     enc, size, how = load_encoder(encoder, root)
@@ -281,3 +278,7 @@ def load_domains(name: str, root: Path, encoder: str = "fmnist_cnn"):
     ds.domain_train, ds.domain_test = cat["d_train"], cat["d_test"]
     ds.domain_names = [d["name"] for d in domains]
     return ds
+
+
+for _name in ("digit5", "digit5_standin"):
+    register_domains(_name, lambda root, encoder, _name=_name: load_domains(_name, root, encoder or "fmnist_cnn"))
