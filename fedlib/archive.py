@@ -30,8 +30,8 @@ import shutil
 from pathlib import Path
 
 from fedlib import store
+from fedlib.paths import ARCHIVE
 
-ARCHIVE = Path(__file__).resolve().parents[1] / "archive"
 LOG_GZ = store.LOG + ".gz"
 
 

@@ -22,33 +22,16 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
-CHECKOUT = Path(__file__).resolve().parents[1]
+from fedlib.paths import CHECKOUT, git_commit, output_root, results_dir  # noqa: F401 (re-exported)
+
 SCRATCH_PROFILES = ("smoke",)
 DASH = "—"
-
-
-def output_root() -> Path:
-    """The folder holding ``figures/``, ``results/`` and REPORT.md.
-
-    ``$FEDLIB_ROOT`` when set (the runner sets it for the notebooks it executes), else the
-    checkout, so a notebook opened in JupyterLab (whose working directory is ``notebooks/``)
-    writes to the same place as a headless run.
-    """
-    return Path(os.environ.get("FEDLIB_ROOT") or CHECKOUT)
-
-
-def results_dir() -> Path:
-    """``<output root>/results``: pass it as an experiment's ``results_dir`` so that the run cache is
-    the same whether the notebook runs under the runner, nbval or JupyterLab (working directory
-    ``notebooks/``)."""
-    return output_root() / "results"
 
 
 def figure_dir(paper: str, profile: str, root: str | Path | None = None, create: bool = True) -> Path:
@@ -186,23 +169,6 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- report
-
-def git_commit() -> str:
-    """The checkout's short commit, marked when tracked files other than the run's own outputs changed."""
-    import subprocess
-
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=CHECKOUT, capture_output=True,
-                              text=True, timeout=10)
-        if head.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)REPORT.md", ":(exclude)figures", ":(exclude)results"], cwd=CHECKOUT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
 
 def _jsonable(x):
     if isinstance(x, float) and math.isnan(x):

@@ -164,12 +164,12 @@ _LOADED_CODE: str | None = None
 
 
 def loaded_code() -> str:
-    """The commit of the code this process runs (:func:`fedlib.report.git_commit`), read once, before
+    """The commit of the code this process runs (:func:`fedlib.paths.git_commit`), read once, before
     its first run trains: a run records the code it was made with, not a checkout that moved on while
     a long grid ran."""
     global _LOADED_CODE
     if _LOADED_CODE is None:
-        from fedlib.report import git_commit
+        from fedlib.paths import git_commit
 
         _LOADED_CODE = git_commit()
     return _LOADED_CODE

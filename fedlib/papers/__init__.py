@@ -20,8 +20,8 @@ from typing import ClassVar
 import yaml
 
 from fedlib.validation import ConfigError
+from fedlib.paths import PARAMS as PARAMS_ROOT
 
-PARAMS_ROOT = Path(__file__).resolve().parents[2] / "params"
 
 
 def check_seeds(seeds) -> list[int]:
