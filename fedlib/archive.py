@@ -3,7 +3,7 @@ repository so that a fresh clone renders the same report.
 
 A paper-profile table takes hours on a CPU (FedMPS Table III: 24 runs of 100 rounds), so a
 short profile's report shows it from finished runs only and trains nothing
-(:func:`fedlib.papers.cached`). Those runs live in ``results/``, which is not committed. The
+(:func:`fedlib.results.cached`). Those runs live in ``results/``, which is not committed. The
 archive ``archive/<run id>/`` keeps, for each such run,
 
 - ``summary.json``: the run's summary as the results folder has it (numbers, the commit the
@@ -17,8 +17,8 @@ only if its folder name, the summary's run id and the config's run id agree and 
 matches the size and SHA-256 the summary recorded; otherwise a :class:`~fedlib.store.DamagedRunWarning`
 names the file and the entry is not served.
 
-``python -m fedlib archive`` adds every finished run of the paper-profile tables the report
-reads (:func:`fedlib.papers.archived_tables`); ``--check`` verifies what is there and counts the
+``python -m fedlib archive`` adds every finished run of the long-profile tables the report
+reads (:func:`fedlib.papers.catalog.archived_tables`); ``--check`` verifies what is there and counts the
 finished runs of the results folder (how far the paper profile has come).
 """
 
@@ -104,29 +104,3 @@ def rounds(cfg: dict, seed: int, root: Path | None = None) -> list[dict]:
 def _reject(folder: Path, name: str, what: str) -> None:
     store.warn(folder, name, what, "not served from the archive")
     return None
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib archive [--check]``: archive (or check) the paper-profile runs the report reads."""
-    import argparse
-
-    from fedlib.papers import archived_tables, placements
-
-    parser = argparse.ArgumentParser(prog="python -m fedlib archive", description=main.__doc__)
-    parser.add_argument("--check", action="store_true", help="verify the archive, copy nothing")
-    parser.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
-    args = parser.parse_args(argv)
-    root = Path(args.root) if args.root else None
-    for name, configs, seeds in archived_tables():
-        jobs = [(cfg, s) for cfg in configs.values() for s in seeds]
-        if args.check:
-            from fedlib.runner import cached_summary
-
-            ok = sum(any(summary(c, s, root) is not None for c in placements(cfg)) for cfg, s in jobs)
-            done = sum(any(cached_summary(c, s) is not None for c in placements(cfg)) for cfg, s in jobs)
-            print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks; {done} finished in the "
-                  "results folder")
-        else:  # the run on the table's own placement, else the first other one that finished (papers.find)
-            added = sum(any(add(c, s, root) for c in placements(cfg)) for cfg, s in jobs)
-            print(f"{name}: {added} of {len(jobs)} runs finished and archived")
-    return 0

@@ -413,12 +413,12 @@ def run_configs(configs: dict, seeds: list[int] | None = None, workers: int | No
 
 
 def load_rounds(cfg: dict, seed: int) -> list[dict]:
-    """The per-round records of a run: of a finished run after the same checks as a cache
-    hit (a damaged run is repaired by :func:`run_one` first, with a warning); of a run in
-    progress, the consecutive rounds logged so far."""
+    """The per-round records of a run in the results folder, training nothing: of a finished run after
+    the same checks as a cache hit (``[]`` for a damaged one, whose warning names the file; :func:`run_one`
+    recomputes it); of a run in progress, the consecutive rounds logged so far."""
     folder = run_dir(cfg, seed)
     if (folder / store.SUMMARY).exists() and cached_summary(cfg, seed) is None:
-        run_one(cfg, seed, progress=False)
+        return []
     return store.read_log(folder)
 
 

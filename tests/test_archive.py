@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedlib import archive, papers
+from fedlib import archive, papers, results
+from fedlib.papers import catalog
 from fedlib.config import load_config
 from fedlib.runner import load_rounds, run_one
 from fedlib.store import DamagedRunWarning
@@ -31,26 +32,26 @@ def finished(tmp_path_factory):
 
 def test_a_fresh_clone_reads_the_archived_runs(finished):
     cfg, fresh, root, summaries = finished
-    done, found = papers.cached({"m": fresh}, [1, 2], archive_root=root)
+    done, found = results.cached({"m": fresh}, [1, 2], archive_root=root)
     assert found == 2 and list(done) == ["m"]
     for got, want in zip(done["m"], summaries, strict=True):
         assert got["archived"] is True
         assert got["metrics"] == want["metrics"] and got["run_id"] == want["run_id"]
-    assert papers.rounds(fresh, 1, archive_root=root) == load_rounds(cfg, 1)
-    assert len(papers.rounds(fresh, 1, archive_root=root)) == 3
+    assert results.rounds(fresh, 1, archive_root=root) == load_rounds(cfg, 1)
+    assert len(results.rounds(fresh, 1, archive_root=root)) == 3
     assert "2 of 2 runs read from the run archive" in papers.made_by(done["m"])
 
 
 def test_the_results_folder_wins_and_is_not_labelled_archived(finished):
     cfg, _, root, _ = finished
-    done, _ = papers.cached({"m": cfg}, [1, 2], archive_root=root)
+    done, _ = results.cached({"m": cfg}, [1, 2], archive_root=root)
     assert not any(s.get("archived") for s in done["m"])
     assert "archive" not in papers.made_by(done["m"])
 
 
 def test_a_missing_seed_is_counted_not_served(finished):
     _, fresh, root, _ = finished
-    done, found = papers.cached({"m": fresh}, [1, 2, 3], archive_root=root)
+    done, found = results.cached({"m": fresh}, [1, 2, 3], archive_root=root)
     assert (done, found) == ({}, 2)
 
 
@@ -87,8 +88,8 @@ def test_a_damaged_entry_is_named_and_not_served(finished, tmp_path, damage, nam
         assert archive.summary(fresh, 1, dest) is None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DamagedRunWarning)
-        assert papers.cached({"m": fresh}, [1, 2], archive_root=dest) == ({}, 1)
-        assert papers.rounds(fresh, 1, archive_root=dest) == []
+        assert results.cached({"m": fresh}, [1, 2], archive_root=dest) == ({}, 1)
+        assert results.rounds(fresh, 1, archive_root=dest) == []
 
 
 def test_an_entry_under_another_runs_id_is_not_served(finished, tmp_path):
@@ -104,7 +105,7 @@ def test_an_entry_under_another_runs_id_is_not_served(finished, tmp_path):
 
 def test_the_command_archives_and_checks(monkeypatch, finished, tmp_path, capsys):
     cfg, fresh, _, _ = finished
-    monkeypatch.setattr(papers, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2, 3])])
+    monkeypatch.setattr(catalog, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2, 3])])
     from fedlib.__main__ import main
 
     assert main(["archive", "--root", str(tmp_path)]) == 0

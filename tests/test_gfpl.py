@@ -315,7 +315,7 @@ def test_threshold_values_read_merge_rates_and_traffic(tmp_path):
             {"round": 4, "up_params": 10, "down_params": 30, "server": {"components": 8, "clusters": 4,
                                                                       "merge_rate": 0.5}}]
     summary = {"seed": 0, "metrics": {"acc_head": {"last": 0.9}}}
-    import fedlib.papers as P
+    import fedlib.results as P
 
     orig = P.rounds
     P.rounds = lambda c, s, archive_root=None: recs

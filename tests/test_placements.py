@@ -6,7 +6,8 @@ from pathlib import Path
 
 import torch
 
-from fedlib import archive, papers, store
+from fedlib import archive, papers, results, store
+from fedlib.papers import catalog
 from fedlib.algorithms import make_algorithm
 from fedlib.__main__ import main as fedlib_main
 from fedlib.config import load_config, run_id
@@ -24,42 +25,42 @@ def _configs(tmp_path):
 
 def test_placements_list_the_own_first_then_every_other_once(tmp_path):
     cfg, other = _configs(tmp_path)
-    got = [(c["device"], c["executor"]) for c in papers.placements(cfg)]
+    got = [(c["device"], c["executor"]) for c in results.placements(cfg)]
     assert got == [("cpu", "sequential"), ("cpu", "batched"), ("cuda", "batched"), ("cuda", "sequential")]
-    assert papers.placements(cfg)[0] is cfg
-    assert [(c["device"], c["executor"]) for c in papers.placements(other)][:2] == [("cpu", "batched"),
+    assert results.placements(cfg)[0] is cfg
+    assert [(c["device"], c["executor"]) for c in results.placements(other)][:2] == [("cpu", "batched"),
                                                                                     ("cpu", "sequential")]
     as_cuda = {**cfg, "device": "cuda", "executor": "batched"}   # a GPU's table reads a GPU's runs first
-    assert [(c["device"], c["executor"]) for c in papers.placements(as_cuda)] == [
+    assert [(c["device"], c["executor"]) for c in results.placements(as_cuda)] == [
         ("cuda", "batched"), ("cuda", "sequential"), ("cpu", "sequential"), ("cpu", "batched")]
-    assert len({run_id(c, 1) for c in papers.placements(cfg)}) == 4   # four different runs
+    assert len({run_id(c, 1) for c in results.placements(cfg)}) == 4   # four different runs
 
 
 def test_a_run_on_another_placement_is_read_where_the_own_is_missing(tmp_path, capsys):
     cfg, other = _configs(tmp_path)
-    assert papers.find(cfg, 1) == (None, None) and papers.rounds(cfg, 1) == []
+    assert results.find(cfg, 1) == (None, None) and results.rounds(cfg, 1) == []
     made = run_one(other, 1, progress=False)
-    c, summary = papers.find(cfg, 1)
+    c, summary = results.find(cfg, 1)
     assert c["executor"] == "batched" and summary["run_id"] == made["run_id"] != run_id(cfg, 1)
-    done, found = papers.cached({"m": cfg}, [1])
+    done, found = results.cached({"m": cfg}, [1])
     assert found == 1 and done["m"][0]["run_id"] == made["run_id"]
     assert ", batched clients" in papers.made_by(done["m"])
-    assert papers.rounds(cfg, 1) == load_rounds(other, 1) and len(papers.rounds(cfg, 1)) == 2
+    assert results.rounds(cfg, 1) == load_rounds(other, 1) and len(results.rounds(cfg, 1)) == 2
     # the headless commands read it and train only what no placement has
-    got = papers.run_or_read({"m": cfg}, seeds=[1, 2], workers=1, progress=False, desc="Toy")
+    got = results.run_or_read({"m": cfg}, seeds=[1, 2], workers=1, progress=False, desc="Toy")
     assert capsys.readouterr().out == "Toy: 1 runs finished on another placement (cpu/batched): read, not retrained\n"
     assert [s["run_id"] for s in got["m"]] == [made["run_id"], run_id(cfg, 2)]
     assert cached_summary(cfg, 1) is None and cached_summary(cfg, 2) is not None
     # the table's own placement wins once it has the run
     own = run_one(cfg, 1, progress=False)
-    assert papers.find(cfg, 1)[1]["run_id"] == own["run_id"]
-    assert "batched" not in papers.made_by(papers.cached({"m": cfg}, [1])[0]["m"])
+    assert results.find(cfg, 1)[1]["run_id"] == own["run_id"]
+    assert "batched" not in papers.made_by(results.cached({"m": cfg}, [1])[0]["m"])
 
 
 def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsys):
     cfg, other = _configs(tmp_path)
     made = run_one(other, 1, progress=False)
-    monkeypatch.setattr(papers, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2])])
+    monkeypatch.setattr(catalog, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2])])
     root = tmp_path / "archive"
     assert fedlib_main(["archive", "--root", str(root)]) == 0
     assert fedlib_main(["archive", "--check", "--root", str(root)]) == 0
@@ -68,8 +69,8 @@ def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsy
         "toy table: 1 of 2 runs in the archive pass their checks; 1 finished in the results folder"]
     assert [p.name for p in root.iterdir()] == [made["run_id"]]
     fresh = {**cfg, "results_dir": str(tmp_path / "fresh")}   # a fresh clone: no results folder
-    assert papers.find(fresh, 1, root)[1]["archived"] is True
-    assert papers.rounds(fresh, 1, root) == archive.rounds(other, 1, root) == load_rounds(other, 1)
+    assert results.find(fresh, 1, root)[1]["archived"] is True
+    assert results.rounds(fresh, 1, root) == archive.rounds(other, 1, root) == load_rounds(other, 1)
 
 
 def test_a_batched_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(tmp_path):
@@ -103,19 +104,19 @@ def test_the_headless_commands_read_archived_runs_and_train_them_again_on_reques
     # a paper-profile job on a fresh clone goes on where the committed archive ends
     cfg, other = _configs(tmp_path)
     made = {s: run_one(c, s, progress=False) for c, s in ((cfg, 1), (other, 2))}
-    monkeypatch.setattr(papers, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2])])
+    monkeypatch.setattr(catalog, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2])])
     root = tmp_path / "archive"
     assert fedlib_main(["archive", "--root", str(root)]) == 0
     capsys.readouterr()
     fresh = {**cfg, "results_dir": str(tmp_path / "fresh")}
-    got = papers.run_or_read({"m": fresh}, seeds=[1, 2, 3], workers=1, progress=False, desc="Toy", archive_root=root)
+    got = results.run_or_read({"m": fresh}, seeds=[1, 2, 3], workers=1, progress=False, desc="Toy", archive_root=root)
     assert capsys.readouterr().out == ("Toy: 2 runs read from the run archive (cpu/batched, cpu/sequential): read, "
                                        "not retrained (--retrain-archived trains them again)\n")
     assert [s["run_id"] for s in got["m"]] == [made[1]["run_id"], made[2]["run_id"], run_id(fresh, 3)]
     assert [s.get("archived", False) for s in got["m"]] == [True, True, False]
     assert cached_summary(fresh, 1) is None and cached_summary(fresh, 3) is not None   # only seed 3 trained
     # --retrain-archived: the table's own placement trains them again; the same machine gives the same record
-    again = papers.run_or_read({"m": fresh}, seeds=[1, 2], workers=1, progress=False, archive_root=root,
+    again = results.run_or_read({"m": fresh}, seeds=[1, 2], workers=1, progress=False, archive_root=root,
                                retrain_archived=True)
     assert capsys.readouterr().out == ""
     assert [s["run_id"] for s in again["m"]] == [run_id(fresh, 1), run_id(fresh, 2)]

@@ -11,7 +11,7 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.config import load_config, run_id
 from fedlib.runner import CUDA_WORKERS, RunState, default_workers, load_state, run_many, run_one
-from fedlib import papers
+from fedlib import papers, results
 from fedlib.papers import fedmps as S
 from tests.conftest import tiny_image_dataset
 
@@ -203,12 +203,12 @@ def test_cached_reads_finished_runs_only_and_counts_them(tmp_path):
 
     cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
     other = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2, "algorithm.lam": 0.5})
-    assert papers.cached({"a": cfg, "b": other}, [1, 2]) == ({}, 0)
+    assert results.cached({"a": cfg, "b": other}, [1, 2]) == ({}, 0)
     made = run_many([(cfg, 1), (cfg, 2), (other, 1)], workers=1, progress=False)
-    done, found = papers.cached({"a": cfg, "b": other}, [1, 2])
+    done, found = results.cached({"a": cfg, "b": other}, [1, 2])
     assert found == 3 and list(done) == ["a"]  # "b" lacks seed 2: left out, not half shown
     assert [s["run_id"] for s in done["a"]] == [made[0]["run_id"], made[1]["run_id"]]
-    assert papers.cached({"a": cfg, "b": other}, [1, 2]) == (done, found)  # reading trains nothing
+    assert results.cached({"a": cfg, "b": other}, [1, 2]) == (done, found)  # reading trains nothing
     assert len(list(tmp_path.iterdir())) == 3
     text = papers.made_by(done["a"])
     assert text.startswith(f"commit {made[0]['code']}") and made[0]["machine"]["cpu_capability"] in text

@@ -151,98 +151,6 @@ def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
     return sorted(unique.values(), key=lambda job: cost(job[0]), reverse=True)
 
 
-# Where a run can have been made: (device, executor). The same config on another placement is
-# another run (its own run id: float kernels and batching change the last digits), but it
-# answers the same question, so the paper-profile readers accept it where their own is missing.
-PLACEMENTS = (("cpu", "sequential"), ("cuda", "batched"), ("cuda", "sequential"), ("cpu", "batched"))
-
-
-def placements(cfg: dict) -> list[dict]:
-    """``cfg`` itself, then the same config on every other device / executor of :data:`PLACEMENTS`, those on
-    ``cfg``'s own device first (a CPU table reads a CPU run made batched before a GPU's run of the same config)."""
-    own = (cfg.get("device", "cpu"), cfg.get("executor", "sequential"))
-    others = [(d, e) for d, e in PLACEMENTS if (d, e) != own]
-    others.sort(key=lambda de: de[0] != own[0])   # stable: PLACEMENTS' order within each device
-    return [cfg] + [{**cfg, "device": d, "executor": e} for d, e in others]
-
-
-def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tuple[dict | None, dict | None]:
-    """``(config, summary)`` of the finished run ``(cfg, seed)``, training nothing: on ``cfg``'s own
-    device and executor if it has finished there, else on the first other placement (:func:`placements`)
-    that has it, e.g. paper-profile runs made on a GPU (``cuda``, ``batched``) and copied into the
-    results folder of a CPU machine; ``(None, None)`` where none has. For each placement the results
-    folder wins over the run archive (not looked at with ``archived=False``). The summary's ``machine``
-    and ``executor`` say where it ran."""
-    from fedlib import archive
-    from fedlib.runner import cached_summary
-
-    for c in placements(cfg):
-        summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if archived else None)
-        if summary is not None:
-            return c, summary
-    return None, None
-
-
-def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-                progress: bool = True, archive_root=None, retrain_archived: bool = False) -> dict:
-    """:func:`fedlib.runner.run_configs` for the headless study commands, except that a run already
-    finished is read, not trained again: on another device or executor (:func:`find`), or in the run
-    archive (:mod:`fedlib.archive`; so a paper-profile job goes on from where the committed archive ends, on
-    a fresh clone too). ``retrain_archived=True`` trains the archive's runs again (to check them: a run
-    made again on the same machine equals its record). A line says how many runs were read and from
-    where. ``{key: [summary per seed]}`` in the order of ``configs``."""
-    from fedlib.runner import cached_summary, run_many
-
-    elsewhere, from_archive, todo = {}, {}, []
-    for key, cfg in configs.items():
-        for s in seeds or cfg["seeds"]:
-            c, summary = (None, None) if cached_summary(cfg, s) else find(cfg, s, archive_root, not retrain_archived)
-            if summary is not None and summary.get("archived"):
-                from_archive[(key, s)] = summary
-            elif summary is not None and c is not cfg:
-                elsewhere[(key, s)] = summary
-            else:
-                todo.append((key, s))
-    for what, found in (("finished on another placement", elsewhere), ("read from the run archive", from_archive)):
-        if found:
-            kinds = sorted({f"{s.get('machine', {}).get('device', '?')}/{s.get('executor', '?')}"
-                            for s in found.values()})
-            how = "read, not retrained" + (" (--retrain-archived trains them again)" if found is from_archive else "")
-            print(f"{desc}: {len(found)} runs {what} ({', '.join(kinds)}): {how}")
-    made = run_many([(configs[key], s) for key, s in todo], workers=workers, progress=progress, desc=desc)
-    done = {**elsewhere, **from_archive, **dict(zip(todo, made, strict=True))}
-    return {key: [done[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
-
-
-def cached(configs: dict, seeds: list[int], archive_root=None) -> tuple[dict, int]:
-    """What the cache already holds, training nothing: ``{key: [summary per seed]}`` for the
-    configs whose every seed has finished, and how many of the ``len(configs) x len(seeds)``
-    runs have. A short profile's report shows a longer profile's table this way once its runs
-    were made (headless, or on another machine into the same results folder). A run the results
-    folder lacks is read from the run archive (:mod:`fedlib.archive`), so that a fresh clone
-    renders the committed report; a run missing on the plan's own device and executor is read
-    from another placement (:func:`find`), and :func:`made_by` then names both machines."""
-    found, complete = 0, {}
-    for key, cfg in configs.items():
-        runs = [find(cfg, s, archive_root)[1] for s in seeds]
-        found += sum(r is not None for r in runs)
-        if all(r is not None for r in runs):
-            complete[key] = runs
-    return complete, found
-
-
-def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
-    """The per-round records of a finished run, from the results folder or else the run archive, on
-    ``cfg``'s placement or else another (:func:`find`); ``[]`` where it has not finished."""
-    from fedlib import archive
-    from fedlib.runner import load_rounds
-
-    c, summary = find(cfg, seed, archive_root)
-    if summary is None:
-        return []
-    return archive.rounds(c, seed, archive_root) if summary.get("archived") else load_rounds(c, seed)
-
-
 def not_run_text(what: str, found: int, total: int, command: str) -> str:
     """What a short profile's report says of a paper-protocol table none of whose parts has finished: how many
     of its runs have, and the command that makes them."""
@@ -284,22 +192,6 @@ def _duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
-
-
-def archived_tables() -> list[tuple[str, dict, list[int]]]:
-    """The paper-profile tables a short profile's report quotes, as ``(name, configs, seeds)``:
-    what ``python -m fedlib archive`` keeps in the repository."""
-    from fedlib.papers import fedmps, gfpl
-
-    fp, gp = fedmps.load_plan("paper"), gfpl.load_plan("paper")
-    return [("FedMPS Table III (paper profile)", fedmps.table3_configs(fp), fp.seeds),
-            ("FedMPS Table VI (paper profile)", fedmps.ways_configs(fp), fp.seeds[:1]),
-            ("FedMPS Table VII (paper profile)", fedmps.ablation_configs(fp), fp.seeds[:1]),
-            ("GFPL Table 1 (paper profile)", gfpl.table1_configs(gp), gp.seeds),
-            ("GFPL Table 2 (paper profile)", gfpl.ablation_configs(gp), gp.seeds),
-            ("GFPL Figs. 3b and 6 (paper profile)", {**{("n", n): c for n, c in gfpl.n_configs(gp).items()},
-                                                      **{("sc", t): c for t, c in gfpl.threshold_configs(gp).items()}},
-             gp.seeds[:1])]
 
 
 def cli(prog: str, description: str) -> argparse.ArgumentParser:

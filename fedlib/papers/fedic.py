@@ -284,6 +284,14 @@ def ledger(plan: Plan, res: dict) -> list:
     return out
 
 
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The converged-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
+    cp = load_plan("converged")
+    return [("FedIC Table 1 (converged profile)", table1_configs(cp), cp.seeds),
+            ("FedIC Fig. 2 (converged profile)", k_configs(cp), cp.seeds),
+            ("FedIC Fig. 4 (converged profile)", ablation_configs(cp), cp.seeds)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedic [--profile P] [--dataset D] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table 1 headless and print paper | ours per setting (best round, sample-weighted)."""

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from fedlib import papers
+from fedlib import papers, results
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
 from fedlib.config import apply_overrides, run_id, validate
 from fedlib.data import FederatedData
@@ -210,11 +210,11 @@ def paper_table3(plan: Plan) -> dict:
     ``rows``/``head`` (:func:`table3`, the paper's convention / head over all classes) over the
     methods whose every seed has finished, ``None`` while none has. The runs come from
     ``python -m fedlib.papers.fedmps --profile paper`` (or the paper profile's notebook) into the
-    same results folder, on ``plan``'s device and executor or else another (:func:`fedlib.papers.find`);
+    same results folder, on ``plan``'s device and executor or else another (:func:`fedlib.results.find`);
     a run the results folder lacks is read from the run archive (:mod:`fedlib.archive`)."""
     pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
-    done, found = papers.cached(configs, pplan.seeds)
+    done, found = results.cached(configs, pplan.seeds)
     out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
            "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else ""}
     if done:
@@ -239,7 +239,7 @@ def paper_table6(plan: Plan) -> dict:
     while none has), and ``missing``: ``{n: [methods not finished]}``. n = 3 is Table III's first seed."""
     pplan = _paper_plan(plan)
     configs, seed0 = ways_configs(pplan), pplan.seeds[0]
-    done, found = papers.cached(configs, [seed0])
+    done, found = results.cached(configs, [seed0])
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
     return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
             "missing": missing, "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else ""}
@@ -251,7 +251,7 @@ def paper_table7(plan: Plan) -> dict:
     every row has finished (first seed; row 6, every term on, is Table III's FedMPS run)."""
     pplan = _paper_plan(plan)
     configs, seed0 = ablation_configs(pplan), pplan.seeds[0]
-    done, found = papers.cached(configs, [seed0])
+    done, found = results.cached(configs, [seed0])
     full = len(done) == len(configs)
     return {"plan": pplan, "found": found, "total": len(configs),
             "rows": ablation_table(pplan, done, configs) if full else None,
@@ -267,7 +267,7 @@ def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[i
     rows = {}
     for row, runs in summaries.items():
         s = runs[0]
-        recs = papers.rounds(configs[row], s["seed"])
+        recs = results.rounds(configs[row], s["seed"])
         soft = [r["local"]["l_soft"] for r in recs if "l_soft" in r.get("local", {})]
         rows[row] = {"proto_own_best": accuracy(s, PAPER_METRIC_PROTO), "proto_own_best_std": client_std(
             s, PAPER_METRIC_PROTO), "best_round": s["metrics"][PAPER_METRIC_PROTO]["best_round"],
@@ -359,6 +359,14 @@ def attacker_aux(state: RunState, target: int, n: int, seed: int = 0) -> tuple[t
     return ds.x_test[idx], ds.y_test[idx]
 
 
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The paper-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
+    pp = load_plan("paper")
+    return [("FedMPS Table III (paper profile)", table3_configs(pp), pp.seeds),
+            ("FedMPS Table VI (paper profile)", ways_configs(pp), pp.seeds[:1]),
+            ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.seeds[:1])]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedmps [--profile P] [--table III|VI|VII] [--methods M ...] [--seeds S ...]
     [--rounds N]``: run one table headless (no notebook) and print paper | ours | diff. Table III runs
@@ -371,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def obtain(*a, **kw):  # a finished run (another device, the run archive) is read, not retrained
-        return papers.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
+        return results.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
 
     try:
         plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device,

@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from fedlib import papers
+from fedlib import papers, results
 from fedlib.config import apply_overrides, validate
 from fedlib.runner import load_rounds, run_configs
 from fedlib.validation import ConfigError
@@ -112,30 +112,30 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
 def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """The runs the notebook trains up front (:func:`all_jobs`). Under the ``paper`` profile a run that has
     finished elsewhere (the headless commands' batched runs, a GPU's, the run archive of a fresh clone;
-    :func:`fedlib.papers.find`) is left out, to be read by :func:`obtain`, except the Table 1 GFPL run at
+    :func:`fedlib.results.find`) is left out, to be read by :func:`obtain`, except the Table 1 GFPL run at
     MNIST-5k, w-bar 4 and the first seed: the figures load its checkpoint, which only the results folder keeps."""
     jobs = all_jobs(plan)
     if plan.profile != "paper":
         return jobs
     drawn = (config(plan, "gfpl", "mnist5k", 4), plan.seeds[0])
-    return [(c, s) for c, s in jobs if (c, s) == drawn or papers.find(c, s)[1] is None]
+    return [(c, s) for c, s in jobs if (c, s) == drawn or results.find(c, s)[1] is None]
 
 
 def obtain(plan: Plan, configs: dict, seeds: list[int] | None = None, workers: int | None = None,
            desc: str = "runs", progress: bool = True) -> dict:
     """``{key: [summary per seed]}`` of the notebook's runs: trained on the plan's device and executor (a
     finished run is a cache hit). Under the ``paper`` profile a run finished on another placement or in the
-    run archive is read instead (:func:`fedlib.papers.run_or_read`), so the notebook renders the paper
+    run archive is read instead (:func:`fedlib.results.run_or_read`), so the notebook renders the paper
     protocol from the runs the headless commands made and trains only what is missing."""
     if plan.profile == "paper":
-        return papers.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
+        return results.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
     return run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress)
 
 
 def records(plan: Plan, cfg: dict, seed: int) -> list[dict]:
     """The per-round records of a run :func:`obtain` gave: under the ``paper`` profile wherever it finished
-    (:func:`fedlib.papers.rounds`), otherwise from the results folder."""
-    return papers.rounds(cfg, seed) if plan.profile == "paper" else load_rounds(cfg, seed)
+    (:func:`fedlib.results.rounds`), otherwise from the results folder."""
+    return results.rounds(cfg, seed) if plan.profile == "paper" else load_rounds(cfg, seed)
 
 
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
@@ -262,7 +262,7 @@ def threshold_values(plan: Plan, results: dict, configs: dict) -> dict[float, tu
     interaction rounds."""
     out = {}
     for t, runs in results.items():
-        recs = papers.rounds(configs[t], runs[0]["seed"])
+        recs = results.rounds(configs[t], runs[0]["seed"])
         merges = merge_stats(recs)
         rate = float(np.mean([v["merge_rate"] for v in merges.values()])) if merges else float("nan")
         out[t] = (accuracy(plan, "gfpl", runs[0]), rate, communication(recs)["down_per_round"])
@@ -276,7 +276,7 @@ def paper_table2(plan: Plan) -> dict:
     ``None`` while none has."""
     pplan = _paper_plan(plan)
     configs = ablation_configs(pplan)
-    done, found = papers.cached(configs, pplan.seeds)
+    done, found = results.cached(configs, pplan.seeds)
     complete = [s for s in pplan.settings["ablation"]["shots_stdev"]
                 if all((s, v) in done for v in pplan.spec["variants"])]
     keep = {k: v for k, v in done.items() if k[0] in complete}
@@ -293,8 +293,8 @@ def paper_figs(plan: Plan) -> dict:
     pplan = _paper_plan(plan)
     seed0 = pplan.seeds[0]
     n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
-    n_done, n_found = papers.cached(n_cfgs, [seed0])
-    t_done, t_found = papers.cached(t_cfgs, [seed0])
+    n_done, n_found = results.cached(n_cfgs, [seed0])
+    t_done, t_found = results.cached(t_cfgs, [seed0])
     n_full, t_full = len(n_done) == len(n_cfgs), len(t_done) == len(t_cfgs)
     used = [s for done, full in ((n_done, n_full), (t_done, t_full)) if full for runs in done.values() for s in runs]
     return {"plan": pplan, "found": n_found + t_found, "total": len(n_cfgs) + len(t_cfgs),
@@ -309,14 +309,14 @@ def paper_table1(plan: Plan) -> dict:
     lists the (dataset, w-bar) columns whose every method has finished every seed and ``cells`` holds
     their :func:`table1` cells. The runs come from the paper profile's notebook or
     ``python -m fedlib.papers.gfpl --profile paper`` into the same results folder, on any device and executor
-    (:func:`fedlib.papers.find`)."""
+    (:func:`fedlib.results.find`)."""
     pplan = _paper_plan(plan)
     configs = table1_configs(pplan)
-    done, found = papers.cached(configs, pplan.seeds)
+    done, found = results.cached(configs, pplan.seeds)
     columns = [k[:2] for k in configs if k[-1] == pplan.table1_methods()[0]
                and all((*k[:2], m) in done for m in pplan.table1_methods())]
     keys = [k for k in configs if k[:2] in columns]
-    cells = table1(pplan, {k: done[k] for k in keys}, {k: papers.rounds(configs[k], pplan.seeds[0]) for k in keys})
+    cells = table1(pplan, {k: done[k] for k in keys}, {k: results.rounds(configs[k], pplan.seeds[0]) for k in keys})
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "columns": columns,
             "cells": cells, "made_by": papers.made_by(s for k in keys for s in done[k]) if keys else ""}
 
@@ -488,6 +488,16 @@ def _threshold_claims(th: dict | None, caveat: str, source: str) -> list:
                   judge(min(th) < best < max(th)), "; ".join(x for x in (caveat, "MNIST-5k, one seed") if x))]
 
 
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The paper-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
+    gp = load_plan("paper")
+    figs = {**{("n", n): c for n, c in n_configs(gp).items()},
+            **{("sc", t): c for t, c in threshold_configs(gp).items()}}
+    return [("GFPL Table 1 (paper profile)", table1_configs(gp), gp.seeds),
+            ("GFPL Table 2 (paper profile)", ablation_configs(gp), gp.seeds),
+            ("GFPL Figs. 3b and 6 (paper profile)", figs, gp.seeds[:1])]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--ways W ...]
     [--methods M ...] [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1
@@ -504,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     args, plan = papers.plan_from_cli(parser, load_plan, argv)
 
     def obtain(*a, **kw):  # a finished run (another device, the run archive) is read, not retrained
-        return papers.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
+        return results.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
 
     if plan is None:
         return 2
@@ -539,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.settings["ways"] = [w for w in plan.settings["ways"] if w in args.ways]
     cfgs = table1_configs(plan)
     res = obtain(cfgs, workers=args.workers, desc="Table 1")
-    cells = table1(plan, res, {k: papers.rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
+    cells = table1(plan, res, {k: results.rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
     paper = report.load_paper("gfpl")["tables"]["table1_mnist"]
     for d in plan.settings["datasets"]:
         print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), {where}, seeds {plan.seeds}; last round, "

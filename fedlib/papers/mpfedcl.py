@@ -318,6 +318,12 @@ def ledger(plan: Plan, res: dict) -> list:
     return out
 
 
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The paper-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
+    pp = load_plan("paper")
+    return [("MP-FedCL Table VI (paper profile)", table6_configs(pp), pp.seeds)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.mpfedcl [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table VI's MNIST column headless and print paper | ours | diff."""

@@ -354,6 +354,15 @@ def accuracy_curve(plan: Plan, method: str, records: list[dict]) -> tuple[np.nda
     return (np.array([r["round"] for r in ev]), np.array([100 * r["acc"][metric]["weighted"] for r in ev]))
 
 
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The converged-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
+    cp = load_plan("converged")
+    return [("ProtoNorm Table 1 (converged profile)", table1_configs(cp), cp.seeds),
+            ("ProtoNorm code protocol (converged profile)", code_protocol_configs(cp), cp.seeds),
+            ("ProtoNorm Table 3 (converged profile)", homogeneous_configs(cp), cp.seeds),
+            ("ProtoNorm Tables 4-5 (converged profile)", gamma_configs(cp), cp.seeds)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.protonorm [--profile P] [--methods M ...] [--partitions ...]``:
     run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10."""

@@ -1,0 +1,48 @@
+"""The suite's studies and the runs each keeps in the run archive (``python -m fedlib archive``).
+
+Each study module declares ``archived_tables()``: the long profiles' tables its report reads, as
+``(name, configs, seeds)``. Their runs take hours on a CPU and ``results/`` is not committed, so the
+archive (:mod:`fedlib.archive`, plain storage) keeps their records in the repository and
+:mod:`fedlib.results` reads them on a fresh clone. This module sits above every study (nothing in
+fedlib imports it), so the studies never import each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from fedlib.papers import fedic, fedmps, gfpl, mpfedcl, protonorm
+
+STUDIES = (fedmps, gfpl, protonorm, mpfedcl, fedic)
+
+
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """Every study's archived tables, in :data:`STUDIES` order."""
+    out = []
+    for study in STUDIES:
+        out += study.archived_tables()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib archive [--check]``: archive (or check) the long-profile runs the report reads."""
+    from fedlib import archive, results
+    from fedlib.runner import cached_summary
+
+    parser = argparse.ArgumentParser(prog="python -m fedlib archive", description=main.__doc__)
+    parser.add_argument("--check", action="store_true", help="verify the archive, copy nothing")
+    parser.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
+    args = parser.parse_args(argv)
+    root = Path(args.root) if args.root else None
+    for name, configs, seeds in archived_tables():
+        jobs = [(cfg, s) for cfg in configs.values() for s in seeds]
+        if args.check:
+            ok = sum(any(archive.summary(c, s, root) is not None for c in results.placements(cfg)) for cfg, s in jobs)
+            done = sum(any(cached_summary(c, s) is not None for c in results.placements(cfg)) for cfg, s in jobs)
+            print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks; {done} finished in the "
+                  "results folder")
+        else:  # the run on the table's own placement, else the first other one that finished (results.find)
+            added = sum(any(archive.add(c, s, root) for c in results.placements(cfg)) for cfg, s in jobs)
+            print(f"{name}: {added} of {len(jobs)} runs finished and archived")
+    return 0
