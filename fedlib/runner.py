@@ -286,7 +286,7 @@ class Progress:
 
 
 # Runs that share one GPU at a time by default. Measured on an NVIDIA H200 (16 CPU cores, torch 2.11,
-# 2026-11-27, README "Devices and executors"): FedProto in FedMPS's Table II setting trained 1.23 rounds/s
+# 2026-11-27, docs/runs.md "Devices and executors"): FedProto in FedMPS's Table II setting trained 1.23 rounds/s
 # in one process and 1.94 rounds/s over 4 processes at once; 14 processes sharing it (8 of FedMPS's
 # Table VI, 6 of GFPL's Table 2) made 1.4 rounds/s in all, a tenth of a round per second each.
 CUDA_WORKERS = 4
