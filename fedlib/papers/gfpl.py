@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from fedlib import papers
+from fedlib import claims, papers
 from fedlib.config import apply_overrides, validate
 from fedlib.runner import load_rounds, run_configs
 from fedlib.validation import ConfigError
@@ -147,16 +147,20 @@ def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> floa
     return 100.0 * summary["metrics"][plan.metric(method)][stat]
 
 
-def converged_round(records: list[dict], metric: str, tol: float = 1.0) -> int | None:
-    """The first round from which the mean accuracy (%) stays within ``tol`` points of the last round's;
-    ``None`` for a run that diverged (it has no last round to converge to)."""
-    if any(r.get("diverged") for r in records):
+def converged_round(records: list[dict] | list[list[dict]], metric: str, tol: float = 1.0) -> int | None:
+    """The first round from which the accuracy (%, mean over clients) stays within ``tol`` points of the
+    last round's. ``records``: one run's round records, or a list of every seed's, whose seed-mean curve
+    is then used (a single seed's curve is noisier and settles late). ``None`` where a run diverged (it has
+    no last round to converge to)."""
+    runs = records if records and isinstance(records[0], list) else [records]
+    if any(r.get("diverged") for recs in runs for r in recs):
         return None
-    evals = [(r["round"], 100 * r["acc"][metric]["mean"]) for r in records if "acc" in r]
-    final = evals[-1][1]
-    first = evals[-1][0]
-    for rnd, acc in reversed(evals):
-        if abs(acc - final) > tol:
+    curves = [{r["round"]: 100 * r["acc"][metric]["mean"] for r in recs if "acc" in r} for recs in runs]
+    rounds = sorted(set.intersection(*(set(c) for c in curves)))
+    mean = claims.mean_curve([[c[t] for t in rounds] for c in curves])
+    first = rounds[-1]
+    for rnd, acc in zip(reversed(rounds), reversed(mean), strict=True):
+        if abs(acc - mean[-1]) > tol:
             break
         first = rnd
     return first
@@ -176,13 +180,15 @@ def communication(records: list[dict]) -> dict:
 def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
     """Table 1 cells: ``{(dataset, w-bar, method): {"mean", "std", "seed_std", "n", "per_seed",
     "rounds_to_converge", "comm"}}``: last-round accuracy (%) averaged over seeds, the std across clients
-    (the paper's ±, averaged over seeds), the std over seeds, rounds to convergence and :func:`communication`
-    (both of the first seed). ``results``: the run summaries per key (:func:`run`), ``records``: the first
-    seed's round records per key."""
+    (the paper's ±, averaged over seeds), the std over seeds, rounds to convergence (:func:`converged_round`)
+    and :func:`communication` (of the first seed; traffic does not depend on it). ``results``: the run
+    summaries per key (:func:`run`); ``records``: per key, every seed's round records (a list per seed: the
+    rounds to converge then come from the seed-mean curve), or one seed's (then from that seed's curve)."""
     out = {}
     for key, runs in results.items():
         m = key[-1]
         metric = plan.metric(m)
+        recs = records[key]
         acc = np.array([accuracy(plan, m, s) for s in runs])
         ok = ~np.isnan(acc)
         spread = np.array([100 * s["metrics"][metric]["last_std"] for s, good in zip(runs, ok, strict=True) if good])
@@ -194,7 +200,8 @@ def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
                     "best": float(np.mean([accuracy(plan, m, s, "best") for s in runs])),
                     "diverged_at": diverged if any(diverged) else None,
                     "rounds_to_converge": converged_round(records[key], metric),
-                    "comm": communication(records[key])}
+                    "converge_seeds": len(recs) if recs and isinstance(recs[0], list) else 1,
+                    "comm": communication(recs[0] if recs and isinstance(recs[0], list) else recs)}
     return out
 
 
@@ -223,8 +230,10 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
         df.index = pd.MultiIndex.from_tuples([(r, f"w{w0}") for r in df.index])
     cell = [cells.get((dataset, int(w[1:]), m), {}) for m, w in df.index]
     conv = [c.get("rounds_to_converge") for c in cell]
-    df["rounds to converge (ours; paper)"] = [f"{'—' if r is None else r}; {paper_table['comm_rounds'][m]}"
-                                              for r, (m, w) in zip(conv, df.index, strict=True)]
+    n_conv = max((c.get("converge_seeds", 1) for c in cell if c), default=1)
+    ours = f"ours, mean curve of {n_conv} seeds" if n_conv > 1 else "ours, one seed"
+    df[f"rounds to converge ({ours}; paper)"] = [f"{'—' if r is None else r}; {paper_table['comm_rounds'][m]}"
+                                                 for r, (m, w) in zip(conv, df.index, strict=True)]
     if any(c.get("diverged_at") for c in cell):  # a diverged seed has no last-round accuracy: say why
         df["diverged"] = [diverged_text(c) or "—" for c in cell]
     df.index = pd.MultiIndex.from_tuples([(plan.label(m) if m in plan.spec["methods"] else f"{m} (not run)", w)
@@ -316,7 +325,8 @@ def paper_table1(plan: Plan) -> dict:
     columns = [k[:2] for k in configs if k[-1] == pplan.table1_methods()[0]
                and all((*k[:2], m) in done for m in pplan.table1_methods())]
     keys = [k for k in configs if k[:2] in columns]
-    cells = table1(pplan, {k: done[k] for k in keys}, {k: papers.rounds(configs[k], pplan.seeds[0]) for k in keys})
+    cells = table1(pplan, {k: done[k] for k in keys}, {k: [papers.rounds(configs[k], s) for s in pplan.seeds]
+                                                       for k in keys})
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "columns": columns,
             "cells": cells, "made_by": papers.made_by(s for k in keys for s in done[k]) if keys else ""}
 
@@ -539,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.settings["ways"] = [w for w in plan.settings["ways"] if w in args.ways]
     cfgs = table1_configs(plan)
     res = obtain(cfgs, workers=args.workers, desc="Table 1")
-    cells = table1(plan, res, {k: papers.rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
+    cells = table1(plan, res, {k: [papers.rounds(c, s) for s in plan.seeds] for k, c in cfgs.items()})
     paper = report.load_paper("gfpl")["tables"]["table1_mnist"]
     for d in plan.settings["datasets"]:
         print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), {where}, seeds {plan.seeds}; last round, "
