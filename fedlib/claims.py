@@ -155,14 +155,15 @@ def from_summary(label: str, a: tuple, b: tuple) -> Comparison:
 
 # ---------------------------------------------------------------------------------------------- the rule
 
-def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Comparison] = (),
+def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Comparison] | None = (),
             exact: bool = False, construction: str = "") -> tuple[str, str]:
     """The verdict of one claim and why, by the rule of this module's docstring.
 
     ``holds``: the claim's rule on our numbers (``None``: not evaluated). ``tests``: the measured
     differences the claim rests on, each oriented so that a positive margin is what the claim says;
     given, they decide (any decisive counter-margin: not supported; all decisive and positive:
-    supported) and ``holds`` only picks the direction where there are none. ``exact``: the numbers are
+    supported); ``()`` for a claim that rests on no difference (a threshold on a multi-seed measure),
+    ``None`` for a difference whose per-seed values are not at hand (inconclusive). ``exact``: the numbers are
     counts that depend on neither seed nor training length. ``construction``: why the claim is true by
     construction (then it is stated, not counted as evidence).
     """
@@ -178,6 +179,8 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
         return INCONCLUSIVE, f"{profile}-profile evidence only (not the paper protocol or a converged run)"
     if seeds < 2:
         return INCONCLUSIVE, "one seed: no seed spread to judge the margin against"
+    if tests is None:
+        return INCONCLUSIVE, f"{seeds} seeds, but their per-seed values were not at hand to judge the margin"
     if not tests:
         return (SUPPORTED if holds else NOT_SUPPORTED), f"{seeds} seeds"
     against = [t for t in tests if t.decisive and t.margin <= 0]
@@ -190,7 +193,7 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
 
 
 def claim(text: str, source: str, evidence: str, holds: bool | None, profile: str, seeds: int,
-          tests: Sequence[Comparison] = (), note: str = "", exact: bool = False,
+          tests: Sequence[Comparison] | None = (), note: str = "", exact: bool = False,
           construction: str = "") -> Claim:
     """A :class:`Claim` judged by :func:`verdict`; the rule's reason follows ``note``."""
     v, why = verdict(holds, profile, seeds, tests, exact, construction)
@@ -295,3 +298,13 @@ def write(section, claims: list[Claim]) -> pd.DataFrame:
         section.text("**Where ours contradict the paper.**\n\n" + "\n".join(
             f"- {c.claim} ({c.source}): {c.evidence}." + (f" {c.note}." if c.note else "") for c in against))
     return frame
+
+
+def versus_best(name: str, values: dict[str, Sequence[float]], paired: bool = True) -> Comparison:
+    """``name`` against the best other entry of ``values`` (``{label: per-seed values}``, highest mean):
+    the comparison a "best of all" claim rests on."""
+    if name not in values or len(values) < 2:
+        raise ValueError(f"versus_best: need {name!r} and at least one other among {sorted(values)}")
+    mean = {k: float(np.nanmean(v)) for k, v in values.items()}
+    rival = max((k for k in values if k != name), key=mean.get)
+    return compare(f"{name} - {rival}", values[name], values[rival], paired)
