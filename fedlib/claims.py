@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -248,9 +249,10 @@ def mean_curve(curves: Sequence[Sequence[float]]) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------- tables
 
 def table(claims: list[Claim]) -> pd.DataFrame:
-    """The ledger as a table (one row per claim, numbered as in the notebook)."""
+    """The ledger as a table (one row per claim, numbered as in the notebook); ``profile`` is the profile
+    whose runs gave the evidence."""
     frame = pd.DataFrame([dataclasses.asdict(c) for c in claims],
-                         columns=["claim", "source", "evidence", "verdict", "note"])
+                         columns=["claim", "source", "evidence", "profile", "verdict", "note"])
     frame.index = range(1, len(frame) + 1)
     frame.index.name = "#"
     return frame
@@ -308,3 +310,58 @@ def versus_best(name: str, values: dict[str, Sequence[float]], paired: bool = Tr
     mean = {k: float(np.nanmean(v)) for k, v in values.items()}
     rival = max((k for k in values if k != name), key=mean.get)
     return compare(f"{name} - {rival}", values[name], values[rival], paired)
+
+
+_CELL = re.compile(r"(?<!\\)\|")
+_PROFILE = re.compile(r"_profile `([^`]+)`")
+
+
+def section_profile(markdown: str) -> str | None:
+    """The profile a report section's header line states (``_profile `quick` · ...``)."""
+    m = _PROFILE.search(markdown)
+    return m.group(1) if m else None
+
+
+def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
+    """The claims of the ledger table in a report section's markdown (written by :func:`write`) and whether
+    it was written under this rule (it has a ``profile`` column; an earlier section's verdicts came from an
+    older rule). Where a row has no profile, the section's profile stands in, or ``paper`` for a row whose
+    source says "paper protocol"."""
+    lines = markdown.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("**Claims ledger")), None)
+    if start is None:
+        return [], False
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip() and rows:
+            break
+        if line.startswith("|"):
+            rows.append([c.strip().replace("\\|", "|") for c in _CELL.split(line.strip())[1:-1]])
+    if len(rows) < 2:
+        return [], False
+    head = rows[0]
+    col = {name: head.index(name) for name in ("claim", "source", "evidence", "verdict", "note", "profile")
+           if name in head}
+    default = section_profile(markdown) or ""
+    out = []
+    for r in rows[2:]:
+        get = {k: r[i] if i < len(r) else "" for k, i in col.items()}
+        prof = get.get("profile") or ("paper" if "paper protocol" in get["source"] else default)
+        out.append(Claim(get["claim"], get["source"], get["evidence"], get["verdict"], get.get("note", ""), prof))
+    return out, "profile" in col
+
+
+def report_summary(sections: dict[str, str]) -> pd.DataFrame:
+    """The verdict summary table at the top of REPORT.md from the papers' section markdowns
+    (``{name: markdown}``): :func:`summary_table` of each ledger, titled by the section's heading, with the
+    section's profile and whether its ledger was judged by this rule (an older section must be re-rendered)."""
+    ledgers, extra = {}, {}
+    for name, md in sections.items():
+        claims_, current = parse_ledger(md)
+        title = next((line[3:].strip() for line in md.splitlines() if line.startswith("## ")), name)
+        ledgers[title] = claims_
+        extra[title] = (section_profile(md) or "—", "this one" if current else "an earlier one: re-render")
+    frame = summary_table(ledgers)
+    frame.insert(0, "section profile", [extra[t][0] for t in frame.index])
+    frame["verdict rule"] = [extra[t][1] for t in frame.index]
+    return frame
