@@ -297,3 +297,25 @@ def test_other_datasets_take_their_classes_per_client_and_k():
     assert run_id(I.config(plan, "fedic", "pra"), 0) == run_id(I.config(plan, "fedic", "pra", dataset="fmnist"), 0)
     assert I.config(plan, "fedic", "pra")["algorithm"]["K"] == 3
     assert I.main(["--dataset", "mnist"]) == 2
+
+
+def test_cells_label_a_run_that_has_not_plateaued():
+    from fedlib.papers import fedic as I
+
+    plan = I.load_plan("converged")
+
+    def recs(curve):
+        return [{"round": r + 1, "acc": {"acc_head": {"weighted": a / 100}}, "train_seconds": 1.0, "up_params": 1,
+                 "down_params": 1} for r, a in enumerate(curve)]
+
+    summary = {"metrics": {"acc_head": {"best_weighted": 0.9, "last_weighted": 0.9, "best_weighted_round": 10}}}
+    flat = [50, 80, 89, 90, 90, 90, 90, 90, 90, 90]
+    rising = [50, 60, 70, 75, 80, 82, 84, 86, 88, 90]  # the last 2 of 10 rounds add 90 - 86 = 4 points
+    got = I.cells(plan, {"baseline": [summary], "clustering": [summary]},
+                  {"baseline": recs(flat), "clustering": recs(rising)})
+    assert got["baseline"]["plateau"] == ""
+    assert got["clustering"]["plateau"] == "not plateaued (+4.00 in the last 20% of rounds)"
+    note = I.plateau_note(plan, got)
+    assert note.endswith(f"{plan.label('clustering')}: not plateaued (+4.00 in the last 20% of rounds).")
+    assert plan.label("baseline") not in note
+    assert I.plateau_note(plan, {"x": {"best": 1.0}}) == ""

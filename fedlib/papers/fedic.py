@@ -152,8 +152,9 @@ def cost(records: list[dict]) -> dict:
 
 
 def cells(plan: Plan, results: dict, records: dict | None = None) -> dict:
-    """``{key: {"best", "last", "n", "per_seed", "best_round", **cost}}`` of finished runs (``key[-1]`` or
-    ``key`` is the method/variant): accuracies (%) averaged over seeds, cost of the first seed's run."""
+    """``{key: {"best", "last", "n", "per_seed", "best_round", **cost, "plateau"}}`` of finished runs (``key[-1]``
+    or ``key`` is the method/variant): accuracies (%) averaged over seeds; where ``records`` are given, the cost of
+    the first seed's run and ``plateau`` (:func:`fedlib.papers.plateau_text` of the records: "" once plateaued)."""
     out = {}
     for key, runs in results.items():
         m = key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key)
@@ -165,7 +166,20 @@ def cells(plan: Plan, results: dict, records: dict | None = None) -> dict:
                     "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
         if records is not None and key in records:
             out[key].update(cost(records[key]))
+            out[key]["plateau"] = papers.plateau_text(records[key], mt, "weighted")
     return out
+
+
+def plateau_note(plan: Plan, cells_: dict) -> str:
+    """A caption's note naming the runs whose curve had not plateaued (:func:`fedlib.papers.plateau_text`
+    of the records :func:`cells` was given), ``""`` where all had or none was checked."""
+    def name(k):
+        parts = k if isinstance(k, tuple) else (k,)
+        return " ".join([plan.label(parts[-1]), *map(str, parts[:-1])])
+
+    rising = [f"{name(k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau")]
+    return ("Not plateaued (best-so-far accuracy still rising by 0.2 points or more over the last 20% of rounds): "
+            + "; ".join(rising) + ".") if rising else ""
 
 
 def ours_table(plan: Plan, table: dict, stat: str = "best", dataset: str = "fmnist") -> dict:
