@@ -196,5 +196,6 @@ def test_ledger_by_construction_not_tested_and_per_seed_table1():
     quick = {c.claim: c for c in P.ledger(P.load_plan("quick"), {**res, "datasets": ["cifar10"]})}
     assert quick["ProtoNorm beats every baseline, practical split"].verdict == C.INCONCLUSIVE
     assert "CIFAR-10 columns" not in quick and "CIFAR-100 columns" in quick
-    full = quick["Full Ht0 protocol (ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0; all of the data, 300 rounds)"]
+    full = quick["Full Ht0 protocol (ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0; all of the data, "
+                 "300 rounds)"]
     assert full.verdict == C.NOT_TESTED and "ht0_lite, 5% of Fashion-MNIST, 10 rounds" in full.note

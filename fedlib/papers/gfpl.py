@@ -283,7 +283,8 @@ def threshold_values(plan: Plan, results: dict, configs: dict) -> dict[float, tu
 def paper_table2(plan: Plan) -> dict:
     """Table 2 under the ``paper`` profile (the ablation on its dataset, s-hat 1 and 20, every seed) from
     finished runs only (trains nothing): ``{"plan", "found", "total", "acc", "std", "per_seed", "made_by"}`` with
-    ``acc`` / ``std`` (:func:`ablation_values`) and ``per_seed`` (``{key: [accuracy per seed]}``) over the s-hat values whose every variant has finished every seed,
+    ``acc`` / ``std`` (:func:`ablation_values`) and ``per_seed`` (``{key: [accuracy per seed]}``) over the
+    s-hat values whose every variant has finished every seed,
     ``None`` while none has."""
     pplan = _paper_plan(plan)
     configs = ablation_configs(pplan)
@@ -455,7 +456,8 @@ def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> lis
     d0, w0 = ("mnist5k", 4) if ("mnist5k", 4) in cols else cols[0]  # the column of the communication table
     row0 = {k[-1]: c for k, c in traffic.items() if k[:2] == (d0, w0)}
     up_low = row0.get("gfpl", (math.inf,))[0] <= min(c[0] for c in row0.values())
-    out.append(claim("GFPL communicates the fewest parameters (2 x 10^3 per round on MNIST)", f"{source} (Comm. Param.)",
+    out.append(claim("GFPL communicates the fewest parameters (2 x 10^3 per round on MNIST)",
+                     f"{source} (Comm. Param.)",
                      f"{plan.dataset_label(d0)} w{w0}, floats per round summed over clients, up / down: " + ", ".join(
                          f"{plan.label(m)} {u:,.0f} / {dn:,.0f}" for m, (u, dn) in row0.items()),
                      all(lowest) if lowest else None, profile, n_seeds, exact=True,

@@ -453,7 +453,8 @@ def ledger(plan: Plan, res: dict) -> list:
                                                          if sp["fedproto_iid"]["angle"] < 30 else "")))
         out.append(claim("Prototype Alignment spreads the global prototypes evenly", "Fig. 2",
                          f"PA {sp['pa']['angle']:.1f} deg, PA + PU {sp['pa_pu']['angle']:.1f} deg",
-                         min(sp["pa"]["angle"], sp["pa_pu"]["angle"]) >= 55, prof, 1, note="rule: at least 55 of 60 deg",
+                         min(sp["pa"]["angle"], sp["pa_pu"]["angle"]) >= 55, prof, 1,
+                         note="rule: at least 55 of 60 deg",
                          construction="PA is an optimisation that drives the prototypes apart on the sphere"))
         out.append(claim("Alignment plus Upscaling gives the best spiral accuracy", "Figs. 2, 6",
                          ", ".join(f"{k} {v['acc']:.1f}%" for k, v in sp.items()),
@@ -506,7 +507,8 @@ def ledger(plan: Plan, res: dict) -> list:
                 big = [g for g in mg if g >= 1.3]
                 ok = all(mg[g][1] or mg[g][0] < mg[1.0][0] for g in big) if big else None
                 text = f"{plan.label(m)} is sensitive to scaling: gamma >= 1.3 hurts or diverges"
-                evidence = ", ".join(f"gamma {g:g}: {'diverged' if d else f'{a:.2f}'}" for g, (a, d) in sorted(mg.items()))
+                evidence = ", ".join(f"gamma {g:g}: {'diverged' if d else f'{a:.2f}'}"
+                                     for g, (a, d) in sorted(mg.items()))
                 out.append(untested(text, "Table 5", f"no gamma >= 1.3 in this profile ({evidence})") if ok is None
                            else claim(text, "Table 5", evidence, ok, prof, 1, note=caveat))
     its = res.get("pa_iterations")
