@@ -1,45 +1,258 @@
 """Claims ledgers: every claim a paper makes, our evidence (a number and the run that made it)
-and a verdict, so that a reader sees at once what was supported, what not, and what was not
-tested here and why.
+and a verdict, so that a reader sees at once what was supported, what not, what our runs cannot
+decide, and what was not tested here and why.
 
 Each paper study builds its ledger from the numbers its notebook computed
-(``fedlib.papers.<paper>.ledger``); the verdict of each claim comes from an explicit rule on
-our numbers, written next to the claim, never from the paper's numbers.
+(``fedlib.papers.<paper>.ledger``). Every verdict comes from one rule, :func:`verdict`, applied to
+our numbers (never the paper's):
+
+- **supported / not supported** need evidence from the paper protocol or the ``converged`` profile
+  (:data:`DECISIVE_PROFILES`) and, when the claim rests on a measured difference, a margin beyond the
+  seed spread (the larger std over seeds of the two sides, ddof 0 as the tables print it) or an exact
+  test below ``alpha``;
+- **inconclusive**: short-profile evidence only, one seed, or a margin within the seed spread (the
+  note says which);
+- **by construction**: true because of how the method is built (stated, not counted as evidence);
+- **not tested**: the note says why.
+
+Exact counts (floats in a message, a formula checked against the messages) depend on neither the seed
+nor the training length: they are decided as measured, under any profile.
+
+Tests (:func:`compare`): the exact two-sided Mann-Whitney rank-sum test, and where both methods ran on
+the same seeds (so on the same partition per seed) the exact paired sign-flip permutation test of the
+mean difference. :func:`smallest_p` states what a design can reach at best: 3 vs 3 seeds cannot go
+below p = 0.10 unpaired or 0.25 paired, so with 3 seeds only the margin against the spread can decide.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
-SUPPORTED, NOT_SUPPORTED, NOT_TESTED = "supported", "not supported", "not tested"
+SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTED = (
+    "supported", "not supported", "inconclusive", "by construction", "not tested")
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTED)
+DECISIVE_PROFILES = ("paper", "converged")
+ALPHA = 0.05
 
 
 @dataclasses.dataclass
 class Claim:
-    """One claim: what the paper says and where, our evidence, the verdict and why."""
+    """One claim: what the paper says and where, our evidence, the verdict and why, and the profile
+    whose runs gave the evidence (``""`` where no run did)."""
 
     claim: str
     source: str
     evidence: str
     verdict: str
     note: str = ""
+    profile: str = ""
 
 
-def judge(ok: bool | None) -> str:
-    """The verdict of a rule: ``None`` when it could not be evaluated here."""
-    return NOT_TESTED if ok is None else SUPPORTED if ok else NOT_SUPPORTED
+# ---------------------------------------------------------------------------------------------- tests
+
+def smallest_p(n_a: int, n_b: int | None = None, paired: bool = False) -> float:
+    """The smallest two-sided p an exact test can give with these sample sizes: the rank-sum test of
+    ``n_a`` vs ``n_b`` runs reaches at best ``2 / C(n_a + n_b, n_a)`` (3 vs 3: 0.10), the paired sign-flip
+    test of ``n_a`` pairs ``2 / 2**n_a`` (3 pairs: 0.25); 1.0 where a side has fewer than one run."""
+    if paired:
+        return min(1.0, 2.0 / 2 ** n_a) if n_a >= 1 else 1.0
+    if n_b is None:
+        raise ValueError("smallest_p: n_b is required for the unpaired rank-sum test")
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def rank_sum_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Exact two-sided Mann-Whitney rank-sum p of ``a`` against ``b`` (no normal approximation)."""
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue)
+
+
+def paired_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Exact two-sided sign-flip permutation p of the mean of ``a - b`` (pairs share a seed, hence the
+    partition): every one of the ``2**n`` sign patterns is enumerated."""
+    from scipy.stats import permutation_test
+
+    d = np.asarray(a, float) - np.asarray(b, float)
+    if not d.any():
+        return 1.0
+    res = permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
+                           n_resamples=np.inf)
+    return float(res.pvalue)
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """``a`` (the side the claim says is ahead) against ``b``: ``margin = mean(a) - mean(b)`` in
+    points, ``spread`` the larger std over seeds of the two sides (NaN with one seed), ``p`` the exact
+    test's two-sided p (paired when the two sides share their seeds; None with one seed or from
+    summaries only), ``p_min`` the smallest p the design can reach and ``n`` the seeds per side."""
+
+    label: str
+    margin: float
+    spread: float
+    n: int
+    p: float | None = None
+    p_min: float | None = None
+    paired: bool = False
+
+    @property
+    def decisive(self) -> bool:
+        """The margin is beyond the seed spread, or the exact test is below :data:`ALPHA`."""
+        if self.n < 2:
+            return False
+        beyond = not math.isnan(self.spread) and abs(self.margin) > self.spread
+        return beyond or (self.p is not None and self.p < ALPHA)
+
+    def text(self) -> str:
+        """``A - B +0.46 (seed std 2.90, paired exact p 0.25, smallest possible 0.25, n = 3)``."""
+        if self.n < 2:
+            return f"{self.label} {self.margin:+.2f} (one seed)"
+        test = "" if self.p is None else (f", {'paired ' if self.paired else ''}exact p {self.p:.2f}"
+                                          f" (smallest possible {self.p_min:.2f})")
+        return f"{self.label} {self.margin:+.2f} (seed std {self.spread:.2f}{test}, n = {self.n})"
+
+
+def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = True) -> Comparison:
+    """The :class:`Comparison` of per-seed values ``a`` against ``b`` (NaN seeds dropped, pairwise
+    when ``paired``). ``paired`` says that entry i of both lists is the same seed, so the same
+    partition; the paired test is then used, else the rank-sum test."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if paired:
+        if len(a) != len(b):
+            raise ValueError(f"compare({label!r}): paired needs as many values on each side, got {len(a)} and "
+                             f"{len(b)}")
+        keep = ~(np.isnan(a) | np.isnan(b))
+        a, b = a[keep], b[keep]
+    else:
+        a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    n = int(min(len(a), len(b)))
+    if n == 0:
+        raise ValueError(f"compare({label!r}): a side has no finite value")
+    margin = float(a.mean() - b.mean())
+    if n < 2:
+        return Comparison(label, margin, math.nan, n)
+    spread = float(max(a.std(), b.std()))
+    if paired:
+        return Comparison(label, margin, spread, n, paired_p(a, b), smallest_p(n, paired=True), True)
+    return Comparison(label, margin, spread, n, rank_sum_p(a, b), smallest_p(len(a), len(b)))
+
+
+def from_summary(label: str, a: tuple, b: tuple) -> Comparison:
+    """A :class:`Comparison` from ``(mean, std, n)`` of each side, where the per-seed values are not
+    at hand: margin against spread only, no test."""
+    (ma, sa, na), (mb, sb, nb) = a, b
+    n = int(min(na, nb))
+    return Comparison(label, float(ma - mb), float(max(sa, sb)) if n > 1 else math.nan, n)
+
+
+# ---------------------------------------------------------------------------------------------- the rule
+
+def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Comparison] | None = (),
+            exact: bool = False, construction: str = "") -> tuple[str, str]:
+    """The verdict of one claim and why, by the rule of this module's docstring.
+
+    ``holds``: the claim's rule on our numbers (``None``: not evaluated). ``tests``: the measured
+    differences the claim rests on, each oriented so that a positive margin is what the claim says;
+    given, they decide (any decisive counter-margin: not supported; all decisive and positive:
+    supported); ``()`` for a claim that rests on no difference (a threshold on a multi-seed measure),
+    ``None`` for a difference whose per-seed values are not at hand (inconclusive). ``exact``: the numbers are
+    counts that depend on neither seed nor training length. ``construction``: why the claim is true by
+    construction (then it is stated, not counted as evidence).
+    """
+    if holds is None:
+        return NOT_TESTED, ""
+    if construction:
+        if holds:
+            return BY_CONSTRUCTION, f"true by construction: {construction}"
+        return NOT_SUPPORTED, f"expected by construction ({construction}) but not measured so"
+    if exact:
+        return (SUPPORTED if holds else NOT_SUPPORTED), "exact counts: independent of seed and training length"
+    if profile not in DECISIVE_PROFILES:
+        return INCONCLUSIVE, f"{profile}-profile evidence only (not the paper protocol or a converged run)"
+    if seeds < 2:
+        return INCONCLUSIVE, "one seed: no seed spread to judge the margin against"
+    if tests is None:
+        return INCONCLUSIVE, f"{seeds} seeds, but their per-seed values were not at hand to judge the margin"
+    if not tests:
+        return (SUPPORTED if holds else NOT_SUPPORTED), f"{seeds} seeds"
+    against = [t for t in tests if t.decisive and t.margin <= 0]
+    if against:
+        return NOT_SUPPORTED, "beyond the seed spread against the claim: " + "; ".join(t.text() for t in against)
+    within = [t for t in tests if not t.decisive or t.margin <= 0]
+    if within:
+        return INCONCLUSIVE, "margin within the seed spread: " + "; ".join(t.text() for t in within)
+    return SUPPORTED, "beyond the seed spread: " + "; ".join(t.text() for t in tests)
+
+
+def claim(text: str, source: str, evidence: str, holds: bool | None, profile: str, seeds: int,
+          tests: Sequence[Comparison] | None = (), note: str = "", exact: bool = False,
+          construction: str = "") -> Claim:
+    """A :class:`Claim` judged by :func:`verdict`; the rule's reason follows ``note``."""
+    v, why = verdict(holds, profile, seeds, tests, exact, construction)
+    return Claim(text, source, evidence, v, "; ".join(x for x in (note, why) if x), profile)
 
 
 def untested(claim: str, source: str, why: str) -> Claim:
+    """A claim not tested here; ``why`` says why (data not on the machine, not run, ...)."""
+    if not why:
+        raise ValueError(f"untested({claim!r}): say why it was not tested")
     return Claim(claim, source, "—", NOT_TESTED, why)
 
 
+# ---------------------------------------------------------------------------------------------- plateau
+
+def plateau(curve: Sequence[float], window: float = 0.2, tol: float = 0.2) -> tuple[bool, float]:
+    """Has a run's accuracy curve (points, one value per evaluated round) plateaued? ``(plateaued,
+    rise)``: ``rise`` is how much the best-so-far accuracy still gained over the last ``window``
+    fraction of the rounds (at least one round), and the run plateaued when ``rise < tol`` points.
+    NaN rounds (a diverged run) are skipped; a curve of fewer than two finite values has not."""
+    if not 0 < window < 1:
+        raise ValueError(f"plateau: window must be in (0, 1), got {window}")
+    if tol <= 0:
+        raise ValueError(f"plateau: tol must be > 0 points, got {tol}")
+    y = np.asarray(curve, float)
+    y = y[~np.isnan(y)]
+    if len(y) < 2:
+        return False, math.nan
+    best = np.maximum.accumulate(y)
+    tail = max(1, math.ceil(window * len(y)))
+    rise = float(best[-1] - best[-1 - tail])
+    return rise < tol, rise
+
+
+def plateau_text(curve: Sequence[float], window: float = 0.2, tol: float = 0.2) -> str:
+    """``""`` for a curve that plateaued, else ``not plateaued (+0.85 in the last 20% of rounds)``: the
+    label a converged-profile table puts beside a run."""
+    done, rise = plateau(curve, window, tol)
+    if done:
+        return ""
+    return "not plateaued" + ("" if math.isnan(rise) else f" (+{rise:.2f} in the last {window:.0%} of rounds)")
+
+
+def mean_curve(curves: Sequence[Sequence[float]]) -> np.ndarray:
+    """The seed-mean of per-seed curves of equal length (a seed's NaN rounds make that round NaN)."""
+    lengths = {len(c) for c in curves}
+    if len(lengths) != 1:
+        raise ValueError(f"mean_curve: curves of different lengths {sorted(lengths)}")
+    return np.mean(np.asarray(curves, float), axis=0)
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
 def table(claims: list[Claim]) -> pd.DataFrame:
-    """The ledger as a table (one row per claim, numbered as in the notebook)."""
+    """The ledger as a table (one row per claim, numbered as in the notebook); ``profile`` is the profile
+    whose runs gave the evidence."""
     frame = pd.DataFrame([dataclasses.asdict(c) for c in claims],
-                         columns=["claim", "source", "evidence", "verdict", "note"])
+                         columns=["claim", "source", "evidence", "profile", "verdict", "note"])
     frame.index = range(1, len(frame) + 1)
     frame.index.name = "#"
     return frame
@@ -47,23 +260,108 @@ def table(claims: list[Claim]) -> pd.DataFrame:
 
 def counts(claims: list[Claim]) -> dict[str, int]:
     """How many claims got each verdict."""
-    return {v: sum(c.verdict == v for c in claims) for v in (SUPPORTED, NOT_SUPPORTED, NOT_TESTED)}
+    return {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
 
 
 def summary_line(claims: list[Claim]) -> str:
     c = counts(claims)
-    return f"{c[SUPPORTED]} supported, {c[NOT_SUPPORTED]} not supported, {c[NOT_TESTED]} not tested here"
+    return (f"{c[SUPPORTED]} supported, {c[NOT_SUPPORTED]} not supported, {c[INCONCLUSIVE]} inconclusive, "
+            f"{c[BY_CONSTRUCTION]} by construction, {c[NOT_TESTED]} not tested here")
+
+
+def protocols(claims: list[Claim]) -> str:
+    """The profiles behind the decided verdicts (supported / not supported), e.g. ``paper``."""
+    used = dict.fromkeys(c.profile for c in claims if c.verdict in (SUPPORTED, NOT_SUPPORTED) and c.profile)
+    return ", ".join(used) or "—"
+
+
+def summary_table(ledgers: dict[str, list[Claim]]) -> pd.DataFrame:
+    """The verdict summary for the top of REPORT.md: one row per paper (``{title: claims}``), its count
+    per verdict and the profiles behind its decided verdicts."""
+    rows = {title: {**counts(cs), "protocol behind supported / not supported": protocols(cs)}
+            for title, cs in ledgers.items()}
+    frame = pd.DataFrame.from_dict(rows, orient="index",
+                                   columns=[*VERDICTS, "protocol behind supported / not supported"])
+    frame.index.name = "paper"
+    return frame
 
 
 def write(section, claims: list[Claim]) -> pd.DataFrame:
     """Add the ledger to a report section (:class:`fedlib.report.ReportSection`): the table under its
-    summary line, then, in words, every claim our numbers contradict; returns the table."""
+    summary line, then, in words, every claim our numbers contradict; returns the table. The counts go
+    to report.json (``values.verdicts``) for :func:`summary_table`."""
     from fedlib.report import to_markdown
 
     frame = table(claims)
+    section.record(verdicts=counts(claims), verdict_protocols=protocols(claims))
     section.text(f"**Claims ledger ({summary_line(claims)}).**\n\n" + to_markdown(frame))
     against = [c for c in claims if c.verdict == NOT_SUPPORTED]
     if against:
         section.text("**Where ours contradict the paper.**\n\n" + "\n".join(
             f"- {c.claim} ({c.source}): {c.evidence}." + (f" {c.note}." if c.note else "") for c in against))
+    return frame
+
+
+def versus_best(name: str, values: dict[str, Sequence[float]], paired: bool = True) -> Comparison:
+    """``name`` against the best other entry of ``values`` (``{label: per-seed values}``, highest mean):
+    the comparison a "best of all" claim rests on."""
+    if name not in values or len(values) < 2:
+        raise ValueError(f"versus_best: need {name!r} and at least one other among {sorted(values)}")
+    mean = {k: float(np.nanmean(v)) for k, v in values.items()}
+    rival = max((k for k in values if k != name), key=mean.get)
+    return compare(f"{name} - {rival}", values[name], values[rival], paired)
+
+
+_CELL = re.compile(r"(?<!\\)\|")
+_PROFILE = re.compile(r"_profile `([^`]+)`")
+
+
+def section_profile(markdown: str) -> str | None:
+    """The profile a report section's header line states (``_profile `quick` · ...``)."""
+    m = _PROFILE.search(markdown)
+    return m.group(1) if m else None
+
+
+def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
+    """The claims of the ledger table in a report section's markdown (written by :func:`write`) and whether
+    it was written under this rule (it has a ``profile`` column; an earlier section's verdicts came from an
+    older rule). Where a row has no profile, the section's profile stands in, or ``paper`` for a row whose
+    source says "paper protocol"."""
+    lines = markdown.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("**Claims ledger")), None)
+    if start is None:
+        return [], False
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip() and rows:
+            break
+        if line.startswith("|"):
+            rows.append([c.strip().replace("\\|", "|") for c in _CELL.split(line.strip())[1:-1]])
+    if len(rows) < 2:
+        return [], False
+    head = rows[0]
+    col = {name: head.index(name) for name in ("claim", "source", "evidence", "verdict", "note", "profile")
+           if name in head}
+    default = section_profile(markdown) or ""
+    out = []
+    for r in rows[2:]:
+        get = {k: r[i] if i < len(r) else "" for k, i in col.items()}
+        prof = get.get("profile") or ("paper" if "paper protocol" in get["source"] else default)
+        out.append(Claim(get["claim"], get["source"], get["evidence"], get["verdict"], get.get("note", ""), prof))
+    return out, "profile" in col
+
+
+def report_summary(sections: dict[str, str]) -> pd.DataFrame:
+    """The verdict summary table at the top of REPORT.md from the papers' section markdowns
+    (``{name: markdown}``): :func:`summary_table` of each ledger, titled by the section's heading, with the
+    section's profile and whether its ledger was judged by this rule (an older section must be re-rendered)."""
+    ledgers, extra = {}, {}
+    for name, md in sections.items():
+        claims_, current = parse_ledger(md)
+        title = next((line[3:].strip() for line in md.splitlines() if line.startswith("## ")), name)
+        ledgers[title] = claims_
+        extra[title] = (section_profile(md) or "—", "this one" if current else "an earlier one: re-render")
+    frame = summary_table(ledgers)
+    frame.insert(0, "section profile", [extra[t][0] for t in frame.index])
+    frame["verdict rule"] = [extra[t][1] for t in frame.index]
     return frame

@@ -32,6 +32,7 @@ from fedlib.paths import CHECKOUT, git_commit, output_root, results_dir  # noqa:
 
 SCRATCH_PROFILES = ("smoke",)
 DASH = "—"
+NOT_RUN = "not run"
 
 
 def figure_dir(paper: str, profile: str, root: str | Path | None = None, create: bool = True) -> Path:
@@ -125,7 +126,8 @@ def fmt(mean: float, std: float = math.nan, digits: int = 2, sign: bool = False,
 def compare(paper_table: dict, ours: dict, digits: int = 2, scale: float = 1.0,
             names: tuple[str, str] | None = None) -> pd.DataFrame:
     """Paper vs ours, rendered: columns ``paper | ours | diff`` (strings such as ``84.21 ± 3.39``),
-    one line per (row, column) of :func:`compare_numbers`; ``—`` where a side has no value.
+    one line per (row, column) of :func:`compare_numbers`; ``—`` where the paper has no value, ``not run``
+    where ours has none (a paper number never stands beside an empty cell of ours).
 
     The index is (row, column), or just the row when a single column remains. Its names come
     from ``names``, else the table's ``row_name``/``column_name``, else ``row``/``column``.
@@ -133,7 +135,8 @@ def compare(paper_table: dict, ours: dict, digits: int = 2, scale: float = 1.0,
     nums = compare_numbers(paper_table, ours, scale)
     out = pd.DataFrame({
         "paper": [fmt(m, s, digits) for m, s in zip(nums.paper_mean, nums.paper_std, strict=True)],
-        "ours": [fmt(m, s, digits, n=n) for m, s, n in zip(nums.ours_mean, nums.ours_std, nums.ours_n, strict=True)],
+        "ours": [NOT_RUN if math.isnan(m) else fmt(m, s, digits, n=n)
+                 for m, s, n in zip(nums.ours_mean, nums.ours_std, nums.ours_n, strict=True)],
         "diff": [fmt(d, digits=digits, sign=True) for d in nums["diff"]],
     }, index=nums.index)
     names = names or (paper_table.get("row_name", "row"), paper_table.get("column_name", "column"))
@@ -141,6 +144,16 @@ def compare(paper_table: dict, ours: dict, digits: int = 2, scale: float = 1.0,
     if out.index.get_level_values(1).nunique() == 1:
         out.index = out.index.droplevel(1)
     return out
+
+
+def with_n(caption: str | None, ns) -> str | None:
+    """``caption`` with the number of seeds behind ours: ``(ours: n = 3 seeds)``, ``(ours: one seed)`` or
+    ``(ours: n = 1-3 seeds)``; unchanged where no value of ours says its n or the caption already does."""
+    ns = sorted({int(n) for n in ns if n is not None and not math.isnan(n)})
+    if not caption or not ns or "n = " in caption or "n=" in caption:
+        return caption
+    what = "one seed" if ns == [1] else f"n = {ns[0]} seeds" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]} seeds"
+    return f"{caption} (ours: {what})"
 
 
 def short_run(df: pd.DataFrame, profile: str) -> pd.DataFrame:
@@ -209,9 +222,9 @@ class ReportSection:
               **kwargs) -> pd.DataFrame:
         """Add a paper-vs-ours table (see :func:`compare`); its numbers go to report.json under ``key``."""
         rendered = compare(paper_table, ours, **kwargs)
-        caption = caption or paper_table.get("caption")
-        key = key or f"table{len(self.data['tables']) + 1}"
         nums = compare_numbers(paper_table, ours, kwargs.get("scale", 1.0)).reset_index()
+        caption = with_n(caption or paper_table.get("caption"), nums["ours_n"])
+        key = key or f"table{len(self.data['tables']) + 1}"
         self.data["tables"][key] = {"caption": caption, "metric": paper_table.get("metric"),
                                     "rows": _jsonable(nums.to_dict(orient="records"))}
         self.parts.append((f"**{caption}**\n\n" if caption else "") + to_markdown(rendered))

@@ -170,13 +170,26 @@ def _relink(markdown: str, prefix: str) -> str:
 
 
 def assemble(outcomes: list[Outcome], profile: str, root: Path, extra: str = "") -> str:
-    """REPORT.md: header, status table, then every notebook's section in order."""
+    """REPORT.md: header (the run's profile and each section's), status table, the verdict summary of the
+    sections' claims ledgers (:func:`fedlib.claims.report_summary`), then every notebook's section in order."""
+    from fedlib import claims
+    from fedlib.report import to_markdown
+
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    profiles = {o.name: claims.section_profile(o.section or "") or "—" for o in outcomes}
     lines = ["# Reproduction report", "",
-             f"Profile `{profile}`, {stamp}, commit {git_commit()}.{extra}", "",
-             "| notebook | status | minutes |", "|---|---|---:|"]
+             f"Run with profile `{profile}`, {stamp}, commit {git_commit()}.{extra} Sections: "
+             + ", ".join(f"{name} `{p}`" for name, p in profiles.items()) + ".", "",
+             "| notebook | status | minutes | section profile |", "|---|---|---:|---|"]
     for o in outcomes:
-        lines.append(f"| {o.name} | {o.status} | {'—' if o.minutes is None else f'{o.minutes:.1f}'} |")
+        lines.append(f"| {o.name} | {o.status} | {'—' if o.minutes is None else f'{o.minutes:.1f}'} | "
+                     f"{profiles[o.name]} |")
+    ledgers = {o.name: o.section for o in outcomes if o.section and "**Claims ledger" in o.section}
+    if ledgers:
+        lines += ["", "**Verdicts per paper** (one rule for every ledger, `fedlib.claims.verdict`: supported / not "
+                  "supported need the paper protocol or the converged profile and a margin beyond the seed spread "
+                  "or an exact test; short-profile, one-seed and within-spread evidence is inconclusive).", "",
+                  to_markdown(claims.report_summary(ledgers))]
     prefix = os.path.relpath(root, report_path(profile, root).parent)
     for o in outcomes:
         lines.append("")

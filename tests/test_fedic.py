@@ -223,49 +223,62 @@ def test_study_configs_follow_pfllib_and_the_profile():
 
 
 def test_ledger_verdicts_follow_the_numbers():
-    from fedlib.claims import NOT_SUPPORTED, SUPPORTED
+    from fedlib.claims import BY_CONSTRUCTION, INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
     from fedlib.papers import fedic as I
 
-    plan = I.load_plan("quick")
+    quick, conv = I.load_plan("quick"), I.load_plan("converged")
 
-    def cell(best, **kw):
-        return {"best": best, "last": best, "n": 1, "best_std": 0.0, "per_seed": [best], "best_round": 1, **kw}
+    def cell(*seeds, **kw):
+        return {"best": float(np.mean(seeds)), "last": float(np.mean(seeds)), "n": len(seeds),
+                "best_std": float(np.std(seeds)), "per_seed": list(seeds), "best_round": 1, **kw}
 
     t1 = {("pra", "fedic"): cell(90.0, seconds=2.0, megabytes=10.0), ("pra", "fedpac"): cell(91.0, seconds=2.5,
                                                                                               megabytes=11.0)}
     ks = {1: cell(88.0), 3: cell(90.0), 5: cell(89.0)}
     ab = {"baseline": cell(1.0), "clustering": cell(2.0), "collaboration": cell(3.0), "fedic": cell(4.0)}
-    out = {c.claim: c.verdict for c in I.ledger(plan, {"table1": t1, "k": ks, "ablation": ab,
-                                                        "bias": {"global": 2.0, "cluster": 1.0}})}
-    assert out["FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"] == NOT_SUPPORTED
-    assert out["An intermediate K is best (K = 3 on Fashion-MNIST)"] == SUPPORTED
-    assert out["baseline < + clustering < + collaboration < both"] == SUPPORTED
-    assert out["Clustering reduces the prototype aggregation bias"] == SUPPORTED
-    ab["clustering"] = cell(5.0)
-    out = {c.claim: c.verdict for c in I.ledger(plan, {"ablation": ab})}
-    assert out["baseline < + clustering < + collaboration < both"] == NOT_SUPPORTED
+    got = {c.claim: c for c in I.ledger(quick, {"table1": t1, "k": ks, "ablation": ab,
+                                                 "bias": {"global": 2.0, "cluster": 1.0}})}
+    # one seed of the quick profile: every accuracy claim is inconclusive, whichever way it points
+    assert got["FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"].verdict == INCONCLUSIVE
+    assert got["An intermediate K is best (K = 3 on Fashion-MNIST)"].verdict == INCONCLUSIVE
+    assert got["baseline < + clustering < + collaboration < both"].verdict == INCONCLUSIVE
+    bias = got["Clustering reduces the prototype aggregation bias"]
+    assert bias.verdict == BY_CONSTRUCTION and "true by construction: for K > 1" in bias.note
+    # the converged profile, three seeds: the margins against the seed spread decide
+    t1 = {("pra", "fedic"): cell(82.0, 82.5, 81.9), ("pra", "fedpac"): cell(81.6, 81.4, 82.4)}   # +0.33, std 0.43
+    ks = {1: cell(80.0, 80.2, 79.8), 3: cell(85.0, 85.1, 84.9), 5: cell(82.0, 82.1, 81.9)}
+    ab = {"baseline": cell(1.0, 1.1, 0.9), "clustering": cell(2.0, 2.1, 1.9), "collaboration": cell(3.0, 3.1, 2.9),
+          "fedic": cell(2.5, 2.6, 2.4)}
+    got = {c.claim: c for c in I.ledger(conv, {"table1": t1, "k": ks, "ablation": ab})}
+    pra = got["FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"]
+    assert pra.verdict == INCONCLUSIVE and "margin within the seed spread: FedIC - FedPAC +0.33" in pra.note
+    assert got["An intermediate K is best (K = 3 on Fashion-MNIST)"].verdict == SUPPORTED  # K 3 - K 5 +3.00
+    order = got["baseline < + clustering < + collaboration < both"]
+    assert order.verdict == NOT_SUPPORTED and "FedIC - + collaboration -0.50" in order.note
 
 
 def test_sweep_claims_and_the_written_ledger():
     from fedlib import claims as C
     from fedlib.papers import fedic as I
 
-    plan = I.load_plan("quick")
+    plan = I.load_plan("converged")
 
-    def cell(best):
-        return {"best": best, "last": best, "n": 1, "best_std": 0.0, "per_seed": [best], "best_round": 1}
+    def cell(*seeds):
+        return {"best": float(np.mean(seeds)), "last": float(np.mean(seeds)), "n": len(seeds),
+                "best_std": float(np.std(seeds)), "per_seed": list(seeds), "best_round": 1}
 
-    scale = {(20, "fedic"): cell(90.0), (20, "fedpac"): cell(89.0), (40, "fedic"): cell(80.0),
-             (40, "fedpac"): cell(81.0)}
-    alphas = {(0.1, "fedic"): cell(90.0)}
+    scale = {(20, "fedic"): cell(90.0, 90.5, 89.5), (20, "fedpac"): cell(88.0, 88.5, 87.5),
+             (40, "fedic"): cell(80.0, 80.5, 79.5), (40, "fedpac"): cell(82.0, 82.5, 81.5)}
+    alphas = {(0.1, "fedic"): cell(90.0, 90.0, 90.0)}
     got = {c.claim: c for c in I.ledger(plan, {"scale": scale, "alphas": alphas})}
-    assert got["FedIC stays best with 40 and 60 clients"].verdict == C.NOT_SUPPORTED      # loses at 40
-    assert "40 clients: FedIC 80.00, FedPAC 81.00" in got["FedIC stays best with 40 and 60 clients"].evidence
+    assert got["FedIC stays best with 40 and 60 clients"].verdict == C.NOT_SUPPORTED      # 2 points behind at 40
+    assert "40 clients: FedIC 80.00, FedPAC 82.00" in got["FedIC stays best with 40 and 60 clients"].evidence
     assert got["FedIC is best at every Dirichlet concentration"].verdict == C.NOT_TESTED  # nobody to beat
-    texts = []
-    frame = C.write(types.SimpleNamespace(text=texts.append), list(got.values()))
+    texts, values = [], {}
+    frame = C.write(types.SimpleNamespace(text=texts.append, record=values.update), list(got.values()))
     assert len(frame) == len(got) and "Where ours contradict the paper" in texts[1]
     assert "FedIC stays best with 40 and 60 clients (Table 3)" in texts[1]
+    assert values["verdicts"]["not supported"] == 1 and values["verdict_protocols"] == "converged"
 
 
 def test_other_datasets_take_their_classes_per_client_and_k():
@@ -284,3 +297,25 @@ def test_other_datasets_take_their_classes_per_client_and_k():
     assert run_id(I.config(plan, "fedic", "pra"), 0) == run_id(I.config(plan, "fedic", "pra", dataset="fmnist"), 0)
     assert I.config(plan, "fedic", "pra")["algorithm"]["K"] == 3
     assert I.main(["--dataset", "mnist"]) == 2
+
+
+def test_cells_label_a_run_that_has_not_plateaued():
+    from fedlib.papers import fedic as I
+
+    plan = I.load_plan("converged")
+
+    def recs(curve):
+        return [{"round": r + 1, "acc": {"acc_head": {"weighted": a / 100}}, "train_seconds": 1.0, "up_params": 1,
+                 "down_params": 1} for r, a in enumerate(curve)]
+
+    summary = {"metrics": {"acc_head": {"best_weighted": 0.9, "last_weighted": 0.9, "best_weighted_round": 10}}}
+    flat = [50, 80, 89, 90, 90, 90, 90, 90, 90, 90]
+    rising = [50, 60, 70, 75, 80, 82, 84, 86, 88, 90]  # the last 2 of 10 rounds add 90 - 86 = 4 points
+    got = I.cells(plan, {"baseline": [summary], "clustering": [summary]},
+                  {"baseline": recs(flat), "clustering": recs(rising)})
+    assert got["baseline"]["plateau"] == ""
+    assert got["clustering"]["plateau"] == "not plateaued (+4.00 in the last 20% of rounds)"
+    note = I.plateau_note(plan, got)
+    assert note.endswith(f"{plan.label('clustering')}: not plateaued (+4.00 in the last 20% of rounds).")
+    assert plan.label("baseline") not in note
+    assert I.plateau_note(plan, {"x": {"best": 1.0}}) == ""

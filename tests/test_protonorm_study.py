@@ -73,6 +73,7 @@ def test_score_is_the_best_round_of_the_pooled_accuracy_under_the_methods_rule()
             {"metrics": {"acc_proto": {"best_weighted": 0.9, "best_weighted_round": 7, "best_round": 6}}}]
     s = P.score(plan, "protonorm", sums)
     assert s["mean"] == pytest.approx(85.0) and s["std"] == pytest.approx(5.0) and s["best_rounds"] == [3, 7]
+    assert s["per_seed"] == pytest.approx([80.0, 90.0])
 
 
 def test_margins_by_hand():
@@ -161,3 +162,40 @@ def test_code_protocol_changes_only_the_split_redraw_and_the_batch_order():
     assert all(run_id(c, plan.seeds[0]) in jobs for c in cp.values())
     assert all(c["partition"]["min_size"] == 1 for c in P.code_protocol_configs(P.load_plan("paper")).values())
     assert P.code_protocol_configs(P.load_plan("smoke"))   # valid at 1% of the data
+
+
+def test_ledger_by_construction_not_tested_and_per_seed_table1():
+    """PA's geometry and the message sizes hold by construction; every dataset and the full Ht0 protocol not run
+    are listed; Table 1 is judged per seed under the paper protocol and inconclusive under quick."""
+    from fedlib import claims as C
+
+    def row(*seeds):
+        return {"mean": float(np.mean(seeds)), "std": float(np.std(seeds)), "n": len(seeds), "per_seed": list(seeds)}
+
+    hist = np.array([[0.19, 0.40], [1.44, 1.4905]])
+    res = {"table1": {"practical": {"protonorm": row(88.5, 88.6, 88.4), "feddistill": row(89.2, 89.3, 89.1),
+                                    "fedproto": row(43.0, 44.0, 43.6), "fedtgp": row(86.9, 87.0, 86.8)}},
+           "pa_phase": (hist, 10), "margins": {"fedproto": 0.44, "protonorm": 0.99},
+           "comm": {"fedproto": (141_824, 141_824), "protonorm": (141_824, 141_824)},
+           "spiral": {"fedproto_iid": {"angle": 7.2, "acc": 61.0}, "fedproto_noniid": {"angle": 1.1, "acc": 98.8},
+                      "pa": {"angle": 59.9, "acc": 99.2}, "pa_pu": {"angle": 60.0, "acc": 99.9}}}
+    paper = {c.claim: c for c in P.ledger(P.load_plan("paper"), res)}
+    beats = paper["ProtoNorm beats every baseline, practical split"]
+    assert beats.verdict == C.NOT_SUPPORTED  # -0.70 against a seed std of 0.08
+    assert "ProtoNorm (lambda 1, paper) 88.50 ± 0.08 vs best baseline FedDistill 89.20 ± 0.08" in beats.evidence
+    assert paper["ProtoNorm beats the prototype methods FedProto and FedTGP, practical split"].verdict == C.SUPPORTED
+    for text in ("Prototype Alignment spreads the global prototypes evenly",
+                 "One PA phase drives the prototypes to the simplex (evenly spread) distance",
+                 "ProtoNorm's global prototypes have the most uniform margins",
+                 "PBFL methods send (K_i + K) x d floats per client and round"):
+        assert paper[text].verdict == C.BY_CONSTRUCTION, text
+    assert paper["Under non-IID clients FedProto's global prototypes collapse towards each other"].verdict == \
+        C.INCONCLUSIVE  # the spiral runs one seed
+    untested = {c.claim: c.note for c in paper.values() if c.verdict == C.NOT_TESTED}
+    assert set(untested) == {"CIFAR-10 columns", "CIFAR-100 columns", "Flowers102 columns", "TinyImageNet columns"}
+    quick = {c.claim: c for c in P.ledger(P.load_plan("quick"), {**res, "datasets": ["cifar10"]})}
+    assert quick["ProtoNorm beats every baseline, practical split"].verdict == C.INCONCLUSIVE
+    assert "CIFAR-10 columns" not in quick and "CIFAR-100 columns" in quick
+    full = quick["Full Ht0 protocol (ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0; all of the data, "
+                 "300 rounds)"]
+    assert full.verdict == C.NOT_TESTED and "ht0_lite, 5% of Fashion-MNIST, 10 rounds" in full.note

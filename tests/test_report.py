@@ -56,7 +56,7 @@ def test_to_markdown_table():
     assert lines[0] == "| method | paper | ours | diff |"
     assert lines[1] == "|---|---:|---:|---:|"
     assert lines[2] == "| fedavg | 84.21 ± 3.39 | 85.00 ± 1.00 | +0.79 |"
-    assert lines[3] == "| fedproto | 93.07 ± 0.56 | — | — |"
+    assert lines[3] == "| fedproto | 93.07 ± 0.56 | not run | — |"  # never a paper number beside an empty cell
 
 
 def test_to_markdown_prints_a_missing_number_as_a_dash():
@@ -120,3 +120,14 @@ def test_report_section_writes_markdown_json_and_figure(root):
     assert data["tables"]["table3"]["rows"][1]["ours_mean"] is None  # NaN -> null
     assert data["values"] == {"rounds": 2} and data["profile"] == "smoke"
     assert data["figures"] == [{"caption": "A curve", "path": "results/smoke/figures/toy/curve.png"}]
+
+
+def test_captions_say_n_and_a_missing_ours_says_not_run():
+    assert report.with_n("Table III", [3.0, 3.0, float("nan")]) == "Table III (ours: n = 3 seeds)"
+    assert report.with_n("Table VI", [1.0]) == "Table VI (ours: one seed)"
+    assert report.with_n("Sweep", [1.0, 3.0]) == "Sweep (ours: n = 1-3 seeds)"
+    assert report.with_n("Table 1 (n = 3)", [3.0]) == "Table 1 (n = 3)"  # already says it
+    assert report.with_n("No n", [float("nan")]) == "No n" and report.with_n(None, [3.0]) is None
+    df = report.compare(PAPER, {"fedavg": {"fmnist": [85.0, 1.0, 3]}})
+    assert df.loc["fedproto"].tolist() == ["93.07 ± 0.56", "not run", "—"]
+    assert df.loc["fedavg", "ours"] == "85.00 ± 1.00"

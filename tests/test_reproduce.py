@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import types
 import re
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def test_report_has_both_sections_and_the_failure(smoke_run):
     _, root, _ = smoke_run
     assert not (root / "REPORT.md").exists()  # smoke writes to the scratch folder
     text = (root / "results" / "smoke" / "REPORT.md").read_text()
-    assert text.startswith("# Reproduction report") and "Profile `smoke`" in text
+    assert text.startswith("# Reproduction report") and "Run with profile `smoke`" in text
     assert re.search(r"\| bad \| FAILED \| \d+\.\d \|", text) and re.search(r"\| good \| ok \| \d+\.\d \|", text)
     assert text.index("## bad: FAILED") < text.index("## Good fixture")
     assert "ValueError: boom under smoke" in text
@@ -97,12 +98,32 @@ def test_assemble_keeps_earlier_sections_and_relinks(tmp_path):
     outcomes = [Outcome("a", "not run", None, None, section=section),
                 Outcome("b", "ok", 0.5, "results/executed/smoke/b.ipynb")]
     text = assemble(outcomes, "smoke", tmp_path)
-    assert "| a | not run | — |" in text and "| b | ok | 0.5 |" in text
+    assert "| a | not run | — | — |" in text and "| b | ok | 0.5 | — |" in text
     assert "## Paper A\n\n_Not run this time; section from an earlier run._" in text
     assert "](../../results/smoke/figures/a/x.png)" in text and "](https://example.org)" in text
     assert "Ran without writing a report section" in text
     quick = assemble(outcomes, "quick", tmp_path)  # REPORT.md at the root: links stay as written
     assert "](results/smoke/figures/a/x.png)" in quick
+
+
+def test_assemble_states_each_sections_profile_and_the_verdict_summary(tmp_path):
+    from fedlib import claims as C
+
+    texts = []
+    ledger = [C.claim("A wins", "Table 1", "A 91.00 vs B 81.00", True, "paper", 3),
+              C.claim("A wins, short", "Table 1", "A 90.00", True, "quick", 1),
+              C.claim("Sizes", "Supp.", "x", True, "paper", 1, construction="fixed by the model")]
+    C.write(types.SimpleNamespace(text=texts.append, record=lambda **kw: None), ledger)
+    new = "## Paper A (2025)\n\n_profile `quick` · commit abc_\n\n" + "\n\n".join(texts) + "\n"
+    old = ("## Paper B\n\n_profile `paper` · commit def_\n\n**Claims ledger (1 supported).**\n\n"
+           "| # | claim | source | evidence | verdict | note |\n|---|---:|---:|---:|---:|---:|\n"
+           "| 1 | B wins | Table 2, paper protocol | B 1 | supported |  |\n")
+    text = assemble([Outcome("a", "ok", 1.0, "x", section=new), Outcome("b", "not run", None, None, section=old)],
+                    "quick", tmp_path)
+    assert "Sections: a `quick`, b `paper`." in text.splitlines()[2]
+    assert "| a | ok | 1.0 | quick |" in text and "| b | not run | — | paper |" in text
+    assert ("| Paper A (2025) | quick | 1 | 0 | 1 | 1 | 0 | paper | this one |") in text
+    assert ("| Paper B | paper | 1 | 0 | 0 | 0 | 0 | paper | an earlier one: re-render |") in text
 
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb")),

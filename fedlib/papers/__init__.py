@@ -151,6 +151,17 @@ def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
     return sorted(unique.values(), key=lambda job: cost(job[0]), reverse=True)
 
 
+def plateau_text(records: list[dict] | list[list[dict]], metric: str, stat: str = "mean") -> str:
+    """``""`` where a run's accuracy curve (``acc[metric][stat]`` per evaluated round, in %) has plateaued by
+    :func:`fedlib.claims.plateau`, else ``not plateaued (+x.xx in the last 20% of rounds)``. Given every
+    seed's records, the seed-mean curve is judged."""
+    from fedlib import claims
+
+    runs = records if records and isinstance(records[0], list) else [records]
+    curves = [[100 * r["acc"][metric][stat] for r in recs if "acc" in r] for recs in runs]
+    return claims.plateau_text(claims.mean_curve(curves))
+
+
 def not_run_text(what: str, found: int, total: int, command: str) -> str:
     """What a short profile's report says of a paper-protocol table none of whose parts has finished: how many
     of its runs have, and the command that makes them."""

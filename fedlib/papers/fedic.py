@@ -152,8 +152,9 @@ def cost(records: list[dict]) -> dict:
 
 
 def cells(plan: Plan, results: dict, records: dict | None = None) -> dict:
-    """``{key: {"best", "last", "n", "per_seed", "best_round", **cost}}`` of finished runs (``key[-1]`` or
-    ``key`` is the method/variant): accuracies (%) averaged over seeds, cost of the first seed's run."""
+    """``{key: {"best", "last", "n", "per_seed", "best_round", **cost, "plateau"}}`` of finished runs (``key[-1]``
+    or ``key`` is the method/variant): accuracies (%) averaged over seeds; where ``records`` are given, the cost of
+    the first seed's run and ``plateau`` (:func:`fedlib.papers.plateau_text` of the records: "" once plateaued)."""
     out = {}
     for key, runs in results.items():
         m = key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key)
@@ -165,7 +166,20 @@ def cells(plan: Plan, results: dict, records: dict | None = None) -> dict:
                     "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
         if records is not None and key in records:
             out[key].update(cost(records[key]))
+            out[key]["plateau"] = papers.plateau_text(records[key], mt, "weighted")
     return out
+
+
+def plateau_note(plan: Plan, cells_: dict) -> str:
+    """A caption's note naming the runs whose curve had not plateaued (:func:`fedlib.papers.plateau_text`
+    of the records :func:`cells` was given), ``""`` where all had or none was checked."""
+    def name(k):
+        parts = k if isinstance(k, tuple) else (k,)
+        return " ".join([plan.label(parts[-1]), *map(str, parts[:-1])])
+
+    rising = [f"{name(k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau")]
+    return ("Not plateaued (best-so-far accuracy still rising by 0.2 points or more over the last 20% of rounds): "
+            + "; ".join(rising) + ".") if rising else ""
 
 
 def ours_table(plan: Plan, table: dict, stat: str = "best", dataset: str = "fmnist") -> dict:
@@ -194,53 +208,72 @@ def prototype_distances(state, cls: int = 0) -> tuple[np.ndarray, list[int]]:
     return np.clip(1 - unit @ unit.T, 0, 2), ids
 
 
-def _sweep_claim(plan: Plan, cells_: dict, claim: str, source: str, name: str, enough, note: str):
+def _vs_best(plan: Plan, row: dict, name: str) -> list:
+    """``name`` against the best other entry of ``row`` (``{key: cell}``) per seed, paired (the methods share
+    each seed's partition); ``[]`` with one seed."""
+    from fedlib.claims import versus_best
+
+    if min(c["n"] for c in row.values()) < 2:
+        return []
+    return [versus_best(plan.label(name), {plan.label(k): c["per_seed"] for k, c in row.items()})]
+
+
+def _sweep_claim(plan: Plan, cells_: dict, claim_: str, source: str, name: str, enough, note: str):
     """"FedIC is best at every value" of a sweep ``{(value, method): cell}``; not tested when the profile's
     values are not ``enough`` or FedIC has nobody to beat."""
-    from fedlib.claims import Claim, judge, untested
+    from fedlib.claims import claim, untested
 
     keys = sorted({k[0] for k in cells_})
-    wins = [cells_[(v, "fedic")]["best"] >= max(c["best"] for (vv, m), c in cells_.items() if vv == v and m != "fedic")
-            for v in keys if (v, "fedic") in cells_ and len([k for k in cells_ if k[0] == v]) > 1]
-    if not wins or not enough(keys):
-        return untested(claim, source, f"the profile runs {', '.join(name.format(v) for v in keys)} with "
+    rows = {v: {m: c for (vv, m), c in cells_.items() if vv == v} for v in keys}
+    rows = {v: r for v, r in rows.items() if "fedic" in r and len(r) > 1}
+    if not rows or not enough(keys):
+        return untested(claim_, source, f"the profile runs {', '.join(name.format(v) for v in keys)} with "
                         + ", ".join(plan.sweep_methods()))
+    wins = [r["fedic"]["best"] >= max(c["best"] for m, c in r.items() if m != "fedic") for r in rows.values()]
     evidence = "; ".join(name.format(v) + ": " + ", ".join(f"{plan.label(m)} {c['best']:.2f}"
                                                            for (vv, m), c in cells_.items() if vv == v) for v in keys)
-    return Claim(claim, source, evidence, judge(all(wins)), note + "; methods: " + ", ".join(plan.sweep_methods()))
+    n = min(c["n"] for r in rows.values() for c in r.values())
+    tests = [t for r in rows.values() for t in _vs_best(plan, r, "fedic")]
+    return claim(claim_, source, evidence, all(wins), plan.profile, n, tests,
+                 note + "; methods: " + ", ".join(plan.sweep_methods()))
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """FedIC's claims with our evidence and a verdict each (:mod:`fedlib.claims`).
+    """FedIC's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
 
     ``res`` (each key optional): ``table1`` (:func:`cells` of Table 1), ``k`` (``{K: cell}``), ``ablation``
     (``{variant: cell}``), ``scale`` (``{(clients, method): cell}``), ``alphas`` (``{(alpha, method): cell}``),
-    ``bias`` (``{"global": x, "cluster": y}`` from FedIC's last round)."""
-    from fedlib.claims import Claim, judge, untested
+    ``bias`` (``{"global": x, "cluster": y}`` from FedIC's last round). Accuracy claims compare per seed, paired
+    (every method and variant runs on the same seeds, so the same partitions); claim "clustering reduces the
+    aggregation bias" holds by construction."""
+    from fedlib.claims import claim, compare, untested
 
-    caveat = plan.setting() + ("" if plan.profile == "paper" else "; not converged (the paper: 800 rounds)")
+    prof = plan.profile
+    caveat = plan.setting() + ("" if prof in ("paper", "converged") else "; not converged (the paper: 800 rounds)")
     out = []
     t1 = res.get("table1")
     if t1 and any(k[-1] == "fedic" for k in t1):
         for p in plan.settings["partitions"]:
-            row = {k[-1]: v["best"] for k, v in t1.items() if k[0] == p}
+            row = {k[-1]: v for k, v in t1.items() if k[0] == p}
             if "fedic" not in row or len(row) < 2:
                 continue
-            best = max((m for m in row if m != "fedic"), key=row.get)
-            out.append(Claim(f"FedIC beats every baseline on Fashion-MNIST {plan.partition_label(p)}", "Table 1",
-                             f"FedIC {row['fedic']:.2f} vs best baseline {plan.label(best)} {row[best]:.2f} "
-                             f"(best round, sample-weighted)", judge(row["fedic"] > row[best]), caveat))
+            best = max((m for m in row if m != "fedic"), key=lambda m: row[m]["best"])
+            out.append(claim(f"FedIC beats every baseline on Fashion-MNIST {plan.partition_label(p)}", "Table 1",
+                             f"FedIC {row['fedic']['best']:.2f} vs best baseline {plan.label(best)} "
+                             f"{row[best]['best']:.2f} (best round, sample-weighted)",
+                             row["fedic"]["best"] > row[best]["best"], prof, row["fedic"]["n"],
+                             _vs_best(plan, row, "fedic"), caveat))
         for p in plan.settings["partitions"]:
             if (p, "fedpac") in t1 and (p, "fedic") in t1:
                 a, b = t1[(p, "fedic")], t1[(p, "fedpac")]
                 if "seconds" in a and "seconds" in b:
-                    out.append(Claim("FedIC's round costs at most moderately more time than FedPAC's (the "
+                    out.append(claim("FedIC's round costs at most moderately more time than FedPAC's (the "
                                      "paper: 1.13x) and FedIC communicates less", "Table 1 (cost columns)",
                                      f"{plan.partition_label(p)}: {a['seconds']:.2f} vs {b['seconds']:.2f} s per "
                                      f"round ({a['seconds'] / b['seconds']:.2f}x, this machine); "
                                      f"{a['megabytes']:.2f} vs {b['megabytes']:.2f} MB per round",
-                                     judge(a["megabytes"] < b["megabytes"] and a["seconds"] < 1.5 * b["seconds"]),
-                                     "rule: less traffic and under 1.5x the time; timings from one CPU run; "
+                                     a["megabytes"] < b["megabytes"] and a["seconds"] < 1.5 * b["seconds"], prof, 1,
+                                     note="rule: less traffic and under 1.5x the time; timings from one CPU run; "
                                      "FedPAC computes its statistics twice (before and after training), "
                                      "FedIC once (docs/fedic.md, decision 5)"))
                     break
@@ -250,17 +283,25 @@ def ledger(plan: Plan, res: dict) -> list:
     if ks and len(ks) >= 3:
         accs = {k: c["best"] for k, c in ks.items()}
         best = max(accs, key=accs.get)
-        out.append(Claim("An intermediate K is best (K = 3 on Fashion-MNIST)", "Fig. 2",
-                         ", ".join(f"K {k}: {a:.2f}" for k, a in sorted(accs.items())),
-                         judge(min(accs) < best < max(accs)), caveat + "; Pra, one seed" * (len(plan.seeds) == 1)))
+        inner = max((k for k in ks if min(ks) < k < max(ks)), key=accs.get)
+        outer = max((min(ks), max(ks)), key=accs.get)
+        n = min(c["n"] for c in ks.values())
+        tests = [compare(f"K {inner} - K {outer}", ks[inner]["per_seed"], ks[outer]["per_seed"])] if n > 1 else ()
+        out.append(claim("An intermediate K is best (K = 3 on Fashion-MNIST)", "Fig. 2",
+                         ", ".join(f"K {k}: {a:.2f}" for k, a in sorted(accs.items())), min(accs) < best < max(accs),
+                         prof, n, tests, caveat + "; Pra"))
     elif ks:
         out.append(untested("An intermediate K is best", "Fig. 2", f"the profile runs K = {sorted(ks)}"))
     ab = res.get("ablation")
     if ab and len(ab) == 4:
         a = {v: c["best"] for v, c in ab.items()}
-        order = a["baseline"] < a["clustering"] < a["collaboration"] < a["fedic"]
-        out.append(Claim("baseline < + clustering < + collaboration < both", "Fig. 4",
-                         ", ".join(f"{plan.label(v)} {x:.2f}" for v, x in a.items()), judge(order),
+        steps = ("baseline", "clustering", "collaboration", "fedic")
+        n = min(c["n"] for c in ab.values())
+        tests = [compare(f"{plan.label(hi)} - {plan.label(lo)}", ab[hi]["per_seed"], ab[lo]["per_seed"])
+                 for lo, hi in zip(steps, steps[1:], strict=False)] if n > 1 else ()
+        out.append(claim("baseline < + clustering < + collaboration < both", "Fig. 4",
+                         ", ".join(f"{plan.label(v)} {x:.2f}" for v, x in a.items()),
+                         all(a[lo] < a[hi] for lo, hi in zip(steps, steps[1:], strict=False)), prof, n, tests,
                          caveat + "; the paper's ablation is on CIFAR-100, ours on Fashion-MNIST Pra"))
     sweeps = (("scale", "FedIC stays best with 40 and 60 clients", "Table 3", "{} clients",
                lambda keys: max(keys) > 20, "the paper's table is CIFAR, ours Fashion-MNIST "
@@ -268,17 +309,18 @@ def ledger(plan: Plan, res: dict) -> list:
               ("alphas", "FedIC is best at every Dirichlet concentration", "Table 4", "alpha {:g}",
                lambda keys: len(keys) > 1, "alpha 0.01 cannot give 20 clients 40 samples each on 10 classes "
                "(PFLlib's resampling never ends): 0.05 instead"))
-    for key, claim, source, name, enough, note in sweeps:
+    for key, claim_, source, name, enough, note in sweeps:
         cells_ = res.get(key)
         if cells_:
-            out.append(_sweep_claim(plan, cells_, claim, source, name, enough, f"{caveat}; {note}"))
+            out.append(_sweep_claim(plan, cells_, claim_, source, name, enough, f"{caveat}; {note}"))
     bias = res.get("bias")
     if bias:
-        out.append(Claim("Clustering reduces the prototype aggregation bias", "Eqs. 4-5, Fig. 3a",
+        out.append(claim("Clustering reduces the prototype aggregation bias", "Eqs. 4-5, Fig. 3a",
                          f"mean distance of a client's prototype to its anchor: cluster {bias['cluster']:.3f} vs "
-                         f"global {bias['global']:.3f}", judge(bias["cluster"] < bias["global"]),
-                         caveat + "; FedIC's last round, Pra. Holds by construction for K > 1 (a client's "
-                         "prototype is in its own group); whether accuracy follows is Fig. 4's question"))
+                         f"global {bias['global']:.3f}", bias["cluster"] < bias["global"], prof, 1,
+                         note=caveat + "; FedIC's last round, Pra; whether accuracy follows is Fig. 4's question",
+                         construction="for K > 1 a client's prototype lies in its own group, so its group's anchor "
+                         "is nearer than the mean over all groups"))
     out.append(untested("CIFAR-10, CIFAR-100 and TinyImageNet columns; ResNet backbones", "Tables 1-5",
                         "the data are not on this machine"))
     return out

@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from fedlib import papers, results
+from fedlib import claims, papers, results
 from fedlib.config import apply_overrides, validate
 from fedlib.runner import load_rounds, run_configs
 from fedlib.validation import ConfigError
@@ -147,16 +147,20 @@ def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> floa
     return 100.0 * summary["metrics"][plan.metric(method)][stat]
 
 
-def converged_round(records: list[dict], metric: str, tol: float = 1.0) -> int | None:
-    """The first round from which the mean accuracy (%) stays within ``tol`` points of the last round's;
-    ``None`` for a run that diverged (it has no last round to converge to)."""
-    if any(r.get("diverged") for r in records):
+def converged_round(records: list[dict] | list[list[dict]], metric: str, tol: float = 1.0) -> int | None:
+    """The first round from which the accuracy (%, mean over clients) stays within ``tol`` points of the
+    last round's. ``records``: one run's round records, or a list of every seed's, whose seed-mean curve
+    is then used (a single seed's curve is noisier and settles late). ``None`` where a run diverged (it has
+    no last round to converge to)."""
+    runs = records if records and isinstance(records[0], list) else [records]
+    if any(r.get("diverged") for recs in runs for r in recs):
         return None
-    evals = [(r["round"], 100 * r["acc"][metric]["mean"]) for r in records if "acc" in r]
-    final = evals[-1][1]
-    first = evals[-1][0]
-    for rnd, acc in reversed(evals):
-        if abs(acc - final) > tol:
+    curves = [{r["round"]: 100 * r["acc"][metric]["mean"] for r in recs if "acc" in r} for recs in runs]
+    rounds = sorted(set.intersection(*(set(c) for c in curves)))
+    mean = claims.mean_curve([[c[t] for t in rounds] for c in curves])
+    first = rounds[-1]
+    for rnd, acc in zip(reversed(rounds), reversed(mean), strict=True):
+        if abs(acc - mean[-1]) > tol:
             break
         first = rnd
     return first
@@ -176,13 +180,15 @@ def communication(records: list[dict]) -> dict:
 def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
     """Table 1 cells: ``{(dataset, w-bar, method): {"mean", "std", "seed_std", "n", "per_seed",
     "rounds_to_converge", "comm"}}``: last-round accuracy (%) averaged over seeds, the std across clients
-    (the paper's ±, averaged over seeds), the std over seeds, rounds to convergence and :func:`communication`
-    (both of the first seed). ``results``: the run summaries per key (:func:`run`), ``records``: the first
-    seed's round records per key."""
+    (the paper's ±, averaged over seeds), the std over seeds, rounds to convergence (:func:`converged_round`)
+    and :func:`communication` (of the first seed; traffic does not depend on it). ``results``: the run
+    summaries per key (:func:`run`); ``records``: per key, every seed's round records (a list per seed: the
+    rounds to converge then come from the seed-mean curve), or one seed's (then from that seed's curve)."""
     out = {}
     for key, runs in results.items():
         m = key[-1]
         metric = plan.metric(m)
+        recs = records[key]
         acc = np.array([accuracy(plan, m, s) for s in runs])
         ok = ~np.isnan(acc)
         spread = np.array([100 * s["metrics"][metric]["last_std"] for s, good in zip(runs, ok, strict=True) if good])
@@ -194,7 +200,8 @@ def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
                     "best": float(np.mean([accuracy(plan, m, s, "best") for s in runs])),
                     "diverged_at": diverged if any(diverged) else None,
                     "rounds_to_converge": converged_round(records[key], metric),
-                    "comm": communication(records[key])}
+                    "converge_seeds": len(recs) if recs and isinstance(recs[0], list) else 1,
+                    "comm": communication(recs[0] if recs and isinstance(recs[0], list) else recs)}
     return out
 
 
@@ -223,8 +230,12 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
         df.index = pd.MultiIndex.from_tuples([(r, f"w{w0}") for r in df.index])
     cell = [cells.get((dataset, int(w[1:]), m), {}) for m, w in df.index]
     conv = [c.get("rounds_to_converge") for c in cell]
-    df["rounds to converge (ours; paper)"] = [f"{'—' if r is None else r}; {paper_table['comm_rounds'][m]}"
-                                              for r, (m, w) in zip(conv, df.index, strict=True)]
+    n_conv = max((c.get("converge_seeds", 1) for c in cell if c), default=1)
+    ours = f"ours, mean curve of {n_conv} seeds" if n_conv > 1 else "ours, one seed"
+    df[f"rounds to converge ({ours}; paper)"] = [f"{'—' if r is None else r}; {paper_table['comm_rounds'][m]}"
+                                                 for r, (m, w) in zip(conv, df.index, strict=True)]
+    df["ours: std over seeds (n)"] = [report.fmt(c.get("seed_std", math.nan)) + f" ({c.get('n', 0)})" if c else "—"
+                                      for c in cell]
     if any(c.get("diverged_at") for c in cell):  # a diverged seed has no last-round accuracy: say why
         df["diverged"] = [diverged_text(c) or "—" for c in cell]
     df.index = pd.MultiIndex.from_tuples([(plan.label(m) if m in plan.spec["methods"] else f"{m} (not run)", w)
@@ -271,8 +282,9 @@ def threshold_values(plan: Plan, results: dict, configs: dict) -> dict[float, tu
 
 def paper_table2(plan: Plan) -> dict:
     """Table 2 under the ``paper`` profile (the ablation on its dataset, s-hat 1 and 20, every seed) from
-    finished runs only (trains nothing): ``{"plan", "found", "total", "acc", "std", "made_by"}`` with ``acc``
-    / ``std`` (:func:`ablation_values`) over the s-hat values whose every variant has finished every seed,
+    finished runs only (trains nothing): ``{"plan", "found", "total", "acc", "std", "per_seed", "made_by"}`` with
+    ``acc`` / ``std`` (:func:`ablation_values`) and ``per_seed`` (``{key: [accuracy per seed]}``) over the
+    s-hat values whose every variant has finished every seed,
     ``None`` while none has."""
     pplan = _paper_plan(plan)
     configs = ablation_configs(pplan)
@@ -281,7 +293,9 @@ def paper_table2(plan: Plan) -> dict:
                 if all((s, v) in done for v in pplan.spec["variants"])]
     keep = {k: v for k, v in done.items() if k[0] in complete}
     acc, std = ablation_values(pplan, keep) if keep else (None, None)
+    per_seed = {k: [accuracy(pplan, "gfpl", s) for s in runs] for k, runs in keep.items()} if keep else None
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "acc": acc, "std": std,
+            "per_seed": per_seed,
             "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
 
 
@@ -316,7 +330,8 @@ def paper_table1(plan: Plan) -> dict:
     columns = [k[:2] for k in configs if k[-1] == pplan.table1_methods()[0]
                and all((*k[:2], m) in done for m in pplan.table1_methods())]
     keys = [k for k in configs if k[:2] in columns]
-    cells = table1(pplan, {k: done[k] for k in keys}, {k: results.rounds(configs[k], pplan.seeds[0]) for k in keys})
+    cells = table1(pplan, {k: done[k] for k in keys}, {k: [results.rounds(configs[k], s) for s in pplan.seeds]
+                                                       for k in keys})
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "columns": columns,
             "cells": cells, "made_by": papers.made_by(s for k in keys for s in done[k]) if keys else ""}
 
@@ -343,15 +358,16 @@ def merge_stats(records: list[dict]) -> dict:
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """GFPL's claims with our evidence and a verdict each (:mod:`fedlib.claims`).
+    """GFPL's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
 
-    ``res`` (each key optional): ``table1`` (:func:`table1` cells), ``ablation`` (``{(s, variant): accuracy}``),
-    ``n`` (``{n: accuracy}``), ``thresholds`` (``{S_C: (accuracy, merge rate)}``), ``attack`` (the attack's summary
-    frame: rows ``prototype`` for the component means, ``samples`` for draws from the components, ``class_average``),
-    and a short profile's paper-protocol parts ``table1_paper`` (:func:`paper_table1`), ``ablation_paper``
-    (:func:`paper_table2`) and ``figs_paper`` (:func:`paper_figs`), whose claims stand beside the short run's.
+    ``res`` (each key optional): ``table1`` (:func:`table1` cells), ``ablation`` (``{(s, variant): accuracy}``, or
+    per-seed lists), ``n`` (``{n: accuracy}``), ``thresholds`` (``{S_C: (accuracy, merge rate)}``), ``attack`` (the
+    attack's summary frame: rows ``prototype`` for the component means, ``samples`` for draws from the components,
+    ``class_average``), and a short profile's paper-protocol parts ``table1_paper`` (:func:`paper_table1`),
+    ``ablation_paper`` (:func:`paper_table2`) and ``figs_paper`` (:func:`paper_figs`), whose claims stand beside the
+    short run's. Figs. 3b and 6 and the attack run one seed: inconclusive under any profile.
     """
-    from fedlib.claims import Claim, judge, untested
+    from fedlib.claims import claim, untested
 
     short = plan.profile != "paper"
     caveat = f"{plan.profile} profile: {plan.rounds} rounds, seeds {plan.seeds}" if short else ""
@@ -363,118 +379,134 @@ def ledger(plan: Plan, res: dict) -> list:
                               "columns " + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pp["columns"]),
                               "Table 1, paper protocol")
     out += _ablation_claims(plan, res.get("ablation"), caveat, "Table 2")
-    out += _n_claims(res.get("n"), caveat, "Fig. 3b")
-    out += _threshold_claims(res.get("thresholds"), caveat, "Fig. 6")
+    out += _n_claims(plan.profile, res.get("n"), caveat, "Fig. 3b")
+    out += _threshold_claims(plan.profile, res.get("thresholds"), caveat, "Fig. 6")
     pa, pf = res.get("ablation_paper"), res.get("figs_paper")
     if short and pa and pa.get("acc"):
         pr = pa["plan"]
-        out += _ablation_claims(pr, pa["acc"], f"paper profile: {pr.rounds} rounds, seeds {pr.seeds}; "
-                                f"{pr.dataset_label(pr.settings['ablation']['dataset'])}", "Table 2, paper protocol")
+        out += _ablation_claims(pr, pa.get("per_seed") or pa["acc"], f"paper profile: {pr.rounds} rounds, seeds "
+                                f"{pr.seeds}; {pr.dataset_label(pr.settings['ablation']['dataset'])}",
+                                "Table 2, paper protocol")
     if short and pf:
         where = f"paper profile: {pf['plan'].rounds} rounds, seed {pf['plan'].seeds[0]}"
         if pf.get("n"):
-            out += _n_claims(pf["n"], where, "Fig. 3b, paper protocol")
+            out += _n_claims("paper", pf["n"], where, "Fig. 3b, paper protocol")
         if pf.get("thresholds"):
-            out += _threshold_claims({t: v[:2] for t, v in pf["thresholds"].items()}, where, "Fig. 6, paper protocol")
+            out += _threshold_claims("paper", {t: v[:2] for t, v in pf["thresholds"].items()}, where,
+                                     "Fig. 6, paper protocol")
     atk = res.get("attack")
     if atk is not None:
         ssim = atk.set_index(["source", "levels"])["ssim"]
         got = {i[0]: float(v) for i, v in ssim.items() if i[0] in ("prototype", "samples")}
         proto = max(got.values())
         base = float(ssim.get(("class_average", "-"), np.nan))
-        out.append(Claim("The uploaded Gaussian components cannot be turned back into data", "§4.2, Appendix B",
+        out.append(claim("The uploaded Gaussian components cannot be turned back into data", "§4.2, Appendix B",
                          "reconstruction SSIM " + ", ".join(f"{'component means' if k == 'prototype' else k} {v:.3f}"
                                                             for k, v in got.items())
-                         + f" vs class average {base:.3f}",
-                         judge(proto <= base + 0.02),
-                         "rule: within 0.02 of what the class alone gives; the paper's argument is theoretical"))
+                         + f" vs class average {base:.3f}", proto <= base + 0.02, plan.profile, 1,
+                         note="rule: within 0.02 of what the class alone gives; the paper's argument is theoretical; "
+                         "one trained model attacked"))
     out.append(untested("FEMNIST, CIFAR-10 and CIFAR-100 columns", "Tables 1-2",
                         "the data (and a ResNet-18) are not on this machine"))
     return out
 
 
 def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> list:
-    """Table 1's claims: best accuracy in every column, fewest rounds, fewest parameters."""
-    from fedlib.claims import Claim, judge, untested
+    """Table 1's claims: best accuracy in every column (GFPL against the best other method per column, per seed,
+    paired: the methods share each seed's partition), fewest rounds (seed-mean curves), fewest parameters
+    (exact counts, up and down)."""
+    from fedlib.claims import claim, untested, versus_best
 
-    out = []
-    if t1 and any(k[-1] == "gfpl" for k in t1):
-        cols = sorted({k[:2] for k in t1})
-        wins, cells = [], []
-        for d, w in cols:
-            row = {k[-1]: v["mean"] for k, v in t1.items() if k[:2] == (d, w) and not math.isnan(v["mean"])}
-            if "gfpl" not in row or len(row) < 2:
-                continue
-            best = max((m for m in row if m != "gfpl"), key=row.get)
-            wins.append(row["gfpl"] > row[best])
-            cells.append(f"{plan.dataset_label(d)} w{w}: GFPL {row['gfpl']:.2f} vs {plan.label(best)} {row[best]:.2f}")
-        out.append(Claim("GFPL has the best accuracy in every column of Table 1", source, "; ".join(cells),
-                         judge(all(wins)) if wins else None,
-                         caveat))
-        rounds = {k: v["rounds_to_converge"] for k, v in t1.items()
-                  if k[-1] not in ("local",) and v["rounds_to_converge"] is not None}
-        fewest = []
-        for d, w in cols:
-            row = {k[-1]: r for k, r in rounds.items() if k[:2] == (d, w)}
-            if "gfpl" in row and len(row) > 1:
-                fewest.append(row["gfpl"] <= min(row.values()))
-        out.append(Claim("GFPL converges in the fewest rounds", f"{source} (Comm. Round)",
-                         "; ".join(f"{plan.dataset_label(d)} w{w}: " + ", ".join(
-                             f"{plan.label(k[-1])} {r}" for k, r in rounds.items() if k[:2] == (d, w))
-                                   for d, w in cols),
-                         judge(all(fewest)) if fewest else None,
-                         "rule: first round within 1 point of the last round's accuracy; a tie counts as fewest"))
-        comm = {k: v["comm"]["up_per_round"] for k, v in t1.items() if k[-1] != "local"}
-        lowest = []
-        for d, w in cols:
-            row = {k[-1]: c for k, c in comm.items() if k[:2] == (d, w)}
-            if "gfpl" in row and len(row) > 1:
-                lowest.append(row["gfpl"] <= min(row.values()))
-        d0, w0 = cols[0]
-        out.append(Claim("GFPL communicates the fewest parameters (2 x 10^3 per round on MNIST)",
-                         f"{source} (Comm. Param.)",
-                         f"{plan.dataset_label(d0)} w{w0}, uploaded floats per round summed over clients: " + ", ".join(
-                             f"{plan.label(k[-1])} {c:,.0f}" for k, c in comm.items() if k[:2] == (d0, w0)),
-                         judge(all(lowest)) if lowest else None,
-                         "uplink averaged over all rounds (GFPL sends every S_T rounds only); the downlink of the "
-                         "fused components is larger (see the communication table)"))
-    else:
-        out.append(untested("GFPL has the best accuracy in every column of Table 1", source, "not run"))
+    if not (t1 and any(k[-1] == "gfpl" for k in t1)):
+        return [untested("GFPL has the best accuracy in every column of Table 1", source, "not run")]
+    profile, n_seeds = plan.profile, len(plan.seeds)
+    cols = sorted({k[:2] for k in t1})
+    tests, cells = [], []
+    for d, w in cols:
+        row = {k[-1]: v for k, v in t1.items() if k[:2] == (d, w) and not math.isnan(v["mean"])}
+        if "gfpl" not in row or len(row) < 2:
+            continue
+        best = max((m for m in row if m != "gfpl"), key=lambda m: row[m]["mean"])
+        tests.append(versus_best(plan.label("gfpl"), {plan.label(m): row[m]["per_seed"] for m in ("gfpl", best)}))
+        cells.append(f"{plan.dataset_label(d)} w{w}: GFPL {row['gfpl']['mean']:.2f} (seed std "
+                     f"{row['gfpl']['seed_std']:.2f}) vs {plan.label(best)} {row[best]['mean']:.2f} (seed std "
+                     f"{row[best]['seed_std']:.2f})")
+    out = [claim("GFPL has the best accuracy in every column of Table 1", source, "; ".join(cells),
+                 all(t.margin > 0 for t in tests) if tests else None, profile, n_seeds, tests, caveat)]
+    rounds = {k: v["rounds_to_converge"] for k, v in t1.items()
+              if k[-1] not in ("local",) and v["rounds_to_converge"] is not None}
+    fewest = []
+    for d, w in cols:
+        row = {k[-1]: r for k, r in rounds.items() if k[:2] == (d, w)}
+        if "gfpl" in row and len(row) > 1:
+            fewest.append(row["gfpl"] <= min(row.values()))
+    n_conv = max(v.get("converge_seeds", 1) for v in t1.values())
+    out.append(claim("GFPL converges in the fewest rounds", f"{source} (Comm. Round)",
+                     "; ".join(f"{plan.dataset_label(d)} w{w}: " + ", ".join(
+                         f"{plan.label(k[-1])} {r}" for k, r in rounds.items() if k[:2] == (d, w)) for d, w in cols),
+                     all(fewest) if fewest else None, profile, n_conv,
+                     note="; ".join(x for x in (caveat, "rule: first round from which the seed-mean accuracy stays "
+                                               "within 1 point of its last round; a tie counts as fewest") if x)))
+    traffic = {k: (v["comm"]["up_per_round"], v["comm"]["down_per_round"]) for k, v in t1.items() if k[-1] != "local"}
+    lowest = []
+    for d, w in cols:
+        row = {k[-1]: sum(c) for k, c in traffic.items() if k[:2] == (d, w)}
+        if "gfpl" in row and len(row) > 1:
+            lowest.append(row["gfpl"] <= min(row.values()))
+    d0, w0 = ("mnist5k", 4) if ("mnist5k", 4) in cols else cols[0]  # the column of the communication table
+    row0 = {k[-1]: c for k, c in traffic.items() if k[:2] == (d0, w0)}
+    up_low = row0.get("gfpl", (math.inf,))[0] <= min(c[0] for c in row0.values())
+    out.append(claim("GFPL communicates the fewest parameters (2 x 10^3 per round on MNIST)",
+                     f"{source} (Comm. Param.)",
+                     f"{plan.dataset_label(d0)} w{w0}, floats per round summed over clients, up / down: " + ", ".join(
+                         f"{plan.label(m)} {u:,.0f} / {dn:,.0f}" for m, (u, dn) in row0.items()),
+                     all(lowest) if lowest else None, profile, n_seeds, exact=True,
+                     note=f"rule: up + down per round, every column; GFPL's uplink alone is "
+                     f"{'the' if up_low else 'not the'} fewest (it sends every S_T rounds only), its downlink of "
+                     "fused components is larger"))
     return out
 
 
 def _ablation_claims(plan: Plan, ab: dict | None, caveat: str, source: str) -> list:
-    """Table 2's claim per s-hat (``ab``: ``{(s-hat, variant): accuracy}``)."""
-    from fedlib.claims import Claim, judge
+    """Table 2's claim per s-hat (``ab``: ``{(s-hat, variant): accuracy}``, or per-seed lists whose seeds pair up:
+    then each of the three orderings is a paired test; without them the margins cannot be judged)."""
+    from fedlib.claims import claim, compare
 
     out = []
     for s in sorted({k[0] for k in ab or {}}):
         row = {v: a for (ss, v), a in ab.items() if ss == s}
         if {"gfpl", "no_dcs", "no_pfg", "no_dcs_no_pfg"} <= set(row):
-            order = row["gfpl"] > max(row["no_dcs"], row["no_pfg"]) and \
-                min(row["no_dcs"], row["no_pfg"]) > row["no_dcs_no_pfg"]
-            out.append(Claim(f"Each component helps and both together are best (s-hat {s})", source,
-                             ", ".join(f"{plan.label(v)} {a:.2f}" for v, a in row.items()), judge(order), caveat))
+            seeds = {v: list(np.atleast_1d(a)) for v, a in row.items()}
+            mean = {v: float(np.mean(a)) for v, a in seeds.items()}
+            order = mean["gfpl"] > max(mean["no_dcs"], mean["no_pfg"]) and \
+                min(mean["no_dcs"], mean["no_pfg"]) > mean["no_dcs_no_pfg"]
+            n = min(len(a) for a in seeds.values())
+            pairs = (("gfpl", "no_dcs"), ("gfpl", "no_pfg"), ("no_dcs", "no_dcs_no_pfg"), ("no_pfg", "no_dcs_no_pfg"))
+            tests = [compare(f"{plan.label(a)} - {plan.label(b)}", seeds[a], seeds[b]) for a, b in pairs] \
+                if n > 1 else None
+            out.append(claim(f"Each component helps and both together are best (s-hat {s})", source,
+                             ", ".join(f"{plan.label(v)} {a:.2f}" for v, a in mean.items()), order, plan.profile,
+                             len(plan.seeds), tests, caveat))
     return out
 
 
-def _n_claims(ns: dict | None, caveat: str, source: str) -> list:
-    """Fig. 3b's claim (``ns``: ``{n: accuracy}``)."""
-    from fedlib.claims import Claim, judge, untested
+def _n_claims(profile: str, ns: dict | None, caveat: str, source: str) -> list:
+    """Fig. 3b's claim (``ns``: ``{n: accuracy}``, one seed)."""
+    from fedlib.claims import claim, untested
 
     if ns and 8 not in ns:
         return [untested("n = 8 components per class is best", source, f"the profile runs n = {sorted(ns)}")]
     if not ns or len(ns) < 2:
         return []
     best = max(ns, key=ns.get)
-    return [Claim("n = 8 components per class is best (Fig. 3b)", source,
-                  ", ".join(f"n = {n}: {a:.2f}" for n, a in ns.items()), judge(ns[8] >= ns[best] - 1e-6),
-                  "; ".join(x for x in (caveat, "MNIST-5k, one seed; a tie counts as best") if x))]
+    return [claim("n = 8 components per class is best (Fig. 3b)", source,
+                  ", ".join(f"n = {n}: {a:.2f}" for n, a in ns.items()), ns[8] >= ns[best] - 1e-6, profile, 1,
+                  note="; ".join(x for x in (caveat, "MNIST-5k; a tie counts as best") if x))]
 
 
-def _threshold_claims(th: dict | None, caveat: str, source: str) -> list:
-    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``)."""
-    from fedlib.claims import Claim, judge, untested
+def _threshold_claims(profile: str, th: dict | None, caveat: str, source: str) -> list:
+    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``, one seed)."""
+    from fedlib.claims import claim, untested
 
     if not th:
         return []
@@ -483,9 +515,9 @@ def _threshold_claims(th: dict | None, caveat: str, source: str) -> list:
                          "value")]
     accs = {t: a for t, (a, _) in th.items()}
     best = max(accs, key=accs.get)
-    return [Claim("An intermediate S_C is best (accuracy against merging)", source,
+    return [claim("An intermediate S_C is best (accuracy against merging)", source,
                   ", ".join(f"S_C {t:g}: {a:.2f} (merge rate {r:.2f})" for t, (a, r) in th.items()),
-                  judge(min(th) < best < max(th)), "; ".join(x for x in (caveat, "MNIST-5k, one seed") if x))]
+                  min(th) < best < max(th), profile, 1, note="; ".join(x for x in (caveat, "MNIST-5k") if x))]
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
@@ -549,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.settings["ways"] = [w for w in plan.settings["ways"] if w in args.ways]
     cfgs = table1_configs(plan)
     res = obtain(cfgs, workers=args.workers, desc="Table 1")
-    cells = table1(plan, res, {k: results.rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
+    cells = table1(plan, res, {k: [results.rounds(c, s) for s in plan.seeds] for k, c in cfgs.items()})
     paper = report.load_paper("gfpl")["tables"]["table1_mnist"]
     for d in plan.settings["datasets"]:
         print(f"GFPL Table 1, {plan.dataset_label(d)} (paper: MNIST), {where}, seeds {plan.seeds}; last round, "

@@ -198,103 +198,118 @@ def pool_of(state) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """MP-FedCL's claims with our evidence and a verdict each (:mod:`fedlib.claims`).
+    """MP-FedCL's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
 
     ``res`` (each key optional): ``table6`` (:func:`table6` rows), ``comm`` (``{"model", "prototypes", "full"}``:
     model parameters, MP-FedCL's measured prototype floats per client and round, and K x C x d for a client of
     every class), ``k`` (``{K: accuracy}``), ``alpha``
     (``{alpha: {method: accuracy}}``), ``clients`` (``{N: {method: accuracy}}``), ``budget``
     (:func:`equal_budget`), ``attack`` (``{K: summary frame}``), ``feature_skew`` (``{method: accuracy}`` on the
-    stand-in, mean over seeds).
+    stand-in, mean over seeds). Table VI's methods share each seed's partition: its comparisons are paired per
+    seed. The sweeps (Figs. 5, 8, 9, Table VIII) and the attack run one seed; the feature-skew means come
+    without their per-seed values: inconclusive.
     """
-    from fedlib.claims import Claim, judge, untested
+    from fedlib.claims import claim, compare, untested
 
-    short = plan.profile != "paper"
-    caveat = f"{plan.profile} profile: rounds x {plan.settings['round_scale']:g}, seeds {plan.seeds}" if short else ""
+    prof, n = plan.profile, len(plan.seeds)
+    short = prof != "paper"
+    caveat = f"{prof} profile: rounds x {plan.settings['round_scale']:g}, seeds {plan.seeds}" if short else ""
     out = []
     t6 = res.get("table6")
     if t6 and "mpfedcl" in t6:
         mp = t6["mpfedcl"]["mean"]
         others = {m: r["mean"] for m, r in t6.items() if m != "mpfedcl"}
         best = max(others, key=others.get)
-        out.append(Claim("MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)", "Table VI",
-                         f"MP-FedCL {mp:.2f} vs best other {plan.label(best)} {others[best]:.2f} (last round, "
-                         f"{t6['mpfedcl']['n']} seed{'s' if t6['mpfedcl']['n'] > 1 else ''})",
-                         judge(mp > others[best]), caveat))
-        for other, what, src in (("spfedcl", "several prototypes per class beat one (MP above SP-FedCL)", "Table VI"),
-                                 ("dpfedcl", "k-means beats DBSCAN (MP above DP-FedCL)", "Table VI")):
+        n6 = t6["mpfedcl"]["n"]
+
+        def vs(a, b):  # a against b over the shared seeds
+            return [compare(f"{plan.label(a)} - {plan.label(b)}", t6[a]["per_seed"], t6[b]["per_seed"])] \
+                if n6 > 1 else ()
+
+        def cell(m):  # as Table VI prints it: mean ± std over seeds
+            return f"{plan.label(m)} {t6[m]['mean']:.2f} ± {t6[m]['std']:.2f}"
+
+        out.append(claim("MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)", "Table VI",
+                         f"{cell('mpfedcl')} vs best other {cell(best)} (last round, {n6} seed{'s' if n6 > 1 else ''})",
+                         mp > others[best], prof, n6, vs("mpfedcl", best), caveat))
+        for other, what in (("spfedcl", "several prototypes per class beat one (MP above SP-FedCL)"),
+                            ("dpfedcl", "k-means beats DBSCAN (MP above DP-FedCL)")):
             if other in t6:
-                out.append(Claim(what[0].upper() + what[1:], src, f"MP-FedCL {mp:.2f} vs {plan.label(other)} "
-                                 f"{t6[other]['mean']:.2f}", judge(mp > t6[other]["mean"]),
-                                 "the paper's MNIST margin over SP-FedCL is 0.51 points, well inside its stds"
-                                 if other == "spfedcl" else caveat))
+                out.append(claim(what[0].upper() + what[1:], "Table VI", f"{cell('mpfedcl')} vs {cell(other)}",
+                                 mp > t6[other]["mean"], prof, n6, vs("mpfedcl", other),
+                                 "; ".join(x for x in (caveat, "the paper's MNIST margin over SP-FedCL is 0.51 points, "
+                                                       "well inside its stds" if other == "spfedcl" else "") if x)))
         if "fedavg" in t6:
-            out.append(Claim("With 60 rounds MP-FedCL beats FedAvg after its 110 (half the communication rounds)",
-                             "Table VI", f"MP-FedCL {mp:.2f} after {t6['mpfedcl']['rounds']} rounds vs FedAvg "
-                             f"{t6['fedavg']['mean']:.2f} after {t6['fedavg']['rounds']}",
-                             judge(mp > t6["fedavg"]["mean"]), caveat))
+            out.append(claim("With 60 rounds MP-FedCL beats FedAvg after its 110 (half the communication rounds)",
+                             "Table VI", f"{cell('mpfedcl')} after {t6['mpfedcl']['rounds']} rounds vs "
+                             f"{cell('fedavg')} after {t6['fedavg']['rounds']}", mp > t6["fedavg"]["mean"], prof, n6,
+                             vs("mpfedcl", "fedavg"), caveat))
         if "fedproto" in t6:
             worst = min(t6, key=lambda m: t6[m]["mean"])
-            out.append(Claim("FedProto, which shares no model, is the weakest from scratch on MNIST", "Table VI",
-                             f"FedProto {t6['fedproto']['mean']:.2f}; lowest: {plan.label(worst)} "
-                             f"{t6[worst]['mean']:.2f}", judge(worst == "fedproto"), caveat))
+            nxt = min((m for m in t6 if m != "fedproto"), key=lambda m: t6[m]["mean"])
+            out.append(claim("FedProto, which shares no model, is the weakest from scratch on MNIST", "Table VI",
+                             f"{cell('fedproto')}; lowest: {plan.label(worst)}, next: {cell(nxt)}",
+                             worst == "fedproto", prof, n6, vs(nxt, "fedproto"), caveat))
     else:
         out.append(untested("MP-FedCL has the best accuracy on MNIST under label skew", "Table VI", "not run"))
     comm = res.get("comm")
     if comm:
         ratio = comm["prototypes"] / comm["model"]
-        out.append(Claim("Prototype traffic is below a tenth of the model's (MNIST: 5,120 vs 798,474)", "Table II",
+        out.append(claim("Prototype traffic is below a tenth of the model's (MNIST: 5,120 vs 798,474)", "Table II",
                          f"{comm['prototypes']:,.0f} prototype floats (mean per client, measured from the uploads) "
                          f"vs {comm['model']:,} model parameters per round (ratio {ratio:.4f}); a client of all ten "
-                         f"classes would send {comm.get('full', math.nan):,.0f}", judge(ratio < 0.1)))
+                         f"classes would send {comm.get('full', math.nan):,.0f}", ratio < 0.1, prof, n,
+                         construction="K x C x d floats of prototypes against the model's parameter count, both "
+                         "fixed by the architecture before any training"))
     ks = res.get("k")
     if ks and len(ks) > 1:
         top = max(ks.values())
-        out.append(Claim("K = 2 is the best number of prototypes per class on MNIST", "Fig. 5",
-                         ", ".join(f"K = {k}: {v:.2f}" for k, v in ks.items()),
-                         judge(2 in ks and ks[2] >= top - 1e-6),
-                         "; ".join(x for x in (caveat, "a tie counts as best") if x)))
+        out.append(claim("K = 2 is the best number of prototypes per class on MNIST", "Fig. 5",
+                         ", ".join(f"K = {k}: {v:.2f}" for k, v in ks.items()), 2 in ks and ks[2] >= top - 1e-6,
+                         prof, 1, note="; ".join(x for x in (caveat, "a tie is not a win" if sum(
+                             v >= top - 1e-6 for v in ks.values()) > 1 else "") if x)))
     al = res.get("alpha")
     if al:
         ok = all(v.get("mpfedcl", -1) >= max(v.values()) for v in al.values())
-        out.append(Claim("MP-FedCL stays ahead as label skew varies from Dir(1.0) to Dir(0.1)", "Fig. 8",
+        out.append(claim("MP-FedCL stays ahead as label skew varies from Dir(1.0) to Dir(0.1)", "Fig. 8",
                          "; ".join(f"alpha {a:g}: MP {v.get('mpfedcl', math.nan):.2f}, best other "
                                    f"{max((x for m, x in v.items() if m != 'mpfedcl'), default=math.nan):.2f}"
-                                   for a, v in al.items()), judge(ok),
-                         "MNIST here; the paper's panels are Digit-5 and Office-10"))
+                                   for a, v in al.items()), ok, prof, 1,
+                         note="MNIST here; the paper's panels are Digit-5 and Office-10"))
     cl = res.get("clients")
     if cl:
-        gaps = {n: v["mpfedcl"] - v["fedavg"] for n, v in cl.items() if {"mpfedcl", "fedavg"} <= set(v)}
-        out.append(Claim("MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients", "Fig. 9a",
-                         ", ".join(f"N = {n}: {g:+.2f}" for n, g in gaps.items()),
-                         judge(all(g >= 7.2 for g in gaps.values()) if gaps else None),
-                         "MNIST-2000: 40 clients hold 50 training images each on average, one SGD step per round "
+        gaps = {k: v["mpfedcl"] - v["fedavg"] for k, v in cl.items() if {"mpfedcl", "fedavg"} <= set(v)}
+        out.append(claim("MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients", "Fig. 9a",
+                         ", ".join(f"N = {k}: {g:+.2f}" for k, g in gaps.items()),
+                         all(g >= 7.2 for g in gaps.values()) if gaps else None, prof, 1,
+                         note="MNIST-2000: 40 clients hold 50 training images each on average, one SGD step per round "
                          "at batch 32; where FedAvg's final training loss stays near log 10 (the losses under "
                          "Fig. 9) the gap measures nearest-prototype inference on barely trained features"))
     bud = res.get("budget")
     if bud and "mpfedcl" in bud:
         reached = [m for m in bud if not math.isnan(bud[m]["accuracy"])]
         best = max(reached, key=lambda m: bud[m]["accuracy"])
-        out.append(Claim("Under the same training time MP-FedCL is best or near-best", "Table VIII",
+        out.append(claim("Under the same training time MP-FedCL is best or near-best", "Table VIII",
                          ", ".join(f"{plan.label(m)} {v['accuracy']:.2f} ({v['rounds']} rounds)"
                                    for m, v in bud.items()),
-                         judge(bud["mpfedcl"]["accuracy"] >= bud[best]["accuracy"] - 1.0),
-                         "rule: within 1 point of the best; the budget is MP-FedCL's own training time here"))
+                         bud["mpfedcl"]["accuracy"] >= bud[best]["accuracy"] - 1.0, prof, 1,
+                         note="rule: within 1 point of the best; the budget is MP-FedCL's own training time here"))
     fs = res.get("feature_skew")
     if fs and "mpfedcl" in fs:
         table5 = [m for m in ("local", "fedavg", "fedprox", "fedproto") if m in fs]
         best = max(table5, key=fs.get)
-        out.append(Claim("Under feature skew (one domain per client) MP-FedCL beats Local, FedAvg, FedProx and "
+        spread = None if n > 1 else ()  # means only: with several seeds their margins cannot be judged
+        out.append(claim("Under feature skew (one domain per client) MP-FedCL beats Local, FedAvg, FedProx and "
                          "FedProto (+4.6% relative to FedProto on Digit-5)", "Table V",
                          f"stand-in: MP-FedCL {fs['mpfedcl']:.2f} vs best other {plan.label(best)} {fs[best]:.2f}",
-                         judge(fs["mpfedcl"] > fs[best]),
+                         fs["mpfedcl"] > fs[best], prof, n, spread,
                          "five digit domains built from MNIST and scikit-learn's digits through a frozen encoder "
                          "pre-trained on Fashion-MNIST: a stand-in, not Digit-5"))
         if {"spfedcl", "dpfedcl"} <= set(fs):
-            out.append(Claim("Under feature skew MP-FedCL is on par with SP- and DP-FedCL (Digit-5: SP-FedCL "
+            out.append(claim("Under feature skew MP-FedCL is on par with SP- and DP-FedCL (Digit-5: SP-FedCL "
                              "0.41 above it)", "Table VII",
                              f"stand-in: MP {fs['mpfedcl']:.2f}, SP {fs['spfedcl']:.2f}, DP {fs['dpfedcl']:.2f}",
-                             judge(fs["mpfedcl"] >= max(fs["spfedcl"], fs["dpfedcl"]) - 1.0),
+                             fs["mpfedcl"] >= max(fs["spfedcl"], fs["dpfedcl"]) - 1.0, prof, n, spread,
                              "rule: within 1 point of the better variant; stand-in, not Digit-5"))
     else:
         out.append(untested("Under feature skew MP-FedCL beats the baselines (+4.6% relative)", "Table V",
@@ -309,11 +324,11 @@ def ledger(plan: Plan, res: dict) -> list:
             ssim = frame.set_index(["source", "levels"])["ssim"]
             cells[k] = (float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
                         float(ssim.get(("class_average", "-"), math.nan)))
-        out.append(Claim("Prototypes are privacy-preserving: the centroids reveal no more than a class average",
+        out.append(claim("Prototypes are privacy-preserving: the centroids reveal no more than a class average",
                          "§IV (qualitative)", "; ".join(f"K = {k}: SSIM {a:.3f} (class average {b:.3f})"
                                                         for k, (a, b) in cells.items()),
-                         judge(all(a <= b + 0.02 for a, b in cells.values())),
-                         "rule: reconstruction SSIM within 0.02 of the class average; fewer samples per centroid "
+                         all(a <= b + 0.02 for a, b in cells.values()), prof, 1,
+                         note="rule: reconstruction SSIM within 0.02 of the class average; fewer samples per centroid "
                          "(larger K) could leak more"))
     return out
 
