@@ -27,8 +27,8 @@ from fedlib.config import TrainConfig, run_dir
 from fedlib.device import deterministic_cuda, machine_record
 from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import subsample
-from fedlib.engine import Simulator, median_seconds
-from fedlib.metrics import over_seeds, summarize_rounds
+from fedlib.engine import Simulator
+from fedlib.metrics import over_seeds, run_numbers
 from fedlib.validation import ConfigError
 
 
@@ -218,10 +218,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     summary = {
         "run_id": folder.name, "name": cfg["name"], "seed": seed, "algorithm": cfg["algorithm"]["name"],
         "rules": list(algo.RULES), "data": data.dataset.record(), "partition_hash": data.partition.hash,
-        "rounds": len(records), "metrics": summarize_rounds(records),
-        "comm_per_round": {k: float(np.mean([r[k] for r in records]))
-                           for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
-        "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
+        **run_numbers(records), "wall_seconds_this_call": time.perf_counter() - t0,
         "machine": machine_record(ctx.device), "executor": trained_by(cfg, algo),
         "code": loaded_code(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
