@@ -82,9 +82,10 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         os.replace(tmp, path)
 
 
-def remove_temporary(folder: Path) -> int:
-    """Remove the temporary files a killed writer left in ``folder`` (``.*.tmp``); how many."""
-    found = list(Path(folder).glob(".*.tmp")) if Path(folder).is_dir() else []
+def remove_temporary(folder: Path, pids) -> int:
+    """Remove the temporary files the stopped processes ``pids`` left in ``folder``; how many
+    (another process's files are left alone: it may still rename them)."""
+    found = [p for pid in pids for p in Path(folder).glob(f".*.{pid}.tmp")]
     for tmp in found:
         tmp.unlink(missing_ok=True)
     return len(found)

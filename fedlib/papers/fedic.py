@@ -284,6 +284,7 @@ def ledger(plan: Plan, res: dict) -> list:
     return out
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedic [--profile P] [--dataset D] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table 1 headless and print paper | ours per setting (best round, sample-weighted)."""

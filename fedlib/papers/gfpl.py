@@ -488,6 +488,7 @@ def _threshold_claims(th: dict | None, caveat: str, source: str) -> list:
                   judge(min(th) < best < max(th)), "; ".join(x for x in (caveat, "MNIST-5k, one seed") if x))]
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--ways W ...]
     [--methods M ...] [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1

@@ -318,6 +318,7 @@ def ledger(plan: Plan, res: dict) -> list:
     return out
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.mpfedcl [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table VI's MNIST column headless and print paper | ours | diff."""
