@@ -14,12 +14,13 @@ archive ``archive/<run id>/`` keeps, for each such run,
 No checkpoint is kept (2 MB a run), so an archived run can be read but not resumed or
 inspected further; the results folder always wins where both have a run. An entry is served
 only if its folder name, the summary's run id and the config's run id agree and its log
-matches the size and SHA-256 the summary recorded; otherwise a :class:`~fedlib.store.DamagedRunWarning`
-names the file and the entry is not served.
+matches the size and SHA-256 the summary recorded, the summary matches the hash of its own content
+and its numbers are those the log gives (:func:`fedlib.store.check_summary`); otherwise a
+:class:`~fedlib.store.DamagedRunWarning` names the file and the entry is not served.
 
 ``python -m fedlib archive`` adds every finished run of the long-profile tables the report
-reads (:func:`fedlib.papers.catalog.archived_tables`); ``--check`` verifies what is there and counts the
-finished runs of the results folder (how far the paper profile has come).
+reads (:func:`fedlib.papers.catalog.archived_tables`); ``--check`` verifies what is there (exit status 1
+when an entry fails) and counts the finished runs of the results folder (how far the paper profile has come).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def add(cfg: dict, seed: int, root: Path | None = None) -> bool:
     log = (src / store.LOG).read_bytes()
     store.atomic_write(dest / LOG_GZ, gzip.compress(log, mtime=0))
     shutil.copyfile(src / store.CONFIG, dest / store.CONFIG)
-    record = {k: v for k, v in summary.items() if k != "cache_hit"}
+    record = store.with_hash({k: v for k, v in summary.items() if k != "cache_hit"})
     store.atomic_write(dest / store.SUMMARY, json.dumps(record, indent=1) + "\n")
     return True
 
@@ -91,6 +92,9 @@ def summary(cfg: dict, seed: int, root: Path | None = None) -> dict | None:
     log = _log_bytes(folder)
     if log is None or len(log) != integrity["log_bytes"] or store.sha256(log) != integrity["log_sha256"]:
         return _reject(folder, LOG_GZ, "missing, unreadable or not the log the summary was written from")
+    wrong = store.check_summary(record, store.parse_log(log.decode(errors="replace"))[0], require_hash=True)
+    if wrong:
+        return _reject(folder, store.SUMMARY, wrong)
     return {**record, "cache_hit": True, "archived": True}
 
 

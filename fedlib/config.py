@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import TrainSettings
 from fedlib.data.sources import LOADERS
 from fedlib.models import FAMILIES, MODELS
-from fedlib.validation import BOOL, ConfigError, Interval, check_fields, from_dict, unknown_key_error
+from fedlib.validation import (BOOL, SEED, ConfigError, Interval, Options, check_fields, check_value, from_dict,
+                               unknown_key_error)
 
 # Bump when a change to the code changes the numbers of existing runs.
 # 2: every run trains with one torch thread (numbers must not depend on the machine's cores).
@@ -43,6 +45,7 @@ NON_SEMANTIC = ("name", "data_root", "results_dir")
 REFERENCE_PLACEMENT = {"device": "cpu", "executor": "sequential"}
 # Training settings added after runs existed, at the value that changes nothing: left out of run ids.
 TRAIN_NEUTRAL = {"lr_decay": 1.0, "shuffle": True}
+EXECUTOR_CHOICES = ("auto", "sequential", "batched")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,16 +158,12 @@ def validate(raw: dict, source: str = "config") -> dict:
             raise ConfigError("dataset.encoder", ds["encoder"], "one of " + ", ".join(ENCODERS))
     cfg["dataset"] = ds
 
-    model = _as_spec(raw["model"], "model")
-    if model.get("name") not in MODELS and model.get("name") not in FAMILIES:
-        raise ConfigError("model.name", model.get("name"), "one of " + ", ".join(sorted(MODELS) + sorted(FAMILIES)))
-    cfg["model"] = model
+    cfg["model"] = _model(_as_spec(raw["model"], "model"))
 
-    from fedlib.data.partition import SCHEMES
+    from fedlib.data.partition import check_params
 
     part = _mapping(raw["partition"], "partition", ("scheme", "num_clients", "..."))
-    if part.get("scheme") not in SCHEMES:
-        raise ConfigError("partition.scheme", part.get("scheme"), "one of " + ", ".join(SCHEMES))
+    check_params(part)
     cfg["partition"] = part
 
     algo_spec = _as_spec(raw["algorithm"], "algorithm")
@@ -180,20 +179,48 @@ def validate(raw: dict, source: str = "config") -> dict:
     seeds = raw.get("seeds", [1234])
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         seeds = [seeds]
-    if (not isinstance(seeds, list) or not seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        raise ConfigError("seeds", seeds, "a non-empty list of non-negative integers")
-    cfg["seeds"] = seeds
-    cfg["data_root"] = raw.get("data_root")
-    cfg["results_dir"] = str(raw.get("results_dir", "results"))
+    cfg["seeds"] = check_seeds(seeds)
+    for key in ("data_root", "results_dir"):
+        if raw.get(key) is not None and not isinstance(raw[key], (str, os.PathLike)):
+            raise ConfigError(key, raw[key], "a folder path (a string)")
+    cfg["data_root"] = None if raw.get("data_root") is None else str(raw["data_root"])
+    cfg["results_dir"] = str(raw.get("results_dir") or "results")
     from fedlib.device import resolve
 
     cfg["device"] = resolve(raw.get("device", "auto"))
-    executor = raw.get("executor", "auto")
-    if executor not in ("auto", "sequential", "batched"):
-        raise ConfigError("executor", executor, "one of 'auto', 'sequential', 'batched'")
+    executor = check_value("executor", raw.get("executor", "auto"), Options(EXECUTOR_CHOICES))
     cfg["executor"] = ("batched" if cfg["device"] == "cuda" else "sequential") if executor == "auto" else executor
     return cfg
+
+
+def check_seeds(seeds: Any, field: str = "seeds") -> list[int]:
+    """A non-empty list of seeds, each an integer the random generators accept (:data:`SEED`)."""
+    if not isinstance(seeds, list) or not seeds or not all(SEED.ok(x) for x in seeds):
+        raise ConfigError(field, seeds, f"a non-empty list of integers in [0, {SEED.high}]")
+    return list(seeds)
+
+
+# Type and range of the model arguments a config may set (each model takes some of them).
+MODEL_RULES = {"feature_dim": Interval(1, None, integer=True)}
+
+
+def _model(model: dict) -> dict:
+    """The model's name, and arguments the model (every member, for a family) takes, each in range."""
+    import inspect
+
+    name = model.get("name")
+    if name not in MODELS and name not in FAMILIES:
+        raise ConfigError("model.name", name, "one of " + ", ".join(sorted(MODELS) + sorted(FAMILIES)))
+    members = FAMILIES.get(name) or [name]
+    takes = set.intersection(*(set(inspect.signature(MODELS[m]).parameters) for m in members))
+    known = sorted(takes - {"input_shape", "num_classes"})
+    for key, value in model.items():
+        if key == "name":
+            continue
+        if key not in known:
+            raise unknown_key_error(f"model ({name})", key, known or ["(none: this model takes no arguments)"])
+        check_value(f"model.{key}", value, MODEL_RULES[key])
+    return model
 
 
 def load_config(path: str | Path, overrides: list[str] | dict | None = None) -> dict:

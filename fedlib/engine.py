@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from fedlib import store
 from fedlib.algorithms.base import Algorithm, Context, Message, Round, derive_seed
 from fedlib.data.federated import FederatedData
 from fedlib.executors import EXECUTORS, Batched, sequential
-from fedlib.metrics import client_accuracies, over_clients
+from fedlib.metrics import client_accuracies, median_seconds, over_clients  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -236,9 +235,3 @@ class Simulator:
         """The metric shown in the progress bar: the algorithm's last (own) rule, own classes."""
         key = f"acc_{self.algo.RULES[-1]}_own"
         return key if key in rec["acc"] else next(iter(rec["acc"]))
-
-
-def median_seconds(records: list[dict], skip: int = 1) -> float:
-    """Median seconds per round, skipping the first ``skip`` (warm-up) rounds when possible."""
-    secs = [r["seconds"] for r in records[skip:]] or [r["seconds"] for r in records]
-    return statistics.median(secs)

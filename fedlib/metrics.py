@@ -11,6 +11,9 @@ Over rounds: ``best`` (max of the per-round mean) and ``last``.
 
 from __future__ import annotations
 
+import json
+import statistics
+
 import numpy as np
 import torch
 
@@ -55,6 +58,25 @@ def summarize_rounds(records: list[dict]) -> dict[str, dict]:
                     "best_weighted": float(max(r["acc"][key]["weighted"] for r in evals)),
                     "best_weighted_round": evals[bw]["round"]}
     return out
+
+
+def median_seconds(records: list[dict], skip: int = 1) -> float:
+    """Median seconds per round, skipping the first ``skip`` (warm-up) rounds when possible."""
+    secs = [r["seconds"] for r in records[skip:]] or [r["seconds"] for r in records]
+    return statistics.median(secs)
+
+
+COMM_KEYS = ("up_params", "up_bytes", "down_params", "down_bytes")
+
+
+def run_numbers(records: list[dict]) -> dict:
+    """The numbers a finished run's summary holds, derived from its per-round log alone (as JSON
+    stores them): rounds, every metric's best and last round, communication and seconds per round.
+    A reader re-derives them from the verified log, so an edited summary is never served."""
+    return json.loads(json.dumps({
+        "rounds": len(records), "metrics": summarize_rounds(records),
+        "comm_per_round": {k: float(np.mean([r[k] for r in records])) for k in COMM_KEYS},
+        "seconds_per_round_median": median_seconds(records)}))
 
 
 def over_seeds(summaries: list[dict], key: str, stat: str = "best") -> tuple[float, float]:

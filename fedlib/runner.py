@@ -27,9 +27,9 @@ from fedlib.config import TrainConfig, run_dir
 from fedlib.device import deterministic_cuda, machine_record
 from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import subsample
-from fedlib.engine import Simulator, median_seconds
-from fedlib.metrics import over_seeds, summarize_rounds
-from fedlib.validation import ConfigError
+from fedlib.engine import STOP, Simulator
+from fedlib.metrics import over_seeds, run_numbers
+from fedlib.validation import ConfigError, check_writable
 
 
 def build(cfg: dict, seed: int):
@@ -180,6 +180,7 @@ def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
     cached = cached_summary(cfg, seed)
     if cached is not None:
         return cached
+    check_writable(cfg["results_dir"])
     loaded_code()
     built = build(cfg, seed)  # data-dependent config errors surface here, before any file is written
     with run_lock(folder):
@@ -218,10 +219,7 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     summary = {
         "run_id": folder.name, "name": cfg["name"], "seed": seed, "algorithm": cfg["algorithm"]["name"],
         "rules": list(algo.RULES), "data": data.dataset.record(), "partition_hash": data.partition.hash,
-        "rounds": len(records), "metrics": summarize_rounds(records),
-        "comm_per_round": {k: float(np.mean([r[k] for r in records]))
-                           for k in ("up_params", "up_bytes", "down_params", "down_bytes")},
-        "seconds_per_round_median": median_seconds(records), "wall_seconds_this_call": time.perf_counter() - t0,
+        **run_numbers(records), "wall_seconds_this_call": time.perf_counter() - t0,
         "machine": machine_record(ctx.device), "executor": trained_by(cfg, algo),
         "code": loaded_code(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
@@ -237,12 +235,39 @@ def run_experiment(cfg: dict, progress: bool = True) -> list[dict]:
     return [run_one(cfg, s, progress) for s in cfg["seeds"]]
 
 
-def _die_with_parent() -> None:
-    """Worker initializer: on Linux, ask the kernel to stop this worker when the parent
-    process dies (otherwise killing a notebook or script leaves its workers training)."""
+def stop_on_signals() -> None:
+    """SIGINT and SIGTERM stop this (main) process's work as Ctrl-C does: a ``KeyboardInterrupt``, and
+    :data:`fedlib.engine.STOP` for one raised where Python drops it. The command lines call this."""
+    import signal
+
+    def stop(signum, frame):
+        STOP.set()
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+
+
+_TRAINING = False  # in a worker: whether a run is in progress
+
+
+def _init_worker() -> None:
+    """Worker initializer. Only the parent decides to stop: a terminal's Ctrl-C (sent to the whole
+    process group) is ignored here, and the parent's SIGTERM (also sent, on Linux, when the parent
+    dies: otherwise killing a notebook or script leaves its workers training) ends the run in
+    progress through ``KeyboardInterrupt`` (its temporary files go, its checkpoint stays) or an
+    idle worker at once."""
+    import signal
+
+    def stop(signum, frame):
+        if _TRAINING:
+            raise KeyboardInterrupt
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, stop)
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -250,7 +275,34 @@ def _die_with_parent() -> None:
 
 
 def _worker(cfg: dict, seed: int) -> dict:
-    return run_one(cfg, seed, progress=False)
+    global _TRAINING
+    _TRAINING = True
+    try:
+        return run_one(cfg, seed, progress=False)
+    except KeyboardInterrupt:  # stopped by the parent: unwound (files closed, temporary files removed); no report
+        os._exit(130)
+    finally:
+        _TRAINING = False
+
+
+def _stop_pool(pool, jobs: list[tuple[dict, int]], grace: float = 5.0) -> None:
+    """Cancel the queued runs of ``pool`` and stop its workers (SIGTERM, then SIGKILL after ``grace``
+    seconds); remove the temporary files the workers left in the runs' folders. Finished runs stay
+    cached and started ones resume from their last checkpoint."""
+    procs = list(pool._processes.values())  # the executor has no public way to stop its workers (3.11)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.time() + grace
+    for p in procs:
+        p.join(max(0.0, deadline - time.time()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+    pids = {p.pid for p in procs}
+    for cfg, seed in jobs:
+        store.remove_temporary(run_dir(cfg, seed), pids)
 
 
 def _rounds_done(cfg: dict, seed: int) -> int:
@@ -311,7 +363,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     same as ``run_one`` in this process. Cached runs return at once; one progress bar
     counts rounds over all jobs. A failing job does not stop the others (their results
     stay in the cache); after all have ended, a :class:`RuntimeError` lists the failures.
-    Returns the summaries in the order of ``jobs``.
+    An interrupt (``KeyboardInterrupt``) cancels the queued runs and stops the workers within
+    seconds (:func:`_stop_pool`), then propagates. Returns the summaries in the order of ``jobs``.
     """
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -324,6 +377,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
         summaries[i] = cached_summary(cfg, seed)
         if summaries[i] is None:
             todo.append(i)
+    for results in sorted({jobs[i][0]["results_dir"] for i in todo}):  # before any worker loads data
+        check_writable(results)
     total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
     workers = max(1, min(workers or default_workers(jobs), len(todo) or 1))
     failures = []
@@ -332,8 +387,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     tracker = Progress(desc, len(jobs), len(jobs) - len(todo), total)
     tracker.write(0, 0)
     if todo:
-        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
-                                    initializer=_die_with_parent) as pool:
+        pool = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+        try:
             futures = {pool.submit(_worker, *jobs[i]): i for i in todo}
             pending = set(futures)
             while pending:
@@ -349,6 +404,11 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
                 bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}", refresh=False)
                 bar.refresh()
                 tracker.write(finished, bar.n)
+        except BaseException:  # Ctrl-C, SIGTERM, a notebook's interrupt: stop now, not after the queue
+            bar.close()
+            _stop_pool(pool, [jobs[i] for i in todo])
+            raise
+        pool.shutdown()
     tracker.write(len(todo), total)
     bar.close()
     if failures:

@@ -6,13 +6,14 @@ A run folder ``<results_dir>/<run id>/`` holds
 - ``checkpoint.pt``: client and server state after round r, with r, the run id and the
   length and SHA-256 of the log up to round r (``torch.load(weights_only=True)``);
 - ``summary.json``: once finished, the numbers plus the log's and the checkpoint's size
-  and SHA-256 and the round the checkpoint holds;
+  and SHA-256, the round the checkpoint holds and the SHA-256 of the summary's own content;
 - ``config.yaml`` (a config ``python -m fedlib run`` accepts: it reruns exactly this run)
   and ``partition.json`` (the partition's record).
 
 Every file is written to a temporary file, fsynced and renamed, so a kill leaves either the
 old or the new version. Before a cache hit or a resume the three records are checked against
-each other (:func:`verify_finished`, :func:`resume_point`). Any inconsistency or unreadable
+each other (:func:`verify_finished`, :func:`resume_point`), and a summary's numbers against
+those its log gives (:func:`check_summary`). Any inconsistency or unreadable
 file gives one :class:`DamagedRunWarning` line that names the file and what is wrong; the run
 then continues from the last consistent point, or from round 1. A stale log is never served
 and never appended to.
@@ -20,6 +21,7 @@ and never appended to.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +34,7 @@ import torch
 
 LOG, CHECKPOINT, SUMMARY, CONFIG, PARTITION = "rounds.jsonl", "checkpoint.pt", "summary.json", "config.yaml", \
     "partition.json"
+SUMMARY_HASH = "summary_sha256"
 
 
 class DamagedRunWarning(UserWarning):
@@ -42,15 +45,50 @@ def warn(folder: Path, name: str, what: str, action: str) -> None:
     warnings.warn(f"{Path(folder) / name}: {what}; {action}", DamagedRunWarning, stacklevel=3)
 
 
+_FORMAT = warnings.formatwarning
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    """A :class:`DamagedRunWarning` prints as the one line of its message (no file:line header, no
+    source line); every other warning as Python formats it."""
+    if isinstance(category, type) and issubclass(category, DamagedRunWarning):
+        return f"warning: {message}\n"
+    return _FORMAT(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _one_line
+
+
+@contextlib.contextmanager
+def _temporary(path: Path):
+    """``.<name>.<pid>.tmp`` beside ``path``, removed when the block does not end in its rename
+    (an interrupt, a full disk): nothing temporary outlives a write."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def atomic_write(path: Path, data: bytes | str) -> None:
     """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data.encode() if isinstance(data, str) else data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    with _temporary(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+
+def remove_temporary(folder: Path, pids) -> int:
+    """Remove the temporary files the stopped processes ``pids`` left in ``folder``; how many
+    (another process's files are left alone: it may still rename them)."""
+    found = [p for pid in pids for p in Path(folder).glob(f".*.{pid}.tmp")]
+    for tmp in found:
+        tmp.unlink(missing_ok=True)
+    return len(found)
 
 
 def log_text(records: list[dict]) -> str:
@@ -81,12 +119,12 @@ def write_log(folder: Path, records: list[dict]) -> str:
 
 def save_checkpoint(folder: Path, round_idx: int, clients: dict, server: Any, log: str) -> None:
     """``checkpoint.pt`` holding the state after ``round_idx`` and the log it belongs to."""
-    tmp = Path(folder) / f".{CHECKPOINT}.{os.getpid()}.tmp"
-    torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
-                "log_sha256": sha256(log), "clients": clients, "server": server}, tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, Path(folder) / CHECKPOINT)
+    with _temporary(Path(folder) / CHECKPOINT) as tmp:
+        torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
+                    "log_sha256": sha256(log), "clients": clients, "server": server}, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, Path(folder) / CHECKPOINT)
 
 
 def parse_log(text: str) -> tuple[list[dict], str | None]:
@@ -185,11 +223,42 @@ def _fresh(folder: Path) -> Resume:
     return FRESH
 
 
+def summary_hash(summary: dict) -> str:
+    """SHA-256 of a summary's own content: every field (``cache_hit`` and ``archived``, which a reader
+    adds, left out) with the integrity record less this hash, as sorted JSON."""
+    body = {k: v for k, v in summary.items() if k not in ("cache_hit", "archived")}
+    body["integrity"] = {k: v for k, v in body.get("integrity", {}).items() if k != SUMMARY_HASH}
+    return sha256(json.dumps(body, sort_keys=True))
+
+
+def with_hash(summary: dict) -> dict:
+    """``summary`` with :func:`summary_hash` in its integrity record."""
+    return {**summary, "integrity": {**summary["integrity"], SUMMARY_HASH: summary_hash(summary)}}
+
+
+def check_summary(summary: dict, records: list[dict], require_hash: bool = False) -> str | None:
+    """What is wrong with a summary beside its verified log records (``None``: nothing). Its numbers
+    must be those the log gives (:func:`fedlib.metrics.run_numbers`) and its hash (required with
+    ``require_hash``; summaries written before hashes existed have none) must match its content."""
+    from fedlib.metrics import run_numbers
+
+    rec = summary["integrity"]
+    if SUMMARY_HASH not in rec:
+        if require_hash:
+            return "has no hash of its own content"
+    elif rec[SUMMARY_HASH] != summary_hash(summary):
+        return "was changed after it was written (its content differs from its hash)"
+    derived = run_numbers(records)
+    wrong = [k for k, v in derived.items()
+             if json.dumps(summary.get(k), sort_keys=True) != json.dumps(v, sort_keys=True)]
+    return f"{', '.join(wrong)} differ from what its log gives" if wrong else None
+
+
 def write_summary(folder: Path, summary: dict, log: str, checkpoint_round: int) -> dict:
-    """``summary.json`` with the records that tie it to the log and the checkpoint."""
-    summary = {**summary, "integrity": {"log_bytes": len(log.encode()), "log_sha256": sha256(log),
-                                        "checkpoint": file_record(Path(folder) / CHECKPOINT),
-                                        "checkpoint_round": checkpoint_round}}
+    """``summary.json`` with the records that tie it to the log and the checkpoint, and its own hash."""
+    summary = with_hash({**summary, "integrity": {"log_bytes": len(log.encode()), "log_sha256": sha256(log),
+                                                  "checkpoint": file_record(Path(folder) / CHECKPOINT),
+                                                  "checkpoint_round": checkpoint_round}})
     atomic_write(Path(folder) / SUMMARY, json.dumps(summary, indent=1))
     return summary
 
@@ -216,6 +285,9 @@ def verify_finished(folder: Path, rounds: int, repair: bool = True) -> dict | No
     data = log.read_bytes() if log.exists() else b""
     if len(data) != rec["log_bytes"] or sha256(data) != rec["log_sha256"]:
         return _distrust(folder, LOG, "differs from the log the summary was written from", repair)
+    wrong = check_summary(summary, parse_log(data.decode(errors="replace"))[0])
+    if wrong:
+        return _distrust(folder, SUMMARY, wrong, repair)
     ckpt = folder / CHECKPOINT
     if not ckpt.exists() or file_record(ckpt) != rec["checkpoint"]:
         return _distrust(folder, CHECKPOINT, "missing or differs from the checkpoint the summary was written with",

@@ -8,9 +8,12 @@ field, the value and what is allowed, e.g.::
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 
@@ -25,6 +28,11 @@ class ConfigError(ValueError):
         return (type(self), (self.field, self.value, self.allowed, str(self)))
 
 
+def _number(v: float) -> str:
+    """``4294967295`` or ``0.001``: integers in full (``:g`` would round 2**32 - 1), others short."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else f"{v:g}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Interval:
     """A numeric range; ``None`` bounds are open-ended. ``integer`` requires an int."""
@@ -37,8 +45,8 @@ class Interval:
     allow_none: bool = False  # ``null`` is a valid value (e.g. "switched off")
 
     def describe(self) -> str:
-        lo = "-inf" if self.low is None else f"{self.low:g}"
-        hi = "inf" if self.high is None else f"{self.high:g}"
+        lo = "-inf" if self.low is None else _number(self.low)
+        hi = "inf" if self.high is None else _number(self.high)
         left = "(" if self.low_open or self.low is None else "["
         right = ")" if self.high_open or self.high is None else "]"
         kind = "an integer" if self.integer else "a number"
@@ -84,6 +92,32 @@ class Options:
 
 
 BOOL = Options((True, False))
+# What numpy's and torch's generators accept as a seed (numpy's legacy RandomState: below 2**32).
+SEED = Interval(0, 2**32 - 1, integer=True)
+POSITIVE_INT = Interval(1, None, integer=True)
+
+
+def check_value(field: str, value: Any, rule: Interval | Options) -> Any:
+    """``value`` if ``rule`` allows it, else :class:`ConfigError` naming ``field``."""
+    if not rule.ok(value):
+        raise ConfigError(field, value, rule.describe())
+    return value
+
+
+def check_writable(path: str | Path, field: str = "results_dir") -> None:
+    """A folder this process can create and write in: ``path`` itself if it exists, else its
+    nearest existing parent. Checked before any data is loaded, so a run never fails at its first
+    write after minutes of work."""
+    path = Path(path).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(field, str(path), "a folder (this is a file)")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(field, str(path), f"a folder that can be created ({probe} is a file)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(field, str(path), f"a folder this user can write in ({probe} is not writable)")
 
 
 def check_fields(obj: Any, constraints: dict, prefix: str | None = None) -> None:
@@ -113,3 +147,37 @@ def from_dict(cls: type, data: dict | None, owner: str | None = None):
         if key not in names:
             raise unknown_key_error(owner, key, names)
     return cls(**data)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``prog: error: ...``, no usage block) with exit
+    status 2, as every other bad input gets."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+def arg_type(rule: Interval | Options, convert=int):
+    """An argparse ``type`` that converts with ``convert`` and checks ``rule``, in the one-line format."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {rule.describe()}") from None
+        if not rule.ok(value):
+            raise argparse.ArgumentTypeError(f"got {value!r}; allowed: {rule.describe()}")
+        return value
+
+    return parse
+
+
+def device_arg(text: str) -> str:
+    """An argparse ``type`` for ``--device``: auto, cpu, or cuda where this machine has one."""
+    from fedlib.device import resolve
+
+    try:
+        resolve(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {exc.allowed}") from None
+    return text

@@ -33,7 +33,7 @@ import random
 
 import numpy as np
 
-from fedlib.validation import ConfigError, unknown_key_error
+from fedlib.validation import BOOL, SEED, ConfigError, Interval, Options, check_value, unknown_key_error
 
 
 @dataclasses.dataclass
@@ -75,9 +75,9 @@ def _finish(train, test, labels_pool, num_classes, params) -> Partition:
 
 
 def _check_int(field, value, low, high=None, why=""):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        hi = "inf" if high is None else str(high)
-        raise ConfigError(field, value, f"an integer in [{low}, {hi}]{why}")
+    rule = Interval(low, high, integer=True)
+    if not rule.ok(value):
+        raise ConfigError(field, value, rule.describe() + why)
 
 
 def nway_kshot(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_clients: int = 20,
@@ -252,8 +252,7 @@ def label_partition(scheme: str, y_train: np.ndarray, y_test: np.ndarray, num_cl
     _check_int("partition.num_clients", num_clients, 1)
     if split not in ("merge", "official"):
         raise ConfigError("partition.split", split, "one of 'merge', 'official'")
-    if not (isinstance(train_ratio, (int, float)) and 0 < train_ratio < 1):
-        raise ConfigError("partition.train_ratio", train_ratio, "a number in (0, 1)")
+    check_value("partition.train_ratio", train_ratio, RULES["train_ratio"])
     n_train = len(y_train)
     pool = np.concatenate([y_train, y_test])
     labels = pool if split == "merge" else y_train
@@ -264,8 +263,7 @@ def label_partition(scheme: str, y_train: np.ndarray, y_test: np.ndarray, num_cl
     if split == "merge":
         params["train_ratio"] = train_ratio
     if scheme == "dirichlet":
-        if not (isinstance(alpha, (int, float)) and alpha > 0):
-            raise ConfigError("partition.alpha", alpha, "a number in (0, inf)")
+        check_value("partition.alpha", alpha, RULES["alpha"])
         min_size = least if min_size is None else min_size
         _check_int("partition.min_size", min_size, 0, N // num_clients,
                    f" (the data holds {N} samples for {num_clients} clients)")
@@ -309,8 +307,7 @@ def fedpcl(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, num_client
                f" (the data holds {len(y_train)} training samples)")
     _check_int("partition.test_size", test_size, 1, len(y_test) // num_clients,
                f" ({len(y_test)} test samples for {num_clients} clients)")
-    if not (isinstance(alpha, (int, float)) and alpha > 0):
-        raise ConfigError("partition.alpha", alpha, "a number in (0, inf)")
+    check_value("partition.alpha", alpha, RULES["alpha"])
     _check_int("partition.min_size", min_size, 0, train_size // num_clients)
     fixed = np.random.default_rng(0)
     tr_order, te_order = fixed.permutation(len(y_train)), fixed.permutation(len(y_test))
@@ -351,25 +348,49 @@ def domains(y_train: np.ndarray, y_test: np.ndarray, num_classes: int, domain_tr
 
 
 SCHEMES = ("nway_kshot", "dirichlet", "pathological", "iid", "fedpcl", "domains")
+_COUNT, _SIZE = Interval(0, None, integer=True), Interval(1, None, integer=True)
+# Type and range of every partition parameter, checked with the config before any data is loaded
+# (bounds that depend on the data, e.g. ways <= classes, are checked by each scheme).
+RULES = {"num_clients": _SIZE, "ways": _SIZE, "shots": _SIZE, "stdev": _COUNT,
+         "block": Interval(1, None, integer=True, allow_none=True), "test_shots": _COUNT, "seed": SEED,
+         "shuffle": BOOL, "ways_stdev": Interval(0, None, integer=True, allow_none=True),
+         "split": Options(("merge", "official")), "train_ratio": Interval(0, 1, low_open=True, high_open=True),
+         "alpha": Interval(0, None, low_open=True), "min_size": Interval(0, None, integer=True, allow_none=True),
+         "classes_per_client": _SIZE, "balance": BOOL, "train_size": _SIZE, "test_size": _SIZE,
+         "train_per_class": _SIZE, "test_per_class": _SIZE}
+_HIDDEN = ("y_train", "y_test", "num_classes", "domain_train", "domain_test")
+
+
+def _scheme_fn(scheme):
+    return {"nway_kshot": nway_kshot, "fedpcl": fedpcl, "domains": domains}.get(scheme) \
+        or functools.partial(label_partition, scheme)
+
+
+def check_params(params: dict) -> None:
+    """The scheme, the keys it takes and every value's type and range (:data:`RULES`), without the data."""
+    scheme = params.get("scheme")
+    if scheme not in SCHEMES:
+        raise ConfigError("partition.scheme", scheme, "one of " + ", ".join(SCHEMES))
+    known = [p for p in inspect.signature(_scheme_fn(scheme)).parameters if p not in _HIDDEN]
+    for key, value in params.items():
+        if key == "scheme":
+            continue
+        if key not in known:
+            raise unknown_key_error(f"partition ({scheme})", key, known)
+        if not (key == "num_clients" and scheme == "domains" and value is None):
+            check_value(f"partition.{key}", value, RULES[key])
 
 
 def make_partition(params: dict, y_train, y_test, num_classes: int,
                    domains: tuple[np.ndarray, np.ndarray] | None = None) -> Partition:
     """Dispatch on ``params['scheme']``; the other keys are the scheme's arguments. ``domains``: the
     domain index of every training and test sample, for the ``domains`` scheme."""
+    check_params(params)
     params = dict(params)
-    scheme = params.pop("scheme", None)
+    scheme = params.pop("scheme")
     y_train = np.asarray(y_train)
     y_test = np.asarray(y_test)
-    if scheme not in SCHEMES:
-        raise ConfigError("partition.scheme", scheme, "one of " + ", ".join(SCHEMES))
-    fn = {"nway_kshot": nway_kshot, "fedpcl": fedpcl, "domains": globals()["domains"]}.get(scheme) \
-        or functools.partial(label_partition, scheme)
-    hidden = ("y_train", "y_test", "num_classes", "domain_train", "domain_test")
-    known = [p for p in inspect.signature(fn).parameters if p not in hidden]
-    for key in params:
-        if key not in known:
-            raise unknown_key_error(f"partition ({scheme})", key, known)
+    fn = _scheme_fn(scheme)
     if scheme == "domains":
         if domains is None:
             raise ConfigError("partition.scheme", scheme, "a dataset with domains (digit5, digit5_standin)")

@@ -19,24 +19,33 @@ from typing import ClassVar
 
 import yaml
 
-from fedlib.validation import ConfigError
+from fedlib.validation import POSITIVE_INT, SEED, ConfigError, Options, Parser, arg_type, check_value, device_arg
 from fedlib.paths import PARAMS as PARAMS_ROOT
 
 
 
-def check_seeds(seeds) -> list[int]:
-    """A notebook's ``seeds`` parameter: a non-empty list of non-negative integers."""
-    if (not isinstance(seeds, list) or not seeds
-            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
-        raise ConfigError("seeds", seeds, "a non-empty list of non-negative integers")
-    return list(seeds)
+def check_seeds(seeds, field: str = "seeds") -> list[int]:
+    """A notebook's ``seeds`` parameter: a non-empty list of integers in [0, 2**32 - 1]."""
+    from fedlib.config import check_seeds as check
+
+    return check(seeds, field)
 
 
-def check_rounds(rounds) -> int:
+def check_rounds(rounds, field: str = "rounds") -> int:
     """A notebook's ``rounds`` parameter: a positive integer."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ConfigError("rounds", rounds, "a positive integer")
-    return rounds
+    return check_value(field, rounds, POSITIVE_INT)
+
+
+def check_plan_settings(settings, where: str) -> None:
+    """A profile's settings in ``experiments.yaml``: its seeds, and every round count (a key naming
+    rounds, or the values of a mapping under one) a positive integer; ``where`` names the profile."""
+    if "seeds" in settings:
+        check_seeds(settings["seeds"], f"{where}.seeds")
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            check_plan_settings(value, f"{where}.{key}")
+        elif "rounds" in str(key):
+            check_rounds(value, f"{where}.{key}")
 
 
 def check_methods(methods, known: list[str], required: tuple[str, ...] = (), why: str = "") -> list[str]:
@@ -103,9 +112,21 @@ class Plan:
         replace the profile's settings."""
         from fedlib import report
 
-        spec = yaml.safe_load(Path(path or cls.params_file()).read_text())
-        if profile not in spec["profiles"]:
-            raise ConfigError("profile", profile, "one of " + ", ".join(spec["profiles"]))
+        from fedlib.config import EXECUTOR_CHOICES
+        from fedlib.device import resolve
+        from fedlib.reproduce import PROFILES
+
+        source = Path(path or cls.params_file())
+        spec = yaml.safe_load(source.read_text())
+        listed = yaml.safe_load(PROFILES.read_text()) or {}
+        allowed = [p for p in spec["profiles"] if p in listed]
+        if profile not in allowed:
+            raise ConfigError("profile", profile, "one of " + ", ".join(allowed) + " (see params/profiles.yaml)")
+        check_plan_settings(spec["profiles"][profile], f"{source.parent.name}/{source.name}: profiles.{profile}")
+        if device is not None:
+            resolve(device)
+        if executor is not None:
+            check_value("executor", executor, Options(EXECUTOR_CHOICES))
         plan = cls(profile, spec, copy.deepcopy(spec["profiles"][profile]),
                    str(results_dir or report.results_dir()), data_root, device, executor)
         if seeds is not None:
@@ -206,16 +227,65 @@ def _duration(seconds: float) -> str:
 
 
 def cli(prog: str, description: str) -> argparse.ArgumentParser:
-    """The argument parser every study's headless command starts from."""
-    ap = argparse.ArgumentParser(prog=prog, description=description)
-    ap.add_argument("--profile", default="quick", help="smoke, quick (default), paper or a study's own")
+    """The argument parser every study's headless command starts from: each value is checked as it is
+    parsed (type and range; ``--device cuda`` needs a CUDA device), a bad one ends the command with one
+    line and exit status 2 before anything is loaded."""
+    from fedlib.config import EXECUTOR_CHOICES
+
+    ap = Parser(prog=prog, description=description)
+    ap.add_argument("--profile", default="quick", help="smoke, quick (default), paper or a study's own "
+                    "(those params/profiles.yaml lists)")
     ap.add_argument("--methods", nargs="+", help="default: the profile's methods")
-    ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
-    ap.add_argument("--rounds", type=int, help="default: the profile's rounds")
-    ap.add_argument("--workers", type=int, help="runs in parallel (default: one per CPU core; 4 on CUDA)")
-    ap.add_argument("--device", help="auto (default: CUDA when present), cpu or cuda")
-    ap.add_argument("--executor", help="auto (default: batched on CUDA), sequential or batched")
+    ap.add_argument("--seeds", type=arg_type(SEED), nargs="+", help="default: the profile's seeds")
+    ap.add_argument("--rounds", type=arg_type(POSITIVE_INT), help="default: the profile's rounds")
+    ap.add_argument("--workers", type=arg_type(POSITIVE_INT),
+                    help="runs in parallel (default: one per CPU core; 4 on CUDA)")
+    ap.add_argument("--device", type=device_arg, help="auto (default: CUDA when present), cpu or cuda")
+    ap.add_argument("--executor", choices=EXECUTOR_CHOICES, help="auto (default: batched on CUDA), sequential or "
+                    "batched")
     return ap
+
+
+INTERRUPTED = ("interrupted: queued runs cancelled; finished runs are cached and started runs resume from their "
+               "last checkpoint: run the same command to go on")
+
+
+def command(main):
+    """Decorator of a study's ``main(argv)``: a bad value anywhere (options, the study's
+    ``experiments.yaml``, the configs it makes) or a missing dataset ends it with one line and exit
+    status 2; SIGINT or SIGTERM stop it within seconds (queued runs cancelled, :func:`fedlib.runner.run_many`)
+    with one line on how to go on and exit status 130."""
+    import functools
+
+    @functools.wraps(main)
+    def run(argv: list[str] | None = None) -> int:
+        import signal
+        import sys
+        import threading
+
+        from fedlib.data.sources import DatasetUnavailable
+        from fedlib.engine import STOP
+        from fedlib.runner import stop_on_signals
+
+        main_thread = threading.current_thread() is threading.main_thread()
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        if main_thread:
+            stop_on_signals()
+        try:
+            return main(argv)
+        except (ConfigError, DatasetUnavailable) as exc:
+            print(f"error: {exc}")
+            return 2
+        except KeyboardInterrupt:
+            print(INTERRUPTED, file=sys.stderr)
+            return 130
+        finally:
+            if main_thread:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+            STOP.clear()
+
+    return run
 
 
 def add_retrain_archived(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -35,14 +35,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
     args = parser.parse_args(argv)
     root = Path(args.root) if args.root else None
+    failed = 0
     for name, configs, seeds in archived_tables():
         jobs = [(cfg, s) for cfg in configs.values() for s in seeds]
         if args.check:
-            ok = sum(any(archive.summary(c, s, root) is not None for c in results.placements(cfg)) for cfg, s in jobs)
+            present = [[c for c in results.placements(cfg) if archive.entry(c, s, root).exists()] for cfg, s in jobs]
+            ok = sum(any(archive.summary(c, s, root) is not None for c in cs)
+                     for cs, (_, s) in zip(present, jobs, strict=True))
+            failed += sum(bool(cs) for cs in present) - ok
             done = sum(any(cached_summary(c, s) is not None for c in results.placements(cfg)) for cfg, s in jobs)
             print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks; {done} finished in the "
                   "results folder")
         else:  # the run on the table's own placement, else the first other one that finished (results.find)
             added = sum(any(archive.add(c, s, root) for c in results.placements(cfg)) for cfg, s in jobs)
             print(f"{name}: {added} of {len(jobs)} runs finished and archived")
-    return 0
+    if failed:
+        print(f"archive check: {failed} entr{'y' if failed == 1 else 'ies'} failed (see the warnings above)")
+    return 1 if failed else 0

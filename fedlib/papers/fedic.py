@@ -334,6 +334,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             ("FedIC Fig. 4 (converged profile)", ablation_configs(cp), cp.seeds)]
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedic [--profile P] [--dataset D] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table 1 headless and print paper | ours per setting (best round, sample-weighted)."""

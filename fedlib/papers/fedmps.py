@@ -368,6 +368,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.seeds[:1])]
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedmps [--profile P] [--table III|VI|VII] [--methods M ...] [--seeds S ...]
     [--rounds N]``: run one table headless (no notebook) and print paper | ours | diff. Table III runs
@@ -382,15 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     def obtain(*a, **kw):  # a finished run (another device, the run archive) is read, not retrained
         return results.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
 
-    try:
-        plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device,
-                         executor=args.executor)
-        if args.methods:
-            methods = check_methods(args.methods, plan.methods)
-            plan.settings["table3_methods"] = plan.settings["sweep_methods"] = methods
-    except ConfigError as exc:
-        print(f"error: {exc}")
-        return 2
+    plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device, executor=args.executor)
+    if args.methods:
+        methods = check_methods(args.methods, plan.methods)
+        plan.settings["table3_methods"] = plan.settings["sweep_methods"] = methods
     paper, seed0, R = report.load_paper("fedmps")["tables"], plan.seeds[0], plan.settings["rounds"]
     if args.table == "VI":
         rows = ways_rows(plan, obtain(ways_configs(plan), seeds=[seed0], workers=args.workers, desc="Table VI"))

@@ -530,6 +530,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             ("GFPL Figs. 3b and 6 (paper profile)", figs, gp.seeds[:1])]
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--ways W ...]
     [--methods M ...] [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1

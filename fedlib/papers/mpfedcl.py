@@ -339,6 +339,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     return [("MP-FedCL Table VI (paper profile)", table6_configs(pp), pp.seeds)]
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.mpfedcl [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table VI's MNIST column headless and print paper | ours | diff."""

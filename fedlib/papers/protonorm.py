@@ -364,6 +364,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             ("ProtoNorm Tables 4-5 (converged profile)", gamma_configs(cp), cp.seeds)]
 
 
+@papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.protonorm [--profile P] [--methods M ...] [--partitions ...]``:
     run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10."""
@@ -374,23 +375,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help="model family instead of the profile's (ht0, ht0_lite)")
     ap.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10, cifar100 (from the data root)")
     args = ap.parse_args(argv)
-    try:
-        plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds, device=args.device,
-                         executor=args.executor)
-        known = list(plan.spec["table1"]["partitions"])
-        if args.partitions:
-            if any(p not in known for p in args.partitions):
-                raise ConfigError("--partitions", args.partitions, "some of " + ", ".join(known))
-            plan.settings["table1"]["partitions"] = list(args.partitions)
-        if args.model:
-            if args.model not in ("ht0", "ht0_lite"):
-                raise ConfigError("--model", args.model, "ht0 or ht0_lite")
-            plan.settings["table1"]["model"] = args.model
-        if args.dataset not in plan.spec["table1"]["datasets"]:
-            raise ConfigError("--dataset", args.dataset, "one of " + ", ".join(plan.spec["table1"]["datasets"]))
-    except ConfigError as exc:
-        print(f"error: {exc}")
-        return 2
+    plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds, device=args.device,
+                     executor=args.executor)
+    known = list(plan.spec["table1"]["partitions"])
+    if args.partitions:
+        if any(p not in known for p in args.partitions):
+            raise ConfigError("--partitions", args.partitions, "some of " + ", ".join(known))
+        plan.settings["table1"]["partitions"] = list(args.partitions)
+    if args.model:
+        if args.model not in ("ht0", "ht0_lite"):
+            raise ConfigError("--model", args.model, "ht0 or ht0_lite")
+        plan.settings["table1"]["model"] = args.model
+    if args.dataset not in plan.spec["table1"]["datasets"]:
+        raise ConfigError("--dataset", args.dataset, "one of " + ", ".join(plan.spec["table1"]["datasets"]))
     dspec = plan.spec["table1"]["datasets"][args.dataset]
     configs = table1_configs(plan, args.dataset)
     res = run(configs, workers=args.workers, desc="Table 1")
