@@ -302,9 +302,27 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
              gp.seeds[:1])]
 
 
+class StudyParser(argparse.ArgumentParser):
+    """A study command's parser: parsing also puts the backend options in force (:func:`fedlib.backends.apply`;
+    a bad value, or ``--backend ray`` without Ray, ends the command with a one-line error, exit status 2)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        from fedlib import backends
+
+        parsed, rest = super().parse_known_args(args, namespace)
+        try:
+            backends.apply(parsed)
+        except ConfigError as exc:
+            self.exit(2, f"error: {exc}\n")
+        return parsed, rest
+
+
 def cli(prog: str, description: str) -> argparse.ArgumentParser:
     """The argument parser every study's headless command starts from."""
-    ap = argparse.ArgumentParser(prog=prog, description=description)
+    from fedlib import backends
+
+    ap = StudyParser(prog=prog, description=description)
+    backends.add_options(ap)
     ap.add_argument("--profile", default="quick", help="smoke, quick (default), paper or a study's own")
     ap.add_argument("--methods", nargs="+", help="default: the profile's methods")
     ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
@@ -313,6 +331,20 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     ap.add_argument("--device", help="auto (default: CUDA when present), cpu or cuda")
     ap.add_argument("--executor", help="auto (default: batched on CUDA), sequential or batched")
     return ap
+
+
+def command(main) -> int:
+    """Run a study's ``main`` as a command: its exit status, or 1 with the failed runs counted and listed
+    (every other run finished and is kept) when some raised."""
+    import sys
+
+    from fedlib.runner import RunsFailed
+
+    try:
+        return main()
+    except RunsFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def add_retrain_archived(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -452,7 +452,7 @@ def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> 
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(papers.command(main))
 
 
 # -- the claims ledger ---------------------------------------------------------------------------
