@@ -7,6 +7,8 @@ import argparse
 import logging
 import sys
 
+from fedlib import backends
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fedlib", description="Prototype-based FL reproduction suite")
@@ -27,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--no-progress", action="store_true", help="hide papermill's progress bar")
     rep.add_argument("--device", default=None, help="auto, cpu or cuda for every run of every notebook "
                                                      "(default: the notebooks' own, auto)")
+    backends.add_options(rep)  # written to the environment, which the notebooks' kernels inherit
     part = sub.add_parser("partition", help="draw a config's partition heatmap and print its counts")
     part.add_argument("config")
     part.add_argument("overrides", nargs="*")
@@ -46,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         from fedlib.report import CHECKOUT
 
         try:
+            backends.apply(args)
             return reproduce(args.profile, notebooks=args.notebooks or CHECKOUT / "notebooks",
                              root=args.root or CHECKOUT, only=args.only, progress=not args.no_progress,
                              log_output=args.log_output, device=args.device)

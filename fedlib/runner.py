@@ -198,6 +198,12 @@ def rerunnable_config(cfg: dict, seed: int) -> dict:
     return out
 
 
+def config_text(cfg: dict, seed: int, folder: Path) -> str:
+    """The run folder's ``config.yaml``: :func:`rerunnable_config` under a line saying how to rerun it."""
+    header = f"# run {folder.name}, seed {seed}: `python -m fedlib run {folder / store.CONFIG}` reruns it\n"
+    return header + yaml.safe_dump(rerunnable_config(cfg, seed), sort_keys=False)
+
+
 def trained_by(cfg: dict, algo) -> str:
     """The executor that trained the run's clients: the config's, except that a method the batched
     executor cannot batch (:meth:`~fedlib.algorithms.base.Algorithm.batch_support`) trained sequentially
@@ -208,8 +214,7 @@ def trained_by(cfg: dict, algo) -> str:
 
 def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     data, ctx, algo = built
-    header = (f"# run {folder.name}, seed {seed}: `python -m fedlib run {folder / store.CONFIG}` reruns it\n")
-    store.atomic_write(folder / store.CONFIG, header + yaml.safe_dump(rerunnable_config(cfg, seed), sort_keys=False))
+    store.atomic_write(folder / store.CONFIG, config_text(cfg, seed, folder))
     store.atomic_write(folder / store.PARTITION, json.dumps(data.partition.record()))
     t = cfg["train"]
     sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
@@ -354,8 +359,12 @@ def default_workers(jobs: list[tuple[dict, int]]) -> int:
     return cores
 
 
+class RunsFailed(RuntimeError):
+    """Some runs of a grid raised; the message counts and lists them (the others finished and are kept)."""
+
+
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
-             desc: str = "runs") -> list[dict]:
+             desc: str = "runs", backend: str | None = None) -> list[dict]:
     """Run many (config, seed) jobs, ``workers`` at a time in separate processes (default:
     :func:`default_workers`).
 
@@ -365,7 +374,15 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     stay in the cache); after all have ended, a :class:`RuntimeError` lists the failures.
     An interrupt (``KeyboardInterrupt``) cancels the queued runs and stops the workers within
     seconds (:func:`_stop_pool`), then propagates. Returns the summaries in the order of ``jobs``.
+    ``backend="ray"`` (default: ``$FEDLIB_BACKEND``, else local) sends the runs to Ray instead
+    (:mod:`fedlib.ray_backend`; ``workers`` is then Ray's to decide).
     """
+    from fedlib import backends
+
+    if backends.resolve(backend) == "ray":
+        from fedlib import ray_backend
+
+        return ray_backend.run_many(jobs, progress=progress, desc=desc)
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -413,7 +430,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     bar.close()
     if failures:
         lines = "\n".join(f"  {name} seed {seed}: {why}" for name, seed, why in failures)
-        raise RuntimeError(f"{len(failures)} of {len(jobs)} runs failed (finished runs are cached):\n{lines}")
+        raise RunsFailed(f"{len(failures)} of {len(jobs)} runs failed (finished runs are cached):\n{lines}")
     return summaries  # type: ignore[return-value]
 
 
@@ -457,6 +474,12 @@ def load_state(cfg: dict, seed: int) -> RunState:
     if (folder / store.SUMMARY).exists() and cached_summary(cfg, seed) is None:
         run_one(cfg, seed, progress=False)
     ckpt, problem = store.load_checkpoint(folder)
+    if ckpt is None and store.left_checkpoint_behind(folder):  # finished on a Ray worker: remade here
+        print(f"{cfg['name']} seed {seed}: its checkpoint stayed on the node that ran it; training it again here")
+        with run_lock(folder):
+            store.forget(folder)
+        run_one(cfg, seed, progress=False)
+        ckpt, problem = store.load_checkpoint(folder)
     if ckpt is None:
         raise FileNotFoundError(f"{folder / store.CHECKPOINT}: {problem}; run it again to recompute it")
     data, ctx, algo = build(cfg, seed)

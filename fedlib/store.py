@@ -289,6 +289,8 @@ def verify_finished(folder: Path, rounds: int, repair: bool = True) -> dict | No
     if wrong:
         return _distrust(folder, SUMMARY, wrong, repair)
     ckpt = folder / CHECKPOINT
+    if rec["checkpoint"] is None:  # finished elsewhere, its files returned without the checkpoint
+        return summary
     if not ckpt.exists() or file_record(ckpt) != rec["checkpoint"]:
         return _distrust(folder, CHECKPOINT, "missing or differs from the checkpoint the summary was written with",
                          repair)
@@ -300,6 +302,41 @@ def _distrust(folder: Path, name: str, what: str, repair: bool) -> None:
         warn(folder, name, what, "not served; checking the run from its checkpoint")
         (Path(folder) / SUMMARY).unlink(missing_ok=True)
     return None
+
+
+def write_returned(folder: Path, files: dict[str, str]) -> dict:
+    """Write a run that finished in another place (a Ray worker without the results folder) from its
+    returned files (``config.yaml``, ``partition.json``, ``rounds.jsonl``, ``summary.json``), each atomically
+    and the summary last, so a kill leaves the run unfinished, never half-written. The log must be the one
+    the summary was written from (else :class:`ValueError`, nothing written). The checkpoint stays behind:
+    the summary's integrity record says so (``checkpoint: None``), :func:`verify_finished` then serves the
+    run from its log, and :func:`fedlib.runner.load_state` remakes the checkpoint when asked for it."""
+    folder = Path(folder)
+    summary = json.loads(files[SUMMARY])
+    rec = summary["integrity"]
+    log = files[LOG].encode()
+    if len(log) != rec["log_bytes"] or sha256(log) != rec["log_sha256"]:
+        raise ValueError(f"{folder.name}: the returned {LOG} differs from the log its summary was written from")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (CONFIG, PARTITION, LOG):
+        atomic_write(folder / name, files[name])
+    (folder / CHECKPOINT).unlink(missing_ok=True)  # an older checkpoint would not belong to this log
+    summary["integrity"] = {**rec, "checkpoint": None}
+    atomic_write(folder / SUMMARY, json.dumps(summary, indent=1))
+    return summary
+
+
+def left_checkpoint_behind(folder: Path) -> bool:
+    """Whether the finished run in ``folder`` was written from returned files, without its checkpoint."""
+    try:
+        return json.loads((Path(folder) / SUMMARY).read_text())["integrity"]["checkpoint"] is None
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def forget(folder: Path) -> None:
+    """Remove a run's log, checkpoint and summary (it trains again from round 1); config and partition stay."""
+    _fresh(folder)
 
 
 def read_log(folder: Path) -> list[dict]:

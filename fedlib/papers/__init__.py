@@ -226,13 +226,31 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
+class StudyParser(Parser):
+    """A study command's parser: one-line errors (:class:`~fedlib.validation.Parser`), and parsing also puts
+    the backend options in force (:func:`fedlib.backends.apply`; a bad value, or ``--backend ray`` without
+    Ray, ends the command with a one-line error, exit status 2)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        from fedlib import backends
+
+        parsed, rest = super().parse_known_args(args, namespace)
+        try:
+            backends.apply(parsed)
+        except ConfigError as exc:
+            self.exit(2, f"error: {exc}\n")
+        return parsed, rest
+
+
 def cli(prog: str, description: str) -> argparse.ArgumentParser:
     """The argument parser every study's headless command starts from: each value is checked as it is
     parsed (type and range; ``--device cuda`` needs a CUDA device), a bad one ends the command with one
     line and exit status 2 before anything is loaded."""
+    from fedlib import backends
     from fedlib.config import EXECUTOR_CHOICES
 
-    ap = Parser(prog=prog, description=description)
+    ap = StudyParser(prog=prog, description=description)
+    backends.add_options(ap)
     ap.add_argument("--profile", default="quick", help="smoke, quick (default), paper or a study's own "
                     "(those params/profiles.yaml lists)")
     ap.add_argument("--methods", nargs="+", help="default: the profile's methods")
@@ -253,7 +271,7 @@ INTERRUPTED = ("interrupted: queued runs cancelled; finished runs are cached and
 def command(main):
     """Decorator of a study's ``main(argv)``: a bad value anywhere (options, the study's
     ``experiments.yaml``, the configs it makes) or a missing dataset ends it with one line and exit
-    status 2; SIGINT or SIGTERM stop it within seconds (queued runs cancelled, :func:`fedlib.runner.run_many`)
+    status 2; runs that raised end it with exit status 1 after the others finished (each listed); SIGINT or SIGTERM stop it within seconds (queued runs cancelled, :func:`fedlib.runner.run_many`)
     with one line on how to go on and exit status 130."""
     import functools
 
@@ -265,7 +283,7 @@ def command(main):
 
         from fedlib.data.sources import DatasetUnavailable
         from fedlib.engine import STOP
-        from fedlib.runner import stop_on_signals
+        from fedlib.runner import RunsFailed, stop_on_signals
 
         main_thread = threading.current_thread() is threading.main_thread()
         before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -276,6 +294,9 @@ def command(main):
         except (ConfigError, DatasetUnavailable) as exc:
             print(f"error: {exc}")
             return 2
+        except RunsFailed as exc:   # every other run finished and is kept
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         except KeyboardInterrupt:
             print(INTERRUPTED, file=sys.stderr)
             return 130

@@ -1,0 +1,189 @@
+"""``--backend ray`` on a local Ray instance of 2 CPUs: the same numbers as the local pool, a killed worker
+retried and resumed, a raising run reported while the others finish, both result modes, packing, errors."""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fedlib import backends, ray_backend, store
+from fedlib.config import load_config, run_dir, run_id
+from fedlib.papers import fedmps
+from fedlib.runner import RunsFailed, load_state, run_many, run_one
+
+CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+TIMING = ("seconds", "train_seconds", "eval_seconds")
+
+
+def spiral(root, **overrides):
+    """The spiral test config on 5% of its points (a round in a fraction of a second)."""
+    return load_config(CFG, {"results_dir": str(root), "train.rounds": 3,
+                             "dataset": {"name": "spiral", "fraction": 0.05}, **overrides})
+
+
+def grid(root):
+    """2 methods x 2 seeds."""
+    return [(spiral(root, **method), seed) for method in ({}, {"algorithm": {"name": "fedavg"}}) for seed in (1, 2)]
+
+
+def numbers(cfg, seed):
+    """The per-round records of a finished run, without the timings."""
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in store.read_log(run_dir(cfg, seed))]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in backends.ENV.values():
+        monkeypatch.setenv(name, "")  # unset for the code (empty), removed again after the test
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Ray on this machine with 2 CPUs; ``$FEDLIB_TEST_RAY_ADDRESS`` names one started beforehand instead
+    (``ray start --head --num-cpus 2``: on a busy machine Ray's 30 s for starting a node can run out)."""
+    address = os.environ.get("FEDLIB_TEST_RAY_ADDRESS")
+    ray = ray_backend.connect(address) if address else ray_backend.init_local(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_grid(tmp_path_factory):
+    jobs = grid(tmp_path_factory.mktemp("local"))
+    run_many(jobs, workers=2, progress=False, backend="local")
+    return jobs
+
+
+def test_a_grid_on_ray_gives_the_local_pools_numbers_round_by_round(cluster, local_grid, tmp_path, monkeypatch,
+                                                                     capsys):
+    monkeypatch.setenv("FEDLIB_BACKEND", "ray")  # how a notebook or `reproduce` picks the backend
+    jobs = grid(tmp_path)
+    got = run_many(jobs, progress=False)
+    assert "ray: 1 node, 2 CPUs, 0 GPUs; results folder" in capsys.readouterr().out
+    assert [s["run_id"] for s in got] == [run_id(c, s) for c, s in jobs]
+    for (cfg, seed), (here, _), summary in zip(jobs, local_grid, got, strict=True):
+        assert numbers(cfg, seed) == numbers(here, seed) and len(numbers(cfg, seed)) == 3
+        assert summary["metrics"] == run_one(here, seed)["metrics"] and not summary["cache_hit"]
+        assert summary["ray"]["resumed_from_round"] == 0
+        assert (run_dir(cfg, seed) / store.CHECKPOINT).exists()  # shared folder: the task wrote it all
+    assert got[0]["metrics"] != got[2]["metrics"]  # FedProto and FedAvg differ
+    assert all(s["cache_hit"] for s in run_many(jobs, progress=False))
+
+
+def test_a_killed_worker_is_retried_and_resumes_to_the_uninterrupted_numbers(cluster, tmp_path):
+    cfg = spiral(tmp_path / "ray", **{"train.rounds": 12})
+    folder = run_dir(cfg, 1)
+    out = {}
+    runner = threading.Thread(target=lambda: out.update(s=run_many([(cfg, 1)], progress=False, backend="ray")))
+    runner.start()
+    deadline = time.time() + 60
+    while len(store.read_log(folder)) < 3 and time.time() < deadline:
+        time.sleep(0.02)
+    pid = int((folder / ".lock").read_text())  # the worker process holding the run's lock
+    os.kill(pid, signal.SIGKILL)
+    runner.join(90)
+    (summary,) = out["s"]
+    assert summary["ray"]["resumed_from_round"] >= 3  # the retry went on from the checkpoint
+    uninterrupted = spiral(tmp_path / "here", **{"train.rounds": 12})
+    run_one(uninterrupted, 1, progress=False)
+    assert numbers(cfg, 1) == numbers(uninterrupted, 1) and len(numbers(cfg, 1)) == 12
+
+
+def test_a_raising_run_is_reported_with_its_config_while_the_others_finish(cluster, tmp_path):
+    good = spiral(tmp_path)
+    bad = spiral(tmp_path, **{"partition.alpha": -1.0})
+    with pytest.raises(RunsFailed, match=r"^1 of 2 runs failed \(finished runs are kept\):\n") as err:
+        run_many([(bad, 1), (good, 1)], progress=False, backend="ray")
+    line = str(err.value).splitlines()[1]
+    assert line.startswith(f"  spiral_test seed 1 (run {run_id(bad, 1)}, algorithm {{'name': 'fedproto'")
+    assert "ConfigError: partition.alpha: got -1.0" in line
+    assert store.verify_finished(run_dir(good, 1), 3) is not None
+
+
+def test_returned_files_are_written_through_the_store(cluster, local_grid, tmp_path, capsys):
+    jobs = grid(tmp_path)[:2]
+    got = ray_backend.run_many(jobs, progress=False, results="returned")
+    assert "not written by the tasks: each task returns its run's files and this process writes them" \
+        in capsys.readouterr().out
+    for (cfg, seed), (here, _), summary in zip(jobs, local_grid, got):
+        folder = run_dir(cfg, seed)
+        assert numbers(cfg, seed) == numbers(here, seed)
+        assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
+            ["config.yaml", "partition.json", "rounds.jsonl", "summary.json"]
+        assert summary["integrity"]["checkpoint"] is None and summary["ray"]["node"]
+        # config.yaml reruns the run here: this results folder, not the node's scratch folder
+        assert load_config(folder / "config.yaml")["results_dir"] == str(tmp_path)
+        assert not (ray_backend.scratch_root() / run_id(cfg, seed)).exists()
+    assert all(s["cache_hit"] for s in run_many(jobs, progress=False))
+    # a notebook asking for the final models gets them: the checkpoint is made again, same numbers
+    state = load_state(*jobs[0])
+    assert state.round == 3 and numbers(*jobs[0]) == numbers(*local_grid[0])
+
+
+def test_returned_files_that_disagree_are_not_written(tmp_path):
+    cfg = spiral(tmp_path / "a")
+    run_one(cfg, 1, progress=False)
+    files = {name: (run_dir(cfg, 1) / name).read_text() for name in ray_backend.FILES}
+    files[store.LOG] = files[store.LOG].replace('"round": 3', '"round": 3 ')
+    with pytest.raises(ValueError, match="the returned rounds.jsonl differs from the log its summary was written"):
+        store.write_returned(tmp_path / "b" / "x", files)
+    assert not (tmp_path / "b").exists()
+
+
+def test_probing_the_results_folder_on_every_node(cluster, tmp_path):
+    nodes = [n for n in cluster.nodes() if n["Alive"]]
+    assert ray_backend._nodes_not_seeing(cluster, nodes, [str(tmp_path)]) == []
+    assert list(tmp_path.iterdir()) == []  # the token is removed
+
+
+def test_runs_are_packed_on_a_gpu_by_measured_peak_memory(monkeypatch):
+    cfg = {"name": "x", "device": "cuda", "train": {}, "algorithm": {"name": "fedproto"}}
+    gib = 1 << 30
+    assert ray_backend.gpu_share(cfg, {}) == 0.25  # nothing measured yet: 4 runs a GPU, as the local pool
+    measured = {ray_backend.shape_key(cfg): {"peak": 3 * gib, "total": 80 * gib}}
+    # (3 GiB x 1.25 + 0.59 GiB context) / 80 GiB = 0.054 -> 0.10: ten such runs share the GPU
+    assert ray_backend.gpu_share(cfg, measured) == pytest.approx(0.10)
+    measured[ray_backend.shape_key(cfg)]["peak"] = 70 * gib
+    assert ray_backend.gpu_share(cfg, measured) == 1.0
+    assert ray_backend.gpu_share({**cfg, "device": "cpu"}, measured) == 0.0
+    monkeypatch.setenv("FEDLIB_GPUS_PER_RUN", "0.5")
+    assert ray_backend.gpu_share(cfg, measured) == 0.5
+
+
+def test_backend_options_fail_in_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
+    for argv, message in (
+            (["--backend", "ray"], "error: --backend ray: Ray is not installed; `pip install -r requirements-ray.txt` "
+                                   "(ray==2.55.1) or use --backend local\n"),
+            (["--backend", "spark"], "error: --backend: got 'spark'; allowed: local or ray\n"),
+            (["--gpus-per-run", "1.5"], "error: --gpus-per-run: got 1.5; allowed: a positive number: a fraction up "
+                                        "to 1 or whole GPUs\n"),
+            (["--ray-results", "maybe"], "error: --ray-results: got 'maybe'; allowed: auto, shared, returned\n")):
+        with pytest.raises(SystemExit) as stop:
+            fedmps.main(argv)
+        assert stop.value.code == 2 and capsys.readouterr().err == message
+    with pytest.raises(backends.ConfigError, match="^--backend ray: Ray is not installed"):
+        backends.use("ray")
+
+
+def test_the_command_line_puts_the_backend_in_the_environment(monkeypatch):
+    parser = backends.add_options(argparse.ArgumentParser())
+    backends.apply(parser.parse_args(["--backend", "ray", "--address", "auto", "--cpus-per-run", "2"]))
+    assert (os.environ["FEDLIB_BACKEND"], os.environ["FEDLIB_RAY_ADDRESS"], os.environ["FEDLIB_CPUS_PER_RUN"]) == \
+        ("ray", "auto", "2.0")
+    assert backends.resolve() == "ray" and backends.resolve("local") == "local"
+
+
+def test_a_study_command_exits_1_and_counts_the_failed_runs(capsys):
+    from fedlib import papers
+
+    def main():
+        raise RunsFailed("2 of 8 runs failed (finished runs are kept):\n  a seed 1: ValueError: x")
+
+    assert papers.command(main) == 1
+    assert capsys.readouterr().err.startswith("error: 2 of 8 runs failed (finished runs are kept):\n")
