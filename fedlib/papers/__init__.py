@@ -271,7 +271,8 @@ INTERRUPTED = ("interrupted: queued runs cancelled; finished runs are cached and
 def command(main):
     """Decorator of a study's ``main(argv)``: a bad value anywhere (options, the study's
     ``experiments.yaml``, the configs it makes) or a missing dataset ends it with one line and exit
-    status 2; runs that raised end it with exit status 1 after the others finished (each listed); SIGINT or SIGTERM stop it within seconds (queued runs cancelled, :func:`fedlib.runner.run_many`)
+    status 2; runs that raised end it with exit status 1 after the others finished (each listed); SIGINT
+    or SIGTERM stop it within seconds (queued runs cancelled, :func:`fedlib.runner.run_many`)
     with one line on how to go on and exit status 130."""
     import functools
 
