@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+# Flower (fedlib/flower.py and its tests): its own file, see the note there on Ray
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements-flower.txt
 
 kernels="$("$PYTHON" -m jupyter kernelspec list 2>/dev/null || true)"
 if ! grep -qE '^\s*python3\s' <<<"$kernels"; then

@@ -22,6 +22,11 @@ class ClientData:
     def __len__(self) -> int:
         return len(self.y)
 
+    def to(self, device: str | torch.device) -> ClientData:
+        """Move the tensors to ``device`` (in place; returns self)."""
+        self.x, self.y, self.classes = self.x.to(device), self.y.to(device), self.classes.to(device)
+        return self
+
 
 def client_data(dataset: Dataset, partition: Partition, cid: int,
                 pool: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[ClientData, ClientData]:
@@ -58,7 +63,7 @@ class FederatedData:
         """Move every client's tensors to ``device`` (in place; returns self)."""
         for part in (self.train, self.test):
             for d in part:
-                d.x, d.y, d.classes = d.x.to(device), d.y.to(device), d.classes.to(device)
+                d.to(device)
         return self
 
     @property
