@@ -233,6 +233,7 @@ class Nodes:
         self.grid, self.keep_states, self.timeout = grid, keep_states, timeout
         self.run = ConfigRecord({"config": json.dumps(cfg, sort_keys=True), "seed": seed})
         self.seconds: dict = {}
+        self.round = 0  # the round in progress, or the last one (Flower's group id: logs show it)
         self.node_of = self._discover(num_clients)
 
     @property
@@ -266,7 +267,7 @@ class Nodes:
         msgs = []
         for k, content in contents.items():
             content["run"] = self.run
-            msgs.append(self.grid.create_message(content, kind, node(k), group_id=kind))
+            msgs.append(self.grid.create_message(content, kind, node(k), group_id=str(self.round)))
         out = {}
         for reply in self.grid.send_and_receive(msgs, timeout=self.timeout):
             src = reply.metadata.src_node_id
@@ -288,6 +289,7 @@ class Nodes:
         return {cid: _state_of(c.config_records["state"]["client"]) for cid, c in replies.items()}
 
     def train(self, clients: dict, msgs: dict, rnd: Round) -> dict:
+        self.round = rnd.index
         replies = self._send("train", {cid: encode(m, rnd) for cid, m in msgs.items()})
         return {cid: (decode(c), dict(c.metric_records["metrics"])) for cid, c in replies.items()}
 
