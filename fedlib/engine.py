@@ -73,32 +73,119 @@ def sample_clients(seed: int, round_idx: int, num_clients: int, participation: f
     return sorted(rng.choice(num_clients, size=k, replace=False).tolist())
 
 
+def client_evaluation(algo: Algorithm, ctx: Context, cid: int, client, msg: Message, test) -> tuple[dict, int]:
+    """Client ``cid``'s accuracies on its test set ``test`` under every rule (with the server's
+    message ``msg``) and the test set's size."""
+    scores = algo.predict(ctx, cid, client, msg, test.x)
+    return client_accuracies(scores, test.y, test.classes, ctx.num_classes), len(test)
+
+
+def client_receive(algo: Algorithm, ctx: Context, cid: int, client, msg: Message, data, rnd: Round):
+    """The second half of client ``cid``'s round (``receive``), torch's global RNG seeded from (seed, round, cid)."""
+    torch.manual_seed(derive_seed(rnd.seed, 5, rnd.index, cid))
+    return algo.receive(ctx, cid, client, msg, data, rnd)
+
+
+class LocalClients:
+    """The clients of a simulation: their states stay in ``clients`` dicts of this process, their data in
+    ``data``, and ``executor`` trains them (:mod:`fedlib.executors`). The engine reaches clients only
+    through ``init_states``, ``states``, ``train``, ``receive`` and ``evaluate``, so another cohort (the
+    nodes of a Flower deployment, :mod:`fedlib.flower`) can stand in for this one."""
+
+    def __init__(self, algo: Algorithm, ctx: Context, data: FederatedData, executor: str = "sequential"):
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor: got {executor!r}; allowed: {', '.join(EXECUTORS)}")
+        self.algo, self.ctx, self.data = algo, ctx, data
+        self.batched = Batched() if executor == "batched" else None
+        self.seconds: dict = {}  # each client's local training seconds in the last round
+
+    @property
+    def num_clients(self) -> int:
+        return self.data.num_clients
+
+    def init_states(self) -> dict:
+        return {cid: self.algo.init_client(self.ctx, cid) for cid in range(self.num_clients)}
+
+    def states(self, clients: dict) -> dict:
+        """Every client's state, for a checkpoint."""
+        return clients
+
+    def train(self, clients: dict, msgs: dict, rnd: Round) -> dict:
+        """``{cid: (upload, metrics)}`` of each ``msgs[cid]``'s local update; ``clients`` takes the new states."""
+        jobs = {cid: (clients[cid], msg, self.data.train[cid]) for cid, msg in msgs.items()}
+        if self.batched is not None:
+            results = self.batched.local_updates(self.algo, self.ctx, jobs, rnd)
+            self.seconds = dict(self.batched.times)
+        else:
+            self.seconds = {}
+            results = sequential(self.algo, self.ctx, jobs, rnd, self.seconds)
+        out = {}
+        for cid in msgs:
+            clients[cid], up, metrics = results[cid]
+            out[cid] = (up, metrics)
+        return out
+
+    def receive(self, clients: dict, msgs: dict, rnd: Round) -> dict:
+        """``{cid: metrics}`` of each ``msgs[cid]``'s receive; ``clients`` takes the new states."""
+        out = {}
+        for cid, msg in msgs.items():
+            clients[cid], out[cid] = client_receive(self.algo, self.ctx, cid, clients[cid], msg,
+                                                    self.data.train[cid], rnd)
+        return out
+
+    def evaluate(self, clients: dict, msgs: dict) -> dict:
+        """``{cid: (accuracies, test size)}`` of every client under ``msgs[cid]``."""
+        if self.batched is None:
+            return {cid: client_evaluation(self.algo, self.ctx, cid, clients[cid], msg, self.data.test[cid])
+                    for cid, msg in msgs.items()}
+        jobs = {cid: (clients[cid], msg, self.data.test[cid].x) for cid, msg in msgs.items()}
+        scores = self.batched.predict_all(self.algo, self.ctx, jobs)
+        return {cid: (client_accuracies(scores[cid], t.y, t.classes, self.ctx.num_classes), len(t))
+                for cid, t in ((c, self.data.test[c]) for c in msgs)}
+
+
+class Traffic:
+    """Parameters and bytes of a round's messages per direction (:func:`message_size`)."""
+
+    def __init__(self):
+        self.counts = {"up_params": 0, "up_bytes": 0, "down_params": 0, "down_bytes": 0}
+
+    def add(self, way: str, msg: Message) -> Message:
+        p, b = message_size(msg)
+        self.counts[f"{way}_params"] += p
+        self.counts[f"{way}_bytes"] += b
+        return msg
+
+
 class Simulator:
     """Runs ``algorithm`` on ``data`` for ``rounds`` rounds; optionally logs and checkpoints.
 
     With ``run_dir``, writes ``rounds.jsonl`` (every round) and ``checkpoint.pt`` (every
     ``checkpoint_every`` rounds), both atomically and cross-checked (:mod:`fedlib.store`), and
-    resumes from the last consistent point found there.
+    resumes from the last consistent point found there. ``clients`` replaces the in-process clients
+    (:class:`LocalClients` on ``data`` with ``executor``) by another cohort; ``data`` is then unused.
     """
 
-    def __init__(self, algorithm: Algorithm, ctx: Context, data: FederatedData, rounds: int,
+    def __init__(self, algorithm: Algorithm, ctx: Context, data: FederatedData | None, rounds: int,
                  participation: float = 1.0, eval_every: int = 1, run_dir: str | os.PathLike | None = None,
                  checkpoint_every: int = 1, progress: bool = True, desc: str | None = None,
-                 executor: str = "sequential"):
+                 executor: str = "sequential", clients=None):
         self.algo, self.ctx, self.data = algorithm, ctx, data
         self.rounds, self.participation, self.eval_every = rounds, participation, eval_every
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.checkpoint_every, self.progress = checkpoint_every, progress
         self.desc = desc or algorithm.name
         self.io_seconds: list[float] = []  # persistence time per round (python -m fedlib.bench)
-        if executor not in EXECUTORS:
-            raise ValueError(f"executor: got {executor!r}; allowed: {', '.join(EXECUTORS)}")
-        self.batched = Batched() if executor == "batched" else None
+        self.cohort = clients if clients is not None else LocalClients(algorithm, ctx, data, executor)
+
+    @property
+    def client_seconds(self) -> dict:
+        """Each client's local training seconds in the last round (python -m fedlib.bench)."""
+        return self.cohort.seconds
 
     # -- state -------------------------------------------------------------------------
     def _fresh_state(self):
-        clients = {cid: self.algo.init_client(self.ctx, cid) for cid in range(self.data.num_clients)}
-        return 0, clients, self.algo.init_server(self.ctx), []
+        return 0, self.cohort.init_states(), self.algo.init_server(self.ctx), []
 
     def _load(self):
         """Fresh state, or the last consistent point of ``run_dir`` (see :mod:`fedlib.store`)."""
@@ -116,7 +203,7 @@ class Simulator:
         t0 = time.perf_counter()
         text = store.write_log(self.run_dir, records)
         if round_idx % self.checkpoint_every == 0 or last:
-            store.save_checkpoint(self.run_dir, round_idx, clients, server, text)
+            store.save_checkpoint(self.run_dir, round_idx, self.cohort.states(clients), server, text)
         self.io_seconds.append(time.perf_counter() - t0)
 
     # -- one round ---------------------------------------------------------------------
@@ -130,17 +217,14 @@ class Simulator:
         sizes = []
         rnd = self.round_record(round_idx + 1)
         with torch.no_grad():
-            jobs = {cid: (clients[cid], copy_message(self.algo.broadcast(self.ctx, server, cid, rnd)),
-                          self.data.test[cid].x) for cid in range(self.data.num_clients)}
-            if self.batched is not None:
-                all_scores = self.batched.predict_all(self.algo, self.ctx, jobs)
-            else:
-                all_scores = {cid: self.algo.predict(self.ctx, cid, *job) for cid, job in jobs.items()}
-            for cid in range(self.data.num_clients):
-                test = self.data.test[cid]
-                for k, v in client_accuracies(all_scores[cid], test.y, test.classes, self.ctx.num_classes).items():
-                    per.setdefault(k, []).append(v)
-                sizes.append(len(test))
+            msgs = {cid: copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
+                    for cid in range(self.cohort.num_clients)}
+            results = self.cohort.evaluate(clients, msgs)
+        for cid in range(self.cohort.num_clients):
+            accs, size = results[cid]
+            for k, v in accs.items():
+                per.setdefault(k, []).append(v)
+            sizes.append(size)
         return {"acc": over_clients(per, sizes), "clients": per}
 
     def step(self, round_idx: int, clients: dict, server) -> tuple[dict, object, dict]:
@@ -148,45 +232,30 @@ class Simulator:
         t0 = time.perf_counter()
         seed = self.ctx.seed
         rnd = self.round_record(round_idx)
-        chosen = sample_clients(seed, round_idx, self.data.num_clients, self.participation)
-        up_p = up_b = down_p = down_b = 0
-        uploads, local, jobs = {}, {}, {}
+        chosen = sample_clients(seed, round_idx, self.cohort.num_clients, self.participation)
+        traffic, local = Traffic(), {}
+        msgs = {cid: traffic.add("down", copy_message(self.algo.broadcast(self.ctx, server, cid, rnd)))
+                for cid in chosen}
+        results = self.cohort.train(clients, msgs, rnd)
+        uploads = {}
         for cid in chosen:
-            msg = copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
-            p, b = message_size(msg)
-            down_p, down_b = down_p + p, down_b + b
-            jobs[cid] = (clients[cid], msg, self.data.train[cid])
-        if self.batched is not None:
-            results = self.batched.local_updates(self.algo, self.ctx, jobs, rnd)
-            self.client_seconds = dict(self.batched.times)
-        else:
-            self.client_seconds = {}
-            results = sequential(self.algo, self.ctx, jobs, rnd, self.client_seconds)
-        for cid in chosen:
-            clients[cid], up, metrics = results[cid]
-            p, b = message_size(up)
-            up_p, up_b = up_p + p, up_b + b
-            uploads[cid] = copy_message(up)
+            up, metrics = results[cid]
+            uploads[cid] = copy_message(traffic.add("up", up))
             for k, v in metrics.items():
                 local.setdefault(k, []).append(float(v))
         torch.manual_seed(derive_seed(seed, 2, round_idx))
         server, server_metrics = self.algo.aggregate(self.ctx, server, uploads, rnd)
-        for cid in chosen:  # the optional second half of a round: server reply -> client receive
-            msg = self.algo.reply(self.ctx, server, cid, rnd)
-            if msg is None:
-                continue
-            msg = copy_message(msg)
-            p, b = message_size(msg)
-            down_p, down_b = down_p + p, down_b + b
-            torch.manual_seed(derive_seed(seed, 5, round_idx, cid))
-            clients[cid], metrics = self.algo.receive(self.ctx, cid, clients[cid], msg, self.data.train[cid], rnd)
-            for k, v in metrics.items():
-                local.setdefault(k, []).append(float(v))
+        # the optional second half of a round: server reply -> client receive
+        replies = {cid: self.algo.reply(self.ctx, server, cid, rnd) for cid in chosen}
+        replies = {cid: traffic.add("down", copy_message(m)) for cid, m in replies.items() if m is not None}
+        if replies:
+            for metrics in self.cohort.receive(clients, replies, rnd).values():
+                for k, v in metrics.items():
+                    local.setdefault(k, []).append(float(v))
         t1 = time.perf_counter()
         losses = local.pop("train_loss", [])
         rec = {"round": round_idx, "participants": len(chosen),
-               "train_loss": float(np.mean(losses)) if losses else None,
-               "up_params": up_p, "up_bytes": up_b, "down_params": down_p, "down_bytes": down_b}
+               "train_loss": float(np.mean(losses)) if losses else None, **traffic.counts}
         if local:
             rec["local"] = {k: float(np.mean(v)) for k, v in local.items()}
         if server_metrics:

@@ -39,6 +39,16 @@ def build(cfg: dict, seed: int):
     partition (every client gets a training and a test sample) and the model (one sample
     goes through every architecture the clients run).
     """
+    ds, partition = split(cfg, seed)
+    ctx = make_context(cfg, ds, partition, seed)
+    data = FederatedData(ds, partition).to(ctx.device)
+    dry_forward(ctx, ds)
+    return data, ctx, make_algorithm(cfg["algorithm"])
+
+
+def split(cfg: dict, seed: int):
+    """The run's dataset (its ``fraction``, when set) and partition, checked: every client gets a
+    training and a test sample."""
     ds = load_dataset(cfg["dataset"]["name"], cfg["data_root"], cfg["dataset"].get("encoder"))
     if cfg["dataset"].get("fraction", 1) != 1:
         ds = subsample(ds, cfg["dataset"]["fraction"], seed=0)  # the same images for every run seed
@@ -53,14 +63,15 @@ def build(cfg: dict, seed: int):
         raise ConfigError("partition.num_clients", partition.num_clients, (
             f"a split that leaves every client a training and a test sample; clients {shown} get none of one "
             f"({len(ds.y_train)} + {len(ds.y_test)} samples in {ds.name}): use fewer clients or more data"))
-    device = cfg.get("device", "cpu")
-    data = FederatedData(ds, partition).to(device)
+    return ds, partition
+
+
+def make_context(cfg: dict, ds, partition, seed: int) -> Context:
+    """What every party of the run knows (shapes, model recipe, training settings, seed, device)."""
     model_args = {k: v for k, v in cfg["model"].items() if k != "name"}
-    ctx = Context(num_classes=ds.num_classes, input_shape=ds.input_shape, num_clients=partition.num_clients,
-                  model_name=cfg["model"]["name"], model_args=model_args,
-                  train=TrainConfig(**cfg["train"]).settings(), seed=seed, device=device)
-    dry_forward(ctx, ds)
-    return data, ctx, make_algorithm(cfg["algorithm"])
+    return Context(num_classes=ds.num_classes, input_shape=ds.input_shape, num_clients=partition.num_clients,
+                   model_name=cfg["model"]["name"], model_args=model_args,
+                   train=TrainConfig(**cfg["train"]).settings(), seed=seed, device=cfg.get("device", "cpu"))
 
 
 def check_clients(num_clients, ds) -> None:
@@ -214,18 +225,31 @@ def trained_by(cfg: dict, algo) -> str:
 
 def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     data, ctx, algo = built
-    store.atomic_write(folder / store.CONFIG, config_text(cfg, seed, folder))
-    store.atomic_write(folder / store.PARTITION, json.dumps(data.partition.record()))
+    start_folder(cfg, seed, folder, data.partition)
     t = cfg["train"]
     sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
                     progress=progress, desc=f"{cfg['name']} seed {seed}", executor=cfg.get("executor", "sequential"))
     t0 = time.perf_counter()
     records = sim.run()
+    return finish_folder(cfg, seed, folder, algo, ctx, data.dataset, data.partition, records, t0,
+                         trained_by(cfg, algo))
+
+
+def start_folder(cfg: dict, seed: int, folder: Path, partition) -> None:
+    """A new run folder's ``config.yaml`` (it reruns the run) and ``partition.json``."""
+    store.atomic_write(folder / store.CONFIG, config_text(cfg, seed, folder))
+    store.atomic_write(folder / store.PARTITION, json.dumps(partition.record()))
+
+
+def finish_folder(cfg: dict, seed: int, folder: Path, algo, ctx: Context, dataset, partition, records: list[dict],
+                  t0: float, executor: str) -> dict:
+    """Write the finished run's ``summary.json`` (``t0``: when training started; ``executor``: what trained
+    the clients) and return it."""
     summary = {
         "run_id": folder.name, "name": cfg["name"], "seed": seed, "algorithm": cfg["algorithm"]["name"],
-        "rules": list(algo.RULES), "data": data.dataset.record(), "partition_hash": data.partition.hash,
+        "rules": list(algo.RULES), "data": dataset.record(), "partition_hash": partition.hash,
         **run_numbers(records), "wall_seconds_this_call": time.perf_counter() - t0,
-        "machine": machine_record(ctx.device), "executor": trained_by(cfg, algo),
+        "machine": machine_record(ctx.device), "executor": executor,
         "code": loaded_code(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
     if records[-1].get("diverged"):

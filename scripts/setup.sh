@@ -9,6 +9,8 @@ PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements.txt
 # Ray: optional for users (--backend ray), needed by tests/test_ray.py
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements-ray.txt
+# Flower (fedlib/flower.py and its tests): its own file, see the note there on Ray
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements-flower.txt
 
 kernels="$("$PYTHON" -m jupyter kernelspec list 2>/dev/null || true)"
 if ! grep -qE '^\s*python3\s' <<<"$kernels"; then

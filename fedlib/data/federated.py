@@ -22,27 +22,48 @@ class ClientData:
     def __len__(self) -> int:
         return len(self.y)
 
+    def to(self, device: str | torch.device) -> ClientData:
+        """Move the tensors to ``device`` (in place; returns self)."""
+        self.x, self.y, self.classes = self.x.to(device), self.y.to(device), self.classes.to(device)
+        return self
+
+
+def client_data(dataset: Dataset, partition: Partition, cid: int,
+                pool: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[ClientData, ClientData]:
+    """Client ``cid``'s ``(train, test)`` data: its rows of the pooled train + test split (``pool``: that
+    pool, when the caller cuts many clients from one)."""
+    x_pool, y_pool = pool or pooled(dataset)
+    classes = torch.from_numpy(partition.classes(cid)).long()
+    out = []
+    for idx in (partition.train[cid], partition.test[cid]):
+        i = torch.from_numpy(idx)
+        out.append(ClientData(cid, x_pool[i].contiguous(), y_pool[i].contiguous(), classes))
+    return out[0], out[1]
+
+
+def pooled(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """The train and test split as one pool (partitions index into it)."""
+    return torch.cat([dataset.x_train, dataset.x_test]), torch.cat([dataset.y_train, dataset.y_test])
+
 
 class FederatedData:
     """Per-client train and test tensors of ``dataset`` cut by ``partition``."""
 
     def __init__(self, dataset: Dataset, partition: Partition):
         self.dataset, self.partition = dataset, partition
-        x_pool = torch.cat([dataset.x_train, dataset.x_test])
-        y_pool = torch.cat([dataset.y_train, dataset.y_test])
+        pool = pooled(dataset)
         self.train: list[ClientData] = []
         self.test: list[ClientData] = []
         for cid in range(partition.num_clients):
-            classes = torch.from_numpy(partition.classes(cid)).long()
-            for idx, out in ((partition.train[cid], self.train), (partition.test[cid], self.test)):
-                i = torch.from_numpy(idx)
-                out.append(ClientData(cid, x_pool[i].contiguous(), y_pool[i].contiguous(), classes))
+            train, test = client_data(dataset, partition, cid, pool)
+            self.train.append(train)
+            self.test.append(test)
 
     def to(self, device: str | torch.device) -> FederatedData:
         """Move every client's tensors to ``device`` (in place; returns self)."""
         for part in (self.train, self.test):
             for d in part:
-                d.x, d.y, d.classes = d.x.to(device), d.y.to(device), d.classes.to(device)
+                d.to(device)
         return self
 
     @property
