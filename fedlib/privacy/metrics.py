@@ -159,3 +159,30 @@ def class_average_reference(aux_x: torch.Tensor, aux_y: torch.Tensor, classes: t
     Same columns as :func:`scores_against_class`.
     """
     return scores_against_class(class_mean_images(aux_x, aux_y, classes), classes, x, y, mean, std)
+
+
+@torch.no_grad()
+def label_accuracy(classifier: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """Fraction of ``images`` that a held-out ``classifier`` (a fedlib model: ``(logits, features)``, or
+    plain logits) assigns to ``labels``: does a reconstruction carry its class? (eval mode, restored after)."""
+    was_training = classifier.training
+    classifier.eval()
+    try:
+        out = classifier(torch.as_tensor(images).float())
+    finally:
+        classifier.train(was_training)
+    logits = out[0] if isinstance(out, tuple) else out
+    return float((logits.argmax(1) == torch.as_tensor(labels)).float().mean())
+
+
+def best_match_reference(aux_x: torch.Tensor, x: torch.Tensor, mean: float | Sequence[float] = 0.0,
+                         std: float | Sequence[float] = 1.0) -> pd.DataFrame:
+    """Baseline: each private image ``x`` scored against its nearest auxiliary image (pixel MSE).
+
+    An oracle choice (the attacker cannot know which auxiliary image is nearest): it bounds what
+    knowing the distribution alone gives. An attack reveals the private image beyond that only
+    where it beats these numbers. Columns as :func:`psnr_ssim`.
+    """
+    a, b = _check_images(aux_x, "aux_x").flatten(1), _check_images(x, "x").flatten(1)
+    nearest = torch.cdist(b, a).argmin(1)
+    return psnr_ssim(torch.as_tensor(aux_x)[nearest], x, mean, std)

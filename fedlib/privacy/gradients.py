@@ -1,0 +1,194 @@
+"""Gradient inversion of one local update: Inverting Gradients, DLG and iDLG's label inference.
+
+Threat model
+------------
+- **Attacker**: the honest-but-curious server of a method that sends the client a model and gets
+  the trained model back (FedAvg, FedProx, MOON, FedPer, ...; :func:`fedlib.privacy.holds.what_server_holds`
+  lists them).
+- **It holds** the broadcast weights w_0 (it sent them), the uploaded weights w_E, the client's
+  architecture and training settings (learning rate, local steps, batch size: the run's config is
+  common knowledge) and, for the reference attacks, the batch's labels (or infers them, batch 1).
+- **Goal**: the client's training images of the round.
+
+One local update as a gradient (the pseudo-gradient)
+----------------------------------------------------
+E local SGD steps of learning rate eta without momentum give w_E = w_0 - eta sum_t g_t(w_{t-1}), so
+
+    g~ = (w_0 - w_E) / (eta E)
+
+is the mean of the E step gradients. The attacks treat g~ as the gradient at w_0 of the mean loss
+over every image the client used in the round (:func:`pseudo_gradient`): exact for E = 1 (FedSGD),
+an approximation otherwise, good while the weights move little over the round (small eta E).
+Geiping et al. (Sec. 5) instead unroll the E steps inside the attack; that is not done here.
+Momentum and weight decay rescale or tilt g~; the cosine loss of Inverting Gradients ignores a
+scale, the L2 loss of DLG does not.
+
+The attacks
+-----------
+- :func:`invert_gradients`: Inverting Gradients (Geiping, Bauermeister, Droege, Moeller, NeurIPS
+  2020, Eq. 4): minimise 1 - cos(grad L(x, y; w_0), g~) + tv * TV(x) over images x with Adam on
+  the sign of the gradient, learning rate 0.1 dropped by 10x at 3/8, 5/8 and 7/8 of the steps,
+  pixels kept in the valid box, several random restarts, the lowest final loss kept.
+- :func:`dlg`: Deep Leakage from Gradients (Zhu, Liu, Han, NeurIPS 2019, Eq. 4): minimise
+  ||grad L(x, y'; w_0) - g~||^2 over images x and soft labels y' with L-BFGS; with given labels
+  (iDLG) only x is optimised.
+- :func:`infer_label`: iDLG (Zhao, Mopuri, Bilen, arXiv:2001.02610, Sec. 3): for one image and
+  cross-entropy, the gradient of the last layer's bias is softmax(z) - onehot(y), negative only at
+  y; without a bias, the row sums of the weight gradient (non-negative inputs) have the same sign.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from fedlib.privacy.inversion import Reconstruction, check_positive, pixel_box, total_variation
+from fedlib.validation import ConfigError
+
+Grads = dict  # {parameter name: Tensor}
+
+
+def pseudo_gradient(broadcast: Mapping[str, torch.Tensor], upload: Mapping[str, torch.Tensor], lr: float,
+                    local_steps: int, prefix: str = "w.") -> Grads:
+    """``(w_0 - w_E) / (lr * local_steps)`` for every float tensor under ``prefix`` in both messages.
+
+    ``broadcast`` / ``upload`` are the messages as the server holds them (keys ``w.<name>``); the
+    result is keyed by ``<name>``. See the module docstring for what it approximates.
+    """
+    check_positive("local_steps", local_steps)
+    check_positive("lr", lr, integer=False)
+    names = [k for k in upload if k.startswith(prefix) and k in broadcast and upload[k].is_floating_point()]
+    if not names:
+        raise ConfigError("upload", sorted(upload)[:5], f"model weights under {prefix!r} present in the broadcast")
+    return {k[len(prefix):]: (broadcast[k] - upload[k]).detach() / (lr * local_steps) for k in names}
+
+
+def client_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Grads:
+    """The exact gradient of the mean cross-entropy of ``(x, y)`` at the model's weights (the reference)."""
+    params = dict(model.named_parameters())
+    g = torch.autograd.grad(F.cross_entropy(model(x)[0], y), list(params.values()))
+    return {n: t.detach() for n, t in zip(params, g, strict=True)}
+
+
+def infer_label(grads: Grads, weight: str, bias: str | None = None) -> int:
+    """iDLG: the label of a single image from the last layer's gradient (module docstring)."""
+    if bias is not None and bias in grads:
+        return int(grads[bias].argmin())
+    if weight not in grads:
+        raise ConfigError("weight", weight, f"a parameter name in the gradient ({sorted(grads)[-3:]} ...)")
+    return int(grads[weight].sum(1).argmin())
+
+
+def _matched(model: nn.Module, target: Grads) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    params = [(n, p) for n, p in model.named_parameters() if n in target]
+    if not params:
+        raise ConfigError("target", sorted(target)[:5], "gradients keyed by the model's parameter names")
+    return [p for _, p in params], [target[n].detach().to(p.dtype) for n, p in params]
+
+
+def _grads_of(model, params, x, labels):
+    logits = model(x)[0]
+    if labels.is_floating_point():  # DLG's soft labels (logits of a distribution)
+        loss = -(F.softmax(labels, -1) * F.log_softmax(logits, -1)).sum(-1).mean()
+    else:
+        loss = F.cross_entropy(logits, labels)
+    return torch.autograd.grad(loss, params, create_graph=True)
+
+
+def _cosine_loss(grads, target) -> torch.Tensor:
+    dot = sum((g * t).sum() for g, t in zip(grads, target, strict=True))
+    gn = sum(g.pow(2).sum() for g in grads).sqrt()
+    tn = sum(t.pow(2).sum() for t in target).sqrt()
+    return 1 - dot / (gn * tn + 1e-12)
+
+
+def _l2_loss(grads, target) -> torch.Tensor:
+    return sum((g - t).pow(2).sum() for g, t in zip(grads, target, strict=True))
+
+
+def _start(shape, lo, hi, gen) -> torch.Tensor:
+    return (lo + (hi - lo) * torch.rand(*shape, generator=gen)).requires_grad_(True)
+
+
+def invert_gradients(model: nn.Module, target: Grads, labels: torch.Tensor, shape: Sequence[int], *,
+                     steps: int = 300, restarts: int = 2, lr: float = 0.1, tv: float = 1e-4,
+                     mean: float | Sequence[float] = 0.0, std: float | Sequence[float] = 1.0,
+                     seed: int = 0) -> Reconstruction:
+    """Inverting Gradients: images (n, C, H, W) whose gradient at the model's weights points like ``target``.
+
+    Parameters
+    ----------
+    model : the broadcast model w_0 (its mode, train or eval, is the client's; left unchanged)
+    target : {parameter name: Tensor}, the (pseudo-)gradient of the upload (:func:`pseudo_gradient`)
+    labels : int Tensor, shape (n,), the batch's labels (known or from :func:`infer_label`)
+    shape : (n, C, H, W) of the batch to reconstruct
+    steps, restarts, lr, tv : see the module docstring
+    mean, std : the dataset normalisation (the pixel box)
+    seed : the random starts
+
+    Returns
+    -------
+    Reconstruction: images (n, C, H, W); loss (n,) the final loss of the kept start (same for every row)
+    """
+    check_positive("steps", steps)
+    check_positive("restarts", restarts)
+    params, tgt = _matched(model, target)
+    lo, hi = pixel_box(mean, std, shape[1])
+    gen = torch.Generator().manual_seed(seed)
+    best, best_loss = None, float("inf")
+    for _ in range(restarts):
+        x = _start(shape, lo, hi, gen)
+        opt = torch.optim.Adam([x], lr=lr)
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, [steps * 3 // 8, steps * 5 // 8, steps * 7 // 8], 0.1)
+        for _ in range(steps):
+            loss = _cosine_loss(_grads_of(model, params, x, labels), tgt) + tv * total_variation(x).mean()
+            opt.zero_grad(set_to_none=True)
+            x.grad, = torch.autograd.grad(loss, [x])
+            x.grad.sign_()
+            opt.step()
+            sched.step()
+            with torch.no_grad():
+                x.copy_(torch.maximum(torch.minimum(x, hi), lo))
+        final = float((_cosine_loss(_grads_of(model, params, x, labels), tgt) + tv * total_variation(x).mean()).detach())
+        if final < best_loss:
+            best, best_loss = x.detach().clone(), final
+    return Reconstruction(best, torch.full((shape[0],), best_loss))
+
+
+def dlg(model: nn.Module, target: Grads, shape: Sequence[int], num_classes: int, *,
+        labels: torch.Tensor | None = None, steps: int = 50, restarts: int = 1,
+        mean: float | Sequence[float] = 0.0, std: float | Sequence[float] = 1.0, seed: int = 0) -> Reconstruction:
+    """DLG (``labels=None``: soft labels optimised too) or iDLG (labels given): L2 gradient matching, L-BFGS.
+
+    ``steps`` counts L-BFGS iterations (each up to 20 function evaluations). Pixels start uniform in
+    the box and are not constrained during the L-BFGS run (as in DLG); the result is clipped to it.
+    """
+    check_positive("steps", steps)
+    check_positive("restarts", restarts)
+    params, tgt = _matched(model, target)
+    lo, hi = pixel_box(mean, std, shape[1])
+    gen = torch.Generator().manual_seed(seed)
+    best, best_loss = None, float("inf")
+    for _ in range(restarts):
+        x = _start(shape, lo, hi, gen)
+        soft = torch.randn(shape[0], num_classes, generator=gen).requires_grad_(True) if labels is None else None
+        variables = [x] if soft is None else [x, soft]
+        opt = torch.optim.LBFGS(variables, lr=1.0, max_iter=20, history_size=100, line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad(set_to_none=True)
+            loss = _l2_loss(_grads_of(model, params, x, labels if soft is None else soft), tgt)
+            grads = torch.autograd.grad(loss, variables)
+            for v, g in zip(variables, grads, strict=True):
+                v.grad = g
+            return loss
+
+        for _ in range(steps):
+            opt.step(closure)
+        final = float(_l2_loss(_grads_of(model, params, x, labels if soft is None else soft), tgt).detach())
+        if final < best_loss:
+            best, best_loss = x.detach().clone(), final
+    return Reconstruction(torch.maximum(torch.minimum(best, hi), lo), torch.full((shape[0],), best_loss))
