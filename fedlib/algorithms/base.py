@@ -160,11 +160,11 @@ class Algorithm:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        merged: dict = {}
-        for base in reversed(cls.__mro__[1:]):
-            merged.update(base.__dict__.get("CONSTRAINTS", {}))
-        merged.update(cls.__dict__.get("CONSTRAINTS", {}))
-        cls.CONSTRAINTS = merged
+        for attr in ("CONSTRAINTS", "NEUTRAL"):  # a subclass adds to (or overrides) its parents'
+            merged: dict = {}
+            for base in reversed(cls.__mro__):
+                merged.update(base.__dict__.get(attr, {}))
+            setattr(cls, attr, merged)
 
     def __post_init__(self):
         check_fields(self, self.CONSTRAINTS, prefix=f"algorithm ({self.name})")

@@ -4,8 +4,12 @@ Decentralized Data", AISTATS 2017.
 Down: the global model (``w.<name>``: parameters and float buffers). Up: the locally
 trained model plus ``num_samples``. The server averages the models, weighted by
 sample count (the paper) or unweighted (``weighted: false``, as the FedMPS code
-aggregates its FedAvg/FedProx baselines; docs/fedmps.md). Inference: the global
-model's head, evaluated on each client's local test set.
+aggregates its FedAvg/FedProx baselines; docs/fedmps.md). Inference: the head, on each
+client's local test set, of the global model (``eval_model: global``, the default: McMahan
+et al., and the FedAvg baselines of the FedMPS and FedPCL code) or of the client's own model
+after its last local update (``eval_model: local``: the model a personalised evaluation
+scores; docs/mpfedcl.md, decisions 14 and 33). A subclass that scores with a model of its own
+(IFCA's cluster model) accepts only its default.
 
 Every client starts round 1 from the server's initial model (McMahan et al.); the
 FedMPS code instead lets each client start round 1 from its own random init and
@@ -20,7 +24,7 @@ import torch.nn.functional as F
 
 from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, mean_params, model_message, sample_weights, weights
-from fedlib.validation import BOOL
+from fedlib.validation import BOOL, ConfigError, Options
 
 
 @register
@@ -30,10 +34,19 @@ class FedAvg(Algorithm):
     override :meth:`local_loss`, :meth:`extras`, :meth:`teachers` or the server (module docstrings)."""
 
     weighted: bool = True  # McMahan et al. Alg. 1: n_k / n weights
+    eval_model: str = "global"  # the model a client is scored with: "global" (aggregated) or "local" (its own)
     name = "fedavg"
-    CONSTRAINTS = {"weighted": BOOL}
+    CONSTRAINTS = {"weighted": BOOL, "eval_model": Options(("global", "local"))}
+    NEUTRAL = {"eval_model": "global"}  # added after runs existed: they scored the global model
     UPLOAD = {"w.*": "float[...]", "num_samples": "int"}
     BROADCAST = {"w.*": "float[...]"}
+
+    def __post_init__(self):
+        super().__post_init__()
+        default = type(self).NEUTRAL["eval_model"]
+        if self.eval_model != default and type(self).predict_weights is not FedAvg.predict_weights:
+            raise ConfigError(f"algorithm ({self.name}).eval_model", self.eval_model,
+                              f"{default!r} ({self.name} scores with a model of its own)")
 
     def init_server(self, ctx):
         return {"weights": model_message(ctx.new_model(None))}
@@ -77,4 +90,6 @@ class FedAvg(Algorithm):
         return {**server, "weights": mean_params(msgs, server["weights"], sample_weights(msgs, self.weighted))}, {}
 
     def predict_weights(self, ctx, cid, client, msg):
+        if self.eval_model == "local":
+            return client["model"]  # after its last local update (a personalised evaluation)
         return {**client["model"], **{k[2:]: v for k, v in msg.items() if k.startswith("w.")}}

@@ -15,7 +15,9 @@ to the pool prototypes of its class and pushes it from the others:
 
 Inference (Eq. 13): no classifier; the class of the nearest pool prototype (l2) to the
 client's embedding. Each client predicts with its own model after its last local update and
-the pool built from those models (docs/mpfedcl.md, decision 14); ``head`` is also reported.
+the pool built from those models (``eval_model: local``; docs/mpfedcl.md, decision 14);
+``eval_model: global`` scores the aggregated model against the same pool. ``head`` is also
+reported.
 
 Up: the model ``w.*``, ``num_samples``, ``protos`` (m, d) and ``classes`` (m,) (K rows per class
 held, a class repeated K times). Down: the global model ``w.*`` and, from round 2 on, ``pool``
@@ -134,6 +136,7 @@ class MPFedCL(FedAvg):
     dbscan_min_samples: int = 3
     level: str = "high"            # the embedding: the decision layer's input
     weighted: bool = True          # FedAvg with |D_i| / |D| (Algorithm 1 line 9)
+    eval_model: str = "local"      # each client's own model after its last update (decision 14); "global": ω^{T+1}
     name = "mpfedcl"
     RULES = ("head", "proto")
     CONSTRAINTS = {"k": Interval(1, None, integer=True), "tau": Interval(0, None, low_open=True),
@@ -141,6 +144,7 @@ class MPFedCL(FedAvg):
                    "normalize": BOOL, "kmeans_init": Options(("random", "k-means++")),
                    "kmeans_n_init": Interval(1, None, integer=True), "dbscan_eps": Interval(0, None, low_open=True),
                    "dbscan_min_samples": Interval(1, None, integer=True), "level": Options(("high", "low"))}
+    NEUTRAL = {"eval_model": "local"}  # the switch came after the runs, which scored the local models
     UPLOAD = {"w.*": "float[...]", "num_samples": "int", "protos": "float[m, d]", "classes": "int[m]"}
     BROADCAST = {"w.*": "float[...]", "pool?": "float[n, C, k, d]", "pool_classes?": "int[c]"}
 
@@ -213,9 +217,6 @@ class MPFedCL(FedAvg):
         return {**new, "pool": pool, "present": present}, {"pool_k": k}
 
     # -- inference -----------------------------------------------------------------------
-    def predict_weights(self, ctx, cid, client, msg):
-        return client["model"]  # the client's own model after its last local update (decision 14)
-
     def scores(self, ctx, cid, client, msg, logits, feats):
         if "pool" not in msg:
             return {"head": logits, "proto": torch.full_like(logits, float("-inf"))}
