@@ -239,7 +239,11 @@ def run_experiment(cfg: dict, progress: bool = True) -> list[dict]:
 
 def _die_with_parent() -> None:
     """Worker initializer: on Linux, ask the kernel to stop this worker when the parent
-    process dies (otherwise killing a notebook or script leaves its workers training)."""
+    process dies (otherwise killing a notebook or script leaves its workers training); log as
+    the parent does (:func:`fedlib.logs.from_env`)."""
+    from fedlib import logs
+
+    logs.from_env()
     try:
         import ctypes
         import signal

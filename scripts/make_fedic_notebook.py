@@ -44,11 +44,12 @@ import torch
 
 from fedlib import analysis as A
 from fedlib import claims as C
-from fedlib import plots, report
+from fedlib import logs, plots, report
 from fedlib.papers import fedic as I
 from fedlib.runner import build, load_rounds, load_state, run_many
 
 torch.set_num_threads(1)
+logs.to_stdout()  # fedlib's notes (data source, warnings) as plain text, not red stderr
 pd.set_option("display.width", 160)
 plan = I.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
 paper = report.load_paper("fedic")["tables"]

@@ -49,13 +49,14 @@ from matplotlib.patches import Ellipse
 
 from fedlib import analysis as A
 from fedlib import claims as C
-from fedlib import mixtures, papers, plots, report
+from fedlib import logs, mixtures, papers, plots, report
 from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.papers import gfpl as G
 from fedlib.privacy import prototype_attack
 from fedlib.runner import build, load_state, run_many
 
 torch.set_num_threads(1)
+logs.to_stdout()  # fedlib's notes (data source, warnings) as plain text, not red stderr
 pd.set_option("display.width", 160)
 plan = G.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
 paper = report.load_paper("gfpl")["tables"]
