@@ -3,7 +3,7 @@ PYTHON ?= python3
 PROFILE ?= quick
 NBVAL = --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup reproduce test test-notebooks bench
+.PHONY: setup reproduce test test-notebooks test-browser bench
 
 setup:
 	PYTHON=$(PYTHON) bash scripts/setup.sh
@@ -12,16 +12,21 @@ setup:
 reproduce: setup
 	$(PYTHON) -m fedlib reproduce --profile $(PROFILE)
 
-# unit tests, then every notebook under the smoke profile with nbval (a failing notebook fails the target);
-# nbval starts kernels in notebooks/, so the checkout goes on PYTHONPATH for `import fedlib`
+# unit tests (with one notebook run in JupyterLab in Chromium: tests/test_notebooks_browser.py), then every
+# notebook under the smoke profile with nbval (a failing notebook fails the target); the set-up installs fedlib,
+# so the kernels nbval and JupyterLab start in notebooks/ import it without PYTHONPATH
 test: setup
 	$(PYTHON) -m pytest -q tests
 	$(MAKE) --no-print-directory test-notebooks PYTHON=$(PYTHON)
 
 test-notebooks:
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-	  PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} FEDLIB_PROFILE=smoke $(PYTHON) -m pytest -q $(NBVAL) notebooks; \
+	  FEDLIB_PROFILE=smoke $(PYTHON) -m pytest -q $(NBVAL) notebooks; \
 	else echo "test-notebooks: no notebooks in notebooks/ yet"; fi
+
+# every notebook opened in JupyterLab and run to the end in Chromium under smoke (about a minute each)
+test-browser: setup
+	FEDLIB_BROWSER_NOTEBOOKS=all $(PYTHON) -m pytest -q -m browser tests/test_notebooks_browser.py
 
 bench: setup
 	$(PYTHON) -m fedlib.bench

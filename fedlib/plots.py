@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 import seaborn as sns
 
 
@@ -25,22 +26,29 @@ def partition_heatmap(partition, ax=None, title: str | None = None, annotate: bo
     return ax
 
 
+MARKERS = "osD^vP*X"
+DASHES = ("-", "--", ":", "-.")
+
+
 def accuracy_curves(records_by_label: dict[str, list[dict]], metric: str | dict[str, str], ax=None,
                     ylabel: str | None = None, stat: str = "mean"):
     """Client accuracy per round for several runs (FedMPS Fig. 4 style).
 
     ``metric`` is one key for every run or ``{label: key}`` (e.g. each method under the
     paper's own convention); ``stat``: ``"mean"`` over clients or ``"weighted"`` (total
-    correct over total test samples, PFLlib's).
+    correct over total test samples, PFLlib's). Each line has its own marker and dash pattern,
+    so lines that coincide stay distinguishable; rounds are whole numbers on the axis.
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
-    for label, records in records_by_label.items():
+    for i, (label, records) in enumerate(records_by_label.items()):
         key = metric[label] if isinstance(metric, dict) else metric
         pts = [(r["round"], 100 * r["acc"][key][stat]) for r in records if "acc" in r and key in r["acc"]]
         if pts:
             rounds, acc = zip(*pts, strict=True)
-            ax.plot(rounds, acc, label=label, marker="o" if len(pts) < 15 else None, ms=3)
+            ax.plot(rounds, acc, label=label, marker=MARKERS[i % len(MARKERS)], ls=DASHES[i % len(DASHES)],
+                    ms=4 if len(pts) < 15 else 0, alpha=0.85)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel or (f"{metric} (%)" if isinstance(metric, str) else "accuracy (%)"))
     ax.legend(fontsize=8)

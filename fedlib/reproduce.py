@@ -95,8 +95,7 @@ def _run_papermill(nb: Path, out: Path, profile: str, root: Path, progress: bool
         cmd.append("--log-output")
     progress_file = out.with_suffix(".progress.json")
     progress_file.unlink(missing_ok=True)
-    env = {**os.environ, "FEDLIB_ROOT": str(root), "FEDLIB_PROGRESS": str(progress_file),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(CHECKOUT), os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "FEDLIB_ROOT": str(root), "FEDLIB_PROGRESS": str(progress_file)}
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env)
     watcher = threading.Thread(target=_watch_progress, args=(proc, progress_file, nb.stem), daemon=True)
     watcher.start()

@@ -41,15 +41,18 @@ device = None         # "cpu", "cuda" or None (auto: CUDA when present)"""),
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.ticker import MaxNLocator
 
 from fedlib import analysis as A
 from fedlib import claims as C
-from fedlib import plots, report
+from fedlib import logs, plots, report
 from fedlib.papers import fedic as I
 from fedlib.runner import build, load_rounds, load_state, run_many
 
 torch.set_num_threads(1)
+logs.to_stdout()  # fedlib's notes (data source, warnings) as plain text, not red stderr
 pd.set_option("display.width", 160)
+pd.set_option("display.max_colwidth", None)  # long claims and evidence wrap instead of ending in "..."
 plan = I.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
 paper = report.load_paper("fedic")["tables"]
 L = plan.label
@@ -221,13 +224,16 @@ recs_ic = t1_recs[(p0, "fedic")]
 st_ic = load_state(fic, seed0)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 rr = [r["round"] for r in recs_ic]
-axes[0].plot(rr, [r["server"]["bias_global"] for r in recs_ic], label="to the global prototype (Eq. 3)")
-axes[0].plot(rr, [r["server"]["bias_cluster"] for r in recs_ic], label="to its group's prototype (Eq. 7)")
+axes[0].plot(rr, [r["server"]["bias_global"] for r in recs_ic], marker="o", label="to the global prototype (Eq. 3)")
+axes[0].plot(rr, [r["server"]["bias_cluster"] for r in recs_ic], marker="s", ls="--", label="to its group's prototype (Eq. 7)")
 axes[0].set(xlabel="round", ylabel="mean L2 distance", title="prototype aggregation bias (FedIC)")
 axes[0].legend(fontsize=8)
 hist = st_ic.server["history"][:, 0].float().cpu().numpy()          # (rounds, clients), -1: not a holder
-im = axes[1].imshow(np.ma.masked_less(hist.T, 0), aspect="auto", cmap="tab10", vmin=0, vmax=9, interpolation="nearest")
+im = axes[1].imshow(np.ma.masked_less(hist.T, 0), aspect="auto", cmap="tab10", vmin=0, vmax=9, interpolation="nearest",
+                    extent=(0.5, hist.shape[0] + 0.5, hist.shape[1] - 0.5, -0.5))  # columns are rounds 1..R
 axes[1].set(xlabel="round", ylabel="client", title="class-0 groups per round")
+for ax in axes:
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 section.figure(fig, "Prototype aggregation bias per round and the class-0 groups over rounds (FedIC)",
                name="bias_clusters")
 plt.show()

@@ -45,18 +45,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Markdown
 from matplotlib.patches import Ellipse
 
 from fedlib import analysis as A
 from fedlib import claims as C
-from fedlib import mixtures, papers, plots, report
+from fedlib import logs, mixtures, papers, plots, report
 from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.papers import gfpl as G
 from fedlib.privacy import prototype_attack
 from fedlib.runner import build, load_state, run_many
 
 torch.set_num_threads(1)
+logs.to_stdout()  # fedlib's notes (data source, warnings) as plain text, not red stderr
 pd.set_option("display.width", 160)
+pd.set_option("display.max_colwidth", None)  # long claims and evidence wrap instead of ending in "..."
 plan = G.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
 paper = report.load_paper("gfpl")["tables"]
 L = plan.label
@@ -171,7 +174,7 @@ else:
     paper_t1_text = papers.not_run_text("Table 1", pt1["found"], pt1["total"],
                                         "python -m fedlib.papers.gfpl --profile paper")
 section.text(paper_t1_text)
-print(paper_t1_text)"""),
+display(Markdown(paper_t1_text))"""),
 (CODE, r"""# NBVAL_CHECK_OUTPUT
 d_feat = 50
 key = ("mnist5k", 4)
@@ -259,7 +262,7 @@ else:
     paper_t2_text = papers.not_run_text("Table 2", pt2["found"], pt2["total"],
                                         "python -m fedlib.papers.gfpl --profile paper --table 2")
 section.text(paper_t2_text)
-print(paper_t2_text)"""),
+display(Markdown(paper_t2_text))"""),
 (MD, r"""## Fig. 3b: components per class n, and Fig. 6: the fusion threshold S_C
 
 GFPL on MNIST-5k, w-bar 4, first seed. The Bhattacharyya distance sums over the 50 feature dimensions, so the
@@ -273,11 +276,15 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
 axes[0].plot([str(n) for n in n_acc], list(n_acc.values()), marker="o")
 axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)", title="Fig. 3b on MNIST-5k")
 ts = list(th)
-axes[1].plot([f"{t:g}" for t in ts], [th[t][0] for t in ts], marker="o", label="accuracy (%)")
-ax2 = axes[1].twinx()
-ax2.plot([f"{t:g}" for t in ts], [th[t][1] for t in ts], marker="s", color="C1", label="merge rate")
+ax2 = axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
+ax2.plot([f"{t:g}" for t in ts], [th[t][1] for t in ts], marker="s", ls="--", color="C1", label="merge rate (right)")
 ax2.set_ylabel("merge rate", color="C1")
+axes[1].set_zorder(ax2.get_zorder() + 1)
+axes[1].patch.set_visible(False)
+axes[1].plot([f"{t:g}" for t in ts], [th[t][0] for t in ts], marker="o", color="C0", label="accuracy (%, left)")
 axes[1].set(xlabel="S_C", ylabel="accuracy (%)", title="Fig. 6 on MNIST-5k")
+axes[1].legend(axes[1].get_lines() + ax2.get_lines(), [ln.get_label() for ln in axes[1].get_lines() + ax2.get_lines()],
+               fontsize=8, loc="lower left")
 section.figure(fig, "Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C), MNIST-5k, w-bar 4",
                name="fig3b_fig6")
 plt.show()
@@ -309,7 +316,7 @@ else:
     paper_fig_text = papers.not_run_text("Figs. 3b and 6", pfg["found"], pfg["total"],
                                          "python -m fedlib.papers.gfpl --profile paper --table figs")
 section.text(paper_fig_text)
-print(paper_fig_text)"""),
+display(Markdown(paper_fig_text))"""),
 (MD, r"""## The fused Gaussian components
 
 The global mixture of the last interaction round (MNIST-5k, w-bar 4, first seed): every fused component's mean

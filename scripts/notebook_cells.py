@@ -1,6 +1,7 @@
 """Shared by the notebook generators (``scripts/make_<paper>_notebook.py``): write a list of ``(kind, source)``
 cells as ``notebooks/<name>.ipynb``, the cell that starts with ``import os`` + ``profile`` tagged ``parameters``
-(papermill injects the profile there)."""
+(papermill injects the profile there). The notebook metadata is what JupyterLab writes for the ``python3`` kernel
+before a cell runs, so opening and saving a notebook leaves it byte-identical (tests/test_notebooks_browser.py)."""
 
 from pathlib import Path
 
@@ -11,7 +12,7 @@ MD, CODE = "markdown", "code"
 
 def write(cells: list[tuple[str, str]], name: str) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    nb.metadata = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
                    "language_info": {"name": "python"}}
     for kind, src in cells:
         cell = nbformat.v4.new_markdown_cell(src) if kind == MD else nbformat.v4.new_code_cell(src)
