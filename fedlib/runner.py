@@ -264,7 +264,6 @@ def run_experiment(cfg: dict, progress: bool = True) -> list[dict]:
     return [run_one(cfg, s, progress) for s in cfg["seeds"]]
 
 
-<<<<<<< HEAD
 def stop_on_signals() -> None:
     """SIGINT and SIGTERM stop this (main) process's work as Ctrl-C does: a ``KeyboardInterrupt``, and
     :data:`fedlib.engine.STOP` for one raised where Python drops it. The command lines call this."""
@@ -286,8 +285,12 @@ def _init_worker() -> None:
     process group) is ignored here, and the parent's SIGTERM (also sent, on Linux, when the parent
     dies: otherwise killing a notebook or script leaves its workers training) ends the run in
     progress through ``KeyboardInterrupt`` (its temporary files go, its checkpoint stays) or an
-    idle worker at once."""
+    idle worker at once. It logs as the parent does (:func:`fedlib.logs.from_env`)."""
     import signal
+
+    from fedlib import logs
+
+    logs.from_env()
 
     def stop(signum, frame):
         if _TRAINING:
@@ -296,15 +299,6 @@ def _init_worker() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, stop)
-=======
-def _die_with_parent() -> None:
-    """Worker initializer: on Linux, ask the kernel to stop this worker when the parent
-    process dies (otherwise killing a notebook or script leaves its workers training); log as
-    the parent does (:func:`fedlib.logs.from_env`)."""
-    from fedlib import logs
-
-    logs.from_env()
->>>>>>> notebooks
     try:
         import ctypes
 
