@@ -10,6 +10,8 @@ other way round: float kernels differ between the two, as they do between CPU fa
 
 from __future__ import annotations
 
+import argparse
+
 import os
 import platform
 
@@ -59,3 +61,12 @@ def deterministic_cuda() -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=False)
     torch.backends.cudnn.benchmark = False
+
+
+def device_arg(text: str) -> str:
+    """An argparse ``type`` for ``--device``: auto, cpu, or cuda where this machine has one."""
+    try:
+        resolve(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {exc.allowed}") from None
+    return text

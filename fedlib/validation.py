@@ -170,14 +170,3 @@ def arg_type(rule: Interval | Options, convert=int):
         return value
 
     return parse
-
-
-def device_arg(text: str) -> str:
-    """An argparse ``type`` for ``--device``: auto, cpu, or cuda where this machine has one."""
-    from fedlib.device import resolve
-
-    try:
-        resolve(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {exc.allowed}") from None
-    return text

@@ -19,7 +19,8 @@ from typing import ClassVar
 
 import yaml
 
-from fedlib.validation import POSITIVE_INT, SEED, ConfigError, Options, Parser, arg_type, check_value, device_arg
+from fedlib.device import device_arg
+from fedlib.validation import POSITIVE_INT, SEED, ConfigError, Options, Parser, arg_type, check_value
 from fedlib.paths import PARAMS as PARAMS_ROOT
 
 
