@@ -280,7 +280,8 @@ def run_many(jobs: list[tuple[dict, int]], progress: bool = True, desc: str = "r
                 cfg, seed = jobs[i]
                 opts = {"num_cpus": cpus, "num_gpus": gpu_share(cfg, measured), "max_retries": MAX_RETRIES,
                         "retry_exceptions": False, "name": f"{cfg['name']} seed {seed}"}
-                running[task.options(**opts).remote(cfg, seed, mode, tracker)] = i
+                where = str(Path(cfg["results_dir"]).resolve())  # not the worker's working directory
+                running[task.options(**opts).remote({**cfg, "results_dir": where}, seed, mode, tracker)] = i
             done, _ = ray.wait(list(running), num_returns=len(running), timeout=2.0)
             for ref in done:
                 i = running.pop(ref)
@@ -334,7 +335,7 @@ def _show(bar, watch: Progress, jobs, todo, summaries, failures, running, flight
     finished = sum(summaries[i] is not None for i in todo) + len(failures)
     bar.n = rounds
     bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}"
-                        + (f", {len(failures)} failed" if failures else "") + "; "
-                        + ", ".join(f"{node}: {k}" for node, k in sorted(per_node.items())), refresh=False)
+                        + (f", {len(failures)} failed" if failures else "")
+                        + "".join(f"; {node}: {k}" for node, k in sorted(per_node.items())), refresh=False)
     bar.refresh()
     watch.write(finished, rounds)

@@ -163,7 +163,9 @@ def test_backend_options_fail_in_one_line(monkeypatch, capsys):
             (["--backend", "spark"], "error: --backend: got 'spark'; allowed: local or ray\n"),
             (["--gpus-per-run", "1.5"], "error: --gpus-per-run: got 1.5; allowed: a positive number: a fraction up "
                                         "to 1 or whole GPUs\n"),
-            (["--ray-results", "maybe"], "error: --ray-results: got 'maybe'; allowed: auto, shared, returned\n")):
+            (["--ray-results", "maybe"], "error: --ray-results: got 'maybe'; allowed: auto, shared, returned\n"),
+            (["--address", "auto"], "error: --address: got 'auto'; allowed: a value only with --backend ray\n")):
+        monkeypatch.setenv("FEDLIB_BACKEND", "")  # each command line on its own
         with pytest.raises(SystemExit) as stop:
             fedmps.main(argv)
         assert stop.value.code == 2 and capsys.readouterr().err == message

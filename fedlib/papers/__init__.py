@@ -322,7 +322,6 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     from fedlib import backends
 
     ap = StudyParser(prog=prog, description=description)
-    backends.add_options(ap)
     ap.add_argument("--profile", default="quick", help="smoke, quick (default), paper or a study's own")
     ap.add_argument("--methods", nargs="+", help="default: the profile's methods")
     ap.add_argument("--seeds", type=int, nargs="+", help="default: the profile's seeds")
@@ -330,7 +329,7 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     ap.add_argument("--workers", type=int, help="runs in parallel (default: one per CPU core; 4 on CUDA)")
     ap.add_argument("--device", help="auto (default: CUDA when present), cpu or cuda")
     ap.add_argument("--executor", help="auto (default: batched on CUDA), sequential or batched")
-    return ap
+    return backends.add_options(ap)
 
 
 def command(main) -> int:
