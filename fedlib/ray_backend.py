@@ -98,7 +98,8 @@ def _gpu_record(cfg: dict) -> dict:
         return {}
     import torch
 
-    return {"peak": int(torch.cuda.max_memory_allocated()), "total": int(torch.cuda.get_device_properties(0).total_memory)}
+    return {"peak": int(torch.cuda.max_memory_allocated()),
+            "total": int(torch.cuda.get_device_properties(0).total_memory)}
 
 
 def gpu_share(cfg: dict, measured: dict) -> float:
@@ -325,7 +326,7 @@ def _show(bar, watch: Progress, jobs, todo, summaries, failures, running, flight
         done = summaries[i] is not None
         rounds += cfg["train"]["rounds"] if done else flight.get(run_id(cfg, seed), (None, 0))[1]
     per_node: dict = {}
-    for ref, i in running.items():
+    for i in running.values():
         cfg, seed = jobs[i]
         node = flight.get(run_id(cfg, seed), ("queued",))[0]
         per_node[node] = per_node.get(node, 0) + 1

@@ -110,7 +110,7 @@ def test_returned_files_are_written_through_the_store(cluster, local_grid, tmp_p
     got = ray_backend.run_many(jobs, progress=False, results="returned")
     assert "not written by the tasks: each task returns its run's files and this process writes them" \
         in capsys.readouterr().out
-    for (cfg, seed), (here, _), summary in zip(jobs, local_grid, got):
+    for (cfg, seed), (here, _), summary in zip(jobs, local_grid[:2], got, strict=True):
         folder = run_dir(cfg, seed)
         assert numbers(cfg, seed) == numbers(here, seed)
         assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
