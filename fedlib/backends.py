@@ -68,6 +68,10 @@ def apply(args: argparse.Namespace) -> None:
             os.environ[ENV[key]] = str(value)
     if resolve() == "ray":
         require_ray()
+        return
+    for key, value in given.items():
+        if value is not None and key != "backend":
+            raise ConfigError(f"--{key.replace('_', '-')}", value, "a value only with --backend ray")
 
 
 def check_share(field: str, value: float, gpu: bool) -> float:

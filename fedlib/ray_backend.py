@@ -98,7 +98,8 @@ def _gpu_record(cfg: dict) -> dict:
         return {}
     import torch
 
-    return {"peak": int(torch.cuda.max_memory_allocated()), "total": int(torch.cuda.get_device_properties(0).total_memory)}
+    return {"peak": int(torch.cuda.max_memory_allocated()),
+            "total": int(torch.cuda.get_device_properties(0).total_memory)}
 
 
 def gpu_share(cfg: dict, measured: dict) -> float:
@@ -280,7 +281,8 @@ def run_many(jobs: list[tuple[dict, int]], progress: bool = True, desc: str = "r
                 cfg, seed = jobs[i]
                 opts = {"num_cpus": cpus, "num_gpus": gpu_share(cfg, measured), "max_retries": MAX_RETRIES,
                         "retry_exceptions": False, "name": f"{cfg['name']} seed {seed}"}
-                running[task.options(**opts).remote(cfg, seed, mode, tracker)] = i
+                where = str(Path(cfg["results_dir"]).resolve())  # not the worker's working directory
+                running[task.options(**opts).remote({**cfg, "results_dir": where}, seed, mode, tracker)] = i
             done, _ = ray.wait(list(running), num_returns=len(running), timeout=2.0)
             for ref in done:
                 i = running.pop(ref)
@@ -324,7 +326,7 @@ def _show(bar, watch: Progress, jobs, todo, summaries, failures, running, flight
         done = summaries[i] is not None
         rounds += cfg["train"]["rounds"] if done else flight.get(run_id(cfg, seed), (None, 0))[1]
     per_node: dict = {}
-    for ref, i in running.items():
+    for i in running.values():
         cfg, seed = jobs[i]
         node = flight.get(run_id(cfg, seed), ("queued",))[0]
         per_node[node] = per_node.get(node, 0) + 1
@@ -334,7 +336,7 @@ def _show(bar, watch: Progress, jobs, todo, summaries, failures, running, flight
     finished = sum(summaries[i] is not None for i in todo) + len(failures)
     bar.n = rounds
     bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}"
-                        + (f", {len(failures)} failed" if failures else "") + "; "
-                        + ", ".join(f"{node}: {k}" for node, k in sorted(per_node.items())), refresh=False)
+                        + (f", {len(failures)} failed" if failures else "")
+                        + "".join(f"; {node}: {k}" for node, k in sorted(per_node.items())), refresh=False)
     bar.refresh()
     watch.write(finished, rounds)

@@ -50,13 +50,14 @@ def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tupl
 
 def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
                 progress: bool = True, archive_root=None, retrain_archived: bool = False) -> dict:
-    """:func:`fedlib.runner.run_configs` for the headless study commands, except that a run already
+    """:func:`fedlib.grid.run_configs` for the headless study commands, except that a run already
     finished is read, not trained again: on another device or executor (:func:`find`), or in the run
     archive (:mod:`fedlib.archive`; so a paper-profile job goes on from where the committed archive ends, on
     a fresh clone too). ``retrain_archived=True`` trains the archive's runs again (to check them: a run
     made again on the same machine equals its record). A line says how many runs were read and from
     where. ``{key: [summary per seed]}`` in the order of ``configs``."""
-    from fedlib.runner import cached_summary, run_many
+    from fedlib.grid import run_many
+    from fedlib.runner import cached_summary
 
     elsewhere, from_archive, todo = {}, {}, []
     for key, cfg in configs.items():

@@ -392,7 +392,7 @@ class RunsFailed(RuntimeError):
 
 
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
-             desc: str = "runs", backend: str | None = None) -> list[dict]:
+             desc: str = "runs") -> list[dict]:
     """Run many (config, seed) jobs, ``workers`` at a time in separate processes (default:
     :func:`default_workers`).
 
@@ -402,15 +402,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     stay in the cache); after all have ended, a :class:`RuntimeError` lists the failures.
     An interrupt (``KeyboardInterrupt``) cancels the queued runs and stops the workers within
     seconds (:func:`_stop_pool`), then propagates. Returns the summaries in the order of ``jobs``.
-    ``backend="ray"`` (default: ``$FEDLIB_BACKEND``, else local) sends the runs to Ray instead
-    (:mod:`fedlib.ray_backend`; ``workers`` is then Ray's to decide).
+    This is the local pool; :func:`fedlib.grid.run_many` chooses between it and Ray.
     """
-    from fedlib import backends
-
-    if backends.resolve(backend) == "ray":
-        from fedlib import ray_backend
-
-        return ray_backend.run_many(jobs, progress=progress, desc=desc)
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -512,15 +505,6 @@ def load_state(cfg: dict, seed: int) -> RunState:
         raise FileNotFoundError(f"{folder / store.CHECKPOINT}: {problem}; run it again to recompute it")
     data, ctx, algo = build(cfg, seed)
     return RunState(cfg, seed, data, ctx, algo, ckpt["clients"], ckpt["server"], ckpt["round"])
-
-
-def run_configs(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-                progress: bool = True) -> dict:
-    """:func:`run_many` over a mapping of configs: every config for ``seeds`` (default: its
-    own ``seeds``); returns ``{key: [summary per seed]}`` in the order of ``configs``."""
-    jobs = [(cfg, s) for cfg in configs.values() for s in (seeds or cfg["seeds"])]
-    summaries = iter(run_many(jobs, workers=workers, progress=progress, desc=desc))
-    return {key: [next(summaries) for _ in (seeds or cfg["seeds"])] for key, cfg in configs.items()}
 
 
 def load_rounds(cfg: dict, seed: int) -> list[dict]:

@@ -16,7 +16,9 @@ each other (:func:`verify_finished`, :func:`resume_point`), and a summary's numb
 those its log gives (:func:`check_summary`). Any inconsistency or unreadable
 file gives one :class:`DamagedRunWarning` line that names the file and what is wrong; the run
 then continues from the last consistent point, or from round 1. A stale log is never served
-and never appended to.
+and never appended to. A run made on a Ray worker that does not see the results folder arrives as
+its files without the checkpoint (:func:`write_returned`); its summary records that, and it is served
+from its log alone.
 """
 
 from __future__ import annotations

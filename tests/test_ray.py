@@ -14,7 +14,8 @@ import pytest
 from fedlib import backends, ray_backend, store
 from fedlib.config import load_config, run_dir, run_id
 from fedlib.papers import fedmps
-from fedlib.runner import RunsFailed, load_state, run_many, run_one
+from fedlib.grid import run_many
+from fedlib.runner import RunsFailed, load_state, run_one
 
 CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
 TIMING = ("seconds", "train_seconds", "eval_seconds")
@@ -110,7 +111,7 @@ def test_returned_files_are_written_through_the_store(cluster, local_grid, tmp_p
     got = ray_backend.run_many(jobs, progress=False, results="returned")
     assert "not written by the tasks: each task returns its run's files and this process writes them" \
         in capsys.readouterr().out
-    for (cfg, seed), (here, _), summary in zip(jobs, local_grid, got):
+    for (cfg, seed), (here, _), summary in zip(jobs, local_grid[:2], got, strict=True):
         folder = run_dir(cfg, seed)
         assert numbers(cfg, seed) == numbers(here, seed)
         assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
@@ -163,7 +164,9 @@ def test_backend_options_fail_in_one_line(monkeypatch, capsys):
             (["--backend", "spark"], "error: --backend: got 'spark'; allowed: local or ray\n"),
             (["--gpus-per-run", "1.5"], "error: --gpus-per-run: got 1.5; allowed: a positive number: a fraction up "
                                         "to 1 or whole GPUs\n"),
-            (["--ray-results", "maybe"], "error: --ray-results: got 'maybe'; allowed: auto, shared, returned\n")):
+            (["--ray-results", "maybe"], "error: --ray-results: got 'maybe'; allowed: auto, shared, returned\n"),
+            (["--address", "auto"], "error: --address: got 'auto'; allowed: a value only with --backend ray\n")):
+        monkeypatch.setenv("FEDLIB_BACKEND", "")  # each command line on its own
         with pytest.raises(SystemExit) as stop:
             fedmps.main(argv)
         assert stop.value.code == 2 and capsys.readouterr().err == message

@@ -251,7 +251,6 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     from fedlib.config import EXECUTOR_CHOICES
 
     ap = StudyParser(prog=prog, description=description)
-    backends.add_options(ap)
     ap.add_argument("--profile", default="quick", help="smoke, quick (default), paper or a study's own "
                     "(those params/profiles.yaml lists)")
     ap.add_argument("--methods", nargs="+", help="default: the profile's methods")
@@ -262,7 +261,7 @@ def cli(prog: str, description: str) -> argparse.ArgumentParser:
     ap.add_argument("--device", type=device_arg, help="auto (default: CUDA when present), cpu or cuda")
     ap.add_argument("--executor", choices=EXECUTOR_CHOICES, help="auto (default: batched on CUDA), sequential or "
                     "batched")
-    return ap
+    return backends.add_options(ap)
 
 
 INTERRUPTED = ("interrupted: queued runs cancelled; finished runs are cached and started runs resume from their "

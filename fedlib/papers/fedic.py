@@ -20,7 +20,7 @@ import numpy as np
 
 from fedlib import papers
 from fedlib.config import apply_overrides, validate
-from fedlib.runner import run_configs as run  # noqa: F401 (I.run in the notebook)
+from fedlib.grid import run_configs as run  # noqa: F401 (I.run in the notebook)
 from fedlib.validation import ConfigError
 
 

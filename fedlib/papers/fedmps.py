@@ -28,7 +28,7 @@ from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
 from fedlib.papers import check_methods, check_rounds
 from fedlib.runner import RunState
-from fedlib.runner import run_configs as run  # noqa: F401 (S.run in the notebook)
+from fedlib.grid import run_configs as run  # noqa: F401 (S.run in the notebook)
 from fedlib.validation import ConfigError
 
 PAPER_METRIC_PROTO = "acc_proto_own"

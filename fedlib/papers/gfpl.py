@@ -23,7 +23,8 @@ import numpy as np
 
 from fedlib import claims, papers, results
 from fedlib.config import apply_overrides, validate
-from fedlib.runner import load_rounds, run_configs
+from fedlib.grid import run_configs
+from fedlib.runner import load_rounds
 from fedlib.validation import ConfigError
 
 @dataclasses.dataclass

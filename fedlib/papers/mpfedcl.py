@@ -21,7 +21,7 @@ import numpy as np
 from fedlib import papers
 from fedlib.config import apply_overrides, validate
 from fedlib.papers import check_methods
-from fedlib.runner import run_configs as run  # noqa: F401 (M.run in the notebook)
+from fedlib.grid import run_configs as run  # noqa: F401 (M.run in the notebook)
 from fedlib.validation import ConfigError
 
 @dataclasses.dataclass

@@ -27,7 +27,7 @@ from fedlib.analysis import pairwise_distances
 from fedlib.config import apply_overrides, run_id, validate
 from fedlib.papers import check_methods, check_rounds
 from fedlib.runner import RunState
-from fedlib.runner import run_configs as run  # noqa: F401 (P.run in the notebook)
+from fedlib.grid import run_configs as run  # noqa: F401 (P.run in the notebook)
 from fedlib.validation import ConfigError
 
 
