@@ -156,6 +156,31 @@ def with_n(caption: str | None, ns) -> str | None:
     return f"{caption} (ours: {what})"
 
 
+def reference_column(df: pd.DataFrame, paper: dict, table: str, column: str | None = None,
+                     digits: int = 2) -> pd.DataFrame:
+    """``df`` (a :func:`compare` frame of ``paper["tables"][table]``) with the numbers of
+    ``paper["authors_code"]`` (runs of the authors' public code: reference data, neither the
+    paper's nor ours) in a column right after ``paper``, headed by the block's ``label``.
+
+    The block lists the tables it stands beside (``beside``) and its numbers as ``rows``
+    (``{row: {column: value}}``, values as in :func:`compare`); a row without a number reads
+    ``—``. ``column`` names the data column when ``df`` has one index level (:func:`compare`
+    drops it when one column remains). ``df`` comes back unchanged, the same object, when
+    paper.yaml has no such block or the block does not stand beside ``table``.
+    """
+    ref = paper.get("authors_code")
+    if not ref or table not in ref.get("beside", []):
+        return df
+    if df.index.nlevels == 1 and column is None:
+        raise ValueError(f"reference_column(): give column= for the one-column table {table!r}")
+    keys = [(i if df.index.nlevels > 1 else (i, column)) for i in df.index]
+    cells = [_mean_std((ref["rows"].get(r) or {}).get(c)) for r, c in keys]
+    values = [fmt(m, s, digits, n=n) for m, s, n in cells]
+    out = df.copy()
+    out.insert(list(out.columns).index("paper") + 1, ref["label"], values)
+    return out
+
+
 def short_run(df: pd.DataFrame, profile: str) -> pd.DataFrame:
     """``df`` with its ``diff`` column named ``diff (<profile>: not converged)`` unless the profile is the
     paper's: a short run's gap to the paper is partly its length, and the table itself says so."""

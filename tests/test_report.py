@@ -131,3 +131,42 @@ def test_captions_say_n_and_a_missing_ours_says_not_run():
     df = report.compare(PAPER, {"fedavg": {"fmnist": [85.0, 1.0, 3]}})
     assert df.loc["fedproto"].tolist() == ["93.07 ± 0.56", "not run", "—"]
     assert df.loc["fedavg", "ours"] == "85.00 ± 1.00"
+
+
+def test_reference_column_sits_after_paper_and_leaves_other_tables_alone():
+    ref = {"authors_code": {"label": "authors' code (seed 1234)", "beside": ["t"],
+                            "rows": {"fedavg": {"fmnist": 76.59}, "fedproto": {"fmnist": [91.8, 0.5]}}}}
+    ours = {"fedavg": {"fmnist": 74.29}, "local": {"fmnist": 70.0}}
+    df = report.compare(PAPER, ours)
+    out = report.reference_column(df, ref, "t", "fmnist")
+    assert list(out.columns) == ["paper", "authors' code (seed 1234)", "ours", "diff"]
+    assert out["authors' code (seed 1234)"].tolist() == ["76.59", "91.80 ± 0.50", "—"]  # fedavg, fedproto, local
+    assert out[["paper", "ours", "diff"]].equals(df)            # the other columns as compare made them
+    two = report.compare(PAPER, {"fedavg": {"fmnist": 85, "cifar10": 61.0}})
+    assert report.reference_column(two, ref, "t")["authors' code (seed 1234)"].tolist() == ["—", "76.59", "—", "91.80 ± 0.50"]
+    # no block, or a block beside other tables: the same frame, untouched
+    assert report.reference_column(df, {}, "t", "fmnist") is df
+    assert report.reference_column(df, ref, "table6_block1", "fmnist") is df
+    with pytest.raises(ValueError, match="give column= for the one-column table 't'"):
+        report.reference_column(df, ref, "t")
+
+
+def test_fedmps_authors_code_numbers_beside_tables_iii_and_vi():
+    from fedlib.papers import fedmps
+
+    p = report.load_paper("fedmps")
+    code = p["authors_code"]
+    assert code["rows"] == {"fedavg": {"fmnist": 76.59}, "fedproto": {"fmnist": 91.83}}
+    assert code["commit"] == "c7ad02efe62853b8e2bedd5ffa709484328203f7" and set(code["runs"]) == set(code["rows"])
+    assert "--rounds 100" in code["command"] and "--dataset fashion" in code["command"]
+    ours = {"fedavg": {"fmnist": 74.29}, "fedproto": {"fmnist": 90.29}}
+    t3 = fedmps.paper_vs_ours(p, "table3", ours)
+    assert t3.loc["fedavg"].tolist() == ["84.21 ± 3.39", "76.59", "74.29", "-9.92"]
+    assert t3.loc["fedmps"].tolist() == ["93.58 ± 0.89", "—", "not run", "—"]
+    t6 = fedmps.paper_vs_ours(p, fedmps.TABLE6_BLOCKS[3], ours)
+    assert t6.loc["fedproto"].tolist() == ["93.42 ± 4.96", "91.83", "90.29", "-3.13"]
+    # n = 4 (no reference runs) and n = 5 (no paper block) print as before
+    assert list(fedmps.paper_vs_ours(p, fedmps.TABLE6_BLOCKS[4], ours).columns) == ["paper", "ours", "diff"]
+    assert fedmps.paper_vs_ours(p, None, ours).loc["fedavg"].tolist() == ["—", "74.29", "—"]
+    without = {k: v for k, v in p.items() if k != "authors_code"}
+    assert fedmps.paper_vs_ours(without, "table3", ours).equals(report.compare(p["tables"]["table3"], ours))

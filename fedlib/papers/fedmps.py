@@ -33,6 +33,7 @@ from fedlib.validation import ConfigError
 
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
+TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
 
 
 @dataclasses.dataclass
@@ -161,6 +162,17 @@ def ablation_configs(plan: Plan) -> dict[int, dict]:
 
 
 # -- reading results -------------------------------------------------------------------
+def paper_vs_ours(paper: dict, table: str | None, ours: dict):
+    """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column: :func:`fedlib.report.compare`
+    of paper.yaml's ``table`` (``None``: no paper block, ours alone) with ``ours`` (``{method: {"fmnist":
+    value}}``), plus the reference runs of the authors' code where paper.yaml has them for ``table``
+    (:func:`fedlib.report.reference_column`; docs/fedmps.md, decision 27)."""
+    from fedlib import report
+
+    df = report.compare(paper["tables"][table] if table else {"rows": {}}, ours)
+    return report.reference_column(df, paper, table, "fmnist") if table else df
+
+
 def accuracy(summary: dict, metric: str, stat: str = "best") -> float:
     """A run's accuracy in % (``stat``: best or last round, mean over clients)."""
     return 100.0 * summary["metrics"][metric][stat]
@@ -387,14 +399,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.methods:
         methods = check_methods(args.methods, plan.methods)
         plan.settings["table3_methods"] = plan.settings["sweep_methods"] = methods
-    paper, seed0, R = report.load_paper("fedmps")["tables"], plan.seeds[0], plan.settings["rounds"]
+    full = report.load_paper("fedmps")
+    paper, seed0, R = full["tables"], plan.seeds[0], plan.settings["rounds"]
     if args.table == "VI":
         rows = ways_rows(plan, obtain(ways_configs(plan), seeds=[seed0], workers=args.workers, desc="Table VI"))
         for n, ours in sorted(rows.items()):
-            ref = {3: paper["table6_block1"], 4: paper["table6_block2"]}.get(n, {"rows": {}})
             print(f"FedMPS Table VI, n = {n}, profile {args.profile}: {R['main']} rounds, seed {seed0}; best round, "
                   "mean ± std across clients (%)")
-            df = report.compare(ref, {m: {"fmnist": v} for m, v in ours.items()})
+            df = paper_vs_ours(full, TABLE6_BLOCKS.get(n), {m: {"fmnist": v} for m, v in ours.items()})
             df.index = [plan.label(m) for m in df.index]
             print(report.to_markdown(df))
         return 0
@@ -412,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = table3_configs(plan)
     rows = table3(plan, obtain(configs, workers=args.workers, desc="Table III"))
     head = table3(plan, obtain(configs, workers=args.workers, progress=False), metric=COMMON_METRIC)
-    df = report.compare(paper["table3"], {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
+    df = paper_vs_ours(full, "table3", {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
     df["rule"] = [rows[m]["metric"] if m in rows else "" for m in df.index]
     df["ours, head all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head else "—"
                                     for m in df.index]
