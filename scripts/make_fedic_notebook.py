@@ -5,6 +5,8 @@ from notebook_cells import CODE, MD, write
 CELLS = [
 (MD, r"""# FedIC: intra-class prototype clusters, bias-aware anchors and in-cluster classifier collaboration — reproduction
 
+**How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about 7 minutes (its training cell took 6:49 on a loaded 2-core machine, 2026-11-27) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** GPU-sized, about 14 hours per run on a CPU; `converged`, the evidence profile, about 10 hours in the background, is read from `archive/`. Finished runs are cached in `results/`, so a second Run All only reads them.
+
 H. Zheng, S. Song, Z. Hu, M. Zheng, L. Yang, A. Xu, R. Zhao, R. Pu, R. Fang, B. Wang, *Intra-Class Unbiased Prototype
 Aggregation and Classifier Collaboration for Personalized Federated Learning*, AAAI 2026. No code was released; the
 method builds on FedPAC (Xu, Tong, Huang, ICLR 2023, arXiv [2306.11867](https://arxiv.org/abs/2306.11867)) and its

@@ -5,6 +5,8 @@ from notebook_cells import CODE, MD, write
 CELLS = [
 (MD, r"""# GFPL: Gaussian-mixture prototypes, Bhattacharyya fusion, an ETF dual classifier and pseudo-feature retraining — reproduction
 
+**How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about 7 minutes (its training cell took 6:57 on a loaded 2-core machine, 2026-11-27) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** about 4 minutes with the committed run archive (it trains only the run whose checkpoint the figures load; without the archive, days). Finished runs are cached in `results/`, so a second Run All only reads them.
+
 S. Lu, Y. He, J. Li, Q. Wang, Y. Gong, *GFPL: Generative Federated Prototype Learning for Resource-Constrained and
 Data-Imbalanced Vision Task*, arXiv [2602.21873](https://arxiv.org/abs/2602.21873). No code was released; every
 point where the paper is silent or ambiguous, and what this suite does, is in [docs/gfpl.md](../docs/gfpl.md)
