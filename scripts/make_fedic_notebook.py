@@ -38,7 +38,8 @@ seeds = None          # e.g. [0, 1, 2]; None: the profile's
 rounds = None         # every run's rounds, e.g. 20; None: the profile's
 workers = None        # runs in parallel (default: one per CPU core; every run trains with one thread)
 embedding = "tsne"    # "tsne" or "umap" for the feature picture
-device = None         # "cpu", "cuda" or None (auto: CUDA when present)"""),
+device = None         # "cpu", "cuda" or None (auto: CUDA when present)
+backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train (fedlib.backends)"""),
 (CODE, r"""import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -47,12 +48,14 @@ from matplotlib.ticker import MaxNLocator
 
 from fedlib import analysis as A
 from fedlib import claims as C
-from fedlib import logs, plots, report
+from fedlib import backends, logs, plots, report
 from fedlib.papers import fedic as I
-from fedlib.runner import build, load_rounds, load_state, run_many
+from fedlib.grid import run_many
+from fedlib.runner import build, load_rounds, load_state
 
 torch.set_num_threads(1)
 logs.to_stdout()  # fedlib's notes (data source, warnings) as plain text, not red stderr
+backends.use(backend)  # local processes, or Ray with --backend ray / FEDLIB_BACKEND=ray
 pd.set_option("display.width", 160)
 pd.set_option("display.max_colwidth", None)  # long claims and evidence wrap instead of ending in "..."
 plan = I.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
