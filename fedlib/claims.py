@@ -304,12 +304,14 @@ def write(section, claims: list[Claim]) -> pd.DataFrame:
 
 def versus_best(name: str, values: dict[str, Sequence[float]], paired: bool = True) -> Comparison:
     """``name`` against the best other entry of ``values`` (``{label: per-seed values}``, highest mean):
-    the comparison a "best of all" claim rests on."""
+    the comparison a "best of all" claim rests on; paired when ``paired`` and both sides have as many seeds,
+    else the rank-sum test."""
     if name not in values or len(values) < 2:
         raise ValueError(f"versus_best: need {name!r} and at least one other among {sorted(values)}")
     mean = {k: float(np.nanmean(v)) for k, v in values.items()}
     rival = max((k for k in values if k != name), key=mean.get)
-    return compare(f"{name} - {rival}", values[name], values[rival], paired)
+    same = len(values[name]) == len(values[rival])  # runs of other seeds cannot pair up
+    return compare(f"{name} - {rival}", values[name], values[rival], paired and same)
 
 
 _CELL = re.compile(r"(?<!\\)\|")

@@ -126,17 +126,18 @@ def fmt(mean: float, std: float = math.nan, digits: int = 2, sign: bool = False,
 def compare(paper_table: dict, ours: dict, digits: int = 2, scale: float = 1.0,
             names: tuple[str, str] | None = None) -> pd.DataFrame:
     """Paper vs ours, rendered: columns ``paper | ours | diff`` (strings such as ``84.21 ± 3.39``),
-    one line per (row, column) of :func:`compare_numbers`; ``—`` where the paper has no value, ``not run``
-    where ours has none (a paper number never stands beside an empty cell of ours).
+    one line per (row, column) of :func:`compare_numbers`; ``—`` where the paper has no value or ours is NaN
+    (a diverged run), ``not run`` where ours has no entry (a paper number never stands beside an empty cell).
 
     The index is (row, column), or just the row when a single column remains. Its names come
     from ``names``, else the table's ``row_name``/``column_name``, else ``row``/``column``.
     """
     nums = compare_numbers(paper_table, ours, scale)
+    ran = {(r, c) for r, row in ours.items() for c, v in (row or {}).items() if v is not None}
     out = pd.DataFrame({
         "paper": [fmt(m, s, digits) for m, s in zip(nums.paper_mean, nums.paper_std, strict=True)],
-        "ours": [NOT_RUN if math.isnan(m) else fmt(m, s, digits, n=n)
-                 for m, s, n in zip(nums.ours_mean, nums.ours_std, nums.ours_n, strict=True)],
+        "ours": [(NOT_RUN if key not in ran else DASH) if math.isnan(m) else fmt(m, s, digits, n=n)
+                 for key, m, s, n in zip(nums.index, nums.ours_mean, nums.ours_std, nums.ours_n, strict=True)],
         "diff": [fmt(d, digits=digits, sign=True) for d in nums["diff"]],
     }, index=nums.index)
     names = names or (paper_table.get("row_name", "row"), paper_table.get("column_name", "column"))

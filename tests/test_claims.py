@@ -48,7 +48,9 @@ def test_compare_margin_spread_and_errors():
     s = C.from_summary("A - B", (82.0, 2.9, 3), (81.6, 0.5, 3))
     assert s.margin == pytest.approx(0.4) and s.spread == 2.9 and s.p is None and not s.decisive
     best = C.versus_best("MP", {"MP": [1.0, 2.0], "FedAvg": [0.0, 0.0], "FedProx": [3.0, 3.0]})
-    assert best.label == "MP - FedProx" and best.margin == pytest.approx(-1.5)
+    assert best.label == "MP - FedProx" and best.margin == pytest.approx(-1.5) and best.paired
+    uneven = C.versus_best("MP", {"MP": [1.0, 2.0, 3.0], "FedProx": [3.0, 3.0]})  # seeds cannot pair up
+    assert not uneven.paired and uneven.p == pytest.approx(C.rank_sum_p([1.0, 2.0, 3.0], [3.0, 3.0]))
 
 
 def test_the_verdict_rule():

@@ -447,7 +447,9 @@ def test_table1_a_diverged_seed_has_no_last_round_accuracy():
     # the ledger's best-in-column claim compares the methods that have an accuracy
     claims = G._table1_claims(plan, cells, "", "Table 1")
     assert claims[0].verdict == "supported"
-    assert claims[0].evidence == "Fashion-MNIST, s-bar 100 w3: GFPL 90.00 vs FedAvg 85.00"
+    assert claims[0].evidence == ("Fashion-MNIST, s-bar 100 w3: GFPL 90.00 (seed std 0.00) vs FedAvg 85.00 (seed "
+                                  "std 0.00)")
+    assert "GFPL - FedAvg +5.00 (seed std 0.00, exact p 0.20" in claims[0].note  # 3 vs 2 seeds: unpaired
     assert "FedFA" not in claims[1].evidence  # nor does a diverged run count in the fewest-rounds claim
 
 

@@ -131,6 +131,8 @@ def test_captions_say_n_and_a_missing_ours_says_not_run():
     df = report.compare(PAPER, {"fedavg": {"fmnist": [85.0, 1.0, 3]}})
     assert df.loc["fedproto"].tolist() == ["93.07 ± 0.56", "not run", "—"]
     assert df.loc["fedavg", "ours"] == "85.00 ± 1.00"
+    nan = report.compare(PAPER, {"fedavg": {"fmnist": float("nan")}, "local": {"fmnist": 70.0}})  # fedavg diverged
+    assert nan.loc["fedavg", "ours"] == "—" and nan.loc["fedproto", "ours"] == "not run"
 
 
 def test_reference_column_sits_after_paper_and_leaves_other_tables_alone():
