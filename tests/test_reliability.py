@@ -212,7 +212,8 @@ def test_an_interrupt_stops_a_grid_within_seconds(tmp_path, sig, command):
     assert not list(results.rglob("*.tmp"))
     assert store.resume_point(folder, 400).done >= 1    # its checkpoint (the log may be one round ahead)
     if command:
-        assert proc.returncode == 130 and err.strip() == papers.INTERRUPTED, err
+        # first line ours; multiprocessing's resource tracker may add its "leaked semaphore" warning at exit
+        assert proc.returncode == 130 and err.splitlines()[0] == papers.INTERRUPTED, err
     else:
         assert proc.returncode != 0 and err.rstrip().endswith("KeyboardInterrupt"), err
 
