@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
@@ -11,8 +10,11 @@ from fedlib import backends
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fedlib", description="Prototype-based FL reproduction suite")
-    sub = parser.add_subparsers(dest="command", required=True)
+    from fedlib.device import device_arg
+    from fedlib.validation import Parser
+
+    parser = Parser(prog="python -m fedlib", description="Prototype-based FL reproduction suite")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     run = sub.add_parser("run", help="run an experiment config (every seed), print a summary")
     run.add_argument("config", help="YAML file, e.g. params/fedproto_fmnist.yaml")
     run.add_argument("overrides", nargs="*", help="key=value, e.g. train.rounds=5 algorithm.lam=0.5 seeds=[1,2]")
@@ -27,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="where figures/, results/executed/ and REPORT.md go (default the checkout)")
     rep.add_argument("--log-output", action="store_true", help="stream the notebooks' cell output too")
     rep.add_argument("--no-progress", action="store_true", help="hide papermill's progress bar")
-    rep.add_argument("--device", default=None, help="auto, cpu or cuda for every run of every notebook "
-                                                     "(default: the notebooks' own, auto)")
+    rep.add_argument("--device", default=None, type=device_arg,
+                     help="auto, cpu or cuda for every run of every notebook (default: the notebooks' own, auto)")
     backends.add_options(rep)  # written to the environment, which the notebooks' kernels inherit
     part = sub.add_parser("partition", help="draw a config's partition heatmap and print its counts")
     part.add_argument("config")
@@ -42,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
+    from fedlib.interrupts import stop_on_signals
     from fedlib.validation import ConfigError
 
+    stop_on_signals()  # SIGINT and SIGTERM: the work in progress stops, finished work stays
     if args.command == "reproduce":  # the notebooks' kernels do the work: this process needs no torch
         from fedlib.reproduce import reproduce
         from fedlib.report import CHECKOUT
@@ -65,17 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return archive_main((["--check"] if args.check else []) + (["--root", args.root] if args.root else []))
 
-    import signal
-
     from fedlib.data.sources import DatasetUnavailable
     from fedlib.config import load_config
-    from fedlib.engine import STOP
-
-    def on_sigint(signum, frame):
-        STOP.set()
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_sigint)
     from fedlib.runner import build, format_summary, run_experiment
 
     try:

@@ -48,6 +48,15 @@ TRAIN_NEUTRAL = {"lr_decay": 1.0, "shuffle": True}
 EXECUTOR_CHOICES = ("auto", "sequential", "batched")
 
 
+# Type and range of every field of a config's ``train`` section.
+TRAIN_RULES = {
+    "rounds": Interval(1, None, integer=True), "participation": Interval(0, 1, low_open=True),
+    "local_epochs": Interval(1, None, integer=True), "batch_size": Interval(1, None, integer=True),
+    "lr": Interval(0, None, low_open=True), "momentum": Interval(0, 1, high_open=True),
+    "weight_decay": Interval(0, None), "drop_last": BOOL,
+    "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True), "shuffle": BOOL}
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig(TrainSettings):
     """An experiment's ``train`` section: the local optimisation settings every algorithm sees
@@ -59,13 +68,7 @@ class TrainConfig(TrainSettings):
     eval_every: int = 1
 
     def __post_init__(self):
-        check_fields(self, {
-            "rounds": Interval(1, None, integer=True), "participation": Interval(0, 1, low_open=True),
-            "local_epochs": Interval(1, None, integer=True), "batch_size": Interval(1, None, integer=True),
-            "lr": Interval(0, None, low_open=True), "momentum": Interval(0, 1, high_open=True),
-            "weight_decay": Interval(0, None), "drop_last": BOOL,
-            "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True),
-            "shuffle": BOOL}, prefix="train")
+        check_fields(self, TRAIN_RULES, prefix="train")
 
     def settings(self) -> TrainSettings:
         """The part algorithms see, floats as floats."""
@@ -170,10 +173,7 @@ def validate(raw: dict, source: str = "config") -> dict:
     algo = make_algorithm(algo_spec)
     cfg["algorithm"] = {"name": algo.name, **algo.hyperparameters()}
 
-    # every TrainConfig field, in the order errors list them
-    train_fields = ["rounds", "participation", "local_epochs", "batch_size", "lr", "momentum", "weight_decay",
-                    "drop_last", "eval_every", "lr_decay", "shuffle"]
-    train = from_dict(TrainConfig, _mapping(raw["train"], "train", train_fields), owner="train")
+    train = from_dict(TrainConfig, _mapping(raw["train"], "train", list(TRAIN_RULES)), owner="train")
     cfg["train"] = dataclasses.asdict(train)
 
     seeds = raw.get("seeds", [1234])

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -34,13 +33,11 @@ from fedlib import store
 from fedlib.algorithms.base import Algorithm, Context, Message, Round, derive_seed
 from fedlib.data.federated import FederatedData
 from fedlib.executors import EXECUTORS, Batched, sequential
-from fedlib.metrics import client_accuracies, median_seconds, over_clients  # noqa: F401 (re-exported)
+from fedlib.interrupts import STOP  # the round loop stops after a round once it is set
+from fedlib.metrics import client_accuracies, over_clients
 
 log = logging.getLogger(__name__)
 
-# Set by the command line's SIGINT handler: the round loop stops after the round in progress even if the
-# KeyboardInterrupt itself was raised inside a finaliser, where Python only prints and drops it.
-STOP = threading.Event()
 
 
 def message_size(msg: Message) -> tuple[int, int]:

@@ -16,6 +16,7 @@ import datetime as _dt
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -100,18 +101,35 @@ def _run_papermill(nb: Path, out: Path, profile: str, root: Path, progress: bool
     watcher = threading.Thread(target=_watch_progress, args=(proc, progress_file, nb.stem), daemon=True)
     watcher.start()
     tail, show = b"", progress or log_output
-    while chunk := proc.stderr.read1(4096):
-        if show:
-            # papermill's own Python traceback repeats the notebook error we report below: not shown
-            cut = 0 if chunk.startswith(b"Traceback (most") else chunk.find(b"\nTraceback (most")
-            if cut >= 0:
-                chunk_shown, show = chunk[:cut], False
-            else:
-                chunk_shown = chunk
-            sys.stderr.buffer.write(chunk_shown)
-            sys.stderr.buffer.flush()
-        tail = (tail + chunk)[-20000:]
-    return proc.wait(), ANSI.sub("", tail.decode(errors="replace"))
+    try:
+        while chunk := proc.stderr.read1(4096):
+            if show:
+                # papermill's own Python traceback repeats the notebook error we report below: not shown
+                cut = 0 if chunk.startswith(b"Traceback (most") else chunk.find(b"\nTraceback (most")
+                if cut >= 0:
+                    chunk_shown, show = chunk[:cut], False
+                else:
+                    chunk_shown = chunk
+                sys.stderr.buffer.write(chunk_shown)
+                sys.stderr.buffer.flush()
+            tail = (tail + chunk)[-20000:]
+        return proc.wait(), ANSI.sub("", tail.decode(errors="replace"))
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): stop the notebook too, not only this process
+        stop_child(proc)
+        raise
+
+
+def stop_child(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Stop papermill as Ctrl-C would (it then shuts its kernel down; the kernel's workers stop with it,
+    :func:`fedlib.runner.run_many`), then SIGTERM and SIGKILL for a child still there after ``grace`` s."""
+    for send in (lambda: proc.send_signal(signal.SIGINT), proc.terminate, proc.kill):
+        if proc.poll() is not None:
+            return
+        send()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def progress_line(state: dict, name: str) -> str:

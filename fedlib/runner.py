@@ -27,7 +27,7 @@ from fedlib.config import TrainConfig, run_dir
 from fedlib.device import deterministic_cuda, machine_record
 from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import subsample
-from fedlib.engine import STOP, Simulator
+from fedlib.engine import Simulator
 from fedlib.metrics import over_seeds, run_numbers
 from fedlib.validation import ConfigError, check_writable
 
@@ -262,19 +262,6 @@ def finish_folder(cfg: dict, seed: int, folder: Path, algo, ctx: Context, datase
 def run_experiment(cfg: dict, progress: bool = True) -> list[dict]:
     """Every seed of a validated config; returns their summaries."""
     return [run_one(cfg, s, progress) for s in cfg["seeds"]]
-
-
-def stop_on_signals() -> None:
-    """SIGINT and SIGTERM stop this (main) process's work as Ctrl-C does: a ``KeyboardInterrupt``, and
-    :data:`fedlib.engine.STOP` for one raised where Python drops it. The command lines call this."""
-    import signal
-
-    def stop(signum, frame):
-        STOP.set()
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
 
 
 _TRAINING = False  # in a worker: whether a run is in progress

@@ -43,10 +43,14 @@ def check_plan_settings(settings, where: str) -> None:
     if "seeds" in settings:
         check_seeds(settings["seeds"], f"{where}.seeds")
     for key, value in settings.items():
-        if isinstance(value, dict):
-            check_plan_settings(value, f"{where}.{key}")
+        name = f"{where}.{key}"
+        if isinstance(value, dict) and "rounds" in str(key):
+            for sub, rounds in value.items():
+                check_rounds(rounds, f"{name}.{sub}")
+        elif isinstance(value, dict):
+            check_plan_settings(value, name)
         elif "rounds" in str(key):
-            check_rounds(value, f"{where}.{key}")
+            check_rounds(value, name)
 
 
 def check_methods(methods, known: list[str], required: tuple[str, ...] = (), why: str = "") -> list[str]:
@@ -272,7 +276,7 @@ def command(main):
     """Decorator of a study's ``main(argv)``: a bad value anywhere (options, the study's
     ``experiments.yaml``, the configs it makes) or a missing dataset ends it with one line and exit
     status 2; runs that raised end it with exit status 1 after the others finished (each listed); SIGINT
-    or SIGTERM stop it within seconds (queued runs cancelled, :func:`fedlib.runner.run_many`)
+    or SIGTERM stop it within seconds (queued runs cancelled, :mod:`fedlib.interrupts`)
     with one line on how to go on and exit status 130."""
     import functools
 
@@ -283,8 +287,8 @@ def command(main):
         import threading
 
         from fedlib.data.sources import DatasetUnavailable
-        from fedlib.engine import STOP
-        from fedlib.runner import RunsFailed, stop_on_signals
+        from fedlib.interrupts import STOP, stop_on_signals
+        from fedlib.runner import RunsFailed
 
         main_thread = threading.current_thread() is threading.main_thread()
         before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
