@@ -64,7 +64,8 @@ def encode(msg: dict, rnd: Round | None = None) -> RecordDict:
             tensors[k] = Array(v.detach().cpu().numpy())
         else:
             numbers[k] = v
-    content = RecordDict({"tensors": tensors, "numbers": numbers, "keys": ConfigRecord({"order": json.dumps(list(msg))})})
+    keys = ConfigRecord({"order": json.dumps(list(msg))})
+    content = RecordDict({"tensors": tensors, "numbers": numbers, "keys": keys})
     if rnd is not None:
         content["round"] = ConfigRecord({"index": rnd.index, "total": rnd.total, "seed": rnd.seed})
     check_size(content, msg)

@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         methods = check_methods(args.methods, plan.methods)
         plan.settings["table3_methods"] = plan.settings["sweep_methods"] = methods
     full = report.load_paper("fedmps")
-    paper, seed0, R = full["tables"], plan.seeds[0], plan.settings["rounds"]
+    seed0, R = plan.seeds[0], plan.settings["rounds"]
     if args.table == "VI":
         rows = ways_rows(plan, obtain(ways_configs(plan), seeds=[seed0], workers=args.workers, desc="Table VI"))
         for n, ours in sorted(rows.items()):
