@@ -152,10 +152,28 @@ def invert_gradients(model: nn.Module, target: Grads, labels: torch.Tensor, shap
             sched.step()
             with torch.no_grad():
                 x.copy_(torch.maximum(torch.minimum(x, hi), lo))
-        final = float((_cosine_loss(_grads_of(model, params, x, labels), tgt) + tv * total_variation(x).mean()).detach())
+        final = _cosine_loss(_grads_of(model, params, x, labels), tgt) + tv * total_variation(x).mean()
+        final = float(final.detach())
         if final < best_loss:
             best, best_loss = x.detach().clone(), final
     return Reconstruction(best, torch.full((shape[0],), best_loss))
+
+
+def _lbfgs(model, params, tgt, x, labels, steps) -> float:
+    """L-BFGS on the L2 gradient distance over ``x`` (and ``labels`` when they are soft); the final loss."""
+    variables = [x] + ([labels] if labels.is_floating_point() else [])
+    opt = torch.optim.LBFGS(variables, lr=1.0, max_iter=20, history_size=100, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad(set_to_none=True)
+        loss = _l2_loss(_grads_of(model, params, x, labels), tgt)
+        for v, g in zip(variables, torch.autograd.grad(loss, variables), strict=True):
+            v.grad = g
+        return loss
+
+    for _ in range(steps):
+        opt.step(closure)
+    return float(_l2_loss(_grads_of(model, params, x, labels), tgt).detach())
 
 
 def dlg(model: nn.Module, target: Grads, shape: Sequence[int], num_classes: int, *,
@@ -175,20 +193,7 @@ def dlg(model: nn.Module, target: Grads, shape: Sequence[int], num_classes: int,
     for _ in range(restarts):
         x = _start(shape, lo, hi, gen)
         soft = torch.randn(shape[0], num_classes, generator=gen).requires_grad_(True) if labels is None else None
-        variables = [x] if soft is None else [x, soft]
-        opt = torch.optim.LBFGS(variables, lr=1.0, max_iter=20, history_size=100, line_search_fn="strong_wolfe")
-
-        def closure():
-            opt.zero_grad(set_to_none=True)
-            loss = _l2_loss(_grads_of(model, params, x, labels if soft is None else soft), tgt)
-            grads = torch.autograd.grad(loss, variables)
-            for v, g in zip(variables, grads, strict=True):
-                v.grad = g
-            return loss
-
-        for _ in range(steps):
-            opt.step(closure)
-        final = float(_l2_loss(_grads_of(model, params, x, labels if soft is None else soft), tgt).detach())
+        final = _lbfgs(model, params, tgt, x, labels if soft is None else soft, steps)
         if final < best_loss:
             best, best_loss = x.detach().clone(), final
     return Reconstruction(torch.maximum(torch.minimum(best, hi), lo), torch.full((shape[0],), best_loss))

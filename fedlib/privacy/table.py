@@ -78,8 +78,8 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
             if batch != 1:
                 raise ConfigError("labels", None, "the batch's labels when the batch holds more than one image")
             labels = torch.tensor([infer_label(g, *_last_layer(g))])
-        rec = invert_gradients(model, g, labels, (batch, *image_shape), steps=steps, restarts=restarts, mean=mean, std=std,
-                               seed=seed)
+        rec = invert_gradients(model, g, labels, (batch, *image_shape), steps=steps, restarts=restarts,
+                               mean=mean, std=std, seed=seed)
         out["gradient_inversion"] = (rec, None)
     return out
 
