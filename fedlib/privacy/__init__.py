@@ -10,6 +10,11 @@ Typical notebook use (FedMPS Fig. 11)::
     attack_figure(report)
 
 See :mod:`fedlib.privacy.attack` for the threat model.
+
+The attack library (docs/privacy.md): :mod:`.holds` (what the server holds of each method, from its
+declared messages), :mod:`.inversion` (white-box feature inversion, samples per prototype),
+:mod:`.gradients` (Inverting Gradients, DLG, iDLG), :mod:`.active` (the imprint server),
+:mod:`.defense` (clipping + Gaussian noise, Opacus's RDP accountant), :mod:`.table` (the leakage table).
 """
 
 from fedlib.privacy.attack import (
@@ -26,32 +31,30 @@ from fedlib.privacy.attack import (
     single_sample_reference,
     train_inversion,
 )
+from fedlib.privacy.active import craft_imprint, recover_imprint
+from fedlib.privacy.defense import epsilon, noise_for_epsilon, private_prototypes, private_update
+from fedlib.privacy.gradients import client_gradient, dlg, infer_label, invert_gradients, pseudo_gradient
+from fedlib.privacy.holds import ServerView, holdings_table, what_server_holds
+from fedlib.privacy.inversion import feature_fn, invert_features, samples_per_prototype, total_variation
 from fedlib.privacy.metrics import (
+    best_match_reference,
     class_average_reference,
     class_mean_images,
+    label_accuracy,
     psnr_ssim,
     scores_against_class,
     to_unit_range,
 )
 from fedlib.privacy.plots import attack_figure
+from fedlib.privacy.table import attack_upload, leakage_table, references, score
 
 __all__ = [
-    "LEVEL_OPTIONS",
-    "AttackReport",
-    "InversionDecoder",
-    "InversionResult",
-    "LevelRun",
-    "attack_figure",
-    "class_average_reference",
-    "class_mean_images",
-    "levels_name",
-    "model_query",
-    "prototype_attack",
-    "psnr_ssim",
-    "reconstruct",
-    "reconstruct_samples",
-    "scores_against_class",
-    "single_sample_reference",
-    "to_unit_range",
-    "train_inversion",
+    "LEVEL_OPTIONS", "AttackReport", "InversionDecoder", "InversionResult", "LevelRun", "ServerView",
+    "attack_figure", "attack_upload", "best_match_reference", "class_average_reference", "class_mean_images",
+    "client_gradient", "craft_imprint", "dlg", "epsilon", "feature_fn", "holdings_table", "infer_label",
+    "invert_features", "invert_gradients", "label_accuracy", "leakage_table", "levels_name", "model_query",
+    "noise_for_epsilon", "private_prototypes", "private_update", "prototype_attack", "pseudo_gradient",
+    "psnr_ssim", "reconstruct", "reconstruct_samples", "recover_imprint", "references", "samples_per_prototype",
+    "score", "scores_against_class", "single_sample_reference", "to_unit_range", "total_variation",
+    "train_inversion", "what_server_holds",
 ]

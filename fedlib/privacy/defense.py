@@ -96,7 +96,8 @@ def epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta: floa
     if noise_multiplier == 0:
         return float("inf")
     acc = RDPAccountant()
-    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
+    for _ in range(steps):  # the accountant merges identical consecutive steps into one history entry
+        acc.step(noise_multiplier=float(noise_multiplier), sample_rate=float(sample_rate))
     return float(acc.get_epsilon(delta=delta))
 
 

@@ -109,8 +109,17 @@ def _l2_loss(grads, target) -> torch.Tensor:
     return sum((g - t).pow(2).sum() for g, t in zip(grads, target, strict=True))
 
 
-def _start(shape, lo, hi, gen) -> torch.Tensor:
-    return (lo + (hi - lo) * torch.rand(*shape, generator=gen)).requires_grad_(True)
+def _best_start(restarts: int, shape, lo, hi, seed: int, run) -> tuple[torch.Tensor, float]:
+    """``run`` (optimises an image batch in place, returns its final loss) from ``restarts`` random
+    starts uniform in the pixel box [lo, hi]; the batch with the lowest loss and that loss."""
+    gen = torch.Generator().manual_seed(seed)
+    best, best_loss = None, float("inf")
+    for _ in range(restarts):
+        x = (lo + (hi - lo) * torch.rand(*shape, generator=gen)).requires_grad_(True)
+        final = run(x)
+        if final < best_loss:
+            best, best_loss = x.detach().clone(), final
+    return best, best_loss
 
 
 def invert_gradients(model: nn.Module, target: Grads, labels: torch.Tensor, shape: Sequence[int], *,
@@ -137,25 +146,42 @@ def invert_gradients(model: nn.Module, target: Grads, labels: torch.Tensor, shap
     check_positive("restarts", restarts)
     params, tgt = _matched(model, target)
     lo, hi = pixel_box(mean, std, shape[1])
-    gen = torch.Generator().manual_seed(seed)
-    best, best_loss = None, float("inf")
-    for _ in range(restarts):
-        x = _start(shape, lo, hi, gen)
+
+    def objective(x):
+        return _cosine_loss(_grads_of(model, params, x, labels), tgt) + tv * total_variation(x).mean()
+
+    def run(x):
         opt = torch.optim.Adam([x], lr=lr)
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, [steps * 3 // 8, steps * 5 // 8, steps * 7 // 8], 0.1)
         for _ in range(steps):
-            loss = _cosine_loss(_grads_of(model, params, x, labels), tgt) + tv * total_variation(x).mean()
             opt.zero_grad(set_to_none=True)
-            x.grad, = torch.autograd.grad(loss, [x])
+            x.grad, = torch.autograd.grad(objective(x), [x])
             x.grad.sign_()
             opt.step()
             sched.step()
             with torch.no_grad():
                 x.copy_(torch.maximum(torch.minimum(x, hi), lo))
-        final = float((_cosine_loss(_grads_of(model, params, x, labels), tgt) + tv * total_variation(x).mean()).detach())
-        if final < best_loss:
-            best, best_loss = x.detach().clone(), final
+        return float(objective(x).detach())
+
+    best, best_loss = _best_start(restarts, shape, lo, hi, seed, run)
     return Reconstruction(best, torch.full((shape[0],), best_loss))
+
+
+def _lbfgs(model, params, tgt, x, labels, steps) -> float:
+    """L-BFGS on the L2 gradient distance over ``x`` (and ``labels`` when they are soft); the final loss."""
+    variables = [x] + ([labels] if labels.is_floating_point() else [])
+    opt = torch.optim.LBFGS(variables, lr=1.0, max_iter=20, history_size=100, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad(set_to_none=True)
+        loss = _l2_loss(_grads_of(model, params, x, labels), tgt)
+        for v, g in zip(variables, torch.autograd.grad(loss, variables), strict=True):
+            v.grad = g
+        return loss
+
+    for _ in range(steps):
+        opt.step(closure)
+    return float(_l2_loss(_grads_of(model, params, x, labels), tgt).detach())
 
 
 def dlg(model: nn.Module, target: Grads, shape: Sequence[int], num_classes: int, *,
@@ -170,25 +196,11 @@ def dlg(model: nn.Module, target: Grads, shape: Sequence[int], num_classes: int,
     check_positive("restarts", restarts)
     params, tgt = _matched(model, target)
     lo, hi = pixel_box(mean, std, shape[1])
-    gen = torch.Generator().manual_seed(seed)
-    best, best_loss = None, float("inf")
-    for _ in range(restarts):
-        x = _start(shape, lo, hi, gen)
+    gen = torch.Generator().manual_seed(seed + 1)  # the soft labels' starts
+
+    def run(x):
         soft = torch.randn(shape[0], num_classes, generator=gen).requires_grad_(True) if labels is None else None
-        variables = [x] if soft is None else [x, soft]
-        opt = torch.optim.LBFGS(variables, lr=1.0, max_iter=20, history_size=100, line_search_fn="strong_wolfe")
+        return _lbfgs(model, params, tgt, x, labels if soft is None else soft, steps)
 
-        def closure():
-            opt.zero_grad(set_to_none=True)
-            loss = _l2_loss(_grads_of(model, params, x, labels if soft is None else soft), tgt)
-            grads = torch.autograd.grad(loss, variables)
-            for v, g in zip(variables, grads, strict=True):
-                v.grad = g
-            return loss
-
-        for _ in range(steps):
-            opt.step(closure)
-        final = float(_l2_loss(_grads_of(model, params, x, labels if soft is None else soft), tgt).detach())
-        if final < best_loss:
-            best, best_loss = x.detach().clone(), final
+    best, best_loss = _best_start(restarts, shape, lo, hi, seed, run)
     return Reconstruction(torch.maximum(torch.minimum(best, hi), lo), torch.full((shape[0],), best_loss))
