@@ -268,12 +268,12 @@ def n_values(plan: Plan, results: dict) -> dict[int, float]:
     return {n: accuracy(plan, "gfpl", runs[0]) for n, runs in results.items()}
 
 
-def threshold_values(plan: Plan, results: dict, configs: dict) -> dict[float, tuple[float, float, float]]:
+def threshold_values(plan: Plan, finished: dict, configs: dict) -> dict[float, tuple[float, float, float]]:
     """Fig. 6 from finished runs (:func:`threshold_configs` keys, one seed): ``{S_C: (accuracy (%), merge rate,
     downlink floats per round)}``; the merge rate (1 - fused / uploaded components) is the mean over the
     interaction rounds."""
     out = {}
-    for t, runs in results.items():
+    for t, runs in finished.items():
         recs = results.rounds(configs[t], runs[0]["seed"])
         merges = merge_stats(recs)
         rate = float(np.mean([v["merge_rate"] for v in merges.values()])) if merges else float("nan")
