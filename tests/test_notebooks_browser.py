@@ -6,9 +6,9 @@ byte-identical after an explicit save), the kernel runs every code cell to the e
 stderr output, and every cell that shows a figure (``plt.show()``) renders it as an image. A failing run saves a
 screenshot as ``results/browser/<notebook>.png``.
 
-``make test`` runs one notebook (:data:`DEFAULT`); ``make test-browser`` runs all five
-(``FEDLIB_BROWSER_NOTEBOOKS=all``, or a comma-separated list of names). ``pytest -m "not browser"`` leaves them out
-of a fast loop. The server gets a fresh results root, so the notebook trains its runs instead of reading a cache.
+``pytest -m browser tests/test_notebooks_browser.py`` runs one notebook (:data:`DEFAULT`); ``make test-browser`` runs all five
+(``FEDLIB_BROWSER_NOTEBOOKS=all``, or a comma-separated list of names). ``make test`` leaves them out
+(``-m "not browser"``). The server gets a fresh results root, so the notebook trains its runs instead of reading a cache.
 Run All must end within ``FEDLIB_BROWSER_TIMEOUT`` seconds (default 900: a safety limit for a loaded machine, not a
 speed target; the notebooks' smoke times are stated in their first cells).
 """
@@ -33,7 +33,7 @@ CHROMIUM = os.environ.get("FEDLIB_CHROMIUM", "/usr/bin/chromium")
 #: --allow-root
 LAB_COMMAND = "jupyter lab --ip 127.0.0.1 --IdentityProvider.token=''"
 DEFAULT = "mpfedcl"
-#: seconds Run All may take (the 3-minute budget of `make test`, less starting Lab); a loaded machine may allow more
+#: seconds Run All may take: a safety limit, not a speed target (the notebooks' first cells state their times)
 RUN_TIMEOUT_S = int(os.environ.get("FEDLIB_BROWSER_TIMEOUT", 900))
 ALL = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
