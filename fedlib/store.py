@@ -323,7 +323,8 @@ def write_returned(folder: Path, files: dict[str, str]) -> dict:
     for name in (CONFIG, PARTITION, LOG):
         atomic_write(folder / name, files[name])
     (folder / CHECKPOINT).unlink(missing_ok=True)  # an older checkpoint would not belong to this log
-    summary["integrity"] = {**rec, "checkpoint": None}
+    # the record now says "no checkpoint here", so the summary's own hash is made again over that content
+    summary = with_hash({**summary, "integrity": {**rec, "checkpoint": None}})
     atomic_write(folder / SUMMARY, json.dumps(summary, indent=1))
     return summary
 

@@ -106,8 +106,6 @@ def test_a_raising_run_is_reported_with_its_config_while_the_others_finish(clust
     assert store.verify_finished(run_dir(good, 1), 3) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="returned mode: a run written back without its checkpoint fails the run-folder "
-                   "checks since summaries are checked against their own hash (merge of the two changes; open)")
 def test_returned_files_are_written_through_the_store(cluster, local_grid, tmp_path, capsys):
     jobs = grid(tmp_path)[:2]
     got = ray_backend.run_many(jobs, progress=False, results="returned")
