@@ -191,3 +191,38 @@ def test_a_study_command_exits_1_and_counts_the_failed_runs(capsys):
 
     assert main([]) == 1
     assert capsys.readouterr().err.startswith("error: 2 of 8 runs failed (finished runs are kept):\n")
+
+
+def test_ctrl_c_stops_the_grid_and_keeps_every_finished_run(cluster, tmp_path, capsys):
+    """Ctrl-C (KeyboardInterrupt in the main thread, as a terminal or a notebook's kernel delivers it) once
+    the short run has finished: the two long runs are cancelled on the workers, the finished one is served,
+    the stopped ones keep their checkpoints (shared folder) and no temporary file is left."""
+    import _thread
+
+    short = spiral(tmp_path)
+    long = [spiral(tmp_path, **{"train.rounds": 400}) for _ in range(2)]
+    jobs = [(long[0], 1), (short, 1), (long[1], 2)]
+
+    def interrupt_when_short_is_done():
+        deadline = time.time() + 120
+        while store.verify_finished(run_dir(short, 1), 3) is None and time.time() < deadline:
+            time.sleep(0.05)
+        while time.time() < deadline and not all(
+                (run_dir(c, s) / store.CHECKPOINT).exists() for c, s in (jobs[0], jobs[2])):
+            time.sleep(0.05)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_when_short_is_done, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_many(jobs, progress=False, backend="ray")
+    assert "runs: interrupted; 1 of 3 runs finished and are kept, 2 stopped (their checkpoints stay: the same " \
+           "command goes on from there)" in capsys.readouterr().out
+    assert store.verify_finished(run_dir(short, 1), 3) is not None
+    time.sleep(3)  # the cancelled tasks' processes are gone: their logs no longer grow
+    sizes = [len(store.read_log(run_dir(c, s))) for c, s in (jobs[0], jobs[2])]
+    time.sleep(3)
+    assert [len(store.read_log(run_dir(c, s))) for c, s in (jobs[0], jobs[2])] == sizes
+    for cfg, seed in (jobs[0], jobs[2]):
+        folder = run_dir(cfg, seed)
+        assert not (folder / store.SUMMARY).exists() and store.resume_point(folder, 400).done >= 1
+    assert not list(tmp_path.rglob("*.tmp"))
