@@ -113,3 +113,36 @@ def test_nway_kshot_spreads_ways_and_shots_separately():
     assert "ways_stdev" not in a.params and all(np.array_equal(x, y) for x, y in zip(a.train, b.train, strict=True))
     with pytest.raises(ConfigError, match="partition.ways_stdev"):
         nway_kshot(y_tr, y_te, 10, ways_stdev=-1)
+
+
+def _dirichlet_every_attempt_builds_lists(labels, num_clients, alpha, min_size, seed):
+    """The Dirichlet split as first written: every attempt builds its index lists (the reference for the
+    faster version, which builds them for the successful attempt only)."""
+    rs = np.random.RandomState(seed)
+    N, C = len(labels), int(labels.max()) + 1
+    for _ in range(10_000):
+        parts = [[] for _ in range(num_clients)]
+        for c in range(C):
+            idx_c = np.flatnonzero(labels == c)
+            rs.shuffle(idx_c)
+            p = rs.dirichlet(np.repeat(alpha, num_clients))
+            p = np.array([pj * (len(part) < N / num_clients) for pj, part in zip(p, parts)])
+            p = p / p.sum()
+            cuts = (np.cumsum(p) * len(idx_c)).astype(int)[:-1]
+            for part, chunk in zip(parts, np.split(idx_c, cuts)):
+                part.extend(chunk.tolist())
+        if min(len(p) for p in parts) >= min_size:
+            return [np.array(p, dtype=np.int64) for p in parts]
+
+
+@pytest.mark.parametrize("n, clients, alpha, min_size, seed", [
+    (700, 20, 0.1, 10, 1),      # FedIC's smoke size: hundreds of attempts before every client has 10
+    (3000, 20, 0.1, 10, 0), (500, 5, 0.5, 20, 3), (6000, 40, 0.05, 5, 2)])
+def test_dirichlet_split_equals_the_reference_draw_for_draw(n, clients, alpha, min_size, seed):
+    from fedlib.data.partition import dirichlet_indices
+
+    labels = np.random.default_rng(7).integers(0, 10, n)
+    got = dirichlet_indices(labels, clients, alpha, min_size, seed)
+    ref = _dirichlet_every_attempt_builds_lists(labels, clients, alpha, min_size, seed)
+    assert len(got) == clients and all(np.array_equal(a, b) for a, b in zip(got, ref, strict=True))
+    assert sorted(np.concatenate(got).tolist()) == list(range(n))

@@ -166,18 +166,26 @@ def dirichlet_indices(labels: np.ndarray, num_clients: int, alpha: float, min_si
     """
     rs = np.random.RandomState(seed)
     N, C = len(labels), int(labels.max()) + 1
+    by_class = [np.flatnonzero(labels == c) for c in range(C)]
+    # An attempt only counts sizes; the index lists are built for the attempt that succeeds. The random
+    # stream is drawn exactly as when every attempt built its lists (a shuffle and a Dirichlet per class).
     for _attempt in range(10_000):
-        parts: list[list[int]] = [[] for _ in range(num_clients)]
+        sizes = np.zeros(num_clients, dtype=np.int64)
+        drawn = []
         for c in range(C):
-            idx_c = np.flatnonzero(labels == c)
+            idx_c = by_class[c].copy()
             rs.shuffle(idx_c)
             p = rs.dirichlet(np.repeat(alpha, num_clients))
-            p = np.array([pj * (len(part) < N / num_clients) for pj, part in zip(p, parts, strict=False)])
+            p = p * (sizes < N / num_clients)
             p = p / p.sum()
             cuts = (np.cumsum(p) * len(idx_c)).astype(int)[:-1]
-            for part, chunk in zip(parts, np.split(idx_c, cuts), strict=False):
-                part.extend(chunk.tolist())
-        if min(len(p) for p in parts) >= min_size:
+            sizes += np.diff(cuts, prepend=0, append=len(idx_c))
+            drawn.append((idx_c, cuts))
+        if sizes.min() >= min_size:
+            parts: list[list[int]] = [[] for _ in range(num_clients)]
+            for idx_c, cuts in drawn:
+                for part, chunk in zip(parts, np.split(idx_c, cuts), strict=False):
+                    part.extend(chunk.tolist())
             return [np.array(p, dtype=np.int64) for p in parts]
     raise ConfigError("partition.min_size", min_size,
                       f"a size every client reaches; 10,000 Dirichlet(alpha={alpha}) draws failed")
