@@ -136,7 +136,7 @@ def _dirichlet_every_attempt_builds_lists(labels, num_clients, alpha, min_size, 
 
 
 @pytest.mark.parametrize("n, clients, alpha, min_size, seed", [
-    (700, 20, 0.1, 10, 1),      # FedIC's smoke size: hundreds of attempts before every client has 10
+    (700, 20, 0.1, 10, 1),      # tens of attempts before every client holds 10
     (3000, 20, 0.1, 10, 0), (500, 5, 0.5, 20, 3), (6000, 40, 0.05, 5, 2)])
 def test_dirichlet_split_equals_the_reference_draw_for_draw(n, clients, alpha, min_size, seed):
     from fedlib.data.partition import dirichlet_indices

@@ -167,20 +167,23 @@ def dirichlet_indices(labels: np.ndarray, num_clients: int, alpha: float, min_si
     rs = np.random.RandomState(seed)
     N, C = len(labels), int(labels.max()) + 1
     by_class = [np.flatnonzero(labels == c) for c in range(C)]
+    concentration = np.repeat(alpha, num_clients)
     # An attempt only counts sizes; the index lists are built for the attempt that succeeds. The random
-    # stream is drawn exactly as when every attempt built its lists (a shuffle and a Dirichlet per class).
+    # stream is drawn exactly as when every attempt built its lists (a shuffle and a Dirichlet per class),
+    # and the proportions are computed with the same floating-point operations.
     for _attempt in range(10_000):
         sizes = np.zeros(num_clients, dtype=np.int64)
         drawn = []
-        for c in range(C):
-            idx_c = by_class[c].copy()
+        for idx in by_class:
+            idx_c = idx.copy()
             rs.shuffle(idx_c)
-            p = rs.dirichlet(np.repeat(alpha, num_clients))
-            p = p * (sizes < N / num_clients)
+            p = rs.dirichlet(concentration) * (sizes < N / num_clients)
             p = p / p.sum()
-            cuts = (np.cumsum(p) * len(idx_c)).astype(int)[:-1]
-            sizes += np.diff(cuts, prepend=0, append=len(idx_c))
-            drawn.append((idx_c, cuts))
+            ends = (np.cumsum(p) * len(idx_c)).astype(int)
+            ends[-1] = len(idx_c)           # the last client takes the rest, as np.split gives it
+            sizes[0] += ends[0]
+            sizes[1:] += ends[1:] - ends[:-1]
+            drawn.append((idx_c, ends[:-1]))
         if sizes.min() >= min_size:
             parts: list[list[int]] = [[] for _ in range(num_clients)]
             for idx_c, cuts in drawn:
