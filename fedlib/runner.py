@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -48,7 +49,21 @@ def build(cfg: dict, seed: int):
 
 def split(cfg: dict, seed: int):
     """The run's dataset (its ``fraction``, when set) and partition, checked: every client gets a
-    training and a test sample."""
+    training and a test sample. Kept for the next runs of this process with the same data and partition
+    (a grid's methods share them; a retried Dirichlet split can take seconds)."""
+    from fedlib.data.sources import data_root
+
+    key = json.dumps([cfg["dataset"], str(data_root(cfg["data_root"])), cfg["partition"], seed], sort_keys=True)
+    return _split(key)
+
+
+@functools.lru_cache(maxsize=4)
+def _split(key: str):
+    dataset, data_root, partition, seed = json.loads(key)
+    return _split_now({"dataset": dataset, "data_root": data_root, "partition": partition}, seed)
+
+
+def _split_now(cfg: dict, seed: int):
     ds = load_dataset(cfg["dataset"]["name"], cfg["data_root"], cfg["dataset"].get("encoder"))
     if cfg["dataset"].get("fraction", 1) != 1:
         ds = subsample(ds, cfg["dataset"]["fraction"], seed=0)  # the same images for every run seed
