@@ -381,7 +381,8 @@ def test_headless_command_runs_table2_and_the_figures(tmp_path, monkeypatch, cap
     assert "merge rate 0.000" in out[2]  # S_C = 1 merges nothing (docs/gfpl.md, decision 11)
     assert G.main(["--profile", "smoke", "--table", "2", "--rounds", "2", "--workers", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("GFPL Table 2, MNIST-5k, s-bar 18, w-bar 4, profile smoke: 2 rounds, seeds [0]")
+    assert out[0].startswith("GFPL Table 2, MNIST-5k, s-bar 6 (smoke profile), w-bar 4, profile smoke: 2 rounds, "
+                             "seeds [0]")
     assert [line.split()[2] for line in out[1:]] == ["w/o", "w/o", "w/o", "GFPL"]
     with pytest.raises(SystemExit):  # argparse: "argument --table: invalid choice: '3'"
         G.main(["--profile", "smoke", "--table", "3"])

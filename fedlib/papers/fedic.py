@@ -79,7 +79,7 @@ def config(plan: Plan, method: str, partition: str = "pra", name: str | None = N
     raw["seeds"] = plan.seeds
     raw["results_dir"] = plan.results_dir
     raw["data_root"] = plan.data_root
-    raw = apply_overrides(plan.placement(raw), changes)
+    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
     where = "" if dataset == "fmnist" else f"{dataset}/"
     raw["name"] = name or f"fedic-study/{where}{partition}/{method}"
     return validate(raw)

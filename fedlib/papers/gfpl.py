@@ -34,7 +34,10 @@ class Plan(papers.TablePlan):
     paper = "gfpl"
 
     def dataset_label(self, name: str) -> str:
-        return self.spec["datasets"][name]["label"]
+        """The dataset's label, with the profile's own shot count where its ``overrides`` change it."""
+        label = self.spec["datasets"][name]["label"]
+        shots = self.settings.get("overrides", {}).get("partition.shots")
+        return label if shots is None else f"{label.split(', s-bar')[0]}, s-bar {shots} ({self.profile} profile)"
 
 
 def load_plan(profile: str = "quick", **options) -> Plan:

@@ -84,7 +84,8 @@ def spiral_configs(plan: Plan) -> dict[str, dict]:
         raw["results_dir"] = plan.results_dir
         raw["data_root"] = plan.data_root
         raw["name"] = f"protonorm-study/spiral/{key}"
-        raw = apply_overrides(plan.placement(raw), {"train.rounds": plan.settings["spiral_rounds"]})
+        raw = apply_overrides(plan.placement(raw), {**plan.settings.get("spiral_overrides", {}),
+                                                    "train.rounds": plan.settings["spiral_rounds"]})
         out[key] = validate(raw)
     return out
 
@@ -163,7 +164,7 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
     raw["seeds"] = plan.seeds
     raw["results_dir"] = plan.results_dir
     raw["data_root"] = plan.data_root
-    raw = apply_overrides(plan.placement(raw), changes)
+    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
     where = "" if dataset == "fmnist" else f"{dataset}/"
     raw["name"] = name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
     return validate(raw)
