@@ -30,7 +30,7 @@ from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import subsample
 from fedlib.engine import Simulator
 from fedlib.metrics import over_seeds, run_numbers
-from fedlib.validation import ConfigError, check_writable
+from fedlib.validation import ConfigError, Interval, check_value, check_writable
 
 
 def build(cfg: dict, seed: int):
@@ -379,10 +379,25 @@ class Progress:
 CUDA_WORKERS = 4
 
 
+#: a grid of at most this many client-rounds (rounds x clients, summed over the runs to train) trains in the
+#: calling process, one run after the other: starting worker processes (each importing torch and loading the
+#: data again) costs more than it saves. Every smoke grid is below it (160-500), every quick grid far above
+#: (4,440-33,600).
+IN_PROCESS_CLIENT_ROUNDS = 1000
+
+
+def client_rounds(jobs: list[tuple[dict, int]]) -> int:
+    """Rounds x clients summed over ``jobs``: the size :data:`IN_PROCESS_CLIENT_ROUNDS` is compared with."""
+    return sum(cfg["train"]["rounds"] * int(cfg["partition"].get("num_clients", 1)) for cfg, _ in jobs)
+
+
 def default_workers(jobs: list[tuple[dict, int]]) -> int:
-    """How many runs ``run_many`` trains at once when not told: one per CPU core, as each trains with
+    """How many runs ``run_many`` trains at once when not told: 0 (in this process) for a grid of at most
+    :data:`IN_PROCESS_CLIENT_ROUNDS` client-rounds on the CPU, else one per CPU core, as each trains with
     one thread; where any run is on CUDA, :data:`CUDA_WORKERS` (they share the one GPU), or the
     core count when that is smaller."""
+    if all(cfg.get("device") in (None, "cpu") for cfg, _ in jobs) and client_rounds(jobs) <= IN_PROCESS_CLIENT_ROUNDS:
+        return 0
     cores = os.cpu_count() or 1
     if any(cfg.get("device") == "cuda" for cfg, _ in jobs):
         return min(CUDA_WORKERS, cores)
@@ -396,7 +411,8 @@ class RunsFailed(RuntimeError):
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
              desc: str = "runs") -> list[dict]:
     """Run many (config, seed) jobs, ``workers`` at a time in separate processes (default:
-    :func:`default_workers`).
+    :func:`default_workers`); ``workers=0``: one after the other in this process (what a small grid
+    gets by default), with the same numbers (every run trains with one thread either way).
 
     Each worker trains with one thread (see :func:`one_thread`), so the numbers are the
     same as ``run_one`` in this process. Cached runs return at once; one progress bar
@@ -420,13 +436,31 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     for results in sorted({jobs[i][0]["results_dir"] for i in todo}):  # before any worker loads data
         check_writable(results)
     total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
-    workers = max(1, min(workers or default_workers(jobs), len(todo) or 1))
+    if workers is None:
+        workers = default_workers([jobs[i] for i in todo])
+    check_value("workers", workers, Interval(0, None, integer=True))
+    in_process = workers == 0
+    workers = max(1, min(workers, len(todo) or 1))
     failures = []
     bar = tqdm(total=total, desc=f"{desc}: {len(todo)} to run, {len(jobs) - len(todo)} cached",
                disable=not progress or not todo, unit="round")
     tracker = Progress(desc, len(jobs), len(jobs) - len(todo), total)
     tracker.write(0, 0)
-    if todo:
+    if todo and in_process:
+        try:
+            for k, i in enumerate(todo):
+                try:
+                    summaries[i] = run_one(*jobs[i], progress=False)
+                except Exception as exc:  # keep going, as the pool does
+                    failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(exc).__name__}: {exc}"))
+                bar.n = sum(_rounds_done(*jobs[j]) for j in todo[:k + 1])
+                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + k + 1}/{len(jobs)}", refresh=False)
+                bar.refresh()
+                tracker.write(k + 1, bar.n)
+        except BaseException:
+            bar.close()
+            raise
+    elif todo:
         pool = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
         try:
             futures = {pool.submit(_worker, *jobs[i]): i for i in todo}

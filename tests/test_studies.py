@@ -38,15 +38,37 @@ def test_run_many_in_processes_equals_run_one_here_and_caches(tmp_path):
 
 def test_runs_share_a_gpu_four_at_a_time_and_a_cpu_one_per_core(monkeypatch):
     # one process per core on a CPU; runs on CUDA share the one GPU, so a handful at once, not 16
-    cpu = {"device": "cpu"}
-    cuda = {"device": "cuda"}
+    def job(device, rounds=100, clients=20):
+        return {"device": device, "train": {"rounds": rounds}, "partition": {"num_clients": clients}}, 0
+
+    cpu, cuda = job("cpu"), job("cuda")
     monkeypatch.setattr("os.cpu_count", lambda: 16)
-    assert default_workers([(cpu, 0), (cpu, 1)]) == 16
-    assert default_workers([(cpu, 0), (cuda, 0)]) == CUDA_WORKERS == 4
+    assert default_workers([cpu, cpu]) == 16
+    assert default_workers([cpu, cuda]) == CUDA_WORKERS == 4
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert default_workers([(cuda, 0)]) == 2
+    assert default_workers([cuda]) == 2
     monkeypatch.setattr("os.cpu_count", lambda: None)
-    assert default_workers([(cpu, 0)]) == 1
+    assert default_workers([cpu]) == 1
+    # a grid of at most 1,000 client-rounds (every smoke grid) trains in the calling process: 0 workers
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert default_workers([job("cpu", 10, 20)] * 5) == 0                 # 1,000 client-rounds
+    assert default_workers([job("cpu", 10, 20)] * 5 + [job("cpu", 1, 1)]) == 2
+    assert default_workers([job(None, 2, 10)]) == 0 and default_workers([job("cuda", 2, 10)]) == 2
+
+
+def test_a_small_grid_in_this_process_gives_the_pools_numbers(tmp_path):
+    grid = [{"algorithm.lam": 1.0}, {"algorithm.lam": 0.5}]
+    here = [(load_config(CFG, {"results_dir": str(tmp_path / "here"), "train.rounds": 3, **g}), s)
+            for g in grid for s in (1, 2)]
+    pool = [({**cfg, "results_dir": str(tmp_path / "pool")}, s) for cfg, s in here]
+    assert default_workers(here) == 0      # 4 runs x 3 rounds x 6 clients
+    got_here, got_pool = run_many(here, progress=False), run_many(pool, workers=2, progress=False)
+    assert [strip(s)["metrics"] for s in got_here] == [strip(s)["metrics"] for s in got_pool]
+    for (cfg, seed), (other, _) in zip(here, pool, strict=True):
+        strip_t = lambda rows: [{k: v for k, v in r.items() if "seconds" not in k} for r in rows]  # noqa: E731
+        assert strip_t(results.rounds(cfg, seed)) == strip_t(results.rounds(other, seed))
+    with pytest.raises(papers.ConfigError, match=r"^workers: got -1; allowed: an integer in \[0, inf\)$"):
+        run_many(here, workers=-1, progress=False)
 
 
 def test_the_same_run_in_two_processes_trains_once(tmp_path):
