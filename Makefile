@@ -12,11 +12,11 @@ setup:
 reproduce: setup
 	$(PYTHON) -m fedlib reproduce --profile $(PROFILE)
 
-# unit and integration tests, then every notebook under the smoke profile with nbval (a failing notebook fails the
-# target); the set-up installs fedlib, so the kernels nbval starts in notebooks/ import it without PYTHONPATH.
-# The JupyterLab-in-Chromium test is `make test-browser` (one run of it takes minutes; see tests/test_notebooks_browser.py)
+# unit and integration tests (one notebook opened in JupyterLab in Chromium and run there under smoke included),
+# then every notebook under the smoke profile with nbval (a failing notebook fails the target); the set-up installs
+# fedlib, so the kernels nbval and JupyterLab start in notebooks/ import it without PYTHONPATH.
 test: setup
-	$(PYTHON) -m pytest -q -m "not browser" tests
+	$(PYTHON) -m pytest -q tests
 	$(MAKE) --no-print-directory test-notebooks PYTHON=$(PYTHON)
 
 test-notebooks:
@@ -24,7 +24,7 @@ test-notebooks:
 	  FEDLIB_PROFILE=smoke $(PYTHON) -m pytest -q $(NBVAL) notebooks; \
 	else echo "test-notebooks: no notebooks in notebooks/ yet"; fi
 
-# every notebook opened in JupyterLab and run to the end in Chromium under smoke (minutes each on 2 cores)
+# every notebook opened in JupyterLab and run to the end in Chromium under smoke (about a minute each on 2 cores)
 test-browser: setup
 	FEDLIB_BROWSER_NOTEBOOKS=all $(PYTHON) -m pytest -q -m browser tests/test_notebooks_browser.py
 

@@ -5,7 +5,7 @@ from notebook_cells import CODE, MD, write
 CELLS = [
 (MD, r"""# FedIC: intra-class prototype clusters, bias-aware anchors and in-cluster classifier collaboration — reproduction
 
-**How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about 7 minutes (its training cell took 6:49 on a loaded 2-core machine, 2026-11-27) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** GPU-sized, about 14 hours per run on a CPU; `converged`, the evidence profile, about 10 hours in the background, is read from `archive/`. Finished runs are cached in `results/`, so a second Run All only reads them.
+**How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about a minute (measured 2026-11-28 from an empty results folder: 69 s of wall time and 49 CPU-seconds on a 2-core machine shared with other jobs, load average about 4) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** GPU-sized, about 14 hours per run on a CPU; `converged`, the evidence profile, about 10 hours in the background, is read from `archive/`. Finished runs are cached in `results/`, so a second Run All only reads them.
 
 H. Zheng, S. Song, Z. Hu, M. Zheng, L. Yang, A. Xu, R. Zhao, R. Pu, R. Fang, B. Wang, *Intra-Class Unbiased Prototype
 Aggregation and Classifier Collaboration for Personalized Federated Learning*, AAAI 2026. No code was released; the
@@ -36,7 +36,7 @@ profile = os.environ.get("FEDLIB_PROFILE", "quick")  # smoke | quick | paper (pa
 methods = None        # Table 1 rows, e.g. ["fedproto", "fedpac", "fedic"]; None: the profile's
 seeds = None          # e.g. [0, 1, 2]; None: the profile's
 rounds = None         # every run's rounds, e.g. 20; None: the profile's
-workers = None        # runs in parallel (default: one per CPU core; every run trains with one thread)
+workers = None        # runs in parallel (default: one per CPU core; a small grid, as smoke's, in the kernel)
 embedding = "tsne"    # "tsne" or "umap" for the feature picture
 device = None         # "cpu", "cuda" or None (auto: CUDA when present)
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train (fedlib.backends)"""),

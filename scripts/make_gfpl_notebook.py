@@ -5,7 +5,7 @@ from notebook_cells import CODE, MD, write
 CELLS = [
 (MD, r"""# GFPL: Gaussian-mixture prototypes, Bhattacharyya fusion, an ETF dual classifier and pseudo-feature retraining — reproduction
 
-**How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about 7 minutes (its training cell took 6:57 on a loaded 2-core machine, 2026-11-27) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** about 4 minutes with the committed run archive (it trains only the run whose checkpoint the figures load; without the archive, days). Finished runs are cached in `results/`, so a second Run All only reads them.
+**How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about a minute (measured 2026-11-28 from an empty results folder: 76 s of wall time and 54 CPU-seconds on a 2-core machine shared with other jobs, load average about 4) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** about 4 minutes with the committed run archive (it trains only the run whose checkpoint the figures load; without the archive, days). Finished runs are cached in `results/`, so a second Run All only reads them.
 
 S. Lu, Y. He, J. Li, Q. Wang, Y. Gong, *GFPL: Generative Federated Prototype Learning for Resource-Constrained and
 Data-Imbalanced Vision Task*, arXiv [2602.21873](https://arxiv.org/abs/2602.21873). No code was released; every
@@ -38,7 +38,7 @@ profile = os.environ.get("FEDLIB_PROFILE", "quick")  # smoke | quick | paper (pa
 methods = None        # Table 1 rows, e.g. ["local", "fedproto", "gfpl"]; None: the profile's
 seeds = None          # e.g. [0, 1, 2]; None: the profile's
 rounds = None         # every run's rounds, e.g. 20; None: the profile's
-workers = None        # runs in parallel (default: one per CPU core; every run trains with one thread)
+workers = None        # runs in parallel (default: one per CPU core; a small grid, as smoke's, in the kernel)
 embedding = "tsne"    # "tsne" or "umap" for the projected features
 device = None         # "cpu", "cuda" or None (auto: CUDA when present)
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train (fedlib.backends)"""),
@@ -126,15 +126,15 @@ plt.show()"""),
 (CODE, r"""# NBVAL_CHECK_OUTPUT
 p = cfg0["partition"]
 ways = (part.counts > 0).sum(1)
-shots = np.array([part.counts[c][part.counts[c] > 0].max() for c in range(20)])
+shots = np.array([part.counts[c][part.counts[c] > 0].max() for c in range(p["num_clients"])])
 print("classes per client within [max(2, w - w-hat), w + w-hat]:",
       bool(ways.min() >= max(2, p["ways"] - p["stdev"]) and ways.max() <= p["ways"] + p["stdev"]))
 print("one shot count per client, within [s - s-hat + 1, s + s-hat]:",
-      all(len(set(part.counts[c][part.counts[c] > 0])) == 1 for c in range(20))
+      all(len(set(part.counts[c][part.counts[c] > 0])) == 1 for c in range(p["num_clients"]))
       and bool(shots.min() >= p["shots"] - p["stdev"] + 1 and shots.max() <= p["shots"] + p["stdev"]))
 print("test images only of the client's classes, test_shots each:",
       all(((part.test_counts[c] > 0) == (part.counts[c] > 0)).all() and set(part.test_counts[c][part.test_counts[c] > 0])
-          == {p["test_shots"]} for c in range(20)))"""),
+          == {p["test_shots"]} for c in range(p["num_clients"])))"""),
 (MD, r"""## Table 1: accuracy of every method for w-bar = 3, 4, 5
 
 Mean ± std over clients of each client's accuracy at the last round (the paper's ± is the std across clients; with
@@ -184,7 +184,7 @@ display(Markdown(paper_t1_text))"""),
 d_feat = 50
 key = ("mnist5k", 4)
 recs_g = t1_recs[key + ("gfpl",)]
-held = [int((part.counts[c] > 0).sum()) for c in range(20)]
+held = [int((part.counts[c] > 0).sum()) for c in range(len(part.counts))]
 inter = [r["round"] for r in recs_g if r["up_params"] > 0]
 print("GFPL uploads only in interaction rounds:", inter == [t for t in range(1, plan.rounds + 1)
                                                          if t >= sched["start"] and t % sched["every"] == 0])

@@ -6,9 +6,9 @@ byte-identical after an explicit save), the kernel runs every code cell to the e
 stderr output, and every cell that shows a figure (``plt.show()``) renders it as an image. A failing run saves a
 screenshot as ``results/browser/<notebook>.png``.
 
-``pytest -m browser tests/test_notebooks_browser.py`` runs one notebook (:data:`DEFAULT`); ``make test-browser`` runs all five
-(``FEDLIB_BROWSER_NOTEBOOKS=all``, or a comma-separated list of names). ``make test`` leaves them out
-(``-m "not browser"``). The server gets a fresh results root, so the notebook trains its runs instead of reading a cache.
+``make test`` runs one notebook (:data:`DEFAULT`, the quickest under smoke); ``make test-browser`` runs all five
+(``FEDLIB_BROWSER_NOTEBOOKS=all``, or a comma-separated list of names); ``pytest -m "not browser"`` leaves it out of
+a quick loop. The server gets a fresh results root, so the notebook trains its runs instead of reading a cache.
 Run All must end within ``FEDLIB_BROWSER_TIMEOUT`` seconds (default 900: a safety limit for a loaded machine, not a
 speed target; the notebooks' smoke times are stated in their first cells).
 """
