@@ -151,13 +151,14 @@ part = parts[p0]
 model = build(cfg0, seed0)[1].new_model(None)
 P = sum(v.numel() for v in model.state_dict().values() if v.is_floating_point())
 held = int((part.counts > 0).sum())
+M = part.num_clients
 up = {m: t1_recs[(p0, m)][0]["up_params"] for m in ("fedproto", "fedpac", "fedic") if (p0, m) in t1_recs}
 print("model floats:", P)
 if "fedic" in up:
-    print("FedIC uplink = 20 models + one 512-d prototype per held class:", up["fedic"] == 20 * P + 512 * held)
+    print(f"FedIC uplink = {M} models + one 512-d prototype per held class:", up["fedic"] == M * P + 512 * held)
 if "fedpac" in up:
-    print("FedPAC uplink = FedIC's + its 10 x 512 h statistics per client:", up["fedpac"] == 20 * P + 512 * held
-          + 20 * 10 * 512)
+    print("FedPAC uplink = FedIC's + its 10 x 512 h statistics per client:", up["fedpac"] == M * P + 512 * held
+          + M * 10 * 512)
 if "fedproto" in up:
     print("FedProto uplink = prototypes only:", up["fedproto"] == 512 * held)"""),
 (MD, r"""## Accuracy per round

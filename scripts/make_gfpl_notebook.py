@@ -185,14 +185,15 @@ d_feat = 50
 key = ("mnist5k", 4)
 recs_g = t1_recs[key + ("gfpl",)]
 held = [int((part.counts[c] > 0).sum()) for c in range(len(part.counts))]
+M = len(part.counts)   # clients
 inter = [r["round"] for r in recs_g if r["up_params"] > 0]
 print("GFPL uploads only in interaction rounds:", inter == [t for t in range(1, plan.rounds + 1)
                                                          if t >= sched["start"] and t % sched["every"] == 0])
 print("GFPL uplink = n (2d + 1) floats per held class and client:",
       all(r["up_params"] == 4 * (2 * d_feat + 1) * sum(held) for r in recs_g if r["round"] in inter))
-print("GFPL round-1 downlink = the ETF once per client (20 x 10 x 50):", recs_g[0]["down_params"] == 20 * 10 * 50)
+print(f"GFPL round-1 downlink = the ETF once per client ({M} x 10 x 50):", recs_g[0]["down_params"] == M * 10 * 50)
 if ("mnist5k", 4, "fedavg") in t1_recs:
-    print("FedAvg uplink = 20 models of 21,840:", t1_recs[("mnist5k", 4, "fedavg")][0]["up_params"] == 20 * 21_840)
+    print(f"FedAvg uplink = {M} models of 21,840:", t1_recs[("mnist5k", 4, "fedavg")][0]["up_params"] == M * 21_840)
 print("FedProto uplink = one 50-d prototype per held class:",
       t1_recs[("mnist5k", 4, "fedproto")][0]["up_params"] == d_feat * sum(held))"""),
 (MD, r"""## Communication (Table 1's "Comm. Param.")
