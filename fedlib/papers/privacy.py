@@ -691,6 +691,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Leakage table, profile {plan.profile}: seeds {plan.seeds}, {plan.rounds} rounds, client "
           f"{plan.spec['attack']['client']} attacked (SSIM mean over seeds)")
     print(report.to_markdown(table(plan, res).round(3)))
+    print("\nSamples per prototype (SSIM; first seed)")
+    print(report.to_markdown(curve(plan, plan.seeds[0]).pivot(index="n", columns="kind", values="ssim").round(3)))
     print("\nPrivacy-utility curve")
     print(report.to_markdown(utility(plan, dsum).round(3)))
     led = ledger(plan, res)
