@@ -264,6 +264,9 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
 
     rows = []
 
+    def usable(images) -> bool:  # a diverged run's NaN weights give no reconstruction
+        return images is not None and len(images) > 0 and bool(torch.isfinite(images).all())
+
     def add(name, t0, images, **scores):
         rows.append(_finite({"method": method, "attack": name, **scores, "images": int(images),
                              "seconds": time.perf_counter() - t0}))
@@ -276,14 +279,15 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
         t0 = time.perf_counter()
         out = attack_upload(method, broadcast, upload, state.model(cid), shape, loss="cosine", **kw)
         for name, (rec, classes) in out.items():
-            add(name, t0, len(rec.images), **score(rec.images, x, y, classes, classifier, mean, std))
+            if usable(rec.images):
+                add(name, t0, len(rec.images), **score(rec.images, x, y, classes, classifier, mean, std))
             t0 = time.perf_counter()
     if "gradient_inversion" in todo:
         t0 = time.perf_counter()
         steps = max(1, len(y) // state.ctx.train.batch_size) * state.ctx.train.local_epochs
         out = attack_upload(method, broadcast, upload, state.model(cid), shape, batch=len(y), labels=y.clone(),
                             lr=lr, local_steps=steps, **kw)
-        if "gradient_inversion" in out:
+        if "gradient_inversion" in out and usable(out["gradient_inversion"][0].images):
             rec = out["gradient_inversion"][0]
             add(f"gradient_inversion (B {state.ctx.train.batch_size}, {steps} steps)", t0, len(y),
                 **score(rec.images, x, y, y.clone(), classifier, mean, std))
@@ -295,7 +299,8 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
             u1 = defended(b1, u1, 100 + i)
             rec = attack_upload(method, b1, u1, state.model(cid), shape, batch=1, lr=lr, local_steps=1,
                                 **kw)["gradient_inversion"][0]
-            parts.append(score(rec.images, x[i:i + 1], y[i:i + 1], None, classifier, mean, std))
+            if usable(rec.images):
+                parts.append(score(rec.images, x[i:i + 1], y[i:i + 1], None, classifier, mean, std))
         if parts:
             add("gradient_inversion (batch 1, iDLG label)", t0, len(parts),
                 **{k: float(np.mean([min(p[k], 100.0) for p in parts])) for k in ("psnr", "ssim", "label_acc")})
@@ -310,7 +315,8 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
                                   batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
             with torch.no_grad():
                 images = reconstruct(res, {level: stats})
-            add(f"decoder:{key}", t0, len(images), **score(images, x, y, classes, classifier, mean, std))
+            if usable(images):
+                add(f"decoder:{key}", t0, len(images), **score(images, x, y, classes, classifier, mean, std))
     if "imprint" in todo:
         model = state.model(cid)
         layers = _mlp_layers(model, shape)
@@ -323,7 +329,7 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
             grads = {k[2:]: b[k] - u[k] for k in u if k.startswith("w.") and k in b}
             images = recover_imprint(grads, shape, layers[0])
             images = torch.maximum(torch.minimum(images, _box(mean, std)[1]), _box(mean, std)[0])
-            if len(images):
+            if usable(images):
                 add("imprint (crafted broadcast)", t0, len(images),
                     **_best_over(images, x, y, classifier, mean, std))
     return rows
@@ -555,14 +561,18 @@ def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None) -
     attackers = attacker_by_seed or {s: Attacker(plan, s) for s in plan.seeds}
     rows = []
     for (m, sigma), cfg in defense_configs(plan).items():
+        eps = math.inf if sigma == 0 else epsilon(sigma, plan.rounds, 1.0, delta)
         for i, seed in enumerate(plan.seeds):
+            summary = summaries[(m, sigma)][i]
+            if summary.get("diverged_at"):  # the engine stops a run whose loss is not finite: no model to score
+                rows.append({"method": m, "noise": sigma, "seed": seed, "epsilon": eps, "accuracy": math.nan,
+                             "ssim": math.nan, "best attack": f"run diverged in round {summary['diverged_at']}"})
+                continue
             found = attacks(plan, cfg, m, seed, attackers[seed], None if sigma == 0 else sigma)
             best = max(found, key=lambda r: r["ssim"]) if found else None
-            rows.append({"method": m, "noise": sigma, "seed": seed,
-                         "epsilon": math.inf if sigma == 0 else epsilon(sigma, plan.rounds, 1.0, delta),
-                         "accuracy": accuracy(plan, m, summaries[(m, sigma)][i]),
-                         "ssim": best["ssim"] if best else math.nan,
-                         "best attack": best["attack"] if best else "none applies"})
+            rows.append({"method": m, "noise": sigma, "seed": seed, "epsilon": eps,
+                         "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"] if best else math.nan,
+                         "best attack": best["attack"] if best else "no attack reconstructed an image"})
     frame = pd.DataFrame(rows)
     g = frame.groupby(["method", "noise"], sort=False)
     out = g[["epsilon", "accuracy", "ssim"]].mean()
