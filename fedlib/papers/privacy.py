@@ -658,8 +658,9 @@ def ledger(plan: Plan, res: dict) -> list:
         ref = own if own else model_best
         whose = f"{plan.label(m)}'s own model upload" if own else "FedAvg's model upload"
         out.append(claim(f"{plan.label(m)}: {what} are safer to share than models", paper,
-                         f"best SSIM on the statistics {np.mean(stats):.3f} vs on {whose} {np.mean(ref):.3f} "
-                         f"(FedAvg's {np.mean(model_best):.3f})", np.mean(stats) < np.mean(ref), prof, n,
+                         f"best SSIM on the statistics {np.mean(stats):.3f} vs on {whose} {np.mean(ref):.3f}"
+                         + (f" (FedAvg's {np.mean(model_best):.3f})" if own else ""), np.mean(stats) < np.mean(ref),
+                         prof, n,
                          tests(f"{whose} - {plan.label(m)} statistics", ref, stats),
                          note="; ".join(x for x in ("rule: lower best-attack SSIM on the statistics", caveat,
                                                     "MP-FedCL uploads its model too, so its upload as a whole "
