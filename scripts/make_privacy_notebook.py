@@ -54,7 +54,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from fedlib import backends, logs, report
+from fedlib import backends, logs, papers, report
 from fedlib import claims as C
 from fedlib.grid import run_many
 from fedlib.papers import privacy as P
@@ -143,12 +143,12 @@ held-out classifier's accuracy on the reconstructions. SSIM std is over seeds (b
 (CODE, r"""
 res = P.leakage(plan, summaries)
 leak = P.table(plan, res)
-shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3})
+shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3}).set_index("rank")
 acc = ", ".join(f"seed {k}: {100 * v:.1f}%" for k, v in res["classifier_acc"].items())
 section.text(f"**The leakage table ({profile} profile, {plan.rounds} rounds, seeds {plan.seeds}; client "
              f"{atk['client']}'s next round).** PSNR (dB, capped at 100), SSIM and the held-out classifier's label "
              f"accuracy on the reconstructions (that classifier's accuracy on the client's real images: {acc}).\n\n"
-             + report.to_markdown(shown))
+             + report.to_markdown(shown) + f"\n\n_Runs: {papers.made_by(s for runs in summaries.values() for s in runs)}._")
 section.record(leakage=leak.to_dict(orient="records"), classifier_acc=res["classifier_acc"])
 shown
 """),
@@ -196,8 +196,9 @@ section.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM u
                name="privacy_utility")
 plt.show()
 util_shown = util.assign(method=[L(m) for m in util.method]).round({"epsilon": 2, "accuracy": 2, "ssim": 3})
-section.text("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma.**\n\n"
-             + report.to_markdown(util_shown))
+section.text("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma** (a run "
+             "whose loss stopped being finite is not drawn; its row says so).\n\n" + report.to_markdown(util_shown)
+             + f"\n\n_Runs: {papers.made_by(s for runs in dsum.values() for s in runs)}._")
 section.record(utility=util.to_dict(orient="records"))
 util_shown
 """),
