@@ -141,7 +141,7 @@ match of its label; the imprint's bins against the best match among all the clie
 held-out classifier's accuracy on the reconstructions. SSIM std is over seeds (blank with one seed).
 """),
 (CODE, r"""
-res = P.leakage(plan, summaries)
+res = P.leakage(plan)
 leak = P.table(plan, res)
 shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3}).set_index("rank")
 acc = ", ".join(f"seed {k}: {100 * v:.1f}%" for k, v in res["classifier_acc"].items())

@@ -162,9 +162,9 @@ def test_the_smoke_profile_end_to_end(tmp_path):
     from fedlib import claims, results
 
     plan = P.load_plan("smoke", results_dir=str(tmp_path))
-    summaries = results.run_or_read(P.table_configs(plan), workers=1, progress=False)
+    results.run_or_read(P.table_configs(plan), workers=1, progress=False)
     dsum = results.run_or_read(P.defense_configs(plan), workers=1, progress=False)
-    res = P.leakage(plan, summaries)
+    res = P.leakage(plan)
     # every image attack that applies, and only those: FedAvg has a model going both ways, FedProto prototypes
     # without an extractor, MP-FedCL both, LG-FedAvg a head only
     got = res["rows"].groupby("method").attack.apply(list).to_dict()
@@ -185,7 +185,7 @@ def test_the_smoke_profile_end_to_end(tmp_path):
     average = res["refs"].query("attack == 'reference: class average'").iloc[0]
     assert imprint.ssim > average.ssim
     # a second call reads the cached attacks: the same numbers
-    again = P.leakage(plan, summaries)
+    again = P.leakage(plan)
     pd.testing.assert_frame_equal(again["rows"].drop(columns="seconds"), res["rows"].drop(columns="seconds"))
     util = P.utility(plan, dsum)
     assert len(util) == 4 and util.epsilon[util.noise == 0].map(math.isinf).all()

@@ -421,7 +421,7 @@ def reference_rows(plan: Plan, seed: int, attacker: Attacker) -> list[dict]:
     return _cached(plan, name, make)
 
 
-def leakage(plan: Plan, summaries: dict | None = None) -> dict:
+def leakage(plan: Plan) -> dict:
     """The leakage study over the profile's seeds: ``{"rows": frame (method, attack, seed, psnr, ssim,
     label_acc, images, seconds), "refs": frame (attack, seed, ...), "classifier_acc": {seed: accuracy on the
     private images}, "holds": {method: ServerView}}``. The runs must have finished (:func:`all_jobs`)."""
@@ -698,10 +698,11 @@ def main(argv: list[str] | None = None) -> int:
                                     retrain_archived=args.retrain_archived)
     dsum = results.run_or_read(defense_configs(plan), workers=args.workers, desc="defence runs",
                                retrain_archived=args.retrain_archived)
-    res = leakage(plan, summaries)
+    res = leakage(plan)
     print(f"Leakage table, profile {plan.profile}: seeds {plan.seeds}, {plan.rounds} rounds, client "
           f"{plan.spec['attack']['client']} attacked (SSIM mean over seeds)")
     print(report.to_markdown(table(plan, res).round(3)))
+    print(f"runs: {papers.made_by(s for runs in summaries.values() for s in runs)}")
     print("\nSamples per prototype (SSIM; first seed)")
     print(report.to_markdown(curve(plan, plan.seeds[0]).pivot(index="n", columns="kind", values="ssim").round(3)))
     print("\nPrivacy-utility curve")
