@@ -196,6 +196,7 @@ section.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM u
                name="privacy_utility")
 plt.show()
 util_shown = util.assign(method=[L(m) for m in util.method]).round({"epsilon": 2, "accuracy": 2, "ssim": 3})
+util_shown = util_shown.set_index(["method", "noise"])
 section.text("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma** (a run "
              "whose loss stopped being finite is not drawn; its row says so).\n\n" + report.to_markdown(util_shown)
              + f"\n\n_Runs: {papers.made_by(s for runs in dsum.values() for s in runs)}._")
@@ -217,12 +218,15 @@ ledger_df
 """),
 (CODE, r"""
 ranked = leak[leak["rank"] != "—"]
-top, bottom = ranked.iloc[0], ranked.iloc[-1]
-closing = (f"**Closing note ({profile} profile).** Top of the table: {top.method} — {top.attack}: SSIM {top.ssim:.3f}, "
-           f"PSNR {top.psnr:.2f} dB, label accuracy {top.label_acc:.2f}. Bottom: {bottom.method} — {bottom.attack}: "
-           f"SSIM {bottom.ssim:.3f}, PSNR {bottom.psnr:.2f} dB. Wall time of this notebook: "
-           f"{(time.perf_counter() - t_start) / 60:.1f} minutes (runs and attacks read from the cache where they had "
-           "finished before).")
+attacked = ranked[ranked.method != "—"]
+top, bottom, last = attacked.iloc[0], attacked.iloc[-1], ranked.iloc[-1]
+closing = (f"**Closing note ({profile} profile, {plan.rounds} rounds, seeds {plan.seeds}).** Top of the leakage table: "
+           f"{top.method}, {top.attack}: SSIM {top.ssim:.3f}, PSNR {top.psnr:.2f} dB, label accuracy "
+           f"{top.label_acc:.2f}. Bottom attack row: {bottom.method}, {bottom.attack}: SSIM {bottom.ssim:.3f}, PSNR "
+           f"{bottom.psnr:.2f} dB" + ("" if last is bottom else f"; below it the {last.attack.removeprefix('reference: ')} "
+                                      f"reference, SSIM {last.ssim:.3f}") + ". This Run All took "
+           f"{(time.perf_counter() - t_start) / 60:.1f} minutes, reading the runs and attacks that had finished before "
+           "(from an empty results folder: the first cell's times).")
 section.text(closing)
 print(closing)
 print("report section:", section.write())
