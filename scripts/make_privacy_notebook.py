@@ -161,8 +161,8 @@ print("three references per seed:", len(res["refs"]) == 3 * len(plan.seeds))
 (MD, r"""
 ## Samples per prototype
 
-The white-box inversion (through a trained client extractor) of statistics averaged over n images of one class, as
-a client with n samples of a class uploads them: the class mean (a prototype), two k-means centroids (MP-FedCL) or
+Two attacks (white-box inversion through a trained client extractor, and the decoder with query access and
+auxiliary data) on statistics averaged over n images of one class, as a client with n samples of a class uploads them: the class mean (a prototype), two k-means centroids (MP-FedCL) or
 two mixture-component means (GFPL). n = 1 is a single image's own feature, the upper bound. Each image is scored
 against the reconstruction of its own statistic.
 """),
@@ -170,10 +170,11 @@ against the reconstruction of its own statistic.
 spp = P.curve(plan, plan.seeds[0])
 fig, ax = plt.subplots(figsize=(6, 4))
 P.curve_figure(spp, ax)
-section.figure(fig, f"Samples per prototype: SSIM of the white-box inversion against the images averaged "
+section.figure(fig, f"Samples per prototype: SSIM of each attack's reconstruction against the images averaged "
                f"({profile} profile, seed {plan.seeds[0]})", name="samples_per_prototype")
 plt.show()
-spp_table = spp.pivot(index="n", columns="kind", values="ssim").round(3)
+spp_table = spp.pivot_table(index="n", columns=["attack", "kind"], values="ssim").round(3)
+spp_table.columns = [f"{attack}: {kind}" for attack, kind in spp_table.columns]
 section.text("**Samples per prototype: SSIM (mean over the images averaged).**\n\n" + report.to_markdown(spp_table))
 section.record(samples_per_prototype=spp.to_dict(orient="records"))
 spp_table

@@ -486,13 +486,15 @@ def holdings(plan: Plan) -> pd.DataFrame:
 
 # -- samples per prototype ------------------------------------------------------------------------------------
 def curve(plan: Plan, seed: int, attacker: Attacker | None = None) -> pd.DataFrame:
-    """The samples-per-prototype curves: white-box feature inversion (cosine, the attack settings of the
-    profile) of statistics averaged over n = ``curve_sizes`` images of one class, per kind of ``curve_kinds``
-    (:func:`fedlib.privacy.samples_per_prototype`), through the extractor of the first table method whose
-    server holds it (the target client's model at the end of its run). The images are the training images of
-    the whole federation (a class must hold max(n) of them)."""
+    """The samples-per-prototype curves: statistics averaged over n = ``curve_sizes`` images of one class, per
+    kind of ``curve_kinds`` (:func:`fedlib.privacy.samples_per_prototype`), attacked two ways through the target
+    client's model at the end of the run of the first table method whose server holds the extractor: white-box
+    feature inversion (cosine, the profile's attack settings) and the decoder (trained on the attacker's
+    auxiliary images with query access, the profile's decoder steps). The images are the training images of the
+    whole federation (a class must hold max(n) of them). Column ``attack`` names the attack."""
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
-    from fedlib.privacy import feature_fn, invert_features, what_server_holds
+    from fedlib.privacy import (feature_fn, invert_features, model_query, reconstruct, train_inversion,
+                                what_server_holds)
     from fedlib.runner import load_state
 
     holder = next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
@@ -503,20 +505,32 @@ def curve(plan: Plan, seed: int, attacker: Attacker | None = None) -> pd.DataFra
 
     def make():
         state = load_state(cfg, seed)
-        f = feature_fn(state.model(plan.spec["attack"]["client"]), "high")
+        model = state.model(plan.spec["attack"]["client"])
+        f = feature_fn(model, "high")
         x, y = state.data.dataset.x_train, state.data.dataset.y_train
         shape = tuple(x.shape[1:])
+        aux_x = (attacker.aux if attacker is not None else
+                 auxiliary(state, plan.spec["attack"]["client"], plan.settings["aux_images"], seed))[0]
+        atk = plan.spec["attack"]
+        decoder = train_inversion(model_query(model), aux_x, levels=("high",), steps=plan.settings["decoder_steps"],
+                                  batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
 
-        def attack(stats):
+        def white_box(stats):
             return invert_features(f, stats, shape, steps=plan.settings["attack_steps"],
                                    restarts=plan.settings["restarts"], loss="cosine", mean=MNIST_MEAN,
                                    std=MNIST_STD, seed=seed).images
 
+        def decode(stats):
+            with torch.no_grad():
+                return reconstruct(decoder, {"high": stats})
+
         frames = [curve_frame(attack, f, x, y, plan.settings["curve_sizes"], plan.settings["curve_groups"], kind,
-                              MNIST_MEAN, MNIST_STD, seed) for kind in plan.settings["curve_kinds"]]
+                              MNIST_MEAN, MNIST_STD, seed).assign(attack=name)
+                  for name, attack in (("feature inversion", white_box), ("decoder", decode))
+                  for kind in plan.settings["curve_kinds"]]
         return pd.concat(frames, ignore_index=True).assign(extractor=plan.label(holder)).to_dict(orient="records")
 
-    shape = json.dumps([plan.settings[k] for k in ("curve_sizes", "curve_groups", "curve_kinds")])
+    shape = json.dumps([plan.settings[k] for k in ("curve_sizes", "curve_groups", "curve_kinds")] + ["decoder"])
     name = f"curve-{run_id(cfg, seed)}-{_settings_key(plan, shape)}"
     return pd.DataFrame(_cached(plan, name, make))
 
@@ -533,18 +547,24 @@ def curve_frame(attack, f, x, y, sizes, groups, kind, mean=0.0, std=1.0, seed=0)
 
 
 def curve_figure(frame: pd.DataFrame, ax=None):
-    """SSIM of the reconstruction against the images averaged, over n, one line per kind."""
+    """SSIM of the reconstruction against the images averaged, over n: one colour per kind, one line style per
+    attack (column ``attack``, when present), on the whole SSIM range [0, 1]."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+        _, ax = plt.subplots(figsize=(6.5, 4.5))
     names = {"mean": "mean (prototype)", "kmeans": "k-means centroid (K = 2)", "gmm": "mixture component (2)"}
-    for kind, part in frame.groupby("kind", sort=False):
-        ax.plot(part.n, part.ssim, marker="o", label=names.get(kind, kind))
+    colours = {k: f"C{i}" for i, k in enumerate(dict.fromkeys(frame.kind))}
+    frame = frame if "attack" in frame else frame.assign(attack="")
+    for (attack, kind), part in frame.groupby(["attack", "kind"], sort=False):
+        style = ["-", "--", ":"][list(dict.fromkeys(frame.attack)).index(attack) % 3]
+        ax.plot(part.n, part.ssim, style, marker="o", color=colours[kind],
+                label=f"{names.get(kind, kind)}" + (f", {attack}" if attack else ""))
     ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1)
     ax.set(xlabel="images behind the statistic (n)", ylabel="SSIM to the images averaged",
-           title=f"Samples per prototype ({frame.extractor.iloc[0]} extractor, white-box inversion)")
-    ax.legend(fontsize=8)
+           title=f"Samples per prototype ({frame.extractor.iloc[0]} client model)")
+    ax.legend(fontsize=7)
     return ax
 
 
@@ -704,7 +724,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report.to_markdown(table(plan, res).round(3)))
     print(f"runs: {papers.made_by(s for runs in summaries.values() for s in runs)}")
     print("\nSamples per prototype (SSIM; first seed)")
-    print(report.to_markdown(curve(plan, plan.seeds[0]).pivot(index="n", columns="kind", values="ssim").round(3)))
+    print(report.to_markdown(curve(plan, plan.seeds[0]).pivot_table(index="n", columns=["attack", "kind"],
+                                                                    values="ssim").round(3)))
     print("\nPrivacy-utility curve")
     print(report.to_markdown(utility(plan, dsum).round(3)))
     led = ledger(plan, res)
