@@ -187,6 +187,10 @@ def test_the_smoke_profile_end_to_end(tmp_path):
     # a second call reads the cached attacks: the same numbers
     again = P.leakage(plan)
     pd.testing.assert_frame_equal(again["rows"].drop(columns="seconds"), res["rows"].drop(columns="seconds"))
+    spp = P.curve(plan, 0)
+    assert len(spp) == 2 * 2 * 3  # two attacks x kinds mean, kmeans x sizes 1, 2, 4
+    one = spp[spp.n == 1].groupby("attack").ssim.nunique()
+    assert (one == 1).all()  # one image: every kind's statistic is its own feature, the same reconstruction
     util = P.utility(plan, dsum)
     assert len(util) == 4 and util.epsilon[util.noise == 0].map(math.isinf).all()
     assert util.epsilon[util.noise == 1.0].tolist() == pytest.approx([epsilon(1.0, plan.rounds, 1.0, 1e-5)] * 2)
