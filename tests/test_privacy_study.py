@@ -197,3 +197,34 @@ def test_the_smoke_profile_end_to_end(tmp_path):
     led = P.ledger(plan, res)
     assert {c.verdict for c in led} <= {claims.INCONCLUSIVE, claims.NOT_TESTED, claims.BY_CONSTRUCTION}
     assert any(c.verdict == claims.INCONCLUSIVE and "MP-FedCL" in c.claim for c in led)
+
+
+def test_the_engine_aggregates_the_defended_uploads():
+    # FedAvg, one round, two clients: with the update clipped to 1e-6 and no noise, the server's model stays where
+    # it started; undefended it moves; with noise it moves by about sigma x clip per coordinate, not by the update
+    from fedlib.algorithms import make_algorithm
+    from fedlib.data import FederatedData
+    from fedlib.data.partition import label_partition
+    from fedlib.engine import LocalClients, Simulator
+    from fedlib.privacy.defense import DefendedClients
+    from tests.conftest import make_ctx, tiny_image_dataset
+
+    ds = tiny_image_dataset()
+    part = label_partition("iid", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=2, seed=0, split="official")
+    data, ctx = FederatedData(ds, part), make_ctx(num_clients=2)
+
+    def moved(spec):
+        algo = make_algorithm({"name": "fedavg"})
+        start = {k: v.clone() for k, v in algo.init_server(ctx)["weights"].items()}
+        cohort = LocalClients(algo, ctx, data) if spec is None else DefendedClients(LocalClients(algo, ctx, data),
+                                                                                    spec, ctx.seed)
+        sim = Simulator(algo, ctx, data, rounds=1, progress=False, clients=cohort)
+        sim.run()
+        end = sim.server["weights"]
+        return max(float((end[k].float() - start[k].float()).abs().max()) for k in start
+                   if start[k].is_floating_point())
+
+    assert moved(None) > 1e-3
+    assert moved({"clip_update": 1e-6, "clip_features": 1.0, "noise_multiplier": 0.0}) < 1e-6
+    noisy = moved({"clip_update": 1e-6, "clip_features": 1.0, "noise_multiplier": 1e4})
+    assert 1e-3 < noisy < 0.1   # noise std 1e-2 per coordinate and client, averaged over two
