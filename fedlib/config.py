@@ -78,7 +78,7 @@ class TrainConfig(TrainSettings):
 
 
 TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seeds", "data_root", "results_dir",
-            "device", "executor")
+            "device", "executor", "defense")
 REQUIRED = ("dataset", "model", "partition", "algorithm", "train")
 
 
@@ -190,6 +190,10 @@ def validate(raw: dict, source: str = "config") -> dict:
     cfg["device"] = resolve(raw.get("device", "auto"))
     executor = check_value("executor", raw.get("executor", "auto"), Options(EXECUTOR_CHOICES))
     cfg["executor"] = ("batched" if cfg["device"] == "cuda" else "sequential") if executor == "auto" else executor
+    if raw.get("defense") is not None:  # clip + noise on every upload (fedlib.privacy.defense); absent: none
+        from fedlib.privacy.defense import check_defense
+
+        cfg["defense"] = check_defense(raw["defense"])
     return cfg
 
 

@@ -323,6 +323,10 @@ def run_on_grid(grid: Grid, cfg: dict, seed: int, keep_states: bool = True, time
         with run_lock(folder):
             start_folder(cfg, seed, folder, partition)
             nodes = Nodes(grid, cfg, seed, ctx.num_clients, keep_states, timeout)
+            if cfg.get("defense"):  # the same clip + noise as the simulator's, applied as each upload arrives
+                from fedlib.privacy.defense import DefendedClients
+
+                nodes = DefendedClients(nodes, cfg["defense"], seed)
             t = cfg["train"]
             sim = Simulator(algo, ctx, None, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
                             checkpoint_every=t["rounds"], progress=progress, desc=f"{cfg['name']} seed {seed} (Flower)",

@@ -242,8 +242,15 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
     data, ctx, algo = built
     start_folder(cfg, seed, folder, data.partition)
     t = cfg["train"]
+    executor = cfg.get("executor", "sequential")
+    cohort = None
+    if cfg.get("defense"):  # every upload clipped and noised before the server sees it (fedlib.privacy.defense)
+        from fedlib.engine import LocalClients
+        from fedlib.privacy.defense import DefendedClients
+
+        cohort = DefendedClients(LocalClients(algo, ctx, data, executor), cfg["defense"], seed)
     sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
-                    progress=progress, desc=f"{cfg['name']} seed {seed}", executor=cfg.get("executor", "sequential"))
+                    progress=progress, desc=f"{cfg['name']} seed {seed}", executor=executor, clients=cohort)
     t0 = time.perf_counter()
     records = sim.run()
     return finish_folder(cfg, seed, folder, algo, ctx, data.dataset, data.partition, records, t0,

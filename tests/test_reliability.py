@@ -21,14 +21,14 @@ from fedlib.__main__ import main as fedlib_main
 from fedlib.algorithms import ALGORITHMS
 from fedlib.config import MODEL_RULES, TRAIN_RULES, TrainConfig, load_config
 from fedlib.data.partition import RULES as PARTITION_RULES
-from fedlib.papers import fedic, fedmps, gfpl, mpfedcl, protonorm
+from fedlib.papers import fedic, fedmps, gfpl, mpfedcl, privacy, protonorm
 from fedlib.runner import run_one
 from fedlib.store import DamagedRunWarning
 from fedlib.validation import BOOL, Interval
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
-STUDIES = (fedic, fedmps, gfpl, mpfedcl, protonorm)
+STUDIES = (fedic, fedmps, gfpl, mpfedcl, privacy, protonorm)
 
 
 @pytest.fixture(autouse=True)

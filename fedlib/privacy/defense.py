@@ -109,3 +109,90 @@ def noise_for_epsilon(target_epsilon: float, steps: int, sample_rate: float, del
     check_positive("steps", steps)
     return float(get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, sample_rate=sample_rate,
                                       steps=steps, accountant="rdp"))
+
+
+# -- the defence inside a run: every upload of a method, by kind ----------------------------------------------
+DEFENSE_FIELDS = ("clip_update", "clip_features", "noise_multiplier")
+
+
+def check_defense(spec) -> dict:
+    """A run config's ``defense`` block: ``{clip_update, clip_features, noise_multiplier}``, each a number
+    (the clips in (0, inf), the noise multiplier in [0, inf)); a one-line :class:`ConfigError` otherwise."""
+    if not isinstance(spec, Mapping):
+        raise ConfigError("defense", spec, "a mapping of " + ", ".join(DEFENSE_FIELDS))
+    unknown = sorted(set(spec) - set(DEFENSE_FIELDS))
+    missing = [k for k in DEFENSE_FIELDS if k not in spec]
+    if unknown or missing:
+        raise ConfigError(f"defense.{(unknown or missing)[0]}", spec.get((unknown or missing)[0]),
+                          "exactly the keys " + ", ".join(DEFENSE_FIELDS))
+    for key in ("clip_update", "clip_features"):
+        check_positive(f"defense.{key}", spec[key], integer=False)
+    _check_nonnegative("defense.noise_multiplier", spec["noise_multiplier"])
+    return {k: float(spec[k]) for k in DEFENSE_FIELDS}
+
+
+def model_keys(broadcast: Mapping, upload: Mapping) -> list[str]:
+    """The upload's model-space tensors that start from a broadcast tensor of the same shape: their difference
+    is the client's update (:func:`fedlib.privacy.holds.kind_of` ``model`` or ``head``)."""
+    from fedlib.privacy.holds import kind_of
+
+    def kind(key):
+        return kind_of(key.split(".", 1)[0] + ".*") if "." in key else kind_of(key)
+
+    return [k for k, v in upload.items() if torch.is_tensor(v) and v.is_floating_point()
+            and kind(k) in ("model", "head") and k in broadcast and torch.is_tensor(broadcast[k])
+            and broadcast[k].shape == v.shape]
+
+
+def feature_keys(upload: Mapping) -> list[str]:
+    """The upload's feature statistics (kinds ``prototypes``, ``mixture`` means, ``feature_stats``): float
+    tensors of at least two dimensions whose last dimension is the feature (mixture ``vars`` and ``weights`` are
+    left as they are: the means are what an attack inverts)."""
+    from fedlib.privacy.holds import FEATURE_KINDS, kind_of
+
+    return [k for k, v in upload.items() if torch.is_tensor(v) and v.is_floating_point() and v.dim() >= 2
+            and kind_of(k) in FEATURE_KINDS and k not in ("vars", "weights")]
+
+
+def defend_upload(broadcast: Mapping, upload: Mapping, spec: Mapping, generator: torch.Generator | None = None
+                  ) -> dict:
+    """``upload`` under the defence ``spec`` (:func:`check_defense`): the model update clipped as a whole to
+    ``clip_update`` with N(0, (sigma clip_update)^2) per coordinate (:func:`private_update`), and every row of
+    every feature statistic clipped to ``clip_features`` with N(0, (sigma clip_features)^2) per coordinate.
+    Counts, classes and other keys pass unchanged. With sigma = 0 only the clipping acts."""
+    spec = check_defense(spec)
+    sigma = spec["noise_multiplier"]
+    out = dict(upload)
+    names = model_keys(broadcast, upload)
+    if names:
+        defended = private_update({k: broadcast[k] for k in names}, {k: upload[k] for k in names},
+                                  spec["clip_update"], sigma, generator, prefix="")
+        out.update(defended)
+    c = spec["clip_features"]
+    for k in feature_keys(upload):
+        v = upload[k]
+        rows = clip_rows(v.reshape(-1, v.shape[-1]).float(), c)
+        rows = rows + torch.randn(rows.shape, generator=generator) * (sigma * c)
+        out[k] = rows.reshape(v.shape).to(v.dtype)
+    return out
+
+
+class DefendedClients:
+    """A cohort (:class:`fedlib.engine.LocalClients`) whose uploads leave through :func:`defend_upload`: the
+    engine's ``clients`` for a run config with a ``defense`` block. The noise of client i in round r is drawn
+    from its own seed, so a run is reproducible and independent of the client order."""
+
+    def __init__(self, inner, spec: Mapping, seed: int):
+        self.inner, self.spec, self.seed = inner, check_defense(spec), seed
+
+    def __getattr__(self, name):  # num_clients, seconds, init_states, states, receive, evaluate
+        return getattr(self.inner, name)
+
+    def train(self, clients: dict, msgs: dict, rnd) -> dict:
+        from fedlib.algorithms.base import derive_seed
+
+        out = self.inner.train(clients, msgs, rnd)
+        for cid, (up, metrics) in out.items():
+            gen = torch.Generator().manual_seed(derive_seed(self.seed, 7, rnd.index, cid))
+            out[cid] = (defend_upload(msgs[cid], up, self.spec, gen), metrics)
+        return out

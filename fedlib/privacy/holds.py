@@ -46,7 +46,6 @@ ATTACKS: dict[str, str] = {
     "feature_inversion": "feature statistics plus the client's extractor (fedlib.privacy.inversion)",
     "decoder": "feature statistics plus query access and auxiliary data (fedlib.privacy.attack)",
     "imprint": "a crafted broadcast model whose update comes back (fedlib.privacy.active)",
-    "crafted_extractor": "a crafted broadcast extractor whose prototypes come back (fedlib.privacy.active)",
     "label_inference": "head weights or class counts: which labels the client holds",
 }
 
@@ -93,8 +92,8 @@ def what_server_holds(method: str) -> ServerView:
     - ``feature_inversion``: feature statistics go up and the server holds the extractor;
     - ``decoder``: feature statistics go up (the decoder needs query access to the client's model:
       given when the extractor is held, an extra assumption otherwise, as in FedMPS Fig. 11);
-    - ``imprint`` / ``crafted_extractor``: the broadcast carries a model the client trains from, and a
-      model / feature statistics come back;
+    - ``imprint``: the broadcast carries a model the client trains from, and a model comes back (a crafted
+      extractor for prototype uploads is not an attack here: docs/privacy.md, "Not covered");
     - ``label_inference``: a head or per-class labels/counts go up.
     """
     from fedlib.algorithms import ALGORITHMS
@@ -111,7 +110,6 @@ def what_server_holds(method: str) -> ServerView:
         "feature_inversion": features_up and holds_extractor,
         "decoder": features_up,
         "imprint": model_up and model_down,
-        "crafted_extractor": features_up and model_down,
         "label_inference": bool(up & {"head", "labels"}),
     }
     return ServerView(method, dict(cls.UPLOAD), dict(cls.BROADCAST), dict(cls.REPLY),

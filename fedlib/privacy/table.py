@@ -46,7 +46,7 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
                   *, batch: int | None = None, labels: torch.Tensor | None = None,
                   lr: float = 0.01, local_steps: int = 1, steps: int = 300, restarts: int = 2,
                   mean: float | Sequence[float] = 0.0, std: float | Sequence[float] = 1.0,
-                  seed: int = 0) -> dict[str, tuple[Reconstruction, torch.Tensor | None]]:
+                  seed: int = 0, loss: str = "l2") -> dict[str, tuple[Reconstruction, torch.Tensor | None]]:
     """Run the white-box attacks that apply to ``method`` on one (broadcast, upload) pair.
 
     ``model`` is a module of the client's architecture; it is loaded with the weights the server
@@ -55,7 +55,8 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
     ``feature_inversion:<key>`` per feature statistic (images of ``image_shape`` (C, H, W)),
     ``gradient_inversion`` when ``batch`` (the number of images behind the update) is given (with
     ``labels`` for batch > 1; batch 1 infers the label, iDLG; ``lr`` and ``local_steps`` of the run
-    make the pseudo-gradient). The decoder and the
+    make the pseudo-gradient). ``loss``: the feature inversion's distance (``"cosine"`` for statistics of
+    L2-normalised features, see :func:`invert_features`). The decoder and the
     active attacks need auxiliary data or a crafted round: :mod:`fedlib.privacy.attack`, :mod:`.active`.
     """
     view = what_server_holds(method)
@@ -69,7 +70,8 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
         load(upload)
         for key, (stats, classes) in feature_targets(upload).items():
             f = feature_fn(model, FEATURE_KEYS[key])
-            rec = invert_features(f, stats, image_shape, steps=steps, restarts=restarts, mean=mean, std=std, seed=seed)
+            rec = invert_features(f, stats, image_shape, steps=steps, restarts=restarts, mean=mean, std=std, seed=seed,
+                                  loss=loss)
             out[f"feature_inversion:{key}"] = (rec, classes)
     if "gradient_inversion" in view.attacks and batch is not None:
         load(broadcast)

@@ -1,0 +1,739 @@
+"""The privacy study (issue 34): what each method's upload leaks, under attacks that try hard, and a defence's price.
+
+``load_plan(profile)`` reads ``params/privacy/experiments.yaml``. Every registered method trains a short
+federated run through the engine (:func:`table_configs`); the attacks then take, from the finished run, the
+(broadcast, upload) pair of the target client's next round (:func:`capture`) and apply every attack that
+:func:`fedlib.privacy.holds.what_server_holds` lists for the method from its declared messages, so a method
+added to ``experiments.yaml`` enters the table with no new code. The outputs:
+
+- :func:`leakage`: the leakage table (PSNR, SSIM, held-out label accuracy) with the three references;
+- :func:`curve`: the samples-per-prototype curves (mean / k-means centroid / mixture component);
+- :func:`utility`: accuracy against the best attack's SSIM at each noise level of the clip + noise defence,
+  with the (epsilon, delta) of Opacus's RDP accountant;
+- :func:`ledger`: the three papers' privacy claims, judged by :func:`fedlib.claims.verdict`.
+
+Threat models per attack: docs/privacy.md. Attack results are cached in the results folder
+(``<results>/privacy-attacks/``) keyed by the run id and the attack settings, so a second Run All reads them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from fedlib import papers
+from fedlib.config import apply_overrides, run_id, validate
+from fedlib.papers import check_methods
+from fedlib.validation import ConfigError
+
+TITLE = "What the uploads leak: one leakage study across the suite (issue 34)"
+IMAGE_ATTACKS = ("gradient_inversion", "feature_inversion", "decoder", "imprint")
+CURVE_KINDS = ("mean", "kmeans", "gmm")
+
+
+@dataclasses.dataclass
+class Plan(papers.Plan):
+    """The privacy study under one profile."""
+
+    paper = "privacy"
+
+    @property
+    def rounds(self) -> int:
+        return self.settings["rounds"]
+
+    def table_methods(self) -> list[str]:
+        """The leakage table's methods: ``all`` (every method of ``experiments.yaml``) or the profile's list."""
+        value = self.settings["methods"]
+        return self.methods if value == "all" else list(value)
+
+    def attacks(self) -> list[str]:
+        return list(self.settings["attacks"])
+
+    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
+        """``methods`` (the leakage table's rows) and ``rounds`` (every run)."""
+        if methods is not None:
+            self.settings["methods"] = check_methods(methods, self.methods)
+        if rounds is not None:
+            self.settings["rounds"] = papers.check_rounds(rounds)
+
+
+def check_spec(plan: Plan) -> None:
+    """The study's own fields: every listed method and utility method in ``methods``, known attacks and curve
+    kinds, noise levels >= 0; a one-line :class:`ConfigError` naming the field otherwise."""
+    s, where = plan.settings, f"privacy/experiments.yaml: profiles.{plan.profile}"
+    if s["methods"] != "all":
+        check_methods(s["methods"], plan.methods)
+    for key, allowed in (("attacks", IMAGE_ATTACKS), ("curve_kinds", CURVE_KINDS),
+                         ("utility_methods", tuple(plan.methods))):
+        if not isinstance(s.get(key), list) or not s[key] or any(a not in allowed for a in s[key]):
+            raise ConfigError(f"{where}.{key}", s.get(key), "a non-empty list of " + ", ".join(allowed))
+    if not isinstance(s.get("noise"), list) or not s["noise"] or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in s["noise"]):
+        raise ConfigError(f"{where}.noise", s.get("noise"), "a non-empty list of noise multipliers >= 0")
+    for key in ("attack_steps", "restarts", "batch1_images", "decoder_steps", "aux_images", "curve_groups"):
+        papers.check_value(f"{where}.{key}", s.get(key), papers.POSITIVE_INT)
+    sizes = s.get("curve_sizes")
+    if not isinstance(sizes, list) or not sizes or any(not papers.POSITIVE_INT.ok(n) for n in sizes):
+        raise ConfigError(f"{where}.curve_sizes", sizes, "a non-empty list of positive integers")
+
+
+def load_plan(profile: str = "quick", results_dir: str | None = None, data_root: str | None = None,
+              methods: list[str] | None = None, seeds: list[int] | None = None, rounds: int | None = None,
+              device: str | None = None, executor: str | None = None) -> Plan:
+    """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it (e.g. from the notebook)."""
+    plan = Plan.load(profile, results_dir, data_root, seeds, device=device, executor=executor, methods=methods,
+                     rounds=rounds)
+    check_spec(plan)
+    return plan
+
+
+def config(plan: Plan, method: str, noise: float | None = None, **changes) -> dict:
+    """The validated run config of ``method``; ``noise``: the defence's noise multiplier (clips from
+    ``experiments.yaml``; None: no defence); ``changes`` are dotted overrides applied last."""
+    if method not in plan.spec["methods"]:
+        raise ConfigError("method", method, "one of " + ", ".join(plan.methods))
+    entry = plan.spec["methods"][method]
+    raw = copy.deepcopy(plan.spec["base"])
+    raw["algorithm"] = dict(entry["algorithm"])
+    if "model" in entry:
+        raw["model"] = entry["model"]
+    raw["train"] = {**raw["train"], "rounds": plan.rounds}
+    raw["seeds"] = plan.seeds
+    raw["results_dir"] = plan.results_dir
+    raw["data_root"] = plan.data_root
+    name = f"privacy-study/{method}"
+    if noise is not None:
+        raw["defense"] = {**plan.spec["defense"], "noise_multiplier": float(noise)}
+        name += f"/noise{noise:g}"
+    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
+    raw["name"] = name
+    return validate(raw)
+
+
+def table_configs(plan: Plan) -> dict[str, dict]:
+    """The leakage table's runs: one per method of the profile, no defence."""
+    return {m: config(plan, m) for m in plan.table_methods()}
+
+
+def defense_configs(plan: Plan) -> dict[tuple[str, float], dict]:
+    """The privacy-utility curve's runs: each utility method at each noise level; noise 0 is the undefended run
+    (the leakage table's), the others clip and noise every upload (:func:`fedlib.privacy.defense.defend_upload`)."""
+    return {(m, float(s)): config(plan, m, None if s == 0 else float(s))
+            for m in plan.settings["utility_methods"] for s in plan.settings["noise"]}
+
+
+def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
+    """Every (config, seed) of the study, unique, longest first."""
+    jobs = [(c, s) for c in table_configs(plan).values() for s in plan.seeds]
+    jobs += [(c, s) for c in defense_configs(plan).values() for s in plan.seeds]
+    return papers.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
+
+
+def metric(plan: Plan, method: str) -> str:
+    """The method's inference rule for accuracy (``acc_proto`` for ``prototype_methods``, else ``acc_head``)."""
+    return plan.metric(method)
+
+
+def accuracy(plan: Plan, method: str, summary: dict) -> float:
+    """A run's accuracy (%) under the method's rule, mean over clients, at the last round."""
+    return 100.0 * summary["metrics"][metric(plan, method)]["last"]
+
+
+# -- the server's view of one round ------------------------------------------------------------------------------
+def capture(state, cid: int, data=None, batch_size: int | None = None, broadcast: dict | None = None
+            ) -> tuple[dict, dict]:
+    """``(broadcast, upload)`` of client ``cid`` in the round after the run's last: what the server sends it
+    (or ``broadcast``, e.g. a crafted one) and what its local update sends back, with the engine's seed for
+    that round (:func:`fedlib.analysis.next_uploads`). ``data`` replaces the client's data and ``batch_size``
+    the run's (the batch-1 upper bound). The run's saved states are not modified."""
+    from fedlib.algorithms.base import Round, derive_seed
+
+    msg = copy.deepcopy(broadcast if broadcast is not None else state.message(cid))
+    ctx = state.ctx
+    if batch_size is not None:
+        ctx = dataclasses.replace(ctx, train=dataclasses.replace(ctx.train, batch_size=batch_size))
+    rnd = Round(state.round + 1, state.cfg["train"]["rounds"], state.ctx.seed)
+    torch.manual_seed(derive_seed(state.ctx.seed, 1, rnd.index, cid))
+    client = copy.deepcopy(state.clients[cid])
+    _, up, _ = state.algorithm.local_update(ctx, cid, client, copy.deepcopy(msg),
+                                            data if data is not None else state.data.train[cid], rnd)
+    return msg, {k: (v.detach().clone() if torch.is_tensor(v) else v) for k, v in up.items()}
+
+
+def auxiliary(state, target: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attacker's auxiliary images: ``n`` images of the test split outside the target client's test block
+    (same distribution, never the client's own images)."""
+    ds = state.data.dataset
+    offset = len(ds.y_train)
+    own = {int(i) - offset for i in state.data.partition.test[target] if i >= offset}
+    candidates = np.array([i for i in range(len(ds.y_test)) if i not in own])
+    pick = np.sort(np.random.default_rng(seed).choice(candidates, min(n, len(candidates)), replace=False))
+    idx = torch.from_numpy(pick)
+    return ds.x_test[idx], ds.y_test[idx]
+
+
+def held_out_classifier(state, aux_x: torch.Tensor, aux_y: torch.Tensor, epochs: int, seed: int = 0):
+    """The label-accuracy judge: a fresh MLP (``mlp_mnist`` for 28x28 images) trained with Adam on the
+    attacker's auxiliary images only (held out from every client's training data)."""
+    from fedlib.models import build_model
+
+    torch.manual_seed(seed)
+    net = build_model("mlp_mnist", state.ctx.input_shape, state.ctx.num_classes)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(seed)
+    net.train()
+    for _ in range(epochs):
+        for idx in torch.randperm(len(aux_y), generator=g).split(64):
+            loss = torch.nn.functional.cross_entropy(net(aux_x[idx])[0], aux_y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return net.eval()
+
+
+def _best_over(images: torch.Tensor, x: torch.Tensor, y: torch.Tensor, classifier, mean, std) -> dict:
+    """Reconstructions without a class (the imprint's bins): each against its best match among all private
+    images; label accuracy against that image's class."""
+    from fedlib.privacy.metrics import label_accuracy, psnr_ssim
+
+    psnr, ssim, labels = [], [], []
+    for img in images:
+        s = psnr_ssim(img.unsqueeze(0).expand_as(x), x, mean, std)
+        j = int(s.ssim.idxmax())
+        psnr.append(min(float(s.psnr[j]), 100.0))
+        ssim.append(float(s.ssim[j]))
+        labels.append(int(y[j]))
+    acc = label_accuracy(classifier, images, torch.tensor(labels)) if classifier is not None else math.nan
+    return {"psnr": float(np.mean(psnr)), "ssim": float(np.mean(ssim)), "label_acc": acc}
+
+
+def _finite(row: dict) -> dict:
+    """PSNR capped at 100 dB (an exact copy is ``inf``): tables and JSON stay numeric."""
+    return {**row, "psnr": min(row["psnr"], 100.0)}
+
+
+def _mlp_layers(model, shape) -> tuple[str, str] | None:
+    """The imprint module's two Linear layers (the first on the flattened image of ``shape``, the next one)
+    where the model has them (fedlib's MLPs: ``body.1``, ``body.3``), else None (a convolutional model)."""
+    names = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    first = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
+             and m.in_features == math.prod(shape)]
+    if not first or names.index(first[0]) + 1 >= len(names):
+        return None
+    return first[0], names[names.index(first[0]) + 1]
+
+
+def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise: float | None = None,
+                  seed: int = 0) -> list[dict]:
+    """Every image attack of the profile that applies to ``method`` (:func:`what_server_holds`) on the target
+    client's next round of the finished run ``state``; with ``noise`` the upload first goes through the
+    defence (:func:`defend_upload`, the clips of ``experiments.yaml``). One row per attack: ``attack``,
+    ``psnr``, ``ssim``, ``label_acc``, ``images`` (reconstructions scored), ``seconds``."""
+    from fedlib.data.federated import ClientData
+    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
+    from fedlib.privacy import (attack_upload, craft_imprint, model_query, reconstruct, recover_imprint,
+                                score, train_inversion, what_server_holds)
+    from fedlib.privacy.defense import defend_upload
+    from fedlib.privacy.table import feature_targets
+
+    s, atk = plan.settings, plan.spec["attack"]
+    cid = atk["client"]
+    view = what_server_holds(method)
+    todo = [a for a in plan.attacks() if a in view.attacks]
+    private = state.data.train[cid]
+    x, y = private.x, private.y
+    shape = tuple(x.shape[1:])
+    mean, std = MNIST_MEAN, MNIST_STD
+    aux_x, aux_y = aux
+    spec = None if noise is None else {**plan.spec["defense"], "noise_multiplier": float(noise)}
+
+    def defended(b, u, tag):
+        if spec is None:
+            return u
+        g = torch.Generator().manual_seed(seed * 1000 + tag)
+        return defend_upload(b, u, spec, g)
+
+    rows = []
+
+    def usable(images) -> bool:  # a diverged run's NaN weights give no reconstruction
+        return images is not None and len(images) > 0 and bool(torch.isfinite(images).all())
+
+    def add(name, t0, images, **scores):
+        rows.append(_finite({"method": method, "attack": name, **scores, "images": int(images),
+                             "seconds": time.perf_counter() - t0}))
+
+    broadcast, upload = capture(state, cid)
+    upload = defended(broadcast, upload, 1)
+    kw = dict(steps=s["attack_steps"], restarts=s["restarts"], mean=mean, std=std, seed=seed)
+    lr = state.ctx.train.lr * state.ctx.train.lr_decay ** state.round
+    if "feature_inversion" in todo:
+        t0 = time.perf_counter()
+        out = attack_upload(method, broadcast, upload, state.model(cid), shape, loss="cosine", **kw)
+        for name, (rec, classes) in out.items():
+            if usable(rec.images):
+                add(name, t0, len(rec.images), **score(rec.images, x, y, classes, classifier, mean, std))
+            t0 = time.perf_counter()
+    if "gradient_inversion" in todo:
+        t0 = time.perf_counter()
+        steps = max(1, len(y) // state.ctx.train.batch_size) * state.ctx.train.local_epochs
+        out = attack_upload(method, broadcast, upload, state.model(cid), shape, batch=len(y), labels=y.clone(),
+                            lr=lr, local_steps=steps, **kw)
+        if "gradient_inversion" in out and usable(out["gradient_inversion"][0].images):
+            rec = out["gradient_inversion"][0]
+            add(f"gradient_inversion (B {state.ctx.train.batch_size}, {steps} steps)", t0, len(y),
+                **score(rec.images, x, y, y.clone(), classifier, mean, std))
+        t0 = time.perf_counter()
+        parts = []
+        for i in range(min(s["batch1_images"], len(y))):
+            one = ClientData(cid, x[i:i + 1], y[i:i + 1], y[i:i + 1].clone())
+            b1, u1 = capture(state, cid, data=one, batch_size=1)
+            u1 = defended(b1, u1, 100 + i)
+            rec = attack_upload(method, b1, u1, state.model(cid), shape, batch=1, lr=lr, local_steps=1,
+                                **kw)["gradient_inversion"][0]
+            if usable(rec.images):
+                parts.append(score(rec.images, x[i:i + 1], y[i:i + 1], None, classifier, mean, std))
+        if parts:
+            add("gradient_inversion (batch 1, iDLG label)", t0, len(parts),
+                **{k: float(np.mean([min(p[k], 100.0) for p in parts])) for k in ("psnr", "ssim", "label_acc")})
+    if "decoder" in todo:
+        model = state.model(cid)
+        normalize = ("high",) if state.cfg["algorithm"]["name"] == "mpfedcl" else ()
+        query = model_query(model, normalize=normalize)
+        for key, (stats, classes) in feature_targets(upload).items():
+            level = key if key in ("low", "high") else "high"
+            t0 = time.perf_counter()
+            res = train_inversion(query, aux_x, levels=(level,), steps=s["decoder_steps"],
+                                  batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
+            with torch.no_grad():
+                images = reconstruct(res, {level: stats})
+            if usable(images):
+                add(f"decoder:{key}", t0, len(images), **score(images, x, y, classes, classifier, mean, std))
+    if "imprint" in todo:
+        model = state.model(cid)
+        layers = _mlp_layers(model, shape)
+        if layers is not None and all(f"w.{n}.weight" in broadcast for n in layers):
+            t0 = time.perf_counter()
+            honest = {k[2:]: v for k, v in broadcast.items() if k.startswith("w.")}
+            crafted = {**broadcast, **{f"w.{k}": v for k, v in craft_imprint(honest, aux_x, *layers).items()}}
+            b, u = capture(state, cid, broadcast=crafted)
+            u = defended(b, u, 2)
+            grads = {k[2:]: b[k] - u[k] for k in u if k.startswith("w.") and k in b}
+            images = recover_imprint(grads, shape, layers[0])
+            images = torch.maximum(torch.minimum(images, _box(mean, std)[1]), _box(mean, std)[0])
+            if usable(images):
+                add("imprint (crafted broadcast)", t0, len(images),
+                    **_best_over(images, x, y, classifier, mean, std))
+    return rows
+
+
+def _box(mean, std):
+    from fedlib.privacy.inversion import pixel_box
+
+    return pixel_box(mean, std, 1)
+
+
+def _settings_key(plan: Plan, extra: str = "") -> str:
+    keys = ("attacks", "attack_steps", "restarts", "batch1_images", "decoder_steps", "aux_images")
+    body = {k: plan.settings[k] for k in keys} | {"attack": plan.spec["attack"], "defense": plan.spec["defense"],
+                                                  "extra": extra, "version": 1}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _cache(plan: Plan, name: str) -> Path:
+    folder = Path(plan.results_dir) / "privacy-attacks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{name}.json"
+
+
+def _cached(plan: Plan, name: str, make):
+    path = _cache(plan, name)
+    if path.is_file():
+        return json.loads(path.read_text())
+    value = make()
+    path.write_text(json.dumps(value))
+    return value
+
+
+class Attacker:
+    """The attacker's side of one seed: its auxiliary images and the held-out classifier, from the first run
+    of that seed (every run of a seed shares the partition, hence the target client's data)."""
+
+    def __init__(self, plan: Plan, seed: int):
+        from fedlib.runner import load_state
+
+        self.plan, self.seed = plan, seed
+        state = load_state(table_configs(plan)[plan.table_methods()[0]], seed)
+        atk = plan.spec["attack"]
+        self.aux = auxiliary(state, atk["client"], plan.settings["aux_images"], seed)
+        self.classifier = held_out_classifier(state, *self.aux, atk["classifier_epochs"], seed)
+        private = state.data.train[atk["client"]]
+        self.private = (private.x, private.y)
+        self.classifier_acc = float((self.classifier(private.x)[0].argmax(1) == private.y).float().mean())
+
+
+def attacks(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, noise: float | None = None
+            ) -> list[dict]:
+    """:func:`attack_method` on the finished run ``(cfg, seed)``, read from the cache where it ran before."""
+    from fedlib.runner import load_state
+
+    name = f"{run_id(cfg, seed)}-{_settings_key(plan, f'noise={noise}')}"
+    return _cached(plan, name, lambda: attack_method(plan, load_state(cfg, seed), method, attacker.aux,
+                                                     attacker.classifier, noise, seed))
+
+
+def reference_rows(plan: Plan, seed: int, attacker: Attacker) -> list[dict]:
+    """The three references on the target client's private images: the attacker's class average, the best
+    match in its auxiliary data, and the white-box inversion of each private image's own feature (a statistic
+    of one sample) through the first table method whose server holds the extractor."""
+    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
+    from fedlib.privacy import feature_fn, invert_features, references, what_server_holds
+    from fedlib.runner import load_state
+
+    def make():
+        x, y = attacker.private
+        single = None
+        holder = next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
+                       and plan.spec["methods"][m].get("model") is None), None)
+        if holder is not None:
+            model = load_state(table_configs(plan)[holder], seed).model(plan.spec["attack"]["client"])
+            f = feature_fn(model, "high")
+            with torch.no_grad():
+                z = f(x)
+            single = invert_features(f, z, tuple(x.shape[1:]), steps=plan.settings["attack_steps"],
+                                     restarts=plan.settings["restarts"], loss="cosine", mean=MNIST_MEAN,
+                                     std=MNIST_STD, seed=seed).images
+        refs = references(*attacker.aux, x, y, single, attacker.classifier, MNIST_MEAN, MNIST_STD)
+        if holder is not None:
+            refs.loc[refs.attack == "reference: single-sample inversion", "attack"] = \
+                f"reference: single-sample inversion ({plan.label(holder)} extractor)"
+        return [_finite(r) for r in refs.drop(columns="method").to_dict(orient="records")]
+
+    name = f"refs-{run_id(table_configs(plan)[plan.table_methods()[0]], seed)}-{_settings_key(plan)}"
+    return _cached(plan, name, make)
+
+
+def leakage(plan: Plan) -> dict:
+    """The leakage study over the profile's seeds: ``{"rows": frame (method, attack, seed, psnr, ssim,
+    label_acc, images, seconds), "refs": frame (attack, seed, ...), "classifier_acc": {seed: accuracy on the
+    private images}, "holds": {method: ServerView}}``. The runs must have finished (:func:`all_jobs`)."""
+    from fedlib.privacy import what_server_holds
+
+    rows, refs, acc = [], [], {}
+    for seed in plan.seeds:
+        attacker = Attacker(plan, seed)
+        acc[seed] = attacker.classifier_acc
+        for m, cfg in table_configs(plan).items():
+            rows += [{**r, "seed": seed} for r in attacks(plan, cfg, m, seed, attacker)]
+        refs += [{**r, "seed": seed} for r in reference_rows(plan, seed, attacker)]
+    return {"rows": pd.DataFrame(rows, columns=["method", "attack", "seed", "psnr", "ssim", "label_acc", "images",
+                                                "seconds"]),
+            "refs": pd.DataFrame(refs), "classifier_acc": acc,
+            "holds": {m: what_server_holds(m) for m in plan.table_methods()}}
+
+
+def _mean_over_seeds(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    g = frame.groupby(keys, sort=False)
+    out = g[["psnr", "ssim", "label_acc"]].mean()
+    out["n"] = g.size()
+    out["ssim_std"] = g["ssim"].std(ddof=0).where(out["n"] > 1)   # one seed: no spread
+    return out.reset_index()
+
+
+def table(plan: Plan, res: dict) -> pd.DataFrame:
+    """The ranked leakage table (:func:`fedlib.privacy.leakage_table`), means over seeds, every method of the
+    profile: a method no image attack applies to gets one row saying what its server holds."""
+    from fedlib.privacy import leakage_table
+
+    rows = _mean_over_seeds(res["rows"], ["method", "attack"]) if len(res["rows"]) else pd.DataFrame(
+        columns=["method", "attack", "psnr", "ssim", "label_acc", "ssim_std", "n"])
+    refs = _mean_over_seeds(res["refs"], ["attack"]).assign(method="—")
+    ranked = leakage_table(rows[["method", "attack", "psnr", "ssim", "label_acc"]],
+                           refs[["attack", "psnr", "ssim", "label_acc", "method"]])
+    extra = rows.set_index(["method", "attack"])
+    ranked["ssim std"] = [extra["ssim_std"].get((m, a), math.nan) if m != "—" else
+                          refs.set_index("attack")["ssim_std"].get(a, math.nan)
+                          for m, a in zip(ranked.method, ranked.attack, strict=True)]
+    ranked["method"] = [plan.label(m) if m != "—" else m for m in ranked.method]
+    missing = [m for m in plan.table_methods() if m not in set(res["rows"].method)]
+    if missing:
+        tail = pd.DataFrame([{"rank": "—", "method": plan.label(m), "holds": res["holds"][m].summary(),
+                              "attack": "no image attack applies (" + (", ".join(res["holds"][m].attacks)
+                                                                        or "nothing is uploaded") + ")",
+                              "psnr": math.nan, "ssim": math.nan, "label_acc": math.nan, "ssim std": math.nan}
+                             for m in missing])
+        ranked = pd.concat([ranked, tail], ignore_index=True)
+    return ranked
+
+
+def holdings(plan: Plan) -> pd.DataFrame:
+    """What the server holds of each method of the profile, from its declared messages, and which attacks
+    apply (:func:`fedlib.privacy.holdings_table`), with the printed names."""
+    from fedlib.privacy import holdings_table
+
+    frame = holdings_table(plan.table_methods())
+    frame.index = [plan.label(m) for m in frame.index]
+    return frame
+
+
+# -- samples per prototype ------------------------------------------------------------------------------------
+def curve(plan: Plan, seed: int, attacker: Attacker | None = None) -> pd.DataFrame:
+    """The samples-per-prototype curves: statistics averaged over n = ``curve_sizes`` images of one class, per
+    kind of ``curve_kinds`` (:func:`fedlib.privacy.samples_per_prototype`), attacked two ways through the target
+    client's model at the end of the run of the first table method whose server holds the extractor: white-box
+    feature inversion (cosine, the profile's attack settings) and the decoder (trained on the attacker's
+    auxiliary images with query access, the profile's decoder steps). The images are the training images of the
+    whole federation (a class must hold max(n) of them). Column ``attack`` names the attack."""
+    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
+    from fedlib.privacy import (feature_fn, invert_features, model_query, reconstruct, train_inversion,
+                                what_server_holds)
+    from fedlib.runner import load_state
+
+    holder = next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
+                   and plan.spec["methods"][m].get("model") is None), None)
+    if holder is None:
+        raise ConfigError("methods", plan.table_methods(), "a method whose server holds the extractor (e.g. fedavg)")
+    cfg = table_configs(plan)[holder]
+
+    def make():
+        state = load_state(cfg, seed)
+        model = state.model(plan.spec["attack"]["client"])
+        f = feature_fn(model, "high")
+        x, y = state.data.dataset.x_train, state.data.dataset.y_train
+        shape = tuple(x.shape[1:])
+        aux_x = (attacker.aux if attacker is not None else
+                 auxiliary(state, plan.spec["attack"]["client"], plan.settings["aux_images"], seed))[0]
+        atk = plan.spec["attack"]
+        decoder = train_inversion(model_query(model), aux_x, levels=("high",), steps=plan.settings["decoder_steps"],
+                                  batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
+
+        def white_box(stats):
+            return invert_features(f, stats, shape, steps=plan.settings["attack_steps"],
+                                   restarts=plan.settings["restarts"], loss="cosine", mean=MNIST_MEAN,
+                                   std=MNIST_STD, seed=seed).images
+
+        def decode(stats):
+            with torch.no_grad():
+                return reconstruct(decoder, {"high": stats})
+
+        frames = [curve_frame(attack, f, x, y, plan.settings["curve_sizes"], plan.settings["curve_groups"], kind,
+                              MNIST_MEAN, MNIST_STD, seed).assign(attack=name)
+                  for name, attack in (("feature inversion", white_box), ("decoder", decode))
+                  for kind in plan.settings["curve_kinds"]]
+        return pd.concat(frames, ignore_index=True).assign(extractor=plan.label(holder)).to_dict(orient="records")
+
+    shape = json.dumps([plan.settings[k] for k in ("curve_sizes", "curve_groups", "curve_kinds")] + ["decoder"])
+    name = f"curve-{run_id(cfg, seed)}-{_settings_key(plan, shape)}"
+    return pd.DataFrame(_cached(plan, name, make))
+
+
+def curve_frame(attack, f, x, y, sizes, groups, kind, mean=0.0, std=1.0, seed=0) -> pd.DataFrame:
+    """One kind's curve (:func:`fedlib.privacy.samples_per_prototype`) with PSNR capped at 100 dB."""
+    from fedlib.privacy import samples_per_prototype
+
+    frame = samples_per_prototype(attack, f, x, y, sizes=sizes, groups=groups, kind=kind, mean=mean, std=std,
+                                  seed=seed)
+    for col in ("psnr", "psnr_best"):
+        frame[col] = frame[col].clip(upper=100.0)
+    return frame
+
+
+def curve_figure(frame: pd.DataFrame, ax=None):
+    """SSIM of the reconstruction against the images averaged, over n: one colour per kind, one line style per
+    attack (column ``attack``, when present), on the whole SSIM range [0, 1]."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4.5))
+    names = {"mean": "mean (prototype)", "kmeans": "k-means centroid (K = 2)", "gmm": "mixture component (2)"}
+    colours = {k: f"C{i}" for i, k in enumerate(dict.fromkeys(frame.kind))}
+    frame = frame if "attack" in frame else frame.assign(attack="")
+    for (attack, kind), part in frame.groupby(["attack", "kind"], sort=False):
+        style = ["-", "--", ":"][list(dict.fromkeys(frame.attack)).index(attack) % 3]
+        ax.plot(part.n, part.ssim, style, marker="o", color=colours[kind],
+                label=f"{names.get(kind, kind)}" + (f", {attack}" if attack else ""))
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1)
+    ax.set(xlabel="images behind the statistic (n)", ylabel="SSIM to the images averaged",
+           title=f"Samples per prototype ({frame.extractor.iloc[0]} client model)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+# -- the defence's price ---------------------------------------------------------------------------------------
+def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None) -> pd.DataFrame:
+    """The privacy-utility curve: for each utility method and noise level, the accuracy (%) of the run trained
+    under the defence, the best attack's SSIM on its (defended) upload, which attack that was, and the
+    (epsilon, delta) of the noise by Opacus's RDP accountant (one release per round, every client in every
+    round: sample rate 1, ``rounds`` steps). ``summaries``: :func:`defense_configs` -> summaries per seed.
+    Means over seeds."""
+    from fedlib.privacy import epsilon
+
+    delta = plan.spec["attack"]["delta"]
+    attackers = attacker_by_seed or {s: Attacker(plan, s) for s in plan.seeds}
+    rows = []
+    for (m, sigma), cfg in defense_configs(plan).items():
+        eps = math.inf if sigma == 0 else epsilon(sigma, plan.rounds, 1.0, delta)
+        for i, seed in enumerate(plan.seeds):
+            summary = summaries[(m, sigma)][i]
+            if summary.get("diverged_at"):  # the engine stops a run whose loss is not finite: no model to score
+                rows.append({"method": m, "noise": sigma, "seed": seed, "epsilon": eps, "accuracy": math.nan,
+                             "ssim": math.nan, "best attack": f"run diverged in round {summary['diverged_at']}"})
+                continue
+            found = attacks(plan, cfg, m, seed, attackers[seed], None if sigma == 0 else sigma)
+            best = max(found, key=lambda r: r["ssim"]) if found else None
+            rows.append({"method": m, "noise": sigma, "seed": seed, "epsilon": eps,
+                         "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"] if best else math.nan,
+                         "best attack": best["attack"] if best else "no attack reconstructed an image"})
+    frame = pd.DataFrame(rows)
+    g = frame.groupby(["method", "noise"], sort=False)
+    out = g[["epsilon", "accuracy", "ssim"]].mean()
+    out["n"] = g.size()
+    out["accuracy std"] = g["accuracy"].std(ddof=0).where(out["n"] > 1)
+    out["best attack"] = g["best attack"].agg(lambda s: s.mode().iloc[0])
+    return out.reset_index()
+
+
+def utility_figure(plan: Plan, frame: pd.DataFrame, ax=None):
+    """Accuracy against the best attack's SSIM, one line per method, points labelled with sigma and epsilon."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4.5))
+    for m, part in frame.groupby("method", sort=False):
+        ax.plot(part.ssim, part.accuracy, marker="o", label=plan.label(m))
+        for _, r in part.iterrows():
+            eps = "inf" if math.isinf(r.epsilon) else f"{r.epsilon:.3g}"
+            ax.annotate(f"σ={r.noise:g}, ε={eps}", (r.ssim, r.accuracy), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")
+    ax.set(xlabel="SSIM of the best attack on the upload (lower: more private)", ylabel="accuracy (%)",
+           title=f"Privacy-utility: clip + Gaussian noise on uploads (δ = {plan.spec['attack']['delta']:g})")
+    ax.legend(fontsize=8)
+    return ax
+
+
+# -- the ledger ------------------------------------------------------------------------------------------------
+def _per_seed_best(res: dict, method: str, kinds: tuple[str, ...] | None = None) -> list[float]:
+    """The best SSIM over a method's attacks (those whose name starts with one of ``kinds``), per seed."""
+    rows = res["rows"]
+    part = rows[rows.method == method]
+    if kinds is not None:
+        part = part[[a.startswith(kinds) for a in part.attack]]
+    return part.groupby("seed")["ssim"].max().tolist() if len(part) else []
+
+
+def ledger(plan: Plan, res: dict) -> list:
+    """The three papers' privacy claims with our evidence, each judged by :func:`fedlib.claims.verdict`.
+
+    ``res``: :func:`leakage`'s result. Rules: "cannot be inverted" holds where the best attack's SSIM is within
+    0.02 of the attacker's class average; "compact statistics are safer than models" holds where the best
+    attack on the statistics has a lower SSIM than the best attack on a model upload (FedAvg's, and the
+    method's own model where it sends one). Short profiles and one seed give inconclusive.
+    """
+    from fedlib.claims import claim, compare, untested
+
+    prof, n = plan.profile, len(plan.seeds)
+    caveat = f"{prof} profile: {plan.rounds} rounds, seeds {plan.seeds}" if prof != "paper" else ""
+    refs = res["refs"]
+    avg = refs[refs.attack == "reference: class average"].sort_values("seed")["ssim"].tolist()
+    out = []
+    methods = set(res["rows"].method)
+
+    def tests(label, a, b):
+        return [compare(label, a, b)] if n > 1 and len(a) == len(b) == n else ()
+
+    if "fedmps" in plan.table_methods():
+        v = res["holds"]["fedmps"]
+        out.append(claim("FedMPS's upload gives the server neither a model update nor the extractor", "FedMPS §III",
+                         f"declared upload: {', '.join(v.upload)}; server holds {v.summary()}; attacks that apply: "
+                         f"{', '.join(v.attacks)}", not v.holds_extractor and "gradient_inversion" not in v.attacks,
+                         prof, n, construction="read from FedMPS's UPLOAD / BROADCAST declarations, which the "
+                         "contract test holds every real message to"))
+    if "fedmps" in methods:
+        best = _per_seed_best(res, "fedmps")
+        out.append(claim("FedMPS's prototypes cannot be inverted into the client's images", "FedMPS Fig. 11",
+                         f"best attack SSIM {np.mean(best):.3f} (decoder with query access) vs the attacker's "
+                         f"class average {np.mean(avg):.3f}", np.mean(best) <= np.mean(avg) + 0.02, prof, n,
+                         tests("class average + 0.02 - FedMPS best", [a + 0.02 for a in avg], best),
+                         note="; ".join(x for x in ("rule: within 0.02 SSIM of the class average", caveat) if x)))
+    else:
+        out.append(untested("FedMPS's prototypes cannot be inverted", "FedMPS Fig. 11", "FedMPS not in this profile"))
+    model_best = _per_seed_best(res, "fedavg", ("gradient_inversion", "imprint")) if "fedavg" in methods else []
+    for m, paper, what in (("mpfedcl", "MP-FedCL §IV", "k-means centroids"),
+                           ("gfpl", "GFPL §3", "Gaussian mixture components")):
+        if m not in methods or not model_best:
+            out.append(untested(f"{plan.label(m)}: {what} are safer to share than models", paper,
+                                f"{plan.label(m)} or FedAvg not in this profile"))
+            continue
+        stats = _per_seed_best(res, m, ("feature_inversion", "decoder"))
+        own = _per_seed_best(res, m, ("gradient_inversion", "imprint"))
+        ref = own if own else model_best
+        whose = f"{plan.label(m)}'s own model upload" if own else "FedAvg's model upload"
+        out.append(claim(f"{plan.label(m)}: {what} are safer to share than models", paper,
+                         f"best SSIM on the statistics {np.mean(stats):.3f} vs on {whose} {np.mean(ref):.3f}"
+                         + (f" (FedAvg's {np.mean(model_best):.3f})" if own else ""), np.mean(stats) < np.mean(ref),
+                         prof, n,
+                         tests(f"{whose} - {plan.label(m)} statistics", ref, stats),
+                         note="; ".join(x for x in ("rule: lower best-attack SSIM on the statistics", caveat,
+                                                    "MP-FedCL uploads its model too, so its upload as a whole "
+                                                    "leaks what the model leaks" if own else "") if x)))
+    out.append(untested("FSHA's full feature-space hijacking (a server training the client's model towards its "
+                        "own decoder over many rounds)", "issue 34, item 1",
+                        "the active server here crafts one broadcast (the imprint); docs/privacy.md, Not covered"))
+    return out
+
+
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The paper-profile runs the report reads (:mod:`fedlib.papers.catalog`): the leakage table's and the
+    privacy-utility curve's. The archive keeps their records (accuracy); the attacks need checkpoints, which it
+    does not keep, so their numbers are kept in figures/privacy/report.json."""
+    pp = load_plan("paper")
+    return [("Privacy leakage table (paper profile)", table_configs(pp), pp.seeds),
+            ("Privacy-utility curve (paper profile)", {f"{m}/noise{s:g}": c for (m, s), c in
+                                                       defense_configs(pp).items() if s > 0}, pp.seeds)]
+
+
+@papers.command
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib.papers.privacy [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train the
+    runs, attack every method's upload and print the ranked leakage table, the privacy-utility curve and the
+    ledger."""
+    from fedlib import claims, report, results
+
+    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.privacy", main.__doc__))
+    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    if plan is None:
+        return 2
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    summaries = results.run_or_read(table_configs(plan), workers=args.workers, desc="leakage runs",
+                                    retrain_archived=args.retrain_archived)
+    dsum = results.run_or_read(defense_configs(plan), workers=args.workers, desc="defence runs",
+                               retrain_archived=args.retrain_archived)
+    res = leakage(plan)
+    print(f"Leakage table, profile {plan.profile}: seeds {plan.seeds}, {plan.rounds} rounds, client "
+          f"{plan.spec['attack']['client']} attacked (SSIM mean over seeds)")
+    print(report.to_markdown(table(plan, res).round(3)))
+    print(f"runs: {papers.made_by(s for runs in summaries.values() for s in runs)}")
+    print("\nSamples per prototype (SSIM; first seed)")
+    print(report.to_markdown(curve(plan, plan.seeds[0]).pivot_table(index="n", columns=["attack", "kind"],
+                                                                    values="ssim").round(3)))
+    print("\nPrivacy-utility curve")
+    print(report.to_markdown(utility(plan, dsum).round(3)))
+    led = ledger(plan, res)
+    print(f"\nLedger ({claims.summary_line(led)})")
+    print(report.to_markdown(claims.table(led)))
+    print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
