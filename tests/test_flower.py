@@ -150,10 +150,11 @@ def local_federation(tmp: Path, nodes: int, env: dict):
                                       start_new_session=True))
 
     try:
-        start("superlink", [*flower_command("flwr.superlink.cli:flower_superlink"), "--insecure", "--disable-runtime-dependency-installation",
-                            "--host=127.0.0.1", f"--port={link}"])
+        start("superlink", [*flower_command("flwr.superlink.cli:flower_superlink"), "--insecure",
+                            "--disable-runtime-dependency-installation", "--host=127.0.0.1", f"--port={link}"])
         for i, port in enumerate(node_ports):
-            start(f"supernode{i}", [*flower_command("flwr.supernode.cli:flower_supernode"), "--insecure", f"--superlink=127.0.0.1:{link}",
+            start(f"supernode{i}", [*flower_command("flwr.supernode.cli:flower_supernode"), "--insecure",
+                                    f"--superlink=127.0.0.1:{link}",
                                     "--node-config", f"partition-id={i} num-partitions={nodes}",
                                     "--host=127.0.0.1", f"--port={port}"])
         yield link, logs
@@ -182,14 +183,16 @@ def test_deployed_fedmps_on_localhost_matches_the_simulator_and_reads_like_it(tm
 
     t_start = time.monotonic()
     deadline = t_start + 900  # a stuck deployment fails here; ~2 minutes on 2 idle cores
-    sim_cfg, dep_cfg = config("fedmps", tmp_path / "sim", DEPLOY_NODES), config("fedmps", tmp_path / "dep", DEPLOY_NODES)
+    sim_cfg = config("fedmps", tmp_path / "sim", DEPLOY_NODES)
+    dep_cfg = config("fedmps", tmp_path / "dep", DEPLOY_NODES)
     seed = sim_cfg["seeds"][0]
     home = tmp_path / "flwr_home"
     home.mkdir()
     env = {**os.environ, "FLWR_HOME": str(home),
            # this Python's scripts first: the nodes start flwr-clientapp by name (no pyenv-style shim on the way)
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-           "PYTHONPATH": os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
+           "PYTHONPATH": os.pathsep.join([str(ROOT)]
+                                         + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
     with local_federation(tmp_path, DEPLOY_NODES, env) as (link, logs):
         (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n\n[superlink.local]\n'
                                           f'address = "127.0.0.1:{link}"\ninsecure = true\n')

@@ -126,10 +126,10 @@ def _dirichlet_every_attempt_builds_lists(labels, num_clients, alpha, min_size, 
             idx_c = np.flatnonzero(labels == c)
             rs.shuffle(idx_c)
             p = rs.dirichlet(np.repeat(alpha, num_clients))
-            p = np.array([pj * (len(part) < N / num_clients) for pj, part in zip(p, parts)])
+            p = np.array([pj * (len(part) < N / num_clients) for pj, part in zip(p, parts, strict=True)])
             p = p / p.sum()
             cuts = (np.cumsum(p) * len(idx_c)).astype(int)[:-1]
-            for part, chunk in zip(parts, np.split(idx_c, cuts)):
+            for part, chunk in zip(parts, np.split(idx_c, cuts), strict=True):
                 part.extend(chunk.tolist())
         if min(len(p) for p in parts) >= min_size:
             return [np.array(p, dtype=np.int64) for p in parts]

@@ -390,8 +390,8 @@ def test_a_study_takes_only_profiles_listed_in_profiles_yaml(tmp_path):
     path.parent.mkdir()
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     assert protonorm.Plan.load("extended", path=path).profile == "extended"
-    with pytest.raises(ConfigError, match=r"^profile: got 'unlisted'; allowed: one of smoke, quick, extended, converged, "
-                                          r"paper \(see params/profiles.yaml\)$"):
+    with pytest.raises(ConfigError, match=r"^profile: got 'unlisted'; allowed: one of smoke, quick, extended, "
+                                          r"converged, paper \(see params/profiles.yaml\)$"):
         protonorm.Plan.load("unlisted", path=path)
 
 

@@ -145,7 +145,8 @@ def test_reference_column_sits_after_paper_and_leaves_other_tables_alone():
     assert out["authors' code (seed 1234)"].tolist() == ["76.59", "91.80 ± 0.50", "—"]  # fedavg, fedproto, local
     assert out[["paper", "ours", "diff"]].equals(df)            # the other columns as compare made them
     two = report.compare(PAPER, {"fedavg": {"fmnist": 85, "cifar10": 61.0}})
-    assert report.reference_column(two, ref, "t")["authors' code (seed 1234)"].tolist() == ["—", "76.59", "—", "91.80 ± 0.50"]
+    assert report.reference_column(two, ref, "t")["authors' code (seed 1234)"].tolist() == \
+        ["—", "76.59", "—", "91.80 ± 0.50"]
     # no block, or a block beside other tables: the same frame, untouched
     assert report.reference_column(df, {}, "t", "fmnist") is df
     assert report.reference_column(df, ref, "table6_block1", "fmnist") is df
