@@ -30,6 +30,7 @@ from fedlib.papers import check_methods, check_rounds
 from fedlib.runner import RunState
 from fedlib.grid import run_configs as run  # noqa: F401 (S.run in the notebook)
 from fedlib.validation import ConfigError
+from fedlib.privacy.attack import attacker_aux  # noqa: F401  (the notebook's S.attacker_aux)
 
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
@@ -357,19 +358,6 @@ def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[
             out[m] = {"up": recs[1]["up_params"], "down": recs[1]["down_params"],
                       "up_bytes": recs[1]["up_bytes"], "down_bytes": recs[1]["down_bytes"]}
     return out
-
-
-# -- the privacy attack's data ------------------------------------------------------------
-def attacker_aux(state: RunState, target: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The attacker's auxiliary images: ``n`` images of the official test split that are not
-    in the target client's data (same distribution, never the client's own images)."""
-    ds = state.data.dataset
-    pool_offset = len(ds.y_train)
-    own = {int(i) - pool_offset for i in state.data.partition.test[target] if i >= pool_offset}
-    candidates = np.array([i for i in range(len(ds.y_test)) if i not in own])
-    pick = np.sort(np.random.default_rng(seed).choice(candidates, min(n, len(candidates)), replace=False))
-    idx = torch.from_numpy(pick)
-    return ds.x_test[idx], ds.y_test[idx]
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:

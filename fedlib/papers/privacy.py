@@ -33,6 +33,7 @@ import torch
 from fedlib import papers
 from fedlib.config import apply_overrides, run_id, validate
 from fedlib.papers import check_methods
+from fedlib.privacy.attack import attacker_aux
 from fedlib.validation import ConfigError
 
 TITLE = "What the uploads leak: one leakage study across the suite (issue 34)"
@@ -169,16 +170,7 @@ def capture(state, cid: int, data=None, batch_size: int | None = None, broadcast
     return msg, {k: (v.detach().clone() if torch.is_tensor(v) else v) for k, v in up.items()}
 
 
-def auxiliary(state, target: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The attacker's auxiliary images: ``n`` images of the test split outside the target client's test block
-    (same distribution, never the client's own images)."""
-    ds = state.data.dataset
-    offset = len(ds.y_train)
-    own = {int(i) - offset for i in state.data.partition.test[target] if i >= offset}
-    candidates = np.array([i for i in range(len(ds.y_test)) if i not in own])
-    pick = np.sort(np.random.default_rng(seed).choice(candidates, min(n, len(candidates)), replace=False))
-    idx = torch.from_numpy(pick)
-    return ds.x_test[idx], ds.y_test[idx]
+auxiliary = attacker_aux   # the attacker's same-distribution images that are not the client's
 
 
 def held_out_classifier(state, aux_x: torch.Tensor, aux_y: torch.Tensor, epochs: int, seed: int = 0):

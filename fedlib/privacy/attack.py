@@ -386,3 +386,16 @@ def prototype_attack(model: nn.Module | QueryFn, aux_x: torch.Tensor, protos_by_
     cols = ["source", "levels", *SCORE_COLUMNS]
     scores = pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
     return AttackReport(runs, classes, originals, scores, mean, std)
+
+
+def attacker_aux(state, target: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attacker's auxiliary images: ``n`` images of the official test split that are not in client
+    ``target``'s data (same distribution, never the client's own images); ``state`` a finished run's
+    :class:`fedlib.runner.RunState`."""
+    ds = state.data.dataset
+    pool_offset = len(ds.y_train)
+    own = {int(i) - pool_offset for i in state.data.partition.test[target] if i >= pool_offset}
+    candidates = np.array([i for i in range(len(ds.y_test)) if i not in own])
+    pick = np.sort(np.random.default_rng(seed).choice(candidates, min(n, len(candidates)), replace=False))
+    idx = torch.from_numpy(pick)
+    return ds.x_test[idx], ds.y_test[idx]
