@@ -193,30 +193,44 @@ def test_a_study_command_exits_1_and_counts_the_failed_runs(capsys):
     assert capsys.readouterr().err.startswith("error: 2 of 8 runs failed (finished runs are kept):\n")
 
 
-def test_ctrl_c_stops_the_grid_and_keeps_every_finished_run(cluster, tmp_path, capsys):
-    """Ctrl-C (KeyboardInterrupt in the main thread, as a terminal or a notebook's kernel delivers it) once
-    the short run has finished: the two long runs are cancelled on the workers, the finished one is served,
-    the stopped ones keep their checkpoints (shared folder) and no temporary file is left."""
-    import _thread
+CTRL_C = """
+import pickle
+import signal
+import sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal or a Jupyter kernel has it
+from fedlib import ray_backend
+from fedlib.grid import run_many
+
+ray_backend.connect({address!r})
+run_many(pickle.loads(open({jobs!r}, "rb").read()), progress=False, backend="ray")
+"""
+
+
+def test_ctrl_c_stops_the_grid_and_keeps_every_finished_run(cluster, tmp_path):
+    """A grid driven from another process (connected to this test's Ray instance) gets SIGINT, as from a
+    terminal, once its short run has finished and both long runs have a checkpoint: the running tasks are
+    cancelled, the finished run is served, the stopped runs keep their checkpoints (shared folder), no
+    temporary file is left, and the interrupt reaches the caller."""
+    import pickle
+    import subprocess
 
     short = spiral(tmp_path)
     long = [spiral(tmp_path, **{"train.rounds": 400}) for _ in range(2)]
     jobs = [(long[0], 1), (short, 1), (long[1], 2)]
-
-    def interrupt_when_short_is_done():
-        deadline = time.time() + 120
-        while store.verify_finished(run_dir(short, 1), 3) is None and time.time() < deadline:
-            time.sleep(0.05)
-        while time.time() < deadline and not all(
-                (run_dir(c, s) / store.CHECKPOINT).exists() for c, s in (jobs[0], jobs[2])):
-            time.sleep(0.05)
-        _thread.interrupt_main()
-
-    threading.Thread(target=interrupt_when_short_is_done, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_many(jobs, progress=False, backend="ray")
+    (tmp_path / "jobs.pkl").write_bytes(pickle.dumps(jobs))
+    script = CTRL_C.format(address=cluster.get_runtime_context().gcs_address, jobs=str(tmp_path / "jobs.pkl"))
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    deadline = time.time() + 240
+    while time.time() < deadline and not (store.verify_finished(run_dir(short, 1), 3) is not None and all(
+            (run_dir(c, s) / store.CHECKPOINT).exists() for c, s in (jobs[0], jobs[2]))):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
     assert "runs: interrupted; 1 of 3 runs finished and are kept, 2 stopped (their checkpoints stay: the same " \
-           "command goes on from there)" in capsys.readouterr().out
+           "command goes on from there)" in out, out + err[-2000:]
     assert store.verify_finished(run_dir(short, 1), 3) is not None
     time.sleep(3)  # the cancelled tasks' processes are gone: their logs no longer grow
     sizes = [len(store.read_log(run_dir(c, s))) for c, s in (jobs[0], jobs[2])]
