@@ -460,7 +460,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
                     summaries[i] = run_one(*jobs[i], progress=False)
                 except Exception as exc:  # keep going, as the pool does
                     failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(exc).__name__}: {exc}"))
-                bar.n = sum(_rounds_done(*jobs[j]) for j in todo[:k + 1])
+                bar.n += _rounds_done(*jobs[i])   # this run's rounds (a failed run's logged ones)
                 bar.set_postfix_str(f"runs {len(jobs) - len(todo) + k + 1}/{len(jobs)}", refresh=False)
                 bar.refresh()
                 tracker.write(k + 1, bar.n)

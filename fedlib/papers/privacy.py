@@ -1,4 +1,4 @@
-"""The privacy study (issue 34): what each method's upload leaks, under attacks that try hard, and a defence's price.
+"""The privacy study: what each method's upload leaks, under attacks that try hard, and a defence's price.
 
 ``load_plan(profile)`` reads ``params/privacy/experiments.yaml``. Every registered method trains a short
 federated run through the engine (:func:`table_configs`); the attacks then take, from the finished run, the
@@ -36,7 +36,7 @@ from fedlib.papers import check_methods
 from fedlib.privacy.attack import attacker_aux
 from fedlib.validation import ConfigError
 
-TITLE = "What the uploads leak: one leakage study across the suite (issue 34)"
+TITLE = "What the uploads leak: one leakage study across the suite"
 IMAGE_ATTACKS = ("gradient_inversion", "feature_inversion", "decoder", "imprint")
 CURVE_KINDS = ("mean", "kmeans", "gmm")
 
@@ -678,7 +678,7 @@ def ledger(plan: Plan, res: dict) -> list:
                                                     "MP-FedCL uploads its model too, so its upload as a whole "
                                                     "leaks what the model leaks" if own else "") if x)))
     out.append(untested("FSHA's full feature-space hijacking (a server training the client's model towards its "
-                        "own decoder over many rounds)", "issue 34, item 1",
+                        "own decoder over many rounds)", "not implemented (docs/privacy.md, Not covered)",
                         "the active server here crafts one broadcast (the imprint); docs/privacy.md, Not covered"))
     return out
 
