@@ -161,13 +161,15 @@ class Simulator:
     ``checkpoint_every`` rounds), both atomically and cross-checked (:mod:`fedlib.store`), and
     resumes from the last consistent point found there. ``clients`` replaces the in-process clients
     (:class:`LocalClients` on ``data`` with ``executor``) by another cohort; ``data`` is then unused.
+    ``on_round(r)`` is called after round ``r`` is stored (a grid's progress bar moves with it).
     """
 
     def __init__(self, algorithm: Algorithm, ctx: Context, data: FederatedData | None, rounds: int,
                  participation: float = 1.0, eval_every: int = 1, run_dir: str | os.PathLike | None = None,
                  checkpoint_every: int = 1, progress: bool = True, desc: str | None = None,
-                 executor: str = "sequential", clients=None):
+                 executor: str = "sequential", clients=None, on_round=None):
         self.algo, self.ctx, self.data = algorithm, ctx, data
+        self.on_round = on_round
         self.rounds, self.participation, self.eval_every = rounds, participation, eval_every
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.checkpoint_every, self.progress = checkpoint_every, progress
@@ -284,6 +286,8 @@ class Simulator:
                 if self.run_dir is not None:
                     self._persist(r, clients, server, records, last=stop or r == self.rounds)
                 bar.update(1)
+                if self.on_round is not None:
+                    self.on_round(r)
                 if STOP.is_set():  # an interrupt that landed where Python swallows it (a finaliser) stops here
                     raise KeyboardInterrupt
                 if "acc" in rec:

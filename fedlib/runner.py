@@ -146,12 +146,13 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def run_one(cfg: dict, seed: int, progress: bool = True) -> dict:
-    """Run (or resume, or fetch from the cache) one seed of ``cfg``; return its summary."""
+def run_one(cfg: dict, seed: int, progress: bool = True, on_round=None) -> dict:
+    """Run (or resume, or fetch from the cache) one seed of ``cfg``; return its summary.
+    ``on_round(r)`` is called after each round this call trains (see :class:`~fedlib.engine.Simulator`)."""
     if cfg.get("device") == "cuda":
         deterministic_cuda()
     with one_thread():
-        return _run_one(cfg, seed, progress)
+        return _run_one(cfg, seed, progress, on_round)
 
 
 @contextlib.contextmanager
@@ -201,7 +202,7 @@ def loaded_code() -> str:
     return _LOADED_CODE
 
 
-def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
+def _run_one(cfg: dict, seed: int, progress: bool, on_round=None) -> dict:
     folder = run_dir(cfg, seed)
     cached = cached_summary(cfg, seed)
     if cached is not None:
@@ -213,7 +214,7 @@ def _run_one(cfg: dict, seed: int, progress: bool) -> dict:
         cached = cached_summary(cfg, seed, repair=True)  # finished by a process we waited for, or damaged
         if cached is not None:
             return cached
-        return _train(cfg, seed, folder, progress, built)
+        return _train(cfg, seed, folder, progress, built, on_round)
 
 
 def rerunnable_config(cfg: dict, seed: int) -> dict:
@@ -238,7 +239,7 @@ def trained_by(cfg: dict, algo) -> str:
     return "sequential" if executor == "batched" and algo.batch_support() else executor
 
 
-def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
+def _train(cfg: dict, seed: int, folder: Path, progress: bool, built, on_round=None) -> dict:
     data, ctx, algo = built
     start_folder(cfg, seed, folder, data.partition)
     t = cfg["train"]
@@ -250,7 +251,8 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built) -> dict:
 
         cohort = DefendedClients(LocalClients(algo, ctx, data, executor), cfg["defense"], seed)
     sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
-                    progress=progress, desc=f"{cfg['name']} seed {seed}", executor=executor, clients=cohort)
+                    progress=progress, desc=f"{cfg['name']} seed {seed}", executor=executor, clients=cohort,
+                    on_round=on_round)
     t0 = time.perf_counter()
     records = sim.run()
     return finish_folder(cfg, seed, folder, algo, ctx, data.dataset, data.partition, records, t0,
@@ -455,15 +457,26 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     tracker.write(0, 0)
     if todo and in_process:
         try:
+            counted = 0   # rounds done over the grid (the bar's own count stays 0 when it is disabled)
             for k, i in enumerate(todo):
+                before = counted
+                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + k}/{len(jobs)}", refresh=False)
+
+                def one_round(_r, k=k):   # the bar moves with every round trained, not only per run
+                    nonlocal counted
+                    counted += 1
+                    bar.update(1)
+                    tracker.write(k, counted)
+
                 try:
-                    summaries[i] = run_one(*jobs[i], progress=False)
+                    summaries[i] = run_one(*jobs[i], progress=False, on_round=one_round)
                 except Exception as exc:  # keep going, as the pool does
                     failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(exc).__name__}: {exc}"))
-                bar.n += _rounds_done(*jobs[i])   # this run's rounds (a failed run's logged ones)
+                counted = before + _rounds_done(*jobs[i])   # this run's rounds (a resumed run's earlier ones too)
+                bar.n = counted
                 bar.set_postfix_str(f"runs {len(jobs) - len(todo) + k + 1}/{len(jobs)}", refresh=False)
                 bar.refresh()
-                tracker.write(k + 1, bar.n)
+                tracker.write(k + 1, counted)
         except BaseException:
             bar.close()
             raise

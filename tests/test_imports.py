@@ -77,3 +77,16 @@ def test_the_graph_sees_lazy_and_package_imports():
 
 def test_fedlib_has_no_import_cycle():
     assert find_cycle(fedlib_graph()) is None
+
+
+def test_the_notebooks_imports_leave_torchvision_until_a_model_needs_it():
+    # torchvision (and the torch._dynamo it pulls in) costs seconds per kernel and per worker process;
+    # only the heterogeneous model builders need it, and they import it when called
+    import subprocess
+    import sys
+
+    code = ("import sys; import fedlib.runner, fedlib.papers.fedmps, fedlib.papers.protonorm, fedlib.analysis; "
+            "print('torchvision' in sys.modules); from fedlib.models.hetero import hetero_model; "
+            "hetero_model('resnet4', (1, 28, 28)); print('torchvision' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]

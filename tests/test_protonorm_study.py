@@ -64,6 +64,13 @@ def test_gamma_sweeps_reuse_the_table1_runs():
     assert jobs[0][0]["model"]["name"] == "ht0_lite" and jobs[-1][0]["train"]["rounds"] == 1
 
 
+def test_a_profile_sweeps_gamma_only_for_its_table1_methods():
+    smoke = P.load_plan("smoke")   # Table 1: FedProto and ProtoNorm only
+    assert sorted(P.gamma_configs(smoke)) == [("fedproto", 1.0), ("fedproto", 1.2), ("protonorm", 1.0),
+                                              ("protonorm", 100.0)]
+    assert not [c for c, _ in P.all_jobs(smoke) if c["algorithm"]["name"] == "fedtgp"]
+
+
 def test_score_is_the_best_round_of_the_pooled_accuracy_under_the_methods_rule():
     plan = P.load_plan("quick")
     assert plan.metric("protonorm") == plan.metric("fedtgp") == "acc_proto"

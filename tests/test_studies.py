@@ -71,6 +71,26 @@ def test_a_small_grid_in_this_process_gives_the_pools_numbers(tmp_path):
         run_many(here, workers=-1, progress=False)
 
 
+def test_an_in_process_grid_reports_progress_every_round(tmp_path, monkeypatch):
+    # the bar a notebook cell shows moves from the first round, not once per finished run
+    import fedlib.runner as R
+
+    seen = []
+
+    class Recorder(R.Progress):
+        def write(self, finished, rounds_done):
+            seen.append((finished, rounds_done))
+
+    monkeypatch.setattr(R, "Progress", Recorder)
+    grid = [(load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 3, "algorithm.lam": lam}), 1)
+            for lam in (1.0, 0.5)]
+    run_many(grid, workers=0, progress=False)
+    assert seen == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 3), (1, 4), (1, 5), (1, 6), (2, 6), (2, 6)]
+    seen.clear()
+    run_many(grid, workers=0, progress=False)   # all cached: nothing trains
+    assert seen == [(0, 0), (0, 0)]
+
+
 def test_the_same_run_in_two_processes_trains_once(tmp_path):
     # two workers asked for one run at the same time: the second waits on the run's lock and
     # then reads the first one's result, instead of training it again into the same log

@@ -20,8 +20,6 @@ deviation the quick profile names; the paper profile uses ``ht0``.
 from __future__ import annotations
 
 import torch.nn as nn
-from torchvision.models import efficientnet_b0, mobilenet_v2, shufflenet_v2_x0_5, shufflenet_v2_x1_0
-from torchvision.models.resnet import BasicBlock
 
 from fedlib.validation import ConfigError
 
@@ -53,6 +51,8 @@ def _check(input_shape, name):
 
 def _resnet8(c):
     """HtFLlib ResNet-8: ImageNet stem (7x7/2 conv + max-pool), one BasicBlock per stage, 64/128/256."""
+    from torchvision.models.resnet import BasicBlock
+
     def block(cin, cout, stride):
         down = None
         if stride != 1 or cin != cout:
@@ -67,6 +67,8 @@ def _resnet8(c):
 
 def _resnet4(c):
     """HtFLlib ResNet-4: the ResNet-8 stem and a single 64-channel BasicBlock."""
+    from torchvision.models.resnet import BasicBlock
+
     return nn.Sequential(
         nn.Conv2d(c, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1),
         BasicBlock(64, 64, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
@@ -87,12 +89,16 @@ def _first_conv(conv: nn.Conv2d, c: int) -> nn.Conv2d:
 
 
 def _mobilenet_v2(c):
+    from torchvision.models import mobilenet_v2
+
     m = mobilenet_v2(weights=None)
     m.features[0][0] = _first_conv(m.features[0][0], c)
     return nn.Sequential(m.features, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2))
 
 
 def _shufflenet_v2(c):
+    from torchvision.models import shufflenet_v2_x1_0
+
     m = shufflenet_v2_x1_0(weights=None)
     m.conv1[0] = _first_conv(m.conv1[0], c)
     m.fc = nn.Identity()  # its forward ends with a global mean over H, W
@@ -100,6 +106,8 @@ def _shufflenet_v2(c):
 
 
 def _shufflenet_v2_x0_5(c):
+    from torchvision.models import shufflenet_v2_x0_5
+
     m = shufflenet_v2_x0_5(weights=None)
     m.conv1[0] = _first_conv(m.conv1[0], c)
     m.fc = nn.Identity()
@@ -107,12 +115,16 @@ def _shufflenet_v2_x0_5(c):
 
 
 def _mobilenet_v2_w025(c):
+    from torchvision.models import mobilenet_v2
+
     m = mobilenet_v2(weights=None, width_mult=0.25)
     m.features[0][0] = _first_conv(m.features[0][0], c)
     return nn.Sequential(m.features, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2))
 
 
 def _efficientnet_b0(c):
+    from torchvision.models import efficientnet_b0
+
     m = efficientnet_b0(weights=None)
     m.features[0][0] = _first_conv(m.features[0][0], c)
     return nn.Sequential(m.features, nn.AdaptiveAvgPool2d(1), nn.Flatten())

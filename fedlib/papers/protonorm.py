@@ -211,14 +211,17 @@ def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
     """Tables 4-5 on the practical split: ProtoNorm over the profile's gamma grid and FedProto /
     FedTGP over small gammas (their gamma 1 and ProtoNorm's default gamma are Table 1's runs)."""
     t = plan.table1
-    out = {("protonorm", float(g)): table1_config(plan, "protonorm", "practical", **{"algorithm.gamma": float(g)})
-           for g in t["protonorm_gamma"]}
+    out = {}
+    if "protonorm" in t["methods"]:
+        out = {("protonorm", float(g)): table1_config(plan, "protonorm", "practical", **{"algorithm.gamma": float(g)})
+               for g in t["protonorm_gamma"]}
+        default = plan.spec["table1"]["methods"]["protonorm"]["algorithm"]["gamma"]
+        out[("protonorm", float(default))] = table1_config(plan, "protonorm", "practical")
     for m in ("fedproto", "fedtgp"):
+        if m not in t["methods"]:   # a profile that leaves a method out of Table 1 sweeps it neither
+            continue
         out.update({(m, float(g)): table1_config(plan, m, "practical", **{"algorithm.gamma": float(g)})
                     for g in t["pbfl_gamma"]})
-    default = plan.spec["table1"]["methods"]["protonorm"]["algorithm"]["gamma"]
-    out[("protonorm", float(default))] = table1_config(plan, "protonorm", "practical")
-    for m in ("fedproto", "fedtgp"):
         out[(m, 1.0)] = table1_config(plan, m, "practical")
     return dict(sorted(out.items()))
 
