@@ -79,10 +79,11 @@ def test_batched_scores_equal_scikit_image_bit_for_bit(shape):
     b = np.clip(a + rng.normal(0, 0.2, shape), 0, 1)
     b[0] = a[0]                                           # one identical pair: SSIM 1, PSNR inf
     win = 7 if shape[1] >= 7 else 5
-    want = [structural_similarity(x, y, data_range=1.0, channel_axis=-1, win_size=win) for x, y in zip(a, b)]
+    pairs = list(zip(a, b, strict=True))
+    want = [structural_similarity(x, y, data_range=1.0, channel_axis=-1, win_size=win) for x, y in pairs]
     assert ssim_batch(a, b).tolist() == want
     with np.errstate(divide="ignore"):
-        assert psnr_batch(a, b).tolist() == [peak_signal_noise_ratio(y, x, data_range=1.0) for x, y in zip(a, b)]
+        assert psnr_batch(a, b).tolist() == [peak_signal_noise_ratio(y, x, data_range=1.0) for x, y in pairs]
 
 
 def test_known_mse_gives_known_psnr_and_ssim_of_constants():

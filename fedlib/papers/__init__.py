@@ -107,6 +107,23 @@ class Plan:
                 raw[key] = getattr(self, key)
         return raw
 
+    def place(self, raw: dict, overrides: dict) -> dict:
+        """A study run's raw config made a run of this plan: its seeds, results and data folders, device and
+        executor (:meth:`placement`), then the dotted ``overrides`` (the profile's, then the caller's) applied."""
+        from fedlib.config import apply_overrides
+
+        raw["seeds"] = self.seeds
+        raw["results_dir"] = self.results_dir
+        raw["data_root"] = self.data_root
+        return apply_overrides(self.placement(raw), overrides)
+
+    def entry(self, section: str, key: str, field: str) -> dict:
+        """``spec[section][key]`` of the params file, or a one-line error naming ``field`` and what is allowed."""
+        table = self.spec[section]
+        if key not in table:
+            raise ConfigError(field, key, "one of " + ", ".join(table))
+        return table[key]
+
     @classmethod
     def load(cls, profile: str = "quick", results_dir: str | Path | None = None, data_root: str | None = None,
              seeds: list[int] | None = None, path: str | Path | None = None, device: str | None = None,

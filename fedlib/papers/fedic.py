@@ -19,9 +19,8 @@ import dataclasses
 import numpy as np
 
 from fedlib import papers
-from fedlib.config import apply_overrides, validate
+from fedlib.config import validate
 from fedlib.grid import run_configs as run  # noqa: F401 (I.run in the notebook)
-from fedlib.validation import ConfigError
 
 
 @dataclasses.dataclass
@@ -55,20 +54,15 @@ def config(plan: Plan, method: str, partition: str = "pra", name: str | None = N
     """The validated config of ``method`` (or, with ``variant``, a Fig. 4 variant) on ``partition`` of
     ``dataset`` (its Pat classes per client and FedIC's K from ``datasets`` in the params file); ``changes``
     are dotted overrides applied last (``partition.num_clients``, ``partition.alpha``, ``algorithm.K``)."""
-    if dataset not in plan.spec["datasets"]:
-        raise ConfigError("dataset", dataset, "one of " + ", ".join(plan.spec["datasets"]))
-    dspec = plan.spec["datasets"][dataset]
-    table = plan.spec["variants"] if variant else plan.spec["methods"]
-    if method not in table:
-        raise ConfigError("variant" if variant else "method", method, "one of " + ", ".join(table))
-    if partition not in plan.spec["partitions"]:
-        raise ConfigError("partition", partition, "one of " + ", ".join(plan.spec["partitions"]))
+    dspec = plan.entry("datasets", dataset, "dataset")
+    mspec = plan.entry("variants", method, "variant") if variant else plan.entry("methods", method, "method")
+    pspec = plan.entry("partitions", partition, "partition")
     raw = copy.deepcopy(plan.spec["base"])
     raw["dataset"] = {**raw["dataset"], "name": dataset}
-    raw["partition"] = {k: v for k, v in plan.spec["partitions"][partition].items() if k != "label"}
+    raw["partition"] = {k: v for k, v in pspec.items() if k != "label"}
     if raw["partition"]["scheme"] == "pathological":
         raw["partition"]["classes_per_client"] = dspec["classes_per_client"]
-    raw["algorithm"] = dict(table[method]["algorithm"])
+    raw["algorithm"] = dict(mspec["algorithm"])
     if raw["algorithm"]["name"] == "fedic" and raw["algorithm"].get("K", 3) != 1:   # clustered: the dataset's K
         raw["algorithm"]["K"] = dspec["K"]
     if raw["algorithm"]["name"] == "fedccfa":   # its round-dependent start, sized per profile
@@ -76,10 +70,7 @@ def config(plan: Plan, method: str, partition: str = "pra", name: str | None = N
     raw["train"] = {**raw["train"], "rounds": plan.rounds}
     if plan.settings["fraction"] != 1:
         raw["dataset"] = {**raw["dataset"], "fraction": plan.settings["fraction"]}
-    raw["seeds"] = plan.seeds
-    raw["results_dir"] = plan.results_dir
-    raw["data_root"] = plan.data_root
-    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
+    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
     where = "" if dataset == "fmnist" else f"{dataset}/"
     raw["name"] = name or f"fedic-study/{where}{partition}/{method}"
     return validate(raw)

@@ -22,7 +22,7 @@ import torch
 
 from fedlib import papers, results
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
-from fedlib.config import apply_overrides, run_id, validate
+from fedlib.config import run_id, validate
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
@@ -95,10 +95,7 @@ def config(plan: Plan, method: str, rounds: str = "main", name: str | None = Non
     raw["train"] = {**raw["train"], **entry.get("train", {}), "rounds": plan.settings["rounds"][rounds]}
     if raw["algorithm"]["name"] == "fedproc" and plan.settings.get("scale_schedules"):
         raw["algorithm"]["ramp_rounds"] = raw["train"]["rounds"]
-    raw["seeds"] = plan.seeds
-    raw["results_dir"] = plan.results_dir
-    raw["data_root"] = plan.data_root
-    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
+    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
     raw["name"] = name or f"fedmps-study/{method}"
     return validate(raw)
 

@@ -22,10 +22,9 @@ import dataclasses
 import numpy as np
 
 from fedlib import claims, papers, results
-from fedlib.config import apply_overrides, validate
+from fedlib.config import validate
 from fedlib.grid import run_configs
 from fedlib.runner import load_rounds
-from fedlib.validation import ConfigError
 
 @dataclasses.dataclass
 class Plan(papers.TablePlan):
@@ -51,22 +50,15 @@ def config(plan: Plan, method: str, dataset: str = "mnist5k", ways: int = 4, nam
     """The validated config of ``method`` (or, with ``variant``, a Table 2 variant) on ``dataset`` at
     average ways ``ways``; ``changes`` are dotted overrides applied last. GFPL runs get the profile's
     interaction schedule (t_1, S_T)."""
-    table = plan.spec["variants"] if variant else plan.spec["methods"]
-    if method not in table:
-        raise ConfigError("variant" if variant else "method", method, "one of " + ", ".join(table))
-    if dataset not in plan.spec["datasets"]:
-        raise ConfigError("dataset", dataset, "one of " + ", ".join(plan.spec["datasets"]))
+    mspec = plan.entry("variants", method, "variant") if variant else plan.entry("methods", method, "method")
+    plan.entry("datasets", dataset, "dataset")
     raw = copy.deepcopy(plan.spec["base"])
-    raw["algorithm"] = dict(table[method]["algorithm"])
+    raw["algorithm"] = dict(mspec["algorithm"])
     if raw["algorithm"]["name"] == "gfpl":
         raw["algorithm"].update(plan.settings["schedule"])
     raw["train"] = {**raw["train"], "rounds": plan.rounds}
-    raw["seeds"] = plan.seeds
-    raw["results_dir"] = plan.results_dir
-    raw["data_root"] = plan.data_root
-    raw = apply_overrides(plan.placement(raw), {**plan.spec["datasets"][dataset]["changes"],
-                                                "partition.ways": ways, **plan.settings.get("overrides", {}),
-                                                **changes})
+    raw = plan.place(raw, {**plan.spec["datasets"][dataset]["changes"], "partition.ways": ways,
+                           **plan.settings.get("overrides", {}), **changes})
     part = raw["partition"]
     part["block"] = max(part["block"], part["shots"] + part["stdev"])   # room for the largest shot count
     raw["name"] = name or f"gfpl-study/{dataset}/w{ways}/{method}"

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from fedlib import papers
-from fedlib.config import apply_overrides, validate
+from fedlib.config import validate
 from fedlib.papers import check_methods
 from fedlib.grid import run_configs as run  # noqa: F401 (M.run in the notebook)
 from fedlib.validation import ConfigError
@@ -72,10 +72,7 @@ def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None
         rounds = max(2, round(fs["rounds"][method] * plan.settings["round_scale"]))
         overrides = dict(plan.settings.get("fs_overrides", {}))
     raw["train"] = {**raw["train"], "rounds": plan.settings.get("fixed_rounds") or rounds}
-    raw["seeds"] = plan.seeds
-    raw["results_dir"] = plan.results_dir
-    raw["data_root"] = plan.data_root
-    raw = apply_overrides(plan.placement(raw), {**overrides, **changes})
+    raw = plan.place(raw, {**overrides, **changes})
     raw["name"] = name or f"mpfedcl-study/{'fs/' if feature_skew else ''}{method}"
     return validate(raw)
 

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from fedlib import papers
-from fedlib.config import apply_overrides, run_id, validate
+from fedlib.config import run_id, validate
 from fedlib.papers import check_methods
 from fedlib.privacy.attack import attacker_aux
 from fedlib.validation import ConfigError
@@ -108,14 +108,11 @@ def config(plan: Plan, method: str, noise: float | None = None, **changes) -> di
     if "model" in entry:
         raw["model"] = entry["model"]
     raw["train"] = {**raw["train"], "rounds": plan.rounds}
-    raw["seeds"] = plan.seeds
-    raw["results_dir"] = plan.results_dir
-    raw["data_root"] = plan.data_root
     name = f"privacy-study/{method}"
     if noise is not None:
         raw["defense"] = {**plan.spec["defense"], "noise_multiplier": float(noise)}
         name += f"/noise{noise:g}"
-    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
+    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
     raw["name"] = name
     return validate(raw)
 

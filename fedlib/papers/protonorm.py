@@ -24,7 +24,7 @@ import torch
 
 from fedlib import papers
 from fedlib.analysis import pairwise_distances
-from fedlib.config import apply_overrides, run_id, validate
+from fedlib.config import run_id, validate
 from fedlib.papers import check_methods, check_rounds
 from fedlib.runner import RunState
 from fedlib.grid import run_configs as run  # noqa: F401 (P.run in the notebook)
@@ -80,12 +80,9 @@ def spiral_configs(plan: Plan) -> dict[str, dict]:
         raw = copy.deepcopy(sp["base"])
         raw["partition"] = dict(sp["partitions"][entry["partition"]])
         raw["algorithm"] = dict(entry["algorithm"])
-        raw["seeds"] = plan.seeds
-        raw["results_dir"] = plan.results_dir
-        raw["data_root"] = plan.data_root
         raw["name"] = f"protonorm-study/spiral/{key}"
-        raw = apply_overrides(plan.placement(raw), {**plan.settings.get("spiral_overrides", {}),
-                                                    "train.rounds": plan.settings["spiral_rounds"]})
+        raw = plan.place(raw, {**plan.settings.get("spiral_overrides", {}),
+                               "train.rounds": plan.settings["spiral_rounds"]})
         out[key] = validate(raw)
     return out
 
@@ -161,10 +158,7 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
     if t["fraction"] != 1:
         raw["dataset"]["fraction"] = t["fraction"]
     raw["train"]["rounds"] = rounds or t["rounds"]
-    raw["seeds"] = plan.seeds
-    raw["results_dir"] = plan.results_dir
-    raw["data_root"] = plan.data_root
-    raw = apply_overrides(plan.placement(raw), {**plan.settings.get("overrides", {}), **changes})
+    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
     where = "" if dataset == "fmnist" else f"{dataset}/"
     raw["name"] = name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
     return validate(raw)
