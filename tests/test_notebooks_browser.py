@@ -125,7 +125,8 @@ TAB = ".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current"  # the notebook's tab
 def open_clean(page, url: str, path: Path) -> None:
     """Open the notebook, wait for its kernel, assert nothing changed, save it, assert the bytes are the same."""
     before, mtime = path.read_bytes(), path.stat().st_mtime_ns
-    page.goto(f"{url}/lab/tree/{path.relative_to(ROOT)}")
+    # ?reset: a fresh workspace, not the tabs an earlier test left open (their notebooks would match the locators)
+    page.goto(f"{url}/lab/tree/{path.relative_to(ROOT)}?reset")
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
     page.wait_for_timeout(5000)  # the kernel's info (language_info) arrives after it is idle
     dirty = page.evaluate(f"() => document.querySelector(\"{TAB}\").classList.contains('jp-mod-dirty')")
@@ -180,4 +181,4 @@ def test_notebook_runs_in_jupyterlab(lab, browser, name):
         page.screenshot(path=str(shot), full_page=True)
         raise
     finally:
-        page.close()
+        page.close()   # its kernel runs on until the server stops at the end of the module
