@@ -26,7 +26,7 @@ test-notebooks:
 
 # every notebook opened in JupyterLab and run to the end in Chromium under smoke (about a minute each on 2 cores)
 test-browser: setup
-	FEDLIB_BROWSER_NOTEBOOKS=all $(PYTHON) -m pytest -q -m browser tests/test_notebooks_browser.py
+	FEDLIB_BROWSER_NOTEBOOKS=all $(PYTHON) -m pytest -q -m browser tests/papers/test_notebooks_browser.py
 
 bench: setup
 	$(PYTHON) -m fedlib.bench

@@ -27,7 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
+
 CHROMIUM = os.environ.get("FEDLIB_CHROMIUM", "/usr/bin/chromium")
 #: the README's command ("Study a paper interactively"); the test adds a free port, --no-browser and, as root,
 #: --allow-root

@@ -21,8 +21,8 @@ from fedlib import flower, store
 from fedlib.config import load_config, run_dir
 from fedlib.engine import message_size
 from fedlib.runner import load_rounds, load_state, run_one
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # the notebooks' smoke partition (params/fedmps/experiments.yaml), 6 clients, 3 rounds
 SMOKE = ["partition.shots=10", "partition.block=12", "partition.test_shots=5", "train.rounds=3"]
 METHODS = {"fedproto": ("params/fedproto_fmnist.yaml", []), "fedmps": ("params/fedmps_fmnist.yaml", []),

@@ -8,7 +8,7 @@ from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import load_dataset, load_fmnist, load_mnist, make_spiral
 from fedlib.plots import partition_heatmap
 from fedlib.validation import ConfigError
-from tests.conftest import label_blocks
+from tests.conftest import DATA, label_blocks
 
 
 def test_fmnist_is_full_and_normalised():
@@ -66,10 +66,10 @@ def test_stratified_subsample_keeps_every_class_and_is_recorded(tmp_path):
     assert sub.y_test.bincount().tolist() == [2, 2, 2, 2]  # round(2.5) = 2 per class
     assert torch.equal(subsample(ds, 0.25, seed=0).x_train, sub.x_train)
     assert "stratified 0.25 subsample" in sub.source and subsample(ds, 1.0) is ds
-    cfg = load_config(Path(__file__).parent / "data" / "spiral_fedproto.yaml", {"dataset.fraction": 0.1})
+    cfg = load_config(DATA / "spiral_fedproto.yaml", {"dataset.fraction": 0.1})
     data, _, _ = build(cfg, 1)
     assert data.dataset.record()["num_train"] == 3000 and "subsample" in data.dataset.record()["source"]
-    plain = load_config(Path(__file__).parent / "data" / "spiral_fedproto.yaml")
+    plain = load_config(DATA / "spiral_fedproto.yaml")
     assert run_id(cfg, 1) != run_id(plain, 1)
     with pytest.raises(ConfigError, match=r"dataset.fraction: got 0; allowed: a number in \(0, 1\]"):
-        load_config(Path(__file__).parent / "data" / "spiral_fedproto.yaml", {"dataset.fraction": 0})
+        load_config(DATA / "spiral_fedproto.yaml", {"dataset.fraction": 0})

@@ -16,9 +16,9 @@ from fedlib.config import load_config, run_id
 from fedlib.runner import load_rounds, load_state, run_one
 from fedlib.store import DamagedRunWarning
 from fedlib.validation import ConfigError
+from tests.conftest import DATA, ROOT
 
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
-ROOT = Path(__file__).resolve().parents[1]
+CFG = DATA / "spiral_fedproto.yaml"
 
 
 def scores(records):
@@ -213,9 +213,8 @@ def test_the_results_and_data_folders_are_ignored_as_links_too():
     # a checkout's results/ may be a symbolic link (a second work tree sharing the first's runs); a pattern that
     # matched only directories let `git add -A` commit the link, and checking that commit out replaced the other
     # tree's results folder (ignored files are expendable to git) with a link to itself
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
+    if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     for name in ("results", "data", "results/x/summary.json"):
-        rc = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "--no-index", name]).returncode
+        rc = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", name]).returncode
         assert rc == 0, f"{name} is not ignored by .gitignore"

@@ -13,7 +13,7 @@ from fedlib.algorithms.fedfa import anchor_loss, initial_anchors
 from fedlib.algorithms.fedpa import SERVER_DRAW, diversity_loss, label_weights
 from fedlib.engine import Simulator, message_size
 from tests.conftest import make_ctx
-from tests.test_gfpl import _setup
+from tests.algorithms.test_gfpl import _setup
 
 SMALL_GEN = {"hidden_dim": 16, "noise_dim": 4}  # a small generator keeps the FedPA tests fast
 

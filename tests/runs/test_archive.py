@@ -5,7 +5,6 @@ import gzip
 import json
 import shutil
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from fedlib.papers import catalog
 from fedlib.config import load_config
 from fedlib.runner import load_rounds, run_one
 from fedlib.store import DamagedRunWarning
+from tests.conftest import DATA
 
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+CFG = DATA / "spiral_fedproto.yaml"
 
 
 @pytest.fixture(scope="module")

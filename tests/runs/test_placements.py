@@ -2,7 +2,6 @@
 machine's results folder) answer the same config: the paper-table readers and the headless study
 commands read them where the table's own placement has no run, and say so."""
 
-from pathlib import Path
 
 import torch
 
@@ -12,8 +11,9 @@ from fedlib.algorithms import make_algorithm
 from fedlib.__main__ import main as fedlib_main
 from fedlib.config import load_config, run_id
 from fedlib.runner import cached_summary, load_rounds, run_one
+from tests.conftest import DATA
 
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+CFG = DATA / "spiral_fedproto.yaml"
 
 
 def _configs(tmp_path):

@@ -4,16 +4,15 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from fedlib.config import apply_overrides, load_config, run_id, validate
 from fedlib.runner import run_experiment
 from fedlib.validation import ConfigError
+from tests.conftest import DATA, ROOT
 
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
-ROOT = Path(__file__).resolve().parents[1]
+CFG = DATA / "spiral_fedproto.yaml"
 
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -7,7 +7,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from fedlib.config import load_config, run_dir, run_id
 from fedlib.papers import fedmps
 from fedlib.grid import run_many
 from fedlib.runner import RunsFailed, load_state, run_one
+from tests.conftest import DATA, ROOT
 
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+CFG = DATA / "spiral_fedproto.yaml"
 TIMING = ("seconds", "train_seconds", "eval_seconds")
 
 
@@ -219,9 +219,8 @@ def test_ctrl_c_stops_the_grid_and_keeps_every_finished_run(cluster, tmp_path):
     jobs = [(long[0], 1), (short, 1), (long[1], 2)]
     (tmp_path / "jobs.pkl").write_bytes(pickle.dumps(jobs))
     script = CTRL_C.format(address=cluster.get_runtime_context().gcs_address, jobs=str(tmp_path / "jobs.pkl"))
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     deadline = time.time() + 240
     while time.time() < deadline and not (store.verify_finished(run_dir(short, 1), 3) is not None and all(
             (run_dir(c, s) / store.CHECKPOINT).exists() for c, s in (jobs[0], jobs[2]))):

@@ -4,7 +4,6 @@ for bit and the batched executor agrees with the sequential one."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,9 +11,9 @@ import torch
 from fedlib.config import load_config, run_id
 from fedlib.runner import load_rounds, run_one
 from fedlib.validation import ConfigError
+from tests.conftest import DATA, ROOT
 
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
-ROOT = Path(__file__).resolve().parents[1]
+CFG = DATA / "spiral_fedproto.yaml"
 CUDA = torch.cuda.is_available()
 
 

@@ -1,7 +1,6 @@
 """Parallel runs, run states and the FedMPS study's bookkeeping (no Fashion-MNIST training)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +12,9 @@ from fedlib.config import load_config, run_id
 from fedlib.runner import CUDA_WORKERS, RunState, default_workers, load_state, run_many, run_one
 from fedlib import papers, results
 from fedlib.papers import fedmps as S
-from tests.conftest import tiny_image_dataset
+from tests.conftest import DATA, tiny_image_dataset
 
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+CFG = DATA / "spiral_fedproto.yaml"
 
 
 def strip(summary):

@@ -6,7 +6,7 @@ import torch
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Round
 from fedlib.engine import Simulator
-from tests.test_gfpl import _setup
+from tests.algorithms.test_gfpl import _setup
 
 
 def _round(algo, ctx, data, clients, server, r=1):

@@ -25,9 +25,9 @@ from fedlib.papers import fedic, fedmps, gfpl, mpfedcl, privacy, protonorm
 from fedlib.runner import run_one
 from fedlib.store import DamagedRunWarning
 from fedlib.validation import BOOL, Interval
+from tests.conftest import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-CFG = Path(__file__).parent / "data" / "spiral_fedproto.yaml"
+CFG = DATA / "spiral_fedproto.yaml"
 STUDIES = (fedic, fedmps, gfpl, mpfedcl, privacy, protonorm)
 
 

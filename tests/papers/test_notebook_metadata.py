@@ -1,13 +1,13 @@
 """Opening a notebook in JupyterLab must not change it: its stored kernelspec and ``language_info`` are what
 JupyterLab writes once the ``python3`` kernel has started (the kernel's own kernel_info reply). The browser
-test (tests/test_notebooks_browser.py) checks the same in Chromium; this one asks the kernel directly."""
+test (tests/papers/test_notebooks_browser.py) checks the same in Chromium; this one asks the kernel directly."""
 
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
+
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 

@@ -14,7 +14,7 @@ from fedlib.algorithms.fedic import cosine_clusters
 from fedlib.algorithms.fedpac import feature_statistics, head_qp_matrix, simplex_qp
 from fedlib.engine import Simulator
 from fedlib.models import count_parameters
-from tests.test_gfpl import _setup
+from tests.algorithms.test_gfpl import _setup
 
 CTX = types.SimpleNamespace(num_clients=4, num_classes=2)
 

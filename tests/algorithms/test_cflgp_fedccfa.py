@@ -15,7 +15,7 @@ from fedlib.algorithms.fedccfa import alignment, cluster_classifiers, entropy_we
 from fedlib.engine import Simulator
 from fedlib.models import build_model
 from tests.conftest import make_ctx
-from tests.test_gfpl import _setup
+from tests.algorithms.test_gfpl import _setup
 
 
 def _strip(records):

@@ -11,7 +11,7 @@ from fedlib.algorithms.fedmps import FedMPS
 from fedlib.engine import Simulator
 from fedlib.losses import kl_loss, supcon_with_prototypes
 from tests.conftest import R, make_ctx
-from tests.test_algorithms import _cifar_shaped, tiny_run
+from tests.algorithms.test_algorithms import _cifar_shaped, tiny_run
 
 
 def soft_label_kl(logits, target_probs, tau):

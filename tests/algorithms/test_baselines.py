@@ -16,7 +16,7 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition
 from fedlib.engine import Simulator, message_size
 from tests.conftest import R, make_ctx, tiny_image_dataset
-from tests.test_algorithms import _cifar_shaped, strip_time, tiny_run
+from tests.algorithms.test_algorithms import _cifar_shaped, strip_time, tiny_run
 
 
 def kd_divergence(s, t, T, scale):

@@ -10,7 +10,7 @@ from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.protonorm import batch_distance_loss
 from fedlib.prototypes import thomson_align
 from tests.conftest import R, make_ctx
-from tests.test_algorithms import tiny_run
+from tests.algorithms.test_algorithms import tiny_run
 
 
 def pairwise(x):

@@ -12,8 +12,8 @@ from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Round, load_model_message, model_message, weights
 from fedlib.algorithms.ifca import seeded_model
 from fedlib.engine import Simulator
-from tests.test_algorithms import strip_time
-from tests.test_gfpl import _setup
+from tests.algorithms.test_algorithms import strip_time
+from tests.algorithms.test_gfpl import _setup
 
 
 def _train(ctx, data, epochs=3):

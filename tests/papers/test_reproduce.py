@@ -5,15 +5,15 @@ import io
 import json
 import types
 import re
-from pathlib import Path
 
 import pytest
 
 from fedlib.__main__ import main
 from fedlib.reproduce import Outcome, assemble, reproduce, select_notebooks
 from fedlib.validation import ConfigError
+from tests.conftest import DATA, ROOT
 
-NOTEBOOKS = Path(__file__).parent / "data" / "notebooks"
+NOTEBOOKS = DATA / "notebooks"
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_root_outside_the_checkout_runs_the_studies(smoke_run):
     out = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
     assert "cwd is the root: True" in out
     assert "study configs: 3 2" in out  # smoke: Table III's 3 methods; Table 1's 2 methods x 1 partition
-    assert not str(root).startswith(str(Path(__file__).resolve().parents[1]))
+    assert not str(root).startswith(str(ROOT))
 
 
 def test_select_notebooks_sorted_and_filtered(tmp_path):
@@ -126,7 +126,7 @@ def test_assemble_states_each_sections_profile_and_the_verdict_summary(tmp_path)
     assert ("| Paper B | paper | 1 | 0 | 0 | 0 | 0 | paper | an earlier one: re-render |") in text
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb")),
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")),
                          ids=lambda p: p.name)
 def test_stored_nbval_outputs_are_marked_run(path):
     """nbval compares a stored output only on a cell with an execution count; a stored output without
