@@ -69,6 +69,7 @@ def test_moon_mu_zero_equals_weighted_fedavg():
     assert strip_time(rec_m) == strip_time(rec_a)
 
 
+@pytest.mark.slow
 def test_moon_first_round_is_fedavg_then_contrastive_term_acts():
     sim_m, rec_m = tiny_run("moon", mu=1.0, rounds=2)
     sim_a, rec_a = tiny_run("fedavg", weighted=True, rounds=2)
@@ -78,6 +79,7 @@ def test_moon_first_round_is_fedavg_then_contrastive_term_acts():
     assert not server_weights_close(sim_m.server["weights"], sim_a.server["weights"], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_moon_previous_global_reproduces_code_zero_gradient():
     # FedMPS code: the "previous" model equals the global model -> the term is mu*log 2 with no gradient
     sim_g, rec_g = tiny_run("moon", mu=1.0, previous="global", rounds=3)
@@ -87,6 +89,7 @@ def test_moon_previous_global_reproduces_code_zero_gradient():
     assert rec_g[1]["train_loss"] == pytest.approx(rec_a[1]["train_loss"] + math.log(2), abs=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("buffer_size", [1, 2])
 def test_moon_previous_local_buffer_holds_last_trained_models(buffer_size):
     algo = make_algorithm({"name": "moon", "buffer_size": buffer_size})
@@ -155,6 +158,7 @@ def test_kd_divergence_by_hand():
     assert kd_divergence(s, t, T, 0.25).item() == pytest.approx(0.25 * kl, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_fedgkd_teacher_is_mean_of_last_five_global_models():
     ds = tiny_image_dataset()
     part = label_partition("pathological", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=4,
@@ -175,6 +179,7 @@ def test_fedgkd_teacher_is_mean_of_last_five_global_models():
         assert torch.equal(msg[k], averages[-1][k])
 
 
+@pytest.mark.slow
 def test_fedgkd_downlink_is_twice_the_model_after_round_one():
     sim, recs = tiny_run("fedgkd", rounds=2)
     m = model_params(sim.ctx)
@@ -190,6 +195,7 @@ def test_fedgkd_without_distillation_equals_unweighted_fedavg():
     assert [r["train_loss"] for r in rec_g] == [r["train_loss"] for r in rec_a]
 
 
+@pytest.mark.slow
 def test_fedgkd_code_kd_scale_is_a_quarter():
     # with T = 1, the code's 0.25 factor and coefficient 0.4 equal no factor and coefficient 0.1
     sim_c, rec_c = tiny_run("fedgkd", code_kd_scale=True, kd_coefficient=0.4, rounds=2)
@@ -270,6 +276,7 @@ def test_fedproc_aggregation_by_hand_and_no_round_in_messages():
     assert msg["protos"].tolist() == [[2.0, 2.0], [0.0, 2.0]]  # plain mean over the clients holding the class
 
 
+@pytest.mark.slow
 def test_fedproc_first_round_is_weighted_fedavg_and_uplink_is_model_plus_protos():
     sim_p, rec_p = tiny_run("fedproc", rounds=2)
     sim_a, rec_a = tiny_run("fedavg", weighted=True, rounds=2)
@@ -282,6 +289,7 @@ def test_fedproc_first_round_is_weighted_fedavg_and_uplink_is_model_plus_protos(
     assert rec_p[1]["down_params"] == 4 * (m + 4 * d)  # model + all 4 global prototypes
 
 
+@pytest.mark.slow
 def test_fedproc_paper_contrast_option_trains():
     _, rec_s = tiny_run("fedproc", rounds=2)
     _, rec_p = tiny_run("fedproc", contrast="prototypes", rounds=2)
@@ -289,6 +297,7 @@ def test_fedproc_paper_contrast_option_trains():
     assert math.isfinite(rec_p[1]["train_loss"]) and rec_p[1]["train_loss"] != rec_s[1]["train_loss"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,direction,expected", [("fedgkd", "down_params", 2_480_240),
                                                       ("fedproc", "up_params", 1_247_200),
                                                       ("moon", "up_params", 1_240_120),

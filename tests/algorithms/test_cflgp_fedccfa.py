@@ -88,6 +88,7 @@ def test_cflgp_partitions_on_the_profile_and_averages_only_within_a_cluster():
     assert late.aggregate(ctx, new, _cflgp_uploads(flipped), Round(3, 6, 0))[1]["partitioned"] == 0
 
 
+@pytest.mark.slow
 def test_cflgp_probes_the_criterion_model():
     data, ctx = _setup()
     algo = make_algorithm({"name": "cflgp", "k": 2, "period": 2})
@@ -123,6 +124,7 @@ def test_cflgp_probes_the_criterion_model():
         assert all(up["g." + n].abs().sum() > 0 for n in keys)
 
 
+@pytest.mark.slow
 def test_cflgp_with_one_cluster_is_fedavg_with_a_plain_mean_and_runs_are_deterministic():
     data, ctx = _setup()
     sim_c = Simulator(make_algorithm({"name": "cflgp", "k": 1}), ctx, data, rounds=2, progress=False)
@@ -259,6 +261,7 @@ def test_alignment_and_adaptive_weight_by_hand():
     assert entropy_weight(torch.tensor([0, 1]), 4, 0.0, 0.7) == 0.7
 
 
+@pytest.mark.slow
 def test_fedccfa_weight_zero_is_the_method_without_alignment_and_runs_are_deterministic():
     data, ctx = _setup()
 

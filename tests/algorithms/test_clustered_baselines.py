@@ -33,6 +33,7 @@ def _loss(ctx, state, data):
         return F.cross_entropy(model(data.x)[0], data.y).item()
 
 
+@pytest.mark.slow
 def test_ifca_picks_the_cluster_whose_model_fits_the_client_best():
     data, ctx = _setup()
     fitted = _train(ctx, data.train[0])
@@ -71,6 +72,7 @@ def test_ifca_averages_within_each_cluster_and_keeps_an_unchosen_cluster():
     assert server["clusters"][0]["w.a"].tolist() == [100.0]             # the old state is not modified
 
 
+@pytest.mark.slow
 def test_ifca_starts_from_k_different_inits_and_sends_all_k_models():
     data, ctx = _setup()
     algo = make_algorithm({"name": "ifca", "k": 3})
@@ -88,6 +90,7 @@ def test_ifca_starts_from_k_different_inits_and_sends_all_k_models():
     assert recs[0]["up_params"] == 3 * size
 
 
+@pytest.mark.slow
 def test_ifca_with_one_cluster_is_fedavg():
     data, ctx = _setup()
     sim_i = Simulator(make_algorithm({"name": "ifca", "k": 1}), ctx, data, rounds=2, progress=False)
@@ -109,6 +112,7 @@ def _modules(ctx, msg, client, prefix):
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,schedule", [("ifca_cam", "alternate"), ("fesem_cam", "alternate"),
                                            ("ifca_cam", "joint")])
 def test_cam_predicts_with_the_global_plus_the_cluster_logits(name, schedule):
@@ -159,6 +163,7 @@ def test_ifca_cam_chooses_its_cluster_on_the_sum_of_the_two_parts():
     assert up["cluster"] == 0 and state["cluster"] == 0 and not any(k.startswith("g.") for k in up)
 
 
+@pytest.mark.slow
 def test_cam_alternates_cluster_and_global_rounds():
     data, ctx = _setup()
     algo = make_algorithm({"name": "ifca_cam", "k": 2})
@@ -231,6 +236,7 @@ def test_cam_cluster_parts_start_apart_for_ifca_and_common_for_fesem():
     assert all(torch.equal(to0[k], to2[k]) for k in to0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,hp", [("ifca", {"k": 2}), ("ifca_cam", {"schedule": "joint"}),
                                      ("fesem_cam", {"schedule": "joint"})])
 def test_runs_are_deterministic_and_learn(name, hp):

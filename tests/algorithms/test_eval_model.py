@@ -31,6 +31,7 @@ def _head_accuracy(sim, ctx, data, cid, state):
     return float((logits.argmax(1) == data.test[cid].y).float().mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fedavg", "fedprox", "mpfedcl"])
 def test_global_scores_the_average_and_local_each_clients_own_model(name):
     # Prepare / Execute: the same run scored both ways

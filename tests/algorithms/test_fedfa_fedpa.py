@@ -127,6 +127,7 @@ def test_fedfa_calibration_steps_replayed_by_hand():
         assert torch.equal(after["model"]["layer1.0.weight"], start["layer1.0.weight"])
 
 
+@pytest.mark.slow
 def test_fedfa_with_lam_zero_and_no_calibration_is_fedavg():
     runs = {}
     for spec in ({"name": "fedavg"}, {"name": "fedfa", "lam": 0.0, "calibration": "none"}):
@@ -198,6 +199,7 @@ def test_fedpa_aggregates_prototypes_by_class_count():
     assert msg["classes"].tolist() == [0, 2] and not any(k.startswith("g.") for k in msg)
 
 
+@pytest.mark.slow
 def test_fedpa_with_zero_weights_is_fedavg_and_round_one_trains_like_fedavg():
     runs = {}
     for spec in ({"name": "fedavg"}, {"name": "fedpa", "alpha": 0.0, "beta": 0.0}):
@@ -225,6 +227,7 @@ def test_fedpa_with_zero_weights_is_fedavg_and_round_one_trains_like_fedavg():
     assert message_size(up_b)[0] == message_size(up_a)[0] + len(held) * d
 
 
+@pytest.mark.slow
 def test_fedpa_generator_round_messages_and_determinism():
     data, ctx = _setup()
     algo = make_algorithm({"name": "fedpa", "server_steps": 5, **SMALL_GEN})

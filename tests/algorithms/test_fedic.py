@@ -145,6 +145,7 @@ def _run(spec, rounds=2, **kw):
     return Simulator(make_algorithm(spec), ctx, data, rounds=rounds, progress=False, **kw).run(), ctx
 
 
+@pytest.mark.slow
 def test_fedic_k1_all_received_equals_fedpac():
     a, _ = _run({"name": "fedic", "K": 1, "collab": "all", "stats": "received"})
     b, _ = _run({"name": "fedpac"})
@@ -152,6 +153,7 @@ def test_fedic_k1_all_received_equals_fedpac():
         assert ra["acc"] == rb["acc"] and ra["train_loss"] == rb["train_loss"]
 
 
+@pytest.mark.slow
 def test_fedic_is_deterministic_and_no_collaboration_keeps_own_heads():
     a, _ = _run({"name": "fedic"})
     b, _ = _run({"name": "fedic"})
@@ -180,6 +182,7 @@ def test_classwise_collaboration_leaves_rows_of_classes_not_held():
     assert server["beta"][1].sum() == pytest.approx(1.0, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_communication_counts():
     recs_ic, ctx = _run({"name": "fedic"}, rounds=1)
     recs_pac, _ = _run({"name": "fedpac"}, rounds=1)

@@ -126,6 +126,7 @@ def test_server_head_learns_the_prototypes_and_persists():
     assert again["head_loss_first_epoch"] < losses["head_loss_first_epoch"]
 
 
+@pytest.mark.slow
 def test_soft_label_weight_changes_the_local_update_once_soft_labels_exist():
     # Table VII's soft-label rows differ from the others only if mu > 0 moves the model: from the
     # same state and the same message (global prototypes and soft labels), mu = 1 and mu = 0 differ
@@ -163,6 +164,7 @@ def test_all_weights_zero_trains_like_fedproto_without_its_loss():
         assert [r["acc"][key] for r in rec_m] == [r["acc"][key] for r in rec_p]
 
 
+@pytest.mark.slow
 def test_first_round_is_cross_entropy_only_then_the_terms_switch_on():
     _, rec = tiny_run("fedmps", rounds=2)
     _, rec_ce = tiny_run("fedmps", rounds=2, alpha=0.0, beta=0.0, mu=0.0)
@@ -170,6 +172,7 @@ def test_first_round_is_cross_entropy_only_then_the_terms_switch_on():
     assert rec[1]["train_loss"] > rec_ce[1]["train_loss"]  # SupCon x 7.14 and the KL are positive
 
 
+@pytest.mark.slow
 def test_communication_counts_table_v_cifar_setting():
     # FedMPS Table V (CIFAR-10, n=3, N=20, CNNCifar): the uplink is 59 (client, class) pairs
     # x (400 + 120) = 30,680; the paper's 30,780 adds one 10 x 10 soft-label table.

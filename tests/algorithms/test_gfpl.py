@@ -141,6 +141,7 @@ def _setup(num_clients=3, classes_per_client=2):
     return FederatedData(ds, part), make_ctx(num_clients=num_clients, batch_size=4)
 
 
+@pytest.mark.slow
 def test_retraining_changes_only_g_and_the_projection():
     data, ctx = _setup()
     algo = make_algorithm({"name": "gfpl", "start": 1, "every": 1})
@@ -168,6 +169,7 @@ def test_retraining_changes_only_g_and_the_projection():
         make_algorithm({"name": "gfpl", "dcs": False, "retrain": "projection"})
 
 
+@pytest.mark.slow
 def test_communication_is_what_the_messages_hold():
     data, ctx = _setup()
     algo = make_algorithm({"name": "gfpl", "start": 2, "every": 2, "n_components": 2})
@@ -190,6 +192,7 @@ def test_communication_is_what_the_messages_hold():
     assert r0["down_params"] == expected * (2 * d + 1) and r0["server"]["merge_rate"] == 0.0
 
 
+@pytest.mark.slow
 def test_without_dcs_and_pfg_gfpl_is_local():
     data, ctx = _setup()
     off = make_algorithm({"name": "gfpl", "dcs": False, "pfg": False, "same_init": False})
@@ -204,6 +207,7 @@ def test_without_dcs_and_pfg_gfpl_is_local():
     assert full[0]["train_loss"] != a[0]["train_loss"]
 
 
+@pytest.mark.slow
 def test_same_init_gives_every_client_one_model():
     _, ctx = _setup()
     one = make_algorithm({"name": "gfpl"})
@@ -367,6 +371,7 @@ def test_bench_gfpl_suite_is_table1s_setting():
         assert (cfg["partition"]["ways"], cfg["partition"]["num_clients"], cfg["seeds"]) == (4, 20, [0])
 
 
+@pytest.mark.slow
 def test_headless_command_runs_table2_and_the_figures(tmp_path, monkeypatch, capsys):
     """``python -m fedlib.papers.gfpl --table 2|figs``: the ablation and the n / S_C sweeps headless."""
     from fedlib.papers import gfpl as G
@@ -388,6 +393,7 @@ def test_headless_command_runs_table2_and_the_figures(tmp_path, monkeypatch, cap
         G.main(["--profile", "smoke", "--table", "3"])
 
 
+@pytest.mark.slow
 def test_headless_table1_runs_one_w_bar_column_and_names_a_bad_one(tmp_path, monkeypatch, capsys):
     """``--ways 4`` runs Table 1's w-bar 4 column only (the long paper runs go column by column, so each
     finished column is a complete one); a w-bar outside the profile's is refused with the allowed values."""
@@ -454,6 +460,7 @@ def test_table1_a_diverged_seed_has_no_last_round_accuracy():
     assert "FedFA" not in claims[1].evidence  # nor does a diverged run count in the fewest-rounds claim
 
 
+@pytest.mark.slow
 def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, monkeypatch):
     from fedlib import archive
     from fedlib.papers import gfpl as G

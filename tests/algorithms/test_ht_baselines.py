@@ -196,6 +196,7 @@ def n_params(model):
     return sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_lgfedavg_ht0_sends_exactly_the_head(ht0):
     sim, recs = run(ht0, {"name": "lgfedavg"})
     head = 512 * 4 + 4
@@ -210,6 +211,7 @@ def test_lgfedavg_ht0_sends_exactly_the_head(ht0):
         assert all(torch.equal(mine[k], server[k]) for k in server)
 
 
+@pytest.mark.slow
 def test_feddistill_ht0_sends_class_logits_only(ht0):
     _, recs = run(ht0, {"name": "feddistill"})
     pairs = ht0[2]
@@ -217,6 +219,7 @@ def test_feddistill_ht0_sends_class_logits_only(ht0):
     assert recs[0]["down_params"] == 0 and recs[1]["down_params"] == 4 * 4 * 4
 
 
+@pytest.mark.slow
 def test_fml_ht0_shares_the_first_member_as_meme(ht0):
     sim, recs = run(ht0, {"name": "fml"})
     algo, ctx = sim.algo, sim.ctx
@@ -233,6 +236,7 @@ def test_fml_ht0_shares_the_first_member_as_meme(ht0):
         assert torch.allclose(sim.server["weights"]["meme." + name], mean, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_fedkd_ht0_counts_the_compressed_factors(ht0):
     # "matrix" keeps the run fast; the default "kernel" mode is checked by hand above
     spec = {"name": "fedkd", "schedule_rounds": 2, "svd_mode": "matrix"}

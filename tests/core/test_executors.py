@@ -44,6 +44,7 @@ def both(algo, ctx, data, rounds):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,hp", [("fedproto", {}), ("fedproto", {"drop_last": False}), ("fedmps", {}),
                                      ("fedmps", {"proto_pass": "eval"}),
                                      ("local", {}), ("fedavg", {}), ("fedprox", {"mu": 0.1}), ("moon", {}),
@@ -65,6 +66,7 @@ def test_batched_equals_sequential_after_one_update_and_three_rounds(name, hp):
     assert three["sequential"][0][-1]["up_params"] == three["batched"][0][-1]["up_params"]
 
 
+@pytest.mark.slow
 def test_heterogeneous_protonorm_groups_by_architecture():
     # ht0_lite: resnet4 (clients 0, 4: one group of two), FedAvgCNN, ShuffleNetV2 x0.5, MobileNetV2 x0.25
     algo, ctx, data = setup("protonorm", model="ht0_lite", shape=(1, 16, 16))
@@ -91,6 +93,7 @@ def test_heterogeneous_protonorm_groups_by_architecture():
         assert rel_diff(seq, bat) < 1e-5
 
 
+@pytest.mark.slow
 def test_chaotic_member_is_sensitive_to_rounding_in_sequential_training_too():
     # why the heterogeneous test above compares ShuffleNet step by step: the sequential loop itself
     # amplifies a 1e-7 relative perturbation of the weights to O(1) within a few steps
@@ -110,6 +113,7 @@ def test_chaotic_member_is_sensitive_to_rounding_in_sequential_training_too():
     assert max(float((a - b).detach().abs().max()) for a, b in zip(m.parameters(), m2.parameters(), strict=True)) > 0.1
 
 
+@pytest.mark.slow
 def test_methods_that_cannot_be_batched_run_sequentially_with_a_note(caplog):
     for name in ("fml", "fedproc", "feduv"):
         algo, ctx, data = setup(name)

@@ -12,7 +12,10 @@ from fedlib.models.hetero import HT0, HT0_LITE
 from tests.conftest import make_ctx, tiny_image_dataset
 
 
-@pytest.mark.parametrize("arch", HT0 + HT0_LITE)
+# the full-size torchvision members take 0.2-0.6 s each to build on 2 cores: the fast loop (`make test-fast`) builds
+# ResNet-8 and the lite family, `make test` every member
+@pytest.mark.parametrize("arch", [a if a in HT0_LITE or a == "resnet8" else pytest.param(a, marks=pytest.mark.slow)
+                                  for a in HT0 + HT0_LITE])
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32)])
 def test_every_member_gives_512_d_features_for_grey_and_colour_images(arch, shape):
     torch.manual_seed(0)
@@ -30,6 +33,7 @@ def test_resnet8_duplicates_its_256_channels_into_512():
     assert torch.equal(h[:, 0::2], h[:, 1::2])
 
 
+@pytest.mark.slow
 def test_family_assigns_architecture_i_mod_4():
     assert [member("ht0", c) for c in range(6)] == list(HT0) + list(HT0[:2])
     assert member("ht0", None) == "resnet8" and member("cnn_fmnist", 3) == "cnn_fmnist"
@@ -54,6 +58,7 @@ def test_fedavg_cnn_member_rejects_images_too_small_for_two_5x5_stages():
         build_model("fedavg_cnn_base", (1, 8, 8), 10)
 
 
+@pytest.mark.slow
 def test_heterogeneous_clients_share_only_prototypes():
     ds = tiny_image_dataset()
     part = label_partition("pathological", ds.y_train.numpy(), ds.y_test.numpy(), 4, num_clients=4,

@@ -24,6 +24,7 @@ def kernel_language_info():
         km.shutdown_kernel(now=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_a_notebook_stores_what_jupyterlab_writes_for_its_kernel(path, kernel_language_info):
     meta = json.loads(path.read_text())["metadata"]
@@ -31,6 +32,7 @@ def test_a_notebook_stores_what_jupyterlab_writes_for_its_kernel(path, kernel_la
     assert meta["language_info"] == kernel_language_info
 
 
+@pytest.mark.slow
 def test_the_generators_write_the_same_metadata():
     import sys
 

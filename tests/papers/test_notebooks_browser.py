@@ -24,7 +24,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from tests.conftest import ROOT
@@ -161,6 +160,8 @@ def run_all(page) -> list[dict]:
 
 @pytest.mark.parametrize("name", chosen())
 def test_notebook_runs_in_jupyterlab(lab, browser, name):
+    import nbformat  # here, not at the top: importing it costs seconds in every run that collects this file
+
     path = ROOT / "notebooks" / f"{name}.ipynb"
     nb = nbformat.read(path, as_version=4)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})

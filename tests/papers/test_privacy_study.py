@@ -46,6 +46,7 @@ def test_the_paper_profile_lists_every_registered_method(tmp_path):
     assert len(quick.seeds) == 1 and set(quick.table_methods()) < set(plan.table_methods())
 
 
+@pytest.mark.slow
 def test_bad_plan_values_give_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"^methods: got \['fedfoo'\]"):
         P.load_plan("smoke", results_dir=str(tmp_path), methods=["fedfoo"])
@@ -158,6 +159,7 @@ def test_a_defence_block_changes_the_run_id_and_nothing_else_does(tmp_path):
 
 # -- the smoke profile end to end --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_smoke_profile_end_to_end(tmp_path):
     from fedlib import claims, results
 
@@ -199,6 +201,7 @@ def test_the_smoke_profile_end_to_end(tmp_path):
     assert any(c.verdict == claims.INCONCLUSIVE and "MP-FedCL" in c.claim for c in led)
 
 
+@pytest.mark.slow
 def test_the_engine_aggregates_the_defended_uploads():
     # FedAvg, one round, two clients: with the update clipped to 1e-6 and no noise, the server's model stays where
     # it started; undefended it moves; with noise it moves by about sigma x clip per coordinate, not by the update

@@ -28,6 +28,7 @@ def smoke_run(tmp_path_factory):
     return code, root, out.getvalue()
 
 
+@pytest.mark.slow
 def test_failure_does_not_stop_the_batch(smoke_run):
     code, root, out = smoke_run
     assert code == 1
@@ -39,6 +40,7 @@ def test_failure_does_not_stop_the_batch(smoke_run):
     assert [(s["name"], s["status"]) for s in status] == [("bad", "FAILED"), ("good", "ok")]
 
 
+@pytest.mark.slow
 def test_report_has_both_sections_and_the_failure(smoke_run):
     _, root, _ = smoke_run
     assert not (root / "REPORT.md").exists()  # smoke writes to the scratch folder
@@ -53,6 +55,7 @@ def test_report_has_both_sections_and_the_failure(smoke_run):
     assert links and all(((root / "results" / "smoke") / link).is_file() for link in links)
 
 
+@pytest.mark.slow
 def test_profile_is_injected_and_smoke_output_is_scratch(smoke_run):
     _, root, _ = smoke_run
     nb = json.loads((root / "results" / "executed" / "smoke" / "good.ipynb").read_text())
@@ -65,6 +68,7 @@ def test_profile_is_injected_and_smoke_output_is_scratch(smoke_run):
     assert not (root / "figures").exists()
 
 
+@pytest.mark.slow
 def test_root_outside_the_checkout_runs_the_studies(smoke_run):
     # the fixture root is a temporary folder: the studies' params resolve from the checkout and their
     # runs are cached under the root (a plan built from a relative params path failed here before)

@@ -22,6 +22,7 @@ def strip(summary):
                                                           "seconds_per_round_median", "finished_utc")}
 
 
+@pytest.mark.slow
 def test_run_many_in_processes_equals_run_one_here_and_caches(tmp_path):
     a = load_config(CFG, {"results_dir": str(tmp_path / "a"), "train.rounds": 3})
     b = load_config(CFG, {"results_dir": str(tmp_path / "a"), "train.rounds": 3, "algorithm.lam": 0.5})
@@ -55,6 +56,7 @@ def test_runs_share_a_gpu_four_at_a_time_and_a_cpu_one_per_core(monkeypatch):
     assert default_workers([job(None, 2, 10)]) == 0 and default_workers([job("cuda", 2, 10)]) == 2
 
 
+@pytest.mark.slow
 def test_a_small_grid_in_this_process_gives_the_pools_numbers(tmp_path):
     grid = [{"algorithm.lam": 1.0}, {"algorithm.lam": 0.5}]
     here = [(load_config(CFG, {"results_dir": str(tmp_path / "here"), "train.rounds": 3, **g}), s)
@@ -70,6 +72,7 @@ def test_a_small_grid_in_this_process_gives_the_pools_numbers(tmp_path):
         run_many(here, workers=-1, progress=False)
 
 
+@pytest.mark.slow
 def test_the_same_run_in_two_processes_trains_once(tmp_path):
     # two workers asked for one run at the same time: the second waits on the run's lock and
     # then reads the first one's result, instead of training it again into the same log
@@ -81,6 +84,7 @@ def test_the_same_run_in_two_processes_trains_once(tmp_path):
     assert [json.loads(line)["round"] for line in log] == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_run_many_reports_failures_after_finishing_the_others(tmp_path):
     good = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
     # valid, but its data are not on this machine: the run raises in its worker
@@ -91,6 +95,7 @@ def test_run_many_reports_failures_after_finishing_the_others(tmp_path):
     assert (tmp_path / run_id(good, 1) / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_run_many_writes_runs_done_and_an_eta_for_a_watcher(tmp_path, monkeypatch):
     from fedlib.reproduce import progress_line
 
@@ -104,6 +109,7 @@ def test_run_many_writes_runs_done_and_an_eta_for_a_watcher(tmp_path, monkeypatc
     assert json.loads((tmp_path / "progress.json").read_text())["runs_done"] == 2
 
 
+@pytest.mark.slow
 def test_load_state_brings_back_the_final_models(tmp_path):
     cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
     summary = run_one(cfg, 1, progress=False)
@@ -221,6 +227,7 @@ def test_local_prototypes_by_class_groups_uploads():
     assert [(cid, p.tolist()) for cid, p in owners[5]] == [(0, [2.0]), (1, [4.0])]
 
 
+@pytest.mark.slow
 def test_cached_reads_finished_runs_only_and_counts_them(tmp_path):
     from fedlib import papers
 
@@ -372,6 +379,7 @@ def test_a_short_runs_diff_column_says_so():
     assert list(report.short_run(df, "paper").columns) == list(df.columns)
 
 
+@pytest.mark.slow
 def test_headless_command_runs_tables_6_and_7(tmp_path, monkeypatch, capsys):
     """``python -m fedlib.papers.fedmps --table VI|VII``: one table headless, first seed only."""
     monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))

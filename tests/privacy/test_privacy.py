@@ -112,6 +112,7 @@ def test_class_mean_images_by_hand_and_missing_class():
 
 # ----------------------------------------------------------------------------- attack
 
+@pytest.mark.slow
 def test_decoder_loss_decreases_on_learnable_mapping():
     x, _ = toy_images(256)
     r = train_inversion(identity_query, x, ("low",), steps=100, batch_size=32, lr=3e-3, seed=0, progress=False)
@@ -120,6 +121,7 @@ def test_decoder_loss_decreases_on_learnable_mapping():
     assert r.loss_curve[-20:].mean() < 0.1 * r.loss_curve[:20].mean()
 
 
+@pytest.mark.slow
 def test_same_seed_same_reconstructions_different_seed_differs():
     x, y = toy_images(128)
     protos = {lv: class_means(f, y, 4)[0] for lv, f in identity_query(x).items()}
@@ -135,6 +137,7 @@ def test_same_seed_same_reconstructions_different_seed_differs():
     assert not torch.equal(a, c)
 
 
+@pytest.mark.slow
 def test_attack_recovers_single_samples_and_class_means_far_better_than_noise():
     # Prepare: attacker's auxiliary data and a disjoint client, same distribution
     aux_x, _ = toy_images(512, seed=0)
@@ -198,6 +201,7 @@ def test_model_query_normalizes_only_the_named_levels():
     assert torch.equal(unit["low"], raw["low"])
 
 
+@pytest.mark.slow
 def test_prototype_attack_report_and_figure(tiny):
     # Prepare: a client's model, its uploaded two-level prototypes, disjoint auxiliary data
     model = build_model("cnn_fmnist", tiny.input_shape, tiny.num_classes)

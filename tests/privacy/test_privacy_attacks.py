@@ -65,6 +65,7 @@ def test_total_variation_by_hand():
     assert total_variation(x).tolist() == [3.0]
 
 
+@pytest.mark.slow
 def test_feature_inversion_recovers_images_from_their_own_features():
     # Prepare: a white-box extractor (injective: 96 features of 64 pixels) and two private images
     model, x = TinyNet(), images(2)
@@ -104,6 +105,7 @@ def test_idlg_infers_the_label_of_one_image(label):
     assert infer_label(g, "head.weight") == label  # sigmoid features are positive: the row sums decide
 
 
+@pytest.mark.slow
 def test_inverting_gradients_recovers_one_image_from_its_exact_gradient():
     # Prepare
     model, x, y = TinyNet(act=nn.Sigmoid), images(2), torch.tensor([2])
@@ -117,6 +119,7 @@ def test_inverting_gradients_recovers_one_image_from_its_exact_gradient():
     assert psnr(other.images, x[:1])[0] < 15
 
 
+@pytest.mark.slow
 def test_dlg_and_idlg_recover_one_image_with_lbfgs():
     model, x, y = TinyNet(act=nn.Sigmoid), images(1), torch.tensor([1])
     target = client_gradient(model, x, y)
@@ -128,6 +131,7 @@ def test_dlg_and_idlg_recover_one_image_with_lbfgs():
     assert psnr(other.images, x)[0] < 15
 
 
+@pytest.mark.slow
 def test_pseudo_gradient_of_several_local_steps_is_inverted():
     # Prepare: the client takes 3 SGD steps (lr 0.05) on one image from the broadcast weights
     model, x, y = TinyNet(act=nn.Sigmoid), images(1, seed=3), torch.tensor([3])
@@ -157,6 +161,7 @@ def test_pseudo_gradient_of_several_local_steps_is_inverted():
 
 # ----------------------------------------------------------------------------- active server
 
+@pytest.mark.slow
 def test_imprint_broadcast_reveals_every_image_of_a_fedavg_update():
     # Prepare: FedAvg on an MLP; the server crafts the broadcast from auxiliary images
     ctx = make_ctx(model="mlp_mnist", lr=0.05, momentum=0.0, batch_size=16)
@@ -226,6 +231,7 @@ def test_best_match_and_label_accuracy_by_hand():
 
 # ----------------------------------------------------------------------------- defence and accountant
 
+@pytest.mark.slow
 def test_accountant_matches_opacus_documented_values():
     # Opacus's own accountant test: sigma 1.5, q 0.04, 90 epochs (2,250 steps), delta 1e-5
     assert epsilon(1.5, 2250, 0.04, 1e-5) == pytest.approx(7.32911117143, abs=1e-6)
@@ -294,6 +300,7 @@ def test_what_server_holds_by_hand():
 
 # ----------------------------------------------------------------------------- the leakage table
 
+@pytest.mark.slow
 def test_attack_upload_and_leakage_table_from_what_the_server_holds():
     # Prepare: one image per class; a FedAvg round (one SGD step on image 0) and an MP-FedCL-style
     # upload (the model plus one prototype per class: each prototype is one image's feature)

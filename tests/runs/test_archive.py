@@ -30,6 +30,7 @@ def finished(tmp_path_factory):
     return cfg, fresh, root, summaries
 
 
+@pytest.mark.slow
 def test_a_fresh_clone_reads_the_archived_runs(finished):
     cfg, fresh, root, summaries = finished
     done, found = results.cached({"m": fresh}, [1, 2], archive_root=root)
@@ -42,6 +43,7 @@ def test_a_fresh_clone_reads_the_archived_runs(finished):
     assert "2 of 2 runs read from the run archive" in papers.made_by(done["m"])
 
 
+@pytest.mark.slow
 def test_the_results_folder_wins_and_is_not_labelled_archived(finished):
     cfg, _, root, _ = finished
     done, _ = results.cached({"m": cfg}, [1, 2], archive_root=root)
@@ -49,12 +51,14 @@ def test_the_results_folder_wins_and_is_not_labelled_archived(finished):
     assert "archive" not in papers.made_by(done["m"])
 
 
+@pytest.mark.slow
 def test_a_missing_seed_is_counted_not_served(finished):
     _, fresh, root, _ = finished
     done, found = results.cached({"m": fresh}, [1, 2, 3], archive_root=root)
     assert (done, found) == ({}, 2)
 
 
+@pytest.mark.slow
 def test_an_unfinished_run_is_not_archived(finished, tmp_path):
     cfg, _, _, _ = finished
     assert archive.add({**cfg, "train": {**cfg["train"], "rounds": 4}}, 1, tmp_path) is False
@@ -71,6 +75,7 @@ def _log(entry):
     return gzip.decompress((entry / archive.LOG_GZ).read_bytes()).decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage, name", [
     (lambda e: (e / archive.LOG_GZ).write_bytes(gzip.compress(_log(e).replace('"round": 3', '"round": 4').encode())),
      "rounds.jsonl.gz"),
@@ -92,6 +97,7 @@ def test_a_damaged_entry_is_named_and_not_served(finished, tmp_path, damage, nam
         assert results.rounds(fresh, 1, archive_root=dest) == []
 
 
+@pytest.mark.slow
 def test_an_entry_under_another_runs_id_is_not_served(finished, tmp_path):
     """Seed 2's record copied into seed 1's folder: the numbers of another run are refused."""
     _, fresh, root, _ = finished
@@ -103,6 +109,7 @@ def test_an_entry_under_another_runs_id_is_not_served(finished, tmp_path):
         assert archive.summary(fresh, 1, dest) is None
 
 
+@pytest.mark.slow
 def test_the_command_archives_and_checks(monkeypatch, finished, tmp_path, capsys):
     cfg, fresh, _, _ = finished
     monkeypatch.setattr(catalog, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2, 3])])

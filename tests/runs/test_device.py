@@ -36,6 +36,7 @@ def test_cuda_without_a_gpu_is_a_one_line_error():
         load_config(CFG, ["device=cuda"])
 
 
+@pytest.mark.slow
 def test_every_run_records_its_machine(tmp_path, monkeypatch):
     summary = run_one(load_config(CFG, [f"results_dir={tmp_path}", "train.rounds=1", "device=cpu"]), 1,
                       progress=False)
@@ -55,6 +56,7 @@ def test_every_run_records_its_machine(tmp_path, monkeypatch):
     assert len(summary["finished_utc"]) == len("2026-01-01 00:00")
 
 
+@pytest.mark.slow
 def test_headless_run_needs_no_notebook_packages(tmp_path):
     # a GPU machine has torch but none of papermill, nbval, umap-learn, mlxtend: hide them
     blocked = tmp_path / "blocked"

@@ -52,6 +52,7 @@ def test_data_dependent_errors_are_raised_before_training(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing half-written
 
 
+@pytest.mark.slow
 def test_cli_reports_bad_config_without_traceback():
     out = cli("run", str(CFG), "partition={scheme: nway_kshot, ways: 12}")
     assert out.returncode == 2
@@ -70,6 +71,7 @@ def test_run_id_ignores_paths_and_name_but_not_hyperparameters():
     assert run_id(base, 1) == run_id(load_config(CFG, ["train.momentum=0.5", "algorithm.weighted=false"]), 1)
 
 
+@pytest.mark.slow
 def test_finished_run_is_a_cache_hit(tmp_path):
     cfg = load_config(CFG, [f"results_dir={tmp_path}", "train.rounds=2"])
     first = run_experiment(cfg, progress=False)[0]
@@ -87,6 +89,7 @@ def _accuracies(folder):
     return [(r["round"], r["acc"], r["clients"], r["up_params"]) for r in recs]
 
 
+@pytest.mark.slow
 def test_kill_mid_round_then_resume_gives_uninterrupted_numbers(tmp_path):
     # Prepare: an uninterrupted reference run
     ref_dir, kill_dir = tmp_path / "ref", tmp_path / "killed"
@@ -115,6 +118,7 @@ def test_kill_mid_round_then_resume_gives_uninterrupted_numbers(tmp_path):
     assert _accuracies(folder) == _accuracies(ref_dir / folder.name)
 
 
+@pytest.mark.slow
 def test_sigint_stops_cleanly_then_resume_gives_uninterrupted_numbers(tmp_path):
     # 15 rounds: the interrupted run cannot finish before the signal arrives, even on a loaded machine
     ref_dir, int_dir = tmp_path / "ref", tmp_path / "interrupted"
@@ -136,6 +140,7 @@ def test_sigint_stops_cleanly_then_resume_gives_uninterrupted_numbers(tmp_path):
     assert _accuracies(folder) == _accuracies(ref_dir / folder.name)
 
 
+@pytest.mark.slow
 def test_a_swallowed_interrupt_still_stops_the_run_after_the_round(tmp_path):
     """The SIGINT handler sets engine.STOP; if its KeyboardInterrupt is lost (raised in a finaliser),
     the round loop stops at the end of the round in progress, and the run resumes from there."""
@@ -153,6 +158,7 @@ def test_a_swallowed_interrupt_still_stops_the_run_after_the_round(tmp_path):
     assert run_experiment(cfg, progress=False)[0]["rounds"] == 2
 
 
+@pytest.mark.slow
 def test_cli_summary_is_one_screen(tmp_path):
     out = cli("run", str(CFG), f"results_dir={tmp_path}", "train.rounds=2", "--no-progress")
     assert out.returncode == 0, out.stderr

@@ -58,6 +58,7 @@ def test_messages_cross_as_records_unchanged_and_counted_alike():
         flower.decode(content)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_in_process_nodes_give_the_simulators_numbers(method, tmp_path):
     """A run on Flower nodes (an in-process Grid calling the ClientApp) logs the simulated run's per-round
@@ -80,6 +81,7 @@ def test_in_process_nodes_give_the_simulators_numbers(method, tmp_path):
         assert all(torch.equal(ma[k], mb[k]) for k in ma)
 
 
+@pytest.mark.slow
 def test_node_config_and_partition_errors_name_the_field(tmp_path):
     cfg = config("fedproto", tmp_path, clients=3)
     grid = flower.InProcessGrid(flower.client_app, 2)  # two nodes, three clients
@@ -175,6 +177,7 @@ def tails(logs: list[Path]) -> str:
     return "\n".join(f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:]) for p in logs)
 
 
+@pytest.mark.slow
 def test_deployed_fedmps_on_localhost_matches_the_simulator_and_reads_like_it(tmp_path):
     """FedMPS on a SuperLink and two SuperNodes started here (``flwr run``): its run folder holds the simulated
     run's numbers and the FedMPS study's readers read it like a simulated one."""

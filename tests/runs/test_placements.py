@@ -3,6 +3,7 @@ machine's results folder) answer the same config: the paper-table readers and th
 commands read them where the table's own placement has no run, and say so."""
 
 
+import pytest
 import torch
 
 from fedlib import archive, papers, results, store
@@ -36,6 +37,7 @@ def test_placements_list_the_own_first_then_every_other_once(tmp_path):
     assert len({run_id(c, 1) for c in results.placements(cfg)}) == 4   # four different runs
 
 
+@pytest.mark.slow
 def test_a_run_on_another_placement_is_read_where_the_own_is_missing(tmp_path, capsys):
     cfg, other = _configs(tmp_path)
     assert results.find(cfg, 1) == (None, None) and results.rounds(cfg, 1) == []
@@ -57,6 +59,7 @@ def test_a_run_on_another_placement_is_read_where_the_own_is_missing(tmp_path, c
     assert "batched" not in papers.made_by(results.cached({"m": cfg}, [1])[0]["m"])
 
 
+@pytest.mark.slow
 def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsys):
     cfg, other = _configs(tmp_path)
     made = run_one(other, 1, progress=False)
@@ -73,6 +76,7 @@ def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsy
     assert results.rounds(fresh, 1, root) == archive.rounds(other, 1, root) == load_rounds(other, 1)
 
 
+@pytest.mark.slow
 def test_a_batched_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(tmp_path):
     # long batched CPU runs (GFPL's Fashion-MNIST paper runs) are resumed across sessions
     full = load_config(CFG, {"results_dir": str(tmp_path / "full"), "train.rounds": 3, "executor": "batched"})
@@ -89,6 +93,7 @@ def test_a_batched_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(
     assert resumed["rounds"] == 3 and resumed["metrics"] == ref["metrics"]
 
 
+@pytest.mark.slow
 def test_a_method_the_batched_executor_cannot_batch_is_recorded_as_trained_sequentially(tmp_path):
     cfg, other = _configs(tmp_path)
     proc = {**other, "algorithm": {"name": "fedproc"}}
@@ -100,6 +105,7 @@ def test_a_method_the_batched_executor_cannot_batch_is_recorded_as_trained_seque
     assert run_one(other, 1, progress=False)["executor"] == "batched"
 
 
+@pytest.mark.slow
 def test_the_headless_commands_read_archived_runs_and_train_them_again_on_request(tmp_path, monkeypatch, capsys):
     # a paper-profile job on a fresh clone goes on where the committed archive ends
     cfg, other = _configs(tmp_path)

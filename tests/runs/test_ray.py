@@ -60,6 +60,7 @@ def local_grid(tmp_path_factory):
     return jobs
 
 
+@pytest.mark.slow
 def test_a_grid_on_ray_gives_the_local_pools_numbers_round_by_round(cluster, local_grid, tmp_path, monkeypatch,
                                                                      capsys):
     monkeypatch.setenv("FEDLIB_BACKEND", "ray")  # how a notebook or `reproduce` picks the backend
@@ -76,6 +77,7 @@ def test_a_grid_on_ray_gives_the_local_pools_numbers_round_by_round(cluster, loc
     assert all(s["cache_hit"] for s in run_many(jobs, progress=False))
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_retried_and_resumes_to_the_uninterrupted_numbers(cluster, tmp_path):
     cfg = spiral(tmp_path / "ray", **{"train.rounds": 12})
     folder = run_dir(cfg, 1)
@@ -95,6 +97,7 @@ def test_a_killed_worker_is_retried_and_resumes_to_the_uninterrupted_numbers(clu
     assert numbers(cfg, 1) == numbers(uninterrupted, 1) and len(numbers(cfg, 1)) == 12
 
 
+@pytest.mark.slow
 def test_a_raising_run_is_reported_with_its_config_while_the_others_finish(cluster, tmp_path):
     good = spiral(tmp_path)
     bad = spiral(tmp_path, **{"dataset.name": "digit5"})   # valid, but its data are not here: the run raises
@@ -106,6 +109,7 @@ def test_a_raising_run_is_reported_with_its_config_while_the_others_finish(clust
     assert store.verify_finished(run_dir(good, 1), 3) is not None
 
 
+@pytest.mark.slow
 def test_returned_files_are_written_through_the_store(cluster, local_grid, tmp_path, capsys):
     jobs = grid(tmp_path)[:2]
     got = ray_backend.run_many(jobs, progress=False, results="returned")
@@ -126,6 +130,7 @@ def test_returned_files_are_written_through_the_store(cluster, local_grid, tmp_p
     assert state.round == 3 and numbers(*jobs[0]) == numbers(*local_grid[0])
 
 
+@pytest.mark.slow
 def test_returned_files_that_disagree_are_not_written(tmp_path):
     cfg = spiral(tmp_path / "a")
     run_one(cfg, 1, progress=False)
@@ -136,6 +141,7 @@ def test_returned_files_that_disagree_are_not_written(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_probing_the_results_folder_on_every_node(cluster, tmp_path):
     nodes = [n for n in cluster.nodes() if n["Alive"]]
     assert ray_backend._nodes_not_seeing(cluster, nodes, [str(tmp_path)]) == []
@@ -206,6 +212,7 @@ run_many(pickle.loads(open({jobs!r}, "rb").read()), progress=False, backend="ray
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_grid_and_keeps_every_finished_run(cluster, tmp_path):
     """A grid driven from another process (connected to this test's Ray instance) gets SIGINT, as from a
     terminal, once its short run has finished and both long runs have a checkpoint: the running tasks are

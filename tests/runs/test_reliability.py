@@ -72,6 +72,7 @@ def _set_last(value):
     return change
 
 
+@pytest.mark.slow
 def test_an_edited_results_summary_is_reported_in_one_line_and_recomputed(finished):
     cfg, made, _ = finished
     path = store.Path(cfg["results_dir"]) / made["run_id"] / store.SUMMARY
@@ -84,6 +85,7 @@ def test_an_edited_results_summary_is_reported_in_one_line_and_recomputed(finish
     assert run_one(cfg, 1, progress=False)["cache_hit"] is True
 
 
+@pytest.mark.slow
 def test_a_summary_without_a_hash_is_checked_against_its_log(finished):
     """Summaries written before the hash existed: served when their numbers are the log's, else recomputed."""
     cfg, made, _ = finished
@@ -98,6 +100,7 @@ def test_a_summary_without_a_hash_is_checked_against_its_log(finished):
     assert store.SUMMARY_HASH in json.loads(path.read_text())["integrity"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, why", [
     (lambda r: r["metrics"]["acc_proto"].update(best=0.9999), "was changed after it was written"),
     (lambda r: r["machine"].update(cpu="elsewhere"), "was changed after it was written"),
@@ -116,6 +119,7 @@ def test_an_edited_archive_entry_is_refused(finished, tmp_path, change, why):
     assert results.cached({"m": fresh}, [1], archive_root=dest) == ({}, 0)
 
 
+@pytest.mark.slow
 def test_archive_check_exits_1_when_an_entry_fails(tmp_path, capsys):
     """A copy of one committed entry of FedMPS Table VII, its ``best`` changed, fails ``--check``."""
     plan = fedmps.load_plan("paper")
@@ -131,6 +135,7 @@ def test_archive_check_exits_1_when_an_entry_fails(tmp_path, capsys):
     assert "archive check: 1 entry failed" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_committed_archive_entries_carry_their_hash_and_their_logs_numbers():
     from fedlib.metrics import run_numbers
 
@@ -152,6 +157,7 @@ def test_a_damaged_run_warning_prints_as_one_line(tmp_path):
     assert warnings.formatwarning("m", UserWarning, "f.py", 1, "x").startswith("f.py:1: UserWarning: m")
 
 
+@pytest.mark.slow
 def test_the_run_command_prints_a_damaged_summary_as_one_line(finished):
     cfg, made, _ = finished
     _edit(Path(cfg["results_dir"]) / made["run_id"] / store.SUMMARY, _set_last(0.1))
@@ -183,6 +189,7 @@ sys.exit(papers.command(grid)() if {command} else grid())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, command", [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, True)])
 def test_an_interrupt_stops_a_grid_within_seconds(tmp_path, sig, command):
     """A grid of three long runs on one worker, interrupted in its first run: back within 10 s, the queued
@@ -274,7 +281,10 @@ def _bad_values(rule):
     return values
 
 
-CASES = [pytest.param(section, owner, field, value, id=f"{section}-{owner}-{field}-{kind}")
+# the fast loop (`make test-fast`) runs the train and model fields' cases; the algorithm and partition fields'
+# (nine in ten) are marked slow, and the contract suite checks every algorithm's rules there through make_algorithm
+CASES = [pytest.param(section, owner, field, value, id=f"{section}-{owner}-{field}-{kind}",
+                      marks=pytest.mark.slow if section in ("algorithm", "partition") else ())
          for section, owner, field, rule in _numeric_fields() for kind, value in _bad_values(rule)]
 
 

@@ -73,6 +73,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(DAMAGE))
 def test_damaged_run_folder_is_named_and_recomputed_to_the_same_numbers(reference, tmp_path, case):
     # Prepare
@@ -94,6 +95,7 @@ def test_damaged_run_folder_is_named_and_recomputed_to_the_same_numbers(referenc
         assert run_one(cfg, 1, progress=False)["cache_hit"]
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_silently_from_its_checkpoint(reference, tmp_path):
     # a kill between writing round 3's log and its checkpoint: round 3 is logged, the checkpoint holds round 2
     cfg, summary, ref_folder = reference
@@ -112,6 +114,7 @@ def test_interrupted_run_resumes_silently_from_its_checkpoint(reference, tmp_pat
     assert resumed["metrics"] == summary["metrics"]
 
 
+@pytest.mark.slow
 def test_load_state_checks_a_finished_run_first(reference, tmp_path):
     cfg, _, _ = reference
     cfg, folder = damaged(reference, tmp_path, lambda f: cut(f / "checkpoint.pt", -200))
@@ -120,6 +123,7 @@ def test_load_state_checks_a_finished_run_first(reference, tmp_path):
     assert state.round == 3
 
 
+@pytest.mark.slow
 def test_run_folder_config_reruns_exactly_that_run(reference, capsys):
     cfg, summary, folder = reference
     again = load_config(folder / "config.yaml")
@@ -127,6 +131,7 @@ def test_run_folder_config_reruns_exactly_that_run(reference, capsys):
     assert run_one(again, 1, progress=False)["cache_hit"]
 
 
+@pytest.mark.slow
 def test_divergence_is_a_result(tmp_path):
     cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 4, "train.lr": 1e6})
     summary = run_one(cfg, 1, progress=False)
@@ -188,6 +193,7 @@ def test_infeasible_runs_fail_before_anything_is_written(tmp_path, overrides, me
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_fit_the_data_fails_before_anything_is_written(tmp_path):
     cfg = load_config(ROOT / "params" / "fedproto_fmnist.yaml", [f"results_dir={tmp_path / 'r'}", "model=mlp_spiral"])
     with pytest.raises(ConfigError, match=r"a model for fmnist inputs of shape \(1, 28, 28\) \(mlp_spiral failed on "
@@ -196,6 +202,7 @@ def test_a_model_that_does_not_fit_the_data_fails_before_anything_is_written(tmp
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line_with_exit_code_2(tmp_path):
     out = subprocess.run([sys.executable, "-m", "fedlib", "run", str(CFG), "seeds=[1,2", f"results_dir={tmp_path}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
