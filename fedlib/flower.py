@@ -21,7 +21,7 @@ kept), plain numbers in a ``ConfigRecord`` (ints stay ints; floats are Python fl
 in the simulator), the key order in a ``ConfigRecord`` beside them. Every message's size is counted
 from its records (array elements times item size, 8 bytes per number) and checked against
 :func:`fedlib.engine.message_size` of the message it decodes to, so the round log's bytes are what
-crossed the network. Numbers are the simulator's bit for bit on a CPU (``tests/test_flower.py``):
+crossed the network. Numbers are the simulator's bit for bit on a CPU (``tests/runs/test_flower.py``):
 same derived seeds, same client order in aggregation, one torch thread on every party.
 Differences, all outside the numbers: a deployed run does not resume (a killed run starts again
 from round 1), evaluation traffic is not counted (nor is it in the simulator), the ``*_seconds``

@@ -2,7 +2,8 @@
 cells as ``notebooks/<name>.ipynb``, the cell that starts with ``import os`` + ``profile`` tagged ``parameters``
 (papermill injects the profile there). The notebook metadata is what JupyterLab writes for the ``python3`` kernel
 once it has started (its kernelspec and the kernel's own ``language_info``, Python's version included), so opening
-and saving a notebook leaves it byte-identical (tests/test_notebooks_browser.py, tests/test_notebook_metadata.py)."""
+and saving a notebook leaves it byte-identical (tests/papers/test_notebooks_browser.py,
+tests/papers/test_notebook_metadata.py)."""
 
 import platform
 from pathlib import Path

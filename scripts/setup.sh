@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements.txt
-# Ray: optional for users (--backend ray), needed by tests/test_ray.py
+# Ray: optional for users (--backend ray), needed by tests/runs/test_ray.py
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements-ray.txt
 # Flower (fedlib/flower.py and its tests): its own file, see the note there on Ray
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r requirements-flower.txt
@@ -44,7 +44,7 @@ if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] \
   apt_install Fashion-MNIST dataset-fashion-mnist "or put its IDX files in ${FEDLIB_DATA:-data}/fashion-mnist/"
 fi
 
-# the browser test (tests/test_notebooks_browser.py) drives this Chromium through Playwright; no browser download
+# the browser test (tests/papers/test_notebooks_browser.py) drives this Chromium through Playwright; no browser download
 if [ ! -x "${FEDLIB_CHROMIUM:-/usr/bin/chromium}" ]; then
   apt_install Chromium chromium
 fi

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from fedlib.algorithms.base import Context, Round, TrainSettings
 from fedlib.data.sources import Dataset
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
+DATA = ROOT / "tests" / "data"  # the tests' own inputs (a config, two small notebooks)
 
 # Tiny models gain nothing from intra-op threads, and spinning OpenMP workers slow everything
 # down badly when another process shares the two cores.

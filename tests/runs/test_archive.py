@@ -1,0 +1,124 @@
+"""The run archive: a fresh clone (no results folder) reads the same finished runs the committed report
+quotes, and a damaged or misplaced entry is never served."""
+
+import gzip
+import json
+import shutil
+import warnings
+
+import pytest
+
+from fedlib import archive, papers, results
+from fedlib.papers import catalog
+from fedlib.config import load_config
+from fedlib.runner import load_rounds, run_one
+from fedlib.store import DamagedRunWarning
+from tests.conftest import DATA
+
+CFG = DATA / "spiral_fedproto.yaml"
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """Two seeds of a 3-round run, archived; then a config pointing at an empty results folder
+    (what a fresh clone has)."""
+    cfg = load_config(CFG, {"results_dir": str(tmp_path_factory.mktemp("results")), "train.rounds": 3})
+    root = tmp_path_factory.mktemp("archive")
+    summaries = [run_one(cfg, s, progress=False) for s in (1, 2)]
+    assert [archive.add(cfg, s, root) for s in (1, 2)] == [True, True]
+    fresh = {**cfg, "results_dir": str(tmp_path_factory.mktemp("fresh"))}
+    return cfg, fresh, root, summaries
+
+
+@pytest.mark.slow
+def test_a_fresh_clone_reads_the_archived_runs(finished):
+    cfg, fresh, root, summaries = finished
+    done, found = results.cached({"m": fresh}, [1, 2], archive_root=root)
+    assert found == 2 and list(done) == ["m"]
+    for got, want in zip(done["m"], summaries, strict=True):
+        assert got["archived"] is True
+        assert got["metrics"] == want["metrics"] and got["run_id"] == want["run_id"]
+    assert results.rounds(fresh, 1, archive_root=root) == load_rounds(cfg, 1)
+    assert len(results.rounds(fresh, 1, archive_root=root)) == 3
+    assert "2 of 2 runs read from the run archive" in papers.made_by(done["m"])
+
+
+@pytest.mark.slow
+def test_the_results_folder_wins_and_is_not_labelled_archived(finished):
+    cfg, _, root, _ = finished
+    done, _ = results.cached({"m": cfg}, [1, 2], archive_root=root)
+    assert not any(s.get("archived") for s in done["m"])
+    assert "archive" not in papers.made_by(done["m"])
+
+
+@pytest.mark.slow
+def test_a_missing_seed_is_counted_not_served(finished):
+    _, fresh, root, _ = finished
+    done, found = results.cached({"m": fresh}, [1, 2, 3], archive_root=root)
+    assert (done, found) == ({}, 2)
+
+
+@pytest.mark.slow
+def test_an_unfinished_run_is_not_archived(finished, tmp_path):
+    cfg, _, _, _ = finished
+    assert archive.add({**cfg, "train": {**cfg["train"], "rounds": 4}}, 1, tmp_path) is False
+    assert not list(tmp_path.iterdir())
+
+
+def _copy(root, tmp_path):
+    dest = tmp_path / "archive"
+    shutil.copytree(root, dest)
+    return dest
+
+
+def _log(entry):
+    return gzip.decompress((entry / archive.LOG_GZ).read_bytes()).decode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage, name", [
+    (lambda e: (e / archive.LOG_GZ).write_bytes(gzip.compress(_log(e).replace('"round": 3', '"round": 4').encode())),
+     "rounds.jsonl.gz"),
+    (lambda e: (e / archive.LOG_GZ).write_bytes((e / archive.LOG_GZ).read_bytes()[:40]), "rounds.jsonl.gz"),
+    (lambda e: (e / archive.LOG_GZ).unlink(), "rounds.jsonl.gz"),
+    (lambda e: (e / "summary.json").write_text("{"), "summary.json"),
+    (lambda e: (e / "summary.json").write_text(json.dumps({**json.loads((e / "summary.json").read_text()),
+                                                           "rounds": 2})), "summary.json"),
+])
+def test_a_damaged_entry_is_named_and_not_served(finished, tmp_path, damage, name):
+    _, fresh, root, _ = finished
+    dest = _copy(root, tmp_path)
+    damage(archive.entry(fresh, 1, dest))
+    with pytest.warns(DamagedRunWarning, match=name):
+        assert archive.summary(fresh, 1, dest) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DamagedRunWarning)
+        assert results.cached({"m": fresh}, [1, 2], archive_root=dest) == ({}, 1)
+        assert results.rounds(fresh, 1, archive_root=dest) == []
+
+
+@pytest.mark.slow
+def test_an_entry_under_another_runs_id_is_not_served(finished, tmp_path):
+    """Seed 2's record copied into seed 1's folder: the numbers of another run are refused."""
+    _, fresh, root, _ = finished
+    dest = _copy(root, tmp_path)
+    one, two = archive.entry(fresh, 1, dest), archive.entry(fresh, 2, dest)
+    shutil.rmtree(one)
+    shutil.copytree(two, one)
+    with pytest.warns(DamagedRunWarning, match="not of run"):
+        assert archive.summary(fresh, 1, dest) is None
+
+
+@pytest.mark.slow
+def test_the_command_archives_and_checks(monkeypatch, finished, tmp_path, capsys):
+    cfg, fresh, _, _ = finished
+    monkeypatch.setattr(catalog, "archived_tables", lambda: [("toy table", {"m": cfg}, [1, 2, 3])])
+    from fedlib.__main__ import main
+
+    assert main(["archive", "--root", str(tmp_path)]) == 0
+    assert main(["archive", "--check", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["toy table: 2 of 3 runs finished and archived",
+                   "toy table: 2 of 3 runs in the archive pass their checks; 2 finished in the results folder"]
+    assert sorted(p.name for p in archive.entry(fresh, 1, tmp_path).iterdir()) == [
+        "config.yaml", "rounds.jsonl.gz", "summary.json"]
