@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from fedlib import store
 from fedlib.algorithms.base import Algorithm, Context, Message, Round, derive_seed
+from fedlib.counting import phase
 from fedlib.data.federated import FederatedData
 from fedlib.executors import EXECUTORS, Batched, sequential
 from fedlib.interrupts import STOP  # the round loop stops after a round once it is set
@@ -126,8 +127,9 @@ class LocalClients:
         """``{cid: metrics}`` of each ``msgs[cid]``'s receive; ``clients`` takes the new states."""
         out = {}
         for cid, msg in msgs.items():
-            clients[cid], out[cid] = client_receive(self.algo, self.ctx, cid, clients[cid], msg,
-                                                    self.data.train[cid], rnd)
+            with phase("receive"):
+                clients[cid], out[cid] = client_receive(self.algo, self.ctx, cid, clients[cid], msg,
+                                                        self.data.train[cid], rnd)
         return out
 
     def evaluate(self, clients: dict, msgs: dict) -> dict:
@@ -198,9 +200,10 @@ class Simulator:
         """The log (every round) and the checkpoint (every ``checkpoint_every`` rounds and the
         last), both atomic; the checkpoint records the log it belongs to."""
         t0 = time.perf_counter()
-        text = store.write_log(self.run_dir, records)
-        if round_idx % self.checkpoint_every == 0 or last:
-            store.save_checkpoint(self.run_dir, round_idx, self.cohort.states(clients), server, text)
+        with phase("checkpoint"):
+            text = store.write_log(self.run_dir, records)
+            if round_idx % self.checkpoint_every == 0 or last:
+                store.save_checkpoint(self.run_dir, round_idx, self.cohort.states(clients), server, text)
         self.io_seconds.append(time.perf_counter() - t0)
 
     # -- one round ---------------------------------------------------------------------
@@ -213,7 +216,7 @@ class Simulator:
         per: dict[str, list[float]] = {}
         sizes = []
         rnd = self.round_record(round_idx + 1)
-        with torch.no_grad():
+        with torch.no_grad(), phase("evaluate"):
             msgs = {cid: copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
                     for cid in range(self.cohort.num_clients)}
             results = self.cohort.evaluate(clients, msgs)
@@ -231,17 +234,20 @@ class Simulator:
         rnd = self.round_record(round_idx)
         chosen = sample_clients(seed, round_idx, self.cohort.num_clients, self.participation)
         traffic, local = Traffic(), {}
-        msgs = {cid: traffic.add("down", copy_message(self.algo.broadcast(self.ctx, server, cid, rnd)))
-                for cid in chosen}
+        with phase("messages"):
+            msgs = {cid: traffic.add("down", copy_message(self.algo.broadcast(self.ctx, server, cid, rnd)))
+                    for cid in chosen}
         results = self.cohort.train(clients, msgs, rnd)
         uploads = {}
-        for cid in chosen:
-            up, metrics = results[cid]
-            uploads[cid] = copy_message(traffic.add("up", up))
-            for k, v in metrics.items():
-                local.setdefault(k, []).append(float(v))
+        with phase("messages"):
+            for cid in chosen:
+                up, metrics = results[cid]
+                uploads[cid] = copy_message(traffic.add("up", up))
+                for k, v in metrics.items():
+                    local.setdefault(k, []).append(float(v))
         torch.manual_seed(derive_seed(seed, 2, round_idx))
-        server, server_metrics = self.algo.aggregate(self.ctx, server, uploads, rnd)
+        with phase("aggregate"):
+            server, server_metrics = self.algo.aggregate(self.ctx, server, uploads, rnd)
         # the optional second half of a round: server reply -> client receive
         replies = {cid: self.algo.reply(self.ctx, server, cid, rnd) for cid in chosen}
         replies = {cid: traffic.add("down", copy_message(m)) for cid, m in replies.items() if m is not None}

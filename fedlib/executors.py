@@ -32,6 +32,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from fedlib.algorithms.base import Algorithm, Context, Round, _steps, collected, derive_seed
+from fedlib.counting import phase
 from fedlib.models import member
 from fedlib.prototypes import ProtoAccumulator
 
@@ -55,7 +56,8 @@ def sequential(algo: Algorithm, ctx: Context, jobs: dict, rnd: Round, times: dic
     for cid, (client, msg, data) in jobs.items():
         t0 = time.perf_counter()
         torch.manual_seed(derive_seed(rnd.seed, 1, rnd.index, cid))  # dropout and other global-RNG draws
-        out[cid] = algo.local_update(ctx, cid, client, msg, data, rnd)
+        with phase("train.step"):
+            out[cid] = algo.local_update(ctx, cid, client, msg, data, rnd)
         if times is not None:
             _sync(ctx)
             times[cid] = time.perf_counter() - t0
@@ -91,7 +93,8 @@ class Batched:
         if why:
             self._note(algo, why)
             return sequential(algo, ctx, jobs, rnd, self.times)
-        tasks = {cid: algo.task(ctx, cid, client, msg, data, rnd) for cid, (client, msg, data) in jobs.items()}
+        with phase("setup"):
+            tasks = {cid: algo.task(ctx, cid, client, msg, data, rnd) for cid, (client, msg, data) in jobs.items()}
         groups: dict = {}
         for cid, task in tasks.items():
             key = (member(ctx.model_name, cid), tuple(sorted((k, tuple(v.shape)) for k, v in task.extras.items())),
@@ -105,13 +108,19 @@ class Batched:
             for cid in cids:
                 client, msg, data = jobs[cid]
                 state, sums, metrics = trained[cid]
-                model = algo.module(ctx, cid, state)
-                out[cid] = algo.finish(ctx, cid, client, msg, data, rnd, tasks[cid], model, sums, metrics)
+                with phase("setup"):
+                    model = algo.module(ctx, cid, state)
+                with phase("messages"):
+                    out[cid] = algo.finish(ctx, cid, client, msg, data, rnd, tasks[cid], model, sums, metrics)
             _sync(ctx)
             self.times.update({cid: (time.perf_counter() - t0) / len(cids) for cid in cids})
         return {cid: out[cid] for cid in jobs}
 
     def _train_group(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
+        with phase("setup"):
+            return self._train_stacked(algo, ctx, cids, tasks, datas, rnd)
+
+    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
         t = ctx.train
         G, first = len(cids), tasks[cids[0]]
         model = algo.module(ctx, cids[0], first.weights)
@@ -160,38 +169,40 @@ class Batched:
         gens = [rnd.generator(c) for c in cids]
         last = t.local_epochs - 1
         lr = t.round_lr(rnd)
-        for epoch in range(t.local_epochs):
-            perms = [torch.randperm(n_i[g], generator=gens[g]) if t.shuffle else torch.arange(n_i[g])
-                     for g in range(G)]  # as sgd_epochs draws them
-            for s in range(max(steps_i)):
-                batches: dict = {}
-                for g in range(G):
-                    if s < steps_i[g]:
-                        idx = perms[g][s * t.batch_size:(s + 1) * t.batch_size]
-                        batches.setdefault(len(idx), []).append((g, idx))
-                for members in batches.values():
-                    sel = [g for g, _ in members]
-                    full = len(sel) == G
-                    ix = torch.tensor(sel, device=dev)
-                    p, b, e = _pick(P, ix, full), _pick(B, ix, full), _pick(E, ix, full)
-                    tw = {name: _pick(T[name], ix, full) for name in T}
-                    x = torch.stack([datas[cids[g]].x[idx] for g, idx in members])
-                    y = torch.stack([datas[cids[g]].y[idx] for g, idx in members])
-                    grads, (losses, parts, coll) = step(p, b, x, y, e, tw, epoch)
-                    self._sgd(t, lr, p, grads, M, None if full else ix, G)
-                    if not full:
-                        for n in P:
-                            P[n][ix] = p[n]
-                        for n in B:
-                            B[n][ix] = b[n]
-                    loss_sum[ix] += losses
-                    for k, v in parts.items():
-                        part_sum.setdefault(k, torch.zeros(G, device=dev))[ix] += v
-                    if coll and (first.collect_all_epochs or epoch == last):
-                        for lv, z in coll.items():
-                            rows = (ix.unsqueeze(1) * C + y).flatten()
-                            S[lv].view(G * C, -1).index_add_(0, rows, z.flatten(0, 1))
-                            K[lv].view(-1).index_add_(0, rows, torch.ones_like(rows))
+        with phase("train.step"):
+            for epoch in range(t.local_epochs):
+                perms = [torch.randperm(n_i[g], generator=gens[g]) if t.shuffle else torch.arange(n_i[g])
+                         for g in range(G)]  # as sgd_epochs draws them
+                for s in range(max(steps_i)):
+                    batches: dict = {}
+                    for g in range(G):
+                        if s < steps_i[g]:
+                            idx = perms[g][s * t.batch_size:(s + 1) * t.batch_size]
+                            batches.setdefault(len(idx), []).append((g, idx))
+                    for members in batches.values():
+                        sel = [g for g, _ in members]
+                        full = len(sel) == G
+                        ix = torch.tensor(sel, device=dev)
+                        p, b, e = _pick(P, ix, full), _pick(B, ix, full), _pick(E, ix, full)
+                        tw = {name: _pick(T[name], ix, full) for name in T}
+                        x = torch.stack([datas[cids[g]].x[idx] for g, idx in members])
+                        y = torch.stack([datas[cids[g]].y[idx] for g, idx in members])
+                        with phase("train.fwdbwd"):
+                            grads, (losses, parts, coll) = step(p, b, x, y, e, tw, epoch)
+                        self._sgd(t, lr, p, grads, M, None if full else ix, G)
+                        if not full:
+                            for n in P:
+                                P[n][ix] = p[n]
+                            for n in B:
+                                B[n][ix] = b[n]
+                        loss_sum[ix] += losses
+                        for k, v in parts.items():
+                            part_sum.setdefault(k, torch.zeros(G, device=dev))[ix] += v
+                        if coll and (first.collect_all_epochs or epoch == last):
+                            for lv, z in coll.items():
+                                rows = (ix.unsqueeze(1) * C + y).flatten()
+                                S[lv].view(G * C, -1).index_add_(0, rows, z.flatten(0, 1))
+                                K[lv].view(-1).index_add_(0, rows, torch.ones_like(rows))
         out = {}
         for g, cid in enumerate(cids):
             state = {**{n: v[g].clone() for n, v in P.items()}, **{n: v[g].clone() for n, v in B.items()}}

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from fedlib.counting import phase
 from fedlib.data.federated import ClientData
 from fedlib.validation import check_fields
 
@@ -184,9 +185,11 @@ class Algorithm:
                      rnd: Round) -> tuple[Any, Message, Metrics]:
         """Default: :meth:`task`, the SGD loop on :meth:`batch_loss` (:func:`train_task`), :meth:`finish`.
         A method that trains otherwise (several modules, its own loop) overrides this."""
-        task = self.task(ctx, cid, client, msg, data, rnd)
+        with phase("setup"):
+            task = self.task(ctx, cid, client, msg, data, rnd)
         model, sums, loss, parts = train_task(self, ctx, cid, task, data, rnd)
-        return self.finish(ctx, cid, client, msg, data, rnd, task, model, sums, {"train_loss": loss, **parts})
+        with phase("messages"):
+            return self.finish(ctx, cid, client, msg, data, rnd, task, model, sums, {"train_loss": loss, **parts})
 
     def task(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData, rnd: Round) -> LocalTask:
         """What client ``cid``'s local training needs (see :class:`LocalTask`)."""
@@ -436,10 +439,11 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
         perm = torch.randperm(n, generator=gen) if t.shuffle else torch.arange(n)
         for b in range(steps):
             idx = perm[b * bs:(b + 1) * bs]
-            loss = loss_fn(data.x[idx], data.y[idx], epoch)
-            for o in opts:
-                o.zero_grad(set_to_none=True)
-            loss.backward()
+            with phase("train.fwdbwd"):
+                loss = loss_fn(data.x[idx], data.y[idx], epoch)
+                for o in opts:
+                    o.zero_grad(set_to_none=True)
+                loss.backward()
             if clip_norm is not None:
                 for m, _ in parts:
                     torch.nn.utils.clip_grad_norm_(m.parameters(), clip_norm)
