@@ -31,6 +31,7 @@ counter runs. ``python -m fedlib.bench --count`` prints the split per round.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import Counter
 
 import torch
@@ -54,6 +55,16 @@ SHAPE_SYNC = frozenset({"nonzero", "bincount", "unique", "_unique", "_unique2", 
 FACTORIES = frozenset({"randperm", "arange", "zeros", "ones", "empty", "full", "randn", "rand", "randint", "eye",
                        "linspace", "tensor", "as_tensor", "from_numpy"})
 SYNC_KINDS = ("item", "shape", "h2d", "d2h")
+
+
+def _caller() -> str:
+    """The innermost fedlib frame outside this module (``file:line``)."""
+    import traceback
+
+    for fr in reversed(traceback.extract_stack()):
+        if "fedlib" in fr.filename and not fr.filename.endswith("counting.py"):
+            return f"{fr.filename.split('fedlib/')[-1]}:{fr.lineno}"
+    return "?"
 
 
 def _name(func) -> str:
@@ -99,7 +110,9 @@ class _Functions(TorchFunctionMode):
                 and not own.is_host(args[0]):
             own.sync("d2h")
         factory = name in FACTORIES and getattr(func, "__module__", "") in ("torch", "torch._C._VariableFunctions")
-        host_factory = factory and kwargs.get("device") is None
+        # torch.optim keeps its step counts on the host, naming device "cpu" (a GPU run's Adam included)
+        host_factory = factory and (kwargs.get("device") is None or (str(kwargs["device"]) == "cpu" and (
+            sys._getframe(1).f_globals.get("__name__", "").startswith("torch.optim"))))
         own._host_factory += host_factory
         try:
             out = func(*args, **kwargs)
@@ -108,8 +121,10 @@ class _Functions(TorchFunctionMode):
         if factory and isinstance(out, torch.Tensor):
             if host_factory:
                 own.host[out] = True
-            elif name in ("tensor", "as_tensor", "from_numpy"):
-                own.sync("h2d")  # Python or NumPy data copied to the device
+            else:
+                own.host.pop(out, None)
+                if name in ("tensor", "as_tensor", "from_numpy"):
+                    own.sync("h2d")  # Python or NumPy data copied to the device
         elif name in ("to", "cuda") and args and isinstance(args[0], torch.Tensor) and own.is_host(args[0]) \
                 and (name == "cuda" or _to_device(args[1:], kwargs)):
             own.sync("h2d")
@@ -138,7 +153,15 @@ class _Dispatch(TorchDispatchMode):
         name = _name(func)
         ins = list(_tensors(args)) + list(_tensors(kwargs))
         host_in = [own.is_host(t) for t in ins]
-        all_host = all(host_in) if ins else own._host_factory > 0
+        # a host scalar (a Python number wrapped by lift_fresh) is a kernel argument on a GPU, not a copy
+        big = [h for t, h in zip(ins, host_in, strict=True) if not (h and t.dim() == 0)]
+        if name == "lift_fresh":
+            all_host = True
+        elif big:
+            all_host = all(big)
+        else:
+            all_host = bool(ins) or own._host_factory > 0
+        host_in = big
         if all_host:
             for t in _tensors(out):
                 own.host[t] = True
@@ -167,7 +190,8 @@ class OpCounter:
     (4, 1)
     """
 
-    def __init__(self):
+    def __init__(self, sites: bool = False):
+        self.sites: Counter | None = Counter() if sites else None  # (kind, fedlib file:line) of each sync
         self.ops: Counter = Counter()
         self.launches: Counter = Counter()
         self.syncs: Counter = Counter()
@@ -187,6 +211,8 @@ class OpCounter:
         if not self._paused:
             self.syncs[kind] += 1
             self.sync_where[self._phases[-1] if self._phases else "other"] += 1
+            if self.sites is not None:
+                self.sites[kind, _caller()] += 1
 
     @contextlib.contextmanager
     def paused(self):

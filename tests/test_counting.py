@@ -70,3 +70,41 @@ def test_only_one_counter_at_a_time():
     with OpCounter():
         with pytest.raises(RuntimeError, match="already counting"):
             OpCounter().__enter__()
+
+
+@pytest.mark.parametrize("name,syncs", [("fedproto", {"h2d": 2, "d2h": 2, "item": 1}),
+                                        ("fedmps", {"h2d": 3, "d2h": 3, "item": 2})])
+def test_a_batched_round_reads_the_device_a_handful_of_times(name, syncs):
+    # Prepare: five clients, the last one smaller than a batch (its step runs alone: one of the uploads)
+    from fedlib.engine import Simulator
+    from tests.test_executors import setup
+
+    algo, ctx, data = setup(name)
+    sim = Simulator(algo, ctx, data, rounds=3, progress=False, executor="batched")
+    _, clients, server, _ = sim._fresh_state()
+    clients, server, _ = sim.step(1, clients, server)
+    # Execute: round 2, with prototypes travelling both ways
+    with OpCounter() as c:
+        sim.step(2, clients, server)
+    # Assert: h2d = the epoch's batch order (+ the small client's index; FedMPS: + the server head's order),
+    # d2h = the losses and seen classes, the evaluation (FedMPS: + the broadcast's classes), item = the
+    # broadcast's number of classes (FedMPS: the server's two head losses); nothing at all inside the training steps
+    assert dict(c.syncs) == syncs
+    assert c.sync_where["train.fwdbwd"] == 0
+
+
+def test_a_shared_broadcast_ignores_the_client():
+    from fedlib.algorithms import ALGORITHMS
+    from fedlib.engine import Simulator
+    from tests.test_executors import setup
+
+    shared = [n for n, cls in ALGORITHMS.items() if cls.SHARED_BROADCAST]
+    assert {"fedproto", "fedmps", "protonorm"} <= set(shared)
+    for name in shared:
+        algo, ctx, data = setup(name)
+        sim = Simulator(algo, ctx, data, rounds=1, progress=False)
+        _, clients, server, _ = sim._fresh_state()
+        clients, server, _ = sim.step(1, clients, server)
+        rnd = sim.round_record(2)
+        a, b = algo.broadcast(ctx, server, 0, rnd), algo.broadcast(ctx, server, None, rnd)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name

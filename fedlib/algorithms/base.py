@@ -155,6 +155,10 @@ class Algorithm:
     UPLOAD: ClassVar[dict] = {}
     BROADCAST: ClassVar[dict] = {}
     REPLY: ClassVar[dict] = {}
+    # True where :meth:`broadcast` is the same for every client (it ignores ``cid``, which the
+    # engine then passes as ``None``): the engine builds it once per round and gives all
+    # clients the same copy, which they only read.
+    SHARED_BROADCAST: ClassVar[bool] = False
     # Fields added after runs existed, with the value that reproduces the method without them:
     # left out of run ids at that value (see fedlib.config.run_id).
     NEUTRAL: ClassVar[dict] = {}
@@ -455,25 +459,35 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
 
 
 def server_epochs(module: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, epochs: int,
-                  batch_size: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> list[float]:
+                  batch_size: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                  draws: bool = False) -> torch.Tensor:
     """The server-side training loop (FedMPS's head on prototypes, FedTGP's trainable
     prototypes): ``epochs`` passes over ``(x, y)`` in shuffled minibatches (torch's global
     RNG, which the engine seeds per round for the server); returns the mean loss of each
-    epoch."""
+    epoch.
+
+    No host read inside the loop: each epoch's order is drawn on the host and uploaded once
+    (all epochs' at once unless something else draws from the global RNG in between: ``module``
+    has dropout, or ``draws`` says that ``loss_fn`` draws), and the losses are
+    summed on the device in float64 (each batch's float32 loss times its size, exactly as a
+    Python float sum of ``loss.item() * len(idx)`` gives). Returns the (epochs,) float64 tensor
+    of mean losses, on the device: the engine reads metrics with the round's evaluation.
+    """
     module.train()
-    losses = []
-    for _ in range(epochs):
-        perm = torch.randperm(len(y))
-        total = 0.0
-        for s in range(0, len(y), batch_size):
+    n = len(y)
+    totals = torch.zeros(epochs, dtype=torch.float64, device=y.device)
+    upfront = not draws and not any(isinstance(m, nn.modules.dropout._DropoutNd) for m in module.modules())
+    orders = torch.stack([torch.randperm(n) for _ in range(epochs)]).to(y.device) if upfront and epochs else None
+    for e in range(epochs):
+        perm = orders[e] if upfront else torch.randperm(n).to(y.device)
+        for s in range(0, n, batch_size):
             idx = perm[s:s + batch_size]
             loss = loss_fn(x[idx], y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total += loss.item() * len(idx)
-        losses.append(total / len(y))
-    return losses
+            totals[e] += loss.detach().double() * len(idx)
+    return totals / n
 
 
 # -- model parameters as messages ---------------------------------------------------------------
