@@ -158,7 +158,10 @@ class FedMPS(Algorithm):
         head, losses = self.train_head(ctx, server, ups)
         new["head"] = weights(head)
         new["soft"], new["has_soft"] = self.soft_labels(server, head, ups, ctx.num_classes)
-        return new, ({"head_loss": losses[-1], "head_loss_first_epoch": losses[0]} if len(losses) else {})
+        if not len(losses):
+            return new, {}
+        first, last = torch.stack([losses[0], losses[-1]]).tolist()  # metrics are plain numbers (the contract): one read
+        return new, {"head_loss": last, "head_loss_first_epoch": first}
 
     def train_head(self, ctx, server, ups):
         """Eq. 7: the server head, trained on this round's (client, class) high-level prototypes
