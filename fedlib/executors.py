@@ -262,7 +262,7 @@ class Batched:
             out = functional_call(model, {**p, **b}, (x,))
             with torch.no_grad():
                 t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
-            loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p)
+            loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd)
             return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
                           {lv: collected(out, lv).detach() for lv in first.collect})
 

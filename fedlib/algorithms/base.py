@@ -200,10 +200,11 @@ class Algorithm:
         raise NotImplementedError
 
     def batch_loss(self, out: tuple, y: torch.Tensor, epoch: int, extras: dict, teachers: dict,
-                   params: dict) -> tuple[torch.Tensor, dict]:
+                   params: dict, rnd: Round) -> tuple[torch.Tensor, dict]:
         """``(loss, parts)`` of one batch: ``out`` = the model's ``(logits, features)``, ``teachers``
         = ``{name: (logits, features)}`` of the frozen models, ``params`` = the trained
-        parameters; ``parts`` = named loss terms (detached scalars) averaged into the metrics.
+        parameters, ``rnd`` = the round (the same for every client of a batched group: a loss may
+        branch on it); ``parts`` = named loss terms (detached scalars) averaged into the metrics.
         Written with tensor operations only (no branch on tensor values), so that the batched
         executor can vmap it over clients."""
         raise NotImplementedError
@@ -373,7 +374,7 @@ def train_task(algo: Algorithm, ctx: Context, cid: int, task: LocalTask, data: C
                 t_out = {name: t(xb) for name, t in teachers.items()}
         else:
             t_out = {}
-        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params)
+        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params, rnd)
         for k, v in parts.items():
             part_sums[k] = part_sums.get(k, 0.0) + v.detach()
         if sums and (task.collect_all_epochs or epoch == last):

@@ -95,7 +95,7 @@ class FedMPS(Algorithm):
             extras["soft"], extras["soft_present"] = single_table(msg, C, "soft")
         return LocalTask(client["model"], extras=extras, collect=LEVELS if self.proto_pass == "train" else ())
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         logits, feats = out
         loss = F.cross_entropy(logits, y)
         parts = {}
@@ -160,7 +160,8 @@ class FedMPS(Algorithm):
         new["soft"], new["has_soft"] = self.soft_labels(server, head, ups, ctx.num_classes)
         if not len(losses):
             return new, {}
-        first, last = torch.stack([losses[0], losses[-1]]).tolist()  # metrics are plain numbers (the contract): one read
+        # metrics are plain numbers (the contract): both read in one transfer
+        first, last = torch.stack([losses[0], losses[-1]]).tolist()
         return new, {"head_loss": last, "head_loss_first_epoch": first}
 
     def train_head(self, ctx, server, ups):

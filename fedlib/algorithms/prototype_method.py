@@ -71,7 +71,7 @@ class PrototypeMethod(Algorithm):
             extras = {"targets": self.target_table(table), "present": has}
         return LocalTask(client["model"], extras=extras, collect=(self.level,) if self.proto_pass == "train" else ())
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         logits, feats = out
         loss = F.cross_entropy(logits, y)
         if extras:
