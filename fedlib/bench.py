@@ -26,8 +26,9 @@ counts instead what a round costs a GPU, on any device (:mod:`fedlib.counting`):
 a warm-up round) runs under an op counter; printed per config are the lockstep training steps,
 ATen ops per round split by phase (training: forward+backward and the rest of each step;
 messages: broadcasts, prototypes and uploads; per-client setup and finish; evaluation;
-aggregation; the run-folder writes), kernel launches, host syncs by kind, the tensors the
-checkpoint copies to the host, and beside them the seconds of the uncounted rounds 3..R.
+aggregation; the run-folder writes), kernel launches, host syncs by kind, the tensors of
+the checkpoint and the buffers it copies to the host (:func:`fedlib.store.stacked`), and beside
+them the seconds of the uncounted rounds 3..R.
 
     python -m fedlib.bench --models
 
@@ -48,6 +49,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from fedlib import store
 from fedlib.config import load_config
 from fedlib.engine import Simulator
 from fedlib.models import member
@@ -184,7 +186,7 @@ def count_round(sim, clients, server, records, r: int):
 
 
 def state_tensors(obj) -> int:
-    """Tensors in a state (each one device-to-host copy when the checkpoint is saved from a GPU)."""
+    """Tensors in a state."""
     if isinstance(obj, torch.Tensor):
         return 1
     if isinstance(obj, dict):
@@ -219,16 +221,17 @@ def count_config(label: str, cfg: dict, rounds: int) -> dict:
     non_train = c.total_ops - fwd - c.ops["train.step"]
     syncs = ", ".join(f"{k} {c.syncs[k]:,}" for k in ("item", "shape", "h2d", "d2h"))
     where = ", ".join(f"{k} {v:,}" for k, v in c.sync_where.most_common())
-    ckpt = state_tensors(clients) + state_tensors(server)
+    tensors = state_tensors(clients) + state_tensors(server)
+    ckpt = store.stacked({"clients": clients, "server": server})[1]  # what save_checkpoint writes
     sec = statistics.median(secs) if secs else float("nan")
     print(f"{label} ({ctx.device}, {cfg['executor']}): round 2 counted, {steps} training steps")
     print(f"  ops/round {c.total_ops:,} (kernel launches {c.total_launches:,}; not training {non_train:,}): {split}")
     print(f"  host syncs/round {c.total_syncs:,}: {syncs}" + (f" (in {where})" if where else ""))
-    print(f"  checkpoint: {ckpt:,} tensors copied to the host; seconds/round {sec:.3f} (rounds 3..{rounds}, "
-          "not counted)")
+    print(f"  checkpoint: {tensors:,} tensors in {ckpt:,} buffers copied to the host; seconds/round {sec:.3f} "
+          f"(rounds 3..{rounds}, not counted)")
     return {"ops": c.total_ops, "launches": c.total_launches, "syncs": c.total_syncs, "steps": steps,
             "non_training": non_train, "seconds": sec, "by_phase": dict(c.ops), "by_kind": dict(c.syncs),
-            "checkpoint_tensors": ckpt}
+            "checkpoint_tensors": tensors, "checkpoint_buffers": ckpt}
 
 
 def _sync_device(device: str) -> None:
