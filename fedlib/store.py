@@ -142,11 +142,9 @@ def stacked(state: Any) -> tuple[Any, int]:
     with torch.no_grad():
         for group in found.values():
             tensors = list(group.values())
-            buf = torch.cat([t.detach().reshape(-1) for t in tensors])
-            at = 0
-            for t in tensors:
-                views[id(t)] = buf[at:at + t.numel()].view(t.shape)
-                at += t.numel()
+            buf = torch.cat([t.reshape(-1) for t in tensors])
+            for t, part in zip(tensors, torch.split(buf, [t.numel() for t in tensors]), strict=True):
+                views[id(t)] = part.view(t.shape)
 
     def rebuild(obj):
         if isinstance(obj, torch.Tensor):
