@@ -20,6 +20,16 @@ of a round, peak memory (host RSS; CUDA allocator peak), and the ratios engine /
 (whole round, and training alone). The first round is warm-up and skipped. On a CPU every
 run trains with one torch thread, as runs do.
 
+    python -m fedlib.bench --count [--suite ...] [--executor ...]
+
+counts instead what a round costs a GPU, on any device (:mod:`fedlib.counting`): round 2 (after
+a warm-up round) runs under an op counter; printed per config are the lockstep training steps,
+ATen ops per round split by phase (training: forward+backward and the rest of each step;
+messages: broadcasts, prototypes and uploads; per-client setup and finish; evaluation;
+aggregation; the run-folder writes), kernel launches, host syncs by kind, the tensors of
+the checkpoint and the buffers it copies to the host (:func:`fedlib.store.stacked`), and beside
+them the seconds of the uncounted rounds 3..R.
+
     python -m fedlib.bench --models
 
 prints instead the seconds of one SGD step (32 grey 28x28 images, one torch thread) of
@@ -39,6 +49,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from fedlib import store
 from fedlib.config import load_config
 from fedlib.engine import Simulator
 from fedlib.models import member
@@ -158,6 +169,76 @@ def bench_config(label: str, cfg: dict, rounds: int) -> None:
         print(f"  training per architecture (all its clients, per round): {split}")
 
 
+PHASES = (("train.fwdbwd", "train fwd+bwd"), ("train.step", "train other"), ("messages", "messages"),
+          ("setup", "setup/finish"), ("evaluate", "evaluate"), ("aggregate", "aggregate"), ("receive", "receive"),
+          ("checkpoint", "checkpoint"), ("other", "other"))
+
+
+def count_round(sim, clients, server, records, r: int):
+    """Round ``r`` (state, record and writes) under an :class:`~fedlib.counting.OpCounter`."""
+    from fedlib.counting import OpCounter
+
+    with OpCounter() as c:
+        clients, server, rec = sim.step(r, clients, server)
+        records.append(rec)
+        sim._persist(r, clients, server, records, last=False)
+    return c, clients, server
+
+
+def state_tensors(obj) -> int:
+    """Tensors in a state."""
+    if isinstance(obj, torch.Tensor):
+        return 1
+    if isinstance(obj, dict):
+        return sum(state_tensors(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(state_tensors(v) for v in obj)
+    return 0
+
+
+def count_config(label: str, cfg: dict, rounds: int) -> dict:
+    """Print (and return) the counted round 2 of ``cfg`` and the seconds of rounds 3..``rounds``."""
+    data, ctx, algo = build(cfg, cfg["seeds"][0])
+    secs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        sim = Simulator(algo, ctx, data, rounds, run_dir=tmp, progress=False, executor=cfg["executor"])
+        _, clients, server, records = sim._fresh_state()
+        for r in range(1, rounds + 1):
+            if r == 2:
+                c, clients, server = count_round(sim, clients, server, records, r)
+                continue
+            t0 = time.perf_counter()
+            clients, server, rec = sim.step(r, clients, server)
+            records.append(rec)
+            sim._persist(r, clients, server, records, last=r == rounds)
+            _sync_device(ctx.device)
+            if r > 2:
+                secs.append(time.perf_counter() - t0)
+    steps = c.entries["train.fwdbwd"]
+    fwd = c.ops["train.fwdbwd"]
+    split = ", ".join(f"{name} {c.ops[key]:,}" + (f" ({fwd // max(steps, 1):,}/step)" if key == "train.fwdbwd" else "")
+                      for key, name in PHASES if c.ops[key])
+    non_train = c.total_ops - fwd - c.ops["train.step"]
+    syncs = ", ".join(f"{k} {c.syncs[k]:,}" for k in ("item", "shape", "h2d", "d2h"))
+    where = ", ".join(f"{k} {v:,}" for k, v in c.sync_where.most_common())
+    tensors = state_tensors(clients) + state_tensors(server)
+    ckpt = store.stacked({"clients": clients, "server": server})[1]  # what save_checkpoint writes
+    sec = statistics.median(secs) if secs else float("nan")
+    print(f"{label} ({ctx.device}, {cfg['executor']}): round 2 counted, {steps} training steps")
+    print(f"  ops/round {c.total_ops:,} (kernel launches {c.total_launches:,}; not training {non_train:,}): {split}")
+    print(f"  host syncs/round {c.total_syncs:,}: {syncs}" + (f" (in {where})" if where else ""))
+    print(f"  checkpoint: {tensors:,} tensors in {ckpt:,} buffers copied to the host; seconds/round {sec:.3f} "
+          f"(rounds 3..{rounds}, not counted)")
+    return {"ops": c.total_ops, "launches": c.total_launches, "syncs": c.total_syncs, "steps": steps,
+            "non_training": non_train, "seconds": sec, "by_phase": dict(c.ops), "by_kind": dict(c.syncs),
+            "checkpoint_tensors": tensors, "checkpoint_buffers": ckpt}
+
+
+def _sync_device(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedlib.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
@@ -166,6 +247,7 @@ def main(argv=None) -> int:
     ap.add_argument("--suite", default="table2", choices=("table2", "gfpl", "ht0", "all"))
     ap.add_argument("--rounds", type=int, default=4, help="rounds (and bare passes) to time; the first is warm-up")
     ap.add_argument("--fraction", type=float, help="data fraction of the ht0 suite (default: 1 on CUDA, 0.05 on CPU)")
+    ap.add_argument("--count", action="store_true", help="count ATen ops and host syncs per round (any device)")
     ap.add_argument("--models", action="store_true", help="time one SGD step of each heterogeneous-family member")
     args = ap.parse_args(argv)
     if args.models:
@@ -183,7 +265,10 @@ def main(argv=None) -> int:
         return 2
     with one_thread() if device == "cpu" else contextlib.nullcontext():
         for label, cfg in cfgs.items():
-            bench_config(label, cfg, args.rounds)
+            if args.count:
+                count_config(label, cfg, max(args.rounds, 3))
+            else:
+                bench_config(label, cfg, args.rounds)
     return 0
 
 

@@ -31,10 +31,11 @@ from tqdm.auto import tqdm
 
 from fedlib import store
 from fedlib.algorithms.base import Algorithm, Context, Message, Round, derive_seed
+from fedlib.counting import phase
 from fedlib.data.federated import FederatedData
 from fedlib.executors import EXECUTORS, Batched, sequential
 from fedlib.interrupts import STOP  # the round loop stops after a round once it is set
-from fedlib.metrics import client_accuracies, over_clients
+from fedlib.metrics import client_accuracies, over_clients, to_host
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ def client_evaluation(algo: Algorithm, ctx: Context, cid: int, client, msg: Mess
     """Client ``cid``'s accuracies on its test set ``test`` under every rule (with the server's
     message ``msg``) and the test set's size."""
     scores = algo.predict(ctx, cid, client, msg, test.x)
-    return client_accuracies(scores, test.y, test.classes, ctx.num_classes), len(test)
+    per = to_host([client_accuracies(scores, test.y, test.classes, ctx.num_classes)])
+    return {k: v[0] for k, v in per.items()}, len(test)
 
 
 def client_receive(algo: Algorithm, ctx: Context, cid: int, client, msg: Message, data, rnd: Round):
@@ -126,19 +128,23 @@ class LocalClients:
         """``{cid: metrics}`` of each ``msgs[cid]``'s receive; ``clients`` takes the new states."""
         out = {}
         for cid, msg in msgs.items():
-            clients[cid], out[cid] = client_receive(self.algo, self.ctx, cid, clients[cid], msg,
-                                                    self.data.train[cid], rnd)
+            with phase("receive"):
+                clients[cid], out[cid] = client_receive(self.algo, self.ctx, cid, clients[cid], msg,
+                                                        self.data.train[cid], rnd)
         return out
 
     def evaluate(self, clients: dict, msgs: dict) -> dict:
-        """``{cid: (accuracies, test size)}`` of every client under ``msgs[cid]``."""
-        if self.batched is None:
-            return {cid: client_evaluation(self.algo, self.ctx, cid, clients[cid], msg, self.data.test[cid])
-                    for cid, msg in msgs.items()}
+        """``{cid: (accuracies, test size)}`` of every client under ``msgs[cid]``, the accuracies of all
+        clients read from the device in one transfer."""
         jobs = {cid: (clients[cid], msg, self.data.test[cid].x) for cid, msg in msgs.items()}
-        scores = self.batched.predict_all(self.algo, self.ctx, jobs)
-        return {cid: (client_accuracies(scores[cid], t.y, t.classes, self.ctx.num_classes), len(t))
-                for cid, t in ((c, self.data.test[c]) for c in msgs)}
+        if self.batched is not None:
+            scores = self.batched.predict_all(self.algo, self.ctx, jobs)
+        else:
+            scores = {cid: self.algo.predict(self.ctx, cid, *job) for cid, job in jobs.items()}
+        tests = {cid: self.data.test[cid] for cid in msgs}
+        C = self.ctx.num_classes
+        per = to_host([client_accuracies(scores[cid], t.y, t.classes, C) for cid, t in tests.items()])
+        return {cid: ({k: v[i] for k, v in per.items()}, len(t)) for i, (cid, t) in enumerate(tests.items())}
 
 
 class Traffic:
@@ -147,8 +153,8 @@ class Traffic:
     def __init__(self):
         self.counts = {"up_params": 0, "up_bytes": 0, "down_params": 0, "down_bytes": 0}
 
-    def add(self, way: str, msg: Message) -> Message:
-        p, b = message_size(msg)
+    def add(self, way: str, msg: Message, size: tuple[int, int] | None = None) -> Message:
+        p, b = message_size(msg) if size is None else size
         self.counts[f"{way}_params"] += p
         self.counts[f"{way}_bytes"] += b
         return msg
@@ -176,6 +182,7 @@ class Simulator:
         self.desc = desc or algorithm.name
         self.io_seconds: list[float] = []  # persistence time per round (python -m fedlib.bench)
         self.cohort = clients if clients is not None else LocalClients(algorithm, ctx, data, executor)
+        self._shared = None  # (server, round, message, size) of the last shared broadcast
 
     @property
     def client_seconds(self) -> dict:
@@ -200,9 +207,10 @@ class Simulator:
         """The log (every round) and the checkpoint (every ``checkpoint_every`` rounds and the
         last), both atomic; the checkpoint records the log it belongs to."""
         t0 = time.perf_counter()
-        text = store.write_log(self.run_dir, records)
-        if round_idx % self.checkpoint_every == 0 or last:
-            store.save_checkpoint(self.run_dir, round_idx, self.cohort.states(clients), server, text)
+        with phase("checkpoint"):
+            text = store.write_log(self.run_dir, records)
+            if round_idx % self.checkpoint_every == 0 or last:
+                store.save_checkpoint(self.run_dir, round_idx, self.cohort.states(clients), server, text)
         self.io_seconds.append(time.perf_counter() - t0)
 
     # -- one round ---------------------------------------------------------------------
@@ -215,9 +223,8 @@ class Simulator:
         per: dict[str, list[float]] = {}
         sizes = []
         rnd = self.round_record(round_idx + 1)
-        with torch.no_grad():
-            msgs = {cid: copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
-                    for cid in range(self.cohort.num_clients)}
+        with torch.no_grad(), phase("evaluate"):
+            msgs = {cid: msg for cid, (msg, _) in self.broadcasts(server, range(self.cohort.num_clients), rnd).items()}
             results = self.cohort.evaluate(clients, msgs)
         for cid in range(self.cohort.num_clients):
             accs, size = results[cid]
@@ -226,6 +233,22 @@ class Simulator:
             sizes.append(size)
         return {"acc": over_clients(per, sizes), "clients": per}
 
+    def broadcasts(self, server, cids, rnd: Round) -> dict:
+        """``{cid: (message copy, (params, bytes))}``. A method whose broadcast is the same for
+        every client (``SHARED_BROADCAST``) builds it once per server state and round, and every
+        client gets that one copy: the evaluation after round r and the training of round r + 1 share it."""
+        if not self.algo.SHARED_BROADCAST:
+            out = {}
+            for cid in cids:
+                msg = copy_message(self.algo.broadcast(self.ctx, server, cid, rnd))
+                out[cid] = (msg, message_size(msg))
+            return out
+        held = self._shared
+        if held is None or held[0] is not server or held[1] != rnd.index:
+            msg = copy_message(self.algo.broadcast(self.ctx, server, None, rnd))
+            held = self._shared = (server, rnd.index, msg, message_size(msg))
+        return {cid: (held[2], held[3]) for cid in cids}
+
     def step(self, round_idx: int, clients: dict, server) -> tuple[dict, object, dict]:
         """Run round ``round_idx``; return new client states, server state and its record."""
         t0 = time.perf_counter()
@@ -233,17 +256,21 @@ class Simulator:
         rnd = self.round_record(round_idx)
         chosen = sample_clients(seed, round_idx, self.cohort.num_clients, self.participation)
         traffic, local = Traffic(), {}
-        msgs = {cid: traffic.add("down", copy_message(self.algo.broadcast(self.ctx, server, cid, rnd)))
-                for cid in chosen}
+        with phase("messages"):
+            msgs = {}
+            for cid, (msg, size) in self.broadcasts(server, chosen, rnd).items():
+                msgs[cid] = traffic.add("down", msg, size)
         results = self.cohort.train(clients, msgs, rnd)
         uploads = {}
-        for cid in chosen:
-            up, metrics = results[cid]
-            uploads[cid] = copy_message(traffic.add("up", up))
-            for k, v in metrics.items():
-                local.setdefault(k, []).append(float(v))
+        with phase("messages"):
+            for cid in chosen:
+                up, metrics = results[cid]
+                uploads[cid] = copy_message(traffic.add("up", up))
+                for k, v in metrics.items():
+                    local.setdefault(k, []).append(float(v))
         torch.manual_seed(derive_seed(seed, 2, round_idx))
-        server, server_metrics = self.algo.aggregate(self.ctx, server, uploads, rnd)
+        with phase("aggregate"):
+            server, server_metrics = self.algo.aggregate(self.ctx, server, uploads, rnd)
         # the optional second half of a round: server reply -> client receive
         replies = {cid: self.algo.reply(self.ctx, server, cid, rnd) for cid in chosen}
         replies = {cid: traffic.add("down", copy_message(m)) for cid, m in replies.items() if m is not None}

@@ -32,6 +32,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from fedlib.algorithms.base import Algorithm, Context, Round, _steps, collected, derive_seed
+from fedlib.counting import phase
 from fedlib.models import member
 from fedlib.prototypes import ProtoAccumulator
 
@@ -55,7 +56,8 @@ def sequential(algo: Algorithm, ctx: Context, jobs: dict, rnd: Round, times: dic
     for cid, (client, msg, data) in jobs.items():
         t0 = time.perf_counter()
         torch.manual_seed(derive_seed(rnd.seed, 1, rnd.index, cid))  # dropout and other global-RNG draws
-        out[cid] = algo.local_update(ctx, cid, client, msg, data, rnd)
+        with phase("train.step"):
+            out[cid] = algo.local_update(ctx, cid, client, msg, data, rnd)
         if times is not None:
             _sync(ctx)
             times[cid] = time.perf_counter() - t0
@@ -67,11 +69,129 @@ def _sync(ctx: Context) -> None:
         torch.cuda.synchronize()
 
 
+class _EpochPlan:
+    """One local epoch of a group, drawn on the host as :func:`~fedlib.algorithms.base.sgd_epochs`
+    draws it (each client's permutation from its own generator) and uploaded as one tensor.
+
+    ``rows`` (steps, G, batch): the rows of the group's stacked data each client reads at each
+    step; ``active`` (steps, G): whether the client takes that step (an inactive client computes
+    on its own first samples and every effect of that is masked out), ``all_on`` the same per
+    step on the host; ``odd``: ``(g, rows)`` of the batches shorter than ``batch`` (a client with
+    fewer samples than one batch, or a last batch without ``drop_last``), each taken alone after
+    the group's steps (the client's last step either way).
+    """
+
+    def __init__(self, sizes: list[int], t, gens: list, device):
+        bs, G = t.batch_size, len(sizes)
+        self.steps_of = [_steps(n, t) for n in sizes]
+        full = [min(k, n // bs) for n, k in zip(sizes, self.steps_of, strict=True)]
+        self.steps = max(full)
+        rows = torch.zeros(self.steps, G, bs, dtype=torch.int64)
+        active = torch.zeros(self.steps, G, dtype=torch.int64)
+        odd, start = [], 0
+        for g, n in enumerate(sizes):
+            perm = (torch.randperm(n, generator=gens[g]) if t.shuffle else torch.arange(n)) + start
+            rows[:full[g], g] = perm[:full[g] * bs].view(full[g], bs)
+            rows[full[g]:, g] = start + torch.arange(bs) % n
+            active[:full[g], g] = 1
+            if self.steps_of[g] > full[g]:
+                odd.append((g, perm[full[g] * bs:(full[g] + 1) * bs]))
+            start += n
+        self.all_on = [s < min(full) for s in range(self.steps)]
+        flat = torch.cat([rows.flatten(), active.flatten()] + [r for _, r in odd]).to(device)  # the one upload
+        k, at = rows.numel(), rows.numel() + active.numel()
+        self.rows = flat[:k].view(self.steps, G, bs)
+        self.active = flat[k:at].view(self.steps, G).bool()
+        self.odd = []
+        for g, r in odd:
+            self.odd.append((g, flat[at:at + len(r)]))
+            at += len(r)
+
+
+class _MaskedSGD:
+    """torch.optim.SGD's step (weight decay, momentum without dampening; the buffer starts at
+    zero, so the first step's buffer is the gradient) on stacked parameters with foreach ops,
+    every client of the group at every step: where a client is inactive its momentum factor is
+    1, its gradient weight 0 and its learning rate 0."""
+
+    def __init__(self, P: dict, t, lr: float):
+        self.P, self.t, self.lr = P, t, lr
+        self.M = {n: torch.zeros_like(v) for n, v in P.items()} if t.momentum else {}
+        self.ndims = sorted({v.dim() for v in P.values()})
+
+    def epoch_factors(self, active: torch.Tensor) -> dict:
+        """``{(kind, ndim): (steps, G, 1, ...)}``: the per-step, per-client factors of an epoch."""
+        a = active.to(next(iter(self.P.values())).dtype)
+        kinds = {"lr": a * -self.lr}
+        if self.M:
+            kinds.update(grad=a, mom=1 - a * (1 - self.t.momentum))
+        return {(k, d): v.view(*v.shape, *[1] * (d - 1)) for k, v in kinds.items() for d in self.ndims}
+
+    def step(self, grads: dict, f: dict) -> None:
+        self.update(self.P, self.M, grads, f)
+
+    def update(self, P: dict, M: dict, grads: dict, f: dict | None) -> None:
+        """One step of ``P`` (momentum ``M``) with the per-client factors ``f`` (``None``: all active)."""
+        names = list(P)
+        p, g = [P[n] for n in names], [grads[n] for n in names]
+        with torch.no_grad():
+            if self.t.weight_decay:
+                g = torch._foreach_add(g, p, alpha=self.t.weight_decay)
+            if M:
+                m = [M[n] for n in names]
+                if f is None:
+                    torch._foreach_mul_(m, self.t.momentum)
+                    torch._foreach_add_(m, g)
+                else:
+                    torch._foreach_mul_(m, [f["mom", v.dim()] for v in p])
+                    torch._foreach_addcmul_(m, g, [f["grad", v.dim()] for v in p])
+                g = m
+            if f is None:
+                torch._foreach_add_(p, g, alpha=-self.lr)
+            else:
+                torch._foreach_addcmul_(p, g, [f["lr", v.dim()] for v in p])
+
+
+class _Accounts:
+    """Per-client sums of a group's batch losses and loss parts, kept on the device and read once."""
+
+    def __init__(self, G: int, device):
+        self.loss = torch.zeros(G, device=device)
+        self.parts: dict = {}
+
+    def add(self, on: torch.Tensor, losses: torch.Tensor, parts: dict) -> None:
+        self.loss += torch.where(on, losses, 0.0)
+        for k, v in parts.items():
+            self.parts.setdefault(k, torch.zeros_like(self.loss)).add_(torch.where(on, v, 0.0))
+
+    def to_host(self, K: dict, dims: dict, C: int) -> dict:
+        """The loss sums and the classes each client saw, in one transfer to the host."""
+        G = len(self.loss)
+        keys = ["train_loss", *self.parts]
+        seen = [(K[lv][:G * C].view(G, C) > 0).to(self.loss.dtype) for lv in dims]
+        rows = torch.cat([torch.stack([self.loss, *self.parts.values()], 1), *seen], 1).tolist()
+        n = len(keys)
+        sums = {k: [row[i] for row in rows] for i, k in enumerate(keys)}
+        present = {lv: [[c for c in range(C) if row[n + j * C + c]] for row in rows] for j, lv in enumerate(dims)}
+        return {"sums": sums, "seen": present}
+
+
+def _seen_classes(K: dict, seen: dict, C: int) -> dict:
+    """``{level: [classes (k_g,) per client]}`` on the device, from the counts ``K`` (client-major
+    rows) and the host's ``seen`` lists, which give the sizes: no further host read."""
+    out = {}
+    for lv, rows in seen.items():
+        total = sum(len(r) for r in rows)
+        flat = torch.nonzero_static(K[lv][:len(rows) * C] > 0, size=total).flatten() % C
+        out[lv] = list(torch.split(flat, [len(r) for r in rows]))
+    return out
+
 class Batched:
     """The batched executor (module docstring); keeps which methods it already noted as sequential."""
 
     def __init__(self):
         self._noted: set = set()
+        self._stacked: dict = {}  # each group's training data, concatenated (per set of clients and data)
         self.times: dict = {}  # seconds of the last round per client (a group's time split over its clients)
 
     def _note(self, algo: Algorithm, why: str) -> None:
@@ -91,7 +211,8 @@ class Batched:
         if why:
             self._note(algo, why)
             return sequential(algo, ctx, jobs, rnd, self.times)
-        tasks = {cid: algo.task(ctx, cid, client, msg, data, rnd) for cid, (client, msg, data) in jobs.items()}
+        with phase("setup"):
+            tasks = {cid: algo.task(ctx, cid, client, msg, data, rnd) for cid, (client, msg, data) in jobs.items()}
         groups: dict = {}
         for cid, task in tasks.items():
             key = (member(ctx.model_name, cid), tuple(sorted((k, tuple(v.shape)) for k, v in task.extras.items())),
@@ -105,13 +226,19 @@ class Batched:
             for cid in cids:
                 client, msg, data = jobs[cid]
                 state, sums, metrics = trained[cid]
-                model = algo.module(ctx, cid, state)
-                out[cid] = algo.finish(ctx, cid, client, msg, data, rnd, tasks[cid], model, sums, metrics)
+                with phase("setup"):
+                    model = algo.module(ctx, cid, state)
+                with phase("messages"):
+                    out[cid] = algo.finish(ctx, cid, client, msg, data, rnd, tasks[cid], model, sums, metrics)
             _sync(ctx)
             self.times.update({cid: (time.perf_counter() - t0) / len(cids) for cid in cids})
         return {cid: out[cid] for cid in jobs}
 
     def _train_group(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
+        with phase("setup"):
+            return self._train_stacked(algo, ctx, cids, tasks, datas, rnd)
+
+    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
         t = ctx.train
         G, first = len(cids), tasks[cids[0]]
         model = algo.module(ctx, cids[0], first.weights)
@@ -130,13 +257,12 @@ class Batched:
             teachers[name] = algo.module(ctx, cids[0], first.teachers[name], role="teacher." + name)
             teachers[name].eval()
             T[name] = stack(list(first.teachers[name]), [tasks[c].teachers[name] for c in cids])
-        M: dict = {n: None for n in trainable}
 
         def one(p, b, x, y, e, tw, epoch):
             out = functional_call(model, {**p, **b}, (x,))
             with torch.no_grad():
                 t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
-            loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p)
+            loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd)
             return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
                           {lv: collected(out, lv).detach() for lv in first.collect})
 
@@ -151,84 +277,86 @@ class Batched:
         C = ctx.num_classes
         dims = {lv: C if lv == "logits" else model.feature_dims[lv] for lv in first.collect}
         dev = next(iter(P.values())).device
-        S = {lv: torch.zeros(G, C, d, device=dev) for lv, d in dims.items()}
-        K = {lv: torch.zeros(G, C, dtype=torch.int64, device=dev) for lv in dims}
-        loss_sum = torch.zeros(G, device=dev)
-        part_sum: dict = {}
-        n_i = [len(datas[c]) for c in cids]
-        steps_i = [_steps(n, t) for n in n_i]
+        X, Y = self._data(cids, datas)
+        # per-class sums (client-major rows g * C + c) with a spare last row for inactive clients' steps
+        S = {lv: torch.zeros(G * C + 1, d, device=dev) for lv, d in dims.items()}
+        K = {lv: torch.zeros(G * C + 1, dtype=torch.int64, device=dev) for lv in dims}
+        acc = _Accounts(G, dev)
+        opt = _MaskedSGD(P, t, t.round_lr(rnd))
+        sizes = [len(datas[c]) for c in cids]
         gens = [rnd.generator(c) for c in cids]
         last = t.local_epochs - 1
-        lr = t.round_lr(rnd)
-        for epoch in range(t.local_epochs):
-            perms = [torch.randperm(n_i[g], generator=gens[g]) if t.shuffle else torch.arange(n_i[g])
-                     for g in range(G)]  # as sgd_epochs draws them
-            for s in range(max(steps_i)):
-                batches: dict = {}
-                for g in range(G):
-                    if s < steps_i[g]:
-                        idx = perms[g][s * t.batch_size:(s + 1) * t.batch_size]
-                        batches.setdefault(len(idx), []).append((g, idx))
-                for members in batches.values():
-                    sel = [g for g, _ in members]
-                    full = len(sel) == G
-                    ix = torch.tensor(sel, device=dev)
-                    p, b, e = _pick(P, ix, full), _pick(B, ix, full), _pick(E, ix, full)
-                    tw = {name: _pick(T[name], ix, full) for name in T}
-                    x = torch.stack([datas[cids[g]].x[idx] for g, idx in members])
-                    y = torch.stack([datas[cids[g]].y[idx] for g, idx in members])
-                    grads, (losses, parts, coll) = step(p, b, x, y, e, tw, epoch)
-                    self._sgd(t, lr, p, grads, M, None if full else ix, G)
-                    if not full:
-                        for n in P:
-                            P[n][ix] = p[n]
-                        for n in B:
-                            B[n][ix] = b[n]
-                    loss_sum[ix] += losses
-                    for k, v in parts.items():
-                        part_sum.setdefault(k, torch.zeros(G, device=dev))[ix] += v
-                    if coll and (first.collect_all_epochs or epoch == last):
+        with phase("train.step"):
+            for epoch in range(t.local_epochs):
+                plan = _EpochPlan(sizes, t, gens, dev)
+                collect = bool(dims) and (first.collect_all_epochs or epoch == last)
+                xs, ys = X[plan.rows], Y[plan.rows]  # (steps, G, batch, ...): the epoch's batches in one gather
+                if collect:
+                    cells = torch.where(plan.active.unsqueeze(2), torch.arange(G, device=dev).view(1, G, 1) * C + ys,
+                                        G * C).flatten(1)
+                    for lv in dims:
+                        K[lv].index_add_(0, cells.flatten(), torch.ones_like(cells.flatten()))
+                factors = opt.epoch_factors(plan.active)
+                for s in range(plan.steps):
+                    # clients past their last step keep their buffers (BatchNorm statistics); known on the host
+                    held = {n: v.clone() for n, v in B.items()} if not plan.all_on[s] else {}
+                    with phase("train.fwdbwd"):
+                        grads, (losses, parts, coll) = step(P, B, xs[s], ys[s], E, T, epoch)
+                    on = plan.active[s]
+                    opt.step(grads, {k: f[s] for k, f in factors.items()})
+                    for n, v in held.items():
+                        B[n].copy_(torch.where(on.view(G, *[1] * (v.dim() - 1)), B[n], v))
+                    acc.add(on, losses, parts)
+                    if collect:
                         for lv, z in coll.items():
-                            rows = (ix.unsqueeze(1) * C + y).flatten()
-                            S[lv].view(G * C, -1).index_add_(0, rows, z.flatten(0, 1))
-                            K[lv].view(-1).index_add_(0, rows, torch.ones_like(rows))
+                            S[lv].index_add_(0, cells[s], z.flatten(0, 1))
+                for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
+                    self._odd_step(step, opt, P, B, E, T, acc, S, K, X[idx], Y[idx], g, C, epoch, collect)
+        host = acc.to_host(K, dims, C)
+        classes = _seen_classes(K, host["seen"], C)
         out = {}
         for g, cid in enumerate(cids):
             state = {**{n: v[g].clone() for n, v in P.items()}, **{n: v[g].clone() for n, v in B.items()}}
             sums = {}
             for lv, d in dims.items():
-                acc = ProtoAccumulator(C, d, dev)
-                acc.sums, acc.counts = S[lv][g], K[lv][g]
-                sums[lv] = acc
-            count = steps_i[g] * t.local_epochs
-            metrics = {"train_loss": float(loss_sum[g]) / count,
-                       **{k: float(v[g]) / count for k, v in part_sum.items()}}
+                pa = ProtoAccumulator(C, d, dev)
+                pa.sums, pa.counts = S[lv][g * C:(g + 1) * C], K[lv][g * C:(g + 1) * C]
+                pa.classes = classes[lv][g]
+                sums[lv] = pa
+            count = plan.steps_of[g] * t.local_epochs
+            metrics = {k: v[g] / count for k, v in host["sums"].items()}
             out[cid] = (state, sums, metrics)
         return out
 
+    def _data(self, cids: list, datas: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """The group's training samples concatenated in client order (kept while the clients' data is the same)."""
+        key = tuple((c, id(datas[c].x), len(datas[c])) for c in cids)
+        if key not in self._stacked:
+            if len(self._stacked) > 16:  # partial participation: other clients every round
+                self._stacked.clear()
+            self._stacked[key] = (torch.cat([datas[c].x for c in cids]), torch.cat([datas[c].y for c in cids]))
+        return self._stacked[key]
+
     @staticmethod
-    def _sgd(t, lr: float, params: dict, grads: dict, M: dict, ix, G: int) -> None:
-        """torch.optim.SGD's step (weight decay, momentum without dampening, first step's buffer
-        = the gradient) on the stacked parameters of the clients ``ix`` (``None``: all)."""
-        with torch.no_grad():
-            for n, p in params.items():
-                d = grads[n]
-                if t.weight_decay:
-                    d = d.add(p, alpha=t.weight_decay)
-                if t.momentum:
-                    if M[n] is None:  # every client's first step is step 0 of epoch 0, taken by all
-                        M[n] = d.clone() if ix is None else torch.zeros((G, *d.shape[1:]), device=d.device)
-                        if ix is not None:
-                            M[n][ix] = d
-                        d = M[n] if ix is None else M[n][ix]
-                    elif ix is None:
-                        M[n].mul_(t.momentum).add_(d)
-                        d = M[n]
-                    else:
-                        m = M[n][ix].mul_(t.momentum).add_(d)
-                        M[n][ix] = m
-                        d = m
-                p.add_(d, alpha=-lr)
+    def _odd_step(step, opt, P, B, E, T, acc, S, K, x, y, g, C, epoch, collect) -> None:
+        """One step of client ``g`` alone, on a batch of another length than its group's."""
+        ix = torch.tensor([g], device=x.device)
+        p, b, e, m = _pick(P, ix, False), _pick(B, ix, False), _pick(E, ix, False), _pick(opt.M, ix, False)
+        tw = {name: _pick(T[name], ix, False) for name in T}
+        grads, (losses, parts, coll) = step(p, b, x.unsqueeze(0), y.unsqueeze(0), e, tw, epoch)
+        opt.update(p, m, grads, None)
+        for n in P:
+            P[n][ix] = p[n]
+        for n in m:
+            opt.M[n][ix] = m[n]
+        for n in B:
+            B[n][ix] = b[n]
+        on = torch.arange(len(acc.loss), device=x.device) == g
+        acc.add(on, losses.expand(len(on)), {k: v.expand(len(on)) for k, v in parts.items()})
+        if collect:
+            for lv, z in coll.items():
+                S[lv].index_add_(0, g * C + y, z[0])
+                K[lv].index_add_(0, g * C + y, torch.ones_like(y))
 
     # -- evaluation ---------------------------------------------------------------------------
     def predict_all(self, algo: Algorithm, ctx: Context, jobs: dict) -> dict:

@@ -19,16 +19,31 @@ import torch
 
 
 def client_accuracies(scores: dict[str, torch.Tensor], y: torch.Tensor, own: torch.Tensor,
-                      num_classes: int) -> dict[str, float]:
-    """Accuracy of one client's test set under every rule, over all and own classes."""
+                      num_classes: int) -> dict[str, torch.Tensor]:
+    """Accuracy of one client's test set under every rule, over all and own classes, as 0-dim
+    tensors on the scores' device (read them with :func:`to_host`)."""
     mask = torch.zeros(num_classes, dtype=torch.bool, device=y.device)
     mask[own] = True
     out = {}
     for rule, s in scores.items():
-        out[f"acc_{rule}"] = float((s.argmax(1) == y).float().mean()) if len(y) else float("nan")
         s_own = s.masked_fill(~mask.unsqueeze(0), float("-inf"))
-        out[f"acc_{rule}_own"] = float((s_own.argmax(1) == y).float().mean()) if len(y) else float("nan")
+        for key, t in ((f"acc_{rule}", s), (f"acc_{rule}_own", s_own)):
+            out[key] = (t.argmax(1) == y).float().mean() if len(y) else torch.full((), float("nan"), device=y.device)
     return out
+
+
+def to_host(per_client: list[dict[str, torch.Tensor]], pending: dict | None = None) -> dict[str, list[float]]:
+    """``{metric: [value per client]}`` from :func:`client_accuracies` of every client, read in one
+    transfer (each value as ``float()`` of its tensor gives it); the 0-dim tensors of ``pending``
+    come along and are replaced there by their floats."""
+    keys = list(per_client[0]) if per_client else []
+    extra = list(pending or {})
+    flat = [acc[k].double() for acc in per_client for k in keys] + [pending[k].double() for k in extra]
+    vals = torch.stack(flat).tolist() if flat else []
+    for i, k in enumerate(extra):
+        pending[k] = vals[len(vals) - len(extra) + i]
+    n = len(keys)
+    return {k: [vals[c * n + i] for c in range(len(per_client))] for i, k in enumerate(keys)}
 
 
 def over_clients(per_client: dict[str, list[float]], sizes: list[int]) -> dict[str, dict[str, float]]:

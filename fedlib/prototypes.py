@@ -14,6 +14,9 @@ import dataclasses
 
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
+
+_TABLES = WeakIdKeyDictionary()  # message rows -> the ProtoTable built from them (see ProtoTable.from_message)
 
 
 def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int):
@@ -43,6 +46,7 @@ class ProtoAccumulator:
     def __init__(self, num_classes: int, dim: int, device: torch.device | str | None = None):
         self.sums = torch.zeros(num_classes, dim, device=device)
         self.counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
+        self.classes: torch.Tensor | None = None  # the classes seen, where known without reading the counts
 
     def add(self, features: torch.Tensor, labels: torch.Tensor) -> None:
         self.sums.index_add_(0, labels, features.detach())
@@ -51,7 +55,7 @@ class ProtoAccumulator:
     def message(self, counts: bool = True) -> dict:
         """``{"protos": (k, d), "classes": (k,), "counts": (k,)}`` for the k classes seen
         (without ``counts`` when the method sends none)."""
-        classes = torch.nonzero(self.counts).flatten()
+        classes = torch.nonzero(self.counts).flatten() if self.classes is None else self.classes
         protos = self.sums[classes] / self.counts[classes].unsqueeze(1).to(self.sums.dtype)
         out = {"protos": protos, "classes": classes}
         if counts:
@@ -112,9 +116,10 @@ def keep_last(new: torch.Tensor, present: torch.Tensor, old: torch.Tensor, old_p
 def rows_message(table: torch.Tensor, present: torch.Tensor, key: str = "protos", scale: float = 1.0) -> dict:
     """``{key: rows (k, d), "classes": (k,)}`` of the present classes of a ``(C, d)`` table (the
     broadcast of a single-prototype method), each row times ``scale``; ``{}`` when none is present."""
-    if not present.any():
+    k = int(present.sum())  # the one host read: how many rows travel
+    if not k:
         return {}
-    classes = torch.nonzero(present).flatten()
+    classes = torch.nonzero_static(present, size=k).flatten()
     rows = table[classes] if scale == 1.0 else scale * table[classes]
     return {key: rows, "classes": classes}
 
@@ -183,7 +188,7 @@ class ProtoTable:
         the largest number of rows of one class (at least 1)."""
         m = len(classes)
         if m:
-            onehot = F.one_hot(classes, num_classes)
+            onehot = (classes.unsqueeze(1) == torch.arange(num_classes, device=classes.device)).long()
             slot = (onehot.cumsum(0) - 1)[torch.arange(m, device=classes.device), classes]
             k = int(onehot.sum(0).max())
         else:
@@ -203,7 +208,13 @@ class ProtoTable:
         when it carries none (before the first aggregation)."""
         if key not in msg:
             return None
-        return cls.from_rows(msg[key], msg["classes"], num_classes, msg.get(weight_key) if weight_key else None)
+        rows, classes, w = msg[key], msg["classes"], msg.get(weight_key) if weight_key else None
+        held = _TABLES.get(rows)  # a message shared by many clients (a shared broadcast) is read once
+        if held is not None and held[0] is classes and held[1] is w and held[2] == num_classes:
+            return held[3]
+        table = cls.from_rows(rows, classes, num_classes, w)
+        _TABLES[rows] = (classes, w, num_classes, table)
+        return table
 
     @property
     def class_present(self) -> torch.Tensor:
@@ -226,10 +237,29 @@ class ProtoTable:
         return nearest_prototype_scores(features, self.protos, self.present)
 
 
-def message_scores(features: torch.Tensor, msg: dict, num_classes: int, key: str = "protos") -> torch.Tensor:
+def single_table(msg: dict, num_classes: int, key: str = "protos"):
+    """``(table (C, d), present (C,))`` of a message whose rows ``msg[key]`` belong to distinct
+    classes ``msg["classes"]`` (a single-prototype broadcast, :func:`rows_message`), without a
+    host read; ``None`` when it carries none. The same as ``ProtoTable.from_message(...).single()``."""
+    if key not in msg:
+        return None
+    rows, classes = msg[key], msg["classes"]
+    table = torch.zeros(num_classes, rows.shape[-1], dtype=rows.dtype, device=rows.device)
+    present = torch.zeros(num_classes, dtype=torch.bool, device=rows.device)
+    table[classes] = rows
+    present[classes] = True
+    return table, present
+
+
+def message_scores(features: torch.Tensor, msg: dict, num_classes: int, key: str = "protos",
+                   single: bool = False) -> torch.Tensor:
     """Nearest-prototype scores against the prototypes a message carries (rows ``msg[key]``
-    for ``msg["classes"]``, several per class allowed); ``-inf`` everywhere when it carries
-    none (before the first aggregation)."""
+    for ``msg["classes"]``, several per class allowed; ``single``: distinct classes, see
+    :func:`single_table`); ``-inf`` everywhere when it carries none (before the first aggregation)."""
+    if single:
+        held = single_table(msg, num_classes, key)
+        return nearest_prototype_scores(features, *held) if held is not None else \
+            torch.full((len(features), num_classes), float("-inf"), device=features.device)
     table = ProtoTable.from_message(msg, num_classes, key)
     if table is None:
         return torch.full((len(features), num_classes), float("-inf"), device=features.device)

@@ -3,8 +3,9 @@
 A run folder ``<results_dir>/<run id>/`` holds
 
 - ``rounds.jsonl``: one JSON line per round, rewritten whole and atomically each round;
-- ``checkpoint.pt``: client and server state after round r, with r, the run id and the
-  length and SHA-256 of the log up to round r (``torch.load(weights_only=True)``);
+- ``checkpoint.pt``: client and server state after round r (its tensors stacked, :func:`stacked`),
+  with r, the run id and the length and SHA-256 of the log up to round r
+  (``torch.load(weights_only=True)``);
 - ``summary.json``: once finished, the numbers plus the log's and the checkpoint's size
   and SHA-256, the round the checkpoint holds and the SHA-256 of the summary's own content;
 - ``config.yaml`` (a config ``python -m fedlib run`` accepts: it reruns exactly this run)
@@ -119,11 +120,53 @@ def write_log(folder: Path, records: list[dict]) -> str:
     return text
 
 
+def stacked(state: Any) -> tuple[Any, int]:
+    """``state`` with every tensor replaced by a view of one flat buffer per (dtype, device), and the
+    number of buffers. ``torch.save`` writes each buffer once (one device-to-host copy each on a GPU,
+    instead of one per tensor) and ``torch.load`` gives the views back, with the same values."""
+    found: dict = {}
+
+    def collect(obj):
+        if isinstance(obj, torch.Tensor):
+            if obj.layout == torch.strided:
+                found.setdefault((obj.dtype, obj.device), {}).setdefault(id(obj), obj)
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                collect(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                collect(v)
+
+    collect(state)
+    views: dict = {}
+    with torch.no_grad():
+        for group in found.values():
+            tensors = list(group.values())
+            buf = torch.cat([t.reshape(-1) for t in tensors])
+            for t, part in zip(tensors, torch.split(buf, [t.numel() for t in tensors]), strict=True):
+                views[id(t)] = part.view(t.shape)
+
+    def rebuild(obj):
+        if isinstance(obj, torch.Tensor):
+            return views.get(id(obj), obj)
+        if isinstance(obj, dict):
+            return {k: rebuild(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [rebuild(v) for v in obj]
+        if isinstance(obj, tuple):
+            return type(obj)(*map(rebuild, obj)) if hasattr(obj, "_fields") else tuple(map(rebuild, obj))
+        return obj
+
+    return rebuild(state), len(found)
+
+
 def save_checkpoint(folder: Path, round_idx: int, clients: dict, server: Any, log: str) -> None:
-    """``checkpoint.pt`` holding the state after ``round_idx`` and the log it belongs to."""
+    """``checkpoint.pt`` holding the state after ``round_idx`` and the log it belongs to, its tensors
+    stacked into one buffer per dtype and device (:func:`stacked`)."""
+    state, _ = stacked({"clients": clients, "server": server})
     with _temporary(Path(folder) / CHECKPOINT) as tmp:
         torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
-                    "log_sha256": sha256(log), "clients": clients, "server": server}, tmp)
+                    "log_sha256": sha256(log), **state}, tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, Path(folder) / CHECKPOINT)

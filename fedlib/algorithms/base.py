@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from fedlib.counting import phase
 from fedlib.data.federated import ClientData
 from fedlib.validation import check_fields
 
@@ -154,6 +155,10 @@ class Algorithm:
     UPLOAD: ClassVar[dict] = {}
     BROADCAST: ClassVar[dict] = {}
     REPLY: ClassVar[dict] = {}
+    # True where :meth:`broadcast` is the same for every client (it ignores ``cid``, which the
+    # engine then passes as ``None``): the engine builds it once per round and gives all
+    # clients the same copy, which they only read.
+    SHARED_BROADCAST: ClassVar[bool] = False
     # Fields added after runs existed, with the value that reproduces the method without them:
     # left out of run ids at that value (see fedlib.config.run_id).
     NEUTRAL: ClassVar[dict] = {}
@@ -184,19 +189,22 @@ class Algorithm:
                      rnd: Round) -> tuple[Any, Message, Metrics]:
         """Default: :meth:`task`, the SGD loop on :meth:`batch_loss` (:func:`train_task`), :meth:`finish`.
         A method that trains otherwise (several modules, its own loop) overrides this."""
-        task = self.task(ctx, cid, client, msg, data, rnd)
+        with phase("setup"):
+            task = self.task(ctx, cid, client, msg, data, rnd)
         model, sums, loss, parts = train_task(self, ctx, cid, task, data, rnd)
-        return self.finish(ctx, cid, client, msg, data, rnd, task, model, sums, {"train_loss": loss, **parts})
+        with phase("messages"):
+            return self.finish(ctx, cid, client, msg, data, rnd, task, model, sums, {"train_loss": loss, **parts})
 
     def task(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData, rnd: Round) -> LocalTask:
         """What client ``cid``'s local training needs (see :class:`LocalTask`)."""
         raise NotImplementedError
 
     def batch_loss(self, out: tuple, y: torch.Tensor, epoch: int, extras: dict, teachers: dict,
-                   params: dict) -> tuple[torch.Tensor, dict]:
+                   params: dict, rnd: Round) -> tuple[torch.Tensor, dict]:
         """``(loss, parts)`` of one batch: ``out`` = the model's ``(logits, features)``, ``teachers``
         = ``{name: (logits, features)}`` of the frozen models, ``params`` = the trained
-        parameters; ``parts`` = named loss terms (detached scalars) averaged into the metrics.
+        parameters, ``rnd`` = the round (the same for every client of a batched group: a loss may
+        branch on it); ``parts`` = named loss terms (detached scalars) averaged into the metrics.
         Written with tensor operations only (no branch on tensor values), so that the batched
         executor can vmap it over clients."""
         raise NotImplementedError
@@ -366,7 +374,7 @@ def train_task(algo: Algorithm, ctx: Context, cid: int, task: LocalTask, data: C
                 t_out = {name: t(xb) for name, t in teachers.items()}
         else:
             t_out = {}
-        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params)
+        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params, rnd)
         for k, v in parts.items():
             part_sums[k] = part_sums.get(k, 0.0) + v.detach()
         if sums and (task.collect_all_epochs or epoch == last):
@@ -436,10 +444,11 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
         perm = torch.randperm(n, generator=gen) if t.shuffle else torch.arange(n)
         for b in range(steps):
             idx = perm[b * bs:(b + 1) * bs]
-            loss = loss_fn(data.x[idx], data.y[idx], epoch)
-            for o in opts:
-                o.zero_grad(set_to_none=True)
-            loss.backward()
+            with phase("train.fwdbwd"):
+                loss = loss_fn(data.x[idx], data.y[idx], epoch)
+                for o in opts:
+                    o.zero_grad(set_to_none=True)
+                loss.backward()
             if clip_norm is not None:
                 for m, _ in parts:
                     torch.nn.utils.clip_grad_norm_(m.parameters(), clip_norm)
@@ -451,25 +460,35 @@ def joint_sgd_epochs(ctx: Context, parts: list[tuple[nn.Module, float]], data: C
 
 
 def server_epochs(module: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, epochs: int,
-                  batch_size: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> list[float]:
+                  batch_size: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                  draws: bool = False) -> torch.Tensor:
     """The server-side training loop (FedMPS's head on prototypes, FedTGP's trainable
     prototypes): ``epochs`` passes over ``(x, y)`` in shuffled minibatches (torch's global
     RNG, which the engine seeds per round for the server); returns the mean loss of each
-    epoch."""
+    epoch.
+
+    No host read inside the loop: each epoch's order is drawn on the host and uploaded once
+    (all epochs' at once unless something else draws from the global RNG in between: ``module``
+    has dropout, or ``draws`` says that ``loss_fn`` draws), and the losses are
+    summed on the device in float64 (each batch's float32 loss times its size, exactly as a
+    Python float sum of ``loss.item() * len(idx)`` gives). Returns the (epochs,) float64 tensor
+    of mean losses, on the device: the engine reads metrics with the round's evaluation.
+    """
     module.train()
-    losses = []
-    for _ in range(epochs):
-        perm = torch.randperm(len(y))
-        total = 0.0
-        for s in range(0, len(y), batch_size):
+    n = len(y)
+    totals = torch.zeros(epochs, dtype=torch.float64, device=y.device)
+    upfront = not draws and not any(isinstance(m, nn.modules.dropout._DropoutNd) for m in module.modules())
+    orders = torch.stack([torch.randperm(n) for _ in range(epochs)]).to(y.device) if upfront and epochs else None
+    for e in range(epochs):
+        perm = orders[e] if upfront else torch.randperm(n).to(y.device)
+        for s in range(0, n, batch_size):
             idx = perm[s:s + batch_size]
             loss = loss_fn(x[idx], y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total += loss.item() * len(idx)
-        losses.append(total / len(y))
-    return losses
+            totals[e] += loss.detach().double() * len(idx)
+    return totals / n
 
 
 # -- model parameters as messages ---------------------------------------------------------------

@@ -70,7 +70,7 @@ class FedAvg(Algorithm):
         """Batch loss; FedProx, FedUV, FedNTD and FedGKD add their terms here."""
         return F.cross_entropy(out[0], y)
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         return self.local_loss(out, y, extras, teachers, params), {}
 
     def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):

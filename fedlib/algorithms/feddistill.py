@@ -62,7 +62,7 @@ class FedDistill(Algorithm):
         # the class means of the logits of every batch of every epoch (HtFLlib)
         return LocalTask(client["model"], extras=extras, collect=("logits",), collect_all_epochs=True)
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         logits = out[0]
         loss = F.cross_entropy(logits, y)
         if extras:

@@ -46,8 +46,8 @@ import torch.nn.functional as F
 from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, server_epochs, weights
 from fedlib.losses import supcon_with_prototypes
-from fedlib.prototypes import (ProtoTable, aggregate_protos, eval_class_means, keep_last, message_scores,
-                               proto_targets, rows_message)
+from fedlib.prototypes import (aggregate_protos, eval_class_means, keep_last, message_scores, proto_targets,
+                               single_table)
 from fedlib.validation import BOOL, Interval, Options
 
 LEVELS = ("low", "high")
@@ -71,6 +71,7 @@ class FedMPS(Algorithm):
     proto_pass: str = "train"
     name = "fedmps"
     RULES = ("head", "proto")
+    SHARED_BROADCAST = True
     CONSTRAINTS = {
         "alpha": Interval(0, None), "beta": Interval(0, None), "lam": Interval(0, None),
         "mu": Interval(0, None), "tau1": Interval(0, None, low_open=True),
@@ -89,12 +90,12 @@ class FedMPS(Algorithm):
         extras = {}
         for lv in LEVELS:
             if lv in msg and self.lam * (self.alpha if lv == "low" else self.beta) > 0:
-                extras[lv], extras[lv + "_present"] = ProtoTable.from_message(msg, C, lv).single()
+                extras[lv], extras[lv + "_present"] = single_table(msg, C, lv)
         if "soft" in msg and self.mu > 0:
-            extras["soft"], extras["soft_present"] = ProtoTable.from_message(msg, C, "soft").single()
+            extras["soft"], extras["soft_present"] = single_table(msg, C, "soft")
         return LocalTask(client["model"], extras=extras, collect=LEVELS if self.proto_pass == "train" else ())
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         logits, feats = out
         loss = F.cross_entropy(logits, y)
         parts = {}
@@ -135,12 +136,15 @@ class FedMPS(Algorithm):
                 "has_soft": torch.zeros(C, dtype=torch.bool, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
-        msg = rows_message(server["high"], server["present"], key="high")
-        if msg:
-            classes = msg["classes"]
-            msg["low"] = server["low"][classes]
-            if server["has_soft"][classes].all():
-                msg["soft"] = server["soft"][classes]
+        # one host read: which classes travel, and whether all of them have a soft label
+        present, soft_too = server["present"], ~(server["present"] & ~server["has_soft"]).any()
+        k, soft_too = torch.stack([present.sum(), soft_too.long()]).tolist()
+        if not k:
+            return {}
+        classes = torch.nonzero_static(present, size=k).flatten()
+        msg = {"high": server["high"][classes], "classes": classes, "low": server["low"][classes]}
+        if soft_too:
+            msg["soft"] = server["soft"][classes]
         return msg
 
     def aggregate(self, ctx, server, uploads, rnd):
@@ -154,7 +158,11 @@ class FedMPS(Algorithm):
         head, losses = self.train_head(ctx, server, ups)
         new["head"] = weights(head)
         new["soft"], new["has_soft"] = self.soft_labels(server, head, ups, ctx.num_classes)
-        return new, ({"head_loss": float(losses[-1]), "head_loss_first_epoch": float(losses[0])} if losses else {})
+        if not len(losses):
+            return new, {}
+        # metrics are plain numbers (the contract): both read in one transfer
+        first, last = torch.stack([losses[0], losses[-1]]).tolist()
+        return new, {"head_loss": last, "head_loss_first_epoch": first}
 
     def train_head(self, ctx, server, ups):
         """Eq. 7: the server head, trained on this round's (client, class) high-level prototypes
@@ -175,15 +183,16 @@ class FedMPS(Algorithm):
         head.eval()
         with torch.no_grad():
             logits = head(x)
-        counts = torch.bincount(y, minlength=C).clamp(min=1).unsqueeze(1).float()
+        seen = torch.zeros(C, device=y.device).index_add_(0, y, torch.ones_like(y, dtype=torch.float32))
+        counts = seen.clamp(min=1).unsqueeze(1)  # a bincount without reading its size on the host
         if self.soft_label == "eq8":
             soft = torch.zeros(C, C, device=y.device).index_add_(0, y, F.softmax(logits / self.tau2, dim=1)) / counts
         else:  # the code: per-class mean logits, softened by the client
             mean_logits = torch.zeros(C, C, device=y.device).index_add_(0, y, logits) / counts
             soft = F.softmax(mean_logits / self.tau2, dim=1)
-        has_soft = torch.bincount(y, minlength=C) > 0
+        has_soft = seen > 0
         return keep_last(soft, has_soft, server["soft"], server["has_soft"])
 
     # -- inference -----------------------------------------------------------------------
     def scores(self, ctx, cid, client, msg, logits, feats):
-        return {"head": logits, "proto": message_scores(feats["high"], msg, ctx.num_classes, key="high")}
+        return {"head": logits, "proto": message_scores(feats["high"], msg, ctx.num_classes, key="high", single=True)}

@@ -44,10 +44,10 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms.registry import register
-from fedlib.algorithms.base import sgd_epochs, weights
+from fedlib.algorithms.base import weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.losses import supcon
-from fedlib.prototypes import ProtoAccumulator, aggregate_protos, keep_last, message_scores, rows_message
+from fedlib.prototypes import aggregate_protos, keep_last, message_scores, rows_message
 from fedlib.validation import Interval, Options
 
 
@@ -105,27 +105,31 @@ class FedProc(FedAvg):
                           self.temperature / self.base_temperature)
         return proto_infonce(z, yb, protos, classes, self.temperature)
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.module(ctx, cid, self.task(ctx, cid, client, msg, data, rnd).weights)  # the global model
+    def task(self, ctx, cid, client, msg, data, rnd):
+        task = super().task(ctx, cid, client, msg, data, rnd)  # from the global model
+        task.collect = (self.level,)  # the class means of the last local epoch's features
+        return task
+
+    def extras(self, msg):
+        return {"protos": msg["protos"], "classes": msg["classes"]} if "protos" in msg else {}
+
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
+        logits, feats = out
+        loss = F.cross_entropy(logits, y)
         round_idx = rnd.index - 1  # the code's global_round: aggregations done before this round
-        a = ce_weight(round_idx, self.ramp_rounds)
-        protos, classes = msg.get("protos"), msg.get("classes")
-        acc = ProtoAccumulator(ctx.num_classes, model.feature_dims[self.level], data.x.device)
-        last = ctx.train.local_epochs - 1
+        if round_idx > 0:
+            a = ce_weight(round_idx, self.ramp_rounds)
+            con = self.contrastive(feats[self.level], y, extras["protos"], extras["classes"]) if extras else 0.0
+            loss = a * loss + (1 - a) * con
+        return loss, {}
 
-        def loss_fn(xb, yb, epoch):
-            logits, feats = model(xb)
-            z = feats[self.level]
-            loss = F.cross_entropy(logits, yb)
-            if round_idx > 0:
-                con = self.contrastive(z, yb, protos, classes) if protos is not None else 0.0
-                loss = a * loss + (1 - a) * con
-            if epoch == last:
-                acc.add(z, yb)
-            return loss
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        return {"model": weights(model)}, {**self.upload(model, data), **sums[self.level].message()}, metrics
 
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn, lr=ctx.train.round_lr(rnd))
-        return {"model": weights(model)}, {**self.upload(model, data), **acc.message()}, {"train_loss": loss}
+    def batch_support(self):
+        if self.contrast == "prototypes":
+            return "its 'prototypes' contrast keeps the samples whose class has a prototype (a value-dependent shape)"
+        return super().batch_support()
 
     def aggregate(self, ctx, server, uploads, rnd):
         if not uploads:

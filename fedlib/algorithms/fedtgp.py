@@ -115,5 +115,5 @@ class FedTGP(PrototypeMethod):
         with torch.no_grad():
             protos = gen_model(all_classes)
         metrics = ({"margin": float(margin), "server_loss": float(losses[-1]),
-                    "server_loss_first_epoch": float(losses[0])} if losses else {})
+                    "server_loss_first_epoch": float(losses[0])} if len(losses) else {})
         return {"generator": weights(gen_model), "protos": protos, "present": present}, metrics

@@ -195,7 +195,7 @@ class GFPL(Algorithm):
         client = {**client, "etf": msg["etf"]} if "etf" in msg else client
         return LocalTask(weights=client["model"], extras={"etf": client["etf"]}, memo={"client": client})
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         logits, feats = out
         return self._loss(feats["proj"], logits, y, extras["etf"])
 

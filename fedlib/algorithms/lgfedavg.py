@@ -23,8 +23,8 @@ import dataclasses
 import torch.nn.functional as F
 
 from fedlib.algorithms.registry import register
-from fedlib.algorithms.base import (Algorithm, head_message, load_head_message, mean_params, sample_weights,
-                                   sgd_epochs, weights)
+from fedlib.algorithms.base import Algorithm, LocalTask, head_message, head_params, mean_params, sample_weights, weights
+from fedlib.models import member
 from fedlib.validation import BOOL
 
 
@@ -43,12 +43,14 @@ class LGFedAvg(Algorithm):
     def broadcast(self, ctx, server, cid, rnd):
         return dict(server["head"])
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.module(ctx, cid, client["model"])
-        load_head_message(model, msg)
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), lambda xb, yb, epoch: F.cross_entropy(model(xb)[0], yb),
-                          lr=ctx.train.round_lr(rnd))
-        return {"model": weights(model)}, {**head_message(model), "num_samples": len(data)}, {"train_loss": loss}
+    def task(self, ctx, cid, client, msg, data, rnd):
+        return LocalTask(self.predict_weights(ctx, cid, client, msg))
+
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
+        return F.cross_entropy(out[0], y), {}
+
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        return {"model": weights(model)}, {**head_message(model), "num_samples": len(data)}, metrics
 
     def aggregate(self, ctx, server, uploads, rnd):
         msgs = list(uploads.values())
@@ -57,8 +59,16 @@ class LGFedAvg(Algorithm):
         keys = [k for k in msgs[0] if k.startswith("head.")]
         return {"head": mean_params(msgs, keys, sample_weights(msgs, self.weighted))}, {}
 
-    def predict_model(self, ctx, cid, client, msg, fresh=False):
-        model = self.module(ctx, cid, client["model"], fresh=fresh)
-        load_head_message(model, msg)  # the client's own extractor with the global head
-        model.eval()
-        return model
+    def predict_weights(self, ctx, cid, client, msg):
+        """The client's own model with the global head (its starting point and its predicting model)."""
+        names = self.head_names(ctx, cid, client["model"])
+        return {**client["model"], **{names[k]: v for k, v in msg.items() if k in names}}
+
+    def head_names(self, ctx, cid, state: dict) -> dict:
+        """``{head.<j>.<param>: state_dict key}`` of client ``cid``'s architecture (kept per architecture)."""
+        key = (self, "head_names", member(ctx.model_name, cid))
+        if key not in ctx.pool:
+            model = self.module(ctx, cid, state)
+            names = {id(p): n for n, p in model.named_parameters()}
+            ctx.pool[key] = {k: names[id(p)] for k, p in head_params(model)}
+        return ctx.pool[key]

@@ -28,7 +28,7 @@ class Local(Algorithm):
     def task(self, ctx, cid, client, msg, data, rnd):
         return LocalTask(client["model"])
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         return F.cross_entropy(out[0], y), {}
 
     def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):

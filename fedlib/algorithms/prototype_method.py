@@ -25,13 +25,14 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms.base import Algorithm, LocalTask, weights
-from fedlib.prototypes import ProtoTable, aggregate_protos, eval_class_means, keep_last, message_scores, rows_message
+from fedlib.prototypes import aggregate_protos, eval_class_means, keep_last, message_scores, rows_message, single_table
 
 
 class PrototypeMethod(Algorithm):
     """Default client, server and inference of a single-prototype method (module docstring)."""
 
     RULES = ("head", "proto")
+    SHARED_BROADCAST = True
     UPLOAD = {"protos": "float[k, d]", "classes": "int[k]", "counts": "int[k]"}
     BROADCAST = {"protos?": "float[k, d]", "classes?": "int[k]"}
     # defaults a method may turn into hyperparameter fields
@@ -63,14 +64,14 @@ class PrototypeMethod(Algorithm):
 
     # -- client --------------------------------------------------------------------------
     def task(self, ctx, cid, client, msg, data, rnd):
-        received = ProtoTable.from_message(msg, ctx.num_classes)
+        received = single_table(msg, ctx.num_classes)
         extras = {}
         if received is not None and self.lam > 0:
-            table, has = received.single()
+            table, has = received
             extras = {"targets": self.target_table(table), "present": has}
         return LocalTask(client["model"], extras=extras, collect=(self.level,) if self.proto_pass == "train" else ())
 
-    def batch_loss(self, out, y, epoch, extras, teachers, params):
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
         logits, feats = out
         loss = F.cross_entropy(logits, y)
         if extras:
@@ -102,4 +103,4 @@ class PrototypeMethod(Algorithm):
 
     # -- inference -----------------------------------------------------------------------
     def scores(self, ctx, cid, client, msg, logits, feats):
-        return {"head": logits, "proto": message_scores(feats[self.level], msg, ctx.num_classes)}
+        return {"head": logits, "proto": message_scores(feats[self.level], msg, ctx.num_classes, single=True)}

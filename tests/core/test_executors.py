@@ -50,7 +50,8 @@ def both(algo, ctx, data, rounds):
                                      ("local", {}), ("fedavg", {}), ("fedprox", {"mu": 0.1}), ("moon", {}),
                                      ("fedntd", {}), ("fedgkd", {}), ("fedtgp", {}), ("protonorm", {}),
                                      ("gfpl", {"start": 1, "every": 1}),
-                                     ("gfpl", {"start": 1, "every": 1, "dcs": False})])
+                                     ("gfpl", {"start": 1, "every": 1, "dcs": False}),
+                                     ("fedproc", {}), ("lgfedavg", {})])
 def test_batched_equals_sequential_after_one_update_and_three_rounds(name, hp):
     algo, ctx, data = setup(name, **hp)
     sizes = [len(d) for d in data.train]
@@ -115,8 +116,8 @@ def test_chaotic_member_is_sensitive_to_rounding_in_sequential_training_too():
 
 @pytest.mark.slow
 def test_methods_that_cannot_be_batched_run_sequentially_with_a_note(caplog):
-    for name in ("fml", "fedproc", "feduv"):
-        algo, ctx, data = setup(name)
+    for name, hp in (("fml", {}), ("fedproc", {"contrast": "prototypes"}), ("feduv", {})):
+        algo, ctx, data = setup(name, **hp)
         seq = Simulator(algo, ctx, data, rounds=2, progress=False).run()
         with caplog.at_level("WARNING", logger="fedlib.executors"):
             bat = Simulator(algo, ctx, data, rounds=2, progress=False, executor="batched").run()
@@ -125,3 +126,4 @@ def test_methods_that_cannot_be_batched_run_sequentially_with_a_note(caplog):
     assert "distance" in make_algorithm({"name": "protonorm", "loss": "distance"}).batch_support()
     assert make_algorithm({"name": "protonorm"}).batch_support() is None
     assert make_algorithm({"name": "gfpl"}).batch_support() is None  # its pseudo-feature retraining stays per client
+    assert make_algorithm({"name": "fedproc"}).batch_support() is None  # its round-dependent loss reads the round

@@ -114,6 +114,23 @@ def test_interrupted_run_resumes_silently_from_its_checkpoint(reference, tmp_pat
     assert resumed["metrics"] == summary["metrics"]
 
 
+def test_the_checkpoint_stacks_its_tensors_into_one_buffer_per_dtype(reference):
+    # Prepare: the reference run's checkpoint, every tensor of its state
+    _, _, folder = reference
+    ckpt = torch.load(folder / "checkpoint.pt", weights_only=True)
+
+    def tensors(obj):
+        if isinstance(obj, torch.Tensor):
+            return [obj]
+        items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else []
+        return [t for v in items for t in tensors(v)]
+
+    found = tensors([ckpt["clients"], ckpt["server"]])
+    # Assert: many tensors, as few stored buffers as dtypes (each one device-to-host copy on a GPU)
+    assert len(found) > 20
+    assert len({t.untyped_storage().data_ptr() for t in found}) == len({t.dtype for t in found})
+
+
 @pytest.mark.slow
 def test_load_state_checks_a_finished_run_first(reference, tmp_path):
     cfg, _, _ = reference
