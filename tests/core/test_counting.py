@@ -77,7 +77,7 @@ def test_only_one_counter_at_a_time():
 def test_a_batched_round_reads_the_device_a_handful_of_times(name, syncs):
     # Prepare: five clients, the last one smaller than a batch (its step runs alone: one of the uploads)
     from fedlib.engine import Simulator
-    from tests.test_executors import setup
+    from tests.core.test_executors import setup
 
     algo, ctx, data = setup(name)
     sim = Simulator(algo, ctx, data, rounds=3, progress=False, executor="batched")
@@ -96,7 +96,7 @@ def test_a_batched_round_reads_the_device_a_handful_of_times(name, syncs):
 def test_a_shared_broadcast_ignores_the_client():
     from fedlib.algorithms import ALGORITHMS
     from fedlib.engine import Simulator
-    from tests.test_executors import setup
+    from tests.core.test_executors import setup
 
     shared = [n for n, cls in ALGORITHMS.items() if cls.SHARED_BROADCAST]
     assert {"fedproto", "fedmps", "protonorm"} <= set(shared)
