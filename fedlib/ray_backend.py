@@ -307,9 +307,7 @@ def run_many(jobs: list[tuple[dict, int]], progress: bool = True, desc: str = "r
         # no process writes in their run folders (each is locked by the one task that trained it)
         ray.wait(list(running), num_returns=len(running), timeout=30)
         for i in running.values():
-            folder = run_dir(*jobs[i])
-            for tmp in folder.glob(".*.tmp") if folder.exists() else ():
-                tmp.unlink(missing_ok=True)
+            store.remove_temporary(run_dir(*jobs[i]))
         kept = sum(summaries[i] is not None for i in todo)
         print(f"\n{desc}: interrupted; {kept} of {len(todo)} runs finished and are kept, {len(running)} stopped "
               f"({'their checkpoints stay: ' if mode == 'shared' else ''}the same command goes on from there)",

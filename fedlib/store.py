@@ -85,10 +85,12 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         os.replace(tmp, path)
 
 
-def remove_temporary(folder: Path, pids) -> int:
+def remove_temporary(folder: Path, pids=None) -> int:
     """Remove the temporary files the stopped processes ``pids`` left in ``folder``; how many
-    (another process's files are left alone: it may still rename them)."""
-    found = [p for pid in pids for p in Path(folder).glob(f".*.{pid}.tmp")]
+    (another process's files are left alone: it may still rename them). ``pids=None``: every
+    process's, for a folder whose writers are all known to have ended."""
+    patterns = ["*"] if pids is None else pids
+    found = [p for pid in patterns for p in Path(folder).glob(f".*.{pid}.tmp")]
     for tmp in found:
         tmp.unlink(missing_ok=True)
     return len(found)
