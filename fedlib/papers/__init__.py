@@ -22,7 +22,7 @@ import yaml
 from fedlib.device import device_arg
 from fedlib.validation import POSITIVE_INT, SEED, ConfigError, Options, Parser, arg_type, check_value
 from fedlib.paths import PARAMS as PARAMS_ROOT
-
+from fedlib.papers import schema
 
 
 def check_seeds(seeds, field: str = "seeds") -> list[int]:
@@ -44,6 +44,8 @@ def check_plan_settings(settings, where: str) -> None:
         check_seeds(settings["seeds"], f"{where}.seeds")
     for key, value in settings.items():
         name = f"{where}.{key}"
+        if key == "method_changes":   # dotted run-config changes, checked with the configs they change
+            continue
         if isinstance(value, dict) and "rounds" in str(key):
             for sub, rounds in value.items():
                 check_rounds(rounds, f"{name}.{sub}")
@@ -68,6 +70,9 @@ class Plan:
     the profile's settings and where runs are cached."""
 
     paper: ClassVar[str] = ""
+    #: the study's own top-level sections of experiments.yaml besides the common ones
+    #: (:mod:`fedlib.papers.schema`), each mapped to its check or None
+    sections: ClassVar[dict] = {}
 
     profile: str
     spec: dict
@@ -124,6 +129,57 @@ class Plan:
             raise ConfigError(field, key, "one of " + ", ".join(table))
         return table[key]
 
+    def method_entry(self, method: str, variant: bool = False, table: dict | None = None,
+                     field: str | None = None) -> dict:
+        """The ``methods`` entry of ``method`` (with ``variant``, its ``variants`` entry; ``table``: another
+        method table of the study), a variant's ``of`` merged into it: the method's entry with the variant's
+        algorithm changes and label. A name not in the table is a one-line error naming ``field``."""
+        section = "variants" if variant else "methods"
+        entries = self.spec.get(section, {}) if table is None else table
+        if method not in entries:
+            raise ConfigError(field or section[:-1], method, "one of " + ", ".join(entries))
+        entry = entries[method]
+        if "of" not in entry:
+            return entry
+        merged = copy.deepcopy(self.spec["methods"][entry["of"]])
+        merged["algorithm"].update(entry.get("algorithm", {}))
+        merged["label"] = entry.get("label", merged.get("label"))
+        return merged
+
+    def config(self, entry: dict, name: str, *, method: str | None = None, base: dict | None = None,
+               dataset: dict | None = None, partition: dict | None = None, rounds: int | None = None,
+               before: dict | None = None, overrides: dict | None = None, changes: dict | None = None) -> dict:
+        """The validated run config of one method ``entry`` (:meth:`method_entry`), the one way every study
+        makes a run: ``base`` (default the file's) with ``partition``'s fields (its label dropped), the
+        entry's algorithm, model and train fields and ``rounds``; references to ``dataset``, the profile and
+        the train block resolved (:func:`schema.resolve`); then the dotted ``before`` changes (a setting's
+        own), the profile's ``overrides`` (or ``overrides`` given), the profile's ``method_changes`` of
+        ``method`` and the caller's ``changes``, in that order (:meth:`place`); named ``name``; passed
+        through :meth:`adjust`."""
+        from fedlib.config import validate
+
+        raw = copy.deepcopy(self.spec["base"] if base is None else base)
+        if partition is not None:
+            raw["partition"] = {k: v for k, v in partition.items() if k != "label"}
+        raw["algorithm"] = copy.deepcopy(entry["algorithm"])
+        if "model" in entry:
+            raw["model"] = entry["model"]
+        raw["train"] = {**raw.get("train", {}), **entry.get("train", {})}
+        if rounds is not None:
+            raw["train"]["rounds"] = rounds
+        context = {"dataset": dataset or {}, "profile": self.settings, "train": raw["train"]}
+        raw = schema.resolve(raw, context, name)
+        own = self.settings.get("method_changes", {}).get(method, {})
+        profile = self.settings.get("overrides", {}) if overrides is None else overrides
+        raw = self.place(raw, {**(before or {}), **profile,
+                               **schema.resolve(own, context, f"method_changes.{method}"), **(changes or {})})
+        raw["name"] = name
+        self.adjust(raw)
+        return validate(raw)
+
+    def adjust(self, raw: dict) -> None:
+        """A study's last rule on a run config before it is validated (none by default)."""
+
     @classmethod
     def load(cls, profile: str = "quick", results_dir: str | Path | None = None, data_root: str | None = None,
              seeds: list[int] | None = None, path: str | Path | None = None, device: str | None = None,
@@ -133,7 +189,6 @@ class Plan:
         cache; ``seeds`` and the study's own ``overrides`` (e.g. ``methods``, ``rounds``)
         replace the profile's settings."""
         from fedlib import report
-
         from fedlib.config import EXECUTOR_CHOICES
         from fedlib.device import resolve
         from fedlib.reproduce import PROFILES
@@ -144,7 +199,7 @@ class Plan:
         allowed = [p for p in spec["profiles"] if p in listed]
         if profile not in allowed:
             raise ConfigError("profile", profile, "one of " + ", ".join(allowed) + " (see params/profiles.yaml)")
-        check_plan_settings(spec["profiles"][profile], f"{source.parent.name}/{source.name}: profiles.{profile}")
+        schema.check(spec, f"{source.parent.name}/{source.name}", cls.sections)
         if device is not None:
             resolve(device)
         if executor is not None:

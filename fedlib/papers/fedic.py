@@ -19,7 +19,6 @@ import dataclasses
 import numpy as np
 
 from fedlib import papers
-from fedlib.config import validate
 from fedlib.grid import run_configs as run  # noqa: F401 (I.run in the notebook)
 
 
@@ -52,28 +51,19 @@ def load_plan(profile: str = "quick", **options) -> Plan:
 def config(plan: Plan, method: str, partition: str = "pra", name: str | None = None, variant: bool = False,
            dataset: str = "fmnist", **changes) -> dict:
     """The validated config of ``method`` (or, with ``variant``, a Fig. 4 variant) on ``partition`` of
-    ``dataset`` (its Pat classes per client and FedIC's K from ``datasets`` in the params file); ``changes``
-    are dotted overrides applied last (``partition.num_clients``, ``partition.alpha``, ``algorithm.K``)."""
+    ``dataset`` (its Pat classes per client and FedIC's K from ``datasets`` in the params file, by reference);
+    ``changes`` are dotted overrides applied last (``partition.num_clients``, ``partition.alpha``,
+    ``algorithm.K``)."""
     dspec = plan.entry("datasets", dataset, "dataset")
-    mspec = plan.entry("variants", method, "variant") if variant else plan.entry("methods", method, "method")
+    entry = plan.method_entry(method, variant=variant, field="variant" if variant else "method")
     pspec = plan.entry("partitions", partition, "partition")
-    raw = copy.deepcopy(plan.spec["base"])
-    raw["dataset"] = {**raw["dataset"], "name": dataset}
-    raw["partition"] = {k: v for k, v in pspec.items() if k != "label"}
-    if raw["partition"]["scheme"] == "pathological":
-        raw["partition"]["classes_per_client"] = dspec["classes_per_client"]
-    raw["algorithm"] = dict(mspec["algorithm"])
-    if raw["algorithm"]["name"] == "fedic" and raw["algorithm"].get("K", 3) != 1:   # clustered: the dataset's K
-        raw["algorithm"]["K"] = dspec["K"]
-    if raw["algorithm"]["name"] == "fedccfa":   # its round-dependent start, sized per profile
-        raw["algorithm"]["align_start"] = plan.settings["fedccfa_align_start"]
-    raw["train"] = {**raw["train"], "rounds": plan.rounds}
+    base = copy.deepcopy(plan.spec["base"])
+    base["dataset"] = {**base["dataset"], "name": dataset}
     if plan.settings["fraction"] != 1:
-        raw["dataset"] = {**raw["dataset"], "fraction": plan.settings["fraction"]}
-    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
+        base["dataset"]["fraction"] = plan.settings["fraction"]
     where = "" if dataset == "fmnist" else f"{dataset}/"
-    raw["name"] = name or f"fedic-study/{where}{partition}/{method}"
-    return validate(raw)
+    return plan.config(entry, name or f"fedic-study/{where}{partition}/{method}", method=method, base=base,
+                       dataset=dspec, partition=pspec, rounds=plan.rounds, changes=changes)
 
 
 def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:

@@ -14,7 +14,6 @@ FedMPS by the nearest global prototype among the client's own classes
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import numpy as np
@@ -22,7 +21,7 @@ import torch
 
 from fedlib import papers, results
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
-from fedlib.config import run_id, validate
+from fedlib.config import run_id
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
@@ -42,6 +41,7 @@ class Plan(papers.Plan):
     """The FedMPS experiments under one profile."""
 
     paper = "fedmps"
+    sections = {"ablation": None, "time_target": None}   # its own sections of experiments.yaml
 
     def selected(self, key: str) -> list[str]:
         value = self.settings[key]
@@ -77,27 +77,14 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 def config(plan: Plan, method: str, rounds: str = "main", name: str | None = None, **changes) -> dict:
     """The validated config of ``method`` (a Table III method or a code-faithful variant) in this
     plan; ``changes`` are dotted overrides (``{"partition.ways": 4}``) applied after the
-    profile's own overrides.
-
-    In profiles with ``scale_schedules`` (the short ones), a schedule written for the paper's
-    100 rounds spans the run's rounds instead: FedProc's CE ramp (``ramp_rounds``), so that a
-    10-round run does not stop at a CE weight of 0.09."""
+    profile's own overrides. A profile's ``method_changes`` rescale a schedule written for the
+    paper's 100 rounds to the run's rounds in the short profiles (FedProc's CE ramp)."""
     variants = plan.spec.get("variants", {})
     if method not in plan.spec["methods"] and method not in variants:
         raise ConfigError("method", method, "one of " + ", ".join(plan.methods + list(variants)))
-    if method in variants:
-        entry = copy.deepcopy(plan.spec["methods"][variants[method]["of"]])
-        entry["algorithm"].update(variants[method].get("algorithm", {}))
-    else:
-        entry = plan.spec["methods"][method]
-    raw = copy.deepcopy(plan.spec["base"])
-    raw["algorithm"] = dict(entry["algorithm"])
-    raw["train"] = {**raw["train"], **entry.get("train", {}), "rounds": plan.settings["rounds"][rounds]}
-    if raw["algorithm"]["name"] == "fedproc" and plan.settings.get("scale_schedules"):
-        raw["algorithm"]["ramp_rounds"] = raw["train"]["rounds"]
-    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
-    raw["name"] = name or f"fedmps-study/{method}"
-    return validate(raw)
+    entry = plan.method_entry(method, variant=method in variants)
+    return plan.config(entry, name or f"fedmps-study/{method}", method=method,
+                       rounds=plan.settings["rounds"][rounds], changes=changes)
 
 
 def jobs(configs: dict, seeds: list[int] | None = None) -> list[tuple[dict, int]]:

@@ -15,14 +15,12 @@ last round's (the paper does not define it).
 
 from __future__ import annotations
 
-import copy
 import math
 import dataclasses
 
 import numpy as np
 
 from fedlib import claims, papers, results
-from fedlib.config import validate
 from fedlib.grid import run_configs
 from fedlib.runner import load_rounds
 
@@ -38,6 +36,11 @@ class Plan(papers.TablePlan):
         shots = self.settings.get("overrides", {}).get("partition.shots")
         return label if shots is None else f"{label.split(', s-bar')[0]}, s-bar {shots} ({self.profile} profile)"
 
+    def adjust(self, raw: dict) -> None:
+        """Room in each client's class block for the largest shot count the partition draws."""
+        part = raw["partition"]
+        part["block"] = max(part["block"], part["shots"] + part["stdev"])
+
 
 def load_plan(profile: str = "quick", **options) -> Plan:
     """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it (e.g. from the notebook), and
@@ -48,21 +51,12 @@ def load_plan(profile: str = "quick", **options) -> Plan:
 def config(plan: Plan, method: str, dataset: str = "mnist5k", ways: int = 4, name: str | None = None,
            variant: bool = False, **changes) -> dict:
     """The validated config of ``method`` (or, with ``variant``, a Table 2 variant) on ``dataset`` at
-    average ways ``ways``; ``changes`` are dotted overrides applied last. GFPL runs get the profile's
-    interaction schedule (t_1, S_T)."""
-    mspec = plan.entry("variants", method, "variant") if variant else plan.entry("methods", method, "method")
-    plan.entry("datasets", dataset, "dataset")
-    raw = copy.deepcopy(plan.spec["base"])
-    raw["algorithm"] = dict(mspec["algorithm"])
-    if raw["algorithm"]["name"] == "gfpl":
-        raw["algorithm"].update(plan.settings["schedule"])
-    raw["train"] = {**raw["train"], "rounds": plan.rounds}
-    raw = plan.place(raw, {**plan.spec["datasets"][dataset]["changes"], "partition.ways": ways,
-                           **plan.settings.get("overrides", {}), **changes})
-    part = raw["partition"]
-    part["block"] = max(part["block"], part["shots"] + part["stdev"])   # room for the largest shot count
-    raw["name"] = name or f"gfpl-study/{dataset}/w{ways}/{method}"
-    return validate(raw)
+    average ways ``ways``: the dataset's changes and ``ways`` first, then the profile's overrides and
+    ``changes``. GFPL runs take the profile's interaction schedule (t_1, S_T) by reference."""
+    entry = plan.method_entry(method, variant=variant, field="variant" if variant else "method")
+    dspec = plan.entry("datasets", dataset, "dataset")
+    return plan.config(entry, name or f"gfpl-study/{dataset}/w{ways}/{method}", method=method, rounds=plan.rounds,
+                       before={**dspec["changes"], "partition.ways": ways}, changes=changes)
 
 
 def table1_configs(plan: Plan) -> dict[tuple[str, int, str], dict]:

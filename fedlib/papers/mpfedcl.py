@@ -19,16 +19,15 @@ import math
 import numpy as np
 
 from fedlib import papers
-from fedlib.config import validate
 from fedlib.papers import check_methods
 from fedlib.grid import run_configs as run  # noqa: F401 (M.run in the notebook)
-from fedlib.validation import ConfigError
 
 @dataclasses.dataclass
 class Plan(papers.Plan):
     """The MP-FedCL experiments under one profile."""
 
     paper = "mpfedcl"
+    sections = {"feature_skew": None}   # its own sections of experiments.yaml
 
     def rounds(self, method: str, sweep: bool = False) -> int:
         """The method's Table VI rounds scaled by the profile (``sweep``: the sweeps' scale), at least 2."""
@@ -58,23 +57,18 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None, feature_skew: bool = False,
            **changes) -> dict:
     """The validated config of ``method``; ``changes`` are dotted overrides applied last. ``feature_skew``:
-    the Table V setting (``feature_skew`` in the experiments file: one domain per client, frozen encoder)."""
-    if method not in plan.spec["methods"]:
-        raise ConfigError("method", method, "one of " + ", ".join(plan.methods))
-    entry = plan.spec["methods"][method]
-    raw = copy.deepcopy(plan.spec["base"])
-    raw["algorithm"] = dict(entry["algorithm"])
-    rounds = plan.rounds(method, sweep)
-    overrides = dict(plan.settings.get("overrides", {}))
+    the Table V setting (``feature_skew`` in the experiments file: one domain per client, frozen encoder,
+    its own rounds and the profile's ``fs_overrides``)."""
+    entry = plan.method_entry(method)
+    base, rounds, overrides = None, plan.rounds(method, sweep), None
     if feature_skew:
         fs = plan.spec["feature_skew"]
-        raw.update(copy.deepcopy(fs["base"]))
+        base = {**copy.deepcopy(plan.spec["base"]), **copy.deepcopy(fs["base"])}
         rounds = max(2, round(fs["rounds"][method] * plan.settings["round_scale"]))
         overrides = dict(plan.settings.get("fs_overrides", {}))
-    raw["train"] = {**raw["train"], "rounds": plan.settings.get("fixed_rounds") or rounds}
-    raw = plan.place(raw, {**overrides, **changes})
-    raw["name"] = name or f"mpfedcl-study/{'fs/' if feature_skew else ''}{method}"
-    return validate(raw)
+    return plan.config(entry, name or f"mpfedcl-study/{'fs/' if feature_skew else ''}{method}", method=method,
+                       base=base, rounds=plan.settings.get("fixed_rounds") or rounds, overrides=overrides,
+                       changes=changes)
 
 
 def table6_configs(plan: Plan) -> dict[str, dict]:

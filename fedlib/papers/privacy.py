@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from fedlib import papers
-from fedlib.config import run_id, validate
+from fedlib.config import run_id
 from fedlib.papers import check_methods
 from fedlib.privacy.attack import attacker_aux
 from fedlib.validation import ConfigError
@@ -46,6 +46,7 @@ class Plan(papers.Plan):
     """The privacy study under one profile."""
 
     paper = "privacy"
+    sections = {"defense": None}   # its own sections of experiments.yaml
 
     @property
     def rounds(self) -> int:
@@ -100,21 +101,12 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 def config(plan: Plan, method: str, noise: float | None = None, **changes) -> dict:
     """The validated run config of ``method``; ``noise``: the defence's noise multiplier (clips from
     ``experiments.yaml``; None: no defence); ``changes`` are dotted overrides applied last."""
-    if method not in plan.spec["methods"]:
-        raise ConfigError("method", method, "one of " + ", ".join(plan.methods))
-    entry = plan.spec["methods"][method]
-    raw = copy.deepcopy(plan.spec["base"])
-    raw["algorithm"] = dict(entry["algorithm"])
-    if "model" in entry:
-        raw["model"] = entry["model"]
-    raw["train"] = {**raw["train"], "rounds": plan.rounds}
-    name = f"privacy-study/{method}"
+    entry = plan.method_entry(method)
+    base, name = copy.deepcopy(plan.spec["base"]), f"privacy-study/{method}"
     if noise is not None:
-        raw["defense"] = {**plan.spec["defense"], "noise_multiplier": float(noise)}
+        base["defense"] = {**plan.spec["defense"], "noise_multiplier": float(noise)}
         name += f"/noise{noise:g}"
-    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
-    raw["name"] = name
-    return validate(raw)
+    return plan.config(entry, name, method=method, base=base, rounds=plan.rounds, changes=changes)
 
 
 def table_configs(plan: Plan) -> dict[str, dict]:

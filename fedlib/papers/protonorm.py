@@ -24,8 +24,8 @@ import torch
 
 from fedlib import papers
 from fedlib.analysis import pairwise_distances
-from fedlib.config import run_id, validate
-from fedlib.papers import check_methods, check_rounds
+from fedlib.config import run_id
+from fedlib.papers import check_methods, check_rounds, schema
 from fedlib.runner import RunState
 from fedlib.grid import run_configs as run  # noqa: F401 (P.run in the notebook)
 from fedlib.validation import ConfigError
@@ -36,30 +36,39 @@ class Plan(papers.Plan):
     """The ProtoNorm experiments under one profile."""
 
     paper = "protonorm"
+    sections = {"spiral": lambda value, field: check_spiral(value, field),
+                "code_protocol": None,
+                "homogeneous": lambda value, field: schema.check_methods(value.get("methods"), f"{field}.methods")}
 
     @property
     def table1(self) -> dict:
         """The profile's Table 1 settings with ``methods: all`` expanded."""
         t = dict(self.settings["table1"])
         if t["methods"] == "all":
-            t["methods"] = list(self.spec["table1"]["methods"])
+            t["methods"] = list(self.spec["methods"])
         return t
 
     def label(self, method: str) -> str:
-        spec = self.spec["table1"]
-        entry = spec["methods"].get(method) or spec["homogeneous"]["methods"][method]
+        entry = self.spec["methods"].get(method) or self.spec["homogeneous"]["methods"][method]
         return entry.get("label", method)
-
-    def metric(self, method: str) -> str:
-        """The paper's scoring rule for ``method`` (module docstring)."""
-        return "acc_proto" if method in self.spec["table1"]["prototype_methods"] else "acc_head"
 
     def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
         """``methods`` (Table 1 rows) and ``rounds`` (the Table 1 protocol) replace the profile's."""
         if methods is not None:
-            self.settings["table1"]["methods"] = check_methods(methods, list(self.spec["table1"]["methods"]))
+            self.settings["table1"]["methods"] = check_methods(methods, list(self.spec["methods"]))
         if rounds is not None:
             self.settings["table1"]["rounds"] = check_rounds(rounds)
+
+
+def check_spiral(spiral, field: str) -> None:
+    """The spiral study's section: its base, partitions and runs (label, partition, algorithm)."""
+    schema.check_base(spiral.get("base"), f"{field}.base")
+    schema.check_entries(spiral.get("partitions"), f"{field}.partitions", ("scheme",))
+    schema.check_entries(spiral.get("runs"), f"{field}.runs", ("partition", "algorithm"))
+    for name, entry in spiral["runs"].items():
+        if entry["partition"] not in spiral["partitions"]:
+            raise ConfigError(f"{field}.runs.{name}.partition", entry["partition"],
+                              "one of " + ", ".join(spiral["partitions"]))
 
 
 def load_plan(profile: str = "quick", results_dir: str | None = None, methods: list[str] | None = None,
@@ -75,16 +84,11 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, methods: l
 def spiral_configs(plan: Plan) -> dict[str, dict]:
     """The four spiral runs (Figs. 1-2, 6), validated."""
     sp = plan.spec["spiral"]
-    out = {}
-    for key, entry in sp["runs"].items():
-        raw = copy.deepcopy(sp["base"])
-        raw["partition"] = dict(sp["partitions"][entry["partition"]])
-        raw["algorithm"] = dict(entry["algorithm"])
-        raw["name"] = f"protonorm-study/spiral/{key}"
-        raw = plan.place(raw, {**plan.settings.get("spiral_overrides", {}),
-                               "train.rounds": plan.settings["spiral_rounds"]})
-        out[key] = validate(raw)
-    return out
+    return {key: plan.config(entry, f"protonorm-study/spiral/{key}", base=sp["base"],
+                             partition=sp["partitions"][entry["partition"]],
+                             overrides=plan.settings.get("spiral_overrides", {}),
+                             changes={"train.rounds": plan.settings["spiral_rounds"]})
+            for key, entry in sp["runs"].items()}
 
 
 def smallest_angle(protos: np.ndarray) -> float:
@@ -136,32 +140,20 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
                   rounds: int | None = None, name: str | None = None, dataset: str = "fmnist", **changes) -> dict:
     """The validated config of ``method`` under the Table 1 protocol and this profile's
     sizes (model family, data fraction, rounds) on ``dataset`` (its gamma and pathological
-    classes per client from the params file); ``changes`` are dotted overrides."""
-    spec, t = plan.spec["table1"], plan.table1
-    if dataset not in spec["datasets"]:
-        raise ConfigError("dataset", dataset, "one of " + ", ".join(spec["datasets"]))
-    dspec = spec["datasets"][dataset]
-    methods = spec["homogeneous"]["methods"] if homogeneous else spec["methods"]
-    if method not in methods:
-        raise ConfigError("method", method, "one of " + ", ".join(methods))
-    if partition not in spec["partitions"]:
-        raise ConfigError("partition", partition, "one of " + ", ".join(spec["partitions"]))
-    raw = copy.deepcopy(spec["base"])
-    raw["dataset"]["name"] = dataset
-    raw["partition"] = {k: v for k, v in spec["partitions"][partition].items() if k != "label"}
-    if raw["partition"]["scheme"] == "pathological":
-        raw["partition"]["classes_per_client"] = dspec["classes_per_client"]
-    raw["algorithm"] = dict(methods[method]["algorithm"])
-    if raw["algorithm"]["name"] == "protonorm":
-        raw["algorithm"]["gamma"] = dspec["gamma"]
-    raw["model"] = dict(spec["homogeneous"]["model"]) if homogeneous else {**raw["model"], "name": t["model"]}
+    classes per client from the params file, by reference); ``changes`` are dotted overrides."""
+    t = plan.table1
+    dspec = plan.entry("datasets", dataset, "dataset")
+    pspec = plan.entry("partitions", partition, "partition")
+    entry = plan.method_entry(method, table=plan.spec["homogeneous"]["methods"] if homogeneous else None)
+    base = copy.deepcopy(plan.spec["base"])
+    base["dataset"]["name"] = dataset
+    base["model"] = dict(plan.spec["homogeneous"]["model"]) if homogeneous else {**base["model"], "name": t["model"]}
     if t["fraction"] != 1:
-        raw["dataset"]["fraction"] = t["fraction"]
-    raw["train"]["rounds"] = rounds or t["rounds"]
-    raw = plan.place(raw, {**plan.settings.get("overrides", {}), **changes})
+        base["dataset"]["fraction"] = t["fraction"]
     where = "" if dataset == "fmnist" else f"{dataset}/"
-    raw["name"] = name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/{partition}/{method}"
-    return validate(raw)
+    return plan.config(entry, name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/"
+                       f"{partition}/{method}", method=method, base=base, dataset=dspec, partition=pspec,
+                       rounds=rounds or t["rounds"], changes=changes)
 
 
 def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
@@ -176,7 +168,7 @@ def code_protocol_configs(plan: Plan) -> dict[str, dict]:
     the profile does not run are left out. A profile's ``code_min_size`` replaces the least_samples (``null``
     in smoke and quick: PFLlib's, as the paper protocol; at 1-5% of the data the code's 1 gives a client a
     single sample and no test split)."""
-    cp = plan.spec["table1"]["code_protocol"]
+    cp = plan.spec["code_protocol"]
     changes = dict(cp["changes"])
     if plan.settings.get("code_min_size", 1) is None:   # PFLlib's least_samples, as the paper protocol
         del changes["partition.min_size"]
@@ -198,7 +190,7 @@ def homogeneous_configs(plan: Plan) -> dict[str, dict]:
     if not plan.table1["homogeneous"]:
         return {}
     return {m: table1_config(plan, m, "practical", homogeneous=True)
-            for m in plan.spec["table1"]["homogeneous"]["methods"]}
+            for m in plan.spec["homogeneous"]["methods"]}
 
 
 def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
@@ -209,8 +201,8 @@ def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
     if "protonorm" in t["methods"]:
         out = {("protonorm", float(g)): table1_config(plan, "protonorm", "practical", **{"algorithm.gamma": float(g)})
                for g in t["protonorm_gamma"]}
-        default = plan.spec["table1"]["methods"]["protonorm"]["algorithm"]["gamma"]
-        out[("protonorm", float(default))] = table1_config(plan, "protonorm", "practical")
+        default = table1_config(plan, "protonorm", "practical")
+        out[("protonorm", float(default["algorithm"]["gamma"]))] = default
     for m in ("fedproto", "fedtgp"):
         if m not in t["methods"]:   # a profile that leaves a method out of Table 1 sweeps it neither
             continue
@@ -375,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     plan = load_plan(args.profile, methods=args.methods, rounds=args.rounds, seeds=args.seeds, device=args.device,
                      executor=args.executor)
-    known = list(plan.spec["table1"]["partitions"])
+    known = list(plan.spec["partitions"])
     if args.partitions:
         if any(p not in known for p in args.partitions):
             raise ConfigError("--partitions", args.partitions, "some of " + ", ".join(known))
@@ -384,9 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.model not in ("ht0", "ht0_lite"):
             raise ConfigError("--model", args.model, "ht0 or ht0_lite")
         plan.settings["table1"]["model"] = args.model
-    if args.dataset not in plan.spec["table1"]["datasets"]:
-        raise ConfigError("--dataset", args.dataset, "one of " + ", ".join(plan.spec["table1"]["datasets"]))
-    dspec = plan.spec["table1"]["datasets"][args.dataset]
+    if args.dataset not in plan.spec["datasets"]:
+        raise ConfigError("--dataset", args.dataset, "one of " + ", ".join(plan.spec["datasets"]))
+    dspec = plan.spec["datasets"][args.dataset]
     configs = table1_configs(plan, args.dataset)
     res = run(configs, workers=args.workers, desc="Table 1")
     paper = report.load_paper("protonorm")["tables"]["table1"]
@@ -406,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          "ours": "ours (Fashion-MNIST)"})
         df["rule"] = [ours[m]["metric"] if m in ours else "" for m in df.index]
         df["best round"] = [",".join(map(str, ours[m]["best_rounds"])) if m in ours else "" for m in df.index]
-        print(f"\n{plan.spec['table1']['partitions'][part]['label']}")
+        print(f"\n{plan.spec['partitions'][part]['label']}")
         print(report.to_markdown(df))
     return 0
 
@@ -498,7 +490,7 @@ def ledger(plan: Plan, res: dict) -> list:
     gam = res.get("gamma")
     if gam:
         pn = {r["gamma"]: r["acc"] for r in gam if r["method"] == "protonorm"}
-        default = plan.spec["table1"]["methods"]["protonorm"]["algorithm"]["gamma"]
+        default = table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"]
         if 1.0 in pn and default in pn:
             out.append(claim("Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1", "Table 4",
                              ", ".join(f"gamma {g:g}: {a:.2f}" for g, a in sorted(pn.items())),
