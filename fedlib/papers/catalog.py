@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fedlib.papers import fedic, fedmps, gfpl, mpfedcl, privacy, protonorm
+from fedlib.papers import benchmark, fedic, fedmps, gfpl, mpfedcl, privacy, protonorm
 
-STUDIES = (fedmps, gfpl, protonorm, mpfedcl, fedic, privacy)
+STUDIES = (fedmps, gfpl, protonorm, mpfedcl, fedic, privacy, benchmark)
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:

@@ -1,0 +1,390 @@
+"""The cross-paper benchmark: every registered method on the same settings, metric and budget, ranked with
+its uncertainty.
+
+``load_plan(profile)`` reads ``params/benchmark/experiments.yaml``: the settings (PFLlib's Fashion-MNIST
+protocol with its pathological and Dirichlet(0.1) splits, FedMPS's n-way k-shot split, heterogeneous models),
+the methods and the profiles. :func:`configs` gives the validated config of every supported (setting, method),
+:func:`scores` one row per (setting, seed, method) from finished runs, and the rest turns them into the
+ranked table, the critical-difference diagram, the accuracy-vs-cost scatter plots and the ledger.
+
+Metric (docs/benchmark.md): PFLlib's. Every client's model on its own test split, argmax over all classes,
+summed correct over summed test samples (sample-weighted), at the best round; the last round beside it. Each
+method is scored by the rule its own paper reports (``prototype_methods``: nearest global prototype; every other
+method: its head), named in every row. Communication: the floats every client uploads plus those the server
+sends, summed over clients, a mean round, counted from the messages; time: the median seconds of a round.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from fedlib import papers
+from fedlib.papers import schema
+from fedlib.validation import ConfigError
+
+SETTING_KEYS = ("label", "partition", "base", "methods", "only", "why_not")
+
+
+def check_settings(settings, field: str) -> None:
+    """The ``settings`` section: each a partition of the file, an optional base and method entries of its own,
+    and ``only`` (the methods it runs) with ``why_not`` (why the others do not)."""
+    for name, entry in schema._mapping(settings, field).items():
+        where = f"{field}.{name}"
+        schema._keys(schema._mapping(entry, where), where, SETTING_KEYS)
+        if "base" in entry:
+            schema.check_base(entry["base"], f"{where}.base")
+        for method, own in entry.get("methods", {}).items():
+            schema.check_methods({method: own}, f"{where}.methods")
+        why = entry.get("why_not")
+        if "only" in entry and not (isinstance(why, str) or isinstance(why, dict) and "default" in why):
+            raise ConfigError(f"{where}.why_not", why, "a reason the other methods do not run (with `only`): a "
+                              "string, or a mapping of methods to reasons with a `default`")
+
+
+@dataclasses.dataclass
+class Plan(papers.Plan):
+    """The benchmark under one profile."""
+
+    paper = "benchmark"
+    sections = {"settings": check_settings}
+
+    @property
+    def rounds(self) -> int:
+        return self.settings["rounds"]
+
+    def setting_names(self) -> list[str]:
+        return list(self.settings["settings"])
+
+    def method_names(self) -> list[str]:
+        value = self.settings["methods"]
+        return self.methods if value == "all" else list(value)
+
+    def setting_seeds(self, setting: str) -> list[int]:
+        """The setting's seeds: the profile's, or its own where a shared study fixes them (FedMPS: 1234-1236)."""
+        return list(self.settings.get("setting_seeds", {}).get(setting, self.seeds))
+
+    def setting_label(self, setting: str) -> str:
+        return self.spec["settings"][setting]["label"]
+
+    def why_not(self, method: str, setting: str) -> str | None:
+        """Why ``method`` does not run on ``setting`` (None: it runs)."""
+        entry = self.spec["settings"][setting]
+        if "only" in entry and method not in entry["only"]:
+            why = entry["why_not"]
+            return why.get(method, why["default"]) if isinstance(why, dict) else why
+        return None
+
+    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
+        """``methods`` and ``rounds`` (every run) replace the profile's."""
+        if methods is not None:
+            self.settings["methods"] = papers.check_methods(methods, self.methods)
+        if rounds is not None:
+            self.settings["rounds"] = papers.check_rounds(rounds)
+
+    def setting_text(self) -> str:
+        """What made the numbers, for every caption."""
+        frac = self.settings["fraction"]
+        data = "all of the data" if frac == 1 else f"{100 * frac:g}% of Fashion-MNIST (stratified)"
+        full = self.settings.get("full_data")
+        return (f"profile {self.profile}: {data}" + (f" ({', '.join(full)}: all of it)" if full else "")
+                + f", {self.rounds} rounds, seeds {self.seeds}"
+                + "".join(f" ({s}: {v})" for s, v in self.settings.get("setting_seeds", {}).items()))
+
+
+def load_plan(profile: str = "quick", **options) -> Plan:
+    """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it, and ``results_dir``,
+    ``data_root``, ``device`` and ``executor`` place the runs (:meth:`papers.Plan.load`)."""
+    return Plan.load(profile, **options)
+
+
+def config(plan: Plan, method: str, setting: str, **changes) -> dict:
+    """The validated config of ``method`` on ``setting``: the setting's base (or the file's), its partition,
+    the method's entry (the setting's own entry of it replacing the algorithm where it has one), the profile's
+    rounds and data fraction; ``changes`` are dotted overrides applied last."""
+    spec = plan.entry("settings", setting, "setting")
+    entry = copy.deepcopy(plan.method_entry(method))
+    entry.update(spec.get("methods", {}).get(method, {}))
+    base = copy.deepcopy(spec.get("base", plan.spec["base"]))
+    if plan.settings["fraction"] != 1 and setting not in plan.settings.get("full_data", ()):
+        base["dataset"] = {**base["dataset"], "fraction": plan.settings["fraction"]}
+    return plan.config(entry, f"benchmark/{setting}/{method}", method=method, base=base,
+                       partition=plan.spec["partitions"][spec["partition"]], rounds=plan.rounds, changes=changes)
+
+
+def configs(plan: Plan) -> dict[tuple[str, str], dict]:
+    """``{(setting, method): config}`` for every setting and method of the profile that runs there."""
+    return {(s, m): config(plan, m, s) for s in plan.setting_names() for m in plan.method_names()
+            if plan.why_not(m, s) is None}
+
+
+def settings_table(plan: Plan) -> pd.DataFrame:
+    """One row per setting of the profile: data, split, model, optimiser, rounds, seeds, methods run."""
+    rows = {}
+    for setting in plan.setting_names():
+        some = next(m for m in plan.method_names() if plan.why_not(m, setting) is None)
+        c = config(plan, some, setting)
+        part, train = c["partition"], c["train"]
+        frac = c["dataset"].get("fraction", 1.0)
+        split = {"pathological": f"{part.get('classes_per_client')} classes per client",
+                 "dirichlet": f"Dirichlet({part.get('alpha')})",
+                 "nway_kshot": f"n-way k-shot, n {part.get('ways')}, k {part.get('shots')}"}.get(part["scheme"],
+                                                                                              part["scheme"])
+        rows[plan.setting_label(setting)] = {
+            "data": "Fashion-MNIST" + ("" if frac == 1 else f", a stratified {100 * frac:g}%"),
+            "split": f"{part['num_clients']} clients, {split}" + (", pooled, 75/25 per client"
+                                                                  if part.get("split") == "merge" else ""),
+            "model": c["model"]["name"], "optimiser": f"SGD lr {train['lr']:g}, momentum {train['momentum']:g}, "
+                                                      f"batch {train['batch_size']}, E = {train['local_epochs']}",
+            "rounds": train["rounds"], "seeds": ", ".join(map(str, plan.setting_seeds(setting))),
+            "methods": sum(plan.why_not(m, setting) is None for m in plan.method_names())}
+    return pd.DataFrame(rows).T
+
+
+def missing(plan: Plan) -> pd.DataFrame:
+    """The (setting, method) pairs of the profile that do not run, and why."""
+    rows = [{"setting": plan.setting_label(s), "method": plan.label(m), "why not": plan.why_not(m, s)}
+            for s in plan.setting_names() for m in plan.method_names() if plan.why_not(m, s)]
+    return pd.DataFrame(rows, columns=["setting", "method", "why not"])
+
+
+def jobs(plan: Plan) -> list[tuple[dict, int]]:
+    """Every (config, seed) of the profile, costliest first (rounds x clients' data)."""
+    cfgs = configs(plan)
+    out = [(c, s) for (setting, _), c in cfgs.items() for s in plan.setting_seeds(setting)]
+    return papers.unique_jobs(out, lambda c: c["train"]["rounds"] * c["dataset"].get("fraction", 1.0))
+
+
+all_jobs = jobs   # the name every study gives its whole grid
+
+
+def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[tuple[str, str, int], dict]:
+    """``{(setting, method, seed): summary}``: finished runs read (results folder, other placements, the run
+    archive; :mod:`fedlib.results`), the missing ones trained when ``train``, else left out."""
+    from fedlib import results
+
+    cfgs = configs(plan)
+    out = {}
+    for setting in plan.setting_names():
+        mine = {m: c for (s, m), c in cfgs.items() if s == setting}
+        seeds = plan.setting_seeds(setting)
+        got = (results.run_or_read(mine, seeds, workers=workers, desc=f"benchmark {setting}") if train
+               else {m: [results.find(c, s)[1] for s in seeds] for m, c in mine.items()})
+        for m, summaries in got.items():
+            out.update({(setting, m, s): summ for s, summ in zip(seeds, summaries, strict=True) if summ is not None})
+    return out
+
+
+def metric(plan: Plan, method: str) -> str:
+    return plan.metric(method)
+
+
+def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
+    """One row per finished (setting, seed, method): best and last round accuracy (%, sample-weighted, the
+    method's rule), the rule, floats sent per round (up + down, all clients) and median seconds per round."""
+    rows = []
+    for (setting, method, seed), s in summaries.items():
+        m = s["metrics"][metric(plan, method)]
+        comm = s.get("comm_per_round", {})
+        rows.append({"setting": setting, "seed": seed, "method": method, "best": 100 * m["best_weighted"],
+                     "last": 100 * m["last_weighted"], "rule": metric(plan, method).removeprefix("acc_"),
+                     "floats": comm.get("up_params", 0.0) + comm.get("down_params", 0.0),
+                     "seconds": s.get("seconds_per_round_median", float("nan"))})
+    return pd.DataFrame(rows, columns=["setting", "seed", "method", "best", "last", "rule", "floats", "seconds"])
+
+
+def accuracy_blocks(table: pd.DataFrame, value: str = "best") -> pd.DataFrame:
+    """Rows (setting, seed), columns methods: what the ranking compares (higher is better)."""
+    return table.pivot_table(index=["setting", "seed"], columns="method", values=value)
+
+
+def ranked(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
+    """The benchmark table: per method, mean rank per setting (within each seed, then averaged) and overall,
+    and per setting mean ± std of the best round with the last round's mean; sorted by overall rank."""
+    from fedlib import ranking
+
+    if table.empty:
+        return pd.DataFrame()
+    blocks = accuracy_blocks(table)
+    rank = ranking.mean_ranks(blocks, by="setting")
+    out = pd.DataFrame(index=rank.index)
+    out["method"] = [plan.label(m) for m in rank.index]
+    out["rule"] = [metric(plan, m).removeprefix("acc_") for m in rank.index]
+    out["mean rank"] = rank["overall"].round(2)
+    for setting in plan.setting_names():
+        part = table[table.setting == setting].groupby("method")
+        if setting not in rank:
+            continue
+        best, last = part["best"], part["last"]
+        out[f"{setting} rank"] = rank[setting].round(2)
+        out[f"{setting} best"] = [_mean_std(best, m) for m in rank.index]
+        out[f"{setting} last"] = [f"{last.mean()[m]:.2f}" if m in last.mean() else "—" for m in rank.index]
+    return out.sort_values("mean rank").reset_index(drop=True)
+
+
+def _mean_std(groups, method: str) -> str:
+    if method not in groups.mean():
+        return "—"
+    values = groups.get_group(method)
+    sd = values.std(ddof=0) if len(values) > 1 else None
+    return f"{values.mean():.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
+
+
+def top(plan: Plan, table: pd.DataFrame, n: int = 5) -> dict[str, list[str]]:
+    """Each setting's ``n`` best methods by mean rank over its seeds."""
+    from fedlib import ranking
+
+    out = {}
+    for setting in plan.setting_names():
+        part = accuracy_blocks(table[table.setting == setting]) if (table.setting == setting).any() else None
+        if part is not None:
+            order = ranking.mean_ranks(part).sort_values()
+            out[setting] = [plan.label(m) for m in order.index[:n]]
+    return out
+
+
+def significance(table: pd.DataFrame) -> dict:
+    """Friedman's test over the complete (setting, seed) blocks of the methods every block has, and the Nemenyi
+    critical difference of their mean ranks (alpha 0.05)."""
+    from fedlib import ranking
+
+    blocks = accuracy_blocks(table).dropna(axis=1)
+    if blocks.shape[1] < 2 or blocks.shape[0] < 2:
+        return {"methods": blocks.shape[1], "blocks": blocks.shape[0], "statistic": float("nan"), "p": float("nan"),
+                "cd": float("nan"), "ranks": ranking.mean_ranks(blocks) if blocks.shape[1] else pd.Series()}
+    stat, p, n, k = ranking.friedman(blocks)
+    return {"methods": k, "blocks": n, "statistic": stat, "p": p, "cd": ranking.nemenyi_cd(k, n),
+            "ranks": ranking.mean_ranks(blocks)}
+
+
+def cd_figure(plan: Plan, table: pd.DataFrame):
+    """The critical-difference diagram of the methods every (setting, seed) block has."""
+    from fedlib import ranking
+
+    sig = significance(table)
+    ranks = sig["ranks"].rename(index=plan.label)
+    title = (f"mean rank over {sig['blocks']} (setting, seed) blocks; Friedman p = {sig['p']:.2g}; "
+             f"Nemenyi CD = {sig['cd']:.2f} ({plan.profile})")
+    return ranking.cd_diagram(ranks, sig["cd"], title=title)
+
+
+def costs(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
+    """Per (setting, method): mean best accuracy, floats per round and seconds per round (over seeds)."""
+    agg = table.groupby(["setting", "method"]).agg(best=("best", "mean"), floats=("floats", "mean"),
+                                                     seconds=("seconds", "median")).reset_index()
+    agg["label"] = [plan.label(m) for m in agg.method]
+    return agg
+
+
+def cost_figures(plan: Plan, table: pd.DataFrame, setting: str):
+    """Accuracy vs floats sent per round and vs seconds per round on ``setting``, Pareto fronts drawn."""
+    from fedlib import ranking
+
+    part = costs(plan, table)
+    part = part[part.setting == setting].set_index("label")
+    if part.empty:
+        return None
+    # Local sends nothing: one float keeps it on the log axis (said in the axis label)
+    part["floats"] = part["floats"].clip(lower=1.0)
+    name = plan.setting_label(setting)
+    return (ranking.pareto_scatter(part, "floats", "best", logx=True,
+                                   title=f"{name}: accuracy vs communication ({plan.profile})"),
+            ranking.pareto_scatter(part, "seconds", "best", title=f"{name}: accuracy vs time ({plan.profile})"))
+
+
+def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
+    """PFLlib's published Fashion-MNIST numbers (reference data, ``params/benchmark/paper.yaml``) beside ours on
+    the pat and dir settings for the methods both have, with both budgets stated."""
+    from fedlib import report
+
+    ref = report.load_paper("benchmark")["pfllib"]
+    rows = []
+    for method, cols in ref["methods"].items():
+        row = {"method": plan.label(method)}
+        for setting, key in (("pat", "pathological"), ("dir", "dirichlet")):
+            mine = table[(table.setting == setting) & (table.method == method)]["best"]
+            row[f"PFLlib {setting}"] = f"{cols[key]:.2f}"
+            row[f"ours {setting}"] = (f"{mine.mean():.2f}" + (f" ± {mine.std(ddof=0):.2f}" if len(mine) > 1 else "")
+                                      if len(mine) else "not run")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ledger(plan: Plan, table: pd.DataFrame) -> list:
+    """The papers' cross-cutting claims judged on common ground (:mod:`fedlib.claims`): prototype methods vs
+    parameter sharing, several prototypes per class vs one, normalised vs raw prototypes, each paper's method
+    vs the field in its own setting and in the others'."""
+    from fedlib import claims
+
+    prof, out = plan.profile, []
+    converged = prof in ("converged", "paper")
+
+    def per_seed(setting: str, method: str) -> list[float]:
+        part = table[(table.setting == setting) & (table.method == method)].sort_values("seed")
+        return list(part["best"])
+
+    def judge(text, source, a, b, setting):
+        va, vb = per_seed(setting, a), per_seed(setting, b)
+        if not va or not vb:
+            return claims.untested(text, source, f"{plan.label(a)} or {plan.label(b)} did not run on {setting}")
+        test = claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb)
+        evidence = (f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
+                    f"{plan.setting_label(setting)}")
+        return claims.claim(text, source, evidence, np.mean(va) > np.mean(vb), prof if converged else prof,
+                            min(len(va), len(vb)), tests=[test])
+
+    shared = [s for s in ("dir", "pat") if s in plan.setting_names()]
+    for s in shared:
+        out.append(judge(f"Prototype sharing (FedProto) beats parameter sharing (FedAvg) on {s}",
+                         "FedProto, the premise of all five papers", "fedproto", "fedavg", s))
+    for s in shared:
+        out.append(judge(f"Several prototypes per class (MP-FedCL) beat one (FedProto) on {s}",
+                         "MP-FedCL, FedMPS", "mpfedcl", "fedproto", s))
+    if "hetero" in plan.setting_names():
+        out.append(judge("Normalised prototypes (ProtoNorm) beat raw ones (FedProto) with heterogeneous models",
+                         "ProtoNorm", "protonorm", "fedproto", "hetero"))
+    own = {"fedmps": "nway", "fedic": "dir", "protonorm": "hetero", "gfpl": "nway", "mpfedcl": "dir"}
+    for method, home in own.items():
+        if home not in plan.setting_names():
+            continue
+        rivals = [m for m in table[table.setting == home].method.unique() if m != method]
+        best = (table[(table.setting == home) & table.method.isin(rivals)].groupby("method")["best"].mean()
+                .idxmax() if rivals else None)
+        if best is None or not per_seed(home, method):
+            out.append(claims.untested(f"{plan.label(method)} is best in its own setting ({home})", plan.label(method),
+                                       "not run in this profile"))
+            continue
+        out.append(judge(f"{plan.label(method)} beats every other method in its paper's kind of setting ({home}; "
+                         f"strongest rival: {plan.label(best)})", plan.label(method), method, best, home))
+    return out
+
+
+def archived_tables() -> list[tuple[str, dict, list[int]]]:
+    """The converged profile's runs the report reads, one table per setting (:mod:`fedlib.papers.catalog`)."""
+    cp = load_plan("converged")
+    cfgs = configs(cp)
+    return [(f"Benchmark {s} (converged profile)", {m: c for (t, m), c in cfgs.items() if t == s},
+             cp.setting_seeds(s)) for s in cp.setting_names()]
+
+
+@papers.command
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib.papers.benchmark [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: run every
+    (setting, method) of the profile headless and print the ranked table."""
+    from fedlib import report
+
+    parser = papers.cli("python -m fedlib.papers.benchmark", main.__doc__)
+    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    if plan is None:
+        return 2
+    table = scores(plan, obtain(plan, workers=args.workers))
+    print(f"Benchmark, {plan.setting_text()}; best round, sample-weighted (%)")
+    print(report.to_markdown(ranked(plan, table)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

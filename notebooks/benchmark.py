@@ -1,0 +1,165 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # One benchmark across the five papers: every method on the same splits, metric and budget
+#
+# **How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in
+# the parameters cell (`profile = ...`) or for the session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. On 2 CPU
+# cores with an empty results folder: **smoke** about a minute (four methods on two settings; its numbers mean
+# nothing), **quick** about 30 minutes (every method, one seed, 5 rounds on 2% of the data: not converged), and
+# **converged** about 10 hours in the background (`python -m fedlib.papers.benchmark --profile converged`; its runs
+# are archived and read from `archive/`). Finished runs are cached in `results/`, so a second Run All only reads them.
+#
+# Each paper notebook compares one paper's method with that paper's baselines on that paper's setting. This one asks
+# the question a researcher brings: **which prototype method should I use, and at what cost?** Every registered
+# method runs on every setting it supports:
+#
+# - **PFLlib Pat and Dir(0.1)**: PFLlib's Fashion-MNIST protocol (20 clients, the pooled data split 75/25 per
+#   client, pathological 2 classes per client or Dirichlet(0.1), its 4-layer CNN, SGD lr 0.005, batch 10, one
+#   local epoch), the field's common ground; FedIC's Pat / Pra settings are the same, so its runs are shared;
+# - **FedMPS Table II**: the n-way k-shot split (n 3, k 100) with FedProto's Fashion CNN; FedMPS's Table III runs
+#   are shared;
+# - **heterogeneous models**: ProtoNorm's Table 1 protocol (the `ht0_lite` family, one architecture per client)
+#   for the methods that upload no whole model; ProtoNorm's Table 1 runs are shared.
+#
+# **Metric**: PFLlib's. Each client's model on its own test split, sample-weighted, best round (the last round
+# beside it); each method by the rule its own paper reports (head, or nearest global prototype), named per row.
+# Decisions: [docs/benchmark.md](../docs/benchmark.md). PFLlib's published numbers are reference data from
+# `params/benchmark/paper.yaml`, shown beside ours with both budgets stated.
+
+# %% tags=["parameters"]
+import os
+
+profile = os.environ.get("FEDLIB_PROFILE", "quick")  # smoke | quick | converged | paper
+methods = None        # e.g. ["fedavg", "fedproto", "fedmps"]; None: the profile's (quick and longer: every method)
+seeds = None          # e.g. [0, 1, 2]; None: the profile's
+rounds = None         # every run's rounds, e.g. 20; None: the profile's
+workers = None        # runs in parallel (default: one per CPU core; a small grid, as smoke's, in the kernel)
+device = None         # "cpu", "cuda" or None (auto: CUDA when present)
+backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from fedlib import backends, logs, report
+from fedlib import claims as C
+from fedlib import papers
+from fedlib.papers import benchmark as B
+
+torch.set_num_threads(1)
+logs.to_stdout()
+backends.use(backend)
+pd.set_option("display.width", 160)
+pd.set_option("display.max_colwidth", None)
+plan = B.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
+section = report.ReportSection("benchmark", profile, title="One benchmark across the five papers",
+                               seeds=plan.seeds, rounds=f"{plan.rounds} (every run)", device=device or "cpu")
+print(plan.setting_text())
+
+# %% [markdown]
+# ## Settings
+#
+# What every method of a setting shares. A method missing from a setting is listed below it with the reason.
+
+# %%
+settings_df = B.settings_table(plan)
+section.text("**Settings.** " + plan.setting_text() + "\n\n" + report.to_markdown(settings_df))
+settings_df
+
+# %%
+B.missing(plan)
+
+# %% [markdown]
+# ## All runs
+#
+# Runs the paper studies already made under the same config (the same run id) are read, not trained again.
+
+# %%
+summaries = B.obtain(plan, workers=workers)
+table = B.scores(plan, summaries)
+made_by = papers.made_by(summaries.values())
+section.text(f"_{len(table)} runs · made by {made_by}_")
+print(f"{len(table)} runs; made by {made_by}")
+
+# %% [markdown]
+# ## The ranked table
+#
+# Mean rank within each (setting, seed) block (1 = best), per setting and overall; per setting the best round's
+# mean ± std over seeds and the last round's mean (%).
+
+# %%
+ranked = B.ranked(plan, table)
+section.text(f"**Ranked table ({plan.setting_text()}; best round, sample-weighted, %).**"
+             + ("" if profile in ("converged", "paper") else " **Not converged: short runs.**") + "\n\n"
+             + report.to_markdown(ranked))
+ranked
+
+# %% [markdown]
+# ## Critical-difference diagram
+#
+# Friedman's test over the (setting, seed) blocks that every method completed, and the Nemenyi critical difference:
+# methods joined by a bar are not told apart at alpha 0.05.
+
+# %%
+fig = B.cd_figure(plan, table)
+section.figure(fig, "Critical-difference diagram (mean ranks, Nemenyi CD)", name="cd")
+plt.show()
+
+# %% [markdown]
+# ## Accuracy against cost
+#
+# Floats sent per round (uploads plus broadcasts, all clients, measured from the messages) and seconds per round
+# (median, this machine); the Pareto front joins the methods no other beats on both.
+
+# %%
+for setting in plan.setting_names():
+    figs = B.cost_figures(plan, table, setting)
+    if figs:
+        for kind, f in zip(("communication", "time"), figs):
+            section.figure(f, f"{plan.setting_label(setting)}: accuracy vs {kind}", name=f"{setting}_{kind}")
+        plt.show()
+
+# %% [markdown]
+# ## PFLlib's published numbers beside ours
+#
+# PFLlib's leaderboard ran all of Fashion-MNIST for 2,000 rounds; our budget is in the caption.
+
+# %%
+pfl = B.pflib_comparison(plan, table)
+section.text(f"**PFLlib's Fashion-MNIST numbers (reference: all data, 2,000 rounds, 3 trials) beside ours "
+             f"({plan.setting_text()}).**\n\n" + report.to_markdown(pfl))
+pfl
+
+# %% [markdown]
+# ## Top five per setting
+
+# %%
+best = B.top(plan, table)
+section.record(top=best)
+pd.DataFrame({plan.setting_label(s): pd.Series(v) for s, v in best.items()})
+
+# %% [markdown]
+# ## Claims ledger
+#
+# The papers' cross-cutting claims on common ground, judged by the one verdict rule (`fedlib.claims`): "supported"
+# needs the converged profile or longer and a margin beyond the seed spread.
+
+# %%
+ledger = C.write(section, B.ledger(plan, table))
+section.write()
+ledger

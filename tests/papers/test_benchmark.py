@@ -1,0 +1,96 @@
+"""The cross-paper benchmark (fedlib/papers/benchmark.py, params/benchmark/): its settings are the papers' where
+they coincide (so their runs are shared, not trained again), the metric, the ranked table and the ledger."""
+
+import pandas as pd
+import pytest
+
+from fedlib.config import run_id
+from fedlib.papers import benchmark as B
+from fedlib.papers import fedic, fedmps, protonorm
+
+
+@pytest.fixture(scope="module")
+def converged():
+    return B.load_plan("converged")
+
+
+def test_pat_and_dir_are_fedics_settings_and_share_its_converged_runs(converged):
+    bc, fi = B.configs(converged), fedic.load_plan("converged")
+    for (part, method), cfg in fedic.table1_configs(fi).items():
+        mine = bc[({"pat": "pat", "pra": "dir"}[part], method)]
+        assert mine["partition"] == cfg["partition"] and mine["dataset"] == cfg["dataset"]
+        assert run_id(mine, 0) == run_id(cfg, 0), (part, method)
+
+
+def test_nway_is_fedmps_table_ii_and_shares_its_paper_runs_at_one_budget(converged):
+    bc, fm = B.configs(converged), fedmps.load_plan("paper")
+    shared = {m for m, c in fedmps.table3_configs(fm).items() if run_id(c, 1234) == run_id(bc[("nway", m)], 1234)}
+    # FedNTD (5 local epochs) and FedGKD (lr 0.05) get FedMPS's per-method budget there, the common one here
+    assert shared == set(fedmps.table3_configs(fm)) - {"fedntd", "fedgkd"}
+    assert converged.setting_seeds("nway") == fm.seeds == [1234, 1235, 1236]
+    assert bc[("nway", "fedmps")]["partition"] == fedmps.config(fm, "fedmps")["partition"]
+
+
+def test_hetero_is_protonorms_table_1_practical_setting(converged):
+    bc, pn = B.configs(converged), protonorm.load_plan("converged")
+    pairs = [(m, c) for (m, p), c in protonorm.table1_configs(pn).items() if p == "practical" and ("hetero", m) in bc]
+    assert {m for m, _ in pairs} == {"lgfedavg", "fml", "fedkd", "feddistill", "fedproto", "fedtgp", "protonorm"}
+    assert all(run_id(c, 0) == run_id(bc[("hetero", m)], 0) for m, c in pairs)
+
+
+def test_every_registered_method_runs_on_the_shared_settings_and_the_rest_say_why():
+    from fedlib.algorithms import ALGORITHMS
+
+    plan = B.load_plan("quick")
+    assert set(plan.methods) == set(ALGORITHMS)
+    cfgs = B.configs(plan)
+    assert all((s, m) in cfgs for s in ("pat", "dir", "nway") for m in ALGORITHMS)
+    why = B.missing(plan).set_index("method")["why not"]
+    assert "low-level feature" in why["FedMPS"] and "whole model" in why["FedAvg"]
+    assert len(cfgs) + len(why) == 4 * len(ALGORITHMS)
+
+
+def summary(best, last, floats=100.0, seconds=0.5, metric="acc_head"):
+    return {"metrics": {metric: {"best_weighted": best, "last_weighted": last}},
+            "comm_per_round": {"up_params": floats / 2, "down_params": floats / 2}, "seconds_per_round_median": seconds}
+
+
+def test_scores_use_each_methods_own_rule_sample_weighted_best_and_last_round():
+    plan = B.load_plan("smoke")
+    t = B.scores(plan, {("dir", "fedavg", 0): summary(0.5, 0.25, 300.0, 1.5),
+                        ("dir", "fedproto", 0): summary(0.75, 0.5, metric="acc_proto")})
+    assert t.set_index("method").loc["fedavg", ["best", "last", "rule", "floats", "seconds"]].tolist() == \
+        [50.0, 25.0, "head", 300.0, 1.5]
+    assert t.set_index("method").loc["fedproto", "rule"] == "proto"
+
+
+def test_ranked_table_on_a_hand_example():
+    """Two settings x two seeds, three methods: A wins three blocks, B one; mean ranks by hand."""
+    plan = B.load_plan("smoke", methods=["local", "fedavg", "fedproto"])
+    acc = {("dir", 0): (80, 70, 60), ("dir", 1): (82, 71, 61), ("hetero", 0): (50, 55, 40), ("hetero", 1): (52, 51, 41)}
+    rows = [{"setting": s, "seed": seed, "method": m, "best": a, "last": a - 1, "rule": "head", "floats": 1.0,
+             "seconds": 1.0} for (s, seed), accs in acc.items() for m, a in zip(("fedproto", "fedavg", "local"), accs)]
+    ranked = B.ranked(plan, pd.DataFrame(rows)).set_index("method")
+    assert ranked.loc["FedProto", "mean rank"] == 1.25 and ranked.loc["FedAvg", "mean rank"] == 1.75
+    assert ranked.loc["Local", "mean rank"] == 3.0
+    assert ranked.loc["FedProto", "hetero rank"] == 1.5 and ranked.loc["FedProto", "dir best"] == "81.00 ± 1.00"
+    assert list(ranked.index) == ["FedProto", "FedAvg", "Local"]
+    assert B.top(plan, pd.DataFrame(rows), n=2) == {"dir": ["FedProto", "FedAvg"], "hetero": ["FedProto", "FedAvg"]}
+
+
+def test_short_profile_claims_are_at_most_inconclusive():
+    from fedlib import claims
+
+    plan = B.load_plan("smoke", methods=["fedavg", "fedproto", "protonorm"])
+    rows = [{"setting": s, "seed": 0, "method": m, "best": a, "last": a, "rule": "head", "floats": 1.0, "seconds": 1.0}
+            for s in ("dir", "hetero") for m, a in (("fedavg", 60.0), ("fedproto", 90.0), ("protonorm", 95.0))]
+    verdicts = {c.claim: c.verdict for c in B.ledger(plan, pd.DataFrame(rows))}
+    assert set(verdicts.values()) <= {claims.INCONCLUSIVE, claims.NOT_TESTED}
+    assert any("Normalised prototypes" in c for c in verdicts)
+
+
+def test_a_bad_setting_is_one_line():
+    from fedlib.validation import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^setting: got 'iid'; allowed: one of pat, dir, nway, hetero$"):
+        B.config(B.load_plan("smoke"), "fedavg", "iid")
