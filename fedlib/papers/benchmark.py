@@ -234,15 +234,16 @@ def _mean_std(groups, method: str) -> str:
 
 
 def top(plan: Plan, table: pd.DataFrame, n: int = 5) -> dict[str, list[str]]:
-    """Each setting's ``n`` best methods by mean rank over its seeds."""
+    """Each setting's ``n`` best methods by mean rank over its seeds (equal mean ranks: higher mean accuracy)."""
     from fedlib import ranking
 
     out = {}
     for setting in plan.setting_names():
-        part = accuracy_blocks(table[table.setting == setting]) if (table.setting == setting).any() else None
-        if part is not None:
-            order = ranking.mean_ranks(part).sort_values()
-            out[setting] = [plan.label(m) for m in order.index[:n]]
+        if not (table.setting == setting).any():
+            continue
+        part = accuracy_blocks(table[table.setting == setting])
+        order = pd.DataFrame({"rank": ranking.mean_ranks(part), "acc": -part.mean(axis=0)}).sort_values(["rank", "acc"])
+        out[setting] = [plan.label(m) for m in order.index[:n]]   # ties of mean rank: the higher mean accuracy
     return out
 
 

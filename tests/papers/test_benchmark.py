@@ -68,14 +68,16 @@ def test_ranked_table_on_a_hand_example():
     """Two settings x two seeds, three methods: A wins three blocks, B one; mean ranks by hand."""
     plan = B.load_plan("smoke", methods=["local", "fedavg", "fedproto"])
     acc = {("dir", 0): (80, 70, 60), ("dir", 1): (82, 71, 61), ("hetero", 0): (50, 55, 40), ("hetero", 1): (52, 51, 41)}
+    names = ("fedproto", "fedavg", "local")
     rows = [{"setting": s, "seed": seed, "method": m, "best": a, "last": a - 1, "rule": "head", "floats": 1.0,
-             "seconds": 1.0} for (s, seed), accs in acc.items() for m, a in zip(("fedproto", "fedavg", "local"), accs)]
+             "seconds": 1.0} for (s, seed), accs in acc.items() for m, a in zip(names, accs, strict=True)]
     ranked = B.ranked(plan, pd.DataFrame(rows)).set_index("method")
     assert ranked.loc["FedProto", "mean rank"] == 1.25 and ranked.loc["FedAvg", "mean rank"] == 1.75
     assert ranked.loc["Local", "mean rank"] == 3.0
     assert ranked.loc["FedProto", "hetero rank"] == 1.5 and ranked.loc["FedProto", "dir best"] == "81.00 ± 1.00"
     assert list(ranked.index) == ["FedProto", "FedAvg", "Local"]
-    assert B.top(plan, pd.DataFrame(rows), n=2) == {"dir": ["FedProto", "FedAvg"], "hetero": ["FedProto", "FedAvg"]}
+    # hetero: one win each, so equal mean ranks; FedAvg's mean accuracy (53) is the higher
+    assert B.top(plan, pd.DataFrame(rows), n=2) == {"dir": ["FedProto", "FedAvg"], "hetero": ["FedAvg", "FedProto"]}
 
 
 def test_short_profile_claims_are_at_most_inconclusive():

@@ -56,8 +56,10 @@ def test_a_damaged_study_file_fails_with_one_line_naming_the_field(change, field
 
 def test_a_damaged_file_stops_the_plan_before_anything_runs(tmp_path):
     path = tmp_path / "experiments.yaml"
-    path.write_text(yaml.safe_dump(damaged(fedic, lambda s: s["methods"]["ifca"]["algorithm"].update(name="ifc"))))
-    with pytest.raises(ConfigError, match=r"^test_a_damaged\w*/experiments.yaml: methods.ifca.algorithm.name: got 'ifc'"):
+    bad = damaged(fedic, lambda s: s["methods"]["ifca"]["algorithm"].update(name="ifc"))
+    path.write_text(yaml.safe_dump(bad))
+    field = r"^test_a_damaged\w*/experiments.yaml: methods.ifca.algorithm.name"
+    with pytest.raises(ConfigError, match=field + r": got 'ifc'"):
         fedic.Plan.load("smoke", path=path)
 
 
