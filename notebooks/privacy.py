@@ -54,55 +54,16 @@ device = None         # "cpu", "cuda" or None (auto: CUDA when present)
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the runs train (fedlib.backends)
 
 # %%
-import math
-import time
-
-import matplotlib.pyplot as plt
-import pandas as pd
-import torch
-
-from fedlib import backends, logs, papers, report
-from fedlib import claims as C
-from fedlib.grid import run_many
 from fedlib.papers import privacy as P
-from fedlib import results
 
-torch.set_num_threads(1)
-logs.to_stdout()
-backends.use(backend)
-pd.set_option("display.width", 160)
-pd.set_option("display.max_colwidth", None)
-t_start = time.perf_counter()
-plan = P.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-L = plan.label
-cfg0 = P.config(plan, plan.table_methods()[0])
-section = report.ReportSection("privacy", profile, title=P.TITLE, seeds=plan.seeds, rounds=str(plan.rounds),
-                               device=cfg0["device"])
-print(f"profile {profile!r}: {len(plan.table_methods())} methods, seeds {plan.seeds}, {plan.rounds} rounds")
+nb = P.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, device=device,
+                backend=backend)
 
 # %% [markdown]
 # ## Setting
 
 # %%
-atk, s = plan.spec["attack"], plan.settings
-setting = pd.Series({
-    "data": f"{cfg0['dataset']['name']}, {cfg0['partition']['train_size']} training images, "
-            f"{cfg0['partition']['num_clients']} clients, Dir({cfg0['partition']['alpha']:g}) (FedPCL's construction)",
-    "model": f"{cfg0['model']['name']} for every method (FedMPS: cnn_fmnist, it needs two feature levels)",
-    "training": f"{plan.rounds} rounds, SGD lr {cfg0['train']['lr']:g}, momentum {cfg0['train']['momentum']:g}, "
-                f"batch {cfg0['train']['batch_size']}, {cfg0['train']['local_epochs']} local epoch",
-    "attacked client": f"client {atk['client']}: its next round after the run, (broadcast, upload) as the server holds them",
-    "attacker's data": f"{s['aux_images']} test images outside the client's test block (same distribution)",
-    "held-out classifier": f"mlp_mnist trained {atk['classifier_epochs']} epochs on the attacker's images only",
-    "attacks": f"{', '.join(plan.attacks())}; {s['attack_steps']} optimisation steps x {s['restarts']} start(s), "
-               f"decoder {s['decoder_steps']} steps, batch-1 upper bound on {s['batch1_images']} image(s)",
-    "defence": f"clip the update to {plan.spec['defense']['clip_update']:g} and every statistic row to "
-               f"{plan.spec['defense']['clip_features']:g}, Gaussian noise sigma x clip; noise multipliers "
-               f"{s['noise']}; epsilon by Opacus's RDP accountant, delta {atk['delta']:g}",
-    "seeds": ", ".join(map(str, plan.seeds)),
-}, name="this study").to_frame()
-section.text("**Setting.**\n\n" + report.to_markdown(setting))
-setting
+P.show_setting(nb)
 
 # %% [markdown]
 # ## All runs
@@ -111,11 +72,7 @@ setting
 # longest first, one process per core; finished runs are cache hits. The cells below only read them.
 
 # %%
-jobs = P.all_jobs(plan)
-print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)")
-_ = run_many(jobs, workers=workers, desc="privacy runs")
-summaries = results.run_or_read(P.table_configs(plan), workers=workers, desc="leakage runs", progress=False)
-dsum = results.run_or_read(P.defense_configs(plan), workers=workers, desc="defence runs", progress=False)
+P.run_all(nb)
 
 # %% [markdown]
 # ## What the server holds
@@ -124,17 +81,11 @@ dsum = results.run_or_read(P.defense_configs(plan), workers=workers, desc="defen
 # the server holds the extractor (uploaded, or broadcast and trained from), and which attacks apply.
 
 # %%
-held = P.holdings(plan)
-section.text("**What the server holds, from the declared messages.**\n\n" + report.to_markdown(held))
-held
+P.show_holdings(nb)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-from fedlib.algorithms import ALGORITHMS
-from fedlib.privacy import what_server_holds
-
-print("what the server holds = each method's declared upload:",
-      all(what_server_holds(m).upload == ALGORITHMS[m].UPLOAD for m in plan.table_methods()))
+P.check_holdings(nb)
 
 # %% [markdown]
 # ## The leakage table
@@ -146,21 +97,11 @@ print("what the server holds = each method's declared upload:",
 # held-out classifier's accuracy on the reconstructions. SSIM std is over seeds (blank with one seed).
 
 # %%
-res = P.leakage(plan)
-leak = P.table(plan, res)
-shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3}).set_index("rank")
-acc = ", ".join(f"seed {k}: {100 * v:.1f}%" for k, v in res["classifier_acc"].items())
-section.text(f"**The leakage table ({profile} profile, {plan.rounds} rounds, seeds {plan.seeds}; client "
-             f"{atk['client']}'s next round).** PSNR (dB, capped at 100), SSIM and the held-out classifier's label "
-             f"accuracy on the reconstructions (that classifier's accuracy on the client's real images: {acc}).\n\n"
-             + report.to_markdown(shown) + f"\n\n_Runs: {papers.made_by(s for runs in summaries.values() for s in runs)}._")
-section.record(leakage=leak.to_dict(orient="records"), classifier_acc=res["classifier_acc"])
-shown
+P.show_leakage(nb)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("every method of the profile is in the table:", {L(m) for m in plan.table_methods()} <= set(leak.method))
-print("three references per seed:", len(res["refs"]) == 3 * len(plan.seeds))
+P.check_leakage(nb)
 
 # %% [markdown]
 # ## Samples per prototype
@@ -171,17 +112,7 @@ print("three references per seed:", len(res["refs"]) == 3 * len(plan.seeds))
 # against the reconstruction of its own statistic.
 
 # %%
-spp = P.curve(plan, plan.seeds[0])
-fig, ax = plt.subplots(figsize=(6, 4))
-P.curve_figure(spp, ax)
-section.figure(fig, f"Samples per prototype: SSIM of each attack's reconstruction against the images averaged "
-               f"({profile} profile, seed {plan.seeds[0]})", name="samples_per_prototype")
-plt.show()
-spp_table = spp.pivot_table(index="n", columns=["attack", "kind"], values="ssim").round(3)
-spp_table.columns = [f"{attack}: {kind}" for attack, kind in spp_table.columns]
-section.text("**Samples per prototype: SSIM (mean over the images averaged).**\n\n" + report.to_markdown(spp_table))
-section.record(samples_per_prototype=spp.to_dict(orient="records"))
-spp_table
+P.fig_samples_per_prototype(nb)
 
 # %% [markdown]
 # ## The defence and its price
@@ -193,19 +124,7 @@ spp_table
 # SSIM is on that run's defended upload; epsilon is Opacus's RDP accountant for one release per round at sample rate 1.
 
 # %%
-util = P.utility(plan, dsum)
-fig, ax = plt.subplots(figsize=(6.5, 4.5))
-P.utility_figure(plan, util, ax)
-section.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM under clip + noise ({profile} profile)",
-               name="privacy_utility")
-plt.show()
-util_shown = util.assign(method=[L(m) for m in util.method]).round({"epsilon": 2, "accuracy": 2, "ssim": 3})
-util_shown = util_shown.set_index(["method", "noise"])
-section.text("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma** (a run "
-             "whose loss stopped being finite is not drawn; its row says so).\n\n" + report.to_markdown(util_shown)
-             + f"\n\n_Runs: {papers.made_by(s for runs in dsum.values() for s in runs)}._")
-section.record(utility=util.to_dict(orient="records"))
-util_shown
+P.fig_utility(nb)
 
 # %% [markdown]
 # ## Claims ledger
@@ -214,22 +133,7 @@ util_shown
 # gives "inconclusive" whatever the numbers say; what the declared messages fix is "by construction".
 
 # %%
-ledger = P.ledger(plan, res)
-ledger_df = C.write(section, ledger)
-print(C.summary_line(ledger))
-ledger_df
+P.show_ledger(nb)
 
 # %%
-ranked = leak[leak["rank"] != "—"]
-attacked = ranked[ranked.method != "—"]
-top, bottom, last = attacked.iloc[0], attacked.iloc[-1], ranked.iloc[-1]
-closing = (f"**Closing note ({profile} profile, {plan.rounds} rounds, seeds {plan.seeds}).** Top of the leakage table: "
-           f"{top.method}, {top.attack}: SSIM {top.ssim:.3f}, PSNR {top.psnr:.2f} dB, label accuracy "
-           f"{top.label_acc:.2f}. Bottom attack row: {bottom.method}, {bottom.attack}: SSIM {bottom.ssim:.3f}, PSNR "
-           f"{bottom.psnr:.2f} dB" + ("" if last is bottom else f"; below it the {last.attack.removeprefix('reference: ')} "
-                                      f"reference, SSIM {last.ssim:.3f}") + ". This Run All took "
-           f"{(time.perf_counter() - t_start) / 60:.1f} minutes, reading the runs and attacks that had finished before "
-           "(from an empty results folder: the first cell's times).")
-section.text(closing)
-print(closing)
-print("report section:", section.write())
+P.closing_note(nb)

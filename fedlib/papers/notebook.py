@@ -81,12 +81,11 @@ class Notebook:
         print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)")
         run_many(jobs, workers=self.workers, desc=desc)
 
-    def setting(self, rows: dict):
+    def setting(self, rows: dict, title: str = "**Setting: paper vs this run.**"):
         """The setting table from ``{row: (the paper's, this run's)}``, into the report section."""
         import pandas as pd
 
-        df = pd.DataFrame(rows, index=["paper", f"this run ({self.profile})"]).T
-        return self.table("**Setting: paper vs this run.**", df)
+        return self.table(title, pd.DataFrame(rows, index=["paper", f"this run ({self.profile})"]).T)
 
     def table(self, title: str, df, *more: str):
         """Add ``title`` and ``df`` as markdown (then the ``more`` paragraphs) to the report section; return
