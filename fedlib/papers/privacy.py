@@ -748,10 +748,11 @@ def show_setting(nb):
     from fedlib import report
 
     plan = nb.plan
-    cfg0, atk, s, defense = config(plan, plan.table_methods()[0]), plan.spec["attack"], plan.settings, plan.spec["defense"]
+    cfg0, atk, s = config(plan, plan.table_methods()[0]), plan.spec["attack"], plan.settings
+    defense, part = plan.spec["defense"], cfg0["partition"]
     setting = pd.Series({
-        "data": f"{cfg0['dataset']['name']}, {cfg0['partition']['train_size']} training images, "
-                f"{cfg0['partition']['num_clients']} clients, Dir({cfg0['partition']['alpha']:g}) (FedPCL's construction)",
+        "data": f"{cfg0['dataset']['name']}, {part['train_size']} training images, "
+                f"{part['num_clients']} clients, Dir({part['alpha']:g}) (FedPCL's construction)",
         "model": f"{cfg0['model']['name']} for every method (FedMPS: cnn_fmnist, it needs two feature levels)",
         "training": f"{plan.rounds} rounds, SGD lr {cfg0['train']['lr']:g}, momentum {cfg0['train']['momentum']:g}, "
                     f"batch {cfg0['train']['batch_size']}, {cfg0['train']['local_epochs']} local epoch",
@@ -806,7 +807,6 @@ def _leakage(nb) -> tuple[dict, pd.DataFrame]:
 def show_leakage(nb):
     """The leakage table: PSNR, SSIM and the held-out classifier's label accuracy of every method's and attack's
     reconstructions, ranked, with the runs that made them."""
-    from fedlib import report
 
     plan, (res, leak) = nb.plan, _leakage(nb)
     shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3}).set_index("rank")

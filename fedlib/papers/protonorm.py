@@ -451,7 +451,8 @@ def _spiral(nb) -> dict:
 
     def make():
         cfgs = spiral_configs(nb.plan)
-        sums = dict(zip(cfgs, run_many([(c, nb.seed0) for c in cfgs.values()], workers=nb.workers, desc="spiral")))
+        done = run_many([(c, nb.seed0) for c in cfgs.values()], workers=nb.workers, desc="spiral")
+        sums = dict(zip(cfgs, done, strict=False))
         return {"configs": cfgs, "summaries": sums, "labels": {k: nb.plan.spec["spiral"]["runs"][k]["label"]
                                                               for k in cfgs}, "rows": {}}
     return nb.once("spiral", make)
@@ -470,16 +471,16 @@ def fig_spiral(nb):
     sp = _spiral(nb)
     palette = sns.color_palette("tab10", 6)
     fig, axes = plt.subplots(1, 4, figsize=(20, 5))
-    for ax, (key, cfg) in zip(axes, sp["configs"].items()):
+    for ax, (key, cfg) in zip(axes, sp["configs"].items(), strict=False):
         st = load_state(cfg, nb.seed0)
         z, y = test_representations(st)
         classes, g = global_prototypes(st)
         gamma = cfg["algorithm"].get("gamma", 1.0) if cfg["algorithm"]["name"] == "protonorm" else 1.0
         for c in range(6):
             ax.scatter(*z[y == c].T, s=2, color=palette[c], alpha=0.4)
-        for cid, c, p in local_prototypes(st):
+        for _cid, c, p in local_prototypes(st):
             ax.scatter(*p, marker="x", s=25, color=palette[c], linewidths=1)
-        for c, p in zip(classes, g):
+        for c, p in zip(classes, g, strict=False):
             ax.scatter(*(gamma * p), marker="*", s=300, color=palette[int(c)], edgecolors="black", linewidths=1)
         angle, metrics = smallest_angle(g), sp["summaries"][key]["metrics"]
         acc = 100 * metrics["acc_proto"]["last"]
@@ -582,7 +583,7 @@ def fig7_8(nb):
     ds = _practical(nb).dataset
     pooled = len(ds.y_train) + len(ds.y_test)
     fig, axes = plt.subplots(2, 2, figsize=(16, 7))
-    for ax, (name, part) in zip(axes.flat, _partitions(nb).items()):
+    for ax, (name, part) in zip(axes.flat, _partitions(nb).items(), strict=False):
         plots.partition_heatmap(part, ax=ax, annotate=False, title=f"{name} ({pooled} images pooled)")
     fig.tight_layout()
     return nb.figure(fig, "Figs. 7-8: training samples per client and class (practical at three alphas, "
@@ -668,9 +669,9 @@ def show_extra_datasets(nb):
         for p in T1["partitions"]:
             ours = {m: score(plan, m, res[(m, p)]) for m in T1["methods"]}
             col = f"{p}_{dspec['paper_column']}"
-            shown.append(nb.section.table(nb.paper["table1"], {m: {col: (r["mean"], r["std"])} for m, r in ours.items()},
-                                          caption=f"Table 1, {dspec['label']} {p} (ours vs paper, same dataset)",
-                                          key=f"table1_{ds_name}_{p}"))
+            table = {m: {col: (r["mean"], r["std"])} for m, r in ours.items()}
+            caption = f"Table 1, {dspec['label']} {p} (ours vs paper, same dataset)"
+            shown.append(nb.section.table(nb.paper["table1"], table, caption=caption, key=f"table1_{ds_name}_{p}"))
     if not shown:
         print("CIFAR-10/100 are not in the data root: Table 1 runs on Fashion-MNIST only "
               "(put torchvision's CIFAR files under $FEDLIB_DATA to add their columns)")
@@ -697,11 +698,11 @@ def show_code_protocol(nb):
     same_split = all(np.array_equal(part_code.train[c], _practical(nb).partition.train[c])
                      for c in range(part_code.num_clients))
     min_size = plan.settings.get("code_min_size", 1)
-    df = nb.table("**Paper protocol vs the official code's (practical split, pooled accuracy %, best round; code: lambda "
-             "10 for its row, Dirichlet redrawn until every client has "
-             + ("at least 1 sample" if min_size == 1 else "PFLlib's least_samples, as the paper protocol (the code's "
-                "1 leaves a client one sample and no test split at this data fraction: decision 27)")
-             + ", unshuffled batches).** The two protocols' splits are "
+    df = nb.table("**Paper protocol vs the official code's (practical split, pooled accuracy %, best round; code: "
+                  "lambda 10 for its row, Dirichlet redrawn until every client has "
+                  + ("at least 1 sample" if min_size == 1 else "PFLlib's least_samples, as the paper protocol (the "
+                     "code's 1 leaves a client one sample and no test split at this data fraction: decision 27)")
+                  + ", unshuffled batches).** The two protocols' splits are "
                   + ("the same draw here." if same_split else "different draws."), pd.DataFrame(rows).T)
     print("same Dirichlet split under both protocols:", same_split)
     return df
@@ -803,11 +804,12 @@ def fig3(nb):
 
     T1, cfgs = nb.plan.table1, table1_configs(nb.plan)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
-    for p, color in zip(T1["partitions"], ("C3", "C1")):
+    for p, color in zip(T1["partitions"], ("C3", "C1"), strict=False):
         if "protonorm" in T1["methods"]:
             it = _pa_iterations(nb, p)
             axes[0].plot(np.arange(1, len(it) + 1), it, color=color, label=f"ProtoNorm, {p}")
-    axes[0].set(xlabel="round", ylabel="PA iterations until the stopping rule", title="Fig. 3a: PA iterations per round")
+    axes[0].set(xlabel="round", ylabel="PA iterations until the stopping rule",
+                title="Fig. 3a: PA iterations per round")
     axes[0].legend(fontsize=8)
     for m in T1["methods"]:
         r, acc = accuracy_curve(nb.plan, m, load_rounds(cfgs[(m, "practical")], nb.seed0))
@@ -872,7 +874,8 @@ def _states(nb) -> dict:
     from fedlib.runner import load_state
 
     cfgs = table1_configs(nb.plan)
-    return nb.once("states", lambda: {m: load_state(cfgs[(m, "practical")], nb.seed0) for m in nb.plan.table1["methods"]})
+    return nb.once("states", lambda: {m: load_state(cfgs[(m, "practical")], nb.seed0)
+                                      for m in nb.plan.table1["methods"]})
 
 
 def _prototype_methods(nb) -> list[str]:
@@ -919,7 +922,7 @@ def fig_distances(nb):
     pbfl, states = _prototype_methods(nb), _states(nb)
     fig, axes = plt.subplots(1, max(1, len(pbfl)), figsize=(5.5 * max(1, len(pbfl)), 4.5), squeeze=False)
     rows = {}
-    for ax, m in zip(axes.flat, pbfl):
+    for ax, m in zip(axes.flat, pbfl, strict=False):
         classes, g = global_prototypes(states[m])
         D = pairwise_distances(g / np.linalg.norm(g, axis=1, keepdims=True))
         plots.distance_heatmap(D, classes.tolist(), ax=ax, title=f"{nb.label(m)}: unit-normalised global prototypes")
@@ -928,7 +931,8 @@ def fig_distances(nb):
                              "prototype norm (mean)": np.linalg.norm(g, axis=1).mean()}
     nb.figure(fig, "Prototype distances: unit-normalised global prototypes of each prototype method (practical)",
               "prototype_distances")
-    df = nb.table(f"**Distances between unit-normalised global prototypes (simplex value {simplex_distance(10):.4f}).**",
+    df = nb.table("**Distances between unit-normalised global prototypes (simplex value "
+                  f"{simplex_distance(10):.4f}).**",
                   pd.DataFrame(rows).T.round(3))
     return Shown((fig, df))
 
@@ -944,7 +948,7 @@ def fig_features(nb):
     fig, axes = plt.subplots(2, ncol, figsize=(4 * ncol, 8), squeeze=False)
     for ax in axes.flat[len(states):]:
         ax.set_visible(False)
-    for ax, (m, st) in zip(axes.flat, states.items()):
+    for ax, (m, st) in zip(axes.flat, states.items(), strict=False):
         f = analysis.test_features(st, "high", max_points=n_pts, seed=0)
         plots.embedding_scatter(analysis.embed_2d(f["z"], nb.embedding), f["y"], ax=ax, title=nb.label(m),
                                 num_classes=10)

@@ -26,7 +26,7 @@ def first_line(source: str) -> str:
 
 def difference(name: str, script: list, notebook: list) -> str | None:
     """One line naming the first cell where the script's cells and the notebook's differ, or None."""
-    for i, (s, n) in enumerate(zip(script, notebook)):
+    for i, (s, n) in enumerate(zip(script, notebook, strict=False)):
         if s != n:
             what = ("type" if s[0] != n[0] else "source" if s[1] != n[1] else f"metadata {s[2]} vs {n[2]}")
             return (f"notebooks/{name}: cell {i} ({n[0]}, {first_line(n[1])} in the .ipynb) differs in its {what} "
@@ -46,7 +46,8 @@ def pair_difference(path) -> str | None:
 
     script = path.with_suffix(".py")
     if not script.exists():
-        return f"notebooks/{path.name} has no paired notebooks/{script.name}; run `jupytext --set-formats {FORMATS} {path}`"
+        return (f"notebooks/{path.name} has no paired notebooks/{script.name}; run "
+                f"`jupytext --set-formats {FORMATS} {path}`")
     notebook = jupytext.read(path)
     expected = jupytext.reads(jupytext.writes(notebook, "py:percent"), "py:percent")
     return difference(path.stem, cells(jupytext.read(script)), cells(expected))
