@@ -286,14 +286,15 @@ def summary_table(ledgers: dict[str, list[Claim]]) -> pd.DataFrame:
     return frame
 
 
-def write(section, claims: list[Claim]) -> pd.DataFrame:
+def write(section, claims: list[Claim], record: bool = True) -> pd.DataFrame:
     """Add the ledger to a report section (:class:`fedlib.report.ReportSection`): the table under its
-    summary line, then, in words, every claim our numbers contradict; returns the table. The counts go
-    to report.json (``values.verdicts``) for :func:`summary_table`."""
+    summary line, then, in words, every claim our numbers contradict; returns the table. With ``record``, the
+    counts go to report.json (``values.verdicts``) for :func:`summary_table`."""
     from fedlib.report import to_markdown
 
     frame = table(claims)
-    section.record(verdicts=counts(claims), verdict_protocols=protocols(claims))
+    if record:
+        section.record(verdicts=counts(claims), verdict_protocols=protocols(claims))
     section.text(f"**Claims ledger ({summary_line(claims)}).**\n\n" + to_markdown(frame))
     against = [c for c in claims if c.verdict == NOT_SUPPORTED]
     if against:

@@ -3,8 +3,9 @@
 Each module ``fedlib/papers/<paper>.py`` defines a :class:`Plan` subclass that turns
 ``params/<paper>/experiments.yaml`` (read from the checkout, whatever the working
 directory) plus a profile into experiment configs, and functions that turn finished runs
-into the paper's tables. Notebooks stay thin: they call these functions, plot and write
-the report. Every study also runs headless with one command shape::
+into the paper's tables and figures. Notebooks stay thin: each cell is one call of the module's
+notebook functions (:mod:`fedlib.papers.notebook`). Every study also runs headless with one
+command shape::
 
     python -m fedlib.papers.<paper> [--profile P] [--methods M ...] [--seeds S ...] [--rounds N] [--workers W]
 """

