@@ -52,24 +52,9 @@ device = None         # "cpu", "cuda" or None (auto: CUDA when present)
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train
 
 # %%
-import matplotlib.pyplot as plt
-import pandas as pd
-import torch
-
-from fedlib import backends, logs, report
-from fedlib import claims as C
-from fedlib import papers
 from fedlib.papers import benchmark as B
 
-torch.set_num_threads(1)
-logs.to_stdout()
-backends.use(backend)
-pd.set_option("display.width", 160)
-pd.set_option("display.max_colwidth", None)
-plan = B.load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-section = report.ReportSection("benchmark", profile, title="One benchmark across the five papers",
-                               seeds=plan.seeds, rounds=f"{plan.rounds} (every run)", device=device or "cpu")
-print(plan.setting_text())
+nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, device=device, backend=backend)
 
 # %% [markdown]
 # ## Settings
@@ -77,12 +62,7 @@ print(plan.setting_text())
 # What every method of a setting shares. A method missing from a setting is listed below it with the reason.
 
 # %%
-settings_df = B.settings_table(plan)
-section.text("**Settings.** " + plan.setting_text() + "\n\n" + report.to_markdown(settings_df))
-settings_df
-
-# %%
-B.missing(plan)
+B.show_settings(nb)
 
 # %% [markdown]
 # ## All runs
@@ -90,11 +70,7 @@ B.missing(plan)
 # Runs the paper studies already made under the same config (the same run id) are read, not trained again.
 
 # %%
-summaries = B.obtain(plan, workers=workers)
-table = B.scores(plan, summaries)
-made_by = papers.made_by(summaries.values())
-section.text(f"_{len(table)} runs · made by {made_by}_")
-print(f"{len(table)} runs; made by {made_by}")
+B.results(nb)
 
 # %% [markdown]
 # ## The ranked table
@@ -103,11 +79,7 @@ print(f"{len(table)} runs; made by {made_by}")
 # mean ± std over seeds and the last round's mean (%).
 
 # %%
-ranked = B.ranked(plan, table)
-section.text(f"**Ranked table ({plan.setting_text()}; best round, sample-weighted, %).**"
-             + ("" if profile in ("converged", "paper") else " **Not converged: short runs.**") + "\n\n"
-             + report.to_markdown(ranked))
-ranked
+B.show_ranked(nb)
 
 # %% [markdown]
 # ## Critical-difference diagram
@@ -116,23 +88,16 @@ ranked
 # methods joined by a bar are not told apart at alpha 0.05.
 
 # %%
-fig = B.cd_figure(plan, table)
-section.figure(fig, "Critical-difference diagram (mean ranks, Nemenyi CD)", name="cd")
-plt.show()
+B.fig_cd(nb)
 
 # %% [markdown]
 # ## Accuracy against cost
 #
 # Floats sent per round (uploads plus broadcasts, all clients, measured from the messages) and seconds per round
-# (median, this machine); the Pareto front joins the methods no other beats on both.
+# (median, the machine that made the run); the Pareto front joins the methods no other beats on both.
 
 # %%
-for setting in plan.setting_names():
-    figs = B.cost_figures(plan, table, setting)
-    if figs:
-        for kind, f in zip(("communication", "time"), figs):
-            section.figure(f, f"{plan.setting_label(setting)}: accuracy vs {kind}", name=f"{setting}_{kind}")
-        plt.show()
+B.figs_costs(nb)
 
 # %% [markdown]
 # ## PFLlib's published numbers beside ours
@@ -140,18 +105,13 @@ for setting in plan.setting_names():
 # PFLlib's leaderboard ran all of Fashion-MNIST for 2,000 rounds; our budget is in the caption.
 
 # %%
-pfl = B.pflib_comparison(plan, table)
-section.text(f"**PFLlib's Fashion-MNIST numbers (reference: all data, 2,000 rounds, 3 trials) beside ours "
-             f"({plan.setting_text()}).**\n\n" + report.to_markdown(pfl))
-pfl
+B.show_pflib(nb)
 
 # %% [markdown]
 # ## Top five per setting
 
 # %%
-best = B.top(plan, table)
-section.record(top=best)
-pd.DataFrame({plan.setting_label(s): pd.Series(v) for s, v in best.items()})
+B.show_top(nb)
 
 # %% [markdown]
 # ## Claims ledger
@@ -160,6 +120,4 @@ pd.DataFrame({plan.setting_label(s): pd.Series(v) for s, v in best.items()})
 # needs the converged profile or longer and a margin beyond the seed spread.
 
 # %%
-ledger = C.write(section, B.ledger(plan, table))
-section.write()
-ledger
+B.show_ledger(nb)

@@ -148,7 +148,7 @@ def missing(plan: Plan) -> pd.DataFrame:
     """The (setting, method) pairs of the profile that do not run, and why."""
     rows = [{"setting": plan.setting_label(s), "method": plan.label(m), "why not": plan.why_not(m, s)}
             for s in plan.setting_names() for m in plan.method_names() if plan.why_not(m, s)]
-    return pd.DataFrame(rows, columns=["setting", "method", "why not"])
+    return pd.DataFrame(rows, columns=["setting", "method", "why not"]).set_index(["setting", "method"])
 
 
 def jobs(plan: Plan) -> list[tuple[dict, int]]:
@@ -222,7 +222,7 @@ def ranked(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
         out[f"{setting} rank"] = rank[setting].round(2)
         out[f"{setting} best"] = [_mean_std(best, m) for m in rank.index]
         out[f"{setting} last"] = [f"{last.mean()[m]:.2f}" if m in last.mean() else "—" for m in rank.index]
-    return out.sort_values("mean rank").reset_index(drop=True)
+    return out.sort_values("mean rank").set_index("method")
 
 
 def _mean_std(groups, method: str) -> str:
@@ -311,7 +311,7 @@ def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
             row[f"ours {setting}"] = (f"{mine.mean():.2f}" + (f" ± {mine.std(ddof=0):.2f}" if len(mine) > 1 else "")
                                       if len(mine) else "not run")
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).set_index("method")
 
 
 def ledger(plan: Plan, table: pd.DataFrame) -> list:
@@ -389,3 +389,82 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# -- the notebook's cells (notebooks/benchmark.py): one call each ----------------------------------------------------
+def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None):
+    """The set-up cell: the plan of ``profile`` with the notebook's parameters and the report section."""
+    from fedlib import report
+    from fedlib.papers.notebook import Notebook, start
+
+    start(backend)
+    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
+    section = report.ReportSection("benchmark", profile, title="One benchmark across the five papers",
+                                   seeds=plan.seeds, rounds=f"{plan.rounds} (every run)",
+                                   device=config(plan, plan.method_names()[0], plan.setting_names()[0])["device"])
+    print(plan.setting_text())
+    return Notebook(plan, section, report.load_paper("benchmark"), workers)
+
+
+def show_settings(nb):
+    """The settings every method of a setting shares, and the (setting, method) pairs that do not run, with why."""
+    from fedlib.papers.notebook import Shown
+
+    settings = nb.table("**Settings.** " + nb.plan.setting_text(), settings_table(nb.plan))
+    gaps = missing(nb.plan)
+    if len(gaps):
+        nb.table("**Methods that do not run on a setting.**", gaps)
+    return Shown((settings, gaps))
+
+
+def results(nb) -> pd.DataFrame:
+    """Every (setting, seed, method) of the profile: finished runs read, the others trained (the "All runs" cell)."""
+    def make():
+        summaries = obtain(nb.plan, workers=nb.workers)
+        nb.section.text(f"_{len(summaries)} runs · made by {papers.made_by(summaries.values())}_")
+        return scores(nb.plan, summaries)
+    return nb.once("scores", make)
+
+
+def show_ranked(nb):
+    """The ranked table: mean rank per setting and overall, best round mean ± std and last round per setting."""
+    short = "" if nb.profile in ("converged", "paper") else " **Not converged: short runs.**"
+    return nb.table(f"**Ranked table ({nb.plan.setting_text()}; best round, sample-weighted, %).**" + short,
+                    ranked(nb.plan, results(nb)))
+
+
+def fig_cd(nb):
+    """The critical-difference diagram of the methods every (setting, seed) block has."""
+    return nb.figure(cd_figure(nb.plan, results(nb)), "Critical-difference diagram (mean ranks, Nemenyi CD)", "cd")
+
+
+def figs_costs(nb):
+    """Accuracy against floats per round and against seconds per round, per setting, with the Pareto fronts."""
+    from fedlib.papers.notebook import Shown
+
+    out = []
+    for setting in nb.plan.setting_names():
+        for kind, fig in zip(("communication", "time"), cost_figures(nb.plan, results(nb), setting) or (),
+                             strict=False):
+            out.append(nb.figure(fig, f"{nb.plan.setting_label(setting)}: accuracy vs {kind}", f"{setting}_{kind}"))
+    return Shown(out)
+
+
+def show_pflib(nb):
+    """PFLlib's published Fashion-MNIST numbers beside ours (reference data, both budgets stated)."""
+    ref = nb.paper["pfllib"]["budget"]
+    return nb.table(f"**PFLlib's Fashion-MNIST numbers (reference: {ref}) beside ours ({nb.plan.setting_text()}).**",
+                    pflib_comparison(nb.plan, results(nb)))
+
+
+def show_top(nb):
+    """Each setting's five best methods."""
+    best = top(nb.plan, results(nb))
+    nb.section.record(top=best)
+    return nb.table("**Top five per setting (mean rank).**",
+                    pd.DataFrame({nb.plan.setting_label(s): pd.Series(v) for s, v in best.items()}))
+
+
+def show_ledger(nb):
+    """The cross-cutting claims judged on common ground; writes the report section."""
+    return nb.ledger(ledger(nb.plan, results(nb)))

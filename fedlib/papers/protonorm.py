@@ -656,7 +656,7 @@ def show_extra_datasets(nb):
 
     plan, T1, shown = nb.plan, nb.plan.table1, []
     for ds_name in extra_datasets():
-        dspec = plan.spec["table1"]["datasets"][ds_name]
+        dspec = plan.spec["datasets"][ds_name]
         res = run(table1_configs(plan, ds_name), workers=nb.workers, desc=dspec["label"])
         for p in T1["partitions"]:
             ours = {m: score(plan, m, res[(m, p)]) for m in T1["methods"]}

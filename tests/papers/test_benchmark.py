@@ -45,7 +45,7 @@ def test_every_registered_method_runs_on_the_shared_settings_and_the_rest_say_wh
     assert set(plan.methods) == set(ALGORITHMS)
     cfgs = B.configs(plan)
     assert all((s, m) in cfgs for s in ("pat", "dir", "nway") for m in ALGORITHMS)
-    why = B.missing(plan).set_index("method")["why not"]
+    why = B.missing(plan).reset_index().set_index("method")["why not"]
     assert "low-level feature" in why["FedMPS"] and "whole model" in why["FedAvg"]
     assert len(cfgs) + len(why) == 4 * len(ALGORITHMS)
 
@@ -71,7 +71,7 @@ def test_ranked_table_on_a_hand_example():
     names = ("fedproto", "fedavg", "local")
     rows = [{"setting": s, "seed": seed, "method": m, "best": a, "last": a - 1, "rule": "head", "floats": 1.0,
              "seconds": 1.0} for (s, seed), accs in acc.items() for m, a in zip(names, accs, strict=True)]
-    ranked = B.ranked(plan, pd.DataFrame(rows)).set_index("method")
+    ranked = B.ranked(plan, pd.DataFrame(rows))
     assert ranked.loc["FedProto", "mean rank"] == 1.25 and ranked.loc["FedAvg", "mean rank"] == 1.75
     assert ranked.loc["Local", "mean rank"] == 3.0
     assert ranked.loc["FedProto", "hetero rank"] == 1.5 and ranked.loc["FedProto", "dir best"] == "81.00 ± 1.00"
