@@ -36,7 +36,7 @@ class Plan(papers.Plan):
     """The ProtoNorm experiments under one profile."""
 
     paper = "protonorm"
-    sections = {"spiral": lambda value, field: check_spiral(value, field),
+    sections = {"spiral": lambda value, field: check_spiral_section(value, field),
                 "code_protocol": None,
                 "homogeneous": lambda value, field: schema.check_methods(value.get("methods"), f"{field}.methods")}
 
@@ -60,7 +60,7 @@ class Plan(papers.Plan):
             self.settings["table1"]["rounds"] = check_rounds(rounds)
 
 
-def check_spiral(spiral, field: str) -> None:
+def check_spiral_section(spiral, field: str) -> None:
     """The spiral study's section: its base, partitions and runs (label, partition, algorithm)."""
     schema.check_base(spiral.get("base"), f"{field}.base")
     schema.check_entries(spiral.get("partitions"), f"{field}.partitions", ("scheme",))
