@@ -64,6 +64,10 @@ nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=wo
 # %%
 B.show_settings(nb)
 
+# %%
+# NBVAL_CHECK_OUTPUT
+B.print_grid(nb)
+
 # %% [markdown]
 # ## All runs
 #

@@ -24,36 +24,7 @@ from fedlib.device import device_arg
 from fedlib.validation import POSITIVE_INT, SEED, ConfigError, Options, Parser, arg_type, check_value
 from fedlib.paths import PARAMS as PARAMS_ROOT
 from fedlib.papers import schema
-
-
-def check_seeds(seeds, field: str = "seeds") -> list[int]:
-    """A notebook's ``seeds`` parameter: a non-empty list of integers in [0, 2**32 - 1]."""
-    from fedlib.config import check_seeds as check
-
-    return check(seeds, field)
-
-
-def check_rounds(rounds, field: str = "rounds") -> int:
-    """A notebook's ``rounds`` parameter: a positive integer."""
-    return check_value(field, rounds, POSITIVE_INT)
-
-
-def check_plan_settings(settings, where: str) -> None:
-    """A profile's settings in ``experiments.yaml``: its seeds, and every round count (a key naming
-    rounds, or the values of a mapping under one) a positive integer; ``where`` names the profile."""
-    if "seeds" in settings:
-        check_seeds(settings["seeds"], f"{where}.seeds")
-    for key, value in settings.items():
-        name = f"{where}.{key}"
-        if key == "method_changes":   # dotted run-config changes, checked with the configs they change
-            continue
-        if isinstance(value, dict) and "rounds" in str(key):
-            for sub, rounds in value.items():
-                check_rounds(rounds, f"{name}.{sub}")
-        elif isinstance(value, dict):
-            check_plan_settings(value, name)
-        elif "rounds" in str(key):
-            check_rounds(value, name)
+from fedlib.papers.schema import check_plan_settings, check_rounds, check_seeds  # noqa: F401 (the studies' names)
 
 
 def check_methods(methods, known: list[str], required: tuple[str, ...] = (), why: str = "") -> list[str]:
@@ -221,20 +192,23 @@ class Plan:
 @dataclasses.dataclass
 class TablePlan(Plan):
     """A plan whose profile gives every run one round count (``rounds``) and lists the main table's rows
-    (``table1_methods``: ``all`` or method names); the notebook's ``methods`` and ``rounds`` override them."""
+    (the profile's ``rows_key``, ``table1_methods`` by default: ``all`` or method names); the notebook's
+    ``methods`` and ``rounds`` override them."""
+
+    rows_key: ClassVar[str] = "table1_methods"
 
     @property
     def rounds(self) -> int:
         return self.settings["rounds"]
 
     def table1_methods(self) -> list[str]:
-        value = self.settings["table1_methods"]
+        value = self.settings[self.rows_key]
         return self.methods if value == "all" else list(value)
 
     def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
         """``methods`` (the main table's rows) and ``rounds`` (every run)."""
         if methods is not None:
-            self.settings["table1_methods"] = check_methods(methods, self.methods)
+            self.settings[self.rows_key] = check_methods(methods, self.methods)
         if rounds is not None:
             self.settings["rounds"] = check_rounds(rounds)
 

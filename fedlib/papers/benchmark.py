@@ -46,22 +46,16 @@ def check_settings(settings, field: str) -> None:
 
 
 @dataclasses.dataclass
-class Plan(papers.Plan):
-    """The benchmark under one profile."""
+class Plan(papers.TablePlan):
+    """The benchmark under one profile; its methods are the profile's ``methods``."""
 
     paper = "benchmark"
     sections = {"settings": check_settings}
-
-    @property
-    def rounds(self) -> int:
-        return self.settings["rounds"]
+    rows_key = "methods"
+    method_names = papers.TablePlan.table1_methods
 
     def setting_names(self) -> list[str]:
         return list(self.settings["settings"])
-
-    def method_names(self) -> list[str]:
-        value = self.settings["methods"]
-        return self.methods if value == "all" else list(value)
 
     def setting_seeds(self, setting: str) -> list[int]:
         """The setting's seeds: the profile's, or its own where a shared study fixes them (FedMPS: 1234-1236)."""
@@ -77,13 +71,6 @@ class Plan(papers.Plan):
             why = entry["why_not"]
             return why.get(method, why["default"]) if isinstance(why, dict) else why
         return None
-
-    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
-        """``methods`` and ``rounds`` (every run) replace the profile's."""
-        if methods is not None:
-            self.settings["methods"] = papers.check_methods(methods, self.methods)
-        if rounds is not None:
-            self.settings["rounds"] = papers.check_rounds(rounds)
 
     def setting_text(self) -> str:
         """What made the numbers, for every caption."""
@@ -393,17 +380,14 @@ if __name__ == "__main__":
 
 # -- the notebook's cells (notebooks/benchmark.py): one call each ----------------------------------------------------
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None):
-    """The set-up cell: the plan of ``profile`` with the notebook's parameters and the report section."""
-    from fedlib import report
-    from fedlib.papers.notebook import Notebook, start
+    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    take, ``nb.paper`` the whole params/benchmark/paper.yaml."""
+    from fedlib.papers.notebook import open_notebook
 
-    start(backend)
-    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-    section = report.ReportSection("benchmark", profile, title="One benchmark across the five papers",
-                                   seeds=plan.seeds, rounds=f"{plan.rounds} (every run)",
-                                   device=config(plan, plan.method_names()[0], plan.setting_names()[0])["device"])
-    print(plan.setting_text())
-    return Notebook(plan, section, report.load_paper("benchmark"), workers)
+    return open_notebook("benchmark", load_plan, profile, lambda plan: (
+        f"{plan.rounds} (every run)", config(plan, plan.method_names()[0], plan.setting_names()[0])["device"],
+        plan.setting_text()), backend=backend, workers=workers, title="One benchmark across the five papers",
+        reference=None, methods=methods, seeds=seeds, rounds=rounds, device=device)
 
 
 def show_settings(nb):
@@ -415,6 +399,18 @@ def show_settings(nb):
     if len(gaps):
         nb.table("**Methods that do not run on a setting.**", gaps)
     return Shown((settings, gaps))
+
+
+def print_grid(nb) -> None:
+    """One line per setting: its methods, seeds and runs; then how many of the runs are the paper studies' own."""
+    cfgs, total = configs(nb.plan), 0
+    for setting in nb.plan.setting_names():
+        methods = [m for s, m in cfgs if s == setting]
+        seeds = nb.plan.setting_seeds(setting)
+        total += len(methods) * len(seeds)
+        print(f"{setting}: {len(methods)} methods x seeds {seeds} = {len(methods) * len(seeds)} runs of "
+              f"{nb.plan.rounds} rounds")
+    print(f"{total} runs in all")
 
 
 def results(nb) -> pd.DataFrame:

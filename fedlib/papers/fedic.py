@@ -346,18 +346,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, the setting in
-    one line; returns the notebook state the other cells take."""
-    from fedlib import report
-    from fedlib.papers.notebook import Notebook, start
+    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    take."""
+    from fedlib.papers.notebook import open_notebook
 
-    start(backend)
-    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-    paper = report.load_paper("fedic")
-    section = report.ReportSection("fedic", profile, title=paper["title"], seeds=plan.seeds,
-                                   rounds=f"{plan.rounds} (every method)", device=config(plan, "fedic")["device"])
-    print(plan.setting())
-    return Notebook(plan, section, paper["tables"], workers, embedding)
+    return open_notebook("fedic", load_plan, profile, lambda plan: (
+        f"{plan.rounds} (every method)", config(plan, "fedic")["device"], plan.setting()),
+        backend=backend, workers=workers, embedding=embedding, methods=methods, seeds=seeds, rounds=rounds,
+        device=device)
 
 
 def show_setting(nb):

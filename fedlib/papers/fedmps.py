@@ -447,20 +447,17 @@ def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> 
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
-    the rounds; returns the notebook state the other cells take."""
-    from fedlib import report
-    from fedlib.papers.notebook import Notebook, start
+    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    take, ``nb.paper`` the whole params/fedmps/paper.yaml."""
+    from fedlib.papers.notebook import open_notebook
 
-    start(backend)
-    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-    paper = report.load_paper("fedmps")
-    R = plan.settings["rounds"]
-    section = report.ReportSection("fedmps", profile, title=paper["title"], seeds=plan.seeds,
-                                   rounds=f"{R['main']} (sweeps {R['sweep']}, ablation {R['ablation']})",
-                                   device=config(plan, "fedmps")["device"])
-    print(f"profile {profile!r}: rounds {R}, seeds {plan.seeds}, profile overrides {plan.settings['overrides']}")
-    return Notebook(plan, section, paper, workers, embedding)
+    def about(plan):
+        R = plan.settings["rounds"]
+        return (f"{R['main']} (sweeps {R['sweep']}, ablation {R['ablation']})", config(plan, "fedmps")["device"],
+                f"profile {profile!r}: rounds {R}, seeds {plan.seeds}, profile overrides {plan.settings['overrides']}")
+
+    return open_notebook("fedmps", load_plan, profile, about, backend=backend, workers=workers, embedding=embedding,
+                         reference=None, methods=methods, seeds=seeds, rounds=rounds, device=device)
 
 
 def introduction(nb) -> None:
@@ -612,16 +609,28 @@ def _paper_protocol(nb, key: str, load):
     return nb.once(key, lambda: load(nb.plan))
 
 
-def paper_protocol_table3(nb):
+def _from_paper_runs(roman: str, load, flag: str = ""):
+    """A cell that shows Table ``roman`` under the paper protocol from the paper profile's finished runs (trains
+    nothing): it gets ``(nb, data)``, or returns what :meth:`~fedlib.papers.notebook.Notebook.paper_protocol`
+    says where this profile is the paper protocol or nothing has finished."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def cell(nb):
+            data, early = nb.paper_protocol(f"Table {roman}", f"paper_{load.__name__.removeprefix('paper_')}", load,
+                                            lambda d: d["rows"], "python -m fedlib.papers.fedmps --profile paper"
+                                            + flag)
+            return early if early is not None else fn(nb, data)
+        return cell
+    return wrap
+
+
+@_from_paper_runs("III", paper_table3, "")
+def paper_protocol_table3(nb, pt3):
     """Table III under the paper protocol, from the paper profile's finished runs (trains nothing)."""
     from fedlib import report
 
-    pt3 = _paper_protocol(nb, "paper_table3", paper_table3)
-    if nb.profile == "paper":
-        return nb.markdown("This profile is the paper protocol: Table III above is it.")
-    if not pt3["rows"]:
-        return nb.markdown(papers.not_run_text("Table III", pt3["found"], pt3["total"],
-                                               "python -m fedlib.papers.fedmps --profile paper"))
     rows = pt3["rows"]
     df = paper_vs_ours(nb.paper, "table3", {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
     _table3_columns(df, rows, pt3["head"])
@@ -742,16 +751,11 @@ def show_table6(nb):
     return pd.concat(tables, names=["n"])
 
 
-def paper_protocol_table6(nb):
+@_from_paper_runs("VI", paper_table6, " --table VI")
+def paper_protocol_table6(nb, pt6):
     """Table VI under the paper protocol: per n, the methods finished so far (trains nothing)."""
     from fedlib import report
 
-    pt6 = _paper_protocol(nb, "paper_table6", paper_table6)
-    if nb.profile == "paper":
-        return nb.markdown("This profile is the paper protocol: Table VI above is it.")
-    if not pt6["rows"]:
-        return nb.markdown(papers.not_run_text("Table VI", pt6["found"], pt6["total"],
-                                               "python -m fedlib.papers.fedmps --profile paper --table VI"))
     pp6 = pt6["plan"]
     text = (f"**Table VI under the paper protocol (profile `paper`: {pp6.settings['rounds']['main']} rounds, "
             f"seed {pp6.seeds[0]}), from finished runs: {pt6['found']} of {pt6['total']}; {pt6['made_by']}.**"
@@ -817,16 +821,11 @@ def check_table7(nb) -> None:
           logged == (soft_rows if nb.plan.settings["rounds"]["ablation"] > 1 else []))
 
 
-def paper_protocol_table7(nb):
+@_from_paper_runs("VII", paper_table7, " --table VII")
+def paper_protocol_table7(nb, pt7):
     """Table VII under the paper protocol, once all six rows have finished (trains nothing)."""
     from fedlib import report
 
-    pt7 = _paper_protocol(nb, "paper_table7", paper_table7)
-    if nb.profile == "paper":
-        return nb.markdown("This profile is the paper protocol: Table VII above is it.")
-    if not pt7["rows"]:
-        return nb.markdown(papers.not_run_text("Table VII", pt7["found"], pt7["total"],
-                                               "python -m fedlib.papers.fedmps --profile paper --table VII"))
     pp7 = pt7["plan"]
     return nb.markdown(f"**Table VII under the paper protocol (profile `paper`: {pp7.settings['rounds']['ablation']} "
                        f"rounds, seed {pp7.seeds[0]}; Fashion-MNIST), from finished runs: {pt7['found']} of "

@@ -588,20 +588,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
-    the setting; returns the notebook state the other cells take."""
-    from fedlib import report
-    from fedlib.papers.notebook import Notebook, start
+    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    take."""
+    from fedlib.papers.notebook import open_notebook
 
-    start(backend)
-    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-    paper = report.load_paper("gfpl")
-    section = report.ReportSection("gfpl", profile, title=paper["title"], seeds=plan.seeds,
-                                   rounds=f"{plan.rounds} (every method)", device=config(plan, "gfpl")["device"])
-    print(f"profile {profile!r}: seeds {plan.seeds}, {plan.rounds} rounds, datasets {plan.settings['datasets']}, "
-          f"w-bar {plan.settings['ways']}, interaction rounds t_1 = {plan.settings['schedule']['start']}, "
-          f"S_T = {plan.settings['schedule']['every']}")
-    return Notebook(plan, section, paper["tables"], workers, embedding)
+    def about(plan):
+        sched = plan.settings["schedule"]
+        return (f"{plan.rounds} (every method)", config(plan, "gfpl")["device"],
+                f"profile {profile!r}: seeds {plan.seeds}, {plan.rounds} rounds, datasets {plan.settings['datasets']}, "
+                f"w-bar {plan.settings['ways']}, interaction rounds t_1 = {sched['start']}, S_T = {sched['every']}")
+
+    return open_notebook("gfpl", load_plan, profile, about, backend=backend, workers=workers, embedding=embedding,
+                         methods=methods, seeds=seeds, rounds=rounds, device=device)
 
 
 def show_setting(nb):
@@ -829,13 +827,10 @@ def paper_protocol_table2(nb):
 
     from fedlib import report
 
-    pt2 = _paper_table2(nb)
-    if nb.profile == "paper":
-        return nb.markdown(f"This profile is the paper protocol: Table 2 above is it ({pt2['found']} of "
-                           f"{pt2['total']} runs; {pt2['made_by']}).")
-    if not pt2["acc"]:
-        return nb.markdown(papers.not_run_text("Table 2", pt2["found"], pt2["total"],
-                                               "python -m fedlib.papers.gfpl --profile paper --table 2"))
+    pt2, early = nb.paper_protocol("Table 2", "paper_table2", paper_table2, lambda d: d["acc"],
+                                   "python -m fedlib.papers.gfpl --profile paper --table 2", counts=True)
+    if early is not None:
+        return early
     pp2 = pt2["plan"]
     shats = sorted({k[0] for k in pt2["acc"]})
     df = pd.DataFrame({f"ours, s-hat {s}": {nb.label(v): f"{pt2['acc'][(s, v)]:.2f} ± {pt2['std'][(s, v)]:.2f}"
@@ -902,13 +897,10 @@ def paper_protocol_figs(nb):
     """Figs. 3b and 6 under the paper protocol, each sweep once all its values have finished (trains nothing)."""
     from fedlib import report
 
-    pfg = _paper_figs(nb)
-    if nb.profile == "paper":
-        return nb.markdown(f"This profile is the paper protocol: Figs. 3b and 6 above are it ({pfg['found']} of "
-                           f"{pfg['total']} runs; {pfg['made_by']}).")
-    if not (pfg["n"] or pfg["thresholds"]):
-        return nb.markdown(papers.not_run_text("Figs. 3b and 6", pfg["found"], pfg["total"],
-                                               "python -m fedlib.papers.gfpl --profile paper --table figs"))
+    pfg, early = nb.paper_protocol("Figs. 3b and 6", "paper_figs", paper_figs, lambda d: d["n"] or d["thresholds"],
+                                   "python -m fedlib.papers.gfpl --profile paper --table figs", counts=True)
+    if early is not None:
+        return early
     ppf = pfg["plan"]
     text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seed "
             f"{ppf.seeds[0]}), from finished runs: {pfg['found']} of {pfg['total']}; {pfg['made_by']}.**")

@@ -357,20 +357,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
-    the rounds; returns the notebook state the other cells take."""
-    from fedlib import report
-    from fedlib.papers.notebook import Notebook, start
+    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    take."""
+    from fedlib.papers.notebook import open_notebook
 
-    start(backend)
-    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-    paper = report.load_paper("mpfedcl")
-    section = report.ReportSection("mpfedcl", profile, title=paper["title"], seeds=plan.seeds,
-                                   rounds=", ".join(f"{plan.label(m)} {plan.rounds(m)}" for m in plan.table6_methods()),
-                                   device=config(plan, "mpfedcl")["device"])
-    print(f"profile {profile!r}: seeds {plan.seeds}, Table VI rounds "
-          f"{ {m: plan.rounds(m) for m in plan.table6_methods()} }")
-    return Notebook(plan, section, paper["tables"], workers, embedding)
+    def about(plan):
+        return (", ".join(f"{plan.label(m)} {plan.rounds(m)}" for m in plan.table6_methods()),
+                config(plan, "mpfedcl")["device"],
+                f"profile {profile!r}: seeds {plan.seeds}, Table VI rounds "
+                f"{ {m: plan.rounds(m) for m in plan.table6_methods()} }")
+
+    return open_notebook("mpfedcl", load_plan, profile, about, backend=backend, workers=workers, embedding=embedding,
+                         methods=methods, seeds=seeds, rounds=rounds, device=device)
 
 
 def show_setting(nb):

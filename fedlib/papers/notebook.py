@@ -31,6 +31,29 @@ def start(backend: str | None = None) -> None:
     pd.set_option("display.max_colwidth", None)
 
 
+def open_notebook(paper: str, load_plan, profile: str, about, *, backend=None, workers=None, embedding: str = "tsne",
+                  title: str | None = None, reference: str | None = "tables", results: dict | None = None,
+                  **options) -> Notebook:
+    """A paper notebook's set-up cell: :func:`start`, the plan of ``profile`` (``load_plan(profile, **options)``,
+    the notebook's parameters), its report section and a line on the setting. ``about(plan)`` gives
+    ``(rounds text, device, line)`` for the section header and the printout; ``reference`` the part of
+    ``params/<paper>/paper.yaml`` the cells read (``None``: the whole file; a study without one: ``{}``)."""
+    from fedlib import report
+
+    start(backend)
+    plan = load_plan(profile, **options)
+    rounds, device, line = about(plan)
+    try:
+        numbers = report.load_paper(paper)
+    except FileNotFoundError:
+        numbers = {}
+    section = report.ReportSection(paper, profile, title=title or numbers.get("title", paper), seeds=plan.seeds,
+                                   rounds=rounds, device=device)
+    print(line)
+    return Notebook(plan, section, numbers.get(reference, {}) if reference else numbers, workers, embedding,
+                    results=dict(results or {}))
+
+
 class Shown(tuple):
     """Several outputs of one cell (figures, tables; a string is printed), shown in order as the cell's value;
     unpacks as a tuple."""
@@ -110,6 +133,23 @@ class Notebook:
 
         self.section.text(text)
         return Markdown(text)
+
+    def paper_protocol(self, what: str, key: str, load, finished, command: str, counts: bool = False):
+        """The opening of a cell that shows ``what`` (e.g. "Table III") under the paper protocol from finished
+        runs, training nothing: ``(data, None)`` to go on with, or ``(data, text)`` for the cell to return where
+        this profile is the paper protocol itself (``counts``: with its runs found and who made them) or none of
+        the runs has finished (the command that makes them). ``load(plan)`` reads the runs once (under ``key``),
+        ``finished(data)`` says whether any table part is complete."""
+        from fedlib import papers
+
+        data = self.once(key, lambda: load(self.plan))
+        if self.profile == "paper":
+            tail = f" ({data['found']} of {data['total']} runs; {data['made_by']})" if counts else ""
+            verb = "are" if what.startswith("Figs") else "is"
+            return data, self.markdown(f"This profile is the paper protocol: {what} above {verb} it{tail}.")
+        if not finished(data):
+            return data, self.markdown(papers.not_run_text(what, data["found"], data["total"], command))
+        return data, None
 
     def ledger(self, claims: list, record: bool = True, write: bool = True):
         """The claims-ledger cell's end: the ledger table (and the claims ours contradict) into the section

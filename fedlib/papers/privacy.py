@@ -42,30 +42,16 @@ CURVE_KINDS = ("mean", "kmeans", "gmm")
 
 
 @dataclasses.dataclass
-class Plan(papers.Plan):
-    """The privacy study under one profile."""
+class Plan(papers.TablePlan):
+    """The privacy study under one profile; the leakage table's rows are the profile's ``methods``."""
 
     paper = "privacy"
     sections = {"defense": None}   # its own sections of experiments.yaml
-
-    @property
-    def rounds(self) -> int:
-        return self.settings["rounds"]
-
-    def table_methods(self) -> list[str]:
-        """The leakage table's methods: ``all`` (every method of ``experiments.yaml``) or the profile's list."""
-        value = self.settings["methods"]
-        return self.methods if value == "all" else list(value)
+    rows_key = "methods"
+    table_methods = papers.TablePlan.table1_methods
 
     def attacks(self) -> list[str]:
         return list(self.settings["attacks"])
-
-    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
-        """``methods`` (the leakage table's rows) and ``rounds`` (every run)."""
-        if methods is not None:
-            self.settings["methods"] = check_methods(methods, self.methods)
-        if rounds is not None:
-            self.settings["rounds"] = papers.check_rounds(rounds)
 
 
 def check_spec(plan: Plan) -> None:
@@ -721,18 +707,16 @@ def main(argv: list[str] | None = None) -> int:
 # and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None):
-    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
-    the study; returns the notebook state the other cells take (its clock starts here, for the closing note)."""
-    from fedlib import report
-    from fedlib.papers.notebook import Notebook, start
+    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    take (its clock starts here, for the closing note)."""
+    from fedlib.papers.notebook import open_notebook
 
-    start(backend)
     t_start = time.perf_counter()
-    plan = load_plan(profile, methods=methods, seeds=seeds, rounds=rounds, device=device)
-    section = report.ReportSection("privacy", profile, title=TITLE, seeds=plan.seeds, rounds=str(plan.rounds),
-                                   device=config(plan, plan.table_methods()[0])["device"])
-    print(f"profile {profile!r}: {len(plan.table_methods())} methods, seeds {plan.seeds}, {plan.rounds} rounds")
-    return Notebook(plan, section, {}, workers, results={"t_start": t_start})
+    return open_notebook("privacy", load_plan, profile, lambda plan: (
+        str(plan.rounds), config(plan, plan.table_methods()[0])["device"],
+        f"profile {profile!r}: {len(plan.table_methods())} methods, seeds {plan.seeds}, {plan.rounds} rounds"),
+        backend=backend, workers=workers, title=TITLE, results={"t_start": t_start}, methods=methods, seeds=seeds,
+        rounds=rounds, device=device)
 
 
 def show_setting(nb):

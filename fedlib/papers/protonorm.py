@@ -409,20 +409,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: str = "tsne", device=None,
              backend=None):
-    """The set-up cell: the plan of ``profile`` with the notebook's parameters, the report section, one line on
-    the spiral and the Table 1 protocol; returns the notebook state the other cells take."""
-    from fedlib import report
-    from fedlib.papers.notebook import Notebook, start
+    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    take."""
+    from fedlib.papers.notebook import open_notebook
 
-    start(backend)
-    plan = load_plan(profile, methods=methods, rounds=rounds, device=device)
-    T1 = plan.table1
-    section = report.ReportSection("protonorm", profile, title="ProtoNorm (Lee, Shin, Choi, arXiv 2507.04310)",
-                                   seeds=plan.seeds, device=table1_config(plan, "protonorm")["device"],
-                                   rounds=f"spiral {plan.settings['spiral_rounds']}, Table 1 protocol {T1['rounds']}")
-    print(f"profile {profile!r}: spiral rounds {plan.settings['spiral_rounds']}, seeds {plan.seeds}; Table 1 protocol: "
-          f"{T1['model']}, data fraction {T1['fraction']}, {T1['rounds']} rounds, methods {T1['methods']}")
-    return Notebook(plan, section, report.load_paper("protonorm")["tables"], workers, embedding)
+    def about(plan):
+        T1 = plan.table1
+        return (f"spiral {plan.settings['spiral_rounds']}, Table 1 protocol {T1['rounds']}",
+                table1_config(plan, "protonorm")["device"],
+                f"profile {profile!r}: spiral rounds {plan.settings['spiral_rounds']}, seeds {plan.seeds}; Table 1 "
+                f"protocol: {T1['model']}, data fraction {T1['fraction']}, {T1['rounds']} rounds, methods "
+                f"{T1['methods']}")
+
+    return open_notebook("protonorm", load_plan, profile, about, backend=backend, workers=workers,
+                         embedding=embedding, title="ProtoNorm (Lee, Shin, Choi, arXiv 2507.04310)", methods=methods,
+                         rounds=rounds, device=device)
 
 
 def run_all(nb) -> None:

@@ -26,12 +26,42 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fedlib.validation import ConfigError
+from fedlib.validation import POSITIVE_INT, ConfigError, check_value
 
 COMMON = ("base", "partitions", "datasets", "methods", "variants", "prototype_methods", "attack", "profiles")
 BASE_KEYS = ("dataset", "model", "partition", "train", "algorithm")
 METHOD_KEYS = ("label", "algorithm", "train", "model", "rounds", "of")
 REFERENCE = re.compile(r"^\{(dataset|profile|train)\.([A-Za-z_][A-Za-z0-9_.]*)\}$")
+
+
+def check_seeds(seeds, field: str = "seeds") -> list[int]:
+    """A notebook's ``seeds`` parameter: a non-empty list of integers in [0, 2**32 - 1]."""
+    from fedlib.config import check_seeds as check
+
+    return check(seeds, field)
+
+
+def check_rounds(rounds, field: str = "rounds") -> int:
+    """A notebook's ``rounds`` parameter: a positive integer."""
+    return check_value(field, rounds, POSITIVE_INT)
+
+
+def check_plan_settings(settings, where: str) -> None:
+    """A profile's settings in ``experiments.yaml``: its seeds, and every round count (a key naming
+    rounds, or the values of a mapping under one) a positive integer; ``where`` names the profile."""
+    if "seeds" in settings:
+        check_seeds(settings["seeds"], f"{where}.seeds")
+    for key, value in settings.items():
+        name = f"{where}.{key}"
+        if key == "method_changes":   # dotted run-config changes, checked with the configs they change
+            continue
+        if isinstance(value, dict) and "rounds" in str(key):
+            for sub, rounds in value.items():
+                check_rounds(rounds, f"{name}.{sub}")
+        elif isinstance(value, dict):
+            check_plan_settings(value, name)
+        elif "rounds" in str(key):
+            check_rounds(value, name)
 
 
 def _mapping(value: Any, field: str, what: str = "a mapping") -> dict:
@@ -92,8 +122,6 @@ def check_entries(entries: Any, field: str, required: tuple[str, ...] = ()) -> N
 def check_profiles(profiles: Any, field: str, methods: list[str]) -> None:
     """Every profile: seeds, round counts (:func:`fedlib.papers.check_plan_settings`), ``overrides`` a mapping
     of dotted keys, ``method_changes`` a mapping of known methods to such mappings."""
-    from fedlib.papers import check_plan_settings
-
     for name, settings in _mapping(profiles, field).items():
         where = f"{field}.{name}"
         _mapping(settings, where)
@@ -160,9 +188,6 @@ def resolve(value: Any, context: dict, field: str = "reference") -> Any:
 def check(spec: Any, field: str, sections: dict | None = None) -> dict:
     """Validate a whole study file (``field`` names it in errors); ``sections`` are the study's own
     top-level sections, each name mapped to its check (``check(value, field)``) or None. Returns ``spec``."""
-    from fedlib.reproduce import PROFILES
-    import yaml
-
     sections = sections or {}
     top = {key: f"{field}: {key}" for key in COMMON + tuple(sections)}
     _mapping(spec, field)
@@ -183,10 +208,6 @@ def check(spec: Any, field: str, sections: dict | None = None) -> dict:
         if method not in scored:
             raise ConfigError(top["prototype_methods"], method, "methods of the file: " + ", ".join(scored))
     _mapping(spec.get("attack", {}), top["attack"])
-    listed = yaml.safe_load(PROFILES.read_text()) or {}
-    for name in spec["profiles"]:
-        if name not in listed:
-            raise ConfigError(top["profiles"], name, "a profile params/profiles.yaml lists: " + ", ".join(listed))
     check_profiles(spec["profiles"], top["profiles"], list(spec["methods"]))
     for name, check_section in sections.items():
         if check_section is not None and name in spec:

@@ -37,7 +37,6 @@ def test_every_study_file_passes_the_one_schema(module):
     (lambda s: s["variants"]["fedic"].update(of="fedicc"), "x.yaml: variants.fedic.of", "one of the methods"),
     (lambda s: s.update(prototype_methods=["fedproto", "protonorm"]), "x.yaml: prototype_methods",
      "methods of the file"),
-    (lambda s: s["profiles"].update(fast=s["profiles"]["smoke"]), "x.yaml: profiles", "a profile params/profiles"),
     (lambda s: s["profiles"]["quick"].pop("seeds"), "x.yaml: profiles.quick.seeds", "a non-empty list"),
     (lambda s: s["profiles"]["quick"].update(rounds=0), "x.yaml: profiles.quick.rounds", "an integer in [1, inf)"),
     (lambda s: s["partitions"]["pat"].pop("scheme"), "x.yaml: partitions.pat.scheme", "a value"),
