@@ -26,12 +26,13 @@ from fedlib import papers
 from fedlib.papers import schema
 from fedlib.validation import ConfigError
 
-SETTING_KEYS = ("label", "partition", "base", "methods", "only", "why_not")
+SETTING_KEYS = ("label", "partition", "base", "methods", "only", "why_not", "not_run")
 
 
 def check_settings(settings, field: str) -> None:
     """The ``settings`` section: each a partition of the file, an optional base and method entries of its own,
-    and ``only`` (the methods it runs) with ``why_not`` (why the others do not)."""
+    ``only`` (the methods it runs) with ``why_not`` (why the others do not), and ``not_run`` (methods it leaves
+    out, each with the reason)."""
     for name, entry in schema._mapping(settings, field).items():
         where = f"{field}.{name}"
         schema._keys(schema._mapping(entry, where), where, SETTING_KEYS)
@@ -67,6 +68,8 @@ class Plan(papers.TablePlan):
     def why_not(self, method: str, setting: str) -> str | None:
         """Why ``method`` does not run on ``setting`` (None: it runs)."""
         entry = self.spec["settings"][setting]
+        if method in entry.get("not_run", {}):
+            return entry["not_run"][method]
         if "only" in entry and method not in entry["only"]:
             why = entry["why_not"]
             return why.get(method, why["default"]) if isinstance(why, dict) else why

@@ -44,9 +44,12 @@ def test_every_registered_method_runs_on_the_shared_settings_and_the_rest_say_wh
     plan = B.load_plan("quick")
     assert set(plan.methods) == set(ALGORITHMS)
     cfgs = B.configs(plan)
-    assert all((s, m) in cfgs for s in ("pat", "dir", "nway") for m in ALGORITHMS)
-    why = B.missing(plan).reset_index().set_index("method")["why not"]
-    assert "low-level feature" in why["FedMPS"] and "whole model" in why["FedAvg"]
+    assert all((s, m) in cfgs for s in ("pat", "dir", "nway") for m in ALGORITHMS if m != "fedmps")
+    assert ("nway", "fedmps") in cfgs and ("dir", "fedmps") not in cfgs
+    why = B.missing(plan)["why not"]
+    assert "low-level feature" in why[("Heterogeneous models (ht0_lite)", "FedMPS")]
+    assert "4-layer CNN" in why[("PFLlib Pat", "FedMPS")] and "whole model" in why[("Heterogeneous models (ht0_lite)",
+                                                                                    "FedAvg")]
     assert len(cfgs) + len(why) == 4 * len(ALGORITHMS)
 
 
