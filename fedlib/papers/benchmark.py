@@ -153,16 +153,24 @@ all_jobs = jobs   # the name every study gives its whole grid
 
 def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[tuple[str, str, int], dict]:
     """``{(setting, method, seed): summary}``: finished runs read (results folder, other placements, the run
-    archive; :mod:`fedlib.results`), the missing ones trained when ``train``, else left out."""
+    archive; :mod:`fedlib.results`), the missing ones trained when ``train``, else left out. A run that fails is
+    named in a printed line and left out; the other settings still run."""
     from fedlib import results
+    from fedlib.runner import RunsFailed
 
     cfgs = configs(plan)
     out = {}
     for setting in plan.setting_names():
         mine = {m: c for (s, m), c in cfgs.items() if s == setting}
         seeds = plan.setting_seeds(setting)
-        got = (results.run_or_read(mine, seeds, workers=workers, desc=f"benchmark {setting}") if train
-               else {m: [results.find(c, s)[1] for s in seeds] for m, c in mine.items()})
+        got = None
+        if train:
+            try:
+                got = results.run_or_read(mine, seeds, workers=workers, desc=f"benchmark {setting}")
+            except RunsFailed as exc:   # the others finished: read them, say which failed, go on
+                print(f"benchmark {setting}: {exc}")
+        if got is None:
+            got = {m: [results.find(c, s)[1] for s in seeds] for m, c in mine.items()}
         for m, summaries in got.items():
             out.update({(setting, m, s): summ for s, summ in zip(seeds, summaries, strict=True) if summ is not None})
     return out
