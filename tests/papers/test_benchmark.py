@@ -99,3 +99,23 @@ def test_a_bad_setting_is_one_line():
 
     with pytest.raises(ConfigError, match=r"^setting: got 'iid'; allowed: one of pat, dir, nway, hetero$"):
         B.config(B.load_plan("smoke"), "fedavg", "iid")
+
+
+def test_a_failed_run_is_named_and_the_other_settings_still_run(monkeypatch, capsys):
+    from fedlib import results
+    from fedlib.runner import RunsFailed
+
+    plan = B.load_plan("smoke")
+    done = {"dir": summary(0.5, 0.5), "hetero": summary(0.6, 0.6)}
+
+    def run_or_read(configs, seeds, workers=None, desc=""):
+        if desc.endswith("dir"):
+            raise RunsFailed("1 of 4 runs failed: benchmark/dir/fedavg seed 0: KeyError")
+        return {m: [done["hetero"] for _ in seeds] for m in configs}
+
+    found = {"benchmark/dir/local": done["dir"]}
+    monkeypatch.setattr(results, "run_or_read", run_or_read)
+    monkeypatch.setattr(results, "find", lambda cfg, seed: (cfg, found.get(cfg["name"])))
+    got = B.obtain(plan)
+    assert "benchmark dir: 1 of 4 runs failed: benchmark/dir/fedavg" in capsys.readouterr().out
+    assert set(got) == {("dir", "local", 0)} | {("hetero", m, 0) for m in ("local", "fedproto", "protonorm")}
