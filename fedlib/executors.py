@@ -31,10 +31,12 @@ import time
 import torch
 from torch.func import functional_call, grad, vmap
 
-from fedlib.algorithms.base import Algorithm, Context, Round, _steps, collected, derive_seed
+from fedlib.algorithms.contract import Algorithm, Context, Round, TrainedGroup, derive_seed
+from fedlib.algorithms.loops import collected, steps
 from fedlib.counting import phase
+from fedlib.metrics import client_accuracies, group_accuracies
 from fedlib.models import member
-from fedlib.prototypes import ProtoAccumulator
+from fedlib.prototypes import GroupSums
 
 log = logging.getLogger(__name__)
 EXECUTORS = ("sequential", "batched")
@@ -70,7 +72,7 @@ def _sync(ctx: Context) -> None:
 
 
 class _EpochPlan:
-    """One local epoch of a group, drawn on the host as :func:`~fedlib.algorithms.base.sgd_epochs`
+    """One local epoch of a group, drawn on the host as :func:`~fedlib.algorithms.loops.sgd_epochs`
     draws it (each client's permutation from its own generator) and uploaded as one tensor.
 
     ``rows`` (steps, G, batch): the rows of the group's stacked data each client reads at each
@@ -83,7 +85,7 @@ class _EpochPlan:
 
     def __init__(self, sizes: list[int], t, gens: list, device):
         bs, G = t.batch_size, len(sizes)
-        self.steps_of = [_steps(n, t) for n in sizes]
+        self.steps_of = [steps(n, t) for n in sizes]
         full = [min(k, n // bs) for n, k in zip(sizes, self.steps_of, strict=True)]
         self.steps = max(full)
         rows = torch.zeros(self.steps, G, bs, dtype=torch.int64)
@@ -176,15 +178,11 @@ class _Accounts:
         return {"sums": sums, "seen": present}
 
 
-def _seen_classes(K: dict, seen: dict, C: int) -> dict:
-    """``{level: [classes (k_g,) per client]}`` on the device, from the counts ``K`` (client-major
-    rows) and the host's ``seen`` lists, which give the sizes: no further host read."""
-    out = {}
-    for lv, rows in seen.items():
-        total = sum(len(r) for r in rows)
-        flat = torch.nonzero_static(K[lv][:len(rows) * C] > 0, size=total).flatten() % C
-        out[lv] = list(torch.split(flat, [len(r) for r in rows]))
-    return out
+def _seen_cells(K: torch.Tensor, sizes: list[int], n: int) -> torch.Tensor:
+    """The rows ``g * C + c`` of the first ``n`` counts ``K`` that are nonzero, on the device: the host's
+    per-client ``sizes`` give their number, so nothing more is read."""
+    return torch.nonzero_static(K[:n] > 0, size=sum(sizes)).flatten()
+
 
 class Batched:
     """The batched executor (module docstring); keeps which methods it already noted as sequential."""
@@ -222,21 +220,21 @@ class Batched:
         for n, cids in enumerate(groups.values()):
             t0 = time.perf_counter()
             torch.manual_seed(derive_seed(rnd.seed, 8, rnd.index, n))  # dropout masks of this group
-            trained = self._train_group(algo, ctx, cids, tasks, {c: jobs[c][2] for c in cids}, rnd)
-            for cid in cids:
-                client, msg, data = jobs[cid]
-                state, sums, metrics = trained[cid]
-                with phase("setup"):
-                    model = algo.module(ctx, cid, state)
-                with phase("messages"):
-                    out[cid] = algo.finish(ctx, cid, client, msg, data, rnd, tasks[cid], model, sums, metrics)
+            with phase("setup"):
+                group = self._train_stacked(algo, ctx, cids, tasks, {c: jobs[c][2] for c in cids}, rnd)
+            group.jobs = {c: jobs[c] for c in cids}
+            with phase("messages"):
+                out.update(algo.finish_group(ctx, rnd, group))
             _sync(ctx)
             self.times.update({cid: (time.perf_counter() - t0) / len(cids) for cid in cids})
         return {cid: out[cid] for cid in jobs}
 
     def _train_group(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
+        """``{cid: (trained state, {level: ProtoAccumulator}, metrics)}`` of one group."""
         with phase("setup"):
-            return self._train_stacked(algo, ctx, cids, tasks, datas, rnd)
+            group = self._train_stacked(algo, ctx, cids, tasks, datas, rnd)
+        return {cid: (group.states[cid], {lv: acc.client(g) for lv, acc in group.sums.items()}, group.metrics[cid])
+                for g, cid in enumerate(cids)}
 
     def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
         t = ctx.train
@@ -313,20 +311,15 @@ class Batched:
                 for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
                     self._odd_step(step, opt, P, B, E, T, acc, S, K, X[idx], Y[idx], g, C, epoch, collect)
         host = acc.to_host(K, dims, C)
-        classes = _seen_classes(K, host["seen"], C)
-        out = {}
-        for g, cid in enumerate(cids):
-            state = {**{n: v[g].clone() for n, v in P.items()}, **{n: v[g].clone() for n, v in B.items()}}
-            sums = {}
-            for lv, d in dims.items():
-                pa = ProtoAccumulator(C, d, dev)
-                pa.sums, pa.counts = S[lv][g * C:(g + 1) * C], K[lv][g * C:(g + 1) * C]
-                pa.classes = classes[lv][g]
-                sums[lv] = pa
-            count = plan.steps_of[g] * t.local_epochs
-            metrics = {k: v[g] / count for k, v in host["sums"].items()}
-            out[cid] = (state, sums, metrics)
-        return out
+        sizes = {lv: [len(r) for r in rows] for lv, rows in host["seen"].items()}
+        sums = {lv: GroupSums(S[lv][:G * C], K[lv][:G * C], _seen_cells(K[lv], sizes[lv], G * C), sizes[lv], C)
+                for lv in dims}
+        stacked = {n: (P[n] if n in P else B[n]) for n in model.state_dict()}
+        rows = {n: v.unbind(0) for n, v in stacked.items()}  # each client's weights: views, one op per tensor
+        states = {cid: {n: r[g] for n, r in rows.items()} for g, cid in enumerate(cids)}
+        metrics = {cid: {k: v[g] / (plan.steps_of[g] * t.local_epochs) for k, v in host["sums"].items()}
+                   for g, cid in enumerate(cids)}
+        return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, stacked, sums, metrics)
 
     def _data(self, cids: list, datas: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """The group's training samples concatenated in client order (kept while the clients' data is the same)."""
@@ -359,30 +352,67 @@ class Batched:
                 K[lv].index_add_(0, g * C + y, torch.ones_like(y))
 
     # -- evaluation ---------------------------------------------------------------------------
-    def predict_all(self, algo: Algorithm, ctx: Context, jobs: dict) -> dict:
-        """``{cid: scores}`` for ``jobs[cid] = (client, msg, x)``: one vmapped forward per
-        architecture over the padded test sets, then the method's :meth:`scores` per client."""
+    def evaluate(self, algo: Algorithm, ctx: Context, jobs: dict, tests: dict) -> dict:
+        """``{cid: (accuracies, test size)}`` for ``jobs[cid] = (client, msg)`` on ``tests[cid]``: one vmapped
+        forward per architecture over the padded test sets, the method's scores and the accuracies of the
+        whole group at once (:meth:`~fedlib.algorithms.contract.Algorithm.scores_group`, else per client), and
+        every client's accuracies read in one transfer."""
+        C = ctx.num_classes
         if type(algo).predict is not Algorithm.predict or type(algo).predict_model is not Algorithm.predict_model:
-            return {cid: algo.predict(ctx, cid, client, msg, x) for cid, (client, msg, x) in jobs.items()}
+            per = [client_accuracies(algo.predict(ctx, cid, client, msg, tests[cid].x), tests[cid].y,
+                                     tests[cid].classes, C) for cid, (client, msg) in jobs.items()]
+            return self._read(jobs, tests, [(list(jobs), {k: torch.stack([a[k] for a in per]) for k in per[0]})])
         groups: dict = {}
         for cid in jobs:
             groups.setdefault(member(ctx.model_name, cid), []).append(cid)
-        out = {}
+        done = []
         for cids in groups.values():
+            clients, msgs = [jobs[c][0] for c in cids], [jobs[c][1] for c in cids]
             W = [algo.predict_weights(ctx, c, jobs[c][0], jobs[c][1]) for c in cids]
             model = algo.module(ctx, cids[0], W[0])
             model.eval()
-            names = list(W[0])
-            stacked = {n: torch.stack([w[n] for w in W]) for n in names}
-            sizes = [len(jobs[c][2]) for c in cids]
-            n_max = max(sizes)
-            X = torch.stack([torch.cat([jobs[c][2], jobs[c][2][:1].expand(n_max - len(jobs[c][2]),
-                                                                           *jobs[c][2].shape[1:])])
-                             if len(jobs[c][2]) < n_max else jobs[c][2] for c in cids])
+            stacked = {n: torch.stack([w[n] for w in W]) for n in W[0]}
+            X, Y, valid, own = self._tests(cids, tests, C)
             with torch.no_grad():
                 logits, feats = vmap(functools.partial(_forward, model))(stacked, X)
+            scores = algo.scores_group(ctx, cids, clients, msgs, logits, feats)
+            if scores is not None:
+                done.append((cids, group_accuracies(scores, Y, valid, own)))
+                continue
+            per = []
             for g, cid in enumerate(cids):
-                n = sizes[g]
-                out[cid] = algo.scores(ctx, cid, jobs[cid][0], jobs[cid][1], logits[g, :n],
-                                       {k: v[g, :n] for k, v in feats.items()})
-        return {cid: out[cid] for cid in jobs}
+                n, t = len(tests[cid]), tests[cid]
+                s = algo.scores(ctx, cid, clients[g], msgs[g], logits[g, :n], {k: v[g, :n] for k, v in feats.items()})
+                per.append(client_accuracies(s, t.y, t.classes, C))
+            done.append((cids, {k: torch.stack([a[k] for a in per]) for k in per[0]}))
+        return self._read(jobs, tests, done)
+
+    @staticmethod
+    def _read(jobs: dict, tests: dict, done: list) -> dict:
+        """``done`` = ``[(cids, {key: (G,)})]`` read in one transfer, as ``{cid: (accuracies, test size)}``."""
+        keys = list(done[0][1])
+        vals = torch.cat([torch.stack([accs[k] for k in keys], 1) for _, accs in done]).double().tolist()
+        cids = [c for cs, _ in done for c in cs]
+        per = {cid: dict(zip(keys, row, strict=True)) for cid, row in zip(cids, vals, strict=True)}
+        return {cid: (per[cid], len(tests[cid])) for cid in jobs}
+
+    def _tests(self, cids: list, tests: dict, C: int) -> tuple:
+        """The group's test sets padded to the longest (with each client's first sample), their labels, which
+        samples are real and each client's own classes (kept while the test sets are the same)."""
+        key = ("test", *((c, id(tests[c].x), len(tests[c])) for c in cids))
+        if key not in self._stacked:
+            if len(self._stacked) > 16:
+                self._stacked.clear()
+            n_max = max(len(tests[c]) for c in cids)
+            xs, ys, valid = [], [], []
+            for c in cids:
+                x, y, pad = tests[c].x, tests[c].y, n_max - len(tests[c])
+                fill = x[:1].expand(pad, *x.shape[1:]) if len(x) else x.new_zeros(pad, *x.shape[1:])
+                xs.append(torch.cat([x, fill]) if pad else x)
+                ys.append(torch.cat([y, y.new_full((pad,), -1)]) if pad else y)
+                valid.append(torch.arange(n_max, device=y.device) < len(y))
+            own = torch.zeros(len(cids), C, dtype=torch.bool, device=ys[0].device)
+            for g, c in enumerate(cids):
+                own[g, tests[c].classes] = True
+            self._stacked[key] = (torch.stack(xs), torch.stack(ys), torch.stack(valid), own)
+        return self._stacked[key]
