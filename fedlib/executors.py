@@ -31,8 +31,8 @@ import time
 import torch
 from torch.func import functional_call, grad, vmap
 
-from fedlib.algorithms.contract import Algorithm, Context, Round, TrainedGroup, derive_seed
-from fedlib.algorithms.loops import collected, steps
+from fedlib.algorithms.contract import Algorithm, Context, Phase, Round, TrainedGroup, derive_seed
+from fedlib.algorithms.loops import collected, phase_parameters, steps
 from fedlib.counting import phase
 from fedlib.metrics import client_accuracies, group_accuracies
 from fedlib.models import member
@@ -121,13 +121,15 @@ class _MaskedSGD:
         self.M = {n: torch.zeros_like(v) for n, v in P.items()} if t.momentum else {}
         self.ndims = sorted({v.dim() for v in P.values()})
 
-    def epoch_factors(self, active: torch.Tensor) -> dict:
-        """``{(kind, ndim): (steps, G, 1, ...)}``: the per-step, per-client factors of an epoch."""
+    def epoch_factors(self, active: torch.Tensor) -> list[dict]:
+        """Per step of an epoch, ``{(kind, ndim): (G, 1, ...)}``: the per-client factors of that step."""
         a = active.to(next(iter(self.P.values())).dtype)
         kinds = {"lr": a * -self.lr}
         if self.M:
             kinds.update(grad=a, mom=1 - a * (1 - self.t.momentum))
-        return {(k, d): v.view(*v.shape, *[1] * (d - 1)) for k, v in kinds.items() for d in self.ndims}
+        keys = [(k, d) for k in kinds for d in self.ndims]
+        rows = [kinds[k].view(*a.shape, *[1] * (d - 1)).unbind(0) for k, d in keys]
+        return [dict(zip(keys, vals, strict=True)) for vals in zip(*rows, strict=True)]
 
     def step(self, grads: dict, f: dict) -> None:
         self.update(self.P, self.M, grads, f)
@@ -155,27 +157,103 @@ class _MaskedSGD:
 
 
 class _Accounts:
-    """Per-client sums of a group's batch losses and loss parts, kept on the device and read once."""
+    """Per-client sums of a group's batch losses (per training phase) and loss parts, kept on the device and
+    read once."""
 
     def __init__(self, G: int, device):
         self.loss = torch.zeros(G, device=device)
+        self.phases: dict = {}  # {name: loss sums} of the phases before the current one
         self.parts: dict = {}
+        self.steps: list = []  # (losses (G,), parts) of each step of the epoch
+
+    def next_phase(self, name: str) -> None:
+        """The losses from here on are phase ``name``'s (the previous phase's are kept)."""
+        if self.phases or name:
+            self.phases[name] = self.loss = torch.zeros_like(self.loss)
 
     def add(self, on: torch.Tensor, losses: torch.Tensor, parts: dict) -> None:
         self.loss += torch.where(on, losses, 0.0)
         for k, v in parts.items():
             self.parts.setdefault(k, torch.zeros_like(self.loss)).add_(torch.where(on, v, 0.0))
 
+    def record(self, losses: torch.Tensor, parts: dict) -> None:
+        """One lockstep step's values, added (where the client was active) at :meth:`close_epoch`."""
+        self.steps.append((losses, parts))
+
+    def close_epoch(self, active: torch.Tensor) -> None:
+        """Add the epoch's recorded steps, ``active`` (steps, G) saying which count."""
+        if self.steps:
+            on = active.to(self.loss.dtype)
+            self.loss += (torch.stack([v for v, _ in self.steps]) * on).sum(0)
+            for k in self.steps[0][1]:
+                total = (torch.stack([p[k] for _, p in self.steps]) * on).sum(0)
+                self.parts.setdefault(k, torch.zeros_like(self.loss)).add_(total)
+        self.steps = []
+
     def to_host(self, K: dict, dims: dict, C: int) -> dict:
-        """The loss sums and the classes each client saw, in one transfer to the host."""
+        """The loss sums (``train_loss``: the last phase's; ``<phase>_loss`` per phase) and the classes each
+        client saw, in one transfer to the host."""
         G = len(self.loss)
-        keys = ["train_loss", *self.parts]
+        losses = {"train_loss": self.loss, **{f"{k}_loss": v for k, v in self.phases.items()}}
+        keys = [*losses, *self.parts]
         seen = [(K[lv][:G * C].view(G, C) > 0).to(self.loss.dtype) for lv in dims]
-        rows = torch.cat([torch.stack([self.loss, *self.parts.values()], 1), *seen], 1).tolist()
+        rows = torch.cat([torch.stack([*losses.values(), *self.parts.values()], 1), *seen], 1).tolist()
         n = len(keys)
         sums = {k: [row[i] for row in rows] for i, k in enumerate(keys)}
         present = {lv: [[c for c in range(C) if row[n + j * C + c]] for row in rows] for j, lv in enumerate(dims)}
         return {"sums": sums, "seen": present}
+
+
+class _Held:
+    """The group's fixed tensors (buffers, frozen parameters) as contiguous views of one flat tensor per dtype
+    (tensor after tensor, each (G, ...)), so that keeping the inactive clients' values across a step costs four
+    ops per dtype, not three per tensor. ``owner``: the client of each element."""
+
+    def __init__(self, B: dict):
+        self.views, self.flats, self.owners = {}, [], []
+        by_dtype: dict = {}
+        for n, v in B.items():
+            by_dtype.setdefault(v.dtype, []).append(n)
+        for names in by_dtype.values():
+            flat = torch.cat([B[n].flatten() for n in names])
+            G, at, owner = len(B[names[0]]), 0, []
+            for n in names:
+                self.views[n] = flat[at:at + B[n].numel()].view(B[n].shape)
+                at += B[n].numel()
+                owner.append(torch.arange(G, device=flat.device).view(G, 1).expand(G, B[n][0].numel()).flatten())
+            self.flats.append(flat)
+            self.owners.append(torch.cat(owner))
+
+    def hold(self) -> list:
+        return [f.clone() for f in self.flats]
+
+    def keep(self, held: list, on: torch.Tensor) -> None:
+        """Where a client is not ``on``, its tensors go back to ``held``."""
+        for f, h, owner in zip(self.flats, held, self.owners, strict=True):
+            f.copy_(torch.where(on[owner], f, h))
+
+
+class _Sums:
+    """Per-class feature sums of an epoch's steps, added a chunk of steps at a time (one ``index_add`` per level
+    and chunk, the rows in step order: on a CPU the same additions as step by step)."""
+
+    def __init__(self, S: dict, cells: torch.Tensor, chunk: int = 16):
+        self.S, self.cells, self.chunk = S, cells, chunk
+        self.pending: list = []
+
+    def add(self, s: int, coll: dict) -> None:
+        self.pending.append((s, coll))
+        if len(self.pending) == self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        first, last = self.pending[0][0], self.pending[-1][0]
+        rows = self.cells[first:last + 1].flatten()
+        for lv in self.pending[0][1]:
+            self.S[lv].index_add_(0, rows, torch.stack([c[lv] for _, c in self.pending]).flatten(0, 2))
+        self.pending = []
 
 
 def _seen_cells(K: torch.Tensor, sizes: list[int], n: int) -> torch.Tensor:
@@ -236,19 +314,17 @@ class Batched:
         return {cid: (group.states[cid], {lv: acc.client(g) for lv, acc in group.sums.items()}, group.metrics[cid])
                 for g, cid in enumerate(cids)}
 
-    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
+    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> TrainedGroup:
         t = ctx.train
         G, first = len(cids), tasks[cids[0]]
-        model = algo.module(ctx, cids[0], first.weights)
+        model = algo.module(ctx, cids[0], None)  # a scratch module: functional_call gives it every tensor
         model.train()
-        trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-        fixed = [n for n, p in model.named_parameters() if not p.requires_grad] + [n for n, _ in model.named_buffers()]
+        grads_on = {n for n, p in model.named_parameters() if p.requires_grad}
 
         def stack(names, dicts):
             return {n: torch.stack([d[n] for d in dicts]) for n in names}
 
-        P = stack(trainable, [tasks[c].weights for c in cids])
-        B = stack(fixed, [tasks[c].weights for c in cids])
+        W = stack(list(model.state_dict()), [tasks[c].weights for c in cids])  # every tensor, (G, ...)
         E = stack(list(first.extras), [tasks[c].extras for c in cids])
         teachers, T = {}, {}
         for name in first.teachers:
@@ -256,13 +332,17 @@ class Batched:
             teachers[name].eval()
             T[name] = stack(list(first.teachers[name]), [tasks[c].teachers[name] for c in cids])
 
-        def one(p, b, x, y, e, tw, epoch):
-            out = functional_call(model, {**p, **b}, (x,))
-            with torch.no_grad():
-                t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
-            loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd)
-            return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
-                          {lv: collected(out, lv).detach() for lv in first.collect})
+        def make_step(kw: dict):
+            def one(p, b, x, y, e, tw, epoch):
+                out = functional_call(model, {**p, **b}, (x,))
+                with torch.no_grad():
+                    t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
+                loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd, **kw)
+                return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
+                              {lv: collected(out, lv).detach() for lv in first.collect})
+
+            return vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, None),
+                        randomness="same" if same else "different")
 
         # torchvision's stochastic depth (EfficientNet) draws into an unbatched tensor: vmap can only give
         # every client of the group the same draw there
@@ -270,56 +350,73 @@ class Batched:
         if same:
             self._note_once(f"{member(ctx.model_name, cids[0])}: one stochastic-depth draw per step for all its "
                             "clients (torchvision draws it into an unbatched tensor)")
-        step = vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, None),
-                    randomness="same" if same else "different")
         C = ctx.num_classes
         dims = {lv: C if lv == "logits" else model.feature_dims[lv] for lv in first.collect}
-        dev = next(iter(P.values())).device
+        dev = next(iter(W.values())).device
         X, Y = self._data(cids, datas)
         # per-class sums (client-major rows g * C + c) with a spare last row for inactive clients' steps
         S = {lv: torch.zeros(G * C + 1, d, device=dev) for lv, d in dims.items()}
         K = {lv: torch.zeros(G * C + 1, dtype=torch.int64, device=dev) for lv in dims}
         acc = _Accounts(G, dev)
-        opt = _MaskedSGD(P, t, t.round_lr(rnd))
         sizes = [len(datas[c]) for c in cids]
         gens = [rnd.generator(c) for c in cids]
-        last = t.local_epochs - 1
+        phases = [ph for ph in first.phases if ph.epochs > 0] or [Phase("all", t.local_epochs)]
         with phase("train.step"):
-            for epoch in range(t.local_epochs):
-                plan = _EpochPlan(sizes, t, gens, dev)
-                collect = bool(dims) and (first.collect_all_epochs or epoch == last)
-                xs, ys = X[plan.rows], Y[plan.rows]  # (steps, G, batch, ...): the epoch's batches in one gather
-                if collect:
-                    cells = torch.where(plan.active.unsqueeze(2), torch.arange(G, device=dev).view(1, G, 1) * C + ys,
-                                        G * C).flatten(1)
-                    for lv in dims:
-                        K[lv].index_add_(0, cells.flatten(), torch.ones_like(cells.flatten()))
-                factors = opt.epoch_factors(plan.active)
-                for s in range(plan.steps):
-                    # clients past their last step keep their buffers (BatchNorm statistics); known on the host
-                    held = {n: v.clone() for n, v in B.items()} if not plan.all_on[s] else {}
-                    with phase("train.fwdbwd"):
-                        grads, (losses, parts, coll) = step(P, B, xs[s], ys[s], E, T, epoch)
-                    on = plan.active[s]
-                    opt.step(grads, {k: f[s] for k, f in factors.items()})
-                    for n, v in held.items():
-                        B[n].copy_(torch.where(on.view(G, *[1] * (v.dim() - 1)), B[n], v))
-                    acc.add(on, losses, parts)
+            for i, ph in enumerate(phases):
+                trained = phase_parameters(model, ph.part) & grads_on
+                P = {n: v for n, v in W.items() if n in trained}
+                held = _Held({n: v for n, v in W.items() if n not in trained})
+                B = held.views
+                step = make_step({"phase": ph.part} if first.phases else {})
+                opt = _MaskedSGD(P, t, t.round_lr(rnd) if ph.lr is None else ph.lr)
+                acc.next_phase(ph.part if first.phases else "")
+                for epoch in range(ph.epochs):
+                    plan = _EpochPlan(sizes, t, gens, dev)
+                    collect = bool(dims) and i == len(phases) - 1 and (first.collect_all_epochs
+                                                                       or epoch == ph.epochs - 1)
+                    xs, ys = X[plan.rows], Y[plan.rows]  # (steps, G, batch, ...): the epoch's batches in one gather
+                    cells = None
                     if collect:
-                        for lv, z in coll.items():
-                            S[lv].index_add_(0, cells[s], z.flatten(0, 1))
-                for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
-                    self._odd_step(step, opt, P, B, E, T, acc, S, K, X[idx], Y[idx], g, C, epoch, collect)
+                        cells = torch.where(plan.active.unsqueeze(2),
+                                            torch.arange(G, device=dev).view(1, G, 1) * C + ys, G * C).flatten(1)
+                        for lv in dims:
+                            K[lv].index_add_(0, cells.flatten(), torch.ones_like(cells.flatten()))
+                    self._epoch(step, opt, plan, held, P, B, E, T, acc, S, xs, ys, cells, epoch)
+                    for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
+                        self._odd_step(step, opt, P, B, E, T, acc, S, K, X[idx], Y[idx], g, C, epoch, collect)
+                W = {n: P[n] if n in P else B[n] for n in W}
         host = acc.to_host(K, dims, C)
         sizes = {lv: [len(r) for r in rows] for lv, rows in host["seen"].items()}
         sums = {lv: GroupSums(S[lv][:G * C], K[lv][:G * C], _seen_cells(K[lv], sizes[lv], G * C), sizes[lv], C)
                 for lv in dims}
-        stacked = {n: (P[n] if n in P else B[n]) for n in model.state_dict()}
-        rows = {n: v.unbind(0) for n, v in stacked.items()}  # each client's weights: views, one op per tensor
+        rows = {n: v.unbind(0) for n, v in W.items()}  # each client's weights: views, one op per tensor
         states = {cid: {n: r[g] for n, r in rows.items()} for g, cid in enumerate(cids)}
-        metrics = {cid: {k: v[g] / (plan.steps_of[g] * t.local_epochs) for k, v in host["sums"].items()}
+        epochs = {"train_loss": phases[-1].epochs, **{f"{ph.part}_loss": ph.epochs for ph in phases}}
+        total = sum(ph.epochs for ph in phases)
+        metrics = {cid: {k: v[g] / (plan.steps_of[g] * epochs.get(k, total)) for k, v in host["sums"].items()}
                    for g, cid in enumerate(cids)}
-        return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, stacked, sums, metrics)
+        return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, W, sums, metrics)
+
+    @staticmethod
+    def _epoch(step, opt, plan, held, P, B, E, T, acc, S, xs, ys, cells, epoch) -> None:
+        """The lockstep steps of one epoch (``cells``: where the collected features go, or ``None``)."""
+        factors = opt.epoch_factors(plan.active)
+        xs, ys, ons = xs.unbind(0), ys.unbind(0), plan.active.unbind(0)
+        feats = _Sums(S, cells) if cells is not None else None
+        for s in range(plan.steps):
+            # clients past their last step keep their buffers (BatchNorm statistics); known on the host
+            kept = held.hold() if not plan.all_on[s] else None
+            with phase("train.fwdbwd"):
+                grads, (losses, parts, coll) = step(P, B, xs[s], ys[s], E, T, epoch)
+            opt.step(grads, factors[s])
+            if kept is not None:
+                held.keep(kept, ons[s])
+            acc.record(losses, parts)
+            if feats is not None:
+                feats.add(s, coll)
+        acc.close_epoch(plan.active)
+        if feats is not None:
+            feats.flush()
 
     def _data(self, cids: list, datas: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """The group's training samples concatenated in client order (kept while the clients' data is the same)."""
@@ -369,7 +466,7 @@ class Batched:
         for cids in groups.values():
             clients, msgs = [jobs[c][0] for c in cids], [jobs[c][1] for c in cids]
             W = [algo.predict_weights(ctx, c, jobs[c][0], jobs[c][1]) for c in cids]
-            model = algo.module(ctx, cids[0], W[0])
+            model = algo.module(ctx, cids[0], None)
             model.eval()
             stacked = {n: torch.stack([w[n] for w in W]) for n in W[0]}
             X, Y, valid, own = self._tests(cids, tests, C)

@@ -43,7 +43,7 @@ from fedlib.validation import check_fields
 Message = dict  # {name: torch.Tensor | int | float}
 Metrics = dict  # {name: float | int}
 
-__all__ = ["Algorithm", "ClientData", "Context", "LocalTask", "Message", "Metrics", "Round", "TrainSettings",
+__all__ = ["Algorithm", "ClientData", "Context", "LocalTask", "Message", "Metrics", "Phase", "Round", "TrainSettings",
            "TrainedGroup", "check_message", "derive_seed"]
 
 
@@ -123,6 +123,13 @@ class LocalTask:
     batch); ``collect``: the outputs (feature levels, or ``"logits"``) whose per-class sums
     are collected, during the last local epoch or, with ``collect_all_epochs``, every epoch;
     ``memo``: anything else :meth:`Algorithm.finish` needs (never stacked).
+
+    ``phases``: training in phases (FedRep, FedPAC: the head, then the body), each a
+    :class:`Phase` run as :func:`~fedlib.algorithms.loops.sgd_epochs` (a fresh optimiser, the
+    batch orders continuing from the client's one generator); ``batch_loss`` then gets the
+    phase's ``part`` as ``phase=``, the metrics ``train_loss`` (the last phase's mean batch
+    loss) and ``<part>_loss`` per phase that ran, and sums are collected in the last phase.
+    Empty: one phase of every parameter for ``local_epochs`` (``batch_loss`` gets no ``phase``).
     """
 
     weights: dict
@@ -131,6 +138,18 @@ class LocalTask:
     collect: tuple = ()
     collect_all_epochs: bool = False
     memo: dict = dataclasses.field(default_factory=dict)
+    phases: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """One phase of a :class:`LocalTask`: ``epochs`` epochs (0: skipped) training only ``part``
+    (``"head"``: the parameters of ``model.head``; ``"body"``: all others; ``"all"``) at learning
+    rate ``lr`` (``None``: the round's, :meth:`TrainSettings.round_lr`)."""
+
+    part: str
+    epochs: int
+    lr: float | None = None
 
 
 @dataclasses.dataclass
@@ -278,13 +297,14 @@ class Algorithm:
         for methods with other modules (a meme model, a server head, a replaced classifier)."""
         return ctx.new_model(cid)
 
-    def module(self, ctx: Context, cid: int | None, state: dict, role: str = "model",
+    def module(self, ctx: Context, cid: int | None, state: dict | None, role: str = "model",
                fresh: bool = False) -> nn.Module:
         """A module of ``role``'s architecture holding ``state`` (a ``state_dict``).
 
         By default a scratch module reused across clients of the same architecture (state
         is loaded into it, so it must not be kept after the call); ``fresh`` builds one
-        that the caller owns.
+        that the caller owns. ``state=None`` loads nothing (a module whose tensors the caller
+        supplies, as ``torch.func.functional_call`` does).
         """
         from fedlib.models import member
 
@@ -295,7 +315,8 @@ class Algorithm:
                 mod = self.build(ctx, cid, role).to(ctx.device)
             if not fresh:
                 ctx.pool[key] = mod
-        mod.load_state_dict(state)
+        if state is not None:
+            mod.load_state_dict(state)
         return mod
 
     def scores_group(self, ctx: Context, cids: list, clients: list, msgs: list, logits: torch.Tensor,

@@ -42,6 +42,7 @@ import dataclasses
 
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, server_epochs, weights
@@ -52,6 +53,13 @@ from fedlib.prototypes import (aggregate_protos, eval_class_means, keep_last, me
 from fedlib.validation import BOOL, Interval, Options
 
 LEVELS = ("low", "high")
+_SENT = WeakIdKeyDictionary()  # server "present" -> ("has_soft", (classes sent, whether soft labels go too))
+
+
+def _sent(server: dict) -> list[torch.Tensor]:
+    """How many classes the broadcast sends, and whether all of them have a soft label (float64, on the device)."""
+    present = server["present"]
+    return [present.sum().double(), (~(present & ~server["has_soft"]).any()).double()]
 
 
 @register
@@ -146,9 +154,12 @@ class FedMPS(Algorithm):
                 "has_soft": torch.zeros(C, dtype=torch.bool, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
-        # one host read: which classes travel, and whether all of them have a soft label
-        present, soft_too = server["present"], ~(server["present"] & ~server["has_soft"]).any()
-        k, soft_too = torch.stack([present.sum(), soft_too.long()]).tolist()
+        present = server["present"]
+        held = _SENT.get(present)  # read with the head's losses where this process aggregated the state
+        if held is not None and held[0] is server["has_soft"]:
+            k, soft_too = held[1]
+        else:  # one host read: which classes travel, and whether all of them have a soft label
+            k, soft_too = (int(v) for v in torch.stack(_sent(server)).tolist())
         if not k:
             return {}
         classes = torch.nonzero_static(present, size=k).flatten()
@@ -168,11 +179,13 @@ class FedMPS(Algorithm):
         head, losses = self.train_head(ctx, server, ups)
         new["head"] = weights(head)
         new["soft"], new["has_soft"] = self.soft_labels(server, head, ups, ctx.num_classes)
+        # metrics are plain numbers (the contract): both read in one transfer, with what the next broadcast reads
+        sent = _sent(new)
+        vals = torch.stack([*sent, *([losses[0], losses[-1]] if len(losses) else [])]).tolist()
+        _SENT[new["present"]] = (new["has_soft"], (int(vals[0]), bool(vals[1])))
         if not len(losses):
             return new, {}
-        # metrics are plain numbers (the contract): both read in one transfer
-        first, last = torch.stack([losses[0], losses[-1]]).tolist()
-        return new, {"head_loss": last, "head_loss_first_epoch": first}
+        return new, {"head_loss": vals[3], "head_loss_first_epoch": vals[2]}
 
     def train_head(self, ctx, server, ups):
         """Eq. 7: the server head, trained on this round's (client, class) high-level prototypes

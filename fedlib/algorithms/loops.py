@@ -19,7 +19,8 @@ import torch.nn as nn
 from fedlib.counting import phase
 from fedlib.data.federated import ClientData
 
-__all__ = ["collected", "head_then_body", "joint_sgd_epochs", "server_epochs", "sgd_epochs", "steps", "train_task"]
+__all__ = ["collected", "head_then_body", "joint_sgd_epochs", "phase_parameters", "server_epochs", "sgd_epochs",
+           "steps", "train_task"]
 
 
 def collected(out: tuple, level: str) -> torch.Tensor:
@@ -30,8 +31,9 @@ def collected(out: tuple, level: str) -> torch.Tensor:
 def train_task(algo, ctx, cid: int, task, data: ClientData,
                rnd) -> tuple[nn.Module, dict, float, dict]:
     """The sequential executor of one :class:`LocalTask`: :func:`sgd_epochs` on
-    ``algo.batch_loss``; returns the trained (scratch) module, the collected per-class sums,
-    the mean batch loss and the mean of each loss part."""
+    ``algo.batch_loss`` (phase after phase where the task has ``phases``); returns the trained
+    (scratch) module, the collected per-class sums, the mean batch loss (of the last phase) and
+    the mean of each loss part (and ``<part>_loss`` per phase)."""
     from fedlib.prototypes import ProtoAccumulator
 
     model = algo.module(ctx, cid, task.weights)
@@ -44,8 +46,10 @@ def train_task(algo, ctx, cid: int, task, data: ClientData,
     params = dict(model.named_parameters())
     dims = {lv: ctx.num_classes if lv == "logits" else model.feature_dims[lv] for lv in task.collect}
     sums = {lv: ProtoAccumulator(ctx.num_classes, d, data.x.device) for lv, d in dims.items()}
-    last = ctx.train.local_epochs - 1
+    phases = [ph for ph in task.phases if ph.epochs > 0]
+    last = (phases[-1].epochs if phases else ctx.train.local_epochs) - 1
     part_sums: dict = {}
+    current = {"phase": {}, "last": not phases}  # batch_loss's phase argument; whether this is the last phase
 
     def loss_fn(xb, yb, epoch):
         out = model(xb)
@@ -54,17 +58,42 @@ def train_task(algo, ctx, cid: int, task, data: ClientData,
                 t_out = {name: t(xb) for name, t in teachers.items()}
         else:
             t_out = {}
-        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params, rnd)
+        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params, rnd, **current["phase"])
         for k, v in parts.items():
             part_sums[k] = part_sums.get(k, 0.0) + v.detach()
-        if sums and (task.collect_all_epochs or epoch == last):
+        if sums and current["last"] and (task.collect_all_epochs or epoch == last):
             for lv, acc in sums.items():
                 acc.add(collected(out, lv), yb)
         return loss
 
-    loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn, lr=ctx.train.round_lr(rnd))
-    count = steps(len(data), ctx.train) * ctx.train.local_epochs
-    return model, sums, loss, {k: float(v) / count for k, v in part_sums.items()}
+    gen, per_epoch = rnd.generator(cid), steps(len(data), ctx.train)
+    if not phases:
+        loss = sgd_epochs(ctx, model, data, gen, loss_fn, lr=ctx.train.round_lr(rnd))
+        count = per_epoch * ctx.train.local_epochs
+        return model, sums, loss, {k: float(v) / count for k, v in part_sums.items()}
+    losses = {}
+    for i, ph in enumerate(phases):
+        trained = phase_parameters(model, ph.part)
+        for n, p in model.named_parameters():
+            p.requires_grad_(n in trained)
+        current.update(phase={"phase": ph.part}, last=i == len(phases) - 1)
+        part_ctx = dataclasses.replace(ctx, train=dataclasses.replace(ctx.train, local_epochs=ph.epochs))
+        losses[f"{ph.part}_loss"] = sgd_epochs(part_ctx, model, data, gen, loss_fn,
+                                               lr=ctx.train.round_lr(rnd) if ph.lr is None else ph.lr)
+    model.requires_grad_(True)
+    count = per_epoch * sum(ph.epochs for ph in phases)
+    return model, sums, losses[f"{phases[-1].part}_loss"], {**losses, **{k: float(v) / count
+                                                                         for k, v in part_sums.items()}}
+
+
+def phase_parameters(model: nn.Module, part: str) -> set:
+    """Names of the parameters a training phase trains: ``"head"`` (``model.head``'s), ``"body"`` (all
+    others) or ``"all"``."""
+    names = [n for n, _ in model.named_parameters()]
+    if part == "all":
+        return set(names)
+    head = {id(p) for p in model.head.parameters()}
+    return {n for n, p in model.named_parameters() if (id(p) in head) == (part == "head")}
 
 
 def steps(n: int, t) -> int:
