@@ -99,6 +99,7 @@ class _EpochPlan:
             if self.steps_of[g] > full[g]:
                 odd.append((g, perm[full[g] * bs:(full[g] + 1) * bs]))
             start += n
+        self.full = full
         self.all_on = [s < min(full) for s in range(self.steps)]
         flat = torch.cat([rows.flatten(), active.flatten()] + [r for _, r in odd]).to(device)  # the one upload
         k, at = rows.numel(), rows.numel() + active.numel()
@@ -256,6 +257,21 @@ class _Sums:
         self.pending = []
 
 
+def _draws(plan: _EpochPlan, tasks: list) -> tuple[dict, dict]:
+    """Each client's per-step draws of an epoch (:attr:`LocalTask.draws`, in its step order): ``{key: (steps, G,
+    ...)}`` for the lockstep steps (zeros where a client sits out) and ``{g: {key: ...}}`` for the odd steps."""
+    per = [task.draws(k) for task, k in zip(tasks, plan.steps_of, strict=True)]
+    D, odd = {}, {}
+    for key, first in per[0].items():
+        rows = first.new_zeros(plan.steps, len(tasks), *first.shape[1:])
+        for g, dr in enumerate(per):
+            rows[:plan.full[g], g] = dr[key][:plan.full[g]]
+            if plan.steps_of[g] > plan.full[g]:
+                odd.setdefault(g, {})[key] = dr[key][plan.full[g]]
+        D[key] = rows
+    return D, odd
+
+
 def _seen_cells(K: torch.Tensor, sizes: list[int], n: int) -> torch.Tensor:
     """The rows ``g * C + c`` of the first ``n`` counts ``K`` that are nonzero, on the device: the host's
     per-client ``sizes`` give their number, so nothing more is read."""
@@ -292,7 +308,8 @@ class Batched:
         groups: dict = {}
         for cid, task in tasks.items():
             key = (member(ctx.model_name, cid), tuple(sorted((k, tuple(v.shape)) for k, v in task.extras.items())),
-                   tuple(task.teachers), task.collect, task.collect_all_epochs)
+                   tuple(task.teachers), task.collect, task.collect_all_epochs, task.phases, task.draws is None,
+                   task.head_on)
             groups.setdefault(key, []).append(cid)
         out = {}
         for n, cids in enumerate(groups.values()):
@@ -333,15 +350,20 @@ class Batched:
             T[name] = stack(list(first.teachers[name]), [tasks[c].teachers[name] for c in cids])
 
         def make_step(kw: dict):
-            def one(p, b, x, y, e, tw, epoch):
-                out = functional_call(model, {**p, **b}, (x,))
+            def one(p, b, x, y, e, tw, d, epoch):
+                w = {**p, **b}
+                out = functional_call(model, w, (x,))
                 with torch.no_grad():
                     t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
+                e = {**e, **d}
+                if first.head_on:
+                    hw = {n[len("head."):]: v for n, v in w.items() if n.startswith("head.")}
+                    e.update({f"head({k})": functional_call(model.head, hw, (e[k],)) for k in first.head_on})
                 loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd, **kw)
                 return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
                               {lv: collected(out, lv).detach() for lv in first.collect})
 
-            return vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, None),
+            return vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, 0, None),
                         randomness="same" if same else "different")
 
         # torchvision's stochastic depth (EfficientNet) draws into an unbatched tensor: vmap can only give
@@ -381,9 +403,11 @@ class Batched:
                                             torch.arange(G, device=dev).view(1, G, 1) * C + ys, G * C).flatten(1)
                         for lv in dims:
                             K[lv].index_add_(0, cells.flatten(), torch.ones_like(cells.flatten()))
-                    self._epoch(step, opt, plan, held, P, B, E, T, acc, S, xs, ys, cells, epoch)
+                    D, odd_draws = _draws(plan, [tasks[c] for c in cids]) if first.draws else ({}, {})
+                    self._epoch(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch)
                     for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
-                        self._odd_step(step, opt, P, B, E, T, acc, S, K, X[idx], Y[idx], g, C, epoch, collect)
+                        self._odd_step(step, opt, P, B, E, T, odd_draws.get(g, {}), acc, S, K, X[idx], Y[idx], g, C,
+                                       epoch, collect)
                 W = {n: P[n] if n in P else B[n] for n in W}
         host = acc.to_host(K, dims, C)
         sizes = {lv: [len(r) for r in rows] for lv, rows in host["seen"].items()}
@@ -398,16 +422,19 @@ class Batched:
         return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, W, sums, metrics)
 
     @staticmethod
-    def _epoch(step, opt, plan, held, P, B, E, T, acc, S, xs, ys, cells, epoch) -> None:
-        """The lockstep steps of one epoch (``cells``: where the collected features go, or ``None``)."""
+    def _epoch(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch) -> None:
+        """The lockstep steps of one epoch (``D``: the per-step draws (steps, G, ...); ``cells``: where the
+        collected features go, or ``None``)."""
         factors = opt.epoch_factors(plan.active)
         xs, ys, ons = xs.unbind(0), ys.unbind(0), plan.active.unbind(0)
+        ds = [dict(zip(D, vals, strict=True)) for vals in zip(*(v.unbind(0) for v in D.values()), strict=True)] \
+            if D else [{}] * plan.steps
         feats = _Sums(S, cells) if cells is not None else None
         for s in range(plan.steps):
             # clients past their last step keep their buffers (BatchNorm statistics); known on the host
             kept = held.hold() if not plan.all_on[s] else None
             with phase("train.fwdbwd"):
-                grads, (losses, parts, coll) = step(P, B, xs[s], ys[s], E, T, epoch)
+                grads, (losses, parts, coll) = step(P, B, xs[s], ys[s], E, T, ds[s], epoch)
             opt.step(grads, factors[s])
             if kept is not None:
                 held.keep(kept, ons[s])
@@ -428,12 +455,13 @@ class Batched:
         return self._stacked[key]
 
     @staticmethod
-    def _odd_step(step, opt, P, B, E, T, acc, S, K, x, y, g, C, epoch, collect) -> None:
-        """One step of client ``g`` alone, on a batch of another length than its group's."""
+    def _odd_step(step, opt, P, B, E, T, d, acc, S, K, x, y, g, C, epoch, collect) -> None:
+        """One step of client ``g`` alone, on a batch of another length than its group's (``d``: its draws)."""
         ix = torch.tensor([g], device=x.device)
         p, b, e, m = _pick(P, ix, False), _pick(B, ix, False), _pick(E, ix, False), _pick(opt.M, ix, False)
         tw = {name: _pick(T[name], ix, False) for name in T}
-        grads, (losses, parts, coll) = step(p, b, x.unsqueeze(0), y.unsqueeze(0), e, tw, epoch)
+        d = {k: v.unsqueeze(0) for k, v in d.items()}
+        grads, (losses, parts, coll) = step(p, b, x.unsqueeze(0), y.unsqueeze(0), e, tw, d, epoch)
         opt.update(p, m, grads, None)
         for n in P:
             P[n][ix] = p[n]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -130,6 +131,12 @@ class LocalTask:
     phase's ``part`` as ``phase=``, the metrics ``train_loss`` (the last phase's mean batch
     loss) and ``<part>_loss`` per phase that ran, and sums are collected in the last phase.
     Empty: one phase of every parameter for ``local_epochs`` (``batch_loss`` gets no ``phase``).
+
+    ``draws``: per-step inputs that do not depend on the model (FedPA's generated features):
+    ``draws(k)`` returns the tensors of the client's next k local steps (leading dimension k, the
+    same keys and shapes every call), drawn in step order; each step's slice joins ``extras``.
+    ``head_on``: keys of ``extras`` (per-step or not) that the trained model's ``head`` also
+    scores, with gradient: ``extras["head(<key>)"]`` = ``model.head(extras[key])``.
     """
 
     weights: dict
@@ -139,6 +146,8 @@ class LocalTask:
     collect_all_epochs: bool = False
     memo: dict = dataclasses.field(default_factory=dict)
     phases: tuple = ()
+    draws: Callable[[int], dict] | None = None
+    head_on: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,13 +52,16 @@ def train_task(algo, ctx, cid: int, task, data: ClientData,
     current = {"phase": {}, "last": not phases}  # batch_loss's phase argument; whether this is the last phase
 
     def loss_fn(xb, yb, epoch):
+        extras = task.extras if task.draws is None else {**task.extras, **{k: v[0] for k, v in task.draws(1).items()}}
         out = model(xb)
         if teachers:
             with torch.no_grad():
                 t_out = {name: t(xb) for name, t in teachers.items()}
         else:
             t_out = {}
-        loss, parts = algo.batch_loss(out, yb, epoch, task.extras, t_out, params, rnd, **current["phase"])
+        if task.head_on:
+            extras = {**extras, **{f"head({k})": model.head(extras[k]) for k in task.head_on}}
+        loss, parts = algo.batch_loss(out, yb, epoch, extras, t_out, params, rnd, **current["phase"])
         for k, v in parts.items():
             part_sums[k] = part_sums.get(k, 0.0) + v.detach()
         if sums and current["last"] and (task.collect_all_epochs or epoch == last):
