@@ -12,8 +12,12 @@
   number of steps (clients with fewer batches sit out the later steps) and its own batch
   sizes (a step's clients are grouped by batch length: a client smaller than one batch takes
   one step on all its samples). The SGD update is torch's (momentum, weight decay) written
-  on the stacked tensors. Heterogeneous families form one group per architecture. Evaluation
-  is batched the same way (test sets padded; eval mode has no batch statistics).
+  on the stacked tensors. Heterogeneous families form one group per architecture. A task's
+  training phases (each with its trainable part and learning rate) and per-step draws run in
+  the same lockstep loop. The method finishes the whole group at once where it can
+  (:meth:`~fedlib.algorithms.base.Algorithm.finish_group`). Evaluation is batched the same way
+  (test sets padded; eval mode has no batch statistics), scored per group where the method
+  can (:meth:`~fedlib.algorithms.base.Algorithm.scores_group`) and read in one transfer.
 
 Two differences from the sequential executor, both documented in the equivalence tests:
 gradients come from batched kernels (they agree to ~1e-7 relative, not bit for bit), and
