@@ -53,7 +53,7 @@ def both(algo, ctx, data, rounds):
                                      ("gfpl", {"start": 1, "every": 1, "dcs": False}),
                                      ("fedproc", {}), ("lgfedavg", {}), ("fedrep", {}), ("fedpac", {}),
                                      ("fedpac", {"head_epochs": 0}), ("fedpa", {}),
-                                     ("cflgp", {}), ("cflgp", {"profile": "gradient"})])
+                                     ("fedic", {}), ("cflgp", {}), ("cflgp", {"profile": "gradient"})])
 def test_batched_equals_sequential_after_one_update_and_three_rounds(name, hp):
     algo, ctx, data = setup(name, **hp)
     sizes = [len(d) for d in data.train]
