@@ -136,12 +136,11 @@ class LocalClients:
     def evaluate(self, clients: dict, msgs: dict) -> dict:
         """``{cid: (accuracies, test size)}`` of every client under ``msgs[cid]``, the accuracies of all
         clients read from the device in one transfer."""
-        jobs = {cid: (clients[cid], msg, self.data.test[cid].x) for cid, msg in msgs.items()}
-        if self.batched is not None:
-            scores = self.batched.predict_all(self.algo, self.ctx, jobs)
-        else:
-            scores = {cid: self.algo.predict(self.ctx, cid, *job) for cid, job in jobs.items()}
         tests = {cid: self.data.test[cid] for cid in msgs}
+        if self.batched is not None:
+            return self.batched.evaluate(self.algo, self.ctx, {cid: (clients[cid], msg) for cid, msg in msgs.items()},
+                                         tests)
+        scores = {cid: self.algo.predict(self.ctx, cid, clients[cid], msg, tests[cid].x) for cid, msg in msgs.items()}
         C = self.ctx.num_classes
         per = to_host([client_accuracies(scores[cid], t.y, t.classes, C) for cid, t in tests.items()])
         return {cid: ({k: v[i] for k, v in per.items()}, len(t)) for i, (cid, t) in enumerate(tests.items())}

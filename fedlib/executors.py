@@ -12,8 +12,12 @@
   number of steps (clients with fewer batches sit out the later steps) and its own batch
   sizes (a step's clients are grouped by batch length: a client smaller than one batch takes
   one step on all its samples). The SGD update is torch's (momentum, weight decay) written
-  on the stacked tensors. Heterogeneous families form one group per architecture. Evaluation
-  is batched the same way (test sets padded; eval mode has no batch statistics).
+  on the stacked tensors. Heterogeneous families form one group per architecture. A task's
+  training phases (each with its trainable part and learning rate) and per-step draws run in
+  the same lockstep loop. The method finishes the whole group at once where it can
+  (:meth:`~fedlib.algorithms.base.Algorithm.finish_group`). Evaluation is batched the same way
+  (test sets padded; eval mode has no batch statistics), scored per group where the method
+  can (:meth:`~fedlib.algorithms.base.Algorithm.scores_group`) and read in one transfer.
 
 Two differences from the sequential executor, both documented in the equivalence tests:
 gradients come from batched kernels (they agree to ~1e-7 relative, not bit for bit), and
@@ -31,10 +35,12 @@ import time
 import torch
 from torch.func import functional_call, grad, vmap
 
-from fedlib.algorithms.base import Algorithm, Context, Round, _steps, collected, derive_seed
+from fedlib.algorithms.contract import Algorithm, Context, Phase, Round, TrainedGroup, derive_seed
+from fedlib.algorithms.loops import collected, phase_parameters, steps
 from fedlib.counting import phase
+from fedlib.metrics import client_accuracies, group_accuracies
 from fedlib.models import member
-from fedlib.prototypes import ProtoAccumulator
+from fedlib.prototypes import GroupSums
 
 log = logging.getLogger(__name__)
 EXECUTORS = ("sequential", "batched")
@@ -70,7 +76,7 @@ def _sync(ctx: Context) -> None:
 
 
 class _EpochPlan:
-    """One local epoch of a group, drawn on the host as :func:`~fedlib.algorithms.base.sgd_epochs`
+    """One local epoch of a group, drawn on the host as :func:`~fedlib.algorithms.loops.sgd_epochs`
     draws it (each client's permutation from its own generator) and uploaded as one tensor.
 
     ``rows`` (steps, G, batch): the rows of the group's stacked data each client reads at each
@@ -83,7 +89,7 @@ class _EpochPlan:
 
     def __init__(self, sizes: list[int], t, gens: list, device):
         bs, G = t.batch_size, len(sizes)
-        self.steps_of = [_steps(n, t) for n in sizes]
+        self.steps_of = [steps(n, t) for n in sizes]
         full = [min(k, n // bs) for n, k in zip(sizes, self.steps_of, strict=True)]
         self.steps = max(full)
         rows = torch.zeros(self.steps, G, bs, dtype=torch.int64)
@@ -97,6 +103,7 @@ class _EpochPlan:
             if self.steps_of[g] > full[g]:
                 odd.append((g, perm[full[g] * bs:(full[g] + 1) * bs]))
             start += n
+        self.full = full
         self.all_on = [s < min(full) for s in range(self.steps)]
         flat = torch.cat([rows.flatten(), active.flatten()] + [r for _, r in odd]).to(device)  # the one upload
         k, at = rows.numel(), rows.numel() + active.numel()
@@ -119,13 +126,15 @@ class _MaskedSGD:
         self.M = {n: torch.zeros_like(v) for n, v in P.items()} if t.momentum else {}
         self.ndims = sorted({v.dim() for v in P.values()})
 
-    def epoch_factors(self, active: torch.Tensor) -> dict:
-        """``{(kind, ndim): (steps, G, 1, ...)}``: the per-step, per-client factors of an epoch."""
+    def epoch_factors(self, active: torch.Tensor) -> list[dict]:
+        """Per step of an epoch, ``{(kind, ndim): (G, 1, ...)}``: the per-client factors of that step."""
         a = active.to(next(iter(self.P.values())).dtype)
         kinds = {"lr": a * -self.lr}
         if self.M:
             kinds.update(grad=a, mom=1 - a * (1 - self.t.momentum))
-        return {(k, d): v.view(*v.shape, *[1] * (d - 1)) for k, v in kinds.items() for d in self.ndims}
+        keys = [(k, d) for k in kinds for d in self.ndims]
+        rows = [kinds[k].view(*a.shape, *[1] * (d - 1)).unbind(0) for k, d in keys]
+        return [dict(zip(keys, vals, strict=True)) for vals in zip(*rows, strict=True)]
 
     def step(self, grads: dict, f: dict) -> None:
         self.update(self.P, self.M, grads, f)
@@ -153,38 +162,125 @@ class _MaskedSGD:
 
 
 class _Accounts:
-    """Per-client sums of a group's batch losses and loss parts, kept on the device and read once."""
+    """Per-client sums of a group's batch losses (per training phase) and loss parts, kept on the device and
+    read once."""
 
     def __init__(self, G: int, device):
         self.loss = torch.zeros(G, device=device)
+        self.phases: dict = {}  # {name: loss sums} of the phases before the current one
         self.parts: dict = {}
+        self.steps: list = []  # (losses (G,), parts) of each step of the epoch
+
+    def next_phase(self, name: str) -> None:
+        """The losses from here on are phase ``name``'s (the previous phase's are kept)."""
+        if self.phases or name:
+            self.phases[name] = self.loss = torch.zeros_like(self.loss)
 
     def add(self, on: torch.Tensor, losses: torch.Tensor, parts: dict) -> None:
         self.loss += torch.where(on, losses, 0.0)
         for k, v in parts.items():
             self.parts.setdefault(k, torch.zeros_like(self.loss)).add_(torch.where(on, v, 0.0))
 
+    def record(self, losses: torch.Tensor, parts: dict) -> None:
+        """One lockstep step's values, added (where the client was active) at :meth:`close_epoch`."""
+        self.steps.append((losses, parts))
+
+    def close_epoch(self, active: torch.Tensor) -> None:
+        """Add the epoch's recorded steps, ``active`` (steps, G) saying which count."""
+        if self.steps:
+            on = active.to(self.loss.dtype)
+            self.loss += (torch.stack([v for v, _ in self.steps]) * on).sum(0)
+            for k in self.steps[0][1]:
+                total = (torch.stack([p[k] for _, p in self.steps]) * on).sum(0)
+                self.parts.setdefault(k, torch.zeros_like(self.loss)).add_(total)
+        self.steps = []
+
     def to_host(self, K: dict, dims: dict, C: int) -> dict:
-        """The loss sums and the classes each client saw, in one transfer to the host."""
+        """The loss sums (``train_loss``: the last phase's; ``<phase>_loss`` per phase) and the classes each
+        client saw, in one transfer to the host."""
         G = len(self.loss)
-        keys = ["train_loss", *self.parts]
+        losses = {"train_loss": self.loss, **{f"{k}_loss": v for k, v in self.phases.items()}}
+        keys = [*losses, *self.parts]
         seen = [(K[lv][:G * C].view(G, C) > 0).to(self.loss.dtype) for lv in dims]
-        rows = torch.cat([torch.stack([self.loss, *self.parts.values()], 1), *seen], 1).tolist()
+        rows = torch.cat([torch.stack([*losses.values(), *self.parts.values()], 1), *seen], 1).tolist()
         n = len(keys)
         sums = {k: [row[i] for row in rows] for i, k in enumerate(keys)}
         present = {lv: [[c for c in range(C) if row[n + j * C + c]] for row in rows] for j, lv in enumerate(dims)}
         return {"sums": sums, "seen": present}
 
 
-def _seen_classes(K: dict, seen: dict, C: int) -> dict:
-    """``{level: [classes (k_g,) per client]}`` on the device, from the counts ``K`` (client-major
-    rows) and the host's ``seen`` lists, which give the sizes: no further host read."""
-    out = {}
-    for lv, rows in seen.items():
-        total = sum(len(r) for r in rows)
-        flat = torch.nonzero_static(K[lv][:len(rows) * C] > 0, size=total).flatten() % C
-        out[lv] = list(torch.split(flat, [len(r) for r in rows]))
-    return out
+class _Held:
+    """The group's fixed tensors (buffers, frozen parameters) as contiguous views of one flat tensor per dtype
+    (tensor after tensor, each (G, ...)), so that keeping the inactive clients' values across a step costs four
+    ops per dtype, not three per tensor. ``owner``: the client of each element."""
+
+    def __init__(self, B: dict):
+        self.views, self.flats, self.owners = {}, [], []
+        by_dtype: dict = {}
+        for n, v in B.items():
+            by_dtype.setdefault(v.dtype, []).append(n)
+        for names in by_dtype.values():
+            flat = torch.cat([B[n].flatten() for n in names])
+            G, at, owner = len(B[names[0]]), 0, []
+            for n in names:
+                self.views[n] = flat[at:at + B[n].numel()].view(B[n].shape)
+                at += B[n].numel()
+                owner.append(torch.arange(G, device=flat.device).view(G, 1).expand(G, B[n][0].numel()).flatten())
+            self.flats.append(flat)
+            self.owners.append(torch.cat(owner))
+
+    def hold(self) -> list:
+        return [f.clone() for f in self.flats]
+
+    def keep(self, held: list, on: torch.Tensor) -> None:
+        """Where a client is not ``on``, its tensors go back to ``held``."""
+        for f, h, owner in zip(self.flats, held, self.owners, strict=True):
+            f.copy_(torch.where(on[owner], f, h))
+
+
+class _Sums:
+    """Per-class feature sums of an epoch's steps, added a chunk of steps at a time (one ``index_add`` per level
+    and chunk, the rows in step order: on a CPU the same additions as step by step)."""
+
+    def __init__(self, S: dict, cells: torch.Tensor, chunk: int = 16):
+        self.S, self.cells, self.chunk = S, cells, chunk
+        self.pending: list = []
+
+    def add(self, s: int, coll: dict) -> None:
+        self.pending.append((s, coll))
+        if len(self.pending) == self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        first, last = self.pending[0][0], self.pending[-1][0]
+        rows = self.cells[first:last + 1].flatten()
+        for lv in self.pending[0][1]:
+            self.S[lv].index_add_(0, rows, torch.stack([c[lv] for _, c in self.pending]).flatten(0, 2))
+        self.pending = []
+
+
+def _draws(plan: _EpochPlan, tasks: list) -> tuple[dict, dict]:
+    """Each client's per-step draws of an epoch (:attr:`LocalTask.draws`, in its step order): ``{key: (steps, G,
+    ...)}`` for the lockstep steps (zeros where a client sits out) and ``{g: {key: ...}}`` for the odd steps."""
+    per = [task.draws(k) for task, k in zip(tasks, plan.steps_of, strict=True)]
+    D, odd = {}, {}
+    for key, first in per[0].items():
+        rows = first.new_zeros(plan.steps, len(tasks), *first.shape[1:])
+        for g, dr in enumerate(per):
+            rows[:plan.full[g], g] = dr[key][:plan.full[g]]
+            if plan.steps_of[g] > plan.full[g]:
+                odd.setdefault(g, {})[key] = dr[key][plan.full[g]]
+        D[key] = rows
+    return D, odd
+
+
+def _seen_cells(K: torch.Tensor, sizes: list[int], n: int) -> torch.Tensor:
+    """The rows ``g * C + c`` of the first ``n`` counts ``K`` that are nonzero, on the device: the host's
+    per-client ``sizes`` give their number, so nothing more is read."""
+    return torch.nonzero_static(K[:n] > 0, size=sum(sizes)).flatten()
+
 
 class Batched:
     """The batched executor (module docstring); keeps which methods it already noted as sequential."""
@@ -216,41 +312,40 @@ class Batched:
         groups: dict = {}
         for cid, task in tasks.items():
             key = (member(ctx.model_name, cid), tuple(sorted((k, tuple(v.shape)) for k, v in task.extras.items())),
-                   tuple(task.teachers), task.collect, task.collect_all_epochs)
+                   tuple(task.teachers), task.collect, task.collect_all_epochs, task.phases, task.draws is None,
+                   task.head_on)
             groups.setdefault(key, []).append(cid)
         out = {}
         for n, cids in enumerate(groups.values()):
             t0 = time.perf_counter()
             torch.manual_seed(derive_seed(rnd.seed, 8, rnd.index, n))  # dropout masks of this group
-            trained = self._train_group(algo, ctx, cids, tasks, {c: jobs[c][2] for c in cids}, rnd)
-            for cid in cids:
-                client, msg, data = jobs[cid]
-                state, sums, metrics = trained[cid]
-                with phase("setup"):
-                    model = algo.module(ctx, cid, state)
-                with phase("messages"):
-                    out[cid] = algo.finish(ctx, cid, client, msg, data, rnd, tasks[cid], model, sums, metrics)
+            with phase("setup"):
+                group = self._train_stacked(algo, ctx, cids, tasks, {c: jobs[c][2] for c in cids}, rnd)
+            group.jobs = {c: jobs[c] for c in cids}
+            with phase("messages"):
+                out.update(algo.finish_group(ctx, rnd, group))
             _sync(ctx)
             self.times.update({cid: (time.perf_counter() - t0) / len(cids) for cid in cids})
         return {cid: out[cid] for cid in jobs}
 
     def _train_group(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
+        """``{cid: (trained state, {level: ProtoAccumulator}, metrics)}`` of one group."""
         with phase("setup"):
-            return self._train_stacked(algo, ctx, cids, tasks, datas, rnd)
+            group = self._train_stacked(algo, ctx, cids, tasks, datas, rnd)
+        return {cid: (group.states[cid], {lv: acc.client(g) for lv, acc in group.sums.items()}, group.metrics[cid])
+                for g, cid in enumerate(cids)}
 
-    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
+    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> TrainedGroup:
         t = ctx.train
         G, first = len(cids), tasks[cids[0]]
-        model = algo.module(ctx, cids[0], first.weights)
+        model = algo.module(ctx, cids[0], None)  # a scratch module: functional_call gives it every tensor
         model.train()
-        trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-        fixed = [n for n, p in model.named_parameters() if not p.requires_grad] + [n for n, _ in model.named_buffers()]
+        grads_on = {n for n, p in model.named_parameters() if p.requires_grad}
 
         def stack(names, dicts):
             return {n: torch.stack([d[n] for d in dicts]) for n in names}
 
-        P = stack(trainable, [tasks[c].weights for c in cids])
-        B = stack(fixed, [tasks[c].weights for c in cids])
+        W = stack(list(model.state_dict()), [tasks[c].weights for c in cids])  # every tensor, (G, ...)
         E = stack(list(first.extras), [tasks[c].extras for c in cids])
         teachers, T = {}, {}
         for name in first.teachers:
@@ -258,13 +353,22 @@ class Batched:
             teachers[name].eval()
             T[name] = stack(list(first.teachers[name]), [tasks[c].teachers[name] for c in cids])
 
-        def one(p, b, x, y, e, tw, epoch):
-            out = functional_call(model, {**p, **b}, (x,))
-            with torch.no_grad():
-                t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
-            loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd)
-            return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
-                          {lv: collected(out, lv).detach() for lv in first.collect})
+        def make_step(kw: dict):
+            def one(p, b, x, y, e, tw, d, epoch):
+                w = {**p, **b}
+                out = functional_call(model, w, (x,))
+                with torch.no_grad():
+                    t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
+                e = {**e, **d}
+                if first.head_on:
+                    hw = {n[len("head."):]: v for n, v in w.items() if n.startswith("head.")}
+                    e.update({f"head({k})": functional_call(model.head, hw, (e[k],)) for k in first.head_on})
+                loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd, **kw)
+                return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
+                              {lv: collected(out, lv).detach() for lv in first.collect})
+
+            return vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, 0, None),
+                        randomness="same" if same else "different")
 
         # torchvision's stochastic depth (EfficientNet) draws into an unbatched tensor: vmap can only give
         # every client of the group the same draw there
@@ -272,61 +376,78 @@ class Batched:
         if same:
             self._note_once(f"{member(ctx.model_name, cids[0])}: one stochastic-depth draw per step for all its "
                             "clients (torchvision draws it into an unbatched tensor)")
-        step = vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, None),
-                    randomness="same" if same else "different")
         C = ctx.num_classes
         dims = {lv: C if lv == "logits" else model.feature_dims[lv] for lv in first.collect}
-        dev = next(iter(P.values())).device
+        dev = next(iter(W.values())).device
         X, Y = self._data(cids, datas)
         # per-class sums (client-major rows g * C + c) with a spare last row for inactive clients' steps
         S = {lv: torch.zeros(G * C + 1, d, device=dev) for lv, d in dims.items()}
         K = {lv: torch.zeros(G * C + 1, dtype=torch.int64, device=dev) for lv in dims}
         acc = _Accounts(G, dev)
-        opt = _MaskedSGD(P, t, t.round_lr(rnd))
         sizes = [len(datas[c]) for c in cids]
         gens = [rnd.generator(c) for c in cids]
-        last = t.local_epochs - 1
+        phases = [ph for ph in first.phases if ph.epochs > 0] or [Phase("all", t.local_epochs)]
         with phase("train.step"):
-            for epoch in range(t.local_epochs):
-                plan = _EpochPlan(sizes, t, gens, dev)
-                collect = bool(dims) and (first.collect_all_epochs or epoch == last)
-                xs, ys = X[plan.rows], Y[plan.rows]  # (steps, G, batch, ...): the epoch's batches in one gather
-                if collect:
-                    cells = torch.where(plan.active.unsqueeze(2), torch.arange(G, device=dev).view(1, G, 1) * C + ys,
-                                        G * C).flatten(1)
-                    for lv in dims:
-                        K[lv].index_add_(0, cells.flatten(), torch.ones_like(cells.flatten()))
-                factors = opt.epoch_factors(plan.active)
-                for s in range(plan.steps):
-                    # clients past their last step keep their buffers (BatchNorm statistics); known on the host
-                    held = {n: v.clone() for n, v in B.items()} if not plan.all_on[s] else {}
-                    with phase("train.fwdbwd"):
-                        grads, (losses, parts, coll) = step(P, B, xs[s], ys[s], E, T, epoch)
-                    on = plan.active[s]
-                    opt.step(grads, {k: f[s] for k, f in factors.items()})
-                    for n, v in held.items():
-                        B[n].copy_(torch.where(on.view(G, *[1] * (v.dim() - 1)), B[n], v))
-                    acc.add(on, losses, parts)
+            for i, ph in enumerate(phases):
+                trained = phase_parameters(model, ph.part) & grads_on
+                P = {n: v for n, v in W.items() if n in trained}
+                held = _Held({n: v for n, v in W.items() if n not in trained})
+                B = held.views
+                step = make_step({"phase": ph.part} if first.phases else {})
+                opt = _MaskedSGD(P, t, t.round_lr(rnd) if ph.lr is None else ph.lr)
+                acc.next_phase(ph.part if first.phases else "")
+                for epoch in range(ph.epochs):
+                    plan = _EpochPlan(sizes, t, gens, dev)
+                    collect = bool(dims) and i == len(phases) - 1 and (first.collect_all_epochs
+                                                                       or epoch == ph.epochs - 1)
+                    xs, ys = X[plan.rows], Y[plan.rows]  # (steps, G, batch, ...): the epoch's batches in one gather
+                    cells = None
                     if collect:
-                        for lv, z in coll.items():
-                            S[lv].index_add_(0, cells[s], z.flatten(0, 1))
-                for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
-                    self._odd_step(step, opt, P, B, E, T, acc, S, K, X[idx], Y[idx], g, C, epoch, collect)
+                        cells = torch.where(plan.active.unsqueeze(2),
+                                            torch.arange(G, device=dev).view(1, G, 1) * C + ys, G * C).flatten(1)
+                        for lv in dims:
+                            K[lv].index_add_(0, cells.flatten(), torch.ones_like(cells.flatten()))
+                    D, odd_draws = _draws(plan, [tasks[c] for c in cids]) if first.draws else ({}, {})
+                    self._epoch(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch)
+                    for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
+                        self._odd_step(step, opt, P, B, E, T, odd_draws.get(g, {}), acc, S, K, X[idx], Y[idx], g, C,
+                                       epoch, collect)
+                W = {n: P[n] if n in P else B[n] for n in W}
         host = acc.to_host(K, dims, C)
-        classes = _seen_classes(K, host["seen"], C)
-        out = {}
-        for g, cid in enumerate(cids):
-            state = {**{n: v[g].clone() for n, v in P.items()}, **{n: v[g].clone() for n, v in B.items()}}
-            sums = {}
-            for lv, d in dims.items():
-                pa = ProtoAccumulator(C, d, dev)
-                pa.sums, pa.counts = S[lv][g * C:(g + 1) * C], K[lv][g * C:(g + 1) * C]
-                pa.classes = classes[lv][g]
-                sums[lv] = pa
-            count = plan.steps_of[g] * t.local_epochs
-            metrics = {k: v[g] / count for k, v in host["sums"].items()}
-            out[cid] = (state, sums, metrics)
-        return out
+        sizes = {lv: [len(r) for r in rows] for lv, rows in host["seen"].items()}
+        sums = {lv: GroupSums(S[lv][:G * C], K[lv][:G * C], _seen_cells(K[lv], sizes[lv], G * C), sizes[lv], C)
+                for lv in dims}
+        rows = {n: v.unbind(0) for n, v in W.items()}  # each client's weights: views, one op per tensor
+        states = {cid: {n: r[g] for n, r in rows.items()} for g, cid in enumerate(cids)}
+        epochs = {"train_loss": phases[-1].epochs, **{f"{ph.part}_loss": ph.epochs for ph in phases}}
+        total = sum(ph.epochs for ph in phases)
+        metrics = {cid: {k: v[g] / (plan.steps_of[g] * epochs.get(k, total)) for k, v in host["sums"].items()}
+                   for g, cid in enumerate(cids)}
+        return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, W, sums, metrics)
+
+    @staticmethod
+    def _epoch(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch) -> None:
+        """The lockstep steps of one epoch (``D``: the per-step draws (steps, G, ...); ``cells``: where the
+        collected features go, or ``None``)."""
+        factors = opt.epoch_factors(plan.active)
+        xs, ys, ons = xs.unbind(0), ys.unbind(0), plan.active.unbind(0)
+        ds = [dict(zip(D, vals, strict=True)) for vals in zip(*(v.unbind(0) for v in D.values()), strict=True)] \
+            if D else [{}] * plan.steps
+        feats = _Sums(S, cells) if cells is not None else None
+        for s in range(plan.steps):
+            # clients past their last step keep their buffers (BatchNorm statistics); known on the host
+            kept = held.hold() if not plan.all_on[s] else None
+            with phase("train.fwdbwd"):
+                grads, (losses, parts, coll) = step(P, B, xs[s], ys[s], E, T, ds[s], epoch)
+            opt.step(grads, factors[s])
+            if kept is not None:
+                held.keep(kept, ons[s])
+            acc.record(losses, parts)
+            if feats is not None:
+                feats.add(s, coll)
+        acc.close_epoch(plan.active)
+        if feats is not None:
+            feats.flush()
 
     def _data(self, cids: list, datas: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """The group's training samples concatenated in client order (kept while the clients' data is the same)."""
@@ -338,12 +459,13 @@ class Batched:
         return self._stacked[key]
 
     @staticmethod
-    def _odd_step(step, opt, P, B, E, T, acc, S, K, x, y, g, C, epoch, collect) -> None:
-        """One step of client ``g`` alone, on a batch of another length than its group's."""
+    def _odd_step(step, opt, P, B, E, T, d, acc, S, K, x, y, g, C, epoch, collect) -> None:
+        """One step of client ``g`` alone, on a batch of another length than its group's (``d``: its draws)."""
         ix = torch.tensor([g], device=x.device)
         p, b, e, m = _pick(P, ix, False), _pick(B, ix, False), _pick(E, ix, False), _pick(opt.M, ix, False)
         tw = {name: _pick(T[name], ix, False) for name in T}
-        grads, (losses, parts, coll) = step(p, b, x.unsqueeze(0), y.unsqueeze(0), e, tw, epoch)
+        d = {k: v.unsqueeze(0) for k, v in d.items()}
+        grads, (losses, parts, coll) = step(p, b, x.unsqueeze(0), y.unsqueeze(0), e, tw, d, epoch)
         opt.update(p, m, grads, None)
         for n in P:
             P[n][ix] = p[n]
@@ -359,30 +481,67 @@ class Batched:
                 K[lv].index_add_(0, g * C + y, torch.ones_like(y))
 
     # -- evaluation ---------------------------------------------------------------------------
-    def predict_all(self, algo: Algorithm, ctx: Context, jobs: dict) -> dict:
-        """``{cid: scores}`` for ``jobs[cid] = (client, msg, x)``: one vmapped forward per
-        architecture over the padded test sets, then the method's :meth:`scores` per client."""
+    def evaluate(self, algo: Algorithm, ctx: Context, jobs: dict, tests: dict) -> dict:
+        """``{cid: (accuracies, test size)}`` for ``jobs[cid] = (client, msg)`` on ``tests[cid]``: one vmapped
+        forward per architecture over the padded test sets, the method's scores and the accuracies of the
+        whole group at once (:meth:`~fedlib.algorithms.contract.Algorithm.scores_group`, else per client), and
+        every client's accuracies read in one transfer."""
+        C = ctx.num_classes
         if type(algo).predict is not Algorithm.predict or type(algo).predict_model is not Algorithm.predict_model:
-            return {cid: algo.predict(ctx, cid, client, msg, x) for cid, (client, msg, x) in jobs.items()}
+            per = [client_accuracies(algo.predict(ctx, cid, client, msg, tests[cid].x), tests[cid].y,
+                                     tests[cid].classes, C) for cid, (client, msg) in jobs.items()]
+            return self._read(jobs, tests, [(list(jobs), {k: torch.stack([a[k] for a in per]) for k in per[0]})])
         groups: dict = {}
         for cid in jobs:
             groups.setdefault(member(ctx.model_name, cid), []).append(cid)
-        out = {}
+        done = []
         for cids in groups.values():
+            clients, msgs = [jobs[c][0] for c in cids], [jobs[c][1] for c in cids]
             W = [algo.predict_weights(ctx, c, jobs[c][0], jobs[c][1]) for c in cids]
-            model = algo.module(ctx, cids[0], W[0])
+            model = algo.module(ctx, cids[0], None)
             model.eval()
-            names = list(W[0])
-            stacked = {n: torch.stack([w[n] for w in W]) for n in names}
-            sizes = [len(jobs[c][2]) for c in cids]
-            n_max = max(sizes)
-            X = torch.stack([torch.cat([jobs[c][2], jobs[c][2][:1].expand(n_max - len(jobs[c][2]),
-                                                                           *jobs[c][2].shape[1:])])
-                             if len(jobs[c][2]) < n_max else jobs[c][2] for c in cids])
+            stacked = {n: torch.stack([w[n] for w in W]) for n in W[0]}
+            X, Y, valid, own = self._tests(cids, tests, C)
             with torch.no_grad():
                 logits, feats = vmap(functools.partial(_forward, model))(stacked, X)
+            scores = algo.scores_group(ctx, cids, clients, msgs, logits, feats)
+            if scores is not None:
+                done.append((cids, group_accuracies(scores, Y, valid, own)))
+                continue
+            per = []
             for g, cid in enumerate(cids):
-                n = sizes[g]
-                out[cid] = algo.scores(ctx, cid, jobs[cid][0], jobs[cid][1], logits[g, :n],
-                                       {k: v[g, :n] for k, v in feats.items()})
-        return {cid: out[cid] for cid in jobs}
+                n, t = len(tests[cid]), tests[cid]
+                s = algo.scores(ctx, cid, clients[g], msgs[g], logits[g, :n], {k: v[g, :n] for k, v in feats.items()})
+                per.append(client_accuracies(s, t.y, t.classes, C))
+            done.append((cids, {k: torch.stack([a[k] for a in per]) for k in per[0]}))
+        return self._read(jobs, tests, done)
+
+    @staticmethod
+    def _read(jobs: dict, tests: dict, done: list) -> dict:
+        """``done`` = ``[(cids, {key: (G,)})]`` read in one transfer, as ``{cid: (accuracies, test size)}``."""
+        keys = list(done[0][1])
+        vals = torch.cat([torch.stack([accs[k] for k in keys], 1) for _, accs in done]).double().tolist()
+        cids = [c for cs, _ in done for c in cs]
+        per = {cid: dict(zip(keys, row, strict=True)) for cid, row in zip(cids, vals, strict=True)}
+        return {cid: (per[cid], len(tests[cid])) for cid in jobs}
+
+    def _tests(self, cids: list, tests: dict, C: int) -> tuple:
+        """The group's test sets padded to the longest (with each client's first sample), their labels, which
+        samples are real and each client's own classes (kept while the test sets are the same)."""
+        key = ("test", *((c, id(tests[c].x), len(tests[c])) for c in cids))
+        if key not in self._stacked:
+            if len(self._stacked) > 16:
+                self._stacked.clear()
+            n_max = max(len(tests[c]) for c in cids)
+            xs, ys, valid = [], [], []
+            for c in cids:
+                x, y, pad = tests[c].x, tests[c].y, n_max - len(tests[c])
+                fill = x[:1].expand(pad, *x.shape[1:]) if len(x) else x.new_zeros(pad, *x.shape[1:])
+                xs.append(torch.cat([x, fill]) if pad else x)
+                ys.append(torch.cat([y, y.new_full((pad,), -1)]) if pad else y)
+                valid.append(torch.arange(n_max, device=y.device) < len(y))
+            own = torch.zeros(len(cids), C, dtype=torch.bool, device=ys[0].device)
+            for g, c in enumerate(cids):
+                own[g, tests[c].classes] = True
+            self._stacked[key] = (torch.stack(xs), torch.stack(ys), torch.stack(valid), own)
+        return self._stacked[key]

@@ -32,6 +32,20 @@ def client_accuracies(scores: dict[str, torch.Tensor], y: torch.Tensor, own: tor
     return out
 
 
+def group_accuracies(scores: dict[str, torch.Tensor], y: torch.Tensor, valid: torch.Tensor,
+                     own: torch.Tensor) -> dict[str, torch.Tensor]:
+    """:func:`client_accuracies` of G clients at once: ``scores`` ``{rule: (G, n, C)}`` on test sets padded to
+    n (``y`` (G, n), ``valid`` (G, n) marks the real samples), ``own`` (G, C) the classes each client holds;
+    ``{key: (G,)}`` (NaN for an empty test set)."""
+    n = valid.sum(1).to(torch.float32)
+    out = {}
+    for rule, s in scores.items():
+        s_own = s.masked_fill(~own.unsqueeze(1), float("-inf"))
+        for key, t in ((f"acc_{rule}", s), (f"acc_{rule}_own", s_own)):
+            out[key] = ((t.argmax(2) == y) & valid).sum(1).to(torch.float32) / n
+    return out
+
+
 def to_host(per_client: list[dict[str, torch.Tensor]], pending: dict | None = None) -> dict[str, list[float]]:
     """``{metric: [value per client]}`` from :func:`client_accuracies` of every client, read in one
     transfer (each value as ``float()`` of its tensor gives it); the 0-dim tensors of ``pending``

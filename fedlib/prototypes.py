@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
 _TABLES = WeakIdKeyDictionary()  # message rows -> the ProtoTable built from them (see ProtoTable.from_message)
+_SINGLE = WeakIdKeyDictionary()  # message rows -> the (C, d) table built from them (see single_table); read only
 
 
 def class_means(features: torch.Tensor, labels: torch.Tensor, num_classes: int):
@@ -48,6 +49,13 @@ class ProtoAccumulator:
         self.counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
         self.classes: torch.Tensor | None = None  # the classes seen, where known without reading the counts
 
+    @classmethod
+    def of(cls, sums: torch.Tensor, counts: torch.Tensor, classes: torch.Tensor | None = None) -> ProtoAccumulator:
+        """An accumulator holding ``sums`` (C, d) and ``counts`` (C,) as they are (no copy)."""
+        acc = cls.__new__(cls)
+        acc.sums, acc.counts, acc.classes = sums, counts, classes
+        return acc
+
     def add(self, features: torch.Tensor, labels: torch.Tensor) -> None:
         self.sums.index_add_(0, labels, features.detach())
         self.counts.index_add_(0, labels, torch.ones_like(labels))
@@ -61,6 +69,34 @@ class ProtoAccumulator:
         if counts:
             out["counts"] = self.counts[classes].clone()
         return out
+
+
+class GroupSums:
+    """The per-class sums of G clients trained together (the batched executor), in one piece.
+
+    ``sums`` (G * C, d) and ``counts`` (G * C,): row ``g * C + c`` is client g's class c; ``cells``
+    (m,): the rows with a nonzero count, client by client, ``sizes``: how many of them each client
+    has (known on the host, so splitting per client reads nothing from the device).
+    """
+
+    def __init__(self, sums: torch.Tensor, counts: torch.Tensor, cells: torch.Tensor, sizes: list[int],
+                 num_classes: int):
+        self.sums, self.counts, self.cells, self.sizes, self.C = sums, counts, cells, sizes, num_classes
+        self.classes = cells % num_classes
+
+    def client(self, g: int) -> ProtoAccumulator:
+        """Client ``g``'s :class:`ProtoAccumulator` (views of the group's tensors)."""
+        C, at = self.C, sum(self.sizes[:g])
+        return ProtoAccumulator.of(self.sums[g * C:(g + 1) * C], self.counts[g * C:(g + 1) * C],
+                                   self.classes[at:at + self.sizes[g]])
+
+    def messages(self, counts: bool = True) -> list[dict]:
+        """Every client's :meth:`ProtoAccumulator.message`, computed for the group at once (the same values)."""
+        k = self.counts[self.cells]
+        protos = self.sums[self.cells] / k.unsqueeze(1).to(self.sums.dtype)
+        parts = [protos.split(self.sizes), self.classes.split(self.sizes)] + ([k.split(self.sizes)] if counts else [])
+        keys = ("protos", "classes", "counts")[:len(parts)]
+        return [dict(zip(keys, row, strict=True)) for row in zip(*parts, strict=True)]
 
 
 def eval_class_means(model, data, num_classes: int, levels=("high",), chunk: int = 1024) -> dict:
@@ -94,12 +130,21 @@ def aggregate_protos(uploads: list[dict], num_classes: int, weighted: bool = Fal
     present : Tensor, shape (C,), bool
     """
     first = uploads[0][key]
+    # one index_add over the rows of all uploads, in upload order: on a CPU the same additions in the same
+    # order as adding upload after upload
+    def joined(k):
+        return uploads[0][k] if len(uploads) == 1 else torch.cat([u[k] for u in uploads])
+
+    classes, rows = joined("classes"), joined(key)
     sums = torch.zeros(num_classes, first.shape[1], device=first.device)
     weight = torch.zeros(num_classes, device=first.device)
-    for u in uploads:
-        w = u["counts"].to(torch.float32) if weighted else torch.ones(len(u["classes"]), device=first.device)
-        sums.index_add_(0, u["classes"], u[key] * w.unsqueeze(1))
-        weight.index_add_(0, u["classes"], w)
+    if weighted:
+        w = joined("counts").to(torch.float32)
+        rows = rows * w.unsqueeze(1)
+    else:
+        w = torch.ones(len(classes), device=first.device)
+    sums.index_add_(0, classes, rows)
+    weight.index_add_(0, classes, w)
     present = weight > 0
     protos = torch.where(present.unsqueeze(1), sums / weight.clamp(min=1e-12).unsqueeze(1), sums)
     return protos, present
@@ -240,14 +285,20 @@ class ProtoTable:
 def single_table(msg: dict, num_classes: int, key: str = "protos"):
     """``(table (C, d), present (C,))`` of a message whose rows ``msg[key]`` belong to distinct
     classes ``msg["classes"]`` (a single-prototype broadcast, :func:`rows_message`), without a
-    host read; ``None`` when it carries none. The same as ``ProtoTable.from_message(...).single()``."""
+    host read; ``None`` when it carries none. The same as ``ProtoTable.from_message(...).single()``. The table
+    is built once per message (every client of a shared broadcast reads the same one): callers must not
+    change it in place."""
     if key not in msg:
         return None
     rows, classes = msg[key], msg["classes"]
+    held = _SINGLE.get(rows)  # a message shared by many clients (a shared broadcast) is read once
+    if held is not None and held[0] is classes and held[1] == num_classes:
+        return held[2]
     table = torch.zeros(num_classes, rows.shape[-1], dtype=rows.dtype, device=rows.device)
     present = torch.zeros(num_classes, dtype=torch.bool, device=rows.device)
     table[classes] = rows
     present[classes] = True
+    _SINGLE[rows] = (classes, num_classes, (table, present))
     return table, present
 
 

@@ -181,8 +181,10 @@ class CFLGP(FedAvg):
         return {**server, "models": new_models, "assign": assign, "profile": profile, "counts": counts}, metrics
 
     # -- client --------------------------------------------------------------------------
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        state, up, metrics = super().local_update(ctx, cid, client, msg, data, rnd)
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        """FedAvg's upload, plus the gradient information where this round partitions (after the update is
+        taken from ``model``: the probe reuses its scratch module)."""
+        state, up, metrics = super().finish(ctx, cid, client, msg, data, rnd, task, model, sums, metrics)
         if self.partitions(rnd):
             up.update(self.probe(ctx, cid, client, msg, data, rnd, up))
         return state, up, metrics

@@ -40,6 +40,7 @@ class FedAvg(Algorithm):
     NEUTRAL = {"eval_model": "global"}  # added after runs existed: they scored the global model
     UPLOAD = {"w.*": "float[...]", "num_samples": "int"}
     BROADCAST = {"w.*": "float[...]"}
+    UPLOAD_READS_STATE = True  # upload(model, data) works on a state_dict too (finish_group)
 
     def __post_init__(self):
         super().__post_init__()
@@ -75,6 +76,15 @@ class FedAvg(Algorithm):
 
     def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
         return {"model": weights(model)}, self.upload(model, data), metrics
+
+    def finish_group(self, ctx, rnd, group):
+        """A batched group without a module per client, where :meth:`finish` is this one and :meth:`upload`
+        reads only the weights (``UPLOAD_READS_STATE``): each state the trained weights as they are, each
+        upload from them."""
+        if type(self).finish is not FedAvg.finish or not self.UPLOAD_READS_STATE:
+            return super().finish_group(ctx, rnd, group)
+        return {cid: ({"model": group.states[cid]}, self.upload(group.states[cid], group.jobs[cid][2]),
+                      group.metrics[cid]) for cid in group.cids}
 
     @staticmethod
     def upload(model, data) -> dict:

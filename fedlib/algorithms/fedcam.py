@@ -149,6 +149,9 @@ class FedCAM(Algorithm):
         """Extra upload of a round that trains the cluster part (IFCA-CAM: the chosen cluster)."""
         return {}
 
+    def batch_support(self):
+        return "two modules (the global part and the chosen cluster part), which of them trains depending on the round"
+
     def local_update(self, ctx, cid, client, msg, data, rnd):
         train_f, train_g = self.trains(rnd)
         g = self.module(ctx, cid, part(client, msg, "g."), role="global")

@@ -191,6 +191,10 @@ class FedCCFA(Algorithm):
         return {**server["weights"], **(server["head"] if self.balanced_epochs > 0 else {})}
 
     # -- client --------------------------------------------------------------------------
+    def batch_support(self):
+        return ("a first phase on a balanced subset of the data (not the client's batches), whose head is read off "
+                "between the phases")
+
     def local_update(self, ctx, cid, client, msg, data, rnd):
         model = self.module(ctx, cid, self.predict_weights(ctx, cid, client, msg))
         keys = last_linear(model)

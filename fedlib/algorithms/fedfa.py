@@ -146,6 +146,10 @@ class FedFA(FedAvg):
         model.head.train()
         return float(loss.detach())
 
+    def batch_support(self):
+        return ("per-step class means folded into the anchors every epoch, and classifier calibration steps with a "
+                "second optimiser between the local steps")
+
     def local_update(self, ctx, cid, client, msg, data, rnd):
         start = {**client["model"], **{k[2:]: v for k, v in msg.items() if k.startswith("w.")}}  # the global model
         model = self.module(ctx, cid, start)

@@ -157,6 +157,10 @@ class FedKD(Algorithm):
     def broadcast(self, ctx, server, cid, rnd):
         return dict(server["down"])
 
+    def batch_support(self):
+        return ("three trained modules (model, mentee, the hidden-state projection), each with its learning rate "
+                "and clipping")
+
     def local_update(self, ctx, cid, client, msg, data, rnd):
         model = self.module(ctx, cid, client["model"])
         mentee = self.module(ctx, cid, client["mentee"], role="mentee")

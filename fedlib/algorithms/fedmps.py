@@ -42,15 +42,24 @@ import dataclasses
 
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import Algorithm, LocalTask, server_epochs, weights
+from fedlib.algorithms.prototype_method import group_scores
 from fedlib.losses import supcon_with_prototypes
 from fedlib.prototypes import (aggregate_protos, eval_class_means, keep_last, message_scores, proto_targets,
                                single_table)
 from fedlib.validation import BOOL, Interval, Options
 
 LEVELS = ("low", "high")
+_SENT = WeakIdKeyDictionary()  # server "present" -> ("has_soft", (classes sent, whether soft labels go too))
+
+
+def _sent(server: dict) -> list[torch.Tensor]:
+    """How many classes the broadcast sends, and whether all of them have a soft label (float64, on the device)."""
+    present = server["present"]
+    return [present.sum().double(), (~(present & ~server["has_soft"]).any()).double()]
 
 
 @register
@@ -123,6 +132,15 @@ class FedMPS(Algorithm):
         up = {"low": low["protos"], "high": high["protos"], "classes": high["classes"], "counts": high["counts"]}
         return {"model": weights(model)}, up, metrics
 
+    def finish_group(self, ctx, rnd, group):
+        """A batched group at once (prototypes from training): both levels' uploads from the group's sums."""
+        if self.proto_pass != "train":
+            return super().finish_group(ctx, rnd, group)
+        lows, highs = group.sums["low"].messages(counts=False), group.sums["high"].messages()
+        ups = [{"low": low["protos"], "high": high["protos"], "classes": high["classes"], "counts": high["counts"]}
+               for low, high in zip(lows, highs, strict=True)]
+        return {cid: ({"model": group.states[cid]}, ups[g], group.metrics[cid]) for g, cid in enumerate(group.cids)}
+
     # -- server --------------------------------------------------------------------------
     def build(self, ctx, cid, role="model"):
         return ctx.new_model(None).head if role == "head" else super().build(ctx, cid, role)
@@ -136,9 +154,12 @@ class FedMPS(Algorithm):
                 "has_soft": torch.zeros(C, dtype=torch.bool, device=ctx.device)}
 
     def broadcast(self, ctx, server, cid, rnd):
-        # one host read: which classes travel, and whether all of them have a soft label
-        present, soft_too = server["present"], ~(server["present"] & ~server["has_soft"]).any()
-        k, soft_too = torch.stack([present.sum(), soft_too.long()]).tolist()
+        present = server["present"]
+        held = _SENT.get(present)  # read with the head's losses where this process aggregated the state
+        if held is not None and held[0] is server["has_soft"]:
+            k, soft_too = held[1]
+        else:  # one host read: which classes travel, and whether all of them have a soft label
+            k, soft_too = (int(v) for v in torch.stack(_sent(server)).tolist())
         if not k:
             return {}
         classes = torch.nonzero_static(present, size=k).flatten()
@@ -158,17 +179,20 @@ class FedMPS(Algorithm):
         head, losses = self.train_head(ctx, server, ups)
         new["head"] = weights(head)
         new["soft"], new["has_soft"] = self.soft_labels(server, head, ups, ctx.num_classes)
+        # metrics are plain numbers (the contract): both read in one transfer, with what the next broadcast reads
+        sent = _sent(new)
+        vals = torch.stack([*sent, *([losses[0], losses[-1]] if len(losses) else [])]).tolist()
+        _SENT[new["present"]] = (new["has_soft"], (int(vals[0]), bool(vals[1])))
         if not len(losses):
             return new, {}
-        # metrics are plain numbers (the contract): both read in one transfer
-        first, last = torch.stack([losses[0], losses[-1]]).tolist()
-        return new, {"head_loss": last, "head_loss_first_epoch": first}
+        return new, {"head_loss": vals[3], "head_loss_first_epoch": vals[2]}
 
     def train_head(self, ctx, server, ups):
         """Eq. 7: the server head, trained on this round's (client, class) high-level prototypes
         (shuffled with torch's global RNG, which the engine seeds per round for the server)."""
         head = self.module(ctx, None, server["head"], role="head")
-        opt = torch.optim.Adam(head.parameters(), lr=self.server_lr)
+        # foreach: the same numbers as the per-tensor loop on a CPU (the default on a GPU), in fewer ops
+        opt = torch.optim.Adam(head.parameters(), lr=self.server_lr, foreach=True)
         x = torch.cat([u["high"] for u in ups])
         y = torch.cat([u["classes"] for u in ups])
         losses = server_epochs(head, opt, x, y, self.server_epochs, self.server_batch_size,
@@ -196,3 +220,6 @@ class FedMPS(Algorithm):
     # -- inference -----------------------------------------------------------------------
     def scores(self, ctx, cid, client, msg, logits, feats):
         return {"head": logits, "proto": message_scores(feats["high"], msg, ctx.num_classes, key="high", single=True)}
+
+    def scores_group(self, ctx, cids, clients, msgs, logits, feats):
+        return group_scores(ctx, msgs, logits, feats, "high", "high") if type(self).scores is FedMPS.scores else None

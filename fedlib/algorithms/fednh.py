@@ -128,6 +128,8 @@ class FedNH(FedAvg):
                                                         self.proto_init, gen))
         return {"weights": model_message(model)}
 
+    UPLOAD_READS_STATE = False  # its upload computes class means with the model
+
     @staticmethod
     def upload(model, data) -> dict:
         up = {k: v for k, v in FedAvg.upload(model, data).items() if k != PROTO_KEY}  # unchanged by clients

@@ -77,9 +77,9 @@ from torch.func import functional_call
 
 from fedlib.algorithms.registry import register
 from fedlib.algorithms.base import (derive_seed, load_model_message, mean_params, model_message, sample_weights,
-                                    sgd_epochs, weights)
+                                    weights)
 from fedlib.algorithms.fedavg import FedAvg
-from fedlib.prototypes import ProtoAccumulator, ProtoTable, aggregate_protos, proto_regulariser, rows_message
+from fedlib.prototypes import ProtoTable, aggregate_protos, proto_regulariser, rows_message
 from fedlib.validation import BOOL, Interval, Options
 
 GEN_INIT, SERVER_DRAW, CLIENT_DRAW = 42, 43, 44  # derive_seed purpose tags
@@ -242,50 +242,60 @@ class FedPA(FedAvg):
         return {**server, "generator": weights(gen), "gen_opt": copy.deepcopy(opt.state_dict())}, metrics
 
     # -- client ----------------------------------------------------------------------------------
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        start = {**client["model"], **{k[2:]: v for k, v in msg.items() if k.startswith("w.")}}  # the global model
-        model = self.module(ctx, cid, start)
-        C, d = ctx.num_classes, model.feature_dims[self.level]
-        received = ProtoTable.from_message(msg, C)
-        table, present = received.single() if received is not None else (None, None)
-        beta = self.schedule(self.beta, self.beta_min, rnd) if received is not None else 0.0
-        alpha = self.schedule(self.alpha, self.alpha_min, rnd) if received is not None else 0.0
-        gen = None
-        if alpha > 0 and any(k.startswith("g.") for k in msg):
+    def task(self, ctx, cid, client, msg, data, rnd):
+        """From the global model; the prototype pull and the generated features once a generator and prototypes
+        exist. Generated features are drawn per local step (from a generator of their own, in step order) and
+        scored by the trained head (``head_on``)."""
+        task = super().task(ctx, cid, client, msg, data, rnd)
+        task.extras, task.collect, task.collect_all_epochs = {}, (self.level,), True
+        received = ProtoTable.from_message(msg, ctx.num_classes)
+        if received is None:
+            return task
+        if self.schedule(self.beta, self.beta_min, rnd) > 0:
+            task.extras["table"], task.extras["present"] = received.single()
+        if self.schedule(self.alpha, self.alpha_min, rnd) > 0 and any(k.startswith("g.") for k in msg):
+            d = self.module(ctx, cid, None).feature_dims[self.level]
             gen = self.generator(ctx, d)
             load_model_message(gen, msg, prefix="g.")
             gen.eval()
-        n_gen = self.gen_batch_size or ctx.train.batch_size
-        ratio = self.gen_ratio if self.gen_ratio is not None else n_gen / ctx.train.batch_size
-        draw = torch.Generator().manual_seed(derive_seed(rnd.seed, CLIENT_DRAW, rnd.index, cid))
-        acc = ProtoAccumulator(C, d, data.x.device)
-        parts = {"ce": 0.0, "gen_ce": 0.0, "proto": 0.0}
-        steps = [0]
+            n_gen = self.gen_batch_size or ctx.train.batch_size
+            ratio = self.gen_ratio if self.gen_ratio is not None else n_gen / ctx.train.batch_size
+            task.extras["gen_ratio"] = torch.full((), ratio, dtype=torch.float64, device=data.x.device)
+            draw = torch.Generator().manual_seed(derive_seed(rnd.seed, CLIENT_DRAW, rnd.index, cid))
+            classes = msg["classes"]
 
-        def loss_fn(xb, yb, epoch):
-            logits, feats = model(xb)
-            z = feats[self.level]
-            acc.add(z, yb)
-            loss = F.cross_entropy(logits, yb)
-            parts["ce"] += float(loss.detach())
-            if gen is not None:
-                yg = msg["classes"][torch.randint(len(msg["classes"]), (n_gen,), generator=draw)
-                                    .to(msg["classes"].device)]
-                eps = torch.rand(n_gen, self.noise_dim, generator=draw).to(z.device)
+            def draws(k: int) -> dict:
+                picks = []
+                for _ in range(k):  # per step: the labels, then the noise (the order of the code's loop)
+                    picks.append((torch.randint(len(classes), (n_gen,), generator=draw),
+                                  torch.rand(n_gen, self.noise_dim, generator=draw)))
+                y = classes[torch.cat([i for i, _ in picks]).to(classes.device)]
                 with torch.no_grad():
-                    fake = gen(yg, eps)
-                g_ce = F.cross_entropy(model.head(fake), yg)
-                parts["gen_ce"] += float(g_ce.detach())
-                loss = loss + ratio * alpha * g_ce
-            if beta > 0:
-                p = proto_regulariser(z, yb, table, present)
-                parts["proto"] += float(p.detach())
-                loss = loss + beta * p
-            steps[0] += 1
-            return loss
+                    fake = gen(y, torch.cat([e for _, e in picks]).to(data.x.device))
+                return {"gen_y": y.view(k, n_gen), "gen_fake": fake.view(k, n_gen, -1)}
 
-        loss = sgd_epochs(ctx, model, data, rnd.generator(cid), loss_fn, lr=ctx.train.round_lr(rnd))
-        up = {**self.upload(model, data), **acc.message(counts=False)}
-        up["counts"] = torch.bincount(data.y, minlength=C)[up["classes"]]  # the class counts of the training set
-        metrics = {"train_loss": loss, **{k: v / max(steps[0], 1) for k, v in parts.items()}}
+            task.draws, task.head_on = draws, ("gen_fake",)
+        return task
+
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd):
+        """CE, plus r alpha_t CE of the head on generated features, plus beta_t the pull towards the prototypes;
+        the parts in float64 (the means of Python floats the code keeps)."""
+        logits, feats = out
+        z = feats[self.level]
+        loss = F.cross_entropy(logits, y)
+        none = torch.zeros((), dtype=torch.float64, device=y.device)
+        parts = {"ce": loss.detach().double(), "gen_ce": none, "proto": none}
+        if "gen_fake" in extras:
+            g_ce = F.cross_entropy(extras["head(gen_fake)"], extras["gen_y"])
+            parts["gen_ce"] = g_ce.detach().double()
+            loss = loss + (extras["gen_ratio"] * self.schedule(self.alpha, self.alpha_min, rnd)).float() * g_ce
+        if "table" in extras:
+            p = proto_regulariser(z, y, extras["table"], extras["present"])
+            parts["proto"] = p.detach().double()
+            loss = loss + self.schedule(self.beta, self.beta_min, rnd) * p
+        return loss, parts
+
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        up = {**self.upload(model, data), **sums[self.level].message(counts=False)}
+        up["counts"] = torch.bincount(data.y, minlength=ctx.num_classes)[up["classes"]]  # the training set's counts
         return {"model": weights(model)}, up, metrics

@@ -46,7 +46,8 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.algorithms.registry import register
-from fedlib.algorithms.base import Algorithm, head_then_body, mean_params, model_message, sample_weights, weights
+from fedlib.algorithms.base import (Algorithm, LocalTask, Phase, mean_params, model_message, sample_weights,
+                                   weights)
 from fedlib.prototypes import ProtoTable, proto_regulariser, rows_message
 from fedlib.validation import BOOL, Interval, Options
 
@@ -167,25 +168,28 @@ class FedPAC(Algorithm):
         return {**client["model"], **{k[2:]: v for k, v in msg.items() if k.startswith("w.")}}
 
     # -- client ----------------------------------------------------------------------------------
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.module(ctx, cid, self.predict_weights(ctx, cid, client, msg))
-        received = feature_statistics(model, data, ctx.num_classes) if self.stats == "received" else None
+    def task(self, ctx, cid, client, msg, data, rnd):
+        start = self.predict_weights(ctx, cid, client, msg)
+        received = None
+        if self.stats == "received":
+            received = feature_statistics(self.module(ctx, cid, start), data, ctx.num_classes)
         table = ProtoTable.from_message(msg, ctx.num_classes)
-        anchors = table.single() if table is not None and self.lam > 0 else None
-        gen, lr = rnd.generator(cid), ctx.train.round_lr(rnd)
+        extras = {}
+        if table is not None and self.lam > 0:
+            extras["anchors"], extras["present"] = table.single()
+        return LocalTask(start, extras=extras, memo={"received": received},
+                         phases=(Phase("head", self.head_epochs), Phase("body", ctx.train.local_epochs)))
 
-        def head_loss(xb, yb, epoch):
-            return F.cross_entropy(model(xb)[0], yb)
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd, phase="body"):
+        """The head phase: cross-entropy; the extractor phase: plus ``lam`` x the pull towards the anchors."""
+        logits, feats = out
+        loss = F.cross_entropy(logits, y)
+        if phase == "body" and extras:
+            loss = loss + self.lam * proto_regulariser(feats["high"], y, extras["anchors"], extras["present"])
+        return loss, {}
 
-        def body_loss(xb, yb, epoch):
-            logits, feats = model(xb)
-            loss = F.cross_entropy(logits, yb)
-            if anchors is not None:
-                loss = loss + self.lam * proto_regulariser(feats["high"], yb, *anchors)
-            return loss
-
-        losses = head_then_body(ctx, model, data, gen, lr, [("head", self.head_epochs, head_loss),
-                                                            ("body", ctx.train.local_epochs, body_loss)])
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        received = task.memo["received"]
         after = feature_statistics(model, data, ctx.num_classes)
         classes = torch.nonzero(after["counts"]).flatten()
         up = {**model_message(model), "num_samples": len(data), "protos": after["means"][classes],
@@ -194,10 +198,10 @@ class FedPAC(Algorithm):
         if received is not None:
             p = received["counts"].float() / max(len(data), 1)
             up["h"] = p.unsqueeze(1) * received["means"]
-        metrics = {"train_loss": losses.get("body", losses.get("head", 0.0))}
-        if "head" in losses:
-            metrics["head_loss"] = losses["head"]
-        return {"model": weights(model)}, up, metrics
+        out = {"train_loss": metrics["train_loss"]}
+        if "head_loss" in metrics:
+            out["head_loss"] = metrics["head_loss"]
+        return {"model": weights(model)}, up, out
 
     # -- server ----------------------------------------------------------------------------------
     def aggregate(self, ctx, server, uploads, rnd):

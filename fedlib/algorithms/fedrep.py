@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch.nn.functional as F
-
 from fedlib.algorithms.registry import register
-from fedlib.algorithms.base import head_then_body, weights
+from fedlib.algorithms.base import Phase, weights
 from fedlib.algorithms.fedper import FedPer
 from fedlib.validation import Interval
 
@@ -31,13 +29,13 @@ class FedRep(FedPer):
     name = "fedrep"
     CONSTRAINTS = {"head_epochs": Interval(0, None, integer=True)}
 
-    def local_update(self, ctx, cid, client, msg, data, rnd):
-        model = self.module(ctx, cid, self.task(ctx, cid, client, msg, data, rnd).weights)
-        gen, lr = rnd.generator(cid), ctx.train.round_lr(rnd)
+    def task(self, ctx, cid, client, msg, data, rnd):
+        task = super().task(ctx, cid, client, msg, data, rnd)
+        task.phases = (Phase("head", self.head_epochs), Phase("body", ctx.train.local_epochs))
+        return task
 
-        def loss_fn(xb, yb, epoch):
-            return F.cross_entropy(model(xb)[0], yb)
+    def batch_loss(self, out, y, epoch, extras, teachers, params, rnd, phase="body"):
+        return super().batch_loss(out, y, epoch, extras, teachers, params, rnd)  # cross-entropy in both phases
 
-        losses = head_then_body(ctx, model, data, gen, lr, [("head", self.head_epochs, loss_fn),
-                                                            ("body", ctx.train.local_epochs, loss_fn)])
-        return {"model": weights(model)}, self.upload(model, data), {"train_loss": losses["body"]}
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        return {"model": weights(model)}, self.upload(model, data), {"train_loss": metrics["train_loss"]}

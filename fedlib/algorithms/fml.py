@@ -78,6 +78,9 @@ class FML(Algorithm):
     def broadcast(self, ctx, server, cid, rnd):
         return dict(server["weights"])
 
+    def batch_support(self):
+        return "two trained modules of different architectures (the client's model and the meme), each clipped"
+
     def local_update(self, ctx, cid, client, msg, data, rnd):
         model = self.module(ctx, cid, client["model"])
         meme = self.module(ctx, cid, client["meme"], role="meme")

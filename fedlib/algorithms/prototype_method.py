@@ -84,6 +84,16 @@ class PrototypeMethod(Algorithm):
         up = acc.message(counts=self.send_counts)
         return self.client_state(model, up, ctx), up, metrics
 
+    def finish_group(self, ctx, rnd, group):
+        """The clients of a batched group at once, where prototypes come from training and the state is the
+        model: every upload from the group's sums in one pass, every state the trained weights as they are."""
+        if self.proto_pass != "train" or type(self).client_state is not PrototypeMethod.client_state \
+                or type(self).finish is not PrototypeMethod.finish:
+            return super().finish_group(ctx, rnd, group)
+        ups = group.sums[self.level].messages(counts=self.send_counts)
+        return {cid: ({"model": group.states[cid]}, up, group.metrics[cid])
+                for cid, up in zip(group.cids, ups, strict=True)}
+
     # -- server --------------------------------------------------------------------------
     def init_server(self, ctx):
         C = ctx.num_classes
@@ -104,3 +114,19 @@ class PrototypeMethod(Algorithm):
     # -- inference -----------------------------------------------------------------------
     def scores(self, ctx, cid, client, msg, logits, feats):
         return {"head": logits, "proto": message_scores(feats[self.level], msg, ctx.num_classes, single=True)}
+
+    def scores_group(self, ctx, cids, clients, msgs, logits, feats):
+        if type(self).scores is not PrototypeMethod.scores:
+            return None
+        return group_scores(ctx, msgs, logits, feats, self.level, "protos")
+
+
+def group_scores(ctx, msgs, logits, feats, level, key):
+    """``{"head", "proto"}`` scores of a group (``(G, n, C)``) whose clients all hold the same broadcast (a
+    shared one): the nearest-prototype scores of all their features against its table (``key`` rows of
+    ``level`` features) at once; ``None`` where the messages differ."""
+    if any(m is not msgs[0] for m in msgs):
+        return None
+    z = feats[level]
+    proto = message_scores(z.flatten(0, 1), msgs[0], ctx.num_classes, key=key, single=True)
+    return {"head": logits, "proto": proto.view(*z.shape[:2], -1)}

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from fedlib.algorithms import make_algorithm
-from fedlib.algorithms.base import Round, _steps, derive_seed
+from fedlib.algorithms import loops
+from fedlib.algorithms.base import Round, derive_seed
 from fedlib.algorithms.fedfa import anchor_loss, initial_anchors
 from fedlib.algorithms.fedpa import SERVER_DRAW, diversity_loss, label_weights
 from fedlib.engine import Simulator, message_size
@@ -69,7 +70,7 @@ def _replay_anchors(algo, ctx, start, anchors, data, rnd, cid=0):
     new = anchors.clone()
     for _ in range(ctx.train.local_epochs):
         perm = torch.randperm(n, generator=gen)
-        sums, hits, steps = torch.zeros_like(anchors), torch.zeros(len(anchors)), _steps(n, ctx.train)
+        sums, hits, steps = torch.zeros_like(anchors), torch.zeros(len(anchors)), loops.steps(n, ctx.train)
         for b in range(steps):
             idx = perm[b * bs:(b + 1) * bs]
             with torch.no_grad():
@@ -107,7 +108,7 @@ def test_fedfa_local_anchor_update_replayed_by_hand():
 def test_fedfa_calibration_steps_replayed_by_hand():
     data, _ = _setup()
     ctx = make_ctx(num_clients=3, batch_size=4, lr=0.0, local_epochs=2)
-    steps = _steps(len(data.train[0]), ctx.train)
+    steps = loops.steps(len(data.train[0]), ctx.train)
     for mode, count in (("batch", 2 * steps), ("epoch", 2), ("none", 0)):
         algo = make_algorithm({"name": "fedfa", "lam": 0.0, "calibration": mode})
         server, client, msg, rnd = _first_round(algo, ctx, data)

@@ -73,7 +73,7 @@ def test_only_one_counter_at_a_time():
 
 
 @pytest.mark.parametrize("name,syncs", [("fedproto", {"h2d": 2, "d2h": 2, "item": 1}),
-                                        ("fedmps", {"h2d": 3, "d2h": 4})])
+                                        ("fedmps", {"h2d": 3, "d2h": 3})])
 def test_a_batched_round_reads_the_device_a_handful_of_times(name, syncs):
     # Prepare: five clients, the last one smaller than a batch (its step runs alone: one of the uploads)
     from fedlib.engine import Simulator
@@ -87,8 +87,8 @@ def test_a_batched_round_reads_the_device_a_handful_of_times(name, syncs):
     with OpCounter() as c:
         sim.step(2, clients, server)
     # Assert: h2d = the epoch's batch order (+ the small client's index; FedMPS: + the server head's order),
-    # d2h = the losses and seen classes, the evaluation (FedMPS: + the broadcast's classes, the head losses), item = the
-    # broadcast's number of classes; nothing at all inside the training steps
+    # d2h = the losses and seen classes, the evaluation (FedMPS: + the head losses, read with what the next broadcast
+    # sends), item = FedProto's broadcast's number of classes; nothing at all inside the training steps
     assert dict(c.syncs) == syncs
     assert c.sync_where["train.fwdbwd"] == 0
 

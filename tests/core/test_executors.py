@@ -51,7 +51,9 @@ def both(algo, ctx, data, rounds):
                                      ("fedntd", {}), ("fedgkd", {}), ("fedtgp", {}), ("protonorm", {}),
                                      ("gfpl", {"start": 1, "every": 1}),
                                      ("gfpl", {"start": 1, "every": 1, "dcs": False}),
-                                     ("fedproc", {}), ("lgfedavg", {})])
+                                     ("fedproc", {}), ("lgfedavg", {}), ("fedrep", {}), ("fedpac", {}),
+                                     ("fedpac", {"head_epochs": 0}), ("fedpa", {}),
+                                     ("fedic", {}), ("cflgp", {}), ("cflgp", {"profile": "gradient"})])
 def test_batched_equals_sequential_after_one_update_and_three_rounds(name, hp):
     algo, ctx, data = setup(name, **hp)
     sizes = [len(d) for d in data.train]

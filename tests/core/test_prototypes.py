@@ -1,6 +1,6 @@
 import torch
 
-from fedlib.prototypes import ProtoAccumulator, aggregate_protos, class_means, nearest_prototype_scores
+from fedlib.prototypes import GroupSums, ProtoAccumulator, aggregate_protos, class_means, nearest_prototype_scores
 
 
 def test_class_means_by_hand():
@@ -40,3 +40,46 @@ def test_nearest_prototype_scores_mask_absent():
     assert s.argmax(1).tolist() == [0, 1]
     assert torch.isinf(s[:, 2]).all()
     assert torch.allclose(s[0, :2], torch.tensor([-0.81, -(9.1 ** 2)]))
+
+
+def test_group_sums_give_every_clients_upload_at_once():
+    # Prepare: three clients' per-class sums (client 1 saw nothing), the rows they saw in client order
+    torch.manual_seed(0)
+    G, C, d = 3, 4, 5
+    accs = [ProtoAccumulator(C, d) for _ in range(G)]
+    for g, labels in ((0, [0, 2, 2]), (2, [3, 1, 1, 1])):
+        accs[g].add(torch.randn(len(labels), d), torch.tensor(labels))
+    sums, counts = torch.cat([a.sums for a in accs]), torch.cat([a.counts for a in accs])
+    cells = torch.nonzero(counts).flatten()
+    sizes = [int((a.counts > 0).sum()) for a in accs]
+    # Execute
+    group = GroupSums(sums, counts, cells, sizes, C)
+    ups = group.messages()
+    # Assert: the same tensors as each client's own message, and views of the client's sums
+    for g, acc in enumerate(accs):
+        one = acc.message()
+        assert ups[g].keys() == one.keys() and all(torch.equal(ups[g][k], one[k]) for k in one)
+        assert torch.equal(group.client(g).message()["protos"], one["protos"])
+    assert group.messages(counts=False)[0].keys() == {"protos", "classes"}
+
+
+def test_group_accuracies_match_client_accuracies_on_padded_test_sets():
+    from fedlib.metrics import client_accuracies, group_accuracies
+
+    torch.manual_seed(1)
+    C, sizes = 4, [5, 3, 0]
+    ys = [torch.randint(0, C, (n,)) for n in sizes]
+    scores = [torch.randn(n, C) for n in sizes]
+    own = [torch.tensor([0, 1]), torch.tensor([1, 2, 3]), torch.tensor([0])]
+    n = max(sizes)
+    S = torch.stack([torch.cat([s, torch.zeros(n - len(s), C)]) for s in scores])
+    Y = torch.stack([torch.cat([y, torch.full((n - len(y),), -1)]) for y in ys])
+    valid = torch.arange(n) < torch.tensor(sizes).unsqueeze(1)
+    held = torch.zeros(len(sizes), C, dtype=torch.bool)
+    for g, o in enumerate(own):
+        held[g, o] = True
+    got = group_accuracies({"head": S}, Y, valid, held)
+    for g in range(len(sizes)):
+        want = client_accuracies({"head": scores[g]}, ys[g], own[g], C)
+        for k, v in want.items():
+            assert torch.equal(got[k][g], v) or (v.isnan() and got[k][g].isnan()), (k, g)
