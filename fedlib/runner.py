@@ -541,6 +541,17 @@ class RunState:
         """Scores of ``x`` under every inference rule of client ``cid`` (no state changes)."""
         return self.algorithm.predict(self.ctx, cid, self.clients[cid], self.message(cid), x)
 
+    def collect(self, level: str, split: str = "test", clients=None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``level`` features and the labels of the ``split`` ("train" or "test") samples of ``clients``
+        (default: every client), each client's under its own model, stacked in client order."""
+        zs, ys = [], []
+        for cid in range(self.data.num_clients) if clients is None else clients:
+            part = getattr(self.data, split)[cid]
+            with torch.no_grad():
+                zs.append(self.features(cid, part.x)[level].numpy())
+            ys.append(part.y.numpy())
+        return np.concatenate(zs), np.concatenate(ys)
+
 
 def load_state(cfg: dict, seed: int) -> RunState:
     """The last checkpoint of a run (client and server states) with its data. A finished run

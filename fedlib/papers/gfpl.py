@@ -966,19 +966,12 @@ def fig_etf(nb):
     """t-SNE (or UMAP) of two clients' projections h with the ten ETF anchors; prints the mean cosines of h to
     its class's anchor and to the others."""
     import matplotlib.pyplot as plt
-    import torch
 
     from fedlib import analysis, plots
 
     st = _gfpl_state(nb)
-    hs, ys = [], []
-    for cid in range(2):
-        test = st.data.test[cid]
-        with torch.no_grad():
-            hs.append(st.features(cid, test.x)["proj"].numpy())
-        ys.append(test.y.numpy())
     etf = st.clients[0]["etf"].cpu().numpy()
-    h, y = np.concatenate(hs), np.concatenate(ys)
+    h, y = st.collect("proj", "test", clients=range(2))
     keep = np.random.default_rng(0).permutation(len(y))[:nb.plan.settings["tsne_points"]]
     emb = analysis.embed_2d(np.concatenate([h[keep], etf]), nb.embedding)
     fig, ax = plt.subplots(figsize=(6, 5))

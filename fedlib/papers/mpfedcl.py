@@ -673,7 +673,6 @@ def fig8_9(nb):
 def fig1(nb):
     """Fig. 1: t-SNE (or UMAP) of two clients' training embeddings after local training and after FedAvg."""
     import matplotlib.pyplot as plt
-    import torch
 
     from fedlib import analysis, plots
     from fedlib.runner import load_state
@@ -681,14 +680,7 @@ def fig1(nb):
     plan = nb.plan
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, (m, cfg) in zip(axes, fig1_configs(plan).items(), strict=False):
-        st = load_state(cfg, nb.seed0)
-        zs, ys = [], []
-        for cid in range(2):
-            train = st.data.train[cid]
-            with torch.no_grad():
-                zs.append(st.features(cid, train.x)["high"].numpy())
-            ys.append(train.y.numpy())
-        z, y = np.concatenate(zs), np.concatenate(ys)
+        z, y = load_state(cfg, nb.seed0).collect("high", "train", clients=range(2))
         keep = np.random.default_rng(0).permutation(len(y))[:plan.settings["tsne_points"]]
         plots.embedding_scatter(analysis.embed_2d(z[keep], nb.embedding), y[keep], ax=ax, num_classes=10,
                                 title=f"{nb.label(m)}: clients 1-2, Dir(0.1)")

@@ -121,14 +121,7 @@ def local_prototypes(state: RunState) -> list[tuple[int, int, np.ndarray]]:
 
 def test_representations(state: RunState, max_points: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """2-D features of every client's test points under its own model, pooled and subsampled."""
-    zs, ys = [], []
-    with torch.no_grad():
-        for cid in range(state.data.num_clients):
-            test = state.data.test[cid]
-            feats = state.features(cid, test.x)
-            zs.append(feats["high"].numpy())
-            ys.append(test.y.numpy())
-    z, y = np.concatenate(zs), np.concatenate(ys)
+    z, y = state.collect("high", "test")
     if len(y) > max_points:
         keep = np.sort(np.random.default_rng(seed).choice(len(y), max_points, replace=False))
         z, y = z[keep], y[keep]

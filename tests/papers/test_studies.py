@@ -142,6 +142,13 @@ def test_load_state_brings_back_the_final_models(tmp_path):
         scores = state.predict(cid, test.x)
         accs.append(float((scores["proto"].argmax(1) == test.y).float().mean()))
     assert np.mean(accs) == pytest.approx(summary["metrics"]["acc_proto"]["last"], abs=1e-9)
+    # collect stacks each client's features under its own model, in client order
+    z, y = state.collect("high", "train", clients=[3, 1])
+    for part, (cid, n) in zip(np.split(np.arange(len(y)), [len(state.data.train[3].y)]),
+                              ((3, len(state.data.train[3].y)), (1, len(state.data.train[1].y))), strict=True):
+        assert len(part) == n and np.array_equal(y[part], state.data.train[cid].y.numpy())
+        assert np.array_equal(z[part], state.features(cid, state.data.train[cid].x)["high"].detach().numpy())
+    assert len(state.collect("high")[1]) == sum(len(state.data.test[c].y) for c in range(6))
     with pytest.raises(FileNotFoundError, match="run it first"):
         load_state(load_config(CFG, {"results_dir": str(tmp_path / "none")}), 1)
 
