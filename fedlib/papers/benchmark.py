@@ -176,19 +176,15 @@ def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[t
     return out
 
 
-def metric(plan: Plan, method: str) -> str:
-    return plan.metric(method)
-
-
 def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
     """One row per finished (setting, seed, method): best and last round accuracy (%, sample-weighted, the
     method's rule), the rule, floats sent per round (up + down, all clients) and median seconds per round."""
     rows = []
     for (setting, method, seed), s in summaries.items():
-        m = s["metrics"][metric(plan, method)]
+        m = s["metrics"][plan.metric(method)]
         comm = s.get("comm_per_round", {})
         rows.append({"setting": setting, "seed": seed, "method": method, "best": 100 * m["best_weighted"],
-                     "last": 100 * m["last_weighted"], "rule": metric(plan, method).removeprefix("acc_"),
+                     "last": 100 * m["last_weighted"], "rule": plan.metric(method).removeprefix("acc_"),
                      "floats": comm.get("up_params", 0.0) + comm.get("down_params", 0.0),
                      "seconds": s.get("seconds_per_round_median", float("nan"))})
     return pd.DataFrame(rows, columns=["setting", "seed", "method", "best", "last", "rule", "floats", "seconds"])
@@ -210,7 +206,7 @@ def ranked(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
     rank = ranking.mean_ranks(blocks, by="setting")
     out = pd.DataFrame(index=rank.index)
     out["method"] = [plan.label(m) for m in rank.index]
-    out["rule"] = [metric(plan, m).removeprefix("acc_") for m in rank.index]
+    out["rule"] = [plan.metric(m).removeprefix("acc_") for m in rank.index]
     out["mean rank"] = rank["overall"].round(2)
     for setting in plan.setting_names():
         part = table[table.setting == setting].groupby("method")
@@ -219,12 +215,13 @@ def ranked(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
         best, last = part["best"], part["last"]
         out[f"{setting} rank"] = rank[setting].round(2)
         out[f"{setting} best"] = [_mean_std(best, m) for m in rank.index]
-        out[f"{setting} last"] = [f"{last.mean()[m]:.2f}" if m in last.mean() else "—" for m in rank.index]
+        last_mean = last.mean()
+        out[f"{setting} last"] = [f"{last_mean[m]:.2f}" if m in last_mean else "—" for m in rank.index]
     return out.sort_values("mean rank").set_index("method")
 
 
 def _mean_std(groups, method: str) -> str:
-    if method not in groups.mean():
+    if method not in groups.groups:
         return "—"
     values = groups.get_group(method)
     sd = values.std(ddof=0) if len(values) > 1 else None
@@ -319,7 +316,6 @@ def ledger(plan: Plan, table: pd.DataFrame) -> list:
     from fedlib import claims
 
     prof, out = plan.profile, []
-    converged = prof in ("converged", "paper")
 
     def per_seed(setting: str, method: str) -> list[float]:
         part = table[(table.setting == setting) & (table.method == method)].sort_values("seed")
@@ -332,7 +328,7 @@ def ledger(plan: Plan, table: pd.DataFrame) -> list:
         test = claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb)
         evidence = (f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
                     f"{plan.setting_label(setting)}")
-        return claims.claim(text, source, evidence, np.mean(va) > np.mean(vb), prof if converged else prof,
+        return claims.claim(text, source, evidence, np.mean(va) > np.mean(vb), prof,
                             min(len(va), len(vb)), tests=[test])
 
     shared = [s for s in ("dir", "pat") if s in plan.setting_names()]
