@@ -190,10 +190,16 @@ def validate(raw: dict, source: str = "config") -> dict:
     cfg["device"] = resolve(raw.get("device", "auto"))
     executor = check_value("executor", raw.get("executor", "auto"), Options(EXECUTOR_CHOICES))
     cfg["executor"] = ("batched" if cfg["device"] == "cuda" else "sequential") if executor == "auto" else executor
-    if raw.get("defense") is not None:  # clip + noise on every upload (fedlib.privacy.defense); absent: none
-        from fedlib.privacy.defense import check_defense
+    if raw.get("defense") is not None:  # clip + noise on every upload or DP-SGD (fedlib.privacy); absent: none
+        from fedlib.privacy.defense import check_defense, upload_defense
 
         cfg["defense"] = check_defense(raw["defense"])
+        if not upload_defense(cfg["defense"]):  # DP-SGD: the sequential executor, a method it applies to
+            from fedlib.privacy.dpsgd import check_dp_sgd_run
+
+            if executor == "auto":
+                cfg["executor"] = "sequential"
+            check_dp_sgd_run(cfg)
     return cfg
 
 

@@ -323,7 +323,9 @@ def run_on_grid(grid: Grid, cfg: dict, seed: int, keep_states: bool = True, time
         with run_lock(folder):
             start_folder(cfg, seed, folder, partition)
             nodes = Nodes(grid, cfg, seed, ctx.num_clients, keep_states, timeout)
-            if cfg.get("defense"):  # the same clip + noise as the simulator's, applied as each upload arrives
+            from fedlib.privacy.defense import upload_defense
+
+            if upload_defense(cfg.get("defense")):  # the simulator's clip + noise, applied as each upload arrives
                 from fedlib.privacy.defense import DefendedClients
 
                 nodes = DefendedClients(nodes, cfg["defense"], seed)

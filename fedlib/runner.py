@@ -86,7 +86,16 @@ def make_context(cfg: dict, ds, partition, seed: int) -> Context:
     model_args = {k: v for k, v in cfg["model"].items() if k != "name"}
     return Context(num_classes=ds.num_classes, input_shape=ds.input_shape, num_clients=partition.num_clients,
                    model_name=cfg["model"]["name"], model_args=model_args,
-                   train=TrainConfig(**cfg["train"]).settings(), seed=seed, device=cfg.get("device", "cpu"))
+                   train=TrainConfig(**cfg["train"]).settings(), seed=seed, device=cfg.get("device", "cpu"),
+                   dp_sgd=dp_sgd_settings(cfg.get("defense")))
+
+
+def dp_sgd_settings(spec) -> tuple[float, float] | None:
+    """``(clip_sample, noise_multiplier)`` of a DP-SGD ``defense`` block (local training clips and noises each
+    sample's gradient: :mod:`fedlib.privacy.dpsgd`); None for no defence or the upload defence."""
+    if not spec or spec.get("mechanism") != "dp_sgd":
+        return None
+    return float(spec["clip_sample"]), float(spec["noise_multiplier"])
 
 
 def check_clients(num_clients, ds) -> None:
@@ -245,7 +254,9 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built, on_round=N
     t = cfg["train"]
     executor = cfg.get("executor", "sequential")
     cohort = None
-    if cfg.get("defense"):  # every upload clipped and noised before the server sees it (fedlib.privacy.defense)
+    from fedlib.privacy.defense import upload_defense
+
+    if upload_defense(cfg.get("defense")):  # every upload clipped and noised before the server sees it
         from fedlib.engine import LocalClients
         from fedlib.privacy.defense import DefendedClients
 

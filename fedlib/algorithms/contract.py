@@ -98,6 +98,8 @@ class Context:
     train: TrainSettings
     seed: int
     device: str = "cpu"  # every model, data tensor and state tensor of the run lives here
+    # (clip, noise multiplier) of sample-level DP-SGD in local training (fedlib.privacy.dpsgd); None: plain SGD
+    dp_sgd: tuple | None = None
     # scratch modules that states are loaded into (rebuilt on demand, never part of state)
     pool: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 

@@ -150,6 +150,16 @@ def joint_sgd_epochs(ctx, parts: list[tuple[nn.Module, float]], data: ClientData
             for m, lr in parts]
     for m, _ in parts:
         m.train()
+    if ctx.dp_sgd is None:
+        return _epochs(t, parts, opts, data, gen, loss_fn, clip_norm)
+    from fedlib.privacy.dpsgd import noise_generator, private_steps
+
+    with private_steps(parts, opts, *ctx.dp_sgd, noise_generator(gen, data.x.device)) as private:
+        return _epochs(t, parts, private, data, gen, loss_fn, clip_norm, per_sample=True)
+
+
+def _epochs(t, parts, opts, data, gen, loss_fn, clip_norm, per_sample: bool = False) -> float:
+    """:func:`joint_sgd_epochs`'s loop; ``per_sample``: ``opts`` are DP-SGD optimisers, told each batch's size."""
     n, bs = len(data), t.batch_size
     per_epoch = steps(n, t)
     total, count = torch.zeros((), device=data.x.device), 0
@@ -166,6 +176,8 @@ def joint_sgd_epochs(ctx, parts: list[tuple[nn.Module, float]], data: ClientData
                 for m, _ in parts:
                     torch.nn.utils.clip_grad_norm_(m.parameters(), clip_norm)
             for o in opts:
+                if per_sample:
+                    o.expected_batch_size = len(idx)
                 o.step()
             total += loss.detach()
             count += 1

@@ -116,10 +116,21 @@ DEFENSE_FIELDS = ("clip_update", "clip_features", "noise_multiplier")
 
 
 def check_defense(spec) -> dict:
-    """A run config's ``defense`` block: ``{clip_update, clip_features, noise_multiplier}``, each a number
-    (the clips in (0, inf), the noise multiplier in [0, inf)); a one-line :class:`ConfigError` otherwise."""
+    """A run config's ``defense`` block: the upload defence ``{clip_update, clip_features, noise_multiplier}``,
+    each a number (the clips in (0, inf), the noise multiplier in [0, inf)), or DP-SGD
+    ``{mechanism: dp_sgd, clip_sample, noise_multiplier}`` (:func:`fedlib.privacy.dpsgd.check_dp_sgd`); a
+    one-line :class:`ConfigError` otherwise."""
     if not isinstance(spec, Mapping):
         raise ConfigError("defense", spec, "a mapping of " + ", ".join(DEFENSE_FIELDS))
+    mechanism = spec.get("mechanism", "upload")
+    if mechanism == "dp_sgd":  # sample-level DP-SGD inside local training (fedlib.privacy.dpsgd)
+        from fedlib.privacy.dpsgd import check_dp_sgd
+
+        return check_dp_sgd(spec)
+    if mechanism != "upload":
+        raise ConfigError("defense.mechanism", mechanism, "upload (the default: clip + noise on every upload) "
+                          "or dp_sgd (per-sample clipping + noise in local training)")
+    spec = {k: v for k, v in spec.items() if k != "mechanism"}
     unknown = sorted(set(spec) - set(DEFENSE_FIELDS))
     missing = [k for k in DEFENSE_FIELDS if k not in spec]
     if unknown or missing:
@@ -175,6 +186,12 @@ def defend_upload(broadcast: Mapping, upload: Mapping, spec: Mapping, generator:
         rows = rows + torch.randn(rows.shape, generator=generator) * (sigma * c)
         out[k] = rows.reshape(v.shape).to(v.dtype)
     return out
+
+
+def upload_defense(spec) -> bool:
+    """Whether a checked ``defense`` block acts on the uploads (:class:`DefendedClients`) rather than inside
+    local training (DP-SGD)."""
+    return bool(spec) and spec.get("mechanism", "upload") == "upload"
 
 
 class DefendedClients:
