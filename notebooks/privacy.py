@@ -117,11 +117,14 @@ P.fig_samples_per_prototype(nb)
 # %% [markdown]
 # ## The defence and its price
 #
-# Every upload is clipped and noised before the server sees it (`defense:` in the run config;
-# `fedlib.privacy.defense.defend_upload`): the model update as a whole to norm C with N(0, (sigma C)^2) per coordinate
-# (DP-FedAvg's client-level mechanism), every row of a feature statistic to norm C with the same noise. Each noise
-# level is a run trained under the defence (accuracy: its last round, each method's inference rule); the best attack's
-# SSIM is on that run's defended upload; epsilon is Opacus's RDP accountant for one release per round at sample rate 1.
+# Two defences, each a run config's `defense:` block. **Clip + noise on the uploads**
+# (`fedlib.privacy.defense.defend_upload`): the model update as a whole to norm C with N(0, (sigma C)^2) per coordinate
+# (DP-FedAvg's client-level mechanism), every row of a feature statistic to norm C with the same noise; epsilon is
+# Opacus's RDP accountant for one release per round at sample rate 1. **DP-SGD** where the model is the upload
+# (`mechanism: dp_sgd`, `fedlib.privacy.dpsgd`): Opacus clips each sample's gradient in local training and noises
+# the batch sum; epsilon is per sample, for the least-protected client, with the shuffled batches accounted as
+# Poisson sampling at rate batch / samples. Each noise level is a run trained under the defence (accuracy: its last
+# round, each method's inference rule); the best attack's SSIM is on that run's upload.
 
 # %%
 P.fig_utility(nb)

@@ -8,8 +8,9 @@ added to ``experiments.yaml`` enters the table with no new code. The outputs:
 
 - :func:`leakage`: the leakage table (PSNR, SSIM, held-out label accuracy) with the three references;
 - :func:`curve`: the samples-per-prototype curves (mean / k-means centroid / mixture component);
-- :func:`utility`: accuracy against the best attack's SSIM at each noise level of the clip + noise defence,
-  with the (epsilon, delta) of Opacus's RDP accountant;
+- :func:`utility`: accuracy against the best attack's SSIM at each noise level of the two defences (clip + noise
+  on every upload; sample-level DP-SGD in local training where the model is the upload), with the
+  (epsilon, delta) of Opacus's RDP accountant;
 - :func:`ledger`: the three papers' privacy claims, judged by :func:`fedlib.claims.verdict`.
 
 Threat models per attack: docs/privacy.md. Attack results are cached in the results folder
@@ -34,6 +35,7 @@ from fedlib import papers
 from fedlib.config import run_id
 from fedlib.papers import check_methods
 from fedlib.privacy.attack import attacker_aux
+from fedlib.privacy.dpsgd import DP_SGD_METHODS
 from fedlib.validation import ConfigError
 
 TITLE = "What the uploads leak: one leakage study across the suite"
@@ -46,7 +48,7 @@ class Plan(papers.TablePlan):
     """The privacy study under one profile; the leakage table's rows are the profile's ``methods``."""
 
     paper = "privacy"
-    sections = {"defense": None}   # its own sections of experiments.yaml
+    sections = {"defense": None, "dp_sgd": None}   # its own sections of experiments.yaml
     rows_key = "methods"
     table_methods = papers.TablePlan.table1_methods
 
@@ -64,6 +66,10 @@ def check_spec(plan: Plan) -> None:
                          ("utility_methods", tuple(plan.methods))):
         if not isinstance(s.get(key), list) or not s[key] or any(a not in allowed for a in s[key]):
             raise ConfigError(f"{where}.{key}", s.get(key), "a non-empty list of " + ", ".join(allowed))
+    dp = s.get("dp_sgd_methods", [])
+    if not isinstance(dp, list) or any(m not in DP_SGD_METHODS or m not in plan.methods for m in dp):
+        raise ConfigError(f"{where}.dp_sgd_methods", dp, "a list of methods of this file that DP-SGD applies to: "
+                          + ", ".join(DP_SGD_METHODS))
     if not isinstance(s.get("noise"), list) or not s["noise"] or any(
             isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in s["noise"]):
         raise ConfigError(f"{where}.noise", s.get("noise"), "a non-empty list of noise multipliers >= 0")
@@ -84,12 +90,16 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
     return plan
 
 
-def config(plan: Plan, method: str, noise: float | None = None, **changes) -> dict:
+def config(plan: Plan, method: str, noise: float | None = None, dp_sgd: bool = False, **changes) -> dict:
     """The validated run config of ``method``; ``noise``: the defence's noise multiplier (clips from
-    ``experiments.yaml``; None: no defence); ``changes`` are dotted overrides applied last."""
+    ``experiments.yaml``; None: no defence), on every upload or, with ``dp_sgd``, on each sample's gradient in
+    local training; ``changes`` are dotted overrides applied last."""
     entry = plan.method_entry(method)
     base, name = copy.deepcopy(plan.spec["base"]), f"privacy-study/{method}"
-    if noise is not None:
+    if noise is not None and dp_sgd:
+        base["defense"] = {"mechanism": "dp_sgd", **plan.spec["dp_sgd"], "noise_multiplier": float(noise)}
+        name += f"/dpsgd{noise:g}"
+    elif noise is not None:
         base["defense"] = {**plan.spec["defense"], "noise_multiplier": float(noise)}
         name += f"/noise{noise:g}"
     return plan.config(entry, name, method=method, base=base, rounds=plan.rounds, changes=changes)
@@ -107,10 +117,19 @@ def defense_configs(plan: Plan) -> dict[tuple[str, float], dict]:
             for m in plan.settings["utility_methods"] for s in plan.settings["noise"]}
 
 
+def dp_sgd_configs(plan: Plan) -> dict[tuple[str, float], dict]:
+    """The DP-SGD points of the privacy-utility curve: each ``dp_sgd_methods`` method at each noise level; noise 0
+    is the undefended run (as for :func:`defense_configs`), the others train with each sample's gradient clipped to
+    ``dp_sgd.clip_sample`` and noised (:mod:`fedlib.privacy.dpsgd`)."""
+    return {(m, float(s)): config(plan, m, None if s == 0 else float(s), dp_sgd=True)
+            for m in plan.settings.get("dp_sgd_methods", []) for s in plan.settings["noise"]}
+
+
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the study, unique, longest first."""
     jobs = [(c, s) for c in table_configs(plan).values() for s in plan.seeds]
     jobs += [(c, s) for c in defense_configs(plan).values() for s in plan.seeds]
+    jobs += [(c, s) for c in dp_sgd_configs(plan).values() for s in plan.seeds]
     return papers.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
@@ -536,32 +555,63 @@ def curve_figure(frame: pd.DataFrame, ax=None):
 
 
 # -- the defence's price ---------------------------------------------------------------------------------------
-def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None) -> pd.DataFrame:
-    """The privacy-utility curve: for each utility method and noise level, the accuracy (%) of the run trained
-    under the defence, the best attack's SSIM on its (defended) upload, which attack that was, and the
-    (epsilon, delta) of the noise by Opacus's RDP accountant (one release per round, every client in every
-    round: sample rate 1, ``rounds`` steps). ``summaries``: :func:`defense_configs` -> summaries per seed.
-    Means over seeds."""
+UPLOAD_DEFENCE, DP_SGD = "clip + noise on uploads", "DP-SGD (per sample)"
+
+
+def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
+    """Sample-level epsilon of a DP-SGD run (:func:`fedlib.privacy.dpsgd.sample_level_epsilon`): the largest over
+    its clients (each client's rate is batch / its samples, its steps those of its local epochs), so every
+    client's data has at least this guarantee."""
+    from fedlib.algorithms.loops import steps
+    from fedlib.privacy.dpsgd import sample_level_epsilon
+    from fedlib.runner import make_context, split
+
+    ds, partition = split(cfg, seed)
+    t = make_context(cfg, ds, partition, seed).train
+    sizes = {len(ix) for ix in partition.train}
+    return max(sample_level_epsilon(noise, n, t.batch_size, steps(n, t) * t.local_epochs, plan.rounds,
+                                    plan.spec["attack"]["delta"]) for n in sizes)
+
+
+def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None,
+            dp_summaries: dict | None = None) -> pd.DataFrame:
+    """The privacy-utility curve: for each defence, utility method and noise level, the accuracy (%) of the run
+    trained under the defence, the best attack's SSIM on its upload, which attack that was, and the
+    (epsilon, delta) of the noise by Opacus's RDP accountant. The upload defence (``summaries``:
+    :func:`defense_configs` -> summaries per seed) releases once per round with every client in every round
+    (sample rate 1, ``rounds`` steps; the unit is a client's whole data for the update, one sample's feature for
+    the statistics); DP-SGD (``dp_summaries``: :func:`dp_sgd_configs`) is accounted per sample
+    (:func:`dp_sgd_epsilon`). Means over seeds."""
     from fedlib.privacy import epsilon
 
     delta = plan.spec["attack"]["delta"]
     attackers = attacker_by_seed or {s: Attacker(plan, s) for s in plan.seeds}
     rows = []
-    for (m, sigma), cfg in defense_configs(plan).items():
-        eps = math.inf if sigma == 0 else epsilon(sigma, plan.rounds, 1.0, delta)
-        for i, seed in enumerate(plan.seeds):
-            summary = summaries[(m, sigma)][i]
-            if summary.get("diverged_at"):  # the engine stops a run whose loss is not finite: no model to score
-                rows.append({"method": m, "noise": sigma, "seed": seed, "epsilon": eps, "accuracy": math.nan,
-                             "ssim": math.nan, "best attack": f"run diverged in round {summary['diverged_at']}"})
-                continue
-            found = attacks(plan, cfg, m, seed, attackers[seed], None if sigma == 0 else sigma)
-            best = max(found, key=lambda r: r["ssim"]) if found else None
-            rows.append({"method": m, "noise": sigma, "seed": seed, "epsilon": eps,
-                         "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"] if best else math.nan,
-                         "best attack": best["attack"] if best else "no attack reconstructed an image"})
+    curves = [(UPLOAD_DEFENCE, defense_configs(plan), summaries)]
+    if dp_summaries:
+        curves.append((DP_SGD, dp_sgd_configs(plan), dp_summaries))
+    for defence, configs, runs in curves:
+        for (m, sigma), cfg in configs.items():
+            for i, seed in enumerate(plan.seeds):
+                if sigma == 0:
+                    eps = math.inf
+                elif defence == DP_SGD:
+                    eps = dp_sgd_epsilon(plan, cfg, seed, sigma)
+                else:
+                    eps = epsilon(sigma, plan.rounds, 1.0, delta)
+                row = {"defence": defence, "method": m, "noise": sigma, "seed": seed, "epsilon": eps}
+                summary = runs[(m, sigma)][i]
+                if summary.get("diverged_at"):  # the engine stops a run whose loss is not finite: no model to score
+                    rows.append({**row, "accuracy": math.nan, "ssim": math.nan,
+                                 "best attack": f"run diverged in round {summary['diverged_at']}"})
+                    continue
+                upload_noise = sigma if sigma and defence == UPLOAD_DEFENCE else None  # DP-SGD acts in training
+                found = attacks(plan, cfg, m, seed, attackers[seed], upload_noise)
+                best = max(found, key=lambda r: r["ssim"]) if found else None
+                rows.append({**row, "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"] if best else math.nan,
+                             "best attack": best["attack"] if best else "no attack reconstructed an image"})
     frame = pd.DataFrame(rows)
-    g = frame.groupby(["method", "noise"], sort=False)
+    g = frame.groupby(["defence", "method", "noise"], sort=False)
     out = g[["epsilon", "accuracy", "ssim"]].mean()
     out["n"] = g.size()
     out["accuracy std"] = g["accuracy"].std(ddof=0).where(out["n"] > 1)
@@ -575,14 +625,16 @@ def utility_figure(plan: Plan, frame: pd.DataFrame, ax=None):
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 4.5))
-    for m, part in frame.groupby("method", sort=False):
-        ax.plot(part.ssim, part.accuracy, marker="o", label=plan.label(m))
+    for (defence, m), part in frame.groupby(["defence", "method"], sort=False):
+        dp = defence == DP_SGD
+        ax.plot(part.ssim, part.accuracy, marker="s" if dp else "o", linestyle="--" if dp else "-",
+                label=plan.label(m) + (" + DP-SGD" if dp else ""))
         for _, r in part.iterrows():
             eps = "inf" if math.isinf(r.epsilon) else f"{r.epsilon:.3g}"
             ax.annotate(f"σ={r.noise:g}, ε={eps}", (r.ssim, r.accuracy), fontsize=6, xytext=(3, 3),
                         textcoords="offset points")
     ax.set(xlabel="SSIM of the best attack on the upload (lower: more private)", ylabel="accuracy (%)",
-           title=f"Privacy-utility: clip + Gaussian noise on uploads (δ = {plan.spec['attack']['delta']:g})")
+           title=f"Privacy-utility: clip + Gaussian noise (δ = {plan.spec['attack']['delta']:g})")
     ax.legend(fontsize=8)
     return ax
 
@@ -665,7 +717,8 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     pp = load_plan("paper")
     return [("Privacy leakage table (paper profile)", table_configs(pp), pp.seeds),
             ("Privacy-utility curve (paper profile)", {f"{m}/noise{s:g}": c for (m, s), c in
-                                                       defense_configs(pp).items() if s > 0}, pp.seeds)]
+                                                       defense_configs(pp).items() if s > 0}
+             | {f"{m}/dpsgd{s:g}": c for (m, s), c in dp_sgd_configs(pp).items() if s > 0}, pp.seeds)]
 
 
 @papers.command
@@ -685,6 +738,8 @@ def main(argv: list[str] | None = None) -> int:
                                     retrain_archived=args.retrain_archived)
     dsum = results.run_or_read(defense_configs(plan), workers=args.workers, desc="defence runs",
                                retrain_archived=args.retrain_archived)
+    dpsum = results.run_or_read(dp_sgd_configs(plan), workers=args.workers, desc="DP-SGD runs",
+                                retrain_archived=args.retrain_archived)
     res = leakage(plan)
     print(f"Leakage table, profile {plan.profile}: seeds {plan.seeds}, {plan.rounds} rounds, client "
           f"{plan.spec['attack']['client']} attacked (SSIM mean over seeds)")
@@ -694,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.to_markdown(curve(plan, plan.seeds[0]).pivot_table(index="n", columns=["attack", "kind"],
                                                                     values="ssim").round(3)))
     print("\nPrivacy-utility curve")
-    print(report.to_markdown(utility(plan, dsum).round(3)))
+    print(report.to_markdown(utility(plan, dsum, dp_summaries=dpsum).round(3)))
     led = ledger(plan, res)
     print(f"\nLedger ({claims.summary_line(led)})")
     print(report.to_markdown(claims.table(led)))
@@ -741,6 +796,9 @@ def show_setting(nb):
         "defence": f"clip the update to {defense['clip_update']:g} and every statistic row to "
                    f"{defense['clip_features']:g}, Gaussian noise sigma x clip; noise multipliers "
                    f"{s['noise']}; epsilon by Opacus's RDP accountant, delta {atk['delta']:g}",
+        "DP-SGD": (f"{', '.join(plan.label(m) for m in s['dp_sgd_methods'])}: each sample's gradient clipped to "
+                   f"{plan.spec['dp_sgd']['clip_sample']:g}, Gaussian noise sigma x clip on the batch sum (Opacus), "
+                   "same noise multipliers") if s.get("dp_sgd_methods") else "not in this profile",
         "seeds": ", ".join(map(str, plan.seeds)),
     }, name="this study").to_frame()
     nb.section.text("**Setting.**\n\n" + report.to_markdown(setting))
@@ -756,6 +814,8 @@ def run_all(nb) -> None:
                                                   progress=False)
     nb.results["defense"] = results.run_or_read(defense_configs(nb.plan), workers=nb.workers, desc="defence runs",
                                                 progress=False)
+    nb.results["dp_sgd"] = results.run_or_read(dp_sgd_configs(nb.plan), workers=nb.workers, desc="DP-SGD runs",
+                                               progress=False)
 
 
 def show_holdings(nb):
@@ -830,17 +890,21 @@ def fig_utility(nb):
 
     from fedlib.papers.notebook import Shown
 
-    dsum = nb.results["defense"]
-    util = utility(nb.plan, dsum)
+    dsum, dpsum = nb.results["defense"], nb.results["dp_sgd"]
+    util = utility(nb.plan, dsum, dp_summaries=dpsum)
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     utility_figure(nb.plan, util, ax)
-    nb.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM under clip + noise ({nb.profile} "
-              "profile)", "privacy_utility")
+    nb.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM under clip + noise on the uploads and "
+              f"under DP-SGD ({nb.profile} profile)", "privacy_utility")
     shown = util.assign(method=[nb.label(m) for m in util.method]).round({"epsilon": 2, "accuracy": 2, "ssim": 3})
-    shown = shown.set_index(["method", "noise"])
-    nb.table("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma** (a run "
-             "whose loss stopped being finite is not drawn; its row says so).", shown,
-             f"_Runs: {papers.made_by(s for runs in dsum.values() for s in runs)}._")
+    shown = shown.set_index(["defence", "method", "noise"])
+    clip = nb.plan.spec["dp_sgd"]["clip_sample"]
+    nb.table("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma.** "
+             f"{UPLOAD_DEFENCE}: epsilon per round's release, every client every round; {DP_SGD}: each sample's "
+             f"gradient clipped to {clip:g}, epsilon per sample (the least-protected client's), shuffled batches "
+             "accounted as Poisson sampling at rate batch / samples. A run whose loss stopped being finite is not "
+             "drawn; its row says so.", shown,
+             f"_Runs: {papers.made_by(s for d in (dsum, dpsum) for runs in d.values() for s in runs)}._")
     nb.section.record(utility=util.to_dict(orient="records"))
     return Shown((fig, shown))
 

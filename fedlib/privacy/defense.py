@@ -8,9 +8,8 @@ Two mechanisms, one per kind of upload that leaks:
   sent in the clear (as the methods' ``counts`` key declares) and are not protected.
 - :func:`private_update`: the client's whole update w_0 - w_E clipped to L2 norm ``clip`` and
   N(0, (sigma clip)^2) added per coordinate: DP-FedAvg's client-level mechanism (McMahan, Ramage,
-  Talwar, Zhang, ICLR 2018, Alg. 1), where the unit of privacy is the client's whole data. Where
-  sample-level DP-SGD on the local steps is wanted instead, Opacus's ``PrivacyEngine`` wraps the
-  local optimiser; that is not wired into fedlib's local training here.
+  Talwar, Zhang, ICLR 2018, Alg. 1), where the unit of privacy is the client's whole data. Sample-level
+  DP-SGD on the local steps is :mod:`fedlib.privacy.dpsgd` (``defense: {mechanism: dp_sgd, ...}``).
 
 Accounting: :func:`epsilon` composes ``steps`` releases of the sampled Gaussian mechanism with
 Poisson sampling rate q through Opacus's RDP accountant (Mironov, CSF 2017; Mironov, Talwar, Zhang,

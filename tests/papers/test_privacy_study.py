@@ -34,8 +34,22 @@ def test_every_profile_loads_and_its_configs_validate(profile, tmp_path):
         assert ("defense" in cfg) == (sigma > 0)
         if sigma > 0:
             assert cfg["defense"] == {**plan.spec["defense"], "noise_multiplier": sigma}
+    for (m, sigma), cfg in P.dp_sgd_configs(plan).items():
+        # DP-SGD's noise 0 is the undefended run too; the others clip each sample's gradient in local training
+        assert m in plan.settings["dp_sgd_methods"] and (run_id(cfg, 0) == run_id(table[m], 0)) == (sigma == 0)
+        if sigma > 0:
+            assert cfg["defense"] == {"mechanism": "dp_sgd", **plan.spec["dp_sgd"], "noise_multiplier": sigma}
+            assert cfg["executor"] == "sequential"
     jobs = P.all_jobs(plan)
     assert len(jobs) == len({(run_id(c, s)) for c, s in jobs})
+
+
+def test_dp_sgd_methods_are_checked(tmp_path):
+    plan = P.load_plan("smoke", results_dir=str(tmp_path))
+    plan.settings["dp_sgd_methods"] = ["fedproto"]
+    with pytest.raises(ConfigError, match=r"profiles.smoke.dp_sgd_methods: got \['fedproto'\]; allowed: .*fedavg, "
+                                          "fedper"):
+        P.check_spec(plan)
 
 
 def test_the_paper_profile_lists_every_registered_method(tmp_path):
@@ -166,6 +180,7 @@ def test_the_smoke_profile_end_to_end(tmp_path):
     plan = P.load_plan("smoke", results_dir=str(tmp_path))
     results.run_or_read(P.table_configs(plan), workers=1, progress=False)
     dsum = results.run_or_read(P.defense_configs(plan), workers=1, progress=False)
+    dpsum = results.run_or_read(P.dp_sgd_configs(plan), workers=1, progress=False)
     res = P.leakage(plan)
     # every image attack that applies, and only those: FedAvg has a model going both ways, FedProto prototypes
     # without an extractor, MP-FedCL both, LG-FedAvg a head only
@@ -193,9 +208,15 @@ def test_the_smoke_profile_end_to_end(tmp_path):
     assert len(spp) == 2 * 2 * 3  # two attacks x kinds mean, kmeans x sizes 1, 2, 4
     one = spp[spp.n == 1].groupby("attack").ssim.nunique()
     assert (one == 1).all()  # one image: every kind's statistic is its own feature, the same reconstruction
-    util = P.utility(plan, dsum)
-    assert len(util) == 4 and util.epsilon[util.noise == 0].map(math.isinf).all()
-    assert util.epsilon[util.noise == 1.0].tolist() == pytest.approx([epsilon(1.0, plan.rounds, 1.0, 1e-5)] * 2)
+    util = P.utility(plan, dsum, dp_summaries=dpsum)
+    assert len(util) == 6 and util.epsilon[util.noise == 0].map(math.isinf).all()
+    upload = util[(util.defence == P.UPLOAD_DEFENCE) & (util.noise == 1.0)]
+    assert upload.epsilon.tolist() == pytest.approx([epsilon(1.0, plan.rounds, 1.0, 1e-5)] * 2)
+    dp = util[util.defence == P.DP_SGD].set_index("noise")
+    cfg = P.dp_sgd_configs(plan)[("fedavg", 1.0)]
+    assert dp.epsilon[1.0] == pytest.approx(P.dp_sgd_epsilon(plan, cfg, 0, 1.0))
+    # DP-SGD at sigma 1: the imprint server no longer gets exact images (its undefended SSIM is the noise-0 row)
+    assert dp.ssim[1.0] < dp.ssim[0.0] - 0.3
     led = P.ledger(plan, res)
     assert {c.verdict for c in led} <= {claims.INCONCLUSIVE, claims.NOT_TESTED, claims.BY_CONSTRUCTION}
     assert any(c.verdict == claims.INCONCLUSIVE and "MP-FedCL" in c.claim for c in led)
