@@ -112,6 +112,16 @@ B.figs_costs(nb)
 B.show_pflib(nb)
 
 # %% [markdown]
+# ## The anchor: all of the data, against PFLlib's curve
+#
+# FedAvg and FedProto on PFLlib's pathological split with all of Fashion-MNIST, one seed, for the rounds 2 CPU cores
+# allow (the converged profile), drawn against PFLlib's 2,000-round numbers. It separates what our reduced data
+# fraction costs from what the shorter budget costs.
+
+# %%
+B.show_anchor(nb)
+
+# %% [markdown]
 # ## Top five per setting
 
 # %%

@@ -51,7 +51,7 @@ class Plan(papers.TablePlan):
     """The benchmark under one profile; its methods are the profile's ``methods``."""
 
     paper = "benchmark"
-    sections = {"settings": check_settings}
+    sections = {"settings": check_settings, "anchor": None}
     rows_key = "methods"
     method_names = papers.TablePlan.table1_methods
 
@@ -91,18 +91,21 @@ def load_plan(profile: str = "quick", **options) -> Plan:
     return Plan.load(profile, **options)
 
 
-def config(plan: Plan, method: str, setting: str, **changes) -> dict:
+def config(plan: Plan, method: str, setting: str, full: bool = False, rounds: int | None = None,
+           name: str | None = None, **changes) -> dict:
     """The validated config of ``method`` on ``setting``: the setting's base (or the file's), its partition,
     the method's entry (the setting's own entry of it replacing the algorithm where it has one), the profile's
-    rounds and data fraction; ``changes`` are dotted overrides applied last."""
+    rounds (or ``rounds``) and data fraction (all of the data with ``full``); ``changes`` are dotted overrides
+    applied last."""
     spec = plan.entry("settings", setting, "setting")
     entry = copy.deepcopy(plan.method_entry(method))
     entry.update(spec.get("methods", {}).get(method, {}))
     base = copy.deepcopy(spec.get("base", plan.spec["base"]))
-    if plan.settings["fraction"] != 1 and setting not in plan.settings.get("full_data", ()):
+    if not full and plan.settings["fraction"] != 1 and setting not in plan.settings.get("full_data", ()):
         base["dataset"] = {**base["dataset"], "fraction": plan.settings["fraction"]}
-    return plan.config(entry, f"benchmark/{setting}/{method}", method=method, base=base,
-                       partition=plan.spec["partitions"][spec["partition"]], rounds=plan.rounds, changes=changes)
+    return plan.config(entry, name or f"benchmark/{setting}/{method}", method=method, base=base,
+                       partition=plan.spec["partitions"][spec["partition"]], rounds=rounds or plan.rounds,
+                       changes=changes)
 
 
 def configs(plan: Plan) -> dict[tuple[str, str], dict]:
@@ -141,10 +144,21 @@ def missing(plan: Plan) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "method", "why not"]).set_index(["setting", "method"])
 
 
+def anchor_configs(plan: Plan) -> dict[str, dict]:
+    """The external anchor's runs (the file's ``anchor``): its methods on its setting with all of the data, for the
+    profile's ``anchor_rounds`` (0 or absent: none), seed ``anchor.seed``; PFLlib's 2,000-round numbers are the
+    reference they are drawn against (:func:`anchor_figure`)."""
+    rounds = plan.settings.get("anchor_rounds", 0)
+    anchor = plan.spec["anchor"]
+    return {m: config(plan, m, anchor["setting"], full=True, rounds=rounds, name=f"benchmark/anchor/{m}")
+            for m in anchor["methods"]} if rounds else {}
+
+
 def jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """Every (config, seed) of the profile, costliest first (rounds x clients' data)."""
+    """Every (config, seed) of the profile, the anchor's included, costliest first (rounds x clients' data)."""
     cfgs = configs(plan)
     out = [(c, s) for (setting, _), c in cfgs.items() for s in plan.setting_seeds(setting)]
+    out += [(c, plan.spec["anchor"]["seed"]) for c in anchor_configs(plan).values()]
     return papers.unique_jobs(out, lambda c: c["train"]["rounds"] * c["dataset"].get("fraction", 1.0))
 
 
@@ -309,6 +323,42 @@ def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("method")
 
 
+def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) -> pd.DataFrame:
+    """One row per (method, round) of the anchor's runs: the sample-weighted accuracy (%) of each client's model on
+    its own test split under the method's rule, PFLlib's metric. Empty when the profile has no anchor."""
+    from fedlib import results
+
+    cfgs = anchor_configs(plan)
+    if not cfgs:
+        return pd.DataFrame(columns=["method", "round", "accuracy"])
+    seed = plan.spec["anchor"]["seed"]
+    if train:
+        results.run_or_read({m: c for m, c in cfgs.items()}, workers=workers, progress=False, seeds=[seed])
+    rows = [{"method": m, "round": r["round"], "accuracy": 100 * r["acc"][plan.metric(m)]["weighted"]}
+            for m, c in cfgs.items() for r in results.rounds(c, seed) if plan.metric(m) in r.get("acc", {})]
+    return pd.DataFrame(rows, columns=["method", "round", "accuracy"])
+
+
+def anchor_figure(plan: Plan, curves: pd.DataFrame):
+    """Our anchor runs' accuracy per round, with PFLlib's published 2,000-round number of each method as a dashed
+    line (reference data, labelled as PFLlib's)."""
+    import matplotlib.pyplot as plt
+    from fedlib import report
+
+    ref = report.load_paper("benchmark")["pfllib"]["methods"]
+    key = {"pat": "pathological", "dir": "dirichlet"}[plan.spec["anchor"]["setting"]]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for i, (m, part) in enumerate(curves.groupby("method", sort=False)):
+        line, = ax.plot(part["round"], part["accuracy"], label=f"{plan.label(m)} (ours)", color=f"C{i}")
+        if m in ref:
+            ax.axhline(ref[m][key], color=line.get_color(), linestyle="--", linewidth=1,
+                       label=f"{plan.label(m)}: PFLlib, 2,000 rounds ({ref[m][key]:.2f})")
+    ax.set(xlabel="round", ylabel="accuracy (%), sample-weighted, own test split",
+           title=f"{plan.setting_label(plan.spec['anchor']['setting'])}, all of Fashion-MNIST: ours vs PFLlib")
+    ax.legend(fontsize=7)
+    return fig
+
+
 def ledger(plan: Plan, table: pd.DataFrame) -> list:
     """The papers' cross-cutting claims judged on common ground (:mod:`fedlib.claims`): prototype methods vs
     parameter sharing, several prototypes per class vs one, normalised vs raw prototypes, each paper's method
@@ -362,7 +412,9 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     cp = load_plan("converged")
     cfgs = configs(cp)
     return [(f"Benchmark {s} (converged profile)", {m: c for (t, m), c in cfgs.items() if t == s},
-             cp.setting_seeds(s)) for s in cp.setting_names()]
+             cp.setting_seeds(s)) for s in cp.setting_names()] + [
+        ("Benchmark anchor: all of Fashion-MNIST, Pat (converged profile)", anchor_configs(cp),
+         [cp.spec["anchor"]["seed"]])]
 
 
 @papers.command
@@ -458,6 +510,38 @@ def show_pflib(nb):
     ref = nb.paper["pfllib"]["budget"]
     return nb.table(f"**PFLlib's Fashion-MNIST numbers (reference: {ref}) beside ours ({nb.plan.setting_text()}).**",
                     pflib_comparison(nb.plan, results(nb)))
+
+
+def show_anchor(nb):
+    """The external anchor: our full-data FedAvg and FedProto curves on PFLlib's pathological split against PFLlib's
+    2,000-round numbers, with a table of our best and last rounds beside them (or a line saying which profile runs
+    it)."""
+    from fedlib.papers.notebook import Shown
+
+    plan = nb.plan
+    anchor = plan.spec["anchor"]
+    curves = anchor_curves(plan, workers=nb.workers)
+    if not len(curves):
+        line = (f"The anchor ({', '.join(plan.label(m) for m in anchor['methods'])} on "
+                f"{plan.setting_label(anchor['setting'])} with all of Fashion-MNIST) runs in the converged profile "
+                f"(anchor_rounds: {plan.settings.get('anchor_rounds', 0)} in profile {plan.profile}).")
+        print(line)
+        return None
+    ref = nb.paper["pfllib"]["methods"]
+    key = {"pat": "pathological", "dir": "dirichlet"}[anchor["setting"]]
+    rows = {}
+    for m, part in curves.groupby("method", sort=False):
+        best = part.loc[part.accuracy.idxmax()]
+        rows[plan.label(m)] = {"rounds run": int(part["round"].max()),
+                               "ours: best round": f"{best.accuracy:.2f} (round {int(best['round'])})",
+                               "ours: last round": f"{part.accuracy.iloc[-1]:.2f}",
+                               "PFLlib, 2,000 rounds (reference)": f"{ref[m][key]:.2f}" if m in ref else "-"}
+    fig = nb.figure(anchor_figure(plan, curves), f"{plan.setting_label(anchor['setting'])}, all of Fashion-MNIST, "
+                    f"seed {anchor['seed']}: our curves against PFLlib's published numbers", "anchor")
+    table = nb.table(f"**The anchor: all of Fashion-MNIST on {plan.setting_label(anchor['setting'])}, seed "
+                     f"{anchor['seed']}, {plan.settings['anchor_rounds']} rounds (ours) against PFLlib's 2,000 rounds "
+                     "(reference data).**", pd.DataFrame(rows).T)
+    return Shown((fig, table))
 
 
 def show_top(nb):

@@ -119,3 +119,36 @@ def test_a_failed_run_is_named_and_the_other_settings_still_run(monkeypatch, cap
     got = B.obtain(plan)
     assert "benchmark dir: 1 of 4 runs failed: benchmark/dir/fedavg" in capsys.readouterr().out
     assert set(got) == {("dir", "local", 0)} | {("hetero", m, 0) for m in ("local", "fedproto", "protonorm")}
+
+
+def test_the_anchor_is_fedavg_and_fedproto_on_pat_with_all_of_the_data(converged):
+    anchors = B.anchor_configs(converged)
+    pat = B.configs(converged)
+    assert set(anchors) == {"fedavg", "fedproto"}
+    for m, cfg in anchors.items():
+        # the benchmark's own Pat run of the method, but all of Fashion-MNIST and the anchor's rounds
+        assert "fraction" not in cfg["dataset"] and pat[("pat", m)]["dataset"]["fraction"] == 0.05
+        assert cfg["partition"] == pat[("pat", m)]["partition"] and cfg["algorithm"] == pat[("pat", m)]["algorithm"]
+        assert cfg["train"] == {**pat[("pat", m)]["train"], "rounds": 50}
+    assert {run_id(c, 0) for c in anchors.values()} <= {run_id(c, s) for c, s in B.jobs(converged)}
+    assert B.archived_tables()[-1][1] == anchors and B.archived_tables()[-1][2] == [0]
+    assert B.anchor_configs(B.load_plan("quick")) == {} and B.anchor_curves(B.load_plan("quick")).empty
+
+
+def test_anchor_curves_and_figure_from_the_round_records(converged, monkeypatch):
+    from fedlib import results
+
+    def rounds(cfg, seed):
+        assert seed == 0
+        rule = "acc_proto" if cfg["algorithm"]["name"] == "fedproto" else "acc_head"
+        return [{"round": r, "acc": {rule: {"weighted": r / 10, "mean": 0.0}, "acc_x": {"weighted": 1.0}}}
+                for r in (1, 2, 3)]
+
+    monkeypatch.setattr(results, "rounds", rounds)
+    curves = B.anchor_curves(converged, train=False)
+    assert curves.groupby("method").accuracy.apply(list).to_dict() == {"fedavg": [10.0, 20.0, 30.0],
+                                                                       "fedproto": [10.0, 20.0, 30.0]}
+    fig = B.anchor_figure(converged, curves)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["FedAvg (ours)", "FedAvg: PFLlib, 2,000 rounds (80.41)", "FedProto (ours)",
+                      "FedProto: PFLlib, 2,000 rounds (99.49)"]
