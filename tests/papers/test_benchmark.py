@@ -129,7 +129,7 @@ def test_the_anchor_is_fedavg_and_fedproto_on_pat_with_all_of_the_data(converged
         # the benchmark's own Pat run of the method, but all of Fashion-MNIST and the anchor's rounds
         assert "fraction" not in cfg["dataset"] and pat[("pat", m)]["dataset"]["fraction"] == 0.05
         assert cfg["partition"] == pat[("pat", m)]["partition"] and cfg["algorithm"] == pat[("pat", m)]["algorithm"]
-        assert cfg["train"] == {**pat[("pat", m)]["train"], "rounds": 50}
+        assert cfg["train"] == {**pat[("pat", m)]["train"], "rounds": 20}
     assert {run_id(c, 0) for c in anchors.values()} <= {run_id(c, s) for c, s in B.jobs(converged)}
     assert B.archived_tables()[-1][1] == anchors and B.archived_tables()[-1][2] == [0]
     assert B.anchor_configs(B.load_plan("quick")) == {} and B.anchor_curves(B.load_plan("quick")).empty
