@@ -559,11 +559,11 @@ UPLOAD_DEFENCE, DP_SGD = "clip + noise on uploads", "DP-SGD (per sample)"
 
 
 def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
-    """Sample-level epsilon of a DP-SGD run (:func:`fedlib.privacy.dpsgd.sample_level_epsilon`): the largest over
+    """Sample-level epsilon of a DP-SGD run (:func:`fedlib.privacy.defense.sample_level_epsilon`): the largest over
     its clients (each client's rate is batch / its samples, its steps those of its local epochs), so every
     client's data has at least this guarantee."""
     from fedlib.algorithms.loops import steps
-    from fedlib.privacy.dpsgd import sample_level_epsilon
+    from fedlib.privacy.defense import sample_level_epsilon
     from fedlib.runner import make_context, split
 
     ds, partition = split(cfg, seed)

@@ -100,6 +100,14 @@ def epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta: floa
     return float(acc.get_epsilon(delta=delta))
 
 
+def sample_level_epsilon(noise_multiplier: float, samples: int, batch_size: int, steps_per_round: int,
+                         rounds: int, delta: float) -> float:
+    """(epsilon, delta) of one client's data after ``rounds`` rounds of DP-SGD (:mod:`fedlib.privacy.dpsgd`):
+    ``rounds x steps_per_round`` sampled Gaussian steps at rate ``min(1, batch_size / samples)``, Opacus's RDP
+    accountant (:func:`epsilon`)."""
+    return epsilon(noise_multiplier, rounds * steps_per_round, min(1.0, batch_size / samples), delta)
+
+
 def noise_for_epsilon(target_epsilon: float, steps: int, sample_rate: float, delta: float) -> float:
     """The smallest noise multiplier whose :func:`epsilon` is at most ``target_epsilon`` (Opacus's search)."""
     from opacus.accountants.utils import get_noise_multiplier

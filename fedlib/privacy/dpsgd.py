@@ -5,7 +5,7 @@ inversion and the imprint server read), the defence belongs inside local trainin
 Chu, Goodfellow, McMahan, Mironov, Talwar, Zhang, "Deep Learning with Differential Privacy", CCS 2016)
 clips each sample's gradient to L2 norm ``clip`` and adds N(0, (sigma clip)^2) to their sum before the
 step, so each step is a sampled Gaussian mechanism over one sample's contribution; the whole run's
-(epsilon, delta) comes from Opacus's RDP accountant (:func:`sample_level_epsilon`).
+(epsilon, delta) comes from Opacus's RDP accountant (:func:`fedlib.privacy.defense.sample_level_epsilon`).
 
 How: Opacus's ``GradSampleModule`` hooks the model's layers (per-sample gradients in
 ``p.grad_sample``) and its ``DPOptimizer`` wraps the local SGD optimiser (clip, noise, mean, then the
@@ -35,10 +35,13 @@ import contextlib
 import warnings
 from collections.abc import Iterator, Mapping
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 from fedlib.validation import ConfigError
+
+# This module imports nothing else of fedlib: the local training loop (fedlib.algorithms.loops) imports it.
 
 DP_SGD_METHODS = ("fedavg", "fedper")
 """Methods DP-SGD applies to: the model goes up and the local loss is a per-sample mean (module docstring)."""
@@ -49,17 +52,16 @@ DP_SGD_FIELDS = ("mechanism", "clip_sample", "noise_multiplier")
 def check_dp_sgd(spec: Mapping) -> dict:
     """A ``defense`` block with ``mechanism: dp_sgd``: exactly :data:`DP_SGD_FIELDS`, ``clip_sample`` in
     (0, inf), ``noise_multiplier`` in [0, inf); a one-line :class:`ConfigError` naming the field otherwise."""
-    from fedlib.privacy.defense import _check_nonnegative
-    from fedlib.privacy.inversion import check_positive
-
     unknown = sorted(set(spec) - set(DP_SGD_FIELDS))
     missing = [k for k in DP_SGD_FIELDS if k not in spec]
     if unknown or missing:
         key = (unknown or missing)[0]
         raise ConfigError(f"defense.{key}", spec.get(key), "with mechanism dp_sgd exactly the keys "
                           + ", ".join(DP_SGD_FIELDS))
-    check_positive("defense.clip_sample", spec["clip_sample"], integer=False)
-    _check_nonnegative("defense.noise_multiplier", spec["noise_multiplier"])
+    for key, low in (("clip_sample", "(0"), ("noise_multiplier", "[0")):
+        v = spec[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (v == 0 and low == "(0"):
+            raise ConfigError(f"defense.{key}", v, f"a number in {low}, inf)")
     return {"mechanism": "dp_sgd", "clip_sample": float(spec["clip_sample"]),
             "noise_multiplier": float(spec["noise_multiplier"])}
 
@@ -105,16 +107,5 @@ def noise_generator(gen: torch.Generator, device) -> torch.Generator:
     """The noise's generator, seeded from the seed of the client's batch-order generator ``gen`` (which is the
     run's seed, round and client: each client and round gets its own noise, reproducibly). Nothing is drawn
     from ``gen``, so the batches are those of the same run without DP-SGD."""
-    from fedlib.algorithms.base import derive_seed
-
-    return torch.Generator(device=device).manual_seed(derive_seed(gen.initial_seed(), 11))
-
-
-def sample_level_epsilon(noise_multiplier: float, samples: int, batch_size: int, steps_per_round: int,
-                         rounds: int, delta: float) -> float:
-    """(epsilon, delta) of one client's data after ``rounds`` rounds of DP-SGD: ``rounds x steps_per_round``
-    sampled Gaussian steps at rate ``min(1, batch_size / samples)``, Opacus's RDP accountant
-    (:func:`fedlib.privacy.defense.epsilon`)."""
-    from fedlib.privacy.defense import epsilon
-
-    return epsilon(noise_multiplier, rounds * steps_per_round, min(1.0, batch_size / samples), delta)
+    state = np.random.SeedSequence([gen.initial_seed(), 11]).generate_state(2, dtype=np.uint32)
+    return torch.Generator(device=device).manual_seed(int(state[0]) << 31 | int(state[1]) >> 1)

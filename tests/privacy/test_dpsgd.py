@@ -16,7 +16,7 @@ from fedlib.algorithms.base import Round
 from fedlib.config import run_id, validate
 from fedlib.data.federated import ClientData
 from fedlib.privacy.active import craft_imprint, recover_imprint
-from fedlib.privacy.dpsgd import sample_level_epsilon
+from fedlib.privacy.defense import sample_level_epsilon
 from fedlib.validation import ConfigError
 from tests.conftest import make_ctx
 from tests.privacy.test_privacy_attacks import images, psnr
