@@ -181,6 +181,8 @@ class Simulator:
         self.desc = desc or algorithm.name
         self.io_seconds: list[float] = []  # persistence time per round (python -m fedlib.bench)
         self.cohort = clients if clients is not None else LocalClients(algorithm, ctx, data, executor)
+        # the rounds' ``exact``: False where the batched executor trains the clients (results at rounding level)
+        self.exact = executor != "batched" or algorithm.batch_support() is not None
         self._shared = None  # (server, round, message, size) of the last shared broadcast
 
     @property
@@ -214,7 +216,7 @@ class Simulator:
 
     # -- one round ---------------------------------------------------------------------
     def round_record(self, round_idx: int) -> Round:
-        return Round(index=round_idx, total=self.rounds, seed=self.ctx.seed)
+        return Round(index=round_idx, total=self.rounds, seed=self.ctx.seed, exact=self.exact)
 
     def evaluate(self, clients, server, round_idx: int) -> dict:
         """Accuracy of every client on its local test set, per rule and convention, with what

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from fedlib.algorithms.contract import (Algorithm, ClientData, Context, LocalTask, Message, Metrics, Phase, Round,
                                         TrainSettings, TrainedGroup, check_message, derive_seed)
-from fedlib.algorithms.loops import (collected, head_then_body, joint_sgd_epochs, phase_parameters, server_epochs,
-                                     sgd_epochs, steps, train_task)
+from fedlib.algorithms.loops import (collected, head_then_body, joint_sgd_epochs, linear_adam_epochs, phase_parameters,
+                                     server_epochs, sgd_epochs, steps, train_task)
 from fedlib.algorithms.params import (frozen_copy, head_message, head_params, load_head_message, load_model_message,
                                       mean_params, model_message, sample_weights, weights)
 
 __all__ = ["Algorithm", "ClientData", "Context", "LocalTask", "Message", "Metrics", "Phase", "Round", "TrainSettings",
            "TrainedGroup", "check_message", "collected", "derive_seed", "frozen_copy", "head_message", "head_params",
-           "head_then_body", "joint_sgd_epochs", "load_head_message", "load_model_message", "mean_params",
-           "model_message", "phase_parameters", "sample_weights", "server_epochs", "sgd_epochs", "steps", "train_task",
-           "weights"]
+           "head_then_body", "joint_sgd_epochs", "linear_adam_epochs", "load_head_message", "load_model_message",
+           "mean_params", "model_message", "phase_parameters", "sample_weights", "server_epochs", "sgd_epochs", "steps",
+           "train_task", "weights"]

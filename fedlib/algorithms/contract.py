@@ -75,11 +75,15 @@ class TrainSettings:
 @dataclasses.dataclass(frozen=True)
 class Round:
     """What every party knows about the current round: its 1-based ``index``, the run's
-    ``total`` rounds and the run ``seed``."""
+    ``total`` rounds and the run ``seed``. ``exact`` is ``False`` where the run's numbers may move at
+    rounding level (the batched executor, which trains the clients with batched kernels): a server-side
+    loop may then take fused steps too (FedMPS's head); ``True`` (the default, the sequential reference):
+    every number as the plain loops give it, bit for bit."""
 
     index: int
     total: int
     seed: int
+    exact: bool = True
 
     def generator(self, cid: int) -> torch.Generator:
         """Client ``cid``'s batch-order generator for this round (seeded from run seed, round, cid)."""

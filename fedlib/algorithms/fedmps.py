@@ -41,11 +41,12 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
 from fedlib.algorithms.registry import register
-from fedlib.algorithms.base import Algorithm, LocalTask, server_epochs, weights
+from fedlib.algorithms.base import Algorithm, LocalTask, linear_adam_epochs, server_epochs, weights
 from fedlib.algorithms.prototype_method import group_scores
 from fedlib.losses import supcon_with_prototypes
 from fedlib.prototypes import (aggregate_protos, eval_class_means, keep_last, message_scores, proto_targets,
@@ -176,9 +177,11 @@ class FedMPS(Algorithm):
         for lv in LEVELS:
             protos, present = aggregate_protos(ups, ctx.num_classes, self.weighted, key=lv)
             new[lv], new["present"] = keep_last(protos, present, server[lv], server["present"])
-        head, losses = self.train_head(ctx, server, ups)
+        x = torch.cat([u["high"] for u in ups])  # the (client, class) high-level prototypes and their classes
+        y = torch.cat([u["classes"] for u in ups])
+        head, losses = self.train_head(ctx, server, x, y, rnd)
         new["head"] = weights(head)
-        new["soft"], new["has_soft"] = self.soft_labels(server, head, ups, ctx.num_classes)
+        new["soft"], new["has_soft"] = self.soft_labels(server, head, x, y, ctx.num_classes)
         # metrics are plain numbers (the contract): both read in one transfer, with what the next broadcast reads
         sent = _sent(new)
         vals = torch.stack([*sent, *([losses[0], losses[-1]] if len(losses) else [])]).tolist()
@@ -187,23 +190,24 @@ class FedMPS(Algorithm):
             return new, {}
         return new, {"head_loss": vals[3], "head_loss_first_epoch": vals[2]}
 
-    def train_head(self, ctx, server, ups):
-        """Eq. 7: the server head, trained on this round's (client, class) high-level prototypes
-        (shuffled with torch's global RNG, which the engine seeds per round for the server)."""
+    def train_head(self, ctx, server, x, y, rnd):
+        """Eq. 7: the server head, trained on this round's (client, class) high-level prototypes ``x``
+        with their classes ``y`` (shuffled with torch's global RNG, which the engine seeds per round for the
+        server). A bare ``Linear`` head in a round that need not be exact (the batched executor) takes the
+        written-out loop with fused Adam steps (:func:`linear_adam_epochs`: the same batches, numbers at
+        rounding level, a quarter of the ops); otherwise autograd and ``torch.optim.Adam``."""
         head = self.module(ctx, None, server["head"], role="head")
+        if not rnd.exact and type(head) is nn.Linear and head.bias is not None:
+            return head, linear_adam_epochs(head, x, y, self.server_epochs, self.server_batch_size, self.server_lr)
         # foreach: the same numbers as the per-tensor loop on a CPU (the default on a GPU), in fewer ops
         opt = torch.optim.Adam(head.parameters(), lr=self.server_lr, foreach=True)
-        x = torch.cat([u["high"] for u in ups])
-        y = torch.cat([u["classes"] for u in ups])
         losses = server_epochs(head, opt, x, y, self.server_epochs, self.server_batch_size,
                                lambda xb, yb: F.cross_entropy(head(xb), yb))
         return head, losses
 
-    def soft_labels(self, server, head, ups, C):
-        """Eq. 8: one soft label per class from the head's outputs on the uploaded prototypes;
-        classes absent this round keep their previous soft label."""
-        x = torch.cat([u["high"] for u in ups])
-        y = torch.cat([u["classes"] for u in ups])
+    def soft_labels(self, server, head, x, y, C):
+        """Eq. 8: one soft label per class from the head's outputs on the uploaded prototypes ``x``
+        (classes ``y``); classes absent this round keep their previous soft label."""
         head.eval()
         with torch.no_grad():
             logits = head(x)

@@ -15,12 +15,14 @@ from collections.abc import Callable
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+from torch.optim.adam import adam
 
 from fedlib.counting import phase
 from fedlib.data.federated import ClientData
 
-__all__ = ["collected", "head_then_body", "joint_sgd_epochs", "phase_parameters", "server_epochs", "sgd_epochs",
-           "steps", "train_task"]
+__all__ = ["collected", "head_then_body", "joint_sgd_epochs", "linear_adam_epochs", "phase_parameters", "server_epochs",
+           "sgd_epochs", "steps", "train_task"]
 
 
 def collected(out: tuple, level: str) -> torch.Tensor:
@@ -230,3 +232,47 @@ def server_epochs(module: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor
         else:
             weighted = weighted * batch_size
         return weighted.cumsum(1)[:, -1] / n  # cumsum: the additions in order
+
+
+def linear_adam_epochs(linear: nn.Linear, x: torch.Tensor, y: torch.Tensor, epochs: int, batch_size: int,
+                       lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> torch.Tensor:
+    """:func:`server_epochs` of a bare ``nn.Linear`` on the mean cross-entropy with a new Adam (torch's
+    defaults, learning rate ``lr``), written out for a round whose numbers may move at rounding level
+    (``Round.exact`` false: the batched executor). The same batches as :func:`server_epochs` (the same draws of
+    torch's global RNG) and the same update, but the gradient is written by hand and the step is torch's fused
+    Adam, so weights and losses agree with autograd and ``torch.optim.Adam`` at rounding level, not bit for bit.
+
+    Weight and bias are one ``(d + 1, C)`` matrix ``q = [W^T; b]`` and the inputs carry a column of ones, so a
+    batch is one matmul forward (``z = [x, 1] q``), one for the gradient (``[x, 1]^T (softmax(z) - onehot) / B``)
+    and one fused Adam step: six ops, where autograd and ``torch.optim`` dispatch 26. The losses are computed
+    from the kept logits after the loop. Updates ``linear`` in place; returns the (epochs,) float64 mean loss of
+    each epoch, on the device.
+    """
+    n, dev = len(y), y.device
+    sizes = [min(batch_size, n - s) for s in range(0, n, batch_size)]
+    if not (n and epochs):  # no batch (server_epochs draws nothing either: randperm(0) draws no number)
+        return torch.zeros(epochs, dtype=torch.float64, device=dev) / n
+    order = torch.stack([torch.randperm(n) for _ in range(epochs)]).to(dev).flatten()
+    every = sizes * epochs  # batch sizes in step order
+    with torch.no_grad():
+        xs = torch.cat([x, torch.ones(n, 1, dtype=x.dtype, device=dev)], 1)[order]
+        ys = y[order]
+        # -onehot(y) / B in each batch's rows: the gradient of a batch's mean cross-entropy is softmax(z) / B + these
+        scale = torch.full((epochs, n), -1 / batch_size, dtype=x.dtype, device=dev)
+        if sizes[-1] != batch_size:  # each epoch's last batch is shorter
+            scale[:, n - sizes[-1]:] = -1 / sizes[-1]
+        neg = torch.zeros(epochs * n, linear.out_features, dtype=x.dtype, device=dev)
+        neg.scatter_(1, ys.unsqueeze(1), scale.view(-1, 1))
+        q = torch.cat([linear.weight.t(), linear.bias.unsqueeze(0)])
+        m, v, step = torch.zeros_like(q), torch.zeros_like(q), torch.zeros((), device=dev)
+        logits = []
+        for xb, xbt, nb, b in zip(xs.split(every), xs.t().split(every, 1), neg.split(every), every, strict=True):
+            z = xb @ q
+            logits.append(z)
+            grad = xbt @ torch.add(nb, torch.softmax(z, 1), alpha=1 / b)
+            adam([q], [grad], [m], [v], [], [step], fused=True, amsgrad=False, beta1=betas[0], beta2=betas[1], lr=lr,
+                 weight_decay=0.0, eps=eps, maximize=False)
+        linear.weight.copy_(q[:-1].t())
+        linear.bias.copy_(q[-1])
+        loss = F.cross_entropy(torch.cat(logits), ys, reduction="none")
+        return loss.double().view(epochs, n).sum(1) / n

@@ -182,3 +182,52 @@ def test_communication_counts_table_v_cifar_setting():
     assert recs[0]["up_params"] == recs[1]["up_params"] == 59 * (400 + 120)
     assert recs[0]["down_params"] == 0
     assert recs[1]["down_params"] == 20 * 10 * (400 + 120 + 10)  # every client: all classes + soft labels
+
+
+@pytest.mark.parametrize("n,d,batch", [(71, 1568, 4), (12, 5, 4), (3, 2, 4)])  # a short last batch, none, one batch
+def test_written_out_head_loop_agrees_with_autograd_and_adam(n, d, batch):
+    # Prepare: one Linear head and one round's prototypes, trained both ways from the same weights and RNG state
+    from fedlib.algorithms.base import linear_adam_epochs, server_epochs
+    from fedlib.counting import OpCounter
+
+    torch.manual_seed(n)
+    ref = torch.nn.Linear(d, 10)
+    fast = torch.nn.Linear(d, 10)
+    fast.load_state_dict(ref.state_dict())
+    x, y = F.normalize(torch.randn(n, d), dim=1), torch.randint(0, 10, (n,))
+    # Execute
+    torch.manual_seed(1)
+    opt = torch.optim.Adam(ref.parameters(), lr=1e-2, foreach=True)
+    want = server_epochs(ref, opt, x, y, 6, batch, lambda xb, yb: F.cross_entropy(ref(xb), yb))
+    after_ref = torch.rand(1)
+    torch.manual_seed(1)
+    with OpCounter() as c:
+        got = linear_adam_epochs(fast, x, y, 6, batch, lr=1e-2)
+    # Assert: the same batches (the same draws), weights and losses at rounding level, six ops a step
+    assert torch.equal(torch.rand(1), after_ref)
+    with torch.no_grad():
+        for a, b in zip(ref.parameters(), fast.parameters(), strict=True):
+            assert float((a - b).abs().max() / a.abs().max()) < 1e-5
+    assert got.dtype == want.dtype == torch.float64 and torch.allclose(got, want, rtol=1e-6, atol=0)
+    steps = 6 * math.ceil(n / batch)
+    assert c.total_ops <= 6 * steps + 40 and dict(c.syncs) == {"h2d": 1}  # the batch order's one upload
+
+
+def test_inexact_rounds_train_a_linear_head_written_out_and_agree():
+    # Round.exact (the sequential reference) trains with autograd and torch.optim.Adam; an inexact round (the
+    # batched executor) takes the written-out loop; the two servers agree at rounding level
+    from fedlib.algorithms.base import Round
+
+    algo = LinearHeadFedMPS(server_epochs=30, server_lr=0.05)
+    ctx = make_ctx(num_classes=3, input_shape=(1, 8, 8))
+    server = {**algo.init_server(ctx), "head": torch.nn.Linear(2, 3).state_dict()}
+    out = {}
+    for exact in (True, False):
+        torch.manual_seed(0)
+        out[exact] = algo.aggregate(ctx, server, _uploads(), Round(1, 2, 0, exact=exact))
+    (a, la), (b, lb) = out[True], out[False]
+    assert not torch.equal(a["head"]["weight"], b["head"]["weight"])  # the other loop ran
+    for k in a["head"]:
+        assert torch.allclose(a["head"][k], b["head"][k], rtol=1e-5, atol=1e-7)
+    assert torch.allclose(a["soft"], b["soft"], atol=1e-6)
+    assert la == pytest.approx(lb, rel=1e-5)

@@ -129,3 +129,12 @@ def test_methods_that_cannot_be_batched_run_sequentially_with_a_note(caplog):
     assert make_algorithm({"name": "protonorm"}).batch_support() is None
     assert make_algorithm({"name": "gfpl"}).batch_support() is None  # its pseudo-feature retraining stays per client
     assert make_algorithm({"name": "fedproc"}).batch_support() is None  # its round-dependent loss reads the round
+
+
+def test_rounds_are_exact_unless_the_batched_executor_trains_the_clients():
+    # Round.exact tells the server whether its own loops must reproduce the sequential reference bit for bit
+    algo, ctx, data = setup("fedmps")
+    assert Simulator(algo, ctx, data, rounds=1, progress=False).round_record(1).exact
+    assert not Simulator(algo, ctx, data, rounds=1, progress=False, executor="batched").round_record(1).exact
+    fml = make_algorithm({"name": "fml"})  # trained sequentially under the batched executor: exact rounds
+    assert Simulator(fml, ctx, data, rounds=1, progress=False, executor="batched").round_record(1).exact
