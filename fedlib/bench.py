@@ -8,6 +8,7 @@ n=3, k=100, std=2, batch 8, one local epoch; params/fedproto_fmnist.yaml, fedmps
 ``gfpl``: FedAvg, FedProto and GFPL in GFPL's Table 1 setting on the MNIST sample (20 clients, w-bar 4,
 s-bar 18, batch 4, FedProto's CNN at d = 50): tiny batches, where a CPU gains most from batching
 (GFPL's local training only: its first prototype interaction is at round 10).
+``spiral``: FedProto on the synthetic spiral of the run tests (no files needed; not in ``all``).
 ``ht0``: ProtoNorm's Table 1 protocol with the paper's heterogeneous Ht0 family (20 clients,
 practical Dir(0.1) split, batch 32) on ``--fraction`` of Fashion-MNIST (default: all of it on
 CUDA, 5% on a CPU), with the training time split per architecture.
@@ -29,6 +30,14 @@ messages: broadcasts, prototypes and uploads; per-client setup and finish; evalu
 aggregation; the run-folder writes), kernel launches, host syncs by kind, the tensors of
 the checkpoint and the buffers it copies to the host (:func:`fedlib.store.stacked`), and beside
 them the seconds of the uncounted rounds 3..R.
+
+    python -m fedlib.bench --stacked R [--suite ...] [--rounds N]
+
+times instead R seeds of each config trained one after another (``run_one``) and the same R seeds trained
+in one process as one stacked group (:mod:`fedlib.stacked`), both under the batched executor, after a
+one-round warm-up; printed: the wall seconds of each and the stacked time as a multiple of one run's
+(the GPU target for FedMPS Table III's three seeds: at most 1.5x). The gain is for GPUs; on a CPU only a tiny,
+overhead-bound model (``--suite spiral``) gains.
 
     python -m fedlib.bench --models
 
@@ -111,6 +120,11 @@ def configs(suite: str, fraction: float, rounds: int, device: str, executor: str
     if suite in ("table2", "all"):
         out["FedProto, FedMPS Table II"] = load_config("params/fedproto_fmnist.yaml", over)
         out["FedMPS, FedMPS Table II"] = load_config("params/fedmps_fmnist.yaml", over)
+    if suite == "spiral":  # synthetic (no files needed): the run tests' config
+        from fedlib.paths import CHECKOUT
+
+        out["FedProto, spiral (tests/data/spiral_fedproto.yaml)"] = load_config(
+            CHECKOUT / "tests" / "data" / "spiral_fedproto.yaml", over)
     if suite in ("gfpl", "all"):
         from fedlib.papers import gfpl as G
 
@@ -167,6 +181,33 @@ def bench_config(label: str, cfg: dict, rounds: int) -> None:
     if len(per_arch) > 1:
         split = ", ".join(f"{a} {sum(v):.3f} s" for a, v in per_arch.items())
         print(f"  training per architecture (all its clients, per round): {split}")
+
+
+def stacked_config(label: str, cfg: dict, runs: int, rounds: int) -> None:
+    """Wall seconds of ``runs`` seeds of ``cfg`` one after another and stacked (:mod:`fedlib.stacked`)."""
+    from fedlib.runner import run_one, run_stacked
+
+    seeds = list(range(runs))
+    with tempfile.TemporaryDirectory() as tmp:
+        base = {**cfg, "executor": "batched", "seeds": seeds}
+        warm = {**base, "results_dir": f"{tmp}/warm", "train": {**cfg["train"], "rounds": 1}}
+        run_one(warm, 0, progress=False)  # data, kernels and allocator warmed up for both
+        alone = {**base, "results_dir": f"{tmp}/alone"}
+        t0 = time.perf_counter()
+        for s in seeds:
+            run_one(alone, s, progress=False)
+        _sync_device(cfg["device"])
+        t_alone = time.perf_counter() - t0
+        together = {**base, "results_dir": f"{tmp}/stacked"}
+        t0 = time.perf_counter()
+        run_stacked([(together, s) for s in seeds], progress=False)
+        _sync_device(cfg["device"])
+        t_stacked = time.perf_counter() - t0
+    one = t_alone / runs
+    print(f"{label}: {runs} seeds x {rounds} rounds on {cfg['device']}, batched executor")
+    print(f"  one after another {t_alone:8.2f} s   ({one:.2f} s a run, {runs * rounds / t_alone:.3f} rounds/s)")
+    print(f"  stacked           {t_stacked:8.2f} s   ({t_stacked / one:.2f} x one run, "
+          f"{runs * rounds / t_stacked:.3f} rounds/s)")
 
 
 PHASES = (("train.fwdbwd", "train fwd+bwd"), ("train.step", "train other"), ("messages", "messages"),
@@ -244,11 +285,13 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     ap.add_argument("--executor", default="auto", help="auto (batched on CUDA, sequential on a CPU), sequential, "
                                                         "batched")
-    ap.add_argument("--suite", default="table2", choices=("table2", "gfpl", "ht0", "all"))
+    ap.add_argument("--suite", default="table2", choices=("table2", "gfpl", "ht0", "all", "spiral"))
     ap.add_argument("--rounds", type=int, default=4, help="rounds (and bare passes) to time; the first is warm-up")
     ap.add_argument("--fraction", type=float, help="data fraction of the ht0 suite (default: 1 on CUDA, 0.05 on CPU)")
     ap.add_argument("--count", action="store_true", help="count ATen ops and host syncs per round (any device)")
     ap.add_argument("--models", action="store_true", help="time one SGD step of each heterogeneous-family member")
+    ap.add_argument("--stacked", type=int, metavar="R", help="time R seeds one after another and stacked in one "
+                    "process (batched executor)")
     args = ap.parse_args(argv)
     if args.models:
         model_steps()
@@ -265,7 +308,9 @@ def main(argv=None) -> int:
         return 2
     with one_thread() if device == "cpu" else contextlib.nullcontext():
         for label, cfg in cfgs.items():
-            if args.count:
+            if args.stacked:
+                stacked_config(label, cfg, args.stacked, args.rounds)
+            elif args.count:
                 count_config(label, cfg, max(args.rounds, 3))
             else:
                 bench_config(label, cfg, args.rounds)

@@ -282,6 +282,39 @@ def _seen_cells(K: torch.Tensor, sizes: list[int], n: int) -> torch.Tensor:
     return torch.nonzero_static(K[:n] > 0, size=sum(sizes)).flatten()
 
 
+def _client(row) -> int:
+    """The client id of a group's row: a client id, or a ``(run, cid)`` pair of stacked runs."""
+    return row[1] if isinstance(row, tuple) else row
+
+
+def _runs_of(rows: list) -> dict:
+    """``{run: (lo, hi)}``: the rows of each run of a group (``(run, cid)`` pairs, run after run)."""
+    spans: dict = {}
+    for g, (k, _) in enumerate(rows):
+        lo, _hi = spans.get(k, (g, g))
+        if _hi != g:
+            raise ValueError("a stacked group's rows must come run after run")
+        spans[k] = (lo, g + 1)
+    return spans
+
+
+def _per_run(group: TrainedGroup, rows: list, jobs: dict) -> dict:
+    """``{run: TrainedGroup}``: each run's rows of a stacked group as a group of its own (client ids as keys; the
+    stacked tensors and sums are views of the group's, the whole group's when one run holds every row)."""
+    out = {}
+    spans = _runs_of(rows)
+    for k, (lo, hi) in spans.items():
+        mine = rows[lo:hi]
+        whole = len(spans) == 1
+        out[k] = TrainedGroup(
+            [c for _, c in mine], {c: jobs[k, c] for _, c in mine}, {c: group.tasks[k, c] for _, c in mine},
+            {c: group.states[k, c] for _, c in mine},
+            group.stacked if whole else {n: v[lo:hi] for n, v in group.stacked.items()},
+            group.sums if whole else {lv: s.part(lo, hi) for lv, s in group.sums.items()},
+            {c: group.metrics[k, c] for _, c in mine})
+    return out
+
+
 class Batched:
     """The batched executor (module docstring); keeps which methods it already noted as sequential."""
 
@@ -302,31 +335,53 @@ class Batched:
 
     # -- local training ---------------------------------------------------------------------
     def local_updates(self, algo: Algorithm, ctx: Context, jobs: dict, rnd: Round) -> dict:
+        return self.local_updates_runs([(algo, ctx, jobs, rnd)])[0]
+
+    def local_updates_runs(self, runs: list) -> list:
+        """:meth:`local_updates` of several runs of the same shape at once (:mod:`fedlib.stacked`): ``runs`` =
+        ``[(algo, ctx, jobs, rnd)]`` in the same round; the clients of all runs that share a group key train as
+        one stacked group (runs x clients, rows run after run), each client with its own run's generator, and each
+        run's method finishes its part of the group. Returns each run's ``{cid: (state, upload, metrics)}``.
+        The loss (hyperparameters, ``rnd``), the model recipe and the learning rate are the first run's: the
+        runs must differ only where that does not matter (their seeds). With one run: :meth:`local_updates`."""
+        algo, ctx, _, rnd = runs[0]
         why = algo.batch_support()
         self.times = {}
         if why:
             self._note(algo, why)
-            return sequential(algo, ctx, jobs, rnd, self.times)
+            out = []
+            for k, (a, c, jobs, r) in enumerate(runs):
+                times: dict = {}
+                out.append(sequential(a, c, jobs, r, times))
+                self.times.update(times if len(runs) == 1 else {(k, cid): v for cid, v in times.items()})
+            return out
+        tasks, datas, jobs_of = {}, {}, {}
         with phase("setup"):
-            tasks = {cid: algo.task(ctx, cid, client, msg, data, rnd) for cid, (client, msg, data) in jobs.items()}
+            for k, (a, c, jobs, r) in enumerate(runs):
+                for cid, (client, msg, data) in jobs.items():
+                    tasks[k, cid] = a.task(c, cid, client, msg, data, r)
+                    datas[k, cid], jobs_of[k, cid] = data, jobs[cid]
         groups: dict = {}
-        for cid, task in tasks.items():
-            key = (member(ctx.model_name, cid), tuple(sorted((k, tuple(v.shape)) for k, v in task.extras.items())),
+        for (k, cid), task in tasks.items():
+            key = (member(ctx.model_name, cid), tuple(sorted((n, tuple(v.shape)) for n, v in task.extras.items())),
                    tuple(task.teachers), task.collect, task.collect_all_epochs, task.phases, task.draws is None,
                    task.head_on)
-            groups.setdefault(key, []).append(cid)
-        out = {}
-        for n, cids in enumerate(groups.values()):
+            groups.setdefault(key, []).append((k, cid))
+        out: list = [{} for _ in runs]
+        for n, rows in enumerate(groups.values()):
             t0 = time.perf_counter()
             torch.manual_seed(derive_seed(rnd.seed, 8, rnd.index, n))  # dropout masks of this group
             with phase("setup"):
-                group = self._train_stacked(algo, ctx, cids, tasks, {c: jobs[c][2] for c in cids}, rnd)
-            group.jobs = {c: jobs[c] for c in cids}
-            with phase("messages"):
-                out.update(algo.finish_group(ctx, rnd, group))
+                group = self._train_stacked(algo, ctx, rows, tasks, datas, rnd,
+                                            gens=[runs[k][3].generator(cid) for k, cid in rows])
+            for k, part in _per_run(group, rows, jobs_of).items():
+                a, c, _, r = runs[k]
+                with phase("messages"):
+                    out[k].update(a.finish_group(c, r, part))
             _sync(ctx)
-            self.times.update({cid: (time.perf_counter() - t0) / len(cids) for cid in cids})
-        return {cid: out[cid] for cid in jobs}
+            self.times.update({(row if len(runs) > 1 else row[1]): (time.perf_counter() - t0) / len(rows)
+                               for row in rows})
+        return [{cid: out[k][cid] for cid in jobs} for k, (_, _, jobs, _) in enumerate(runs)]
 
     def _train_group(self, algo, ctx, cids, tasks, datas, rnd) -> dict:
         """``{cid: (trained state, {level: ProtoAccumulator}, metrics)}`` of one group."""
@@ -335,10 +390,13 @@ class Batched:
         return {cid: (group.states[cid], {lv: acc.client(g) for lv, acc in group.sums.items()}, group.metrics[cid])
                 for g, cid in enumerate(cids)}
 
-    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd) -> TrainedGroup:
+    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd, gens=None) -> TrainedGroup:
+        """One group trained in lockstep. ``cids``: the group's rows, client ids or ``(run, cid)`` pairs (the runs
+        of :meth:`local_updates_runs`); ``gens``: each row's batch-order generator (default: ``rnd``'s)."""
         t = ctx.train
         G, first = len(cids), tasks[cids[0]]
-        model = algo.module(ctx, cids[0], None)  # a scratch module: functional_call gives it every tensor
+        cid0 = _client(cids[0])
+        model = algo.module(ctx, cid0, None)  # a scratch module: functional_call gives it every tensor
         model.train()
         grads_on = {n for n, p in model.named_parameters() if p.requires_grad}
 
@@ -349,7 +407,7 @@ class Batched:
         E = stack(list(first.extras), [tasks[c].extras for c in cids])
         teachers, T = {}, {}
         for name in first.teachers:
-            teachers[name] = algo.module(ctx, cids[0], first.teachers[name], role="teacher." + name)
+            teachers[name] = algo.module(ctx, cid0, first.teachers[name], role="teacher." + name)
             teachers[name].eval()
             T[name] = stack(list(first.teachers[name]), [tasks[c].teachers[name] for c in cids])
 
@@ -374,7 +432,7 @@ class Batched:
         # every client of the group the same draw there
         same = any(type(m).__name__ == "StochasticDepth" for m in model.modules())
         if same:
-            self._note_once(f"{member(ctx.model_name, cids[0])}: one stochastic-depth draw per step for all its "
+            self._note_once(f"{member(ctx.model_name, cid0)}: one stochastic-depth draw per step for all its "
                             "clients (torchvision draws it into an unbatched tensor)")
         C = ctx.num_classes
         dims = {lv: C if lv == "logits" else model.feature_dims[lv] for lv in first.collect}
@@ -385,7 +443,7 @@ class Batched:
         K = {lv: torch.zeros(G * C + 1, dtype=torch.int64, device=dev) for lv in dims}
         acc = _Accounts(G, dev)
         sizes = [len(datas[c]) for c in cids]
-        gens = [rnd.generator(c) for c in cids]
+        gens = [rnd.generator(c) for c in cids] if gens is None else gens
         phases = [ph for ph in first.phases if ph.epochs > 0] or [Phase("all", t.local_epochs)]
         with phase("train.step"):
             for i, ph in enumerate(phases):
@@ -486,44 +544,64 @@ class Batched:
         forward per architecture over the padded test sets, the method's scores and the accuracies of the
         whole group at once (:meth:`~fedlib.algorithms.contract.Algorithm.scores_group`, else per client), and
         every client's accuracies read in one transfer."""
+        return self.evaluate_runs([(algo, ctx, jobs, tests)])[0]
+
+    def evaluate_runs(self, runs: list) -> list:
+        """:meth:`evaluate` of several runs of the same shape (``runs`` = ``[(algo, ctx, jobs, tests)]``): one
+        vmapped forward per architecture over the clients of all runs, each run's part scored by its method, and
+        every run's accuracies read in one transfer. Returns each run's ``{cid: (accuracies, test size)}``."""
+        algo, ctx = runs[0][0], runs[0][1]
         C = ctx.num_classes
+        done = []  # (run, cids, {key: (G,)})
         if type(algo).predict is not Algorithm.predict or type(algo).predict_model is not Algorithm.predict_model:
-            per = [client_accuracies(algo.predict(ctx, cid, client, msg, tests[cid].x), tests[cid].y,
-                                     tests[cid].classes, C) for cid, (client, msg) in jobs.items()]
-            return self._read(jobs, tests, [(list(jobs), {k: torch.stack([a[k] for a in per]) for k in per[0]})])
+            for k, (a, c, jobs, tests) in enumerate(runs):
+                per = [client_accuracies(a.predict(c, cid, client, msg, tests[cid].x), tests[cid].y,
+                                         tests[cid].classes, C) for cid, (client, msg) in jobs.items()]
+                done.append((k, list(jobs), {key: torch.stack([p[key] for p in per]) for key in per[0]}))
+            return self._read(runs, done)
         groups: dict = {}
-        for cid in jobs:
-            groups.setdefault(member(ctx.model_name, cid), []).append(cid)
-        done = []
-        for cids in groups.values():
-            clients, msgs = [jobs[c][0] for c in cids], [jobs[c][1] for c in cids]
-            W = [algo.predict_weights(ctx, c, jobs[c][0], jobs[c][1]) for c in cids]
-            model = algo.module(ctx, cids[0], None)
+        for k, (_, _, jobs, _) in enumerate(runs):
+            for cid in jobs:
+                groups.setdefault(member(ctx.model_name, cid), []).append((k, cid))
+        for rows in groups.values():
+            W = [runs[k][0].predict_weights(runs[k][1], c, *runs[k][2][c]) for k, c in rows]
+            model = algo.module(ctx, rows[0][1], None)
             model.eval()
             stacked = {n: torch.stack([w[n] for w in W]) for n in W[0]}
-            X, Y, valid, own = self._tests(cids, tests, C)
+            X, Y, valid, own = self._tests(rows if len(runs) > 1 else [c for _, c in rows],
+                                           {row if len(runs) > 1 else row[1]: runs[row[0]][3][row[1]] for row in rows},
+                                           C)
             with torch.no_grad():
                 logits, feats = vmap(functools.partial(_forward, model))(stacked, X)
-            scores = algo.scores_group(ctx, cids, clients, msgs, logits, feats)
-            if scores is not None:
-                done.append((cids, group_accuracies(scores, Y, valid, own)))
-                continue
-            per = []
-            for g, cid in enumerate(cids):
-                n, t = len(tests[cid]), tests[cid]
-                s = algo.scores(ctx, cid, clients[g], msgs[g], logits[g, :n], {k: v[g, :n] for k, v in feats.items()})
-                per.append(client_accuracies(s, t.y, t.classes, C))
-            done.append((cids, {k: torch.stack([a[k] for a in per]) for k in per[0]}))
-        return self._read(jobs, tests, done)
+            for k, (lo, hi) in _runs_of(rows).items():
+                a, c, jobs, tests = runs[k]
+                cids = [cid for _, cid in rows[lo:hi]]
+                clients, msgs = [jobs[cid][0] for cid in cids], [jobs[cid][1] for cid in cids]
+                whole = hi - lo == len(rows)
+                lg = logits if whole else logits[lo:hi]
+                ft = feats if whole else {n: v[lo:hi] for n, v in feats.items()}
+                scores = a.scores_group(c, cids, clients, msgs, lg, ft)
+                if scores is not None:
+                    sl = slice(None) if whole else slice(lo, hi)
+                    done.append((k, cids, group_accuracies(scores, Y[sl], valid[sl], own[sl])))
+                    continue
+                per = []
+                for g, cid in enumerate(cids):
+                    n, t = len(tests[cid]), tests[cid]
+                    sc = a.scores(c, cid, clients[g], msgs[g], lg[g, :n], {n_: v[g, :n] for n_, v in ft.items()})
+                    per.append(client_accuracies(sc, t.y, t.classes, C))
+                done.append((k, cids, {key: torch.stack([p[key] for p in per]) for key in per[0]}))
+        return self._read(runs, done)
 
     @staticmethod
-    def _read(jobs: dict, tests: dict, done: list) -> dict:
-        """``done`` = ``[(cids, {key: (G,)})]`` read in one transfer, as ``{cid: (accuracies, test size)}``."""
-        keys = list(done[0][1])
-        vals = torch.cat([torch.stack([accs[k] for k in keys], 1) for _, accs in done]).double().tolist()
-        cids = [c for cs, _ in done for c in cs]
-        per = {cid: dict(zip(keys, row, strict=True)) for cid, row in zip(cids, vals, strict=True)}
-        return {cid: (per[cid], len(tests[cid])) for cid in jobs}
+    def _read(runs: list, done: list) -> list:
+        """``done`` = ``[(run, cids, {key: (G,)})]`` read in one transfer, as each run's
+        ``{cid: (accuracies, test size)}``."""
+        keys = list(done[0][2])
+        vals = torch.cat([torch.stack([accs[k] for k in keys], 1) for _, _, accs in done]).double().tolist()
+        rows = [(k, c) for k, cs, _ in done for c in cs]
+        per = {row: dict(zip(keys, v, strict=True)) for row, v in zip(rows, vals, strict=True)}
+        return [{cid: (per[k, cid], len(tests[cid])) for cid in jobs} for k, (_, _, jobs, tests) in enumerate(runs)]
 
     def _tests(self, cids: list, tests: dict, C: int) -> tuple:
         """The group's test sets padded to the longest (with each client's first sample), their labels, which

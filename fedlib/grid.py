@@ -8,12 +8,13 @@ from fedlib import backends, ray_backend, runner
 
 
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True, desc: str = "runs",
-             backend: str | None = None) -> list[dict]:
+             backend: str | None = None, stack: bool | None = None) -> list[dict]:
     """The summaries of ``jobs`` (``(config, seed)`` pairs) in their order, training what has not finished:
-    locally ``workers`` at a time, or on Ray (``workers`` is then Ray's to decide)."""
+    locally ``workers`` at a time (the seeds of a config stacked in one process where ``stack``, by default on
+    CUDA: :func:`fedlib.runner.stacking`), or on Ray (``workers`` is then Ray's to decide; runs one by one)."""
     if backends.resolve(backend) == "ray":
         return ray_backend.run_many(jobs, progress=progress, desc=desc)
-    return runner.run_many(jobs, workers=workers, progress=progress, desc=desc)
+    return runner.run_many(jobs, workers=workers, progress=progress, desc=desc, stack=stack)
 
 
 def run_configs(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",

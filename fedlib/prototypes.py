@@ -90,6 +90,13 @@ class GroupSums:
         return ProtoAccumulator.of(self.sums[g * C:(g + 1) * C], self.counts[g * C:(g + 1) * C],
                                    self.classes[at:at + self.sizes[g]])
 
+    def part(self, lo: int, hi: int) -> GroupSums:
+        """Clients ``lo`` to ``hi - 1`` as a group of their own (views; :mod:`fedlib.stacked` splits the group of
+        several runs so)."""
+        C, at, to = self.C, sum(self.sizes[:lo]), sum(self.sizes[:hi])
+        return GroupSums(self.sums[lo * C:hi * C], self.counts[lo * C:hi * C], self.cells[at:to] - lo * C,
+                         self.sizes[lo:hi], C)
+
     def messages(self, counts: bool = True) -> list[dict]:
         """Every client's :meth:`ProtoAccumulator.message`, computed for the group at once (the same values)."""
         k = self.counts[self.cells]

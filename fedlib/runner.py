@@ -248,26 +248,29 @@ def trained_by(cfg: dict, algo) -> str:
     return "sequential" if executor == "batched" and algo.batch_support() else executor
 
 
-def _train(cfg: dict, seed: int, folder: Path, progress: bool, built, on_round=None) -> dict:
+def _train(cfg: dict, seed: int, folder: Path, progress: bool, built, on_round=None, local=None,
+           stacked: int = 1) -> dict:
+    """Train a run into ``folder``; ``local``: the in-process clients (default :class:`~fedlib.engine.LocalClients`;
+    :mod:`fedlib.stacked` gives its lockstep cohort, ``stacked`` saying how many runs trained together)."""
     data, ctx, algo = built
     start_folder(cfg, seed, folder, data.partition)
     t = cfg["train"]
     executor = cfg.get("executor", "sequential")
-    cohort = None
+    cohort = local
     from fedlib.privacy.defense import upload_defense
 
     if upload_defense(cfg.get("defense")):  # every upload clipped and noised before the server sees it
         from fedlib.engine import LocalClients
         from fedlib.privacy.defense import DefendedClients
 
-        cohort = DefendedClients(LocalClients(algo, ctx, data, executor), cfg["defense"], seed)
+        cohort = DefendedClients(local or LocalClients(algo, ctx, data, executor), cfg["defense"], seed)
     sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
                     progress=progress, desc=f"{cfg['name']} seed {seed}", executor=executor, clients=cohort,
                     on_round=on_round)
     t0 = time.perf_counter()
     records = sim.run()
     return finish_folder(cfg, seed, folder, algo, ctx, data.dataset, data.partition, records, t0,
-                         trained_by(cfg, algo))
+                         trained_by(cfg, algo), stacked)
 
 
 def start_folder(cfg: dict, seed: int, folder: Path, partition) -> None:
@@ -277,9 +280,10 @@ def start_folder(cfg: dict, seed: int, folder: Path, partition) -> None:
 
 
 def finish_folder(cfg: dict, seed: int, folder: Path, algo, ctx: Context, dataset, partition, records: list[dict],
-                  t0: float, executor: str) -> dict:
+                  t0: float, executor: str, stacked: int = 1) -> dict:
     """Write the finished run's ``summary.json`` (``t0``: when training started; ``executor``: what trained
-    the clients) and return it."""
+    the clients; ``stacked``: how many runs trained in one stacked group with it, recorded when more than one)
+    and return it."""
     summary = {
         "run_id": folder.name, "name": cfg["name"], "seed": seed, "algorithm": cfg["algorithm"]["name"],
         "rules": list(algo.RULES), "data": dataset.record(), "partition_hash": partition.hash,
@@ -287,6 +291,8 @@ def finish_folder(cfg: dict, seed: int, folder: Path, algo, ctx: Context, datase
         "machine": machine_record(ctx.device), "executor": executor,
         "code": loaded_code(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
+    if stacked > 1:
+        summary["stacked_runs"] = stacked
     if records[-1].get("diverged"):
         summary["diverged_at"] = records[-1]["round"]
     summary = store.write_summary(folder, summary, store.log_text(records), checkpoint_round=len(records))
@@ -428,8 +434,187 @@ class RunsFailed(RuntimeError):
     """Some runs of a grid raised; the message counts and lists them (the others finished and are kept)."""
 
 
+def _train_stack(jobs: list[tuple[dict, int]], on_round=None) -> list:
+    """Train ``jobs`` (all of one stack) in lockstep (:mod:`fedlib.stacked`); each job's summary or the exception
+    it raised."""
+    import threading
+
+    from fedlib.interrupts import STOP
+    from fedlib.stacked import Lockstep, StackedClients, log
+
+    out: list = [None] * len(jobs)
+    todo = []
+    for i, (cfg, seed) in enumerate(jobs):
+        out[i] = cached_summary(cfg, seed)
+        if out[i] is None:
+            todo.append(i)
+    if not todo:
+        return out
+    for results in sorted({jobs[i][0]["results_dir"] for i in todo}):
+        check_writable(results)
+    loaded_code()
+    built = {}
+    for i in todo:
+        try:
+            built[i] = build(*jobs[i])
+        except Exception as exc:  # noqa: BLE001 - reported per run, as run_many does
+            out[i] = exc
+    todo = [i for i in todo if i in built]
+    folders = {i: run_dir(*jobs[i]) for i in todo}
+    with contextlib.ExitStack() as locks:
+        for i in sorted(todo, key=lambda i: str(folders[i])):  # one order everywhere: no two stacks deadlock
+            locks.enter_context(run_lock(folders[i]))
+        for i in list(todo):
+            cached = cached_summary(*jobs[i], repair=True)
+            if cached is not None:
+                out[i] = cached
+                todo.remove(i)
+        if not todo:
+            return out
+        lockstep = Lockstep(len(todo))
+        threads = []
+
+        def body(k: int, i: int) -> None:
+            cfg, seed = jobs[i]
+            data, ctx, algo = built[i]
+            with lockstep.cond:
+                try:
+                    cohort = StackedClients(algo, ctx, data, lockstep, k)
+                    out[i] = _train(cfg, seed, folders[i], False, built[i],
+                                    None if on_round is None else (lambda r: on_round(i, r)),
+                                    local=cohort, stacked=len(todo))
+                except BaseException as exc:  # noqa: BLE001 - the caller reports it (an interrupt included)
+                    out[i] = exc
+                finally:
+                    lockstep.leave()
+
+        for k, i in enumerate(todo):
+            t = threading.Thread(target=body, args=(k, i), name=f"stacked-run-{k}", daemon=True)
+            threads.append(t)
+            t.start()
+        interrupted = False
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+        except KeyboardInterrupt:  # the runs stop after their round (their checkpoints stay), then it propagates
+            interrupted = not STOP.is_set()
+            STOP.set()
+            for t in threads:
+                t.join()
+            if interrupted:
+                STOP.clear()
+            raise
+        log.info("stacked %d runs of %s: %d training calls of %s runs", len(todo), jobs[todo[0]][0]["name"],
+                 len(lockstep.calls["train"]), sorted(set(lockstep.calls["train"])))
+    for i in todo:
+        if isinstance(out[i], KeyboardInterrupt):
+            raise out[i]
+    return out
+
+
+def run_stacked(jobs: list[tuple[dict, int]], progress: bool = True, on_round=None) -> list[dict]:
+    """The summaries of ``jobs`` (``(config, seed)`` pairs) in their order: the jobs of each stack
+    (:func:`fedlib.stacked.stacks`: the seeds of one config) trained in lockstep in this process
+    (:mod:`fedlib.stacked`), the others one after another, with one log line naming what did not stack and why.
+    Cached runs return at once; a failing run does not stop the others (:class:`RunsFailed` lists the failures
+    after all have ended). ``on_round(i, r)``: after round
+    ``r`` of ``jobs[i]`` is stored."""
+    results = _stacked(jobs, progress, on_round)
+    failures = [(jobs[i][0]["name"], jobs[i][1], f"{type(v).__name__}: {v}") for i, v in enumerate(results)
+                if isinstance(v, BaseException)]
+    if failures:
+        lines = "\n".join(f"  {name} seed {seed}: {why}" for name, seed, why in failures)
+        raise RunsFailed(f"{len(failures)} of {len(jobs)} runs failed (finished runs are cached):\n{lines}")
+    return results
+
+
+def _stacked(jobs: list[tuple[dict, int]], progress: bool = True, on_round=None) -> list:
+    """:func:`run_stacked` without raising: each job's summary or its exception (an interrupt propagates)."""
+    from fedlib.stacked import log, note, stacks, why_not_stacked
+
+    out: list = [None] * len(jobs)
+    units = stacks(jobs)
+    if 1 < len(units) < len(jobs):
+        log.info("stacked runs: %d runs in %d stacks of %s runs (only the seeds of one config stack; configs that "
+                 "differ in anything else train in stacks of their own)", len(jobs), len(units),
+                 "/".join(str(len(u)) for u in units))
+    for unit in units:
+        cfg = jobs[unit[0]][0]
+        why = why_not_stacked(cfg)
+        if len(unit) > 1:
+            try:
+                mine = None if on_round is None else (lambda j, r, unit=unit: on_round(unit[j], r))
+                got = _one_thread_stack(lambda unit=unit, mine=mine: _train_stack([jobs[i] for i in unit], mine), cfg)
+            except Exception as exc:  # noqa: BLE001 - before any run of the stack trained (its results folder)
+                got = [exc] * len(unit)
+            for i, v in zip(unit, got, strict=True):
+                out[i] = v
+            continue
+        i = unit[0]
+        if why is not None:
+            note(f"{cfg['name']} seed {jobs[i][1]} trains alone, not stacked: {why}")
+        try:
+            out[i] = run_one(*jobs[i], progress=progress,
+                             on_round=None if on_round is None else (lambda r, i=i: on_round(i, r)))
+        except Exception as exc:  # noqa: BLE001 - reported with the others
+            out[i] = exc
+    return out
+
+
+def _one_thread_stack(fn, cfg: dict):
+    """``fn()`` as :func:`run_one` trains: one torch thread, deterministic CUDA kernels."""
+    if cfg.get("device") == "cuda":
+        deterministic_cuda()
+    with one_thread():
+        return fn()
+
+
+def stacking(jobs: list[tuple[dict, int]], stack: bool | None = None) -> bool:
+    """Whether :func:`run_many` trains the seeds of a config stacked (:mod:`fedlib.stacked`): ``stack`` when
+    given, else ``$FEDLIB_STACK`` (``1`` or ``0``) when set, else where every run is on CUDA (a GPU is not
+    filled by one run, nor by several processes; on a CPU stacking gains nothing)."""
+    if stack is not None:
+        return bool(stack)
+    env = os.environ.get("FEDLIB_STACK", "").strip()
+    if env in ("0", "1"):
+        return env == "1"
+    return bool(jobs) and all(cfg.get("device") == "cuda" for cfg, _ in jobs)
+
+
+def _units(jobs: list[tuple[dict, int]], todo: list[int], stack: bool) -> list[list[int]]:
+    """The runs of ``todo`` as the units ``run_many`` trains: one run each, or the runs of a stack together."""
+    if not stack:
+        return [[i] for i in todo]
+    from fedlib.stacked import stacks
+
+    return [[todo[j] for j in unit] for unit in stacks([jobs[i] for i in todo])]
+
+
+def _train_unit(unit_jobs: list[tuple[dict, int]], on_round=None) -> list:
+    """Each job's summary or exception: one run (:func:`run_one`) or a stack (:mod:`fedlib.stacked`)."""
+    if len(unit_jobs) == 1:
+        try:
+            return [run_one(*unit_jobs[0], progress=False,
+                            on_round=None if on_round is None else (lambda r: on_round(0, r)))]
+        except Exception as exc:  # noqa: BLE001 - reported with the others
+            return [exc]
+    return _stacked(unit_jobs, progress=False, on_round=on_round)
+
+
+def _stack_worker(unit_jobs: list[tuple[dict, int]]) -> list:
+    global _TRAINING
+    _TRAINING = True
+    try:
+        return _train_unit(unit_jobs)
+    except KeyboardInterrupt:  # stopped by the parent (see _worker)
+        os._exit(130)
+    finally:
+        _TRAINING = False
+
+
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
-             desc: str = "runs") -> list[dict]:
+             desc: str = "runs", stack: bool | None = None) -> list[dict]:
     """Run many (config, seed) jobs, ``workers`` at a time in separate processes (default:
     :func:`default_workers`); ``workers=0``: one after the other in this process (what a small grid
     gets by default), with the same numbers (every run trains with one thread either way).
@@ -441,6 +626,10 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     An interrupt (``KeyboardInterrupt``) cancels the queued runs and stops the workers within
     seconds (:func:`_stop_pool`), then propagates. Returns the summaries in the order of ``jobs``.
     This is the local pool; :func:`fedlib.grid.run_many` chooses between it and Ray.
+
+    ``stack`` (default: :func:`stacking`, on for CUDA runs): the seeds of each config train in one process as
+    one stacked group (:mod:`fedlib.stacked`), a stack being one unit of work (of the calling process, or of a
+    worker).
     """
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -460,7 +649,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
         workers = default_workers([jobs[i] for i in todo])
     check_value("workers", workers, Interval(0, None, integer=True))
     in_process = workers == 0
-    workers = max(1, min(workers, len(todo) or 1))
+    units = _units(jobs, todo, stacking([jobs[i] for i in todo], stack))
+    workers = max(1, min(workers, len(units) or 1))
     failures = []
     bar = tqdm(total=total, desc=f"{desc}: {len(todo)} to run, {len(jobs) - len(todo)} cached",
                disable=not progress or not todo, unit="round")
@@ -469,41 +659,51 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     if todo and in_process:
         try:
             counted = 0   # rounds done over the grid (the bar's own count stays 0 when it is disabled)
-            for k, i in enumerate(todo):
+            started = 0   # runs of the units before this one
+            for unit in units:
                 before = counted
-                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + k}/{len(jobs)}", refresh=False)
+                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + started}/{len(jobs)}", refresh=False)
 
-                def one_round(_r, k=k):   # the bar moves with every round trained, not only per run
+                def one_round(_j, _r, started=started):   # the bar moves with every round trained, not only per run
                     nonlocal counted
                     counted += 1
                     bar.update(1)
-                    tracker.write(k, counted)
+                    tracker.write(started, counted)
 
-                try:
-                    summaries[i] = run_one(*jobs[i], progress=False, on_round=one_round)
-                except Exception as exc:  # keep going, as the pool does
-                    failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(exc).__name__}: {exc}"))
-                counted = before + _rounds_done(*jobs[i])   # this run's rounds (a resumed run's earlier ones too)
+                for i, got in zip(unit, _train_unit([jobs[i] for i in unit], on_round=one_round), strict=True):
+                    if isinstance(got, BaseException):  # keep going, as the pool does
+                        failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(got).__name__}: {got}"))
+                    else:
+                        summaries[i] = got
+                started += len(unit)
+                counted = before + sum(_rounds_done(*jobs[i]) for i in unit)   # a resumed run's earlier rounds too
                 bar.n = counted
-                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + k + 1}/{len(jobs)}", refresh=False)
+                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + started}/{len(jobs)}", refresh=False)
                 bar.refresh()
-                tracker.write(k + 1, counted)
+                tracker.write(started, counted)
         except BaseException:
             bar.close()
             raise
     elif todo:
         pool = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
         try:
-            futures = {pool.submit(_worker, *jobs[i]): i for i in todo}
+            futures = {(pool.submit(_worker, *jobs[unit[0]]) if len(unit) == 1 else
+                        pool.submit(_stack_worker, [jobs[i] for i in unit])): unit for unit in units}
             pending = set(futures)
             while pending:
                 done, pending = cf.wait(pending, timeout=2.0)
                 for f in done:
-                    i = futures[f]
+                    unit = futures[f]
                     try:
-                        summaries[i] = f.result()
+                        got = f.result()
+                        got = [got] if len(unit) == 1 else got
                     except Exception as exc:  # keep going: the other runs' work is not lost
-                        failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(exc).__name__}: {exc}"))
+                        got = [exc] * len(unit)
+                    for i, v in zip(unit, got, strict=True):
+                        if isinstance(v, BaseException):
+                            failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(v).__name__}: {v}"))
+                        else:
+                            summaries[i] = v
                 bar.n = sum(_rounds_done(*jobs[i]) for i in todo)
                 finished = sum(summaries[i] is not None for i in todo) + len(failures)
                 bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}", refresh=False)
