@@ -548,8 +548,9 @@ def show_top(nb):
     """Each setting's five best methods."""
     best = top(nb.plan, results(nb))
     nb.section.record(top=best)
-    return nb.table("**Top five per setting (mean rank).**",
-                    pd.DataFrame({nb.plan.setting_label(s): pd.Series(v) for s, v in best.items()}))
+    frame = pd.DataFrame({nb.plan.setting_label(s): pd.Series(v, index=range(1, len(v) + 1))
+                          for s, v in best.items()})
+    return nb.table("**Top five per setting (mean rank).**", frame.rename_axis("rank"))
 
 
 def show_ledger(nb):
