@@ -23,6 +23,8 @@ Limits, each checked where a config is read:
   DP-SGD at all (the prototypes are computed from the raw features after training); their defence is
   :func:`fedlib.privacy.defense.private_prototypes`.
 - **Executor**: the sequential one (the batched executor's vmapped step has no per-sample hooks).
+- **Models** without batch normalisation (``cnn_fmnist`` and the ht0 ResNets have it: a batch
+  statistic mixes the samples), checked when local training starts.
 - **Sampling (deviation)**: the batches are the run's usual shuffled fixed-size batches, not Poisson
   sampling; the accountant is given the rate q = batch / samples, the common approximation (Opacus's own
   tutorials train with shuffled batches too). Each step's noisy sum is divided by that step's batch size
@@ -90,9 +92,17 @@ def private_steps(parts: list[tuple[nn.Module, float]], opts: list[torch.optim.O
 
     if len(parts) != 1:
         raise ConfigError("defense.mechanism", "dp_sgd", f"a method with one trained module (got {len(parts)})")
+    model = parts[0][0]
+    norms = sorted({type(m).__name__ for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)})
+    if norms:  # a batch statistic mixes the samples: no per-sample gradient exists
+        raise ConfigError("defense.mechanism", "dp_sgd", f"a model without batch normalisation ({type(model).__name__} "
+                          f"has {', '.join(norms)}, which mixes the samples of a batch; use another model)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus warns that its RNG is not cryptographically secure
-        hooked = GradSampleModule(parts[0][0], loss_reduction="mean", strict=True)
+        try:
+            hooked = GradSampleModule(model, loss_reduction="mean", strict=True)
+        except NotImplementedError as err:  # a layer Opacus has no per-sample gradient for
+            raise ConfigError("defense.mechanism", "dp_sgd", f"a model whose layers Opacus supports ({err})") from err
         private = [DPOptimizer(o, noise_multiplier=noise_multiplier, max_grad_norm=clip, expected_batch_size=1,
                                loss_reduction="mean", generator=generator) for o in opts]
     try:

@@ -121,6 +121,13 @@ def test_sample_level_epsilon_is_opacus_documented_value():
     assert math.isinf(sample_level_epsilon(0.0, 250, 10, 25, 90, 1e-5))
 
 
+def test_a_model_with_batch_normalisation_fails_with_one_line():
+    ctx = make_ctx(model="cnn_fmnist", input_shape=(1, 28, 28), batch_size=4)
+    data = ClientData(0, torch.randn(8, 1, 28, 28), torch.arange(8) % 4, torch.arange(4))
+    with pytest.raises(ConfigError, match="defense.mechanism: got 'dp_sgd'.*CNNFashion has BatchNorm2d"):
+        fedavg_update(dataclasses.replace(ctx, dp_sgd=(1.0, 1.0)), data)
+
+
 BASE = {"dataset": "mnist", "model": "mlp_mnist", "algorithm": {"name": "fedavg"}, "train": {"rounds": 2},
         "partition": {"scheme": "iid", "num_clients": 2}}
 
