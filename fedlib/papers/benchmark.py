@@ -26,6 +26,7 @@ from fedlib import papers
 from fedlib.papers import schema
 from fedlib.validation import ConfigError
 
+PFLLIB_COLUMNS = {"pat": "pathological", "dir": "dirichlet"}   # params/benchmark/paper.yaml's column per setting
 SETTING_KEYS = ("label", "partition", "base", "methods", "only", "why_not", "not_run")
 
 
@@ -314,7 +315,7 @@ def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for method, cols in ref["methods"].items():
         row = {"method": plan.label(method)}
-        for setting, key in (("pat", "pathological"), ("dir", "dirichlet")):
+        for setting, key in PFLLIB_COLUMNS.items():
             mine = table[(table.setting == setting) & (table.method == method)]["best"]
             row[f"PFLlib {setting}"] = f"{cols[key]:.2f}"
             row[f"ours {setting}"] = (f"{mine.mean():.2f}" + (f" ± {mine.std(ddof=0):.2f}" if len(mine) > 1 else "")
@@ -346,7 +347,7 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame):
     from fedlib import report
 
     ref = report.load_paper("benchmark")["pfllib"]["methods"]
-    key = {"pat": "pathological", "dir": "dirichlet"}[plan.spec["anchor"]["setting"]]
+    key = PFLLIB_COLUMNS[plan.spec["anchor"]["setting"]]
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for i, (m, part) in enumerate(curves.groupby("method", sort=False)):
         line, = ax.plot(part["round"], part["accuracy"], label=f"{plan.label(m)} (ours)", color=f"C{i}")
@@ -528,7 +529,7 @@ def show_anchor(nb):
         print(line)
         return None
     ref = nb.paper["pfllib"]["methods"]
-    key = {"pat": "pathological", "dir": "dirichlet"}[anchor["setting"]]
+    key = PFLLIB_COLUMNS[anchor["setting"]]
     rows = {}
     for m, part in curves.groupby("method", sort=False):
         best = part.loc[part.accuracy.idxmax()]
