@@ -265,8 +265,9 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
         t0 = time.perf_counter()
         out = attack_upload(method, broadcast, upload, state.model(cid), shape, loss="cosine", **kw)
         for name, (rec, classes) in out.items():
-            if usable(rec.images):
-                add(name, t0, len(rec.images), **score(rec.images, x, y, classes, classifier, mean, std))
+            images, classes = held_classes(rec.images, classes, y)
+            if usable(images):
+                add(name, t0, len(images), **score(images, x, y, classes, classifier, mean, std))
             t0 = time.perf_counter()
     if "gradient_inversion" in todo:
         t0 = time.perf_counter()
@@ -301,6 +302,7 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
                                   batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
             with torch.no_grad():
                 images = reconstruct(res, {level: stats})
+            images, classes = held_classes(images, classes, y)
             if usable(images):
                 add(f"decoder:{key}", t0, len(images), **score(images, x, y, classes, classifier, mean, std))
     if "imprint" in todo:
@@ -319,6 +321,20 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
                 add("imprint (crafted broadcast)", t0, len(images),
                     **_best_over(images, x, y, classifier, mean, std))
     return rows
+
+
+def held_classes(images: torch.Tensor, classes: torch.Tensor | None, y: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The rows of a per-class reconstruction whose class the target client holds (``y``: its labels).
+
+    A dense per-class table (FedFA's anchors: one row per class of the task) also carries rows of classes the
+    client has no image of; such a row is the server's own broadcast, or its update by other data, so it
+    reveals nothing of this client and there is no private image to score it against. Reconstructions
+    without classes (gradient inversion) pass unchanged."""
+    if classes is None or images is None:
+        return images, classes
+    keep = torch.isin(classes, y)
+    return images[keep], classes[keep]
 
 
 def _box(mean, std):

@@ -252,3 +252,24 @@ def test_the_engine_aggregates_the_defended_uploads():
     assert moved({"clip_update": 1e-6, "clip_features": 1.0, "noise_multiplier": 0.0}) < 1e-6
     noisy = moved({"clip_update": 1e-6, "clip_features": 1.0, "noise_multiplier": 1e4})
     assert 1e-3 < noisy < 0.1   # noise std 1e-2 per coordinate and client, averaged over two
+
+
+
+def test_only_classes_the_client_holds_are_scored():
+    # FedFA uploads one anchor per class of the task; the target client holds classes 0 and 2 only
+    from fedlib.papers.privacy import held_classes
+    from fedlib.privacy import score
+
+    images = torch.rand(4, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    classes = torch.arange(4)
+    x = torch.stack([images[0], images[2], images[2] * 0.5])
+    y = torch.tensor([0, 2, 2])
+    kept, kc = held_classes(images, classes, y)
+    assert kc.tolist() == [0, 2]
+    assert torch.equal(kept, images[[0, 2]])
+    with pytest.raises(ConfigError, match="classes: got 1"):
+        score(images, x, y, classes)  # what the study did before: class 1 has no private image
+    s = score(kept, x, y, kc)  # each kept row is one of the client's images exactly
+    assert s["ssim"] == pytest.approx(1.0) and math.isinf(s["psnr"])
+    rec, none = held_classes(images, None, y)  # gradient inversion: no classes, nothing dropped
+    assert rec is images and none is None
