@@ -229,7 +229,7 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
     from fedlib.privacy import (attack_upload, craft_imprint, model_query, reconstruct, recover_imprint,
                                 score, train_inversion, what_server_holds)
     from fedlib.privacy.defense import defend_upload
-    from fedlib.privacy.table import feature_targets
+    from fedlib.privacy.table import feature_targets, logits_layer, update_gradient
 
     s, atk = plan.settings, plan.spec["attack"]
     cid = atk["client"]
@@ -279,17 +279,21 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
             add(f"gradient_inversion (B {state.ctx.train.batch_size}, {steps} steps)", t0, len(y),
                 **score(rec.images, x, y, y.clone(), classifier, mean, std))
         t0 = time.perf_counter()
-        parts = []
+        parts, label = [], "iDLG label"
+        C = state.ctx.num_classes
         for i in range(min(s["batch1_images"], len(y))):
             one = ClientData(cid, x[i:i + 1], y[i:i + 1], y[i:i + 1].clone())
             b1, u1 = capture(state, cid, data=one, batch_size=1)
             u1 = defended(b1, u1, 100 + i)
-            rec = attack_upload(method, b1, u1, state.model(cid), shape, batch=1, lr=lr, local_steps=1,
-                                **kw)["gradient_inversion"][0]
+            known = None
+            if logits_layer(update_gradient(state.model(cid), b1, u1, lr, 1), C) is None:  # FedPer, FedNH: no head
+                known, label = y[i:i + 1].clone(), "known label"
+            rec = attack_upload(method, b1, u1, state.model(cid), shape, batch=1, labels=known, lr=lr,
+                                local_steps=1, num_classes=C, **kw)["gradient_inversion"][0]
             if usable(rec.images):
                 parts.append(score(rec.images, x[i:i + 1], y[i:i + 1], None, classifier, mean, std))
         if parts:
-            add("gradient_inversion (batch 1, iDLG label)", t0, len(parts),
+            add(f"gradient_inversion (batch 1, {label})", t0, len(parts),
                 **{k: float(np.mean([min(p[k], 100.0) for p in parts])) for k in ("psnr", "ssim", "label_acc")})
     if "decoder" in todo:
         model = state.model(cid)

@@ -66,6 +66,49 @@ def pseudo_gradient(broadcast: Mapping[str, torch.Tensor], upload: Mapping[str, 
     return {k[len(prefix):]: (broadcast[k] - upload[k]).detach() / (lr * local_steps) for k in names}
 
 
+# Message prefixes whose tensors are the weights of the client's model (FedAvg family, FML's meme, FedKD's
+# uncompressed mentee tensors); ``c<j>.`` is IFCA's cluster j; ``g.`` is FedCAM's global part, matched as is.
+_WEIGHT_PREFIXES = ("w.", "meme.", "mentee.")
+
+
+def _message_weights(msg: Mapping, names: Mapping[str, torch.Tensor], cluster: int | None = None) -> dict:
+    """``{model entry: tensor}`` of the model weights in one message, keyed by the entries of ``names`` (the
+    attacked module's ``state_dict()``): ``w.``/``meme.``/``mentee.`` keys without their prefix, FedKD's SVD
+    factors multiplied back (``svd_u``, ``svd_s``, ``svd_v``: u diag(s) v), IFCA's ``c<cluster>.`` keys (the
+    cluster the client chose), and keys that already are entries (FedCAM's ``g.``). Where the module is
+    FedCAM's sum of a global and a cluster part (entries ``g.*`` and ``f.*``), the cluster part is ``f.``."""
+    out = {}
+    for k, v in msg.items():
+        if not torch.is_tensor(v) or not v.is_floating_point():
+            continue
+        head, _, rest = k.partition(".")
+        if k in names:
+            out[k] = v
+            continue
+        if head + "." in _WEIGHT_PREFIXES or (cluster is not None and head == f"c{cluster}"):
+            for name in (rest, "f." + rest):
+                if name in names:
+                    out[name] = v
+                    break
+        elif head == "svd_u" and rest in names and f"svd_s.{rest}" in msg and f"svd_v.{rest}" in msg:
+            u, sv, vt = v, msg[f"svd_s.{rest}"], msg[f"svd_v.{rest}"]
+            out[rest] = ((u * sv.unsqueeze(-2)) @ vt).reshape(names[rest].shape)
+    return out
+
+
+def model_update(broadcast: Mapping, upload: Mapping, entries: Mapping[str, torch.Tensor]) -> tuple[dict, dict]:
+    """``(start, end)``: the weights the client started its update from (in the broadcast) and those it sent
+    back, keyed by the attacked module's ``state_dict()`` entries (:func:`_message_weights`; IFCA's start is
+    the cluster named by the upload's ``cluster``). Raises ConfigError when the two share no entry."""
+    cluster = upload.get("cluster")
+    cluster = None if cluster is None else int(cluster)
+    end = _message_weights(upload, entries)
+    start = _message_weights(broadcast, entries, cluster)
+    if not any(n in start for n in end):
+        raise ConfigError("upload", sorted(upload)[:5], "model weights that the broadcast also carries")
+    return start, end
+
+
 def client_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Grads:
     """The exact gradient of the mean cross-entropy of ``(x, y)`` at the model's weights (the reference)."""
     params = dict(model.named_parameters())

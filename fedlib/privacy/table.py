@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from fedlib.privacy.gradients import infer_label, invert_gradients, pseudo_gradient
+from fedlib.privacy.gradients import infer_label, invert_gradients, model_update
 from fedlib.privacy.holds import what_server_holds
 from fedlib.privacy.inversion import Reconstruction, feature_fn, invert_features
 from fedlib.privacy.metrics import best_match_reference, class_mean_images, label_accuracy, psnr_ssim
@@ -46,7 +46,8 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
                   *, batch: int | None = None, labels: torch.Tensor | None = None,
                   lr: float = 0.01, local_steps: int = 1, steps: int = 300, restarts: int = 2,
                   mean: float | Sequence[float] = 0.0, std: float | Sequence[float] = 1.0,
-                  seed: int = 0, loss: str = "l2") -> dict[str, tuple[Reconstruction, torch.Tensor | None]]:
+                  seed: int = 0, loss: str = "l2", num_classes: int | None = None
+                  ) -> dict[str, tuple[Reconstruction, torch.Tensor | None]]:
     """Run the white-box attacks that apply to ``method`` on one (broadcast, upload) pair.
 
     ``model`` is a module of the client's architecture; it is loaded with the weights the server
@@ -55,7 +56,8 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
     ``feature_inversion:<key>`` per feature statistic (images of ``image_shape`` (C, H, W)),
     ``gradient_inversion`` when ``batch`` (the number of images behind the update) is given (with
     ``labels`` for batch > 1; batch 1 infers the label, iDLG; ``lr`` and ``local_steps`` of the run
-    make the pseudo-gradient). ``loss``: the feature inversion's distance (``"cosine"`` for statistics of
+    make the pseudo-gradient; with ``num_classes`` the label is read from the layer with that many outputs,
+    :func:`logits_layer`, else from the last 2-D weight). ``loss``: the feature inversion's distance (``"cosine"`` for statistics of
     L2-normalised features, see :func:`invert_features`). The decoder and the
     active attacks need auxiliary data or a crafted round: :mod:`fedlib.privacy.attack`, :mod:`.active`.
     """
@@ -74,16 +76,41 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
                                   loss=loss)
             out[f"feature_inversion:{key}"] = (rec, classes)
     if "gradient_inversion" in view.attacks and batch is not None:
-        load(broadcast)
-        g = pseudo_gradient(broadcast, upload, lr, local_steps)
+        g = update_gradient(model, broadcast, upload, lr, local_steps)
         if labels is None:
             if batch != 1:
                 raise ConfigError("labels", None, "the batch's labels when the batch holds more than one image")
-            labels = torch.tensor([infer_label(g, *_last_layer(g))])
+            layer = _last_layer(g) if num_classes is None else logits_layer(g, num_classes)
+            if layer is None:
+                raise ConfigError("labels", None, f"the image's label: the upload has no gradient of a layer with "
+                                                  f"{num_classes} outputs to infer it from (iDLG)")
+            labels = torch.tensor([infer_label(g, *layer)])
         rec = invert_gradients(model, g, labels, (batch, *image_shape), steps=steps, restarts=restarts,
                                mean=mean, std=std, seed=seed)
         out["gradient_inversion"] = (rec, None)
     return out
+
+
+def update_gradient(model: nn.Module, broadcast: Mapping, upload: Mapping, lr: float, local_steps: int) -> dict:
+    """The pseudo-gradient ``(w_0 - w_E) / (lr E)`` of one local update, keyed by ``model``'s parameter names,
+    with ``model`` loaded with the weights the client started from (:func:`~fedlib.privacy.gradients.model_update`:
+    any message layout that carries the client's model both ways, e.g. FML's meme, FedKD's SVD factors, IFCA's
+    clusters, FedCAM's two parts); parameters the upload does not carry (a personal head) keep the module's."""
+    start, end = model_update(broadcast, upload, model.state_dict())
+    model.load_state_dict({**model.state_dict(), **start})
+    params = dict(model.named_parameters())
+    return {n: (start[n] - end[n]).detach() / (lr * local_steps) for n in end if n in start and n in params}
+
+
+def logits_layer(g: Mapping, num_classes: int) -> tuple[str, str | None] | None:
+    """The layer of a gradient that makes the logits, for iDLG: the last 2-D weight with ``num_classes`` rows,
+    and its bias when present; ``None`` when the gradient has none (FedNH's classifier is the server's fixed
+    prototypes, a buffer: its clients' last trained weight is a hidden layer, whose row index is no label)."""
+    weights = [k for k, v in g.items() if k.endswith("weight") and v.dim() == 2 and v.shape[0] == num_classes]
+    if not weights:
+        return None
+    bias = weights[-1][:-len("weight")] + "bias"
+    return weights[-1], bias if bias in g else None
 
 
 def _last_layer(g: Mapping) -> tuple[str, str | None]:

@@ -105,6 +105,77 @@ def test_idlg_infers_the_label_of_one_image(label):
     assert infer_label(g, "head.weight") == label  # sigmoid features are positive: the row sums decide
 
 
+def _one_step(model, x, y, lr):
+    """The weights after one SGD step of lr on (x, y), and the exact gradient at the start."""
+    g = client_gradient(model, x, y)
+    return {n: (p - lr * g[n]).detach() for n, p in model.named_parameters()}, g
+
+
+@pytest.mark.parametrize("layout", ["w", "meme", "mentee_svd", "ifca", "cam"])
+def test_the_update_gradient_reads_every_message_layout(layout):
+    # One SGD step of lr 0.5 from w0 gives (w0 - w1) / 0.5 = the exact gradient, whatever the layout of the
+    # messages: FedAvg's w., FML's meme., FedKD's SVD factors, IFCA's chosen cluster c<j>., FedCAM's f/g parts.
+    from fedlib.privacy.table import logits_layer, update_gradient
+
+    net, x, y = TinyNet(d=6), images(3), torch.tensor([0, 1, 3])
+    w0 = {n: p.detach().clone() for n, p in net.named_parameters()}
+    w1, g = _one_step(net, x, y, 0.5)
+    if layout in ("w", "meme"):
+        b, u = {f"{layout}.{n}": v for n, v in w0.items()}, {f"{layout}.{n}": v for n, v in w1.items()}
+    elif layout == "mentee_svd":  # weights as exact (full-rank) SVD factors, biases as mentee.
+        def msg(w):
+            out = {}
+            for n, v in w.items():
+                if v.dim() == 2:
+                    uu, ss, vv = torch.linalg.svd(v, full_matrices=False)
+                    out.update({f"svd_u.{n}": uu, f"svd_s.{n}": ss, f"svd_v.{n}": vv})
+                else:
+                    out[f"mentee.{n}"] = v
+            return out
+        b, u = msg(w0), msg(w1)
+    elif layout == "ifca":  # cluster 1 is the one the client trained; cluster 0 holds other weights
+        other = {n: v + 1.0 for n, v in w0.items()}
+        b = {**{f"c0.{n}": v for n, v in other.items()}, **{f"c1.{n}": v for n, v in w0.items()}}
+        u = {**{f"w.{n}": v for n, v in w1.items()}, "cluster": 1, "num_samples": 3}
+    if layout != "cam":
+        target = TinyNet(d=6, seed=5)  # other weights: the start must come from the broadcast
+        got = update_gradient(target, b, u, 0.5, 1)
+        assert sorted(got) == sorted(g)
+        for n in g:
+            torch.testing.assert_close(got[n], g[n], atol=2e-5, rtol=1e-4)
+        for n, p in target.named_parameters():
+            torch.testing.assert_close(p.detach(), w0[n], atol=1e-5, rtol=1e-5)
+        assert logits_layer(got, 4) == ("head.weight", "head.bias")
+        return
+    # FedCAM: module = g (frozen global part, sent down as g.) + f (cluster part: down c<j>., up w.)
+    cam = nn.ModuleDict({"g": TinyNet(d=6, seed=2), "f": TinyNet(d=6, seed=3)})
+    gw = {f"g.{n}": v.detach().clone() for n, v in cam["g"].named_parameters()}
+    b = {**gw, **{f"c0.{n}": v for n, v in w0.items()}}
+    u = {**{f"w.{n}": v for n, v in w1.items()}, "cluster": 0}
+    got = update_gradient(cam, b, u, 0.5, 1)
+    assert sorted(got) == sorted(f"f.{n}" for n in g)
+    for n in g:
+        torch.testing.assert_close(got[f"f.{n}"], g[n], atol=2e-5, rtol=1e-4)
+    assert logits_layer(got, 4) == ("f.head.weight", "f.head.bias")
+
+
+def test_a_personal_head_leaves_no_logits_layer_to_read_the_label_from():
+    # FedPer sends the body only: iDLG has no layer with C outputs, and the attack says so in one line
+    from fedlib.privacy.table import logits_layer, update_gradient
+
+    net, x, y = TinyNet(d=6), images(1), torch.tensor([2])
+    w0 = {n: p.detach().clone() for n, p in net.named_parameters()}
+    w1, _ = _one_step(net, x, y, 0.5)
+    b = {f"w.{n}": v for n, v in w0.items() if n.startswith("body")}
+    u = {f"w.{n}": v for n, v in w1.items() if n.startswith("body")}
+    assert logits_layer(update_gradient(net, b, u, 0.5, 1), 4) is None
+    with pytest.raises(ConfigError, match="labels: .*no gradient of a layer with 4 outputs"):
+        attack_upload("fedper", b, u, net, (1, 8, 8), batch=1, steps=1, restarts=1, lr=0.5, num_classes=4)
+    out = attack_upload("fedper", b, u, net, (1, 8, 8), batch=1, labels=y, steps=2, restarts=1, lr=0.5,
+                        num_classes=4)
+    assert out["gradient_inversion"][0].images.shape == (1, 1, 8, 8)
+
+
 @pytest.mark.slow
 def test_inverting_gradients_recovers_one_image_from_its_exact_gradient():
     # Prepare
