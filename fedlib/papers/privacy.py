@@ -279,15 +279,15 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
             add(f"gradient_inversion (B {state.ctx.train.batch_size}, {steps} steps)", t0, len(y),
                 **score(rec.images, x, y, y.clone(), classifier, mean, std))
         t0 = time.perf_counter()
-        parts, label = [], "iDLG label"
-        C = state.ctx.num_classes
+        parts, C = [], state.ctx.num_classes
+        # the method's upload layout decides it once: FedPer, FedNH send no layer with C outputs to read a label from
+        no_head = logits_layer(update_gradient(state.model(cid), broadcast, upload, lr, 1), C) is None
+        label = "known label" if no_head else "iDLG label"
         for i in range(min(s["batch1_images"], len(y))):
             one = ClientData(cid, x[i:i + 1], y[i:i + 1], y[i:i + 1].clone())
             b1, u1 = capture(state, cid, data=one, batch_size=1)
             u1 = defended(b1, u1, 100 + i)
-            known = None
-            if logits_layer(update_gradient(state.model(cid), b1, u1, lr, 1), C) is None:  # FedPer, FedNH: no head
-                known, label = y[i:i + 1].clone(), "known label"
+            known = y[i:i + 1].clone() if no_head else None
             rec = attack_upload(method, b1, u1, state.model(cid), shape, batch=1, labels=known, lr=lr,
                                 local_steps=1, num_classes=C, **kw)["gradient_inversion"][0]
             if usable(rec.images):
