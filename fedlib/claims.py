@@ -16,7 +16,10 @@ our numbers (never the paper's):
 - **not tested**: the note says why.
 
 Exact counts (floats in a message, a formula checked against the messages) depend on neither the seed
-nor the training length: they are decided as measured, under any profile.
+nor the training length, and follow from what the method is defined to send: a count claim that holds is
+**by construction** (the measurement checks our implementation against the paper's definition; it is not
+evidence of the method's merit), and one the messages contradict is **not supported**, under any profile.
+Every ledger states its count claims this way (``exact=True``, or ``construction=`` with the reason).
 
 Tests (:func:`compare`): the exact two-sided Mann-Whitney rank-sum test, and where both methods ran on
 the same seeds (so on the same partition per seed) the exact paired sign-flip permutation test of the
@@ -165,7 +168,8 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
     given, they decide (any decisive counter-margin: not supported; all decisive and positive:
     supported); ``()`` for a claim that rests on no difference (a threshold on a multi-seed measure),
     ``None`` for a difference whose per-seed values are not at hand (inconclusive). ``exact``: the numbers are
-    counts that depend on neither seed nor training length. ``construction``: why the claim is true by
+    counts that depend on neither seed nor training length (by construction where they hold, not
+    supported where they do not). ``construction``: why the claim is true by
     construction (then it is stated, not counted as evidence).
     """
     if holds is None:
@@ -175,7 +179,10 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
             return BY_CONSTRUCTION, f"true by construction: {construction}"
         return NOT_SUPPORTED, f"expected by construction ({construction}) but not measured so"
     if exact:
-        return (SUPPORTED if holds else NOT_SUPPORTED), "exact counts: independent of seed and training length"
+        if holds:
+            return BY_CONSTRUCTION, ("exact counts, fixed by what the method sends: true by construction, not "
+                                     "counted as evidence")
+        return NOT_SUPPORTED, "exact counts: independent of seed and training length"
     if profile not in DECISIVE_PROFILES:
         return INCONCLUSIVE, f"{profile}-profile evidence only (not the paper protocol or a converged run)"
     if seeds < 2:
@@ -327,8 +334,8 @@ def section_profile(markdown: str) -> str | None:
 
 def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
     """The claims of the ledger table in a report section's markdown (written by :func:`write`) and whether
-    it was written under this rule (it has a ``profile`` column; an earlier section's verdicts came from an
-    older rule). Where a row has no profile, the section's profile stands in, or ``paper`` for a row whose
+    it was written under this rule (it has a ``profile`` column, and no count claim is "supported": an earlier
+    section's verdicts came from an older rule, which counted exact counts that hold as support). Where a row has no profile, the section's profile stands in, or ``paper`` for a row whose
     source says "paper protocol"."""
     lines = markdown.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("**Claims ledger")), None)
@@ -351,7 +358,8 @@ def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
         get = {k: r[i] if i < len(r) else "" for k, i in col.items()}
         prof = get.get("profile") or ("paper" if "paper protocol" in get["source"] else default)
         out.append(Claim(get["claim"], get["source"], get["evidence"], get["verdict"], get.get("note", ""), prof))
-    return out, "profile" in col
+    old_counts = any(c.verdict == SUPPORTED and "exact counts" in c.note for c in out)
+    return out, "profile" in col and not old_counts
 
 
 def report_summary(sections: dict[str, str]) -> pd.DataFrame:

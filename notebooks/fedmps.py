@@ -265,7 +265,10 @@ S.show_summary(nb)
 # ## Claims ledger
 #
 # Every claim the paper makes about Fashion-MNIST-sized settings, our evidence (the number and the runs that made
-# it) and a verdict from an explicit rule on our numbers: supported, not supported, or not tested here (and why).
+# it) and a verdict by the one rule of `fedlib.claims`: supported or not supported (the paper protocol or the
+# converged profile, and a margin beyond the seed spread), inconclusive (a short profile, one seed, or a margin
+# within the spread), by construction (true by how the method is built, message counts included: stated, not counted
+# as evidence) or not tested here (and why). The paper's numbers are never evidence.
 
 # %%
 S.show_ledger(nb)

@@ -235,8 +235,10 @@ P.show_summary(nb)
 # ## Claims ledger
 #
 # Every claim the paper makes that this machine can test, our evidence (the number and the runs that made it) and a
-# verdict from an explicit rule on our numbers: supported, not supported, or not tested here (and why). Where ours
-# contradict the paper the note says so; the paper's own numbers are never evidence.
+# verdict by the one rule of `fedlib.claims`: supported or not supported (the paper protocol or the converged
+# profile, and a margin beyond the seed spread), inconclusive (a short profile, one seed, or a margin within the
+# spread), by construction (true by how the method is built, message counts included: stated, not counted as
+# evidence) or not tested here (and why). The paper's numbers are never evidence.
 
 # %%
 P.show_ledger(nb)

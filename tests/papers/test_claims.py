@@ -73,9 +73,14 @@ def test_the_verdict_rule():
     # a tie is no win: K = 2 and K = 4 both at 82.00
     tie = C.compare("K2 - K4", [82.0, 82.0, 82.0], [82.0, 82.0, 82.0])
     assert C.verdict(True, "paper", 3, [tie])[0] == C.INCONCLUSIVE
-    assert C.verdict(True, "quick", 1, exact=True) == (C.SUPPORTED, "exact counts: independent of seed and "
-                                                                   "training length")
-    assert C.verdict(False, "smoke", 1, exact=True)[0] == C.NOT_SUPPORTED
+    # a count that holds follows from what the method sends: stated, never counted as support
+    assert C.verdict(True, "quick", 1, exact=True) == (
+        C.BY_CONSTRUCTION, "exact counts, fixed by what the method sends: true by construction, not counted as "
+                           "evidence")
+    assert C.verdict(True, "paper", 3, exact=True)[0] == C.BY_CONSTRUCTION
+    # one the messages contradict refutes the claim under any profile
+    assert C.verdict(False, "smoke", 1, exact=True) == (
+        C.NOT_SUPPORTED, "exact counts: independent of seed and training length")
     v, why = C.verdict(True, "paper", 1, construction="a client's prototype is in its own cluster")
     assert v == C.BY_CONSTRUCTION and why == "true by construction: a client's prototype is in its own cluster"
     assert C.verdict(False, "paper", 3, construction="x")[0] == C.NOT_SUPPORTED
@@ -131,3 +136,16 @@ def test_counts_summary_and_the_report_summary_table():
     assert frame.loc["FedX"].tolist() == [1, 1, 1, 1, 1, "paper, converged"]
     assert frame.loc["FedY"].tolist() == [0, 0, 1, 0, 0, "—"]
     assert C.table(ledger).loc[3, "verdict"] == "by construction"
+
+
+def test_a_section_judged_before_counts_became_by_construction_asks_for_a_re_render():
+    head = ("## P\n\n_profile `quick` · commit abc_\n\n**Claims ledger (x).**\n\n"
+            "| # | claim | source | evidence | profile | verdict | note |\n|---|---:|---:|---:|---:|---:|---:|\n")
+    old = head + "| 1 | fewer floats | Table V | 30 vs 1,240 | quick | supported | exact counts: independent of seed |\n"
+    claims, current = C.parse_ledger(old)
+    assert [c.verdict for c in claims] == ["supported"] and not current
+    new = head + ("| 1 | fewer floats | Table V | 30 vs 1,240 | quick | by construction | exact counts, fixed by "
+                  "what the method sends |\n| 2 | fewer, ours | Table V | 333 vs 58 | quick | not supported | "
+                  "exact counts: independent of seed |\n")
+    claims, current = C.parse_ledger(new)
+    assert [c.verdict for c in claims] == ["by construction", "not supported"] and current
