@@ -42,6 +42,11 @@ SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTED = (
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTED)
 DECISIVE_PROFILES = ("paper", "converged")
 ALPHA = 0.05
+# Why a count claim got its verdict. The earlier rule wrote EXACT_COUNTS beside "supported" too: parse_ledger finds
+# its tag there to tell a section judged before counts became by construction.
+EXACT_TAG = "exact counts:"
+EXACT_COUNTS = f"{EXACT_TAG} independent of seed and training length"
+EXACT_HOLDS = "exact counts, fixed by what the method sends: true by construction, not counted as evidence"
 
 
 @dataclasses.dataclass
@@ -179,10 +184,7 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
             return BY_CONSTRUCTION, f"true by construction: {construction}"
         return NOT_SUPPORTED, f"expected by construction ({construction}) but not measured so"
     if exact:
-        if holds:
-            return BY_CONSTRUCTION, ("exact counts, fixed by what the method sends: true by construction, not "
-                                     "counted as evidence")
-        return NOT_SUPPORTED, "exact counts: independent of seed and training length"
+        return (BY_CONSTRUCTION, EXACT_HOLDS) if holds else (NOT_SUPPORTED, EXACT_COUNTS)
     if profile not in DECISIVE_PROFILES:
         return INCONCLUSIVE, f"{profile}-profile evidence only (not the paper protocol or a converged run)"
     if seeds < 2:
@@ -335,8 +337,9 @@ def section_profile(markdown: str) -> str | None:
 def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
     """The claims of the ledger table in a report section's markdown (written by :func:`write`) and whether
     it was written under this rule (it has a ``profile`` column, and no count claim is "supported": an earlier
-    section's verdicts came from an older rule, which counted exact counts that hold as support). Where a row has no profile, the section's profile stands in, or ``paper`` for a row whose
-    source says "paper protocol"."""
+    section's verdicts came from an older rule, which counted exact counts that hold as support). Where a row
+    has no profile, the section's profile stands in, or ``paper`` for a row whose source says "paper
+    protocol"."""
     lines = markdown.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("**Claims ledger")), None)
     if start is None:
@@ -358,7 +361,7 @@ def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
         get = {k: r[i] if i < len(r) else "" for k, i in col.items()}
         prof = get.get("profile") or ("paper" if "paper protocol" in get["source"] else default)
         out.append(Claim(get["claim"], get["source"], get["evidence"], get["verdict"], get.get("note", ""), prof))
-    old_counts = any(c.verdict == SUPPORTED and "exact counts" in c.note for c in out)
+    old_counts = any(c.verdict == SUPPORTED and EXACT_TAG in c.note for c in out)
     return out, "profile" in col and not old_counts
 
 

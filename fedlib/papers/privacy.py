@@ -916,7 +916,8 @@ def fig_utility(nb):
     utility_figure(nb.plan, util, ax)
     nb.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM under clip + noise on the uploads and "
               f"under DP-SGD ({nb.profile} profile)", "privacy_utility")
-    shown = util.assign(method=[nb.label(m) for m in util.method]).round({"epsilon": 2, "accuracy": 2, "accuracy std": 2, "ssim": 3})
+    shown = util.assign(method=[nb.label(m) for m in util.method]).round(
+        {"epsilon": 2, "accuracy": 2, "accuracy std": 2, "ssim": 3})
     shown = shown.set_index(["defence", "method", "noise"])
     clip = nb.plan.spec["dp_sgd"]["clip_sample"]
     nb.table("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma.** "
