@@ -178,6 +178,12 @@ def bench_config(label: str, cfg: dict, rounds: int) -> None:
     print(f"  bare loop pass {med(bare):8.3f} s   {n_train / med(bare):8.0f} samples/s   ratio engine/bare "
           f"{med(eng) / med(bare):.3f} x (training alone {med(tr) / med(bare):.3f} x)")
     print(f"  peak memory    host {peak_host:,.0f} MB" + (f", CUDA {peak_dev:,.0f} MB" if cuda else ""))
+    if sim.cohort.batched is not None:
+        from fedlib.executors import GRAPHS_ENV, step_mode
+
+        ex = sim.cohort.batched
+        print(f"  lockstep steps {step_mode(ctx.device, ex.mode)} ({ex.captured} epochs captured as CUDA graphs; "
+              f"${GRAPHS_ENV}=1 turns capture on)")
     if len(per_arch) > 1:
         split = ", ".join(f"{a} {sum(v):.3f} s" for a, v in per_arch.items())
         print(f"  training per architecture (all its clients, per round): {split}")
@@ -306,6 +312,10 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}")
         return 2
+    if device == "cuda":
+        from fedlib.device import deterministic_cuda
+
+        deterministic_cuda()  # as runs train
     with one_thread() if device == "cpu" else contextlib.nullcontext():
         for label, cfg in cfgs.items():
             if args.stacked:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 
 import torch
@@ -44,6 +45,23 @@ from fedlib.prototypes import GroupSums
 
 log = logging.getLogger(__name__)
 EXECUTORS = ("sequential", "batched")
+STEP_MODES = ("auto", "loop", "fixed", "graph")
+GRAPHS_ENV = "FEDLIB_CUDA_GRAPHS"  # "1": the lockstep steps captured as CUDA graphs (not yet the default)
+
+
+def step_mode(device: str, mode: str = "auto") -> str:
+    """How an epoch's lockstep steps run: ``loop`` (eager, the host picks what each step needs; the reference on
+    a CPU), ``fixed`` (one fixed-shape step body that reads its step's inputs from device tensors through a step
+    counter on the device: eager), ``graph`` (that body captured once per epoch as a CUDA graph and replayed:
+    one launch per step). ``auto``: ``graph`` on CUDA where ``$FEDLIB_CUDA_GRAPHS`` is ``1``, else ``loop``
+    (capture is opt-in until ``scripts/gpu_check.sh`` has confirmed it on a GPU: docs/engine.md)."""
+    if mode not in STEP_MODES:
+        raise ValueError(f"step mode: got {mode!r}; allowed: {', '.join(STEP_MODES)}")
+    if mode == "auto":
+        return "graph" if device == "cuda" and os.environ.get(GRAPHS_ENV, "0") == "1" else "loop"
+    if mode == "graph" and device != "cuda":
+        raise ValueError(f"step mode: got 'graph' on {device!r}; allowed there: loop or fixed (graphs need CUDA)")
+    return mode
 
 
 def _pick(d: dict, ix: torch.Tensor, full: bool) -> dict:
@@ -136,6 +154,10 @@ class _MaskedSGD:
         rows = [kinds[k].view(*a.shape, *[1] * (d - 1)).unbind(0) for k, d in keys]
         return [dict(zip(keys, vals, strict=True)) for vals in zip(*rows, strict=True)]
 
+    def factors(self, on: torch.Tensor) -> dict:
+        """The per-client factors of one step from its device mask ``on`` (G,): as :meth:`epoch_factors`."""
+        return self.epoch_factors(on.unsqueeze(0))[0]
+
     def step(self, grads: dict, f: dict) -> None:
         self.update(self.P, self.M, grads, f)
 
@@ -159,6 +181,42 @@ class _MaskedSGD:
                 torch._foreach_add_(p, g, alpha=-self.lr)
             else:
                 torch._foreach_addcmul_(p, g, [f["lr", v.dim()] for v in p])
+
+
+class _FixedStep:
+    """One lockstep step of an epoch as a fixed-shape body (:func:`step_mode` ``fixed`` and ``graph``): every
+    client steps (inactive ones with learning rate 0, momentum factor 1 and their buffers kept), the step's
+    inputs are read from the epoch's device tensors at a step counter on the device (``index_select``), the
+    losses and per-class feature sums are added in place on the device, and the counter advances: nothing
+    read from or decided on the host, so the body can be captured as a CUDA graph and replayed once per step.
+    Same updates as the ``loop`` path; the sums are added in another order (a batched one-hot product per
+    step instead of the loop's chunked ``index_add_``), so they agree to rounding, not bit for bit."""
+
+    def __init__(self, step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, collect, C, epoch):
+        self.step, self.opt, self.held, self.P, self.B, self.E, self.T = step, opt, held, P, B, E, T
+        self.D, self.acc, self.S, self.xs, self.ys, self.collect, self.C, self.epoch = D, acc, S, xs, ys, collect, \
+            C, epoch
+        self.active = plan.active
+        self.at = torch.zeros(1, dtype=torch.int64, device=xs.device)  # the step counter, on the device
+        self.classes = torch.arange(C, device=xs.device)
+
+    def _row(self, v: torch.Tensor) -> torch.Tensor:
+        return v.index_select(0, self.at)[0]
+
+    def __call__(self) -> None:
+        x, y, on = self._row(self.xs), self._row(self.ys), self._row(self.active)
+        d = {k: self._row(v) for k, v in self.D.items()}
+        kept = self.held.hold()
+        grads, (losses, parts, coll) = self.step(self.P, self.B, x, y, self.E, self.T, d, self.epoch)
+        self.opt.step(grads, self.opt.factors(on))
+        self.held.keep(kept, on)
+        self.acc.add(on, losses, parts)
+        if self.collect:
+            G = len(on)
+            hot = (y.unsqueeze(2) == self.classes) & on.view(G, 1, 1)  # (G, batch, C): active clients' labels
+            for lv, z in coll.items():
+                self.S[lv][:G * self.C].view(G, self.C, -1).add_(torch.bmm(hot.to(z.dtype).transpose(1, 2), z))
+        self.at.add_(1)
 
 
 class _Accounts:
@@ -318,7 +376,11 @@ def _per_run(group: TrainedGroup, rows: list, jobs: dict) -> dict:
 class Batched:
     """The batched executor (module docstring); keeps which methods it already noted as sequential."""
 
-    def __init__(self):
+    def __init__(self, mode: str = "auto"):
+        step_mode("cpu", "loop" if mode == "graph" else mode)  # a bad name fails here, not in the first round
+        self.mode = mode  # how the lockstep steps run (:func:`step_mode`)
+        self._side = self._pool = None  # the CUDA graphs' stream and memory pool (one graph alive at a time)
+        self.captured = 0  # epochs that ran as a CUDA graph
         self._noted: set = set()
         self._stacked: dict = {}  # each group's training data, concatenated (per set of clients and data)
         self.times: dict = {}  # seconds of the last round per client (a group's time split over its clients)
@@ -466,7 +528,7 @@ class Batched:
                         for lv in dims:
                             K[lv].index_add_(0, cells.flatten(), torch.ones_like(cells.flatten()))
                     D, odd_draws = _draws(plan, [tasks[c] for c in cids]) if first.draws else ({}, {})
-                    self._epoch(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch)
+                    self._epoch(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch, C)
                     for g, idx in plan.odd:  # a batch shorter than the group's (module docstring)
                         self._odd_step(step, opt, P, B, E, T, odd_draws.get(g, {}), acc, S, K, X[idx], Y[idx], g, C,
                                        epoch, collect)
@@ -483,10 +545,16 @@ class Batched:
                    for g, cid in enumerate(cids)}
         return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, W, sums, metrics)
 
-    @staticmethod
-    def _epoch(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch) -> None:
+    def _epoch(self, step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch, C) -> None:
         """The lockstep steps of one epoch (``D``: the per-step draws (steps, G, ...); ``cells``: where the
-        collected features go, or ``None``)."""
+        collected features go, or ``None``), as :attr:`mode` says (:func:`step_mode`)."""
+        mode = step_mode(xs.device.type, self.mode)
+        if mode != "loop" and plan.steps:
+            body = _FixedStep(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells is not None, C, epoch)
+            replay, done = self._capture(body) if mode == "graph" and plan.steps > 2 else (None, 0)
+            for _ in range(plan.steps - done):
+                replay() if replay is not None else body()
+            return
         factors = opt.epoch_factors(plan.active)
         xs, ys, ons = xs.unbind(0), ys.unbind(0), plan.active.unbind(0)
         ds = [dict(zip(D, vals, strict=True)) for vals in zip(*(v.unbind(0) for v in D.values()), strict=True)] \
@@ -506,6 +574,39 @@ class Batched:
         acc.close_epoch(plan.active)
         if feats is not None:
             feats.flush()
+
+    def _capture(self, body: _FixedStep):
+        """Run ``body``'s first step eagerly, then capture the body as a CUDA graph, both on a side stream (the
+        warm-up CUDA graphs want: the libraries' per-stream handles and workspaces exist before capture);
+        returns ``(replay, 1)``: the graph's ``replay`` for the remaining steps and the one step taken, or
+        ``(None, 1)`` where capture fails (one log line saying why; a failed capture executed nothing, so the
+        epoch goes on eagerly from its second step)."""
+        if self._side is None:
+            self._side, self._pool = torch.cuda.Stream(), torch.cuda.graph_pool_handle()
+        graph, main = torch.cuda.CUDAGraph(), torch.cuda.current_stream()
+        self._side.wait_stream(main)
+        with torch.cuda.stream(self._side):
+            body()  # the warm-up, and a step like any other (its errors are the run's)
+        try:
+            with torch.cuda.stream(self._side):
+                graph.capture_begin(pool=self._pool)
+                try:
+                    body()
+                except BaseException:
+                    try:
+                        graph.capture_end()
+                    except Exception:  # noqa: BLE001 - the body's error is the one to report
+                        pass
+                    raise
+                graph.capture_end()
+        except Exception as exc:  # noqa: BLE001 - any capture failure falls back to the eager body
+            main.wait_stream(self._side)
+            self._note_once(f"CUDA graph capture failed, eager fixed-shape steps instead "
+                            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+            return None, 1
+        main.wait_stream(self._side)
+        self.captured += 1
+        return graph.replay, 1
 
     def _data(self, cids: list, datas: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """The group's training samples concatenated in client order (kept while the clients' data is the same)."""

@@ -138,3 +138,70 @@ def test_rounds_are_exact_unless_the_batched_executor_trains_the_clients():
     assert not Simulator(algo, ctx, data, rounds=1, progress=False, executor="batched").round_record(1).exact
     fml = make_algorithm({"name": "fml"})  # trained sequentially under the batched executor: exact rounds
     assert Simulator(fml, ctx, data, rounds=1, progress=False, executor="batched").round_record(1).exact
+
+
+def _modes(algo, ctx, data, rounds, modes):
+    """``{mode: (records, clients, executor)}`` of ``rounds`` batched rounds per step mode
+    (:func:`fedlib.executors.step_mode`)."""
+    out = {}
+    for mode in modes:
+        sim = Simulator(algo, ctx, data, rounds=rounds, progress=False, executor="batched")
+        sim.cohort.batched.mode = mode
+        out[mode] = (sim.run(), sim.clients, sim.cohort.batched)
+    return out
+
+
+# fedproto and fedmps collect per-class features, fedmps with two levels; fedgkd reads a teacher; fedrep and
+# fedpac train in phases with their own trainable parts and learning rates; moon reads extras; fedavg has momentum
+FIXED_CASES = [("fedproto", {}), ("fedmps", {}), ("fedavg", {}), ("fedgkd", {}), ("fedrep", {}), ("fedpac", {}),
+               ("moon", {}), ("fedproto", {"drop_last": False})]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,hp", FIXED_CASES)
+def test_the_fixed_shape_step_equals_the_step_loop(name, hp):
+    # the body a CUDA graph captures, run eagerly on the CPU: every client steps with a device mask and the
+    # step's inputs come from a device step counter; the same updates as the host-driven loop, the class sums
+    # in another order (rounding only)
+    algo, ctx, data = setup(name, **hp)
+    out = _modes(algo, ctx, data, 2, ("loop", "fixed"))
+    for cid in range(5):
+        assert rel_diff(out["loop"][1][cid]["model"], out["fixed"][1][cid]["model"]) < 1e-5, cid
+    for key, seq in out["loop"][0][-1]["clients"].items():
+        assert max(abs(a - b) for a, b in zip(seq, out["fixed"][0][-1]["clients"][key], strict=True)) <= 0.005, key
+    for a, b in zip(out["loop"][0], out["fixed"][0], strict=True):
+        assert abs(a["train_loss"] - b["train_loss"]) <= 1e-5 * abs(a["train_loss"])
+        assert a["up_params"] == b["up_params"]
+    assert out["fixed"][2].captured == 0  # nothing is captured on a CPU
+
+
+def test_step_modes_resolve_per_device_and_refuse_bad_names(monkeypatch):
+    from fedlib.executors import GRAPHS_ENV, step_mode
+
+    monkeypatch.delenv(GRAPHS_ENV, raising=False)
+    assert step_mode("cpu") == "loop" and step_mode("cuda") == "loop" and step_mode("cuda", "fixed") == "fixed"
+    monkeypatch.setenv(GRAPHS_ENV, "1")  # capture is opt-in until confirmed on a GPU
+    assert step_mode("cuda") == "graph" and step_mode("cpu") == "loop"
+    with pytest.raises(ValueError, match="step mode: got 'graphs'; allowed: auto, loop, fixed, graph"):
+        Batched("graphs")
+    with pytest.raises(ValueError, match="got 'graph' on 'cpu'; allowed there: loop or fixed"):
+        step_mode("cpu", "graph")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name,hp", FIXED_CASES)
+def test_the_captured_step_equals_the_eager_one_on_cuda(name, hp):
+    import dataclasses
+
+    from fedlib.device import deterministic_cuda
+
+    deterministic_cuda()  # as runs train
+    algo, ctx, data = setup(name, **hp)
+    ctx, data = dataclasses.replace(ctx, device="cuda"), data.to("cuda")
+    out = _modes(algo, ctx, data, 2, ("loop", "fixed", "graph"))
+    assert out["graph"][2].captured > 0, "no epoch ran as a CUDA graph"
+    for cid in range(5):  # the captured body replays the eager body's kernels: equal bit for bit
+        for k, v in out["fixed"][1][cid]["model"].items():
+            assert torch.equal(v, out["graph"][1][cid]["model"][k]), (cid, k)
+        assert rel_diff(out["loop"][1][cid]["model"], out["graph"][1][cid]["model"]) < 1e-5, cid
+    assert [r["clients"] for r in out["fixed"][0]] == [r["clients"] for r in out["graph"][0]]
