@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     arc.add_argument("--check", action="store_true", help="verify the archive and count the finished runs of the "
                                                           "results folder, copy nothing")
     arc.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
+    arc.add_argument("--replace", action="store_true", help="replace entries already archived (default: keep them)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "archive":
         from fedlib.papers.catalog import main as archive_main
 
-        return archive_main((["--check"] if args.check else []) + (["--root", args.root] if args.root else []))
+        return archive_main((["--check"] if args.check else []) + (["--root", args.root] if args.root else [])
+                            + (["--replace"] if args.replace else []))
 
     from fedlib.data.sources import DatasetUnavailable
     from fedlib.config import load_config

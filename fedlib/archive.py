@@ -43,21 +43,25 @@ def entry(cfg: dict, seed: int, root: Path | None = None) -> Path:
     return Path(root or ARCHIVE) / run_id(cfg, seed)
 
 
-def add(cfg: dict, seed: int, root: Path | None = None) -> bool:
+def add(cfg: dict, seed: int, root: Path | None = None, replace: bool = False) -> bool:
     """Copy the finished run ``(cfg, seed)`` from the results folder into the archive (summary,
-    config, compressed log); ``False`` where the run has not finished or is damaged. An entry
-    already there is replaced (the results folder holds the newest finished run)."""
+    config, compressed log); ``False`` where the run has not finished or is damaged. An entry already
+    there that passes its checks is kept (the committed record a report quotes does not change because a
+    run was made again: a rerun's timing, commit and machine differ even where its numbers do not),
+    unless ``replace``; a damaged entry is replaced."""
     from fedlib.runner import cached_summary, run_dir
 
-    summary = cached_summary(cfg, seed)
-    if summary is None:
+    finished = cached_summary(cfg, seed)
+    if finished is None:
         return False
+    if not replace and entry(cfg, seed, root).exists() and summary(cfg, seed, root) is not None:
+        return True
     src, dest = run_dir(cfg, seed), entry(cfg, seed, root)
     dest.mkdir(parents=True, exist_ok=True)
     log = (src / store.LOG).read_bytes()
     store.atomic_write(dest / LOG_GZ, gzip.compress(log, mtime=0))
     shutil.copyfile(src / store.CONFIG, dest / store.CONFIG)
-    record = store.with_hash({k: v for k, v in summary.items() if k != "cache_hit"})
+    record = store.with_hash({k: v for k, v in finished.items() if k != "cache_hit"})
     store.atomic_write(dest / store.SUMMARY, json.dumps(record, indent=1) + "\n")
     return True
 

@@ -26,13 +26,15 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib archive [--check]``: archive (or check) the long-profile runs the report reads."""
+    """``python -m fedlib archive [--check] [--replace]``: archive (or check) the long-profile runs the report reads."""
     from fedlib import archive, results
     from fedlib.runner import cached_summary
 
     parser = argparse.ArgumentParser(prog="python -m fedlib archive", description=main.__doc__)
     parser.add_argument("--check", action="store_true", help="verify the archive, copy nothing")
     parser.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
+    parser.add_argument("--replace", action="store_true", help="replace entries already archived with the results "
+                        "folder's run (default: keep them)")
     args = parser.parse_args(argv)
     root = Path(args.root) if args.root else None
     failed = 0
@@ -47,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks; {done} finished in the "
                   "results folder")
         else:  # the run on the table's own placement, else the first other one that finished (results.find)
-            added = sum(any(archive.add(c, s, root) for c in results.placements(cfg)) for cfg, s in jobs)
-            print(f"{name}: {added} of {len(jobs)} runs finished and archived")
+            before = sum(any(archive.entry(c, s, root).exists() for c in results.placements(cfg)) for cfg, s in jobs)
+            added = sum(any(archive.add(c, s, root, args.replace) for c in results.placements(cfg)) for cfg, s in jobs)
+            print(f"{name}: {added} of {len(jobs)} runs finished and archived ({before} were already there"
+                  + (", replaced)" if args.replace else ", kept)"))
     if failed:
         print(f"archive check: {failed} entr{'y' if failed == 1 else 'ies'} failed (see the warnings above)")
     return 1 if failed else 0

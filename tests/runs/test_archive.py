@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from fedlib import archive, papers, results
+from fedlib import archive, papers, results, store
 from fedlib.papers import catalog
 from fedlib.config import load_config
 from fedlib.runner import load_rounds, run_one
@@ -118,7 +118,34 @@ def test_the_command_archives_and_checks(monkeypatch, finished, tmp_path, capsys
     assert main(["archive", "--root", str(tmp_path)]) == 0
     assert main(["archive", "--check", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == ["toy table: 2 of 3 runs finished and archived",
+    assert out == ["toy table: 2 of 3 runs finished and archived (0 were already there, kept)",
                    "toy table: 2 of 3 runs in the archive pass their checks; 2 finished in the results folder"]
     assert sorted(p.name for p in archive.entry(fresh, 1, tmp_path).iterdir()) == [
         "config.yaml", "rounds.jsonl.gz", "summary.json"]
+
+
+@pytest.mark.slow
+def test_an_archived_entry_is_kept_when_its_run_is_made_again_unless_replaced(finished, tmp_path):
+    # a rerun has the same numbers but another timing, commit and finish time: the committed record stays
+    cfg, _, root, _ = finished
+    dest = _copy(root, tmp_path)
+    entry = archive.entry(cfg, 1, dest)
+    before = {p.name: p.read_bytes() for p in entry.iterdir()}
+    from fedlib.runner import run_dir
+
+    summary_file = run_dir(cfg, 1) / "summary.json"
+    rerun = json.loads(summary_file.read_text())
+    original = summary_file.read_text()
+    try:
+        rerun["finished_utc"] = "2099-01-01 00:00"
+        summary_file.write_text(json.dumps(store.with_hash(rerun)))
+        assert archive.add(cfg, 1, dest) is True
+        assert {p.name: p.read_bytes() for p in entry.iterdir()} == before
+        assert archive.add(cfg, 1, dest, replace=True) is True
+        assert json.loads((entry / "summary.json").read_text())["finished_utc"] == "2099-01-01 00:00"
+        (entry / "summary.json").write_text("{")  # a damaged entry is replaced without being asked
+        with pytest.warns(DamagedRunWarning, match="summary.json"):
+            assert archive.add(cfg, 1, dest) is True
+        assert json.loads((entry / "summary.json").read_text())["finished_utc"] == "2099-01-01 00:00"
+    finally:
+        summary_file.write_text(original)
