@@ -650,7 +650,7 @@ def utility_figure(plan: Plan, frame: pd.DataFrame, ax=None):
         ax.plot(part.ssim, part.accuracy, marker="s" if dp else "o", linestyle="--" if dp else "-",
                 label=plan.label(m) + (" + DP-SGD" if dp else ""))
         for _, r in part.iterrows():
-            eps = "inf" if math.isinf(r.epsilon) else f"{r.epsilon:.3g}"
+            eps = epsilon_text(r.epsilon)
             ax.annotate(f"σ={r.noise:g}, ε={eps}", (r.ssim, r.accuracy), fontsize=6, xytext=(3, 3),
                         textcoords="offset points")
     ax.set(xlabel="SSIM of the best attack on the upload (lower: more private)", ylabel="accuracy (%)",
@@ -903,6 +903,12 @@ def fig_samples_per_prototype(nb):
     return Shown((fig, df))
 
 
+def epsilon_text(eps: float) -> str:
+    """An epsilon as the table prints it: three significant digits (``1.65e+07``, ``1.76e+03``, ``39.8``), ``inf``
+    for no noise."""
+    return "inf" if math.isinf(eps) else f"{eps:.3g}"
+
+
 def fig_utility(nb):
     """Privacy-utility: accuracy against the best attack's SSIM under clip + noise, per noise multiplier; returns
     the figure and its numbers."""
@@ -916,8 +922,9 @@ def fig_utility(nb):
     utility_figure(nb.plan, util, ax)
     nb.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM under clip + noise on the uploads and "
               f"under DP-SGD ({nb.profile} profile)", "privacy_utility")
-    shown = util.assign(method=[nb.label(m) for m in util.method]).round(
-        {"epsilon": 2, "accuracy": 2, "accuracy std": 2, "ssim": 3})
+    shown = util.assign(method=[nb.label(m) for m in util.method],
+                        epsilon=[epsilon_text(e) for e in util.epsilon]).round(
+        {"accuracy": 2, "accuracy std": 2, "ssim": 3})
     shown = shown.set_index(["defence", "method", "noise"])
     clip = nb.plan.spec["dp_sgd"]["clip_sample"]
     nb.table("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma.** "

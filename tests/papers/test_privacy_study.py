@@ -273,3 +273,8 @@ def test_only_classes_the_client_holds_are_scored():
     assert s["ssim"] == pytest.approx(1.0) and math.isinf(s["psnr"])
     rec, none = held_classes(images, None, y)  # gradient inversion: no classes, nothing dropped
     assert rec is images and none is None
+
+
+def test_epsilons_print_with_three_significant_digits():
+    assert [P.epsilon_text(e) for e in (16500111.78, 1761.78, 39.83, math.inf, 0.5)] == [
+        "1.65e+07", "1.76e+03", "39.8", "inf", "0.5"]
