@@ -454,11 +454,33 @@ def _mean_over_seeds(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
+STEPS_ATTACK = r"^gradient_inversion \(B (\d+), (\d+) steps\)$"
+
+
+def merge_step_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each method's "gradient_inversion (B b, k steps)" rows named alike across seeds: the local
+    step count k follows the client's partition, which differs per seed, so one method's rows would split into
+    one-seed rows; they become "gradient_inversion (B b, lo-hi local steps)" (the range over the seeds)."""
+    found = frame["attack"].str.extract(STEPS_ATTACK) if len(frame) else None
+    if found is None or found[0].isna().all():
+        return frame
+    out, has = frame.copy(), found[0].notna()
+    for method in out.loc[has, "method"].unique():
+        for batch in found.loc[has & (out.method == method), 0].unique():
+            sel = has & (out.method == method) & (found[0] == batch)
+            steps = found.loc[sel, 1].astype(int)
+            span = f"{steps.min()}" if steps.min() == steps.max() else f"{steps.min()}-{steps.max()}"
+            out.loc[sel, "attack"] = f"gradient_inversion (B {batch}, {span} local steps)"
+    return out
+
+
 def table(plan: Plan, res: dict) -> pd.DataFrame:
     """The ranked leakage table (:func:`fedlib.privacy.leakage_table`), means over seeds, every method of the
-    profile: a method no image attack applies to gets one row saying what its server holds."""
+    profile: a method no image attack applies to gets one row saying what its server holds. A method's B-sized
+    gradient inversions are one row over its seeds (:func:`merge_step_counts`)."""
     from fedlib.privacy import leakage_table
 
+    res = {**res, "rows": merge_step_counts(res["rows"])}
     rows = _mean_over_seeds(res["rows"], ["method", "attack"]) if len(res["rows"]) else pd.DataFrame(
         columns=["method", "attack", "psnr", "ssim", "label_acc", "ssim_std", "n"])
     refs = _mean_over_seeds(res["refs"], ["attack"]).assign(method="—")

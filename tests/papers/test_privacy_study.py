@@ -278,3 +278,18 @@ def test_only_classes_the_client_holds_are_scored():
 def test_epsilons_print_with_three_significant_digits():
     assert [P.epsilon_text(e) for e in (16500111.78, 1761.78, 39.83, math.inf, 0.5)] == [
         "1.65e+07", "1.76e+03", "39.8", "inf", "0.5"]
+
+
+def test_a_methods_batch_inversions_are_one_row_over_seeds_whose_step_counts_differ():
+    rows = pd.DataFrame([
+        {"method": "fedkd", "attack": "gradient_inversion (B 32, 4 steps)", "seed": 0, "ssim": 0.07},
+        {"method": "fedkd", "attack": "gradient_inversion (B 32, 8 steps)", "seed": 1, "ssim": 0.08},
+        {"method": "fedkd", "attack": "gradient_inversion (B 32, 7 steps)", "seed": 2, "ssim": 0.09},
+        {"method": "fedkd", "attack": "gradient_inversion (batch 1, iDLG label)", "seed": 0, "ssim": 0.06},
+        {"method": "fedavg", "attack": "gradient_inversion (B 32, 7 steps)", "seed": 0, "ssim": 0.5},
+        {"method": "fedavg", "attack": "gradient_inversion (B 32, 7 steps)", "seed": 1, "ssim": 0.6}])
+    merged = P.merge_step_counts(rows)
+    assert merged.attack.tolist() == ["gradient_inversion (B 32, 4-8 local steps)"] * 3 + [
+        "gradient_inversion (batch 1, iDLG label)"] + ["gradient_inversion (B 32, 7 local steps)"] * 2
+    assert merged.drop(columns="attack").equals(rows.drop(columns="attack"))
+    assert P.merge_step_counts(rows.iloc[3:4]).equals(rows.iloc[3:4])  # nothing to merge: unchanged
