@@ -28,6 +28,7 @@ with value-dependent shapes) runs sequentially, with one log line saying why.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import os
@@ -46,6 +47,7 @@ from fedlib.prototypes import GroupSums
 log = logging.getLogger(__name__)
 EXECUTORS = ("sequential", "batched")
 STEP_MODES = ("auto", "loop", "fixed", "graph")
+SWEPT = "hp."  # the extras holding each row's value of a swept hyperparameter (sweep points stacked)
 GRAPHS_ENV = "FEDLIB_CUDA_GRAPHS"  # "1": the lockstep steps captured as CUDA graphs (not yet the default)
 
 
@@ -157,6 +159,15 @@ class _MaskedSGD:
     def factors(self, on: torch.Tensor) -> dict:
         """The per-client factors of one step from its device mask ``on`` (G,): as :meth:`epoch_factors`."""
         return self.epoch_factors(on.unsqueeze(0))[0]
+
+    def row_factors(self, g: int) -> dict | None:
+        """The factors of a step of row ``g`` alone (an odd step): ``None`` (plain SGD) unless the rows have their
+        own learning rates (a (G,) tensor: sweep points), then row ``g``'s rate as a factor."""
+        if not isinstance(self.lr, torch.Tensor):
+            return None
+        on = torch.zeros(len(self.lr), dtype=self.lr.dtype, device=self.lr.device)
+        on[g] = 1
+        return {k: v[g:g + 1] for k, v in self.factors(on).items()}
 
     def step(self, grads: dict, f: dict) -> None:
         self.update(self.P, self.M, grads, f)
@@ -404,8 +415,10 @@ class Batched:
         ``[(algo, ctx, jobs, rnd)]`` in the same round; the clients of all runs that share a group key train as
         one stacked group (runs x clients, rows run after run), each client with its own run's generator, and each
         run's method finishes its part of the group. Returns each run's ``{cid: (state, upload, metrics)}``.
-        The loss (hyperparameters, ``rnd``), the model recipe and the learning rate are the first run's: the
-        runs must differ only where that does not matter (their seeds). With one run: :meth:`local_updates`."""
+        The loss function, ``rnd``, the model recipe and the training settings are the first run's, except each
+        row's :attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE` values and learning rate (its own run's):
+        the runs must differ only there or where it does not matter (:func:`fedlib.stacked.stack_key`). With
+        one run: :meth:`local_updates`."""
         algo, ctx, _, rnd = runs[0]
         why = algo.batch_support()
         self.times = {}
@@ -435,7 +448,9 @@ class Batched:
             torch.manual_seed(derive_seed(rnd.seed, 8, rnd.index, n))  # dropout masks of this group
             with phase("setup"):
                 group = self._train_stacked(algo, ctx, rows, tasks, datas, rnd,
-                                            gens=[runs[k][3].generator(cid) for k, cid in rows])
+                                            gens=[runs[k][3].generator(cid) for k, cid in rows],
+                                            algos=[runs[k][0] for k, _ in rows],
+                                            lrs=[runs[k][1].train.round_lr(runs[k][3]) for k, _ in rows])
             for k, part in _per_run(group, rows, jobs_of).items():
                 a, c, _, r = runs[k]
                 with phase("messages"):
@@ -452,9 +467,12 @@ class Batched:
         return {cid: (group.states[cid], {lv: acc.client(g) for lv, acc in group.sums.items()}, group.metrics[cid])
                 for g, cid in enumerate(cids)}
 
-    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd, gens=None) -> TrainedGroup:
+    def _train_stacked(self, algo, ctx, cids, tasks, datas, rnd, gens=None, algos=None, lrs=None) -> TrainedGroup:
         """One group trained in lockstep. ``cids``: the group's rows, client ids or ``(run, cid)`` pairs (the runs
-        of :meth:`local_updates_runs`); ``gens``: each row's batch-order generator (default: ``rnd``'s)."""
+        of :meth:`local_updates_runs`); ``gens``: each row's batch-order generator (default: ``rnd``'s);
+        ``algos`` and ``lrs``: each row's run's method and learning rate, where the runs are sweep points (each
+        row's loss reads its own run's :attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE` values, each row
+        steps with its own rate; default: ``algo``'s and ``ctx``'s for every row)."""
         t = ctx.train
         G, first = len(cids), tasks[cids[0]]
         cid0 = _client(cids[0])
@@ -475,6 +493,12 @@ class Batched:
 
         def make_step(kw: dict):
             def one(p, b, x, y, e, tw, d, epoch):
+                a = algo
+                if swept:  # this row's own run's values of the swept hyperparameters (0-d tensors under vmap)
+                    a = copy.copy(algo)
+                    for f in swept:
+                        object.__setattr__(a, f, e[SWEPT + f])
+                    e = {k: v for k, v in e.items() if not k.startswith(SWEPT)}
                 w = {**p, **b}
                 out = functional_call(model, w, (x,))
                 with torch.no_grad():
@@ -483,7 +507,7 @@ class Batched:
                 if first.head_on:
                     hw = {n[len("head."):]: v for n, v in w.items() if n.startswith("head.")}
                     e.update({f"head({k})": functional_call(model.head, hw, (e[k],)) for k in first.head_on})
-                loss, parts = algo.batch_loss(out, y, epoch, e, t_out, p, rnd, **kw)
+                loss, parts = a.batch_loss(out, y, epoch, e, t_out, p, rnd, **kw)
                 return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
                               {lv: collected(out, lv).detach() for lv in first.collect})
 
@@ -499,6 +523,9 @@ class Batched:
         C = ctx.num_classes
         dims = {lv: C if lv == "logits" else model.feature_dims[lv] for lv in first.collect}
         dev = next(iter(W.values())).device
+        swept = [f for f in algo.SWEEPABLE if algos is not None and len({getattr(a, f) for a in algos}) > 1]
+        for f in swept:
+            E[SWEPT + f] = torch.tensor([float(getattr(a, f)) for a in algos], device=dev)
         X, Y = self._data(cids, datas)
         # per-class sums (client-major rows g * C + c) with a spare last row for inactive clients' steps
         S = {lv: torch.zeros(G * C + 1, d, device=dev) for lv, d in dims.items()}
@@ -514,7 +541,10 @@ class Batched:
                 held = _Held({n: v for n, v in W.items() if n not in trained})
                 B = held.views
                 step = make_step({"phase": ph.part} if first.phases else {})
-                opt = _MaskedSGD(P, t, t.round_lr(rnd) if ph.lr is None else ph.lr)
+                lr = t.round_lr(rnd) if ph.lr is None else ph.lr
+                if ph.lr is None and lrs is not None and len(set(lrs)) > 1:  # sweep points of the learning rate
+                    lr = torch.tensor(lrs, dtype=next(iter(P.values())).dtype, device=dev)
+                opt = _MaskedSGD(P, t, lr)
                 acc.next_phase(ph.part if first.phases else "")
                 for epoch in range(ph.epochs):
                     plan = _EpochPlan(sizes, t, gens, dev)
@@ -625,7 +655,7 @@ class Batched:
         tw = {name: _pick(T[name], ix, False) for name in T}
         d = {k: v.unsqueeze(0) for k, v in d.items()}
         grads, (losses, parts, coll) = step(p, b, x.unsqueeze(0), y.unsqueeze(0), e, tw, d, epoch)
-        opt.update(p, m, grads, None)
+        opt.update(p, m, grads, opt.row_factors(g))
         for n in P:
             P[n][ix] = p[n]
         for n in m:

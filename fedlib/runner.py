@@ -515,7 +515,7 @@ def _train_stack(jobs: list[tuple[dict, int]], on_round=None) -> list:
 
 def run_stacked(jobs: list[tuple[dict, int]], progress: bool = True, on_round=None) -> list[dict]:
     """The summaries of ``jobs`` (``(config, seed)`` pairs) in their order: the jobs of each stack
-    (:func:`fedlib.stacked.stacks`: the seeds of one config) trained in lockstep in this process
+    (:func:`fedlib.stacked.stacks`: the seeds and sweep points of one config) trained in lockstep in this process
     (:mod:`fedlib.stacked`), the others one after another, with one log line naming what did not stack and why.
     Cached runs return at once; a failing run does not stop the others (:class:`RunsFailed` lists the failures
     after all have ended). ``on_round(i, r)``: after round
@@ -536,8 +536,8 @@ def _stacked(jobs: list[tuple[dict, int]], progress: bool = True, on_round=None)
     out: list = [None] * len(jobs)
     units = stacks(jobs)
     if 1 < len(units) < len(jobs):
-        log.info("stacked runs: %d runs in %d stacks of %s runs (only the seeds of one config stack; configs that "
-                 "differ in anything else train in stacks of their own)", len(jobs), len(units),
+        log.info("stacked runs: %d runs in %d stacks of %s runs (the seeds and sweep points of one config stack; "
+                 "configs that differ in anything else train in stacks of their own)", len(jobs), len(units),
                  "/".join(str(len(u)) for u in units))
     for unit in units:
         cfg = jobs[unit[0]][0]

@@ -2,8 +2,8 @@
 
 A GPU is not filled by one run's batched round (launch-bound, docs/engine.md), nor by several processes
 sharing it (four FedProto processes on one H200 made 1.94 rounds/s together against 1.23 for one alone).
-:func:`fedlib.runner.run_stacked` trains R runs whose configs differ only in their seed (the seeds of one config: a
-table's repetitions) in lockstep: every round, each run's server broadcasts, the local updates of all runs'
+:func:`fedlib.runner.run_stacked` trains R runs whose configs differ only in their seed (the seeds of one config:
+a table's repetitions) or in sweepable values (below) in lockstep: every round, each run's server broadcasts, the local updates of all runs'
 clients go to the batched executor as one group (:meth:`fedlib.executors.Batched.local_updates_runs`: one
 vmapped step trains runs x clients, each client with its own run's generator), each run aggregates, and the
 evaluation is one batched pass over runs x clients (:meth:`~fedlib.executors.Batched.evaluate_runs`). Each run
@@ -18,11 +18,13 @@ all of them and wakes the others. A run resumed at another round than the rest t
 catches up (requests of the earliest round go first). No randomness is shared: each run's draws are derived
 from its own seed (:mod:`fedlib.engine`).
 
-What does not stack, trained one run after another with one log line saying why: a config whose executor
-is not ``batched`` (the sequential reference stays exactly as it was), a method the batched executor cannot
-batch (:meth:`~fedlib.algorithms.contract.Algorithm.batch_support`), a config with a ``defense``, and a
-config alone in its stack. Runs that differ in anything but the seed (another hyperparameter, model or
-dataset) form separate stacks.
+Sweep points stack too: runs that differ only in their learning rate or in their method's
+:attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE` fields (each row's loss reads its own run's values and
+each row steps with its own run's rate). What does not stack, trained one run after another with one log line
+saying why: a config whose executor is not ``batched`` (the sequential reference stays exactly as it was), a
+method the batched executor cannot batch (:meth:`~fedlib.algorithms.contract.Algorithm.batch_support`), a
+config with a ``defense``, and a config alone in its stack. Runs that differ in anything else (another
+hyperparameter, model or dataset) form separate stacks.
 
 Numbers: a stacked run equals the same run trained alone under ``executor: batched`` within the executor
 tolerances (batched kernels over a larger group agree to ~1e-7 relative; dropout masks come from one stream
@@ -48,8 +50,16 @@ log = logging.getLogger(__name__)
 
 
 def stack_key(cfg: dict) -> str:
-    """Runs whose configs give the same key train in one stack: the config without its seeds."""
-    return json.dumps({k: v for k, v in cfg.items() if k != "seeds"}, sort_keys=True, default=str)
+    """Runs whose configs give the same key train in one stack: the config without its seeds, its learning
+    rate (each row steps with its own run's) and its method's sweepable hyperparameters
+    (:attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE`: each row's loss reads its own run's)."""
+    from fedlib.algorithms import make_algorithm
+
+    free = make_algorithm(cfg["algorithm"]).SWEEPABLE if "algorithm" in cfg else ()
+    key = {k: v for k, v in cfg.items() if k not in ("seeds", "train", "algorithm")}
+    key["train"] = {k: v for k, v in cfg.get("train", {}).items() if k != "lr"}
+    key["algorithm"] = {k: v for k, v in cfg.get("algorithm", {}).items() if k not in free}
+    return json.dumps(key, sort_keys=True, default=str)
 
 
 def why_not_stacked(cfg: dict) -> str | None:

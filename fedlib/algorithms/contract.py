@@ -208,6 +208,11 @@ class Algorithm:
     # Fields added after runs existed, with the value that reproduces the method without them:
     # left out of run ids at that value (see fedlib.config.run_id).
     NEUTRAL: ClassVar[dict] = {}
+    # Fields whose values may differ between the runs of one stacked group (fedlib.stacked: sweep points
+    # trained together): each is read by batch_loss only in arithmetic (the batched executor gives each row
+    # its own run's value as a tensor) or not at all (the server, task and finish are each run's own).
+    # A field read in Python control flow inside batch_loss must not be listed (vmap refuses it).
+    SWEEPABLE: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

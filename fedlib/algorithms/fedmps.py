@@ -80,6 +80,7 @@ class FedMPS(Algorithm):
     weighted: bool = False
     proto_pass: str = "train"
     name = "fedmps"
+    SWEEPABLE = ("alpha", "beta", "lam", "mu", "tau1", "tau2")  # loss weights and temperatures (arithmetic)
     RULES = ("head", "proto")
     SHARED_BROADCAST = True
     CONSTRAINTS = {

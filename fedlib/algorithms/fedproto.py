@@ -43,6 +43,7 @@ class FedProto(PrototypeMethod):
     proto_pass: str = "train"  # "train": features seen during the last epoch; "eval": a pass after
     gamma: float = 1.0         # scale of the sent prototypes (ProtoNorm Table 5; 1 = FedProto)
     name = "fedproto"
+    SWEEPABLE = ("lam", "gamma")  # the loss weight (arithmetic); the sent scale (server side)
     CONSTRAINTS = {"lam": Interval(0, None), "level": Options(("high", "low")), "weighted": BOOL,
                    "proto_pass": Options(("train", "eval")), "gamma": Interval(0, None, low_open=True)}
     NEUTRAL = {"gamma": 1.0}

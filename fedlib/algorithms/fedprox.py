@@ -21,6 +21,7 @@ from fedlib.validation import Interval
 class FedProx(FedAvg):
     mu: float = 0.01  # proximal weight; FedMPS Sec. IV-A grid optimum for Fashion-MNIST and CIFAR-10
     name = "fedprox"
+    SWEEPABLE = ("mu",)  # the proximal weight (arithmetic; mu = 0 sends no global weights: another group)
     CONSTRAINTS = {"mu": Interval(0, None)}
 
     def extras(self, msg):
@@ -28,7 +29,7 @@ class FedProx(FedAvg):
 
     def local_loss(self, out, y, extras, teachers, params):
         loss = F.cross_entropy(out[0], y)
-        if self.mu > 0:
+        if extras:  # the global weights, sent where mu > 0 (a test of the value would stop the batched sweep)
             prox = sum(((p - extras["w." + n]) ** 2).sum() for n, p in params.items())
             loss = loss + 0.5 * self.mu * prox
         return loss

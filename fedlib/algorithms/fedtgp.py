@@ -75,6 +75,7 @@ class FedTGP(PrototypeMethod):
     gamma: float = 1.0             # scale of the sent prototypes (ProtoNorm Table 5)
     level: str = "high"
     name = "fedtgp"
+    SWEEPABLE = ("lam", "gamma")  # the loss weight (arithmetic); the sent scale (server side)
     CONSTRAINTS = {"lam": Interval(0, None), "loss": Options(("mse", "distance")),
                    "server_epochs": Interval(0, None, integer=True), "margin_threshold": Interval(0, None),
                    "server_lr": Interval(0, None, low_open=True, allow_none=True),

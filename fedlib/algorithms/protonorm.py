@@ -71,6 +71,7 @@ class ProtoNorm(PrototypeMethod):
     pa_patience: int = 10
     record_pa: bool = False   # keep every PA iteration's pairwise distances (Fig. 4)
     name = "protonorm"
+    SWEEPABLE = ("lam", "gamma")  # the loss weight (arithmetic); the upscaling (each run's task)
     RULES = ("head", "proto_local", "proto")
     CONSTRAINTS = {"lam": Interval(0, None), "gamma": Interval(0, None, low_open=True), "align": BOOL,
                    "loss": Options(("mse", "distance")), "level": Options(("high", "low")),

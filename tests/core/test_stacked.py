@@ -112,7 +112,7 @@ def test_group_sums_part_is_the_clients_own():
 
 # -- which runs stack ----------------------------------------------------------------------------------------
 
-def test_only_the_seeds_of_one_batched_config_stack(tmp_path):
+def test_seeds_and_sweep_points_of_one_batched_config_stack(tmp_path):
     cfg = config(tmp_path)
     other = config(tmp_path, **{"partition.num_clients": 4})   # another shape: a stack of its own
     jobs = [(cfg, 1), (other, 1), (cfg, 2), (other, 2), (cfg, 3)]
@@ -243,3 +243,79 @@ def test_run_many_trains_a_stack_as_one_unit_in_process_or_in_a_worker(tmp_path,
     assert [s.get("stacked_runs") for s in got] == [2, None, 2]
     assert [s["seed"] for s in got] == [1, 1, 2] and got[1]["executor"] == "sequential"
     assert all(s["cache_hit"] for s in run_many(jobs, workers=workers, progress=False, stack=True))
+
+
+# -- sweep points: runs that differ in a hyperparameter, stacked ---------------------------------------------
+
+def _round_two_jobs(algo, ctx, data):
+    """A run's round-2 jobs (a server that aggregated round 1's uploads: prototype tables, soft labels and
+    global weights exist, so every loss term is live)."""
+    r1, r2 = Round(1, 2, ctx.seed), Round(2, 2, ctx.seed)
+    clients = {cid: algo.init_client(ctx, cid) for cid in range(data.num_clients)}
+    server = algo.init_server(ctx)
+    first = Batched().local_updates(algo, ctx, {cid: (clients[cid], algo.broadcast(ctx, server, cid, r1),
+                                                      data.train[cid]) for cid in clients}, r1)
+    server, _ = algo.aggregate(ctx, server, {cid: up for cid, (_, up, _) in first.items()}, r1)
+    states = {cid: st for cid, (st, _, _) in first.items()}
+    return {cid: (states[cid], algo.broadcast(ctx, server, cid, r2), data.train[cid]) for cid in states}, r2
+
+
+SWEEPS = [(name, field) for name, cls in sorted(__import__("fedlib.algorithms", fromlist=["ALGORITHMS"])
+                                                 .ALGORITHMS.items()) for field in cls.SWEEPABLE] + [("fedavg", "lr")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,field", SWEEPS)
+def test_sweep_points_stacked_in_one_group_equal_each_alone(name, field):
+    # two runs of one partition that differ in one declared sweepable hyperparameter (or the learning rate):
+    # one stacked group gives each run its own value, as if it had trained alone
+    (algo, ctx, data), = runs_setup(name, seeds=(1,))
+    if field == "lr":
+        runs = [(algo, ctx), (algo, make_ctx(num_clients=5, seed=1, lr=0.02))]
+    else:
+        value = getattr(algo, field)
+        other = value * 2 if value else 0.5
+        runs = [(algo, ctx), (make_algorithm({"name": name, field: other}), ctx)]
+    alone, together = [], []
+    for a, c in runs:
+        jobs, rnd = _round_two_jobs(a, c, data)
+        alone.append(Batched().local_updates(a, c, jobs, rnd))
+        together.append((a, c, jobs, rnd))
+    from fedlib.stacked import stack_key
+
+    base = {"seeds": [1], "train": {"lr": ctx.train.lr, "rounds": 2}, "algorithm": {"name": name}}
+    swept = {**base, "train": {"lr": runs[1][1].train.lr, "rounds": 2},
+             "algorithm": {"name": name, **({} if field == "lr" else {field: getattr(runs[1][0], field)})}}
+    assert stack_key(base) == stack_key(swept)  # the runner stacks them
+    stacked = Batched().local_updates_runs(together)
+    for k in range(2):
+        for cid in alone[k]:
+            assert rel_diff(alone[k][cid][0]["model"], stacked[k][cid][0]["model"]) < 1e-5, (k, cid)
+            assert abs(alone[k][cid][2]["train_loss"] - stacked[k][cid][2]["train_loss"]) < 1e-5
+    # the value mattered: the two runs' clients differ
+    assert max(rel_diff(alone[0][cid][0]["model"], alone[1][cid][0]["model"]) for cid in alone[0]) > 1e-4
+
+
+def test_configs_that_differ_beyond_the_sweepable_fields_do_not_stack():
+    from fedlib.stacked import stack_key
+
+    base = {"seeds": [1], "train": {"lr": 0.01, "rounds": 2}, "algorithm": {"name": "fedproto", "lam": 1.0}}
+    assert stack_key(base) == stack_key({**base, "seeds": [2], "algorithm": {"name": "fedproto", "lam": 3.0}})
+    assert stack_key(base) != stack_key({**base, "algorithm": {"name": "fedproto", "level": "low"}})
+    assert stack_key(base) != stack_key({**base, "train": {"lr": 0.01, "rounds": 3}})
+    assert stack_key(base) != stack_key({**base, "algorithm": {"name": "fedtgp", "lam": 1.0}})
+
+
+@pytest.mark.slow
+def test_sweep_points_stacked_by_the_runner_equal_each_alone_in_their_run_folders(tmp_path):
+    a = config(tmp_path / "stacked", **{"train.rounds": 2})
+    b = config(tmp_path / "stacked", **{"train.rounds": 2, "algorithm.lam": 3.0, "train.lr": 0.02})
+    assert stacks([(a, 1), (b, 1)]) == [[0, 1]]
+    got = run_stacked([(a, 1), (b, 1)], progress=False)
+    assert [s["stacked_runs"] for s in got] == [2, 2]
+    for cfg, summary in zip((a, b), got, strict=True):
+        ref_cfg = {**cfg, "results_dir": str(tmp_path / "alone")}
+        ref = run_one(ref_cfg, 1, progress=False)
+        assert summary["run_id"] == ref["run_id"] and "stacked_runs" not in ref
+        close_logs(store.read_log(run_dir(cfg, 1)), store.read_log(run_dir(ref_cfg, 1)))
+    assert got[0]["run_id"] != got[1]["run_id"]
