@@ -157,3 +157,28 @@ def test_ledger_margins_within_the_seed_spread_and_ties_are_inconclusive():
     assert k2.verdict == "inconclusive" and "a tie is not a win" in k2.note and "one seed" in k2.note
     size = by["Prototype traffic is below a tenth of the model's (MNIST: 5,120 vs 798,474)"]
     assert size.verdict == "by construction" and size.note.startswith("true by construction: K x C x d")
+
+
+def test_feature_skew_claims_are_judged_on_their_seeds_paired():
+    """The stand-in's three seeds, paired per seed: a 15-point lead over every baseline beyond the spread is
+    supported; the same means without their per-seed values stay inconclusive; "on par within 1 point" is the
+    shifted difference MP + 1 - variant."""
+    from fedlib.papers import mpfedcl as M
+
+    plan = M.load_plan("paper")
+    seeds = {"mpfedcl": [59.0, 60.5, 60.0], "local": [44.0, 45.0, 44.3], "fedavg": [30.0, 31.0, 29.0],
+             "fedprox": [30.5, 31.2, 29.4], "fedproto": [40.0, 41.0, 39.0], "spfedcl": [59.2, 60.6, 59.9],
+             "dpfedcl": [58.9, 60.1, 59.7]}
+    means = {m: float(np.mean(v)) for m, v in seeds.items()}
+    beats = "Under feature skew (one domain per client) MP-FedCL beats Local, FedAvg, FedProx and FedProto " \
+            "(+4.6% relative to FedProto on Digit-5)"
+    par = "Under feature skew MP-FedCL is on par with SP- and DP-FedCL (Digit-5: SP-FedCL 0.41 above it)"
+    by = {c.claim: c for c in M.ledger(plan, {"feature_skew": means, "feature_skew_seeds": seeds})}
+    assert by[beats].verdict == "supported" and "MP-FedCL - Local +15.40" in by[beats].note
+    assert by[par].verdict == "supported" and "MP-FedCL + 1 - SP-FedCL +0.93" in by[par].note
+    blind = {c.claim: c for c in M.ledger(plan, {"feature_skew": means})}
+    assert blind[beats].verdict == "inconclusive" and "per-seed values were not at hand" in blind[beats].note
+    worse = {**seeds, "local": [60.0, 62.0, 61.0]}  # a baseline ahead on every seed: not supported
+    by = {c.claim: c for c in M.ledger(plan, {"feature_skew": {**means, "local": 61.0},
+                                               "feature_skew_seeds": worse})}
+    assert by[beats].verdict == "not supported"
