@@ -51,14 +51,18 @@ SWEPT = "hp."  # the extras holding each row's value of a swept hyperparameter (
 GRAPHS_ENV = "FEDLIB_CUDA_GRAPHS"  # "1": the lockstep steps captured as CUDA graphs (not yet the default)
 
 
+def _known_mode(mode: str) -> None:
+    if mode not in STEP_MODES:
+        raise ValueError(f"step mode: got {mode!r}; allowed: {', '.join(STEP_MODES)}")
+
+
 def step_mode(device: str, mode: str = "auto") -> str:
     """How an epoch's lockstep steps run: ``loop`` (eager, the host picks what each step needs; the reference on
     a CPU), ``fixed`` (one fixed-shape step body that reads its step's inputs from device tensors through a step
     counter on the device: eager), ``graph`` (that body captured once per epoch as a CUDA graph and replayed:
     one launch per step). ``auto``: ``graph`` on CUDA where ``$FEDLIB_CUDA_GRAPHS`` is ``1``, else ``loop``
     (capture is opt-in until ``scripts/gpu_check.sh`` has confirmed it on a GPU: docs/engine.md)."""
-    if mode not in STEP_MODES:
-        raise ValueError(f"step mode: got {mode!r}; allowed: {', '.join(STEP_MODES)}")
+    _known_mode(mode)
     if mode == "auto":
         return "graph" if device == "cuda" and os.environ.get(GRAPHS_ENV, "0") == "1" else "loop"
     if mode == "graph" and device != "cuda":
@@ -388,7 +392,7 @@ class Batched:
     """The batched executor (module docstring); keeps which methods it already noted as sequential."""
 
     def __init__(self, mode: str = "auto"):
-        step_mode("cpu", "loop" if mode == "graph" else mode)  # a bad name fails here, not in the first round
+        _known_mode(mode)  # a bad name fails here, not in the first round
         self.mode = mode  # how the lockstep steps run (:func:`step_mode`)
         self._side = self._pool = None  # the CUDA graphs' stream and memory pool (one graph alive at a time)
         self.captured = 0  # epochs that ran as a CUDA graph
@@ -581,9 +585,13 @@ class Batched:
         mode = step_mode(xs.device.type, self.mode)
         if mode != "loop" and plan.steps:
             body = _FixedStep(step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells is not None, C, epoch)
-            replay, done = self._capture(body) if mode == "graph" and plan.steps > 2 else (None, 0)
-            for _ in range(plan.steps - done):
-                replay() if replay is not None else body()
+            if mode == "graph" and plan.steps > 2:
+                run = self._capture(body) or body  # the capture takes the epoch's first step
+                for _ in range(plan.steps - 1):
+                    run()
+            else:
+                for _ in range(plan.steps):
+                    body()
             return
         factors = opt.epoch_factors(plan.active)
         xs, ys, ons = xs.unbind(0), ys.unbind(0), plan.active.unbind(0)
@@ -608,9 +616,8 @@ class Batched:
     def _capture(self, body: _FixedStep):
         """Run ``body``'s first step eagerly, then capture the body as a CUDA graph, both on a side stream (the
         warm-up CUDA graphs want: the libraries' per-stream handles and workspaces exist before capture);
-        returns ``(replay, 1)``: the graph's ``replay`` for the remaining steps and the one step taken, or
-        ``(None, 1)`` where capture fails (one log line saying why; a failed capture executed nothing, so the
-        epoch goes on eagerly from its second step)."""
+        returns the graph's ``replay`` for the remaining steps, or ``None`` where capture fails (one log line
+        saying why; a failed capture executed nothing, so the epoch goes on eagerly from its second step)."""
         if self._side is None:
             self._side, self._pool = torch.cuda.Stream(), torch.cuda.graph_pool_handle()
         graph, main = torch.cuda.CUDAGraph(), torch.cuda.current_stream()
@@ -633,10 +640,10 @@ class Batched:
             main.wait_stream(self._side)
             self._note_once(f"CUDA graph capture failed, eager fixed-shape steps instead "
                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
-            return None, 1
+            return None
         main.wait_stream(self._side)
         self.captured += 1
-        return graph.replay, 1
+        return graph.replay
 
     def _data(self, cids: list, datas: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """The group's training samples concatenated in client order (kept while the clients' data is the same)."""

@@ -3,9 +3,10 @@
 A GPU is not filled by one run's batched round (launch-bound, docs/engine.md), nor by several processes
 sharing it (four FedProto processes on one H200 made 1.94 rounds/s together against 1.23 for one alone).
 :func:`fedlib.runner.run_stacked` trains R runs whose configs differ only in their seed (the seeds of one config:
-a table's repetitions) or in sweepable values (below) in lockstep: every round, each run's server broadcasts, the local updates of all runs'
-clients go to the batched executor as one group (:meth:`fedlib.executors.Batched.local_updates_runs`: one
-vmapped step trains runs x clients, each client with its own run's generator), each run aggregates, and the
+a table's repetitions) or in sweepable values (below) in lockstep: every round, each run's server broadcasts,
+the local updates of all runs' clients go to the batched executor as one group
+(:meth:`fedlib.executors.Batched.local_updates_runs`: one vmapped step trains runs x clients, each client with
+its own run's generator), each run aggregates, and the
 evaluation is one batched pass over runs x clients (:meth:`~fedlib.executors.Batched.evaluate_runs`). Each run
 logs, checkpoints and finishes its own run folder exactly as :func:`fedlib.runner.run_one` does (the same
 files, run ids and resume; its summary adds ``stacked_runs``).

@@ -26,7 +26,8 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib archive [--check] [--replace]``: archive (or check) the long-profile runs the report reads."""
+    """``python -m fedlib archive [--check] [--replace]``: archive (or check) the long-profile runs the report
+    reads."""
     from fedlib import archive, results
     from fedlib.runner import cached_summary
 
@@ -49,8 +50,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {ok} of {len(jobs)} runs in the archive pass their checks; {done} finished in the "
                   "results folder")
         else:  # the run on the table's own placement, else the first other one that finished (results.find)
-            before = sum(any(archive.entry(c, s, root).exists() for c in results.placements(cfg)) for cfg, s in jobs)
-            added = sum(any(archive.add(c, s, root, args.replace) for c in results.placements(cfg)) for cfg, s in jobs)
+            def count(fn, jobs=jobs):  # the jobs for which fn holds on some placement
+                return sum(any(fn(c, s) for c in results.placements(cfg)) for cfg, s in jobs)
+
+            before = count(lambda c, s: archive.entry(c, s, root).exists())
+            added = count(lambda c, s: archive.add(c, s, root, args.replace))
             print(f"{name}: {added} of {len(jobs)} runs finished and archived ({before} were already there"
                   + (", replaced)" if args.replace else ", kept)"))
     if failed:

@@ -769,9 +769,10 @@ def show_attack(nb):
 def show_ledger(nb):
     """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section."""
     alpha_acc, n_acc = _sweeps(nb)
+    fs = _feature_skew(nb)
     claims = ledger(nb.plan, {"table6": _table6_rows(nb), "comm": _communication(nb), "k": _k_sweep(nb)[0],
-                              "alpha": alpha_acc, "clients": n_acc, "feature_skew": _feature_skew(nb)["mean"],
-                              "feature_skew_seeds": _feature_skew(nb)["per_seed"],
+                              "alpha": alpha_acc, "clients": n_acc, "feature_skew": fs["mean"],
+                              "feature_skew_seeds": fs["per_seed"],
                               "budget": _equal_budget(nb)[1], "attack": _attack(nb)})
     return nb.ledger(claims, record=False)
 
