@@ -10,7 +10,8 @@ these holds.
 - :func:`find`: one run -> ``(config it was found under, summary)``;
 - :func:`cached`: many runs, training nothing -> the configs whose every seed has finished;
 - :func:`run_or_read`: many runs, training the missing ones;
-- :func:`rounds`: one run's per-round records, from wherever :func:`find` found it.
+- :func:`rounds`: one run's per-round records, from wherever :func:`find` found it;
+- :func:`state`: one run's trained state (its checkpoint), training it here where only the archive holds it.
 """
 
 from __future__ import annotations
@@ -106,3 +107,19 @@ def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
     if summary is None:
         return []
     return archive.rounds(c, seed, archive_root) if summary.get("archived") else load_rounds(c, seed)
+
+
+def state(cfg: dict, seed: int):
+    """The trained state of the run ``(cfg, seed)`` (:func:`fedlib.runner.load_state`: models and server state of
+    its last round). The run archive keeps no checkpoint, so where the results folder has none (a fresh clone
+    reading a long profile from the archive) the run is trained here first, with a line saying so; a run already
+    in the results folder is read."""
+    from fedlib import store
+    from fedlib.runner import load_state, run_dir, run_one
+
+    folder = run_dir(cfg, seed)
+    if not (folder / store.CHECKPOINT).exists() and not (folder / store.SUMMARY).exists():
+        print(f"{cfg['name']} seed {seed}: the run archive keeps no model, so this figure trains the run here "
+              f"({cfg['train']['rounds']} rounds)", flush=True)
+        run_one(cfg, seed, progress=False)
+    return load_state(cfg, seed)

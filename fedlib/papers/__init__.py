@@ -235,11 +235,11 @@ def plateau_text(records: list[dict] | list[list[dict]], metric: str, stat: str 
     return claims.plateau_text(claims.mean_curve(curves))
 
 
-def not_run_text(what: str, found: int, total: int, command: str) -> str:
-    """What a short profile's report says of a paper-protocol table none of whose parts has finished: how many
-    of its runs have, and the command that makes them."""
-    return (f"**{what} under the paper protocol: not run here** ({found} of {total} runs finished in this results "
-            f"folder). `{command}` makes them; this cell then shows them without training.")
+def not_run_text(what: str, found: int, total: int, command: str, under: str = "the paper protocol") -> str:
+    """What a short profile's report says of a paper-protocol (or other long-profile, ``under``) table none of
+    whose parts has finished: how many of its runs have, and the command that makes them."""
+    return (f"**{what} under {under}: not run here** ({found} of {total} runs finished in this results "
+            f"folder or the run archive). `{command}` makes them; this cell then shows them without training.")
 
 
 def made_by(summaries) -> str:

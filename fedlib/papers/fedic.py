@@ -18,8 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from fedlib import papers
-from fedlib.grid import run_configs as run  # noqa: F401 (I.run in the notebook)
+from fedlib import papers, results
 
 
 @dataclasses.dataclass
@@ -99,6 +98,12 @@ def alpha_configs(plan: Plan) -> dict[tuple[float, str], dict]:
             for a in plan.settings["alphas"] for m in plan.sweep_methods()}
 
 
+def run(configs: dict, workers: int | None = None, desc: str = "runs", progress: bool = True) -> dict:
+    """``{key: [summary per seed]}`` of ``configs`` (each its own seeds): a run already finished is read (the
+    results folder, another placement, the run archive: :func:`fedlib.results.run_or_read`), the others train."""
+    return results.run_or_read(configs, workers=workers, desc=desc, progress=progress)
+
+
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
     jobs = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
@@ -132,12 +137,13 @@ def cost(records: list[dict]) -> dict:
     return {"seconds": secs, "up_params": up, "down_params": down, "megabytes": 4 * (up + down) / 1e6}
 
 
-def cells(plan: Plan, results: dict, records: dict | None = None) -> dict:
+def cells(plan: Plan, finished: dict, records: dict | None = None) -> dict:
     """``{key: {"best", "last", "n", "per_seed", "best_round", **cost, "plateau"}}`` of finished runs (``key[-1]``
-    or ``key`` is the method/variant): accuracies (%) averaged over seeds; where ``records`` are given, the cost of
-    the first seed's run and ``plateau`` (:func:`fedlib.papers.plateau_text` of the records: "" once plateaued)."""
+    or ``key`` is the method/variant): accuracies (%) averaged over seeds; where ``records`` are given (one run's
+    records, or every seed's as a list of lists), the cost of the first seed's run and ``plateau``
+    (:func:`fedlib.papers.plateau_text` of the records, every seed's: of their mean curve; "" once plateaued)."""
     out = {}
-    for key, runs in results.items():
+    for key, runs in finished.items():
         m = key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key)
         best = [accuracy(plan, m, s, "best") for s in runs]
         last = [accuracy(plan, m, s, "last") for s in runs]
@@ -146,8 +152,9 @@ def cells(plan: Plan, results: dict, records: dict | None = None) -> dict:
                     "best_std": float(np.std(best)), "per_seed": best,
                     "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
         if records is not None and key in records:
-            out[key].update(cost(records[key]))
-            out[key]["plateau"] = papers.plateau_text(records[key], mt, "weighted")
+            recs = records[key]
+            out[key].update(cost(recs[0] if recs and isinstance(recs[0], list) else recs))
+            out[key]["plateau"] = papers.plateau_text(recs, mt, "weighted")
     return out
 
 
@@ -224,13 +231,18 @@ def ledger(plan: Plan, res: dict) -> list:
 
     ``res`` (each key optional): ``table1`` (:func:`cells` of Table 1), ``k`` (``{K: cell}``), ``ablation``
     (``{variant: cell}``), ``scale`` (``{(clients, method): cell}``), ``alphas`` (``{(alpha, method): cell}``),
-    ``bias`` (``{"global": x, "cluster": y}`` from FedIC's last round). Accuracy claims compare per seed, paired
+    ``bias`` (``{"global": x, "cluster": y}`` from FedIC's last round), ``sweeps_plan`` (the plan that made
+    ``scale`` and ``alphas``, default ``plan``: a short profile's sweeps beside the converged profile's Table 1).
+    Accuracy claims compare per seed, paired
     (every method and variant runs on the same seeds, so the same partitions); claim "clustering reduces the
     aggregation bias" holds by construction."""
     from fedlib.claims import claim, compare, untested
 
-    prof = plan.profile
-    caveat = plan.setting() + ("" if prof in ("paper", "converged") else "; not converged (the paper: 800 rounds)")
+    def caveat_of(p: Plan) -> str:
+        return p.setting() + ("" if p.profile in ("paper", "converged") else "; not converged (the paper: 800 rounds)")
+
+    prof, caveat = plan.profile, caveat_of(plan)
+    sweeps_plan = res.get("sweeps_plan", plan)
     out = []
     t1 = res.get("table1")
     if t1 and any(k[-1] == "fedic" for k in t1):
@@ -239,11 +251,12 @@ def ledger(plan: Plan, res: dict) -> list:
             if "fedic" not in row or len(row) < 2:
                 continue
             best = max((m for m in row if m != "fedic"), key=lambda m: row[m]["best"])
+            rising = plateau_note(plan, {(p, m): row[m] for m in ("fedic", best)})
             out.append(claim(f"FedIC beats every baseline on Fashion-MNIST {plan.partition_label(p)}", "Table 1",
                              f"FedIC {row['fedic']['best']:.2f} vs best baseline {plan.label(best)} "
                              f"{row[best]['best']:.2f} (best round, sample-weighted)",
                              row["fedic"]["best"] > row[best]["best"], prof, row["fedic"]["n"],
-                             _vs_best(plan, row, "fedic"), caveat))
+                             _vs_best(plan, row, "fedic"), caveat + (f"; {rising}" if rising else "")))
         for p in plan.settings["partitions"]:
             if (p, "fedpac") in t1 and (p, "fedic") in t1:
                 a, b = t1[(p, "fedic")], t1[(p, "fedpac")]
@@ -293,7 +306,8 @@ def ledger(plan: Plan, res: dict) -> list:
     for key, claim_, source, name, enough, note in sweeps:
         cells_ = res.get(key)
         if cells_:
-            out.append(_sweep_claim(plan, cells_, claim_, source, name, enough, f"{caveat}; {note}"))
+            out.append(_sweep_claim(sweeps_plan, cells_, claim_, source, name, enough,
+                                    f"{caveat_of(sweeps_plan)}; {note}"))
     bias = res.get("bias")
     if bias:
         out.append(claim("Clustering reduces the prototype aggregation bias", "Eqs. 4-5, Fig. 3a",
@@ -307,6 +321,33 @@ def ledger(plan: Plan, res: dict) -> list:
     return out
 
 
+CONVERGED_COMMAND = "python -m fedlib.papers.fedic --profile converged --figures"
+
+
+def converged_runs(plan: Plan) -> dict:
+    """Table 1, Fig. 2 and Fig. 4 under the ``converged`` profile from finished runs only (the results folder, else
+    the run archive: :func:`fedlib.results.cached`; trains nothing), for any profile's report:
+    ``{"plan", "found", "total", "table1", "k", "ablation", "complete", "bias", "made_by"}``. ``table1``, ``k`` and
+    ``ablation`` are :func:`cells` over the configs whose every seed has finished (plateau judged on the seed-mean
+    curve); ``complete`` once every run of the three has; ``bias`` from FedIC's first-seed Pra run."""
+    cp = Plan.load("converged", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
+    parts = {"table1": table1_configs(cp), "k": k_configs(cp), "ablation": ablation_configs(cp)}
+    out, made = {"plan": cp, "found": 0, "total": 0, "complete": True}, []
+    for name, cfgs in parts.items():
+        done, found = results.cached(cfgs, cp.seeds)
+        out["found"] += found
+        out["total"] += len(cfgs) * len(cp.seeds)
+        out["complete"] &= len(done) == len(cfgs)
+        out[name] = cells(cp, done, {k: [results.rounds(cfgs[k], s) for s in cp.seeds] for k in done})
+        made += [s for runs in done.values() for s in runs]
+    pra = (cp.settings["partitions"][-1], "fedic")
+    recs = results.rounds(parts["table1"][pra], cp.seeds[0]) if pra in out["table1"] else []
+    out["bias"] = ({"global": recs[-1]["server"]["bias_global"], "cluster": recs[-1]["server"]["bias_cluster"]}
+                   if recs else None)
+    out["made_by"] = papers.made_by(made) if made else ""
+    return out
+
+
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
     """The converged-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
     cp = load_plan("converged")
@@ -317,28 +358,43 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
 @papers.command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.fedic [--profile P] [--dataset D] [--methods M ...] [--seeds S ...] [--rounds N]``:
-    run Table 1 headless and print paper | ours per setting (best round, sample-weighted)."""
+    """``python -m fedlib.papers.fedic [--profile P] [--dataset D] [--methods M ...] [--seeds S ...] [--rounds N]
+    [--figures]``: run Table 1 headless and print paper | ours per setting (best round, sample-weighted); with
+    ``--figures`` also Figs. 2 and 4 (the runs the converged profile keeps in the run archive). A run already
+    finished (results folder, another device, the run archive) is read, not trained again."""
     from fedlib import report
-    from fedlib.runner import load_rounds
 
-    parser = papers.cli("python -m fedlib.papers.fedic", main.__doc__)
+    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.fedic", main.__doc__))
     parser.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10 or cifar100 (their files "
                         "must be in the data root; nothing is downloaded)")
+    parser.add_argument("--figures", action="store_true", help="also run Fig. 2 (K) and Fig. 4 (the ablation) on "
+                        "Fashion-MNIST Pra, every seed of the profile")
     args, plan = papers.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
     if args.dataset not in plan.spec["datasets"]:
         print(f"error: --dataset: got {args.dataset!r}; allowed: {', '.join(plan.spec['datasets'])}")
         return 2
+
+    def obtain(configs, desc):  # a finished run (another device, the run archive) is read, not retrained
+        return results.run_or_read(configs, plan.seeds, workers=args.workers, desc=desc,
+                                   retrain_archived=args.retrain_archived)
+
     cfgs = table1_configs(plan, args.dataset)
-    res = run(cfgs, workers=args.workers, desc="Table 1")
-    t1 = cells(plan, res, {k: load_rounds(c, plan.seeds[0]) for k, c in cfgs.items()})
+    t1 = cells(plan, obtain(cfgs, "Table 1"), {k: [results.rounds(c, s) for s in plan.seeds] for k, c in cfgs.items()})
     paper = report.load_paper("fedic")["tables"]["table1"]
     print(f"FedIC Table 1 on {args.dataset}, {plan.setting()}; best round, sample-weighted (%)")
     print(report.to_markdown(report.compare(paper, ours_table(plan, t1, dataset=args.dataset))))
+    if note := plateau_note(plan, t1):
+        print(note)
+    if args.figures:
+        ks = cells(plan, obtain(k_configs(plan), "Fig. 2"))
+        print("Fig. 2 (Pra, best round): " + ", ".join(f"K {k}: {c['best']:.2f} +- {c['best_std']:.2f}"
+                                                      for k, c in ks.items()))
+        ab = cells(plan, obtain(ablation_configs(plan), "Fig. 4"))
+        print("Fig. 4 (Pra, best round): " + ", ".join(f"{plan.label(v)} {c['best']:.2f} +- {c['best_std']:.2f}"
+                                                      for v, c in ab.items()))
     return 0
-
 
 
 # The notebook (notebooks/fedic.py): one function per cell, each adding its table or figure to the report section
@@ -416,12 +472,10 @@ def check_partitions(nb) -> None:
 
 def _table1(nb) -> dict:
     """Table 1's configs, first-seed round records and cells (:func:`cells`)."""
-    from fedlib.runner import load_rounds
-
     def make():
         cfgs = table1_configs(nb.plan)
         runs = run(cfgs, workers=nb.workers, desc="Table 1")
-        recs = {k: load_rounds(c, nb.seed0) for k, c in cfgs.items()}
+        recs = {k: results.rounds(c, nb.seed0) for k, c in cfgs.items()}
         return {"configs": cfgs, "records": recs, "cells": cells(nb.plan, runs, recs)}
     return nb.once("table1", make)
 
@@ -521,18 +575,87 @@ def fig4(nb):
 
     from fedlib import plots
     from fedlib.papers.notebook import Shown
-    from fedlib.runner import load_rounds
 
     cfgs = ablation_configs(nb.plan)
     ab_cells = _sweep(nb, "ablation", ablation_configs, "Fig. 4")
     fig, ax = plt.subplots(figsize=(6, 4))
-    plots.accuracy_curves({nb.label(v): load_rounds(c, nb.seed0) for v, c in cfgs.items()}, "acc_head", ax=ax,
+    plots.accuracy_curves({nb.label(v): results.rounds(c, nb.seed0) for v, c in cfgs.items()}, "acc_head", ax=ax,
                           stat="weighted", ylabel="accuracy (%), sample-weighted")
     ax.set_title("Fig. 4 on Fashion-MNIST (Pra)")
     nb.figure(fig, "Fig. 4: the ablation, accuracy per round (Pra)", "fig4_ablation")
     df = pd.DataFrame({nb.label(v): {"best": round(c["best"], 2), "last": round(c["last"], 2)}
                        for v, c in ab_cells.items()}).T
     return Shown((fig, nb.table("**Fig. 4 ablation (accuracy %, Pra).**", df)))
+
+
+PLATEAU_RULE = ("Plateau: the best-so-far accuracy of the seed-mean curve gains under 0.2 points over the last 20% of "
+                "rounds (`fedlib.claims.plateau`); \"no (+x)\" gives the gain of a curve still rising.")
+
+
+def _plateau_cell(c: dict) -> str:
+    """``yes``, ``no (+0.61)`` or ``—`` (not checked) for a cell of :func:`cells`."""
+    if "plateau" not in c:
+        return "—"
+    if not c["plateau"]:
+        return "yes"
+    return "no (" + c["plateau"].split("(")[1].split(" ")[0] + ")"
+
+
+def show_converged(nb):
+    """Table 1 (both splits, every method), Fig. 2 and Fig. 4 under the converged profile (three seeds, 100 rounds,
+    plateau checked on the seed-mean curve) from finished runs: the results folder, else the run archive, so a fresh
+    clone shows them; trains nothing (:func:`converged_runs`)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+
+    data, early = nb.paper_protocol("Table 1 and Figs. 2 and 4", "converged", converged_runs, lambda d: d["table1"],
+                                    CONVERGED_COMMAND, counts=True, profile="converged")
+    if early is not None:
+        return early
+    cp, L, t1 = data["plan"], nb.label, data["table1"]
+    cmp = report.compare(nb.paper["table1"], ours_table(cp, t1))
+    if cmp.index.nlevels == 1:
+        cmp.index = pd.MultiIndex.from_tuples([(r, f"{cp.settings['partitions'][0]}_fmnist") for r in cmp.index])
+    cmp = cmp[[(c[:3], m) in t1 for m, c in cmp.index]]   # a paper number never stands beside an unfinished cell
+    cmp["plateau"] = [_plateau_cell(t1[(c[:3], m)]) for m, c in cmp.index]
+    cmp.index = pd.MultiIndex.from_tuples([(L(m), c) for m, c in cmp.index], names=["method", "setting"])
+    waiting = [f"{L(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"] for m in cp.table1_methods()
+               if (p, m) not in t1]
+    head = (f"**Table 1 under the converged profile ({cp.setting()}; n = {len(cp.seeds)} seeds per cell, mean ± std "
+            f"over seeds, best round, sample-weighted, %)** · {data['found']} of {data['total']} runs of Table 1 and "
+            f"Figs. 2 and 4 finished · {data['made_by']}")
+    more = [PLATEAU_RULE] + ([f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `"
+                              f"{CONVERGED_COMMAND}` goes on where the archive ends."] if waiting else [])
+    nb.table(head, cmp, *more)
+    shown = [cmp]
+    if data["k"] or data["ablation"]:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+        if data["k"]:
+            ks = data["k"]
+            axes[0].errorbar(list(ks), [c["best"] for c in ks.values()], yerr=[c["best_std"] for c in ks.values()],
+                             marker="o", capsize=3)
+            axes[0].set(xlabel="K (clusters per class)", ylabel="accuracy (%), best round",
+                        title=f"Fig. 2, converged (Pra, n = {min(c['n'] for c in ks.values())})")
+            axes[0].set_xticks(list(ks))
+        if data["ablation"]:
+            ab = data["ablation"]
+            axes[1].bar([L(v) for v in ab], [c["best"] for c in ab.values()],
+                        yerr=[c["best_std"] for c in ab.values()], capsize=3, color="tab:gray")
+            lo = min(c["best"] - c["best_std"] for c in ab.values())
+            axes[1].set(ylim=(lo - 2, None), ylabel="accuracy (%), best round",
+                        title=f"Fig. 4, converged (Pra, n = {min(c['n'] for c in ab.values())})")
+            axes[1].tick_params(axis="x", labelrotation=15)
+        nb.figure(fig, "Fig. 2 (K) and Fig. 4 (the ablation) under the converged profile, mean ± std over seeds",
+                  "converged_fig2_fig4")
+        rows = {**{f"K {k}": c for k, c in data["k"].items()}, **{L(v): c for v, c in data["ablation"].items()}}
+        df = pd.DataFrame({name: {"best round (mean ± std)": report.fmt(c["best"], c["best_std"], n=c["n"]),
+                                  "last round": f"{c['last']:.2f}", "n": c["n"], "plateau": _plateau_cell(c)}
+                           for name, c in rows.items()}).T
+        shown += [fig, nb.table("**Figs. 2 and 4 under the converged profile (Pra, accuracy %).**", df)]
+    return Shown(tuple(shown))
 
 
 def show_tables3_4(nb):
@@ -557,10 +680,8 @@ def show_tables3_4(nb):
 
 
 def _fedic_state(nb):
-    """The first-seed FedIC run of Table 1's last setting, trained state."""
-    from fedlib.runner import load_state
-
-    return nb.once("fedic_state", lambda: load_state(
+    """The first-seed FedIC run of Table 1's last setting, trained state (:func:`fedlib.results.state`)."""
+    return nb.once("fedic_state", lambda: results.state(
         _table1(nb)["configs"][(nb.plan.settings["partitions"][-1], "fedic")], nb.seed0))
 
 
@@ -602,10 +723,9 @@ def fig3(nb):
     import matplotlib.pyplot as plt
 
     from fedlib import plots
-    from fedlib.runner import load_state
 
     p0, cfgs, st_ic = nb.plan.settings["partitions"][-1], _table1(nb)["configs"], _fedic_state(nb)
-    st_pac = load_state(cfgs[(p0, "fedpac")], nb.seed0) if (p0, "fedpac") in cfgs else None
+    st_pac = results.state(cfgs[(p0, "fedpac")], nb.seed0) if (p0, "fedpac") in cfgs else None
     fig, axes = plt.subplots(2, 2, figsize=(11, 9))
     for col, (name, st) in enumerate((("FedPAC", st_pac), ("FedIC", st_ic))):
         if st is None:
@@ -652,11 +772,19 @@ def fig_features(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section."""
-    claims = ledger(nb.plan, {"table1": _table1(nb)["cells"], "k": _sweep(nb, "k", k_configs, "Fig. 2"),
-                              "ablation": _sweep(nb, "ablation", ablation_configs, "Fig. 4"),
-                              "scale": _sweep(nb, "scale", scale_configs, "Table 3"),
-                              "alphas": _sweep(nb, "alphas", alpha_configs, "Table 4"), "bias": _bias(nb)})
+    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Once
+    every converged-profile run of Table 1 and Figs. 2 and 4 has finished, a shorter profile's ledger judges those
+    claims on them (:func:`converged_runs`) and the rest (Tables 3-4 analogues) on its own runs."""
+    sweeps = {"scale": _sweep(nb, "scale", scale_configs, "Table 3"),
+              "alphas": _sweep(nb, "alphas", alpha_configs, "Table 4")}
+    conv = nb.once("converged", lambda: converged_runs(nb.plan)) if nb.profile not in ("converged", "paper") else None
+    if conv and conv["complete"]:
+        claims = ledger(conv["plan"], {"table1": conv["table1"], "k": conv["k"], "ablation": conv["ablation"],
+                                       "bias": conv["bias"], "sweeps_plan": nb.plan, **sweeps})
+    else:
+        claims = ledger(nb.plan, {"table1": _table1(nb)["cells"], "k": _sweep(nb, "k", k_configs, "Fig. 2"),
+                                  "ablation": _sweep(nb, "ablation", ablation_configs, "Fig. 4"), "bias": _bias(nb),
+                                  **sweeps})
     return nb.ledger(claims)
 
 if __name__ == "__main__":

@@ -98,11 +98,18 @@ class Notebook:
 
     def run_all(self, jobs: list, desc: str) -> None:
         """The "All runs" cell: every ``(config, seed)`` job of the notebook at once, longest first, one process per
-        core (``workers``); finished runs are cache hits and an interrupted run resumes."""
+        core (``workers``); finished runs are cache hits, an interrupted run resumes, and a run the results folder
+        lacks but the run archive (or another placement) holds is read, not trained (:func:`fedlib.results.find`)."""
+        from fedlib import results
         from fedlib.grid import run_many
+        from fedlib.runner import cached_summary
 
-        print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)")
-        run_many(jobs, workers=self.workers, desc=desc)
+        todo = [(c, s) for c, s in jobs if cached_summary(c, s) is not None or results.find(c, s)[1] is None]
+        read = len(jobs) - len(todo)
+        print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)"
+              + (f"; {read} finished elsewhere (the run archive or another device) are read, not trained" if read
+                 else ""))
+        run_many(todo, workers=self.workers, desc=desc)
 
     def setting(self, rows: dict, title: str = "**Setting: paper vs this run.**"):
         """The setting table from ``{row: (the paper's, this run's)}``, into the report section."""
@@ -134,21 +141,24 @@ class Notebook:
         self.section.text(text)
         return Markdown(text)
 
-    def paper_protocol(self, what: str, key: str, load, finished, command: str, counts: bool = False):
-        """The opening of a cell that shows ``what`` (e.g. "Table III") under the paper protocol from finished
-        runs, training nothing: ``(data, None)`` to go on with, or ``(data, text)`` for the cell to return where
-        this profile is the paper protocol itself (``counts``: with its runs found and who made them) or none of
-        the runs has finished (the command that makes them). ``load(plan)`` reads the runs once (under ``key``),
-        ``finished(data)`` says whether any table part is complete."""
+    def paper_protocol(self, what: str, key: str, load, finished, command: str, counts: bool = False,
+                       profile: str = "paper"):
+        """The opening of a cell that shows ``what`` (e.g. "Table III") under the paper protocol (or another long
+        ``profile``, e.g. ``converged``) from finished runs, training nothing: ``(data, None)`` to go on with, or
+        ``(data, text)`` for the cell to return where this profile is that protocol itself (``counts``: with its
+        runs found and who made them) or none of the runs has finished (the command that makes them).
+        ``load(plan)`` reads the runs once (under ``key``), ``finished(data)`` says whether any table part is
+        complete."""
         from fedlib import papers
 
         data = self.once(key, lambda: load(self.plan))
-        if self.profile == "paper":
+        name = "the paper protocol" if profile == "paper" else f"the {profile} profile"
+        if self.profile == profile:
             tail = f" ({data['found']} of {data['total']} runs; {data['made_by']})" if counts else ""
             verb = "are" if what.startswith("Figs") else "is"
-            return data, self.markdown(f"This profile is the paper protocol: {what} above {verb} it{tail}.")
+            return data, self.markdown(f"This profile is {name}: {what} above {verb} it{tail}.")
         if not finished(data):
-            return data, self.markdown(papers.not_run_text(what, data["found"], data["total"], command))
+            return data, self.markdown(papers.not_run_text(what, data["found"], data["total"], command, name))
         return data, None
 
     def ledger(self, claims: list, record: bool = True, write: bool = True):

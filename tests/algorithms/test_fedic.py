@@ -322,3 +322,41 @@ def test_cells_label_a_run_that_has_not_plateaued():
     assert note.endswith(f"{plan.label('clustering')}: not plateaued (+4.00 in the last 20% of rounds).")
     assert plan.label("baseline") not in note
     assert I.plateau_note(plan, {"x": {"best": 1.0}}) == ""
+
+
+def test_every_seeds_records_judge_the_plateau_on_their_mean_and_cost_on_the_first():
+    from fedlib.papers import fedic as I
+
+    plan = I.load_plan("converged")
+
+    def recs(curve, secs):
+        return [{"round": r + 1, "acc": {"acc_head": {"weighted": a / 100}}, "train_seconds": secs, "up_params": 1,
+                 "down_params": 1} for r, a in enumerate(curve)]
+
+    summary = {"metrics": {"acc_head": {"best_weighted": 0.9, "last_weighted": 0.9, "best_weighted_round": 10}}}
+    flat = [50, 80, 89, 90, 90, 90, 90, 90, 90, 90]
+    late = [50, 60, 70, 75, 80, 82, 84, 86, 86, 96]   # best-so-far +10 in the last 2 rounds
+    got = I.cells(plan, {"fedic": [summary, summary]}, {"fedic": [recs(flat, 1.0), recs(late, 5.0)]})["fedic"]
+    # the seed-mean curve ends 86.0, 88.0, 93.0: +5.00 over its last 20%, though the first seed is flat
+    assert got["plateau"] == "not plateaued (+5.00 in the last 20% of rounds)"
+    assert got["seconds"] == 1.0 and got["n"] == 2
+
+
+def test_a_short_profiles_sweeps_beside_converged_table_1_keep_their_own_profile():
+    from fedlib.claims import INCONCLUSIVE, SUPPORTED
+    from fedlib.papers import fedic as I
+
+    quick, conv = I.load_plan("quick"), I.load_plan("converged")
+
+    def cell(*seeds):
+        return {"best": float(np.mean(seeds)), "last": float(np.mean(seeds)), "n": len(seeds),
+                "best_std": float(np.std(seeds)), "per_seed": list(seeds), "best_round": 1}
+
+    t1 = {("pra", "fedic"): cell(92.0, 92.1, 91.9), ("pra", "fedpac"): cell(90.0, 90.1, 89.9)}
+    scale = {(20, "fedic"): cell(90.0), (20, "fedpac"): cell(80.0), (40, "fedic"): cell(90.0),
+             (40, "fedpac"): cell(80.0)}
+    got = {c.claim: c for c in I.ledger(conv, {"table1": t1, "scale": scale, "sweeps_plan": quick})}
+    beats = got["FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"]
+    assert beats.verdict == SUPPORTED and beats.profile == "converged"
+    sweep = got["FedIC stays best with 40 and 60 clients"]
+    assert sweep.verdict == INCONCLUSIVE and sweep.profile == "quick" and "profile quick" in sweep.note

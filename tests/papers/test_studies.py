@@ -431,6 +431,8 @@ def test_not_run_text_counts_the_runs_and_names_the_command():
     from fedlib import papers
 
     assert papers.not_run_text("Table VI", 1, 24, "python -m fedlib.papers.fedmps --profile paper --table VI") == (
-        "**Table VI under the paper protocol: not run here** (1 of 24 runs finished in this results folder). "
-        "`python -m fedlib.papers.fedmps --profile paper --table VI` makes them; this cell then shows them without "
-        "training.")
+        "**Table VI under the paper protocol: not run here** (1 of 24 runs finished in this results folder or the "
+        "run archive). `python -m fedlib.papers.fedmps --profile paper --table VI` makes them; this cell then shows "
+        "them without training.")
+    assert papers.not_run_text("Table 1", 0, 81, "c", "the converged profile").startswith(
+        "**Table 1 under the converged profile: not run here** (0 of 81 runs")

@@ -149,3 +149,36 @@ def test_an_archived_entry_is_kept_when_its_run_is_made_again_unless_replaced(fi
         assert json.loads((entry / "summary.json").read_text())["finished_utc"] == "2099-01-01 00:00"
     finally:
         summary_file.write_text(original)
+
+
+@pytest.mark.slow
+def test_a_notebook_reads_archived_runs_instead_of_training_them(monkeypatch, finished, tmp_path, capsys):
+    # the "All runs" cell of a long profile on a fresh clone: the archive holds seeds 1 and 2, seed 3 trains
+    _, fresh, root, _ = finished
+    monkeypatch.setattr(archive, "ARCHIVE", root)
+    fresh = {**fresh, "results_dir": str(tmp_path)}
+    from fedlib.papers.notebook import Notebook
+
+    Notebook(plan=None, section=None, paper={}, workers=1).run_all([(fresh, 1), (fresh, 2), (fresh, 3)], "toy")
+    assert "3 runs (9 rounds in all); 2 finished elsewhere (the run archive or another device) are read, not " \
+           "trained" in capsys.readouterr().out
+    from fedlib.runner import run_dir
+
+    assert [s for s in (1, 2, 3) if run_dir(fresh, s).exists()] == [3]
+
+
+@pytest.mark.slow
+def test_the_state_of_an_archived_run_is_trained_here_and_equals_its_record(monkeypatch, finished, tmp_path, capsys):
+    # the archive keeps no model: a figure that needs one trains the run, and the retrained run is the archived one
+    _, fresh, root, summaries = finished
+    monkeypatch.setattr(archive, "ARCHIVE", root)
+    fresh = {**fresh, "results_dir": str(tmp_path)}
+    state = results.state(fresh, 2)
+    assert "seed 2: the run archive keeps no model, so this figure trains the run here (3 rounds)" in \
+        capsys.readouterr().out
+    assert state.round == 3
+    from fedlib.runner import cached_summary
+
+    assert cached_summary(fresh, 2)["metrics"] == summaries[1]["metrics"]
+    results.state(fresh, 2)   # now in the results folder: read, not trained again
+    assert "trains the run here" not in capsys.readouterr().out
