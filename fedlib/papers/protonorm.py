@@ -22,12 +22,11 @@ import math
 import numpy as np
 import torch
 
-from fedlib import papers
+from fedlib import papers, results
 from fedlib.analysis import pairwise_distances
 from fedlib.config import run_id
 from fedlib.papers import check_methods, check_rounds, schema
 from fedlib.runner import RunState
-from fedlib.grid import run_configs as run  # noqa: F401 (P.run in the notebook)
 from fedlib.validation import ConfigError
 
 
@@ -211,13 +210,20 @@ def pa_phase_config(plan: Plan) -> dict:
                          **{"algorithm.record_pa": True})
 
 
+def run(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
+        progress: bool = True) -> dict:
+    """``{key: [summary per seed]}`` of ``configs`` (``seeds``, default each config's own): a run already
+    finished is read (the results folder, another placement, the run archive:
+    :func:`fedlib.results.run_or_read`), the others train."""
+    return results.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
+
+
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the Table 1 protocol part of the notebook, unique, costliest
     first (rounds x data, heterogeneous before homogeneous) so the workers finish together."""
     seed0 = plan.seeds[0]
     jobs_ = [(c, s) for c in list(table1_configs(plan).values()) + list(code_protocol_configs(plan).values())
-             for s in plan.seeds]
-    jobs_ += [(c, seed0) for c in list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values())]
+             + list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values()) for s in plan.seeds]
     jobs_.append((pa_phase_config(plan), seed0))
     for ds in extra_datasets():
         jobs_ += [(c, s) for c in table1_configs(plan, ds).values() for s in plan.seeds]
@@ -338,6 +344,44 @@ def accuracy_curve(plan: Plan, method: str, records: list[dict]) -> tuple[np.nda
     return (np.array([r["round"] for r in ev]), np.array([100 * r["acc"][metric]["weighted"] for r in ev]))
 
 
+CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all-tables"
+
+
+def converged_runs(plan: Plan) -> dict:
+    """Table 1 (both splits, every method), the code protocol, Table 3 and Tables 4-5 under the ``converged``
+    profile from finished runs only (the results folder, else the run archive: :func:`fedlib.results.cached`;
+    trains nothing), for any profile's report: ``{"plan", "found", "total", "complete", "made_by", "table1"
+    ({partition: {method: score}} over the rows whose every seed finished, each with ``plateau``: "" or
+    :func:`fedlib.papers.plateau_text` of its seed-mean curve), "code" ({method: score}), "homogeneous"
+    (:func:`homogeneous_accuracy`), "gamma" (:func:`gamma_results`)}``; ``complete`` once every run of Table 1,
+    Table 3 and Tables 4-5 has finished."""
+    cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device,
+                   executor=plan.executor)
+    parts = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
+             "gamma": gamma_configs(cp)}
+    out, made, done = {"plan": cp, "found": 0, "total": 0, "complete": True}, [], {}
+    for name, cfgs in parts.items():
+        done[name], found = results.cached(cfgs, cp.seeds)
+        out["found"] += found
+        out["total"] += len(cfgs) * len(cp.seeds)
+        if name != "code":
+            out["complete"] &= len(done[name]) == len(cfgs)
+        made += [x for runs in done[name].values() for x in runs]
+    out["table1"] = {}
+    for (m, p), sums in done["table1"].items():
+        sc = score(cp, m, sums)
+        sc["plateau"] = papers.plateau_text([results.rounds(parts["table1"][(m, p)], x) for x in cp.seeds],
+                                            sc["metric"], "weighted")
+        out["table1"].setdefault(p, {})[m] = sc
+    out["table1"] = {p: {m: out["table1"][p][m] for m in cp.table1["methods"] if m in out["table1"][p]}
+                     for p in cp.table1["partitions"] if p in out["table1"]}
+    out["code"] = {m: score(cp, m, sums) for m, sums in done["code"].items()}
+    out["homogeneous"] = homogeneous_accuracy(done["homogeneous"])
+    out["gamma"] = gamma_results(cp, done["gamma"])
+    out["made_by"] = papers.made_by(made) if made else ""
+    return out
+
+
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
     """The converged-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
     cp = load_plan("converged")
@@ -349,12 +393,17 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
 @papers.command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.protonorm [--profile P] [--methods M ...] [--partitions ...]``:
-    run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10."""
+    """``python -m fedlib.papers.protonorm [--profile P] [--methods M ...] [--partitions ...] [--all-tables]``:
+    run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10; with
+    ``--all-tables`` also the code protocol, Table 3 and Tables 4-5. A run already finished (results folder,
+    another device, the run archive) is read, not trained again."""
     from fedlib import report
 
-    ap = papers.cli("python -m fedlib.papers.protonorm", main.__doc__)
+    ap = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.protonorm", main.__doc__))
     ap.add_argument("--partitions", nargs="+", help="default: the profile's partitions")
+    ap.add_argument("--all-tables", action="store_true", help="also run the code protocol, Table 3 and Tables 4-5 "
+                    "on Fashion-MNIST, every seed of the profile (the runs the converged profile keeps in the run "
+                    "archive)")
     ap.add_argument("--model", help="model family instead of the profile's (ht0, ht0_lite)")
     ap.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10, cifar100 (from the data root)")
     args = ap.parse_args(argv)
@@ -372,8 +421,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.dataset not in plan.spec["datasets"]:
         raise ConfigError("--dataset", args.dataset, "one of " + ", ".join(plan.spec["datasets"]))
     dspec = plan.spec["datasets"][args.dataset]
+    def obtain(configs, desc):  # a finished run (another device, the run archive) is read, not retrained
+        return results.run_or_read(configs, plan.seeds, workers=args.workers, desc=desc,
+                                   retrain_archived=args.retrain_archived)
+
     configs = table1_configs(plan, args.dataset)
-    res = run(configs, workers=args.workers, desc="Table 1")
+    res = obtain(configs, "Table 1")
+    if args.all_tables:
+        for what, cfgs in (("code protocol", code_protocol_configs(plan)), ("Table 3", homogeneous_configs(plan)),
+                           ("Tables 4-5", gamma_configs(plan))):
+            obtain(cfgs, what)
     paper = report.load_paper("protonorm")["tables"]["table1"]
     t = plan.table1
     print(f"ProtoNorm Table 1 protocol on {dspec['label']}, profile {args.profile}: model {t['model']}, "
@@ -423,11 +480,9 @@ def run_all(nb) -> None:
     """Every run of the notebook (the spiral's first), one process per core; prints how long it took."""
     import time
 
-    from fedlib.grid import run_many
-
     t_start = time.time()
     jobs = [(c, nb.seed0) for c in spiral_configs(nb.plan).values()] + all_jobs(nb.plan)
-    run_many(jobs, workers=nb.workers, desc="all runs")
+    nb.run_all(jobs, desc="all runs")
     print(f"{len(jobs)} runs ready in {(time.time() - t_start) / 60:.1f} min")
 
 
@@ -452,13 +507,11 @@ def fig_spiral(nb):
     import seaborn as sns
 
     from fedlib.papers.notebook import Shown
-    from fedlib.runner import load_state
-
     sp = _spiral(nb)
     palette = sns.color_palette("tab10", 6)
     fig, axes = plt.subplots(1, 4, figsize=(20, 5))
     for ax, (key, cfg) in zip(axes, sp["configs"].items(), strict=False):
-        st = load_state(cfg, nb.seed0)
+        st = results.state(cfg, nb.seed0)
         z, y = test_representations(st)
         classes, g = global_prototypes(st)
         gamma = cfg["algorithm"].get("gamma", 1.0) if cfg["algorithm"]["name"] == "protonorm" else 1.0
@@ -484,16 +537,14 @@ def fig_spiral(nb):
 
 def check_spiral(nb) -> None:
     """Print the spiral's checks: alignment spreads the six prototypes, aligned prototypes are unit vectors."""
-    from fedlib.runner import load_state
-
     sp = _spiral(nb)
     cfgs, rows, labels = sp["configs"], sp["rows"], sp["labels"]
     print("runs:", list(cfgs))
     print("alignment spreads the six prototypes to at least 55 of 60 degrees:",
           all(rows[labels[k]]["smallest angle between global prototypes (deg)"] >= 55 for k in ("pa", "pa_pu")))
     print("aligned prototypes are unit vectors:",
-          all(np.allclose(np.linalg.norm(global_prototypes(load_state(cfgs[k], nb.seed0))[1], axis=1), 1.0, atol=1e-5)
-              for k in ("pa", "pa_pu")))
+          all(np.allclose(np.linalg.norm(global_prototypes(results.state(cfgs[k], nb.seed0))[1], axis=1), 1.0,
+                          atol=1e-5) for k in ("pa", "pa_pu")))
 
 
 def show_setting(nb):
@@ -528,11 +579,11 @@ def _table1_runs(nb) -> dict:
 
 
 def _homogeneous(nb) -> dict:
-    return nb.once("homogeneous", lambda: run(homogeneous_configs(nb.plan), seeds=[nb.seed0], progress=False))
+    return nb.once("homogeneous", lambda: run(homogeneous_configs(nb.plan), seeds=nb.plan.seeds, progress=False))
 
 
 def _gamma_runs(nb) -> dict:
-    return nb.once("gamma", lambda: run(gamma_configs(nb.plan), seeds=[nb.seed0], progress=False))
+    return nb.once("gamma", lambda: run(gamma_configs(nb.plan), seeds=nb.plan.seeds, progress=False))
 
 
 def _practical(nb):
@@ -694,10 +745,15 @@ def show_code_protocol(nb):
     return df
 
 
+def homogeneous_accuracy(runs: dict) -> dict | None:
+    """Table 3 from finished runs ``{method: [summary per seed]}``: ``{method: [best-round accuracy (%) per seed]}``
+    (ProtoNorm by its nearest global prototype, FedNH and FedUV by their heads), ``None`` without runs."""
+    return ({m: [100 * x["metrics"]["acc_proto" if m == "protonorm" else "acc_head"]["best_weighted"] for x in s]
+             for m, s in runs.items()} if runs else None)
+
+
 def _homogeneous_accuracy(nb) -> dict | None:
-    homo = _homogeneous(nb)
-    return ({m: 100 * s[0]["metrics"]["acc_proto" if m == "protonorm" else "acc_head"]["best_weighted"]
-             for m, s in homo.items()} if homo else None)
+    return homogeneous_accuracy(_homogeneous(nb))
 
 
 def show_table3(nb):
@@ -722,18 +778,21 @@ def show_table3(nb):
                     pd.DataFrame(rows).T)
 
 
-def _gamma_results(nb) -> list[dict]:
-    """Tables 4-5: every gamma run's method, gamma, accuracy, divergence and best round."""
-    from fedlib.runner import load_rounds
+def gamma_results(plan: Plan, runs: dict) -> list[dict]:
+    """Tables 4-5 from finished runs ``{(method, gamma): [summary per seed]}``: every gamma's method, gamma, accuracy
+    (mean over seeds, and ``per_seed``), whether a seed's run diverged and the first seed's best round."""
+    cfgs, out = gamma_configs(plan), []
+    for (m, g), sums in runs.items():
+        s = score(plan, m, sums)
+        out.append({"method": m, "gamma": g, "acc": s["mean"], "per_seed": s["per_seed"],
+                    "best_round": s["best_rounds"][0],
+                    "diverged": any(diverged(results.rounds(cfgs[(m, g)], seed)) for seed in plan.seeds[:len(sums)])})
+    return out
 
-    def make():
-        cfgs, out = gamma_configs(nb.plan), []
-        for (m, g), sums in _gamma_runs(nb).items():
-            s = score(nb.plan, m, sums)
-            out.append({"method": m, "gamma": g, "acc": s["mean"], "best_round": s["best_rounds"][0],
-                        "diverged": diverged(load_rounds(cfgs[(m, g)], nb.seed0))})
-        return out
-    return nb.once("gamma_results", make)
+
+def _gamma_results(nb) -> list[dict]:
+    """Tables 4-5: :func:`gamma_results` of the notebook's gamma runs."""
+    return nb.once("gamma_results", lambda: gamma_results(nb.plan, _gamma_runs(nb)))
 
 
 def fig_gamma(nb):
@@ -775,18 +834,79 @@ def fig_gamma(nb):
     return Shown((fig, table))
 
 
-def _pa_iterations(nb, partition: str):
-    from fedlib.runner import load_rounds
+def show_converged(nb):
+    """Table 1 (both splits, every method, lambda 1 and 10), the code protocol, Table 3 and Tables 4-5 under the
+    converged profile (three seeds, 100 rounds, plateau checked on the seed-mean curve) from finished runs: the
+    results folder, else the run archive, so a fresh clone shows them; trains nothing (:func:`converged_runs`)."""
+    import pandas as pd
 
-    return pa_iterations(load_rounds(table1_configs(nb.plan)[("protonorm", partition)], nb.seed0))
+    from fedlib import report
+    from fedlib.papers.notebook import Shown
+
+    data, early = nb.paper_protocol("Tables 1, 3 and 4-5", "converged", converged_runs, lambda d: d["table1"],
+                                    CONVERGED_COMMAND, counts=True, profile="converged")
+    if early is not None:
+        return early
+    cp, L, t1 = data["plan"], nb.label, data["table1"]
+    T1 = cp.table1
+
+    def cell(r):
+        return report.fmt(r["mean"], r["std"], n=r["n"])
+
+    rows = {}
+    for m in T1["methods"]:
+        if not any(m in t1.get(p, {}) for p in T1["partitions"]):
+            continue
+        row = {}
+        for p in T1["partitions"]:
+            r = t1.get(p, {}).get(m)
+            row[f"ours: Fashion-MNIST {p}"] = cell(r) if r else "not finished"
+            row[f"plateau {p}"] = ("yes" if not r["plateau"] else "no (" + r["plateau"].split("(")[1].split(" ")[0]
+                                   + ")") if r else "—"
+            ref = nb.paper["table1"]["rows"].get(m)
+            row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
+        rows[L(m)] = row
+    waiting = [L(m) for m in T1["methods"] if not any(m in t1.get(p, {}) for p in T1["partitions"])]
+    where = f"{T1['model']}, {100 * T1['fraction']:g}% of Fashion-MNIST, {T1['rounds']} rounds, seeds {cp.seeds}"
+    shown = [nb.table(
+        f"**Table 1 under the converged profile ({where}; mean ± std over {len(cp.seeds)} seeds, pooled accuracy %, "
+        f"best round) beside the paper's CIFAR-10 columns** (another dataset: no difference is taken) · "
+        f"{data['found']} of {data['total']} runs of Tables 1, 3, 4-5 and the code protocol finished · "
+        f"{data['made_by']}", pd.DataFrame(rows).T,
+        "Plateau: the best-so-far accuracy of the seed-mean curve gains under 0.2 points over the last 20% of rounds "
+        "(`fedlib.claims.plateau`); \"no (+x)\" gives the gain of a curve still rising."
+        + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; `{CONVERGED_COMMAND}` goes on "
+           "where the archive ends." if waiting else ""))]
+    if data["code"] and "practical" in t1:
+        code = {L(m): {"paper protocol": cell(t1["practical"][m]), "code protocol": cell(r),
+                       "code - paper": report.fmt(r["mean"] - t1["practical"][m]["mean"], digits=2, sign=True)}
+                for m, r in data["code"].items() if m in t1["practical"]}
+        shown.append(nb.table("**Paper protocol vs the official code's under the converged profile (practical, "
+                              "pooled accuracy %, best round, mean ± std over seeds).**", pd.DataFrame(code).T))
+    if data["homogeneous"]:
+        homo = {L(m): {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(v)), float(np.std(v)), n=len(v)),
+                       "paper: CIFAR-100 (CNN)": report.fmt(*nb.paper["table3"]["rows"][m]["cnn_cifar100"])}
+                for m, v in data["homogeneous"].items()}
+        shown.append(nb.table("**Table 3 under the converged profile (homogeneous 4-layer CNN, mean ± std over "
+                              "seeds).**", pd.DataFrame(homo).T))
+    if data["gamma"]:
+        gam = pd.DataFrame([{"method": L(r["method"]), "gamma": f"gamma {r['gamma']:g}",
+                             "acc": ("diverged" if r["diverged"] else
+                                     report.fmt(r["acc"], float(np.std(r["per_seed"])), n=len(r["per_seed"])))}
+                            for r in data["gamma"]]).pivot(index="method", columns="gamma", values="acc").fillna("—")
+        shown.append(nb.table("**Tables 4-5 under the converged profile (practical, accuracy %, mean ± std over "
+                              "seeds; \"diverged\": a seed's run diverged).**", gam))
+    return Shown(tuple(shown))
+
+
+def _pa_iterations(nb, partition: str):
+    return pa_iterations(results.rounds(table1_configs(nb.plan)[("protonorm", partition)], nb.seed0))
 
 
 def fig3(nb):
     """Fig. 3: (a) PA iterations per round, (b) pooled test accuracy per round of every Table 1 method
     (practical); prints the practical split's PA iterations."""
     import matplotlib.pyplot as plt
-
-    from fedlib.runner import load_rounds
 
     T1, cfgs = nb.plan.table1, table1_configs(nb.plan)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
@@ -798,7 +918,7 @@ def fig3(nb):
                 title="Fig. 3a: PA iterations per round")
     axes[0].legend(fontsize=8)
     for m in T1["methods"]:
-        r, acc = accuracy_curve(nb.plan, m, load_rounds(cfgs[(m, "practical")], nb.seed0))
+        r, acc = accuracy_curve(nb.plan, m, results.rounds(cfgs[(m, "practical")], nb.seed0))
         axes[1].plot(r, acc, label=nb.label(m), lw=2 if m == "protonorm" else 1)
     axes[1].set(xlabel="round", ylabel="pooled test accuracy (%)", title="Fig. 3b: accuracy per round (practical)")
     axes[1].legend(fontsize=7)
@@ -812,9 +932,7 @@ def fig3(nb):
 
 def _pa_phase(nb):
     """Round 1's PA phase: the K = 10 distance history, and the synthetic K = 100 one with its iterations."""
-    from fedlib.runner import load_state
-
-    return nb.once("pa_phase", lambda: (pa_history(load_state(pa_phase_config(nb.plan), nb.seed0)),
+    return nb.once("pa_phase", lambda: (pa_history(results.state(pa_phase_config(nb.plan), nb.seed0)),
                                         *synthetic_pa(k=100, d=512)))
 
 
@@ -857,10 +975,8 @@ def check_pa_phase(nb) -> None:
 
 def _states(nb) -> dict:
     """Every Table 1 method's trained state on the practical split, first seed."""
-    from fedlib.runner import load_state
-
     cfgs = table1_configs(nb.plan)
-    return nb.once("states", lambda: {m: load_state(cfgs[(m, "practical")], nb.seed0)
+    return nb.once("states", lambda: {m: results.state(cfgs[(m, "practical")], nb.seed0)
                                       for m in nb.plan.table1["methods"]})
 
 
@@ -946,11 +1062,9 @@ def fig_features(nb):
 
 def _communication_check(nb) -> dict:
     """Per prototype method: floats up + down in the last round, and Supp. D's sum_i (K_i + K) x d."""
-    from fedlib.runner import load_rounds
-
     cfgs, held = table1_configs(nb.plan), (_practical(nb).partition.counts > 0).sum(1)  # K_i: classes held
-    return {m: (load_rounds(cfgs[(m, "practical")], nb.seed0)[-1]["up_params"]
-                + load_rounds(cfgs[(m, "practical")], nb.seed0)[-1]["down_params"], int(((held + 10) * 512).sum()))
+    return {m: (results.rounds(cfgs[(m, "practical")], nb.seed0)[-1]["up_params"]
+                + results.rounds(cfgs[(m, "practical")], nb.seed0)[-1]["down_params"], int(((held + 10) * 512).sum()))
             for m in _prototype_methods(nb)}
 
 
@@ -958,11 +1072,9 @@ def show_communication(nb):
     """Floats sent in the last round by all clients (up) and by the server (down), measured (practical)."""
     import pandas as pd
 
-    from fedlib.runner import load_rounds
-
     cfgs, rows = table1_configs(nb.plan), {}
     for m in nb.plan.table1["methods"]:
-        last = load_rounds(cfgs[(m, "practical")], nb.seed0)[-1]
+        last = results.rounds(cfgs[(m, "practical")], nb.seed0)[-1]
         rows[nb.label(m)] = {"up (floats, all clients)": last["up_params"],
                              "down (floats, all clients)": last["down_params"]}
     return nb.table("**Communication per round (last round, practical; measured from the messages).** Supp. D: PBFL "
@@ -992,7 +1104,8 @@ def show_summary(nb) -> None:
 
 def show_ledger(nb):
     """The claims ledger: every claim the paper makes that this machine can test, our evidence and a verdict;
-    writes the report section."""
+    writes the report section. Once every converged-profile run of Tables 1, 3 and 4-5 has finished, a shorter
+    profile's ledger judges those tables' claims on them (:func:`converged_runs`) and the rest on its own runs."""
     T1, sp = nb.plan.table1, _spiral(nb)
     spiral_res = {k: {"angle": sp["rows"][sp["labels"][k]]["smallest angle between global prototypes (deg)"],
                       "acc": sp["rows"][sp["labels"][k]]["accuracy, nearest global prototype (%)"]}
@@ -1000,11 +1113,14 @@ def show_ledger(nb):
     gamma_res = [{k: r[k] for k in ("method", "gamma", "acc", "diverged")} for r in _gamma_results(nb)]
     pa_its = {p: _pa_iterations(nb, p) for p in T1["partitions"] if "protonorm" in T1["methods"]}
     margin_res = {m: float(margins(global_prototypes(_states(nb)[m])[1]).min()) for m in _prototype_methods(nb)}
-    claims_ = ledger(nb.plan, {"spiral": spiral_res, "table1": _table1_scores(nb),
-                               "homogeneous": _homogeneous_accuracy(nb), "gamma": gamma_res, "pa_iterations": pa_its,
-                               "pa_phase": (_pa_phase(nb)[0], 10), "margins": margin_res,
-                               "comm": _communication_check(nb)})
-    return nb.ledger(claims_, record=False)
+    res = {"spiral": spiral_res, "table1": _table1_scores(nb), "homogeneous": _homogeneous_accuracy(nb),
+           "gamma": gamma_res, "pa_iterations": pa_its, "pa_phase": (_pa_phase(nb)[0], 10), "margins": margin_res,
+           "comm": _communication_check(nb)}
+    conv = nb.once("converged", lambda: converged_runs(nb.plan)) if nb.profile not in ("converged", "paper") else None
+    if conv and conv["complete"]:   # Tables 1, 3 and 4-5 judged on the converged profile, the rest on this one's
+        res.update(table1=conv["table1"], homogeneous=conv["homogeneous"], gamma=conv["gamma"], short_plan=nb.plan)
+        return nb.ledger(ledger(conv["plan"], res), record=False)
+    return nb.ledger(ledger(nb.plan, res), record=False)
 
 if __name__ == "__main__":
     raise SystemExit(main())
@@ -1023,18 +1139,23 @@ def ledger(plan: Plan, res: dict) -> list:
 
     ``res`` (each key optional; a missing one leaves its claims "not tested"): ``spiral``
     (``{run key: {"angle", "acc"}}`` of :func:`spiral_configs`' runs), ``table1`` (``{partition:
-    {method: score}}``), ``homogeneous`` (``{method: accuracy}``), ``gamma`` (records ``{"method":
-    key, "gamma", "acc", "diverged"}``), ``pa_iterations`` (``{partition: array}``), ``pa_phase``
+    {method: score}}``), ``homogeneous`` (``{method: accuracy or [accuracy per seed]}``), ``gamma`` (records
+    ``{"method": key, "gamma", "acc", "diverged"}``, with ``per_seed`` where several seeds ran),
+    ``pa_iterations`` (``{partition: array}``), ``pa_phase``
     (:func:`pa_history` of round 1 and K), ``margins`` (``{method: smallest normalised margin}``),
     ``comm`` (``{method: (measured uplink floats, Supp. D's formula)}``), ``datasets`` (the extra datasets
-    whose Table 1 ran; the others are listed as not tested). Table 1 compares per seed, paired (the methods share
-    each seed's partition); the spiral, Tables 3-5 and Fig. 3a run one seed; PA's geometry (Figs. 2, 4, 5) and
-    the message sizes (Supp. D) hold by construction.
+    whose Table 1 ran; the others are listed as not tested), ``short_plan`` (the plan whose runs gave the spiral,
+    Fig. 3a, Fig. 4, Fig. 5 and Supp. D evidence, default ``plan``: a short profile's beside the converged profile's
+    tables). Table 1, Table 3 and Tables 4-5 compare per seed, paired (the methods share each seed's partition)
+    where several seeds ran; the spiral and Fig. 3a run one seed; PA's geometry (Figs. 2, 4, 5) and the message
+    sizes (Supp. D) hold by construction.
     """
-    from fedlib.claims import claim, untested, versus_best
+    from fedlib.claims import claim, compare, untested, versus_best
 
     t1 = plan.table1
     prof, n = plan.profile, len(plan.seeds)
+    splan = res.get("short_plan", plan)
+    sprof = splan.profile
     short = prof not in ("paper", "converged")
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if short else ""
@@ -1044,20 +1165,20 @@ def ledger(plan: Plan, res: dict) -> list:
         out.append(claim("Under non-IID clients FedProto's global prototypes collapse towards each other", "Fig. 1",
                          f"smallest angle between global prototypes: non-IID {sp['fedproto_noniid']['angle']:.1f} deg, "
                          f"IID {sp['fedproto_iid']['angle']:.1f} deg (60 = even spread of 6 classes)",
-                         sp["fedproto_noniid"]["angle"] < 20, prof, 1, note="rule: below 20 deg"))
+                         sp["fedproto_noniid"]["angle"] < 20, sprof, 1, note="rule: below 20 deg"))
         out.append(claim("Under IID clients FedProto's global prototypes stay well separated", "Fig. 1",
                          f"IID smallest angle {sp['fedproto_iid']['angle']:.1f} deg, accuracy "
-                         f"{sp['fedproto_iid']['acc']:.1f}%", sp["fedproto_iid"]["angle"] >= 30, prof, 1,
+                         f"{sp['fedproto_iid']['acc']:.1f}%", sp["fedproto_iid"]["angle"] >= 30, sprof, 1,
                          note="rule: at least 30 deg" + ("; ours collapse too: the IID panel does not reproduce"
                                                          if sp["fedproto_iid"]["angle"] < 30 else "")))
         out.append(claim("Prototype Alignment spreads the global prototypes evenly", "Fig. 2",
                          f"PA {sp['pa']['angle']:.1f} deg, PA + PU {sp['pa_pu']['angle']:.1f} deg",
-                         min(sp["pa"]["angle"], sp["pa_pu"]["angle"]) >= 55, prof, 1,
+                         min(sp["pa"]["angle"], sp["pa_pu"]["angle"]) >= 55, sprof, 1,
                          note="rule: at least 55 of 60 deg",
                          construction="PA is an optimisation that drives the prototypes apart on the sphere"))
         out.append(claim("Alignment plus Upscaling gives the best spiral accuracy", "Figs. 2, 6",
                          ", ".join(f"{k} {v['acc']:.1f}%" for k, v in sp.items()),
-                         sp["pa_pu"]["acc"] >= max(v["acc"] for v in sp.values()) - 0.5, prof, 1,
+                         sp["pa_pu"]["acc"] >= max(v["acc"] for v in sp.values()) - 0.5, sprof, 1,
                          note="rule: within 0.5 points of the best panel"))
     tab = res.get("table1")
     if tab:
@@ -1069,10 +1190,12 @@ def ledger(plan: Plan, res: dict) -> list:
                 tag = "" if v == "protonorm" else " (our check: the code's lambda 10)"
                 tests = [versus_best(plan.label(v), {plan.label(v): rows[v]["per_seed"],
                                                      plan.label(best): rows[best]["per_seed"]})] if n > 1 else ()
+                rising = "; ".join(f"{plan.label(m)} {rows[m]['plateau']}" for m in (v, best)
+                                   if rows[m].get("plateau"))
                 out.append(claim(f"ProtoNorm beats every baseline, {p} split{tag}", "Table 1",
                                  f"{plan.label(v)} {mine:.2f} ± {rows[v]['std']:.2f} vs best baseline "
                                  f"{plan.label(best)} {others[best]:.2f} ± {rows[best]['std']:.2f} ({where})",
-                                 mine > others[best], prof, n, tests, caveat))
+                                 mine > others[best], prof, n, tests, "; ".join(x for x in (caveat, rising) if x)))
             if "protonorm" in rows and {"fedproto", "fedtgp"} <= set(rows):
                 mine = rows["protonorm"]["mean"]
                 tests = [versus_best(plan.label("protonorm"), {plan.label(m): rows[m]["per_seed"] for m in (
@@ -1086,18 +1209,27 @@ def ledger(plan: Plan, res: dict) -> list:
         out.append(untested("ProtoNorm beats every baseline", "Table 1", "not run"))
     homo = res.get("homogeneous")
     if homo and "protonorm" in homo:
-        others = {m: v for m, v in homo.items() if m != "protonorm"}
+        per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
+        mean = {m: float(np.mean(v)) for m, v in per.items()}
+        k = min(len(v) for v in per.values())
+        tests = [versus_best(plan.label("protonorm"), {plan.label(m): v for m, v in per.items()})] if k > 1 else ()
         out.append(claim("With homogeneous models ProtoNorm beats FedNH and FedUV", "Table 3",
-                         ", ".join(f"{plan.label(m)} {v:.2f}" for m, v in homo.items()) + " (4-layer CNN, practical)",
-                         homo["protonorm"] > max(others.values()), prof, 1, note=caveat))
+                         ", ".join(f"{plan.label(m)} {v:.2f}" for m, v in mean.items()) + " (4-layer CNN, practical"
+                         + (f", mean of {k} seeds)" if k > 1 else ")"),
+                         mean["protonorm"] > max(v for m, v in mean.items() if m != "protonorm"), prof, k, tests,
+                         note=caveat))
     gam = res.get("gamma")
     if gam:
         pn = {r["gamma"]: r["acc"] for r in gam if r["method"] == "protonorm"}
+        seeds_of = {(r["method"], r["gamma"]): r.get("per_seed") or [r["acc"]] for r in gam}
         default = table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"]
         if 1.0 in pn and default in pn:
+            a, b = seeds_of[("protonorm", default)], seeds_of[("protonorm", 1.0)]
+            k = min(len(a), len(b))
+            tests = [compare(f"gamma {default:g} - gamma 1", a, b)] if k > 1 else ()
             out.append(claim("Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1", "Table 4",
                              ", ".join(f"gamma {g:g}: {a:.2f}" for g, a in sorted(pn.items())),
-                             pn[default] > pn[1.0], prof, 1, note=caveat + (
+                             pn[default] > pn[1.0], prof, k, tests, note=caveat + (
                                  "; at lambda 1 the upscaled target is far from the features after few rounds"
                                  if short else "")))
         for m in ("fedproto", "fedtgp"):
@@ -1108,16 +1240,20 @@ def ledger(plan: Plan, res: dict) -> list:
                 text = f"{plan.label(m)} is sensitive to scaling: gamma >= 1.3 hurts or diverges"
                 evidence = ", ".join(f"gamma {g:g}: {'diverged' if d else f'{a:.2f}'}"
                                      for g, (a, d) in sorted(mg.items()))
+                k = min(len(seeds_of[(m, g)]) for g in mg)
+                tests = [compare(f"gamma {g:g} - gamma 1", seeds_of[(m, g)], seeds_of[(m, 1.0)])
+                         for g in big if not mg[g][1]] if k > 1 else ()
                 out.append(untested(text, "Table 5", f"no gamma >= 1.3 in this profile ({evidence})") if ok is None
-                           else claim(text, "Table 5", evidence, ok, prof, 1, note=caveat))
+                           else claim(text, "Table 5", evidence, ok, prof, k, tests, note=caveat))
     its = res.get("pa_iterations")
     if its:
         trends = {p: (float(np.mean(a[:3])), float(np.mean(a[-3:]))) for p, a in its.items() if len(a) >= 6}
         text = "PA needs fewer iterations as training goes on"
         out.append(claim(text, "Fig. 3a", "; ".join(f"{p}: first rounds {a:.0f}, last rounds {b:.0f}"
                                                     for p, (a, b) in trends.items()),
-                         all(b < a for a, b in trends.values()), prof, 1,
-                         note=f"{t1['rounds']} rounds of the paper's 300" if short else "") if trends
+                         all(b < a for a, b in trends.values()), sprof, 1,
+                         note=f"{splan.table1['rounds']} rounds of the paper's 300"
+                         if sprof not in ("paper", "converged") else "") if trends
                    else untested(text, "Fig. 3a", "fewer than 6 rounds"))
     pa = res.get("pa_phase")
     if pa is not None:
@@ -1125,20 +1261,20 @@ def ledger(plan: Plan, res: dict) -> list:
         target = simplex_distance(k)
         out.append(claim("One PA phase drives the prototypes to the simplex (evenly spread) distance", "Fig. 4",
                          f"mean pairwise distance {hist[0, 1]:.4f} -> {hist[-1, 1]:.4f} (simplex {target:.4f}); "
-                         f"smallest {hist[0, 0]:.4f} -> {hist[-1, 0]:.4f}", abs(hist[-1, 1] - target) < 0.01, prof, 1,
+                         f"smallest {hist[0, 0]:.4f} -> {hist[-1, 0]:.4f}", abs(hist[-1, 1] - target) < 0.01, sprof, 1,
                          construction="PA minimises the prototypes' largest pairwise similarity, whose optimum is "
                          "the simplex"))
     mar = res.get("margins")
     if mar and "protonorm" in mar:
         out.append(claim("ProtoNorm's global prototypes have the most uniform margins", "Fig. 5",
                          ", ".join(f"{plan.label(m)} {v:.2f}" for m, v in mar.items())
-                         + " (smallest normalised margin)", mar["protonorm"] >= max(mar.values()), prof, 1,
+                         + " (smallest normalised margin)", mar["protonorm"] >= max(mar.values()), sprof, 1,
                          construction="PA places the global prototypes evenly, so their margins are equal"))
     comm = res.get("comm")
     if comm:
         out.append(claim("PBFL methods send (K_i + K) x d floats per client and round", "Supp. D",
                          ", ".join(f"{plan.label(m)} {a:,}" for m, (a, _) in comm.items()),
-                         all(measured == formula for measured, formula in comm.values()), prof, 1,
+                         all(measured == formula for measured, formula in comm.values()), sprof, 1,
                          note="measured from the messages, compared with the formula",
                          construction="the messages hold one d-vector per held class up and per class down"))
     ran = set(res.get("datasets") or ())

@@ -206,3 +206,62 @@ def test_ledger_by_construction_not_tested_and_per_seed_table1():
     full = quick["Full Ht0 protocol (ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0; all of the data, "
                  "300 rounds)"]
     assert full.verdict == C.NOT_TESTED and "ht0_lite, 5% of Fashion-MNIST, 10 rounds" in full.note
+
+
+def test_converged_tables_beside_a_short_profiles_figures_keep_each_its_profile():
+    """The converged profile's Tables 1, 3 and 4-5 (three seeds, paired) are judged as converged evidence; the
+    spiral and Fig. 3a beside them keep the short profile they ran under; a row still rising says so."""
+    from fedlib import claims as C
+
+    def row(*seeds, plateau=""):
+        return {"mean": float(np.mean(seeds)), "std": float(np.std(seeds)), "n": len(seeds), "per_seed": list(seeds),
+                "plateau": plateau}
+
+    conv, quick = P.load_plan("converged"), P.load_plan("quick")
+    rising = "not plateaued (+0.61 in the last 20% of rounds)"
+    res = {"table1": {"practical": {"protonorm": row(90.5, 90.6, 90.4, plateau=rising),
+                                    "fedproto": row(43.0, 44.0, 43.6), "fedtgp": row(86.9, 87.0, 86.8)}},
+           "homogeneous": {"protonorm": [80.0, 80.2, 79.9], "fednh": [75.0, 75.1, 74.8], "feduv": [70.0, 70.0, 70.1]},
+           "gamma": [{"method": "protonorm", "gamma": 1.0, "acc": 85.0, "per_seed": [85.0, 85.1, 84.9],
+                      "diverged": False},
+                     {"method": "protonorm", "gamma": float(P.table1_config(conv, "protonorm")["algorithm"]["gamma"]),
+                      "acc": 90.5, "per_seed": [90.5, 90.6, 90.4], "diverged": False}],
+           "spiral": {"fedproto_iid": {"angle": 7.2, "acc": 61.0}, "fedproto_noniid": {"angle": 1.1, "acc": 98.8},
+                      "pa": {"angle": 59.9, "acc": 99.2}, "pa_pu": {"angle": 60.0, "acc": 99.9}},
+           "pa_iterations": {"practical": np.array([90, 80, 70, 60, 50, 40])}, "short_plan": quick}
+    got = {c.claim: c for c in P.ledger(conv, res)}
+    beats = got["ProtoNorm beats every baseline, practical split"]
+    assert beats.verdict == C.SUPPORTED and beats.profile == "converged" and rising in beats.note
+    homo = got["With homogeneous models ProtoNorm beats FedNH and FedUV"]
+    assert homo.verdict == C.SUPPORTED and "mean of 3 seeds" in homo.evidence
+    assert got["Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1"].verdict == C.SUPPORTED
+    spiral = got["Under non-IID clients FedProto's global prototypes collapse towards each other"]
+    assert spiral.verdict == C.INCONCLUSIVE and spiral.profile == "quick"
+    fig3a = got["PA needs fewer iterations as training goes on"]
+    assert fig3a.profile == "quick" and fig3a.note.startswith("10 rounds of the paper's 300; quick-profile evidence")
+
+
+def test_the_converged_cell_shows_finished_rows_only_with_their_plateau(monkeypatch):
+    from fedlib.papers.notebook import Shown
+
+    nb = P.notebook("smoke")
+    cp = P.load_plan("converged")
+
+    def sc(*seeds, plateau=""):
+        return {"mean": float(np.mean(seeds)), "std": float(np.std(seeds)), "n": len(seeds), "per_seed": list(seeds),
+                "plateau": plateau, "metric": "acc_proto"}
+
+    data = {"plan": cp, "found": 7, "total": 99, "complete": False, "made_by": "toy",
+            "table1": {"practical": {"protonorm": sc(90.0, 91.0, 92.0, plateau="not plateaued (+0.61 in the last 20% "
+                                                                               "of rounds)")},
+                       "pathological": {"protonorm": sc(95.0, 95.0, 95.0)}},
+            "code": {}, "homogeneous": None, "gamma": []}
+    monkeypatch.setattr(P, "converged_runs", lambda plan: data)
+    got = P.show_converged(nb)
+    assert isinstance(got, Shown)
+    text = nb.section.parts[-1]
+    assert "7 of 99 runs of Tables 1, 3, 4-5 and the code protocol finished · toy" in text
+    assert "| ProtoNorm (lambda 1, paper) | 91.00 ± 0.82 | no (+0.61) |" in text
+    assert "| 95.00 ± 0.00 | yes |" in text
+    assert "Not finished yet (every seed), so not shown: FedAvg-Lite" not in text  # a name that is no method
+    assert "Not finished yet (every seed), so not shown: " in text and "FedProto" in text.split("not shown: ")[1]
