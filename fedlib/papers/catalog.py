@@ -54,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                 return sum(any(fn(c, s) for c in results.placements(cfg)) for cfg, s in jobs)
 
             before = count(lambda c, s: archive.entry(c, s, root).exists())
-            added = count(lambda c, s: archive.add(c, s, root, args.replace))
-            print(f"{name}: {added} of {len(jobs)} runs finished and archived ({before} were already there"
-                  + (", replaced)" if args.replace else ", kept)"))
+            count(lambda c, s: archive.add(c, s, root, args.replace))
+            after = count(lambda c, s: archive.entry(c, s, root).exists())
+            print(f"{name}: {after} of {len(jobs)} runs in the archive ({after - before} added, {before} already "
+                  "there" + (", replaced by the results folder's where it has them)" if args.replace else " and kept)"))
     if failed:
         print(f"archive check: {failed} entr{'y' if failed == 1 else 'ies'} failed (see the warnings above)")
     return 1 if failed else 0

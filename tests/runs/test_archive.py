@@ -118,7 +118,7 @@ def test_the_command_archives_and_checks(monkeypatch, finished, tmp_path, capsys
     assert main(["archive", "--root", str(tmp_path)]) == 0
     assert main(["archive", "--check", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == ["toy table: 2 of 3 runs finished and archived (0 were already there, kept)",
+    assert out == ["toy table: 2 of 3 runs in the archive (2 added, 0 already there and kept)",
                    "toy table: 2 of 3 runs in the archive pass their checks; 2 finished in the results folder"]
     assert sorted(p.name for p in archive.entry(fresh, 1, tmp_path).iterdir()) == [
         "config.yaml", "rounds.jsonl.gz", "summary.json"]

@@ -68,7 +68,7 @@ def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsy
     assert fedlib_main(["archive", "--root", str(root)]) == 0
     assert fedlib_main(["archive", "--check", "--root", str(root)]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "toy table: 1 of 2 runs finished and archived (0 were already there, kept)",
+        "toy table: 1 of 2 runs in the archive (1 added, 0 already there and kept)",
         "toy table: 1 of 2 runs in the archive pass their checks; 1 finished in the results folder"]
     assert [p.name for p in root.iterdir()] == [made["run_id"]]
     fresh = {**cfg, "results_dir": str(tmp_path / "fresh")}   # a fresh clone: no results folder
