@@ -110,16 +110,14 @@ def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
 
 
 def state(cfg: dict, seed: int):
-    """The trained state of the run ``(cfg, seed)`` (:func:`fedlib.runner.load_state`: models and server state of
-    its last round). The run archive keeps no checkpoint, so where the results folder has none (a fresh clone
-    reading a long profile from the archive) the run is trained here first, with a line saying so; a run already
-    in the results folder is read."""
-    from fedlib import store
-    from fedlib.runner import load_state, run_dir, run_one
+    """The trained state of the finished run ``(cfg, seed)`` (:func:`fedlib.runner.load_state`: models and server
+    state of its last round). The run archive keeps no checkpoint, so where the results folder has no finished run
+    (a fresh clone reading a long profile from the archive) the run is trained here first, with a line saying so,
+    or resumed from its checkpoint where an earlier attempt stopped: a half-trained model is never served."""
+    from fedlib.runner import cached_summary, load_state, run_one
 
-    folder = run_dir(cfg, seed)
-    if not (folder / store.CHECKPOINT).exists() and not (folder / store.SUMMARY).exists():
+    if cached_summary(cfg, seed) is None:
         print(f"{cfg['name']} seed {seed}: the run archive keeps no model, so this figure trains the run here "
-              f"({cfg['train']['rounds']} rounds)", flush=True)
+              f"({cfg['train']['rounds']} rounds; an interrupted attempt resumes)", flush=True)
         run_one(cfg, seed, progress=False)
     return load_state(cfg, seed)

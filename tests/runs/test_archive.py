@@ -174,11 +174,33 @@ def test_the_state_of_an_archived_run_is_trained_here_and_equals_its_record(monk
     monkeypatch.setattr(archive, "ARCHIVE", root)
     fresh = {**fresh, "results_dir": str(tmp_path)}
     state = results.state(fresh, 2)
-    assert "seed 2: the run archive keeps no model, so this figure trains the run here (3 rounds)" in \
-        capsys.readouterr().out
+    assert "seed 2: the run archive keeps no model, so this figure trains the run here (3 rounds; an interrupted " \
+        "attempt resumes)" in capsys.readouterr().out
     assert state.round == 3
     from fedlib.runner import cached_summary
 
     assert cached_summary(fresh, 2)["metrics"] == summaries[1]["metrics"]
     results.state(fresh, 2)   # now in the results folder: read, not trained again
     assert "trains the run here" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_an_interrupted_state_run_is_resumed_not_served_half_trained(monkeypatch, finished, tmp_path):
+    _, fresh, root, summaries = finished
+    monkeypatch.setattr(archive, "ARCHIVE", root)
+    fresh = {**fresh, "results_dir": str(tmp_path)}
+
+    def stop(r):   # an attempt killed after round 2: its checkpoint stays, no summary
+        if r == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_one(fresh, 1, progress=False, on_round=stop)
+    from fedlib.runner import run_dir
+
+    assert (run_dir(fresh, 1) / store.CHECKPOINT).exists() and not (run_dir(fresh, 1) / store.SUMMARY).exists()
+    state = results.state(fresh, 1)
+    assert state.round == 3
+    from fedlib.runner import cached_summary
+
+    assert cached_summary(fresh, 1)["metrics"] == summaries[0]["metrics"]
