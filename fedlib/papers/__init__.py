@@ -235,6 +235,18 @@ def plateau_text(records: list[dict] | list[list[dict]], metric: str, stat: str 
     return claims.plateau_text(claims.mean_curve(curves))
 
 
+PLATEAU_RULE = ("Plateau: the best-so-far accuracy of the seed-mean curve gains under 0.2 points over the last 20% of "
+                "rounds (`fedlib.claims.plateau`); \"no (+x)\" gives the gain of a curve still rising.")
+
+
+def plateau_cell(text: str | None) -> str:
+    """A table cell from :func:`plateau_text`'s result: ``yes`` (``""``), ``no (+0.61)``, or ``—`` (``None``: not
+    checked)."""
+    if text is None:
+        return "—"
+    return "yes" if not text else "no (" + text.split("(")[1].split(" ")[0] + ")"
+
+
 def not_run_text(what: str, found: int, total: int, command: str, under: str = "the paper protocol") -> str:
     """What a short profile's report says of a paper-protocol (or other long-profile, ``under``) table none of
     whose parts has finished: how many of its runs have, and the command that makes them."""

@@ -588,19 +588,6 @@ def fig4(nb):
     return Shown((fig, nb.table("**Fig. 4 ablation (accuracy %, Pra).**", df)))
 
 
-PLATEAU_RULE = ("Plateau: the best-so-far accuracy of the seed-mean curve gains under 0.2 points over the last 20% of "
-                "rounds (`fedlib.claims.plateau`); \"no (+x)\" gives the gain of a curve still rising.")
-
-
-def _plateau_cell(c: dict) -> str:
-    """``yes``, ``no (+0.61)`` or ``—`` (not checked) for a cell of :func:`cells`."""
-    if "plateau" not in c:
-        return "—"
-    if not c["plateau"]:
-        return "yes"
-    return "no (" + c["plateau"].split("(")[1].split(" ")[0] + ")"
-
-
 def show_converged(nb):
     """Table 1 (both splits, every method), Fig. 2 and Fig. 4 under the converged profile (three seeds, 100 rounds,
     plateau checked on the seed-mean curve) from finished runs: the results folder, else the run archive, so a fresh
@@ -620,14 +607,14 @@ def show_converged(nb):
     if cmp.index.nlevels == 1:
         cmp.index = pd.MultiIndex.from_tuples([(r, f"{cp.settings['partitions'][0]}_fmnist") for r in cmp.index])
     cmp = cmp[[(c[:3], m) in t1 for m, c in cmp.index]]   # a paper number never stands beside an unfinished cell
-    cmp["plateau"] = [_plateau_cell(t1[(c[:3], m)]) for m, c in cmp.index]
+    cmp["plateau"] = [papers.plateau_cell(t1[(c[:3], m)].get("plateau")) for m, c in cmp.index]
     cmp.index = pd.MultiIndex.from_tuples([(L(m), c) for m, c in cmp.index], names=["method", "setting"])
     waiting = [f"{L(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"] for m in cp.table1_methods()
                if (p, m) not in t1]
     head = (f"**Table 1 under the converged profile ({cp.setting()}; n = {len(cp.seeds)} seeds per cell, mean ± std "
             f"over seeds, best round, sample-weighted, %)** · {data['found']} of {data['total']} runs of Table 1 and "
             f"Figs. 2 and 4 finished · {data['made_by']}")
-    more = [PLATEAU_RULE] + ([f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `"
+    more = [papers.PLATEAU_RULE] + ([f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `"
                               f"{CONVERGED_COMMAND}` goes on where the archive ends."] if waiting else [])
     nb.table(head, cmp, *more)
     shown = [cmp]
@@ -652,7 +639,7 @@ def show_converged(nb):
                   "converged_fig2_fig4")
         rows = {**{f"K {k}": c for k, c in data["k"].items()}, **{L(v): c for v, c in data["ablation"].items()}}
         df = pd.DataFrame({name: {"best round (mean ± std)": report.fmt(c["best"], c["best_std"], n=c["n"]),
-                                  "last round": f"{c['last']:.2f}", "n": c["n"], "plateau": _plateau_cell(c)}
+                                  "last round": f"{c['last']:.2f}", "n": c["n"], "plateau": papers.plateau_cell(c.get("plateau"))}
                            for name, c in rows.items()}).T
         shown += [fig, nb.table("**Figs. 2 and 4 under the converged profile (Pra, accuracy %).**", df)]
     return Shown(tuple(shown))

@@ -861,8 +861,7 @@ def show_converged(nb):
         for p in T1["partitions"]:
             r = t1.get(p, {}).get(m)
             row[f"ours: Fashion-MNIST {p}"] = cell(r) if r else "not finished"
-            row[f"plateau {p}"] = ("yes" if not r["plateau"] else "no (" + r["plateau"].split("(")[1].split(" ")[0]
-                                   + ")") if r else "—"
+            row[f"plateau {p}"] = papers.plateau_cell(r["plateau"] if r else None)
             ref = nb.paper["table1"]["rows"].get(m)
             row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
         rows[L(m)] = row
@@ -873,9 +872,7 @@ def show_converged(nb):
         f"best round) beside the paper's CIFAR-10 columns** (another dataset: no difference is taken) · "
         f"{data['found']} of {data['total']} runs of Tables 1, 3, 4-5 and the code protocol finished · "
         f"{data['made_by']}", pd.DataFrame(rows).T,
-        "Plateau: the best-so-far accuracy of the seed-mean curve gains under 0.2 points over the last 20% of rounds "
-        "(`fedlib.claims.plateau`); \"no (+x)\" gives the gain of a curve still rising."
-        + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; `{CONVERGED_COMMAND}` goes on "
+        papers.PLATEAU_RULE + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; `{CONVERGED_COMMAND}` goes on "
            "where the archive ends." if waiting else ""))]
     if data["code"] and "practical" in t1:
         code = {L(m): {"paper protocol": cell(t1["practical"][m]), "code protocol": cell(r),
