@@ -10,8 +10,9 @@ our numbers (never the paper's):
   (:data:`DECISIVE_PROFILES`) and, when the claim rests on a measured difference, a margin beyond the
   seed spread (the larger std over seeds of the two sides, ddof 0 as the tables print it) or an exact
   test below ``alpha``;
-- **inconclusive**: short-profile evidence only, one seed, or a margin within the seed spread (the
-  note says which);
+- **inconclusive**: short-profile evidence only, one seed, a margin within the seed spread, or
+  converged-profile runs whose curves have not plateaued by :func:`plateau` (the note says which, and for the
+  last what the verdict would have been);
 - **by construction**: true because of how the method is built (stated, not counted as evidence);
 - **not tested**: the note says why.
 
@@ -46,6 +47,7 @@ ALPHA = 0.05
 # its tag there to tell a section judged before counts became by construction.
 EXACT_TAG = "exact counts:"
 EXACT_COUNTS = f"{EXACT_TAG} independent of seed and training length"
+NOT_PLATEAUED = "converged profile, but curves still rising, so not yet converged evidence:"
 EXACT_HOLDS = "exact counts, fixed by what the method sends: true by construction, not counted as evidence"
 
 
@@ -165,7 +167,7 @@ def from_summary(label: str, a: tuple, b: tuple) -> Comparison:
 # ---------------------------------------------------------------------------------------------- the rule
 
 def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Comparison] | None = (),
-            exact: bool = False, construction: str = "") -> tuple[str, str]:
+            exact: bool = False, construction: str = "", rising: str = "") -> tuple[str, str]:
     """The verdict of one claim and why, by the rule of this module's docstring.
 
     ``holds``: the claim's rule on our numbers (``None``: not evaluated). ``tests``: the measured
@@ -175,8 +177,20 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
     ``None`` for a difference whose per-seed values are not at hand (inconclusive). ``exact``: the numbers are
     counts that depend on neither seed nor training length (by construction where they hold, not
     supported where they do not). ``construction``: why the claim is true by
-    construction (then it is stated, not counted as evidence).
+    construction (then it is stated, not counted as evidence). ``rising``: the runs behind the claim whose
+    curves have not plateaued (:func:`plateau_text` of each, named); under the ``converged`` profile it caps a
+    supported / not supported verdict at inconclusive, since a curve still rising is not yet converged
+    evidence (the paper protocol's fixed rounds are not capped: they are the paper's own budget).
     """
+    v, why = _verdict(holds, profile, seeds, tests, exact, construction)
+    if rising and profile == "converged" and not (exact or construction) and v in (SUPPORTED, NOT_SUPPORTED):
+        return INCONCLUSIVE, f"{NOT_PLATEAUED} {rising} (would be {v}: {why})"
+    if rising:
+        return v, "; ".join(x for x in (why, f"not plateaued: {rising}") if x)
+    return v, why
+
+
+def _verdict(holds, profile, seeds, tests, exact, construction) -> tuple[str, str]:
     if holds is None:
         return NOT_TESTED, ""
     if construction:
@@ -204,9 +218,9 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
 
 def claim(text: str, source: str, evidence: str, holds: bool | None, profile: str, seeds: int,
           tests: Sequence[Comparison] | None = (), note: str = "", exact: bool = False,
-          construction: str = "") -> Claim:
+          construction: str = "", rising: str = "") -> Claim:
     """A :class:`Claim` judged by :func:`verdict`; the rule's reason follows ``note``."""
-    v, why = verdict(holds, profile, seeds, tests, exact, construction)
+    v, why = verdict(holds, profile, seeds, tests, exact, construction, rising)
     return Claim(text, source, evidence, v, "; ".join(x for x in (note, why) if x), profile)
 
 
@@ -336,8 +350,9 @@ def section_profile(markdown: str) -> str | None:
 
 def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
     """The claims of the ledger table in a report section's markdown (written by :func:`write`) and whether
-    it was written under this rule (it has a ``profile`` column, and no count claim is "supported": an earlier
-    section's verdicts came from an older rule, which counted exact counts that hold as support). Where a row
+    it was written under this rule (it has a ``profile`` column, no count claim is "supported" and no converged-profile
+    claim decided on a curve still rising: an earlier section's verdicts came from older rules, which counted exact
+    counts that hold as support and did not cap a converged verdict on a curve that had not plateaued). Where a row
     has no profile, the section's profile stands in, or ``paper`` for a row whose source says "paper
     protocol"."""
     lines = markdown.splitlines()
@@ -362,7 +377,9 @@ def parse_ledger(markdown: str) -> tuple[list[Claim], bool]:
         prof = get.get("profile") or ("paper" if "paper protocol" in get["source"] else default)
         out.append(Claim(get["claim"], get["source"], get["evidence"], get["verdict"], get.get("note", ""), prof))
     old_counts = any(c.verdict == SUPPORTED and EXACT_TAG in c.note for c in out)
-    return out, "profile" in col and not old_counts
+    old_plateau = any(c.verdict in (SUPPORTED, NOT_SUPPORTED) and c.profile == "converged"
+                      and "not plateaued" in c.note.lower() for c in out)
+    return out, "profile" in col and not (old_counts or old_plateau)
 
 
 def report_summary(sections: dict[str, str]) -> pd.DataFrame:

@@ -205,7 +205,8 @@ def assemble(outcomes: list[Outcome], profile: str, root: Path, extra: str = "")
     if ledgers:
         lines += ["", "**Verdicts per paper** (one rule for every ledger, `fedlib.claims.verdict`: supported / not "
                   "supported need the paper protocol or the converged profile and a margin beyond the seed spread "
-                  "or an exact test; short-profile, one-seed and within-spread evidence is inconclusive; a claim that "
+                  "or an exact test; short-profile, one-seed and within-spread evidence is inconclusive, and so is "
+                  "converged-profile evidence whose curves have not plateaued; a claim that "
                   "holds by how the method is built, message counts included, is by construction).", "",
                   to_markdown(claims.report_summary(ledgers))]
     prefix = os.path.relpath(root, report_path(profile, root).parent)

@@ -205,14 +205,29 @@ def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFr
     return pd.DataFrame(rows, columns=["setting", "seed", "method", "best", "last", "rule", "floats", "seconds"])
 
 
+def plateaus(plan: Plan, table: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``{(setting, method): text}`` for every (setting, method) of ``table`` (:func:`scores`):
+    :func:`fedlib.papers.plateau_text` of the seed-mean curve of its seeds in the table under the method's rule
+    (sample-weighted), ``""`` once plateaued. The ranked table says which did not, and under the converged profile
+    a ledger claim resting on one of them is inconclusive (:func:`fedlib.claims.verdict`)."""
+    from fedlib import results
+
+    cfgs = configs(plan)
+    return {(s, m): papers.plateau_text([results.rounds(cfgs[(s, m)], x) for x in sorted(part.seed)],
+                                        plan.metric(m), "weighted")
+            for (s, m), part in table.groupby(["setting", "method"], sort=False) if (s, m) in cfgs}
+
+
 def accuracy_blocks(table: pd.DataFrame, value: str = "best") -> pd.DataFrame:
     """Rows (setting, seed), columns methods: what the ranking compares (higher is better)."""
     return table.pivot_table(index=["setting", "seed"], columns="method", values=value)
 
 
-def ranked(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
+def ranked(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> pd.DataFrame:
     """The benchmark table: per method, mean rank per setting (within each seed, then averaged) and overall,
-    and per setting mean ± std of the best round with the last round's mean; sorted by overall rank."""
+    and per setting mean ± std of the best round with the last round's mean; sorted by overall rank. With
+    ``rising`` (:func:`plateaus`), a ``plateaued`` column: on how many of its settings the method's seed-mean curve
+    plateaued, and the rise of those that did not."""
     from fedlib import ranking
 
     if table.empty:
@@ -232,7 +247,16 @@ def ranked(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
         out[f"{setting} best"] = [_mean_std(best, m) for m in rank.index]
         last_mean = last.mean()
         out[f"{setting} last"] = [f"{last_mean[m]:.2f}" if m in last_mean else "—" for m in rank.index]
+    if rising is not None:
+        out["plateaued"] = [_plateaued(rising, m) for m in rank.index]
     return out.sort_values("mean rank").set_index("method")
+
+
+def _plateaued(rising: dict, method: str) -> str:
+    """``4 of 4`` or ``3 of 4 (dir +0.61)``: the settings where ``method``'s curve plateaued (:func:`plateaus`)."""
+    mine = {s: t for (s, m), t in rising.items() if m == method}
+    not_yet = [f"{s} {papers.plateau_cell(t).removeprefix('no (').removesuffix(')')}" for s, t in mine.items() if t]
+    return f"{len(mine) - len(not_yet)} of {len(mine)}" + (f" ({', '.join(not_yet)})" if not_yet else "")
 
 
 def _mean_std(groups, method: str) -> str:
@@ -360,10 +384,11 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame):
     return fig
 
 
-def ledger(plan: Plan, table: pd.DataFrame) -> list:
+def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
     """The papers' cross-cutting claims judged on common ground (:mod:`fedlib.claims`): prototype methods vs
     parameter sharing, several prototypes per class vs one, normalised vs raw prototypes, each paper's method
-    vs the field in its own setting and in the others'."""
+    vs the field in its own setting and in the others'. ``rising`` (:func:`plateaus`) names the curves still
+    rising; under the converged profile a claim resting on one is inconclusive."""
     from fedlib import claims
 
     prof, out = plan.profile, []
@@ -379,8 +404,10 @@ def ledger(plan: Plan, table: pd.DataFrame) -> list:
         test = claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb)
         evidence = (f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
                     f"{plan.setting_label(setting)}")
+        still = "; ".join(f"{plan.label(m)} ({setting}): {(rising or {})[(setting, m)]}" for m in (a, b)
+                          if (rising or {}).get((setting, m)))
         return claims.claim(text, source, evidence, np.mean(va) > np.mean(vb), prof,
-                            min(len(va), len(vb)), tests=[test])
+                            min(len(va), len(vb)), tests=[test], rising=still)
 
     shared = [s for s in ("dir", "pat") if s in plan.setting_names()]
     for s in shared:
@@ -485,8 +512,14 @@ def results(nb) -> pd.DataFrame:
 def show_ranked(nb):
     """The ranked table: mean rank per setting and overall, best round mean ± std and last round per setting."""
     short = "" if nb.profile in ("converged", "paper") else " **Not converged: short runs.**"
-    return nb.table(f"**Ranked table ({nb.plan.setting_text()}; best round, sample-weighted, %).**" + short,
-                    ranked(nb.plan, results(nb)))
+    return nb.table(f"**Ranked table ({nb.plan.setting_text()}; best round, sample-weighted, %).**" + short
+                    + " `plateaued`: the settings where the method's seed-mean curve plateaued (its best-so-far "
+                    "accuracy gains under 0.2 points over the last 20% of rounds: `fedlib.claims.plateau`), with the "
+                    "gain of those still rising.", ranked(nb.plan, results(nb), _plateaus(nb)))
+
+
+def _plateaus(nb) -> dict:
+    return nb.once("plateaus", lambda: plateaus(nb.plan, results(nb)))
 
 
 def fig_cd(nb):
@@ -556,4 +589,4 @@ def show_top(nb):
 
 def show_ledger(nb):
     """The cross-cutting claims judged on common ground; writes the report section."""
-    return nb.ledger(ledger(nb.plan, results(nb)))
+    return nb.ledger(ledger(nb.plan, results(nb), _plateaus(nb)))

@@ -158,16 +158,24 @@ def cells(plan: Plan, finished: dict, records: dict | None = None) -> dict:
     return out
 
 
-def plateau_note(plan: Plan, cells_: dict) -> str:
-    """A caption's note naming the runs whose curve had not plateaued (:func:`fedlib.papers.plateau_text`
-    of the records :func:`cells` was given), ``""`` where all had or none was checked."""
+def rising_text(plan: Plan, cells_: dict) -> str:
+    """The runs of ``cells_`` whose seed-mean curve had not plateaued (:func:`fedlib.papers.plateau_text` of the
+    records :func:`cells` was given), named with their rise, ``""`` where all had or none was checked; what a
+    ledger claim passes to :func:`fedlib.claims.verdict` as ``rising``."""
     def name(k):
         parts = k if isinstance(k, tuple) else (k,)
-        return " ".join([plan.label(parts[-1]), *map(str, parts[:-1])])
+        last = f"K {parts[-1]}" if isinstance(parts[-1], int) else plan.label(parts[-1])
+        return " ".join([last, *map(str, parts[:-1])])
 
-    rising = [f"{name(k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau")]
+    return "; ".join(f"{name(k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau"))
+
+
+def plateau_note(plan: Plan, cells_: dict) -> str:
+    """A caption's note naming the runs whose curve had not plateaued (:func:`rising_text`), ``""`` where all had
+    or none was checked."""
+    rising = rising_text(plan, cells_)
     return ("Not plateaued (best-so-far accuracy still rising by 0.2 points or more over the last 20% of rounds): "
-            + "; ".join(rising) + ".") if rising else ""
+            + rising + ".") if rising else ""
 
 
 def ours_table(plan: Plan, table: dict, stat: str = "best", dataset: str = "fmnist") -> dict:
@@ -223,7 +231,7 @@ def _sweep_claim(plan: Plan, cells_: dict, claim_: str, source: str, name: str, 
     n = min(c["n"] for r in rows.values() for c in r.values())
     tests = [t for r in rows.values() for t in _vs_best(plan, r, "fedic")]
     return claim(claim_, source, evidence, all(wins), plan.profile, n, tests,
-                 note + "; methods: " + ", ".join(plan.sweep_methods()))
+                 note + "; methods: " + ", ".join(plan.sweep_methods()), rising=rising_text(plan, cells_))
 
 
 def ledger(plan: Plan, res: dict) -> list:
@@ -251,12 +259,12 @@ def ledger(plan: Plan, res: dict) -> list:
             if "fedic" not in row or len(row) < 2:
                 continue
             best = max((m for m in row if m != "fedic"), key=lambda m: row[m]["best"])
-            rising = plateau_note(plan, {(p, m): row[m] for m in ("fedic", best)})
             out.append(claim(f"FedIC beats every baseline on Fashion-MNIST {plan.partition_label(p)}", "Table 1",
                              f"FedIC {row['fedic']['best']:.2f} vs best baseline {plan.label(best)} "
                              f"{row[best]['best']:.2f} (best round, sample-weighted)",
                              row["fedic"]["best"] > row[best]["best"], prof, row["fedic"]["n"],
-                             _vs_best(plan, row, "fedic"), caveat + (f"; {rising}" if rising else "")))
+                             _vs_best(plan, row, "fedic"), caveat,
+                             rising=rising_text(plan, {(p, m): row[m] for m in ("fedic", best)})))
         for p in plan.settings["partitions"]:
             if (p, "fedpac") in t1 and (p, "fedic") in t1:
                 a, b = t1[(p, "fedic")], t1[(p, "fedpac")]
@@ -283,7 +291,7 @@ def ledger(plan: Plan, res: dict) -> list:
         tests = [compare(f"K {inner} - K {outer}", ks[inner]["per_seed"], ks[outer]["per_seed"])] if n > 1 else ()
         out.append(claim("An intermediate K is best (K = 3 on Fashion-MNIST)", "Fig. 2",
                          ", ".join(f"K {k}: {a:.2f}" for k, a in sorted(accs.items())), min(accs) < best < max(accs),
-                         prof, n, tests, caveat + "; Pra"))
+                         prof, n, tests, caveat + "; Pra", rising=rising_text(plan, ks)))
     elif ks:
         out.append(untested("An intermediate K is best", "Fig. 2", f"the profile runs K = {sorted(ks)}"))
     ab = res.get("ablation")
@@ -296,7 +304,8 @@ def ledger(plan: Plan, res: dict) -> list:
         out.append(claim("baseline < + clustering < + collaboration < both", "Fig. 4",
                          ", ".join(f"{plan.label(v)} {x:.2f}" for v, x in a.items()),
                          all(a[lo] < a[hi] for lo, hi in zip(steps, steps[1:], strict=False)), prof, n, tests,
-                         caveat + "; the paper's ablation is on CIFAR-100, ours on Fashion-MNIST Pra"))
+                         caveat + "; the paper's ablation is on CIFAR-100, ours on Fashion-MNIST Pra",
+                         rising=rising_text(plan, ab)))
     sweeps = (("scale", "FedIC stays best with 40 and 60 clients", "Table 3", "{} clients",
                lambda keys: max(keys) > 20, "the paper's table is CIFAR, ours Fashion-MNIST "
                + plan.partition_label(plan.settings["clients_partition"])),
@@ -476,7 +485,8 @@ def _table1(nb) -> dict:
         cfgs = table1_configs(nb.plan)
         runs = run(cfgs, workers=nb.workers, desc="Table 1")
         recs = {k: results.rounds(c, nb.seed0) for k, c in cfgs.items()}
-        return {"configs": cfgs, "records": recs, "cells": cells(nb.plan, runs, recs)}
+        every = {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs}  # plateau: seed-mean curve
+        return {"configs": cfgs, "records": recs, "cells": cells(nb.plan, runs, every)}
     return nb.once("table1", make)
 
 
@@ -549,7 +559,12 @@ def fig_accuracy(nb):
 
 
 def _sweep(nb, name: str, configs, desc: str) -> dict:
-    return nb.once(name, lambda: cells(nb.plan, run(configs(nb.plan), workers=nb.workers, desc=desc)))
+    """:func:`cells` of one sweep's runs, plateau judged on each config's seed-mean curve."""
+    def make():
+        cfgs = configs(nb.plan)
+        runs = run(cfgs, workers=nb.workers, desc=desc)
+        return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs})
+    return nb.once(name, make)
 
 
 def fig2(nb):

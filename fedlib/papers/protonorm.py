@@ -347,12 +347,32 @@ def accuracy_curve(plan: Plan, method: str, records: list[dict]) -> tuple[np.nda
 CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all-tables"
 
 
+def plateaus(plan: Plan) -> dict:
+    """``{key: text}``: :func:`fedlib.papers.plateau_text` of the seed-mean curve (the method's scoring rule,
+    sample-weighted) of every run group of Table 1 (key ``("table1", partition, method)``), Table 3
+    (``("homogeneous", method)``) and Tables 4-5 (``("gamma", method, gamma)``) whose every seed has finished
+    (results folder, else the run archive; trains nothing); ``""`` once plateaued. The ledger names the rising
+    ones, and under the converged profile they cap a verdict at inconclusive (:func:`fedlib.claims.verdict`)."""
+    groups = {"table1": (table1_configs(plan), lambda k: (k[1], k[0]), lambda k: plan.metric(k[0])),
+              "homogeneous": (homogeneous_configs(plan), lambda k: (k,),
+                              lambda k: "acc_proto" if k == "protonorm" else "acc_head"),
+              "gamma": (gamma_configs(plan), lambda k: k, lambda k: plan.metric(k[0]))}
+    out = {}
+    for name, (cfgs, key, metric) in groups.items():
+        done, _ = results.cached(cfgs, plan.seeds)
+        for k in done:
+            out[(name, *key(k))] = papers.plateau_text([results.rounds(cfgs[k], x) for x in plan.seeds], metric(k),
+                                                       "weighted")
+    return out
+
+
 def converged_runs(plan: Plan) -> dict:
     """Table 1 (both splits, every method), the code protocol, Table 3 and Tables 4-5 under the ``converged``
     profile from finished runs only (the results folder, else the run archive: :func:`fedlib.results.cached`;
     trains nothing), for any profile's report: ``{"plan", "found", "total", "complete", "made_by", "table1"
     ({partition: {method: score}} over the rows whose every seed finished, each with ``plateau``: "" or
-    :func:`fedlib.papers.plateau_text` of its seed-mean curve), "code" ({method: score}), "homogeneous"
+    :func:`fedlib.papers.plateau_text` of its seed-mean curve), "rising" (:func:`plateaus`), "code"
+    ({method: score}), "homogeneous"
     (:func:`homogeneous_accuracy`), "gamma" (:func:`gamma_results`)}``; ``complete`` once every run of Table 1,
     Table 3 and Tables 4-5 has finished."""
     cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device,
@@ -367,11 +387,10 @@ def converged_runs(plan: Plan) -> dict:
         if name != "code":
             out["complete"] &= len(done[name]) == len(cfgs)
         made += [x for runs in done[name].values() for x in runs]
-    out["table1"] = {}
+    out["table1"], out["rising"] = {}, plateaus(cp)
     for (m, p), sums in done["table1"].items():
         sc = score(cp, m, sums)
-        sc["plateau"] = papers.plateau_text([results.rounds(parts["table1"][(m, p)], x) for x in cp.seeds],
-                                            sc["metric"], "weighted")
+        sc["plateau"] = out["rising"][("table1", p, m)]
         out["table1"].setdefault(p, {})[m] = sc
     out["table1"] = {p: {m: out["table1"][p][m] for m in cp.table1["methods"] if m in out["table1"][p]}
                      for p in cp.table1["partitions"] if p in out["table1"]}
@@ -1115,8 +1134,10 @@ def show_ledger(nb):
            "comm": _communication_check(nb)}
     conv = nb.once("converged", lambda: converged_runs(nb.plan)) if nb.profile not in ("converged", "paper") else None
     if conv and conv["complete"]:   # Tables 1, 3 and 4-5 judged on the converged profile, the rest on this one's
-        res.update(table1=conv["table1"], homogeneous=conv["homogeneous"], gamma=conv["gamma"], short_plan=nb.plan)
+        res.update(table1=conv["table1"], homogeneous=conv["homogeneous"], gamma=conv["gamma"], short_plan=nb.plan,
+                   rising=conv["rising"])
         return nb.ledger(ledger(conv["plan"], res), record=False)
+    res["rising"] = nb.once("plateaus", lambda: plateaus(nb.plan))
     return nb.ledger(ledger(nb.plan, res), record=False)
 
 if __name__ == "__main__":
@@ -1143,7 +1164,9 @@ def ledger(plan: Plan, res: dict) -> list:
     ``comm`` (``{method: (measured uplink floats, Supp. D's formula)}``), ``datasets`` (the extra datasets
     whose Table 1 ran; the others are listed as not tested), ``short_plan`` (the plan whose runs gave the spiral,
     Fig. 3a, Fig. 4, Fig. 5 and Supp. D evidence, default ``plan``: a short profile's beside the converged profile's
-    tables). Table 1, Table 3 and Tables 4-5 compare per seed, paired (the methods share each seed's partition)
+    tables), ``rising`` (:func:`plateaus`: the run groups whose curves had not plateaued, named in the claims
+    that rest on them; under the converged profile they make those claims inconclusive). Table 1, Table 3 and
+    Tables 4-5 compare per seed, paired (the methods share each seed's partition)
     where several seeds ran; the spiral and Fig. 3a run one seed; PA's geometry (Figs. 2, 4, 5) and the message
     sizes (Supp. D) hold by construction.
     """
@@ -1156,6 +1179,12 @@ def ledger(plan: Plan, res: dict) -> list:
     short = prof not in ("paper", "converged")
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if short else ""
+    plateau_of = res.get("rising") or {}
+
+    def rising(*keys) -> str:   # the run groups behind a claim still rising, named
+        return "; ".join(f"{plan.label(k[-2] if k[0] == 'gamma' else k[-1])}"
+                         + (f" gamma {k[-1]:g}" if k[0] == "gamma" else f" ({k[1]})" if k[0] == "table1" else "")
+                         + f": {plateau_of[k]}" for k in keys if plateau_of.get(k))
     out = []
     sp = res.get("spiral")
     if sp:
@@ -1187,12 +1216,11 @@ def ledger(plan: Plan, res: dict) -> list:
                 tag = "" if v == "protonorm" else " (our check: the code's lambda 10)"
                 tests = [versus_best(plan.label(v), {plan.label(v): rows[v]["per_seed"],
                                                      plan.label(best): rows[best]["per_seed"]})] if n > 1 else ()
-                rising = "; ".join(f"{plan.label(m)} {rows[m]['plateau']}" for m in (v, best)
-                                   if rows[m].get("plateau"))
                 out.append(claim(f"ProtoNorm beats every baseline, {p} split{tag}", "Table 1",
                                  f"{plan.label(v)} {mine:.2f} ± {rows[v]['std']:.2f} vs best baseline "
                                  f"{plan.label(best)} {others[best]:.2f} ± {rows[best]['std']:.2f} ({where})",
-                                 mine > others[best], prof, n, tests, "; ".join(x for x in (caveat, rising) if x)))
+                                 mine > others[best], prof, n, tests, caveat,
+                                 rising=rising(("table1", p, v), ("table1", p, best))))
             if "protonorm" in rows and {"fedproto", "fedtgp"} <= set(rows):
                 mine = rows["protonorm"]["mean"]
                 tests = [versus_best(plan.label("protonorm"), {plan.label(m): rows[m]["per_seed"] for m in (
@@ -1201,7 +1229,8 @@ def ledger(plan: Plan, res: dict) -> list:
                                  f"ProtoNorm {mine:.2f}, FedProto {rows['fedproto']['mean']:.2f}, FedTGP "
                                  f"{rows['fedtgp']['mean']:.2f}", mine > max(rows["fedproto"]["mean"],
                                                                              rows["fedtgp"]["mean"]),
-                                 prof, n, tests, caveat))
+                                 prof, n, tests, caveat,
+                                 rising=rising(*(("table1", p, m) for m in ("protonorm", "fedproto", "fedtgp")))))
     else:
         out.append(untested("ProtoNorm beats every baseline", "Table 1", "not run"))
     homo = res.get("homogeneous")
@@ -1214,7 +1243,7 @@ def ledger(plan: Plan, res: dict) -> list:
                          ", ".join(f"{plan.label(m)} {v:.2f}" for m, v in mean.items()) + " (4-layer CNN, practical"
                          + (f", mean of {k} seeds)" if k > 1 else ")"),
                          mean["protonorm"] > max(v for m, v in mean.items() if m != "protonorm"), prof, k, tests,
-                         note=caveat))
+                         note=caveat, rising=rising(*(("homogeneous", m) for m in per))))
     gam = res.get("gamma")
     if gam:
         pn = {r["gamma"]: r["acc"] for r in gam if r["method"] == "protonorm"}
@@ -1228,7 +1257,8 @@ def ledger(plan: Plan, res: dict) -> list:
                              ", ".join(f"gamma {g:g}: {a:.2f}" for g, a in sorted(pn.items())),
                              pn[default] > pn[1.0], prof, k, tests, note=caveat + (
                                  "; at lambda 1 the upscaled target is far from the features after few rounds"
-                                 if short else "")))
+                                 if short else ""),
+                             rising=rising(("gamma", "protonorm", float(default)), ("gamma", "protonorm", 1.0))))
         for m in ("fedproto", "fedtgp"):
             mg = {r["gamma"]: (r["acc"], r["diverged"]) for r in gam if r["method"] == m}
             if 1.0 in mg and len(mg) > 1:
@@ -1241,7 +1271,8 @@ def ledger(plan: Plan, res: dict) -> list:
                 tests = [compare(f"gamma {g:g} - gamma 1", seeds_of[(m, g)], seeds_of[(m, 1.0)])
                          for g in big if not mg[g][1]] if k > 1 else ()
                 out.append(untested(text, "Table 5", f"no gamma >= 1.3 in this profile ({evidence})") if ok is None
-                           else claim(text, "Table 5", evidence, ok, prof, k, tests, note=caveat))
+                           else claim(text, "Table 5", evidence, ok, prof, k, tests, note=caveat,
+                                      rising=rising(*(("gamma", m, float(g)) for g in mg))))
     its = res.get("pa_iterations")
     if its:
         trends = {p: (float(np.mean(a[:3])), float(np.mean(a[-3:]))) for p, a in its.items() if len(a) >= 6}

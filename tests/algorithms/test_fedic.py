@@ -360,3 +360,28 @@ def test_a_short_profiles_sweeps_beside_converged_table_1_keep_their_own_profile
     assert beats.verdict == SUPPORTED and beats.profile == "converged"
     sweep = got["FedIC stays best with 40 and 60 clients"]
     assert sweep.verdict == INCONCLUSIVE and sweep.profile == "quick" and "profile quick" in sweep.note
+
+
+def test_converged_claims_on_curves_still_rising_are_inconclusive():
+    from fedlib.claims import INCONCLUSIVE, NOT_PLATEAUED, SUPPORTED
+    from fedlib.papers import fedic as I
+
+    conv = I.load_plan("converged")
+
+    def cell(*seeds, plateau=""):
+        return {"best": float(np.mean(seeds)), "last": float(np.mean(seeds)), "n": len(seeds),
+                "best_std": float(np.std(seeds)), "per_seed": list(seeds), "best_round": 1, "plateau": plateau}
+
+    still = "not plateaued (+0.61 in the last 20% of rounds)"
+    t1 = {("pra", "fedic"): cell(92.0, 92.1, 91.9, plateau=still), ("pra", "fedpac"): cell(90.0, 90.1, 89.9)}
+    ks = {1: cell(80.0, 80.1, 79.9), 3: cell(90.0, 90.1, 89.9), 5: cell(85.0, 85.1, 84.9, plateau=still)}
+    steps = ("baseline", "clustering", "collaboration", "fedic")
+    ab = {v: cell(80.0 + 3 * i, 80.1 + 3 * i, 79.9 + 3 * i) for i, v in enumerate(steps)}
+    got = {c.claim: c for c in I.ledger(conv, {"table1": t1, "k": ks, "ablation": ab})}
+    beats = got["FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"]
+    assert beats.verdict == INCONCLUSIVE
+    assert f"{NOT_PLATEAUED} FedIC pra: {still} (would be supported" in beats.note
+    k = got["An intermediate K is best (K = 3 on Fashion-MNIST)"]
+    assert k.verdict == INCONCLUSIVE and f"K 5: {still}" in k.note
+    # every ablation curve plateaued: the rule decides as before
+    assert got["baseline < + clustering < + collaboration < both"].verdict == SUPPORTED

@@ -94,6 +94,39 @@ def test_short_profile_claims_are_at_most_inconclusive():
     assert any("Normalised prototypes" in c for c in verdicts)
 
 
+def test_converged_claims_on_rising_curves_are_inconclusive_and_the_table_says_which(converged, monkeypatch):
+    from fedlib import claims, results
+
+    rows = [{"setting": "dir", "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
+             "floats": 1.0, "seconds": 1.0} for seed in (0, 1, 2) for m, a in (("fedavg", 60.0), ("fedproto", 90.0))]
+    table = pd.DataFrame(rows)
+    text = "Prototype sharing (FedProto) beats parameter sharing (FedAvg) on dir"
+    plain = {c.claim: c for c in B.ledger(converged, table)}[text]
+    assert plain.verdict == claims.SUPPORTED   # +30 points against a seed std of 0.08
+    still = "not plateaued (+0.61 in the last 20% of rounds)"
+    capped = {c.claim: c for c in B.ledger(converged, table, {("dir", "fedproto"): still,
+                                                              ("dir", "fedavg"): ""})}[text]
+    assert capped.verdict == claims.INCONCLUSIVE
+    assert capped.note.startswith(f"{claims.NOT_PLATEAUED} FedProto (dir): {still} (would be supported")
+
+    # plateaus: the seed-mean curve of each (setting, method)'s seeds in the table, under its rule
+    cfgs = B.configs(converged)
+    rise = {run_id(cfgs[("dir", "fedproto")], 0)}
+
+    def rounds(cfg, seed):
+        curve = [50.0 + 2 * r for r in range(20)] if run_id(cfg, seed) in rise else [50.0] * 5 + [80.0] * 15
+        metric = converged.metric(cfg["algorithm"]["name"])
+        return [{"round": r + 1, "acc": {metric: {"weighted": a / 100}}} for r, a in enumerate(curve)]
+
+    monkeypatch.setattr(results, "rounds", rounds)
+    got = B.plateaus(converged, table)
+    assert got == {("dir", "fedavg"): "", ("dir", "fedproto"): "not plateaued (+2.67 in the last 20% of rounds)"}
+    ranked = B.ranked(converged, table, got)
+    assert ranked.loc["FedProto", "plateaued"] == "0 of 1 (dir +2.67)" and ranked.loc["FedAvg", "plateaued"] == \
+        "1 of 1"
+    assert "plateaued" not in B.ranked(converged, table).columns
+
+
 def test_a_bad_setting_is_one_line():
     from fedlib.validation import ConfigError
 

@@ -86,6 +86,29 @@ def test_the_verdict_rule():
     assert C.verdict(False, "paper", 3, construction="x")[0] == C.NOT_SUPPORTED
 
 
+def test_a_converged_run_still_rising_caps_the_verdict_at_inconclusive():
+    up = C.compare("A - B", [90.0, 91.0, 92.0], [80.0, 81.0, 82.0])
+    down = C.compare("A - B", [80.0, 81.0, 82.0], [90.0, 91.0, 92.0])
+    rising = "A: not plateaued (+0.85 in the last 20% of rounds)"
+    v, why = C.verdict(True, "converged", 3, [up], rising=rising)
+    assert v == C.INCONCLUSIVE
+    assert why == (f"{C.NOT_PLATEAUED} {rising} (would be supported: beyond the seed spread: A - B +10.00 (seed std "
+                   "0.82, paired exact p 0.25 (smallest possible 0.25), n = 3))")
+    assert C.verdict(False, "converged", 3, [down], rising=rising)[0] == C.INCONCLUSIVE
+    # the paper protocol's fixed rounds are the paper's budget: named, not capped
+    v, why = C.verdict(True, "paper", 3, [up], rising=rising)
+    assert v == C.SUPPORTED and why.endswith(f"; not plateaued: {rising}")
+    # plateaued curves (no text) leave the verdict alone; already inconclusive stays so, with the curve named
+    assert C.verdict(True, "converged", 3, [up], rising="") == C.verdict(True, "converged", 3, [up])
+    assert C.verdict(True, "quick", 3, [up], rising=rising)[0] == C.INCONCLUSIVE
+    # counts and by-construction claims rest on no curve
+    assert C.verdict(True, "converged", 3, exact=True, rising=rising)[0] == C.BY_CONSTRUCTION
+    assert C.verdict(False, "converged", 1, exact=True, rising=rising)[0] == C.NOT_SUPPORTED
+    assert C.verdict(True, "converged", 1, construction="x", rising=rising)[0] == C.BY_CONSTRUCTION
+    c = C.claim("A beats B", "Table 1", "A 91 vs B 81", True, "converged", 3, [up], rising=rising)
+    assert c.verdict == C.INCONCLUSIVE and C.NOT_PLATEAUED in c.note
+
+
 def test_claim_and_untested_carry_the_reason():
     c = C.claim("A beats B", "Table 1", "A 91.00 vs B 81.00", True, "quick", 1, note="short runs")
     assert (c.verdict, c.note, c.profile) == (C.INCONCLUSIVE, "short runs; quick-profile evidence only (not the "
@@ -149,3 +172,22 @@ def test_a_section_judged_before_counts_became_by_construction_asks_for_a_re_ren
                   "exact counts: independent of seed |\n")
     claims, current = C.parse_ledger(new)
     assert [c.verdict for c in claims] == ["by construction", "not supported"] and current
+
+
+def test_a_converged_section_decided_on_a_rising_curve_asks_for_a_re_render():
+    head = ("## P\n\n_profile `converged` · commit abc_\n\n**Claims ledger (x).**\n\n"
+            "| # | claim | source | evidence | profile | verdict | note |\n|---|---:|---:|---:|---:|---:|---:|\n")
+    old = head + ("| 1 | A beats B | Table 1 | 91.03 vs 90.45 | converged | supported | Not plateaued (best-so-far "
+                  "accuracy still rising): A: not plateaued (+0.40 in the last 20% of rounds).; beyond the seed "
+                  "spread |\n")
+    assert not C.parse_ledger(old)[1]
+    new = C.claim("A beats B", "Table 1", "91.03 vs 90.45", True, "converged", 3,
+                  [C.compare("A - B", [91.0, 92.0, 90.1], [90.0, 90.5, 90.85])],
+                  rising="A: not plateaued (+0.40 in the last 20% of rounds)")
+    md = head + f"| 1 | {new.claim} | {new.source} | {new.evidence} | converged | {new.verdict} | {new.note} |\n"
+    claims, current = C.parse_ledger(md)
+    assert [c.verdict for c in claims] == [C.INCONCLUSIVE] and current
+    # a paper-protocol claim may name a rising curve and stay decided (the paper's own budget)
+    paper = head.replace("`converged`", "`paper`") + ("| 1 | A beats B | Table 1 | x | paper | supported | beyond "
+                                                      "the seed spread; not plateaued: A (+0.4) |\n")
+    assert C.parse_ledger(paper)[1]

@@ -231,7 +231,19 @@ def test_converged_tables_beside_a_short_profiles_figures_keep_each_its_profile(
            "pa_iterations": {"practical": np.array([90, 80, 70, 60, 50, 40])}, "short_plan": quick}
     got = {c.claim: c for c in P.ledger(conv, res)}
     beats = got["ProtoNorm beats every baseline, practical split"]
-    assert beats.verdict == C.SUPPORTED and beats.profile == "converged" and rising in beats.note
+    assert beats.verdict == C.SUPPORTED and beats.profile == "converged" and "plateau" not in beats.note
+    # the same numbers with ProtoNorm's curve still rising (:func:`plateaus`): not yet converged evidence
+    still = {("table1", "practical", "protonorm"): rising, ("table1", "practical", "fedtgp"): "",
+             ("gamma", "protonorm", 1.0): rising}
+    capped = {c.claim: c for c in P.ledger(conv, {**res, "rising": still})}
+    beats = capped["ProtoNorm beats every baseline, practical split"]
+    assert beats.verdict == C.INCONCLUSIVE
+    assert beats.note.startswith(f"{C.NOT_PLATEAUED} ProtoNorm (lambda 1, paper) (practical): {rising} (would be "
+                                 "supported: beyond the seed spread: ")
+    assert "FedTGP" not in beats.note.split("would be")[0]   # plateaued: not named
+    gamma = capped["Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1"]
+    assert gamma.verdict == C.INCONCLUSIVE and f"gamma 1: {rising}" in gamma.note
+    assert capped["With homogeneous models ProtoNorm beats FedNH and FedUV"].verdict == C.SUPPORTED
     homo = got["With homogeneous models ProtoNorm beats FedNH and FedUV"]
     assert homo.verdict == C.SUPPORTED and "mean of 3 seeds" in homo.evidence
     assert got["Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1"].verdict == C.SUPPORTED
@@ -265,3 +277,42 @@ def test_the_converged_cell_shows_finished_rows_only_with_their_plateau(monkeypa
     assert "| 95.00 ± 0.00 | yes |" in text
     assert "Not finished yet (every seed), so not shown: FedAvg-Lite" not in text  # a name that is no method
     assert "Not finished yet (every seed), so not shown: " in text and "FedProto" in text.split("not shown: ")[1]
+
+
+def test_plateaus_judges_every_finished_group_on_its_seed_mean_curve(monkeypatch):
+    """Table 1, Table 3 and Tables 4-5 groups whose every seed finished get the plateau text of their seed-mean
+    curve under their scoring rule; unfinished groups are left out."""
+    from fedlib import results
+    from fedlib.config import run_id
+
+    cp = P.load_plan("converged")
+    t1, homo, gam = P.table1_configs(cp), P.homogeneous_configs(cp), P.gamma_configs(cp)
+    def key(cfg):
+        return run_id(cfg, 0)
+
+    finished = {key(t1[("protonorm", "practical")]), key(t1[("fedtgp", "practical")]), key(homo["fednh"]),
+                key(gam[("fedproto", 1.0)])}
+
+    def cached(cfgs, seeds):
+        done = {k: [{}] * len(seeds) for k, c in cfgs.items() if key(c) in finished}
+        return done, len(done) * len(seeds)
+
+    flat = [50.0] * 8 + [90.0] * 12
+    late = [50.0 + 2 * r for r in range(20)]           # +8 points over the last 4 of 20 rounds
+
+    def rounds(cfg, seed):
+        metric = "acc_head" if key(cfg) == key(homo["fednh"]) else cp.metric(cfg["algorithm"]["name"])
+        curve = late if key(cfg) == key(t1[("protonorm", "practical")]) and seed == cp.seeds[0] else flat
+        return [{"round": r + 1, "acc": {metric: {"weighted": a / 100}}} for r, a in enumerate(curve)]
+
+    monkeypatch.setattr(results, "cached", cached)
+    monkeypatch.setattr(results, "rounds", rounds)
+    got = P.plateaus(cp)
+    # Table 1's practical runs are also Tables 4-5's gamma 1 (FedProto, FedTGP) and default-gamma (ProtoNorm) runs
+    assert set(got) == {("table1", "practical", "protonorm"), ("table1", "practical", "fedtgp"),
+                        ("table1", "practical", "fedproto"), ("homogeneous", "fednh"), ("gamma", "fedproto", 1.0),
+                        ("gamma", "fedtgp", 1.0), ("gamma", "protonorm", 100.0)}
+    assert got[("gamma", "protonorm", 100.0)] == got[("table1", "practical", "protonorm")]
+    # the mean of one rising seed and two flat ones: (88 - 80) / 3 over the last 20% of rounds
+    assert got[("table1", "practical", "protonorm")] == "not plateaued (+2.67 in the last 20% of rounds)"
+    assert got[("table1", "practical", "fedtgp")] == got[("homogeneous", "fednh")] == ""
