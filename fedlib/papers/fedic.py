@@ -484,9 +484,10 @@ def _table1(nb) -> dict:
     def make():
         cfgs = table1_configs(nb.plan)
         runs = run(cfgs, workers=nb.workers, desc="Table 1")
-        recs = {k: results.rounds(c, nb.seed0) for k, c in cfgs.items()}
-        every = {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs}  # plateau: seed-mean curve
-        return {"configs": cfgs, "records": recs, "cells": cells(nb.plan, runs, every)}
+        every = {k: {s: results.rounds(c, s) for s in c["seeds"]} for k, c in cfgs.items()}  # plateau: seed-mean
+        recs = {k: every[k][nb.seed0] for k in cfgs}
+        return {"configs": cfgs, "records": recs,
+                "cells": cells(nb.plan, runs, {k: list(every[k].values()) for k in runs})}
     return nb.once("table1", make)
 
 

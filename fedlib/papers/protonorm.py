@@ -347,11 +347,12 @@ def accuracy_curve(plan: Plan, method: str, records: list[dict]) -> tuple[np.nda
 CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all-tables"
 
 
-def plateaus(plan: Plan) -> dict:
+def plateaus(plan: Plan, done: dict | None = None) -> dict:
     """``{key: text}``: :func:`fedlib.papers.plateau_text` of the seed-mean curve (the method's scoring rule,
     sample-weighted) of every run group of Table 1 (key ``("table1", partition, method)``), Table 3
     (``("homogeneous", method)``) and Tables 4-5 (``("gamma", method, gamma)``) whose every seed has finished
-    (results folder, else the run archive; trains nothing); ``""`` once plateaued. The ledger names the rising
+    (results folder, else the run archive; trains nothing; ``done``: the finished runs per group where the caller
+    has already looked them up, ``{"table1" | "homogeneous" | "gamma": {key: summaries}}``); ``""`` once plateaued. The ledger names the rising
     ones, and under the converged profile they cap a verdict at inconclusive (:func:`fedlib.claims.verdict`)."""
     groups = {"table1": (table1_configs(plan), lambda k: (k[1], k[0]), lambda k: plan.metric(k[0])),
               "homogeneous": (homogeneous_configs(plan), lambda k: (k,),
@@ -359,8 +360,8 @@ def plateaus(plan: Plan) -> dict:
               "gamma": (gamma_configs(plan), lambda k: k, lambda k: plan.metric(k[0]))}
     out = {}
     for name, (cfgs, key, metric) in groups.items():
-        done, _ = results.cached(cfgs, plan.seeds)
-        for k in done:
+        finished = done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]
+        for k in finished:
             out[(name, *key(k))] = papers.plateau_text([results.rounds(cfgs[k], x) for x in plan.seeds], metric(k),
                                                        "weighted")
     return out
@@ -387,7 +388,7 @@ def converged_runs(plan: Plan) -> dict:
         if name != "code":
             out["complete"] &= len(done[name]) == len(cfgs)
         made += [x for runs in done[name].values() for x in runs]
-    out["table1"], out["rising"] = {}, plateaus(cp)
+    out["table1"], out["rising"] = {}, plateaus(cp, done)
     for (m, p), sums in done["table1"].items():
         sc = score(cp, m, sums)
         sc["plateau"] = out["rising"][("table1", p, m)]
