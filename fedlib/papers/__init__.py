@@ -227,10 +227,15 @@ def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
 def plateau_text(records: list[dict] | list[list[dict]], metric: str, stat: str = "mean") -> str:
     """``""`` where a run's accuracy curve (``acc[metric][stat]`` per evaluated round, in %) has plateaued by
     :func:`fedlib.claims.plateau`, else ``not plateaued (+x.xx in the last 20% of rounds)``. Given every
-    seed's records, the seed-mean curve is judged."""
+    seed's records, the seed-mean curve is judged. A run the engine stopped because it diverged (a record with
+    ``diverged``) has ended, not stalled: it is left out of the mean, and where every run diverged there is no
+    rising curve to report (``""``; the table cell says "diverged")."""
     from fedlib import claims
 
     runs = records if records and isinstance(records[0], list) else [records]
+    runs = [recs for recs in runs if not any(r.get("diverged") for r in recs)]
+    if not runs:
+        return ""
     curves = [[100 * r["acc"][metric][stat] for r in recs if "acc" in r] for recs in runs]
     return claims.plateau_text(claims.mean_curve(curves))
 

@@ -191,3 +191,25 @@ def test_a_converged_section_decided_on_a_rising_curve_asks_for_a_re_render():
     paper = head.replace("`converged`", "`paper`") + ("| 1 | A beats B | Table 1 | x | paper | supported | beyond "
                                                       "the seed spread; not plateaued: A (+0.4) |\n")
     assert C.parse_ledger(paper)[1]
+
+
+def test_seed_mean_plateau_leaves_out_runs_that_diverged():
+    """A run the engine stopped at a diverged round (shorter records, the last flagged ``diverged``) has ended:
+    the seed-mean curve is that of the other seeds, and a group whose every seed diverged reports no rising
+    curve. Before, the shorter curve made the seed mean fail (curves of different lengths)."""
+    from fedlib import papers
+
+    def recs(curve, diverged_at=None):
+        out = [{"round": r + 1, "acc": {"acc_proto": {"weighted": a / 100}}} for r, a in enumerate(curve)]
+        if diverged_at:
+            out = out[:diverged_at - 1] + [{"round": diverged_at, "diverged": True, "train_loss": math.inf}]
+        return out
+
+    rising = list(np.linspace(50, 90, 20))   # +8.42 over the last 4 of 20 rounds
+    flat = [50.0] * 8 + [90.0] * 12
+    assert papers.plateau_text([recs(rising), recs(flat, 13), recs(flat, 12)], "acc_proto", "weighted") == \
+        "not plateaued (+8.42 in the last 20% of rounds)"
+    assert papers.plateau_text([recs(flat), recs(rising, 13)], "acc_proto", "weighted") == ""
+    assert papers.plateau_text([recs(rising, 13), recs(rising, 12)], "acc_proto", "weighted") == ""
+    with pytest.raises(ValueError, match=r"curves of different lengths \[12, 20\]"):  # unflagged: still an error
+        papers.plateau_text([recs(flat), recs(flat)[:12]], "acc_proto", "weighted")
