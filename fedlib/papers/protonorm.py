@@ -800,13 +800,14 @@ def show_table3(nb):
 
 def gamma_results(plan: Plan, runs: dict) -> list[dict]:
     """Tables 4-5 from finished runs ``{(method, gamma): [summary per seed]}``: every gamma's method, gamma, accuracy
-    (mean over seeds, and ``per_seed``), whether a seed's run diverged and the first seed's best round."""
+    (mean over seeds, and ``per_seed``: a diverged seed's is its best round before the engine stopped it), whether
+    a seed's run diverged (``diverged``, and ``diverged_seeds``: which) and the first seed's best round."""
     cfgs, out = gamma_configs(plan), []
     for (m, g), sums in runs.items():
         s = score(plan, m, sums)
+        div = [seed for seed in plan.seeds[:len(sums)] if diverged(results.rounds(cfgs[(m, g)], seed))]
         out.append({"method": m, "gamma": g, "acc": s["mean"], "per_seed": s["per_seed"],
-                    "best_round": s["best_rounds"][0],
-                    "diverged": any(diverged(results.rounds(cfgs[(m, g)], seed)) for seed in plan.seeds[:len(sums)])})
+                    "best_round": s["best_rounds"][0], "diverged": bool(div), "diverged_seeds": div})
     return out
 
 
@@ -1127,7 +1128,7 @@ def show_ledger(nb):
     spiral_res = {k: {"angle": sp["rows"][sp["labels"][k]]["smallest angle between global prototypes (deg)"],
                       "acc": sp["rows"][sp["labels"][k]]["accuracy, nearest global prototype (%)"]}
                   for k in sp["configs"]}
-    gamma_res = [{k: r[k] for k in ("method", "gamma", "acc", "diverged")} for r in _gamma_results(nb)]
+    gamma_res = _gamma_results(nb)   # every seed's accuracy (per_seed) too: the verdict weighs the seed spread
     pa_its = {p: _pa_iterations(nb, p) for p in T1["partitions"] if "protonorm" in T1["methods"]}
     margin_res = {m: float(margins(global_prototypes(_states(nb)[m])[1]).min()) for m in _prototype_methods(nb)}
     res = {"spiral": spiral_res, "table1": _table1_scores(nb), "homogeneous": _homogeneous_accuracy(nb),
@@ -1248,6 +1249,14 @@ def ledger(plan: Plan, res: dict) -> list:
     gam = res.get("gamma")
     if gam:
         pn = {r["gamma"]: r["acc"] for r in gam if r["method"] == "protonorm"}
+        div = {r["gamma"]: r for r in gam if r["method"] == "protonorm" and r["diverged"]}
+
+        def diverged_text(g):
+            r = div.get(g)
+            if r is None:
+                return ""
+            n = len(r.get("per_seed") or [r["acc"]])
+            return f" (diverged on {len(r['diverged_seeds'])} of {n} seeds)" if r.get("diverged_seeds") else " (diverged)"
         seeds_of = {(r["method"], r["gamma"]): r.get("per_seed") or [r["acc"]] for r in gam}
         default = table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"]
         if 1.0 in pn and default in pn:
@@ -1255,7 +1264,7 @@ def ledger(plan: Plan, res: dict) -> list:
             k = min(len(a), len(b))
             tests = [compare(f"gamma {default:g} - gamma 1", a, b)] if k > 1 else ()
             out.append(claim("Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1", "Table 4",
-                             ", ".join(f"gamma {g:g}: {a:.2f}" for g, a in sorted(pn.items())),
+                             ", ".join(f"gamma {g:g}: {a:.2f}{diverged_text(g)}" for g, a in sorted(pn.items())),
                              pn[default] > pn[1.0], prof, k, tests, note=caveat + (
                                  "; at lambda 1 the upscaled target is far from the features after few rounds"
                                  if short else ""),
