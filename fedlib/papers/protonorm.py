@@ -1278,7 +1278,7 @@ def ledger(plan: Plan, res: dict) -> list:
                 evidence = ", ".join(f"gamma {g:g}: {'diverged' if d else f'{a:.2f}'}"
                                      for g, (a, d) in sorted(mg.items()))
                 k = min(len(seeds_of[(m, g)]) for g in mg)
-                tests = [compare(f"gamma {g:g} - gamma 1", seeds_of[(m, g)], seeds_of[(m, 1.0)])
+                tests = [compare(f"gamma 1 - gamma {g:g}", seeds_of[(m, 1.0)], seeds_of[(m, g)])  # + = hurts
                          for g in big if not mg[g][1]] if k > 1 else ()
                 out.append(untested(text, "Table 5", f"no gamma >= 1.3 in this profile ({evidence})") if ok is None
                            else claim(text, "Table 5", evidence, ok, prof, k, tests, note=caveat,

@@ -352,3 +352,25 @@ def test_gamma_results_say_which_seeds_diverged_and_the_ledger_weighs_every_seed
     up = got["Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1"]
     assert "gamma 1000: 54.33 (diverged on 2 of 3 seeds)" in up.evidence and "gamma 1: 58.23," in up.evidence
     assert "one seed" not in up.note and up.verdict == C.SUPPORTED   # +9.43 against a seed std of 2.16
+
+
+def test_scaling_sensitivity_is_not_supported_when_a_larger_gamma_helps_beyond_the_spread():
+    """Table 5's claim is that gamma >= 1.3 hurts: the margin it rests on is gamma 1 minus gamma 1.4, so a gamma
+    1.4 that is better on every seed makes it not supported (it once read the margin the other way round, and
+    called FedProto's +5 points at gamma 1.4 support for "scaling hurts")."""
+    from fedlib import claims as C
+
+    cp = P.load_plan("converged")
+
+    def row(m, g, *seeds):
+        return {"method": m, "gamma": g, "acc": float(np.mean(seeds)), "per_seed": list(seeds), "diverged": False,
+                "diverged_seeds": []}
+
+    gam = [row("fedproto", 1.0, 43.0, 43.5, 43.2), row("fedproto", 1.2, 45.0, 45.5, 45.6),
+           row("fedproto", 1.4, 48.0, 48.6, 48.4), row("fedtgp", 1.0, 85.0, 85.2, 85.1),
+           row("fedtgp", 1.4, 80.0, 80.1, 80.3)]
+    got = {c.claim: c for c in P.ledger(cp, {"gamma": gam})}
+    helps = got["FedProto is sensitive to scaling: gamma >= 1.3 hurts or diverges"]
+    assert helps.verdict == C.NOT_SUPPORTED and "gamma 1 - gamma 1.4 -5.10" in helps.note
+    hurts = got["FedTGP is sensitive to scaling: gamma >= 1.3 hurts or diverges"]
+    assert hurts.verdict == C.SUPPORTED and "gamma 1 - gamma 1.4 +4.97" in hurts.note
