@@ -253,6 +253,11 @@ def ablation_values(plan: Plan, results: dict) -> tuple[dict, dict]:
     return acc, std
 
 
+def ablation_per_seed(plan: Plan, results: dict) -> dict:
+    """Table 2's accuracy (%) per seed, ``{(s-hat, variant): [per seed]}``: the ledger's paired tests need them."""
+    return {k: [accuracy(plan, "gfpl", s) for s in runs] for k, runs in results.items()}
+
+
 def n_values(plan: Plan, results: dict) -> dict[int, float]:
     """Fig. 3b from finished runs (:func:`n_configs` keys, one seed): ``{n: accuracy (%)}``."""
     return {n: accuracy(plan, "gfpl", runs[0]) for n, runs in results.items()}
@@ -284,7 +289,7 @@ def paper_table2(plan: Plan) -> dict:
                 if all((s, v) in done for v in pplan.spec["variants"])]
     keep = {k: v for k, v in done.items() if k[0] in complete}
     acc, std = ablation_values(pplan, keep) if keep else (None, None)
-    per_seed = {k: [accuracy(pplan, "gfpl", s) for s in runs] for k, runs in keep.items()} if keep else None
+    per_seed = ablation_per_seed(pplan, keep) if keep else None
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "acc": acc, "std": std,
             "per_seed": per_seed,
             "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
@@ -808,11 +813,6 @@ def _ablation(nb) -> tuple[dict, dict]:
     return nb.once("ablation", lambda: ablation_values(nb.plan, _ablation_runs(nb)))
 
 
-def _ablation_per_seed(nb) -> dict:
-    """Table 2's accuracy (%) per seed, ``{(s-hat, variant): [per seed]}``: the ledger's paired tests need them."""
-    return {k: [accuracy(nb.plan, "gfpl", s) for s in runs] for k, runs in _ablation_runs(nb).items()}
-
-
 def show_table2(nb):
     """Table 2, the ablation (w-bar 4, w-hat 1): ours per s-hat, the paper's CIFAR-10 and FEMNIST columns."""
     import pandas as pd
@@ -1052,7 +1052,7 @@ def show_ledger(nb):
                                 frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
     n_acc, th = _sweeps(nb)
     claims = ledger(nb.plan, {"table1": _table1(nb)["cells"], "table1_paper": _paper_table1(nb),
-                              "ablation": _ablation_per_seed(nb), "n": n_acc,
+                              "ablation": ablation_per_seed(nb.plan, _ablation_runs(nb)), "n": n_acc,
                               "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary,
                               "ablation_paper": _paper_table2(nb), "figs_paper": _paper_figs(nb)})
     return nb.ledger(claims)
