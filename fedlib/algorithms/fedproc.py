@@ -30,6 +30,14 @@ Choices:
   -log(e^{z.p_y/t} / sum_k e^{z.p_k/t}) over all global prototypes, no extra scale.
 - ``temperature=0.5`` (FedMPS Sec. IV-A); feature level ``"high"`` (the code's third
   model output, the L2-normalised high-level features).
+- ``normalize=False``: the contrast takes the model's features as they are, which is the
+  method on a model that L2-normalises them itself (the FedMPS models, ``cnn_fmnist``).
+  ``True`` L2-normalises the local features and the global prototypes inside the contrast
+  only (cosine similarities over the temperature), for a model whose features are raw:
+  on PFLlib's 4-layer CNN (512-d ReLU outputs) the dot products over 0.5 underflow the
+  SupContrast denominator and the loss is NaN in the first contrastive round. The uploads
+  stay the class means of the raw features (the cross-paper benchmark sets it on its
+  ``pat`` and ``dir`` settings).
 - Prototypes are the means of the training-time features of the last local epoch (the
   code collects them during training, as FedProto does). Classes nobody uploaded in a
   round keep their previous global prototype (with full participation, as in FedMPS,
@@ -81,12 +89,14 @@ class FedProc(FedAvg):
     contrast: str = "supcon"       # "supcon": FedMPS code; "prototypes": as the FedMPS paper describes FedProc
     level: str = "high"            # FedMPS code: the high-level features
     weighted: bool = True          # FedMPS code: model mean weighted by data size
+    normalize: bool = False        # True: cosine contrast for a model whose features are not L2-normalised
     name = "fedproc"
     RULES = ("proto", "head")      # head last: the rule FedMPS reports (and the progress bar shows)
     CONSTRAINTS = {"temperature": Interval(0, None, low_open=True),
                    "base_temperature": Interval(0, None, low_open=True),
                    "ramp_rounds": Interval(1, None, integer=True), "contrast": Options(("supcon", "prototypes")),
                    "level": Options(("high", "low"))}
+    NEUTRAL = {"normalize": False}  # added after runs existed: they contrasted the model's own features
     UPLOAD = {"w.*": "float[...]", "num_samples": "int", "protos": "float[k, d]", "classes": "int[k]",
               "counts": "int[k]"}
     BROADCAST = {"w.*": "float[...]", "protos?": "float[k, d]", "classes?": "int[k]"}
@@ -100,6 +110,8 @@ class FedProc(FedAvg):
         return {**server["weights"], **rows_message(server["protos"], server["present"])}
 
     def contrastive(self, z, yb, protos, classes):
+        if self.normalize:
+            z, protos = F.normalize(z, dim=1), F.normalize(protos, dim=1)
         if self.contrast == "supcon":
             return supcon(torch.cat([z, protos]), torch.cat([yb, classes]), self.temperature,
                           self.temperature / self.base_temperature)

@@ -257,6 +257,33 @@ def test_proto_infonce_by_hand():
     assert proto_infonce(z, y, protos, classes, t).item() == pytest.approx(l0, rel=1e-6)  # both kept samples alike
 
 
+def test_fedproc_normalize_contrasts_the_normalised_features_and_keeps_run_ids():
+    # Prepare: raw 512-d ReLU features of the size PFLlib's CNN gives, two classes, their global prototypes
+    g = torch.Generator().manual_seed(0)
+    z = (torch.randn(8, 512, generator=g).relu() * 3).requires_grad_(True)
+    y, classes = torch.tensor([0, 1] * 4), torch.tensor([0, 1])
+    protos = torch.randn(2, 512, generator=g).relu() * 3
+    raw, cos = make_algorithm({"name": "fedproc"}), make_algorithm({"name": "fedproc", "normalize": True})
+    # Execute
+    got = cos.contrastive(z, y, protos, classes)
+    got.backward()
+    # Assert: as-is, the SupContrast denominator underflows and the loss is NaN (the benchmark's pat runs, round 2);
+    # normalised, it is the loss of the unit vectors, by the loop reference, with finite gradients
+    assert torch.isnan(raw.contrastive(z.detach(), y, protos, classes))
+    zn, pn = torch.nn.functional.normalize(z.detach(), dim=1), torch.nn.functional.normalize(protos, dim=1)
+    assert got.item() == pytest.approx(_supcon_reference(zn, pn, y, classes, 0.5, 0.07), rel=1e-5)
+    assert got.item() == pytest.approx(raw.contrastive(zn, y, pn, classes).item(), rel=1e-6)
+    assert torch.isfinite(z.grad).all() and z.grad.abs().sum() > 0
+    # normalize false is the method as it was: the runs made before the option keep their ids
+    from fedlib import config
+    base = config.validate({"name": "t", "dataset": {"name": "fmnist"}, "model": {"name": "cnn_fmnist"},
+                            "partition": {"scheme": "iid", "num_clients": 2}, "algorithm": {"name": "fedproc"},
+                            "train": {"rounds": 1}})
+    same = {**base, "algorithm": {**base["algorithm"], "normalize": False}}
+    other = {**base, "algorithm": {**base["algorithm"], "normalize": True}}
+    assert config.run_id(same, 0) == config.run_id(base, 0) != config.run_id(other, 0)
+
+
 def test_fedproc_aggregation_by_hand_and_no_round_in_messages():
     algo = make_algorithm({"name": "fedproc"})
     ctx = make_ctx(num_classes=3)
