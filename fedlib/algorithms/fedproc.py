@@ -56,7 +56,7 @@ from fedlib.algorithms.base import weights
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.losses import supcon
 from fedlib.prototypes import aggregate_protos, keep_last, message_scores, rows_message
-from fedlib.validation import Interval, Options
+from fedlib.validation import BOOL, Interval, Options
 
 
 def ce_weight(round_idx: int, ramp_rounds: int) -> float:
@@ -95,7 +95,7 @@ class FedProc(FedAvg):
     CONSTRAINTS = {"temperature": Interval(0, None, low_open=True),
                    "base_temperature": Interval(0, None, low_open=True),
                    "ramp_rounds": Interval(1, None, integer=True), "contrast": Options(("supcon", "prototypes")),
-                   "level": Options(("high", "low"))}
+                   "level": Options(("high", "low")), "normalize": BOOL}
     NEUTRAL = {"normalize": False}  # added after runs existed: they contrasted the model's own features
     UPLOAD = {"w.*": "float[...]", "num_samples": "int", "protos": "float[k, d]", "classes": "int[k]",
               "counts": "int[k]"}
