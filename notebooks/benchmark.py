@@ -62,10 +62,11 @@ nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=wo
 # What every method of a setting shares. A method missing from a setting is listed below it with the reason.
 #
 # One budget for all: a paper study's per-method training changes are not applied (FedMPS's 5 local epochs for
-# FedNTD, lr 0.05 for FedGKD). A setting changes a method's entry in two places, both in
-# `params/benchmark/experiments.yaml`: on FedMPS Table II, FedAvg and FedProx average unweighted (the FedMPS code);
-# on Pat and Dir(0.1), FedProc contrasts L2-normalised features (`normalize: true`), because PFLlib's CNN does not
-# normalise them and on its raw features FedProc's loss is NaN in round 2.
+# FedNTD, lr 0.05 for FedGKD). A setting gives a method its own entry where the shared study's differs
+# (`settings.<setting>.methods` in `params/benchmark/experiments.yaml`): on FedMPS Table II, FedAvg and FedProx
+# average unweighted (the FedMPS code) and FedProto is FedMPS's; on the heterogeneous models FedProto is
+# ProtoNorm's; on Pat and Dir(0.1), FedProc contrasts L2-normalised features (`normalize: true`), because PFLlib's
+# CNN does not normalise them and on its raw features FedProc's loss is NaN in round 2.
 
 # %%
 B.show_settings(nb)
