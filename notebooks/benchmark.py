@@ -20,8 +20,9 @@
 # the parameters cell (`profile = ...`) or for the session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. On 2 CPU
 # cores with an empty results folder: **smoke** about a minute (four methods on two settings; its numbers mean
 # nothing), **quick** about 30 minutes (every method, one seed, 5 rounds on 2% of the data: not converged), and
-# **converged** about 10 hours in the background (`python -m fedlib.papers.benchmark --profile converged`; its runs
-# are archived and read from `archive/`). Finished runs are cached in `results/`, so a second Run All only reads them.
+# **converged** about 21 hours in the background from an empty archive (`python -m fedlib.papers.benchmark --profile
+# converged`; its runs are archived, so a fresh clone reads them from `archive/` instead of training). Finished runs
+# are cached in `results/`, so a second Run All only reads them.
 #
 # Each paper notebook compares one paper's method with that paper's baselines on that paper's setting. This one asks
 # the question a researcher brings: **which prototype method should I use, and at what cost?** Every registered
