@@ -139,7 +139,8 @@ B.show_top(nb)
 # ## Claims ledger
 #
 # The papers' cross-cutting claims on common ground, judged by the one verdict rule (`fedlib.claims`): "supported"
-# needs the converged profile or longer and a margin beyond the seed spread.
+# needs the converged profile or longer and a margin beyond the seed spread. Each paper's method is judged twice: in
+# its own paper's kind of setting, and on the other settings it runs on, against the strongest other method of each.
 
 # %%
 B.show_ledger(nb)

@@ -398,16 +398,26 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
         return list(part["best"])
 
     def judge(text, source, a, b, setting):
-        va, vb = per_seed(setting, a), per_seed(setting, b)
-        if not va or not vb:
-            return claims.untested(text, source, f"{plan.label(a)} or {plan.label(b)} did not run on {setting}")
-        test = claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb)
-        evidence = (f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
-                    f"{plan.setting_label(setting)}")
-        still = "; ".join(f"{plan.label(m)} ({setting}): {(rising or {})[(setting, m)]}" for m in (a, b)
-                          if (rising or {}).get((setting, m)))
-        return claims.claim(text, source, evidence, np.mean(va) > np.mean(vb), prof,
-                            min(len(va), len(vb)), tests=[test], rising=still)
+        return judge_all(text, source, [(a, b, setting)])
+
+    def judge_all(text, source, pairs):   # holds where a beats b on every (a, b, setting) of pairs
+        for a, b, setting in pairs:
+            if not per_seed(setting, a) or not per_seed(setting, b):
+                return claims.untested(text, source, f"{plan.label(a)} or {plan.label(b)} did not run on {setting}")
+        tests, evidence, still, holds, n = [], [], [], True, None
+        for a, b, setting in pairs:
+            va, vb = per_seed(setting, a), per_seed(setting, b)
+            tests.append(claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb))
+            evidence.append(f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
+                            f"{plan.setting_label(setting)}")
+            still += [f"{plan.label(m)} ({setting}): {(rising or {})[(setting, m)]}" for m in (a, b)
+                      if (rising or {}).get((setting, m))]
+            holds, n = holds and np.mean(va) > np.mean(vb), min(n or len(va), len(va), len(vb))
+        return claims.claim(text, source, "; ".join(evidence), holds, prof, n, tests=tests, rising="; ".join(still))
+
+    def strongest(method, setting):   # the best other method on setting by mean best round (None: none ran)
+        part = table[(table.setting == setting) & (table.method != method)]
+        return part.groupby("method")["best"].mean().idxmax() if len(part) else None
 
     shared = [s for s in ("dir", "pat") if s in plan.setting_names()]
     for s in shared:
@@ -423,15 +433,25 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
     for method, home in own.items():
         if home not in plan.setting_names():
             continue
-        rivals = [m for m in table[table.setting == home].method.unique() if m != method]
-        best = (table[(table.setting == home) & table.method.isin(rivals)].groupby("method")["best"].mean()
-                .idxmax() if rivals else None)
+        best = strongest(method, home)
         if best is None or not per_seed(home, method):
             out.append(claims.untested(f"{plan.label(method)} is best in its own setting ({home})", plan.label(method),
                                        "not run in this profile"))
-            continue
-        out.append(judge(f"{plan.label(method)} beats every other method in its paper's kind of setting ({home}; "
-                         f"strongest rival: {plan.label(best)})", plan.label(method), method, best, home))
+        else:
+            out.append(judge(f"{plan.label(method)} beats every other method in its paper's kind of setting ({home}; "
+                             f"strongest rival: {plan.label(best)})", plan.label(method), method, best, home))
+        # the same method off its own ground: against the strongest other method of each other setting it runs on
+        away = [(method, strongest(method, s), s) for s in plan.setting_names()
+                if s != home and per_seed(s, method) and strongest(method, s) is not None]
+        text = f"{plan.label(method)} also beats every other method outside its paper's kind of setting"
+        source = f"{plan.label(method)} (its state-of-the-art claim, on the other papers' settings)"
+        if not away:
+            out.append(claims.untested(text, source, f"{plan.label(method)} runs on no other setting of this profile"
+                                       + (" (" + "; ".join(f"{s}: {plan.why_not(method, s)}" for s in
+                                                           plan.setting_names() if plan.why_not(method, s)) + ")"
+                                          if any(plan.why_not(method, s) for s in plan.setting_names()) else "")))
+        else:
+            out.append(judge_all(f"{text} ({', '.join(f'{s}: {plan.label(b)}' for _, b, s in away)})", source, away))
     return out
 
 

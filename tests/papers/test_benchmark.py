@@ -127,6 +127,34 @@ def test_converged_claims_on_rising_curves_are_inconclusive_and_the_table_says_w
     assert "plateaued" not in B.ranked(converged, table).columns
 
 
+def test_each_papers_method_is_judged_at_home_and_away(converged):
+    """MP-FedCL (home: dir) wins at home by 10 points and loses on pat to FedProto by 15, seed std 0.08: supported
+    at home, not supported away; FedMPS runs on nway only, so its away claim is not tested and says why."""
+    from fedlib import claims
+
+    acc = {"dir": {"mpfedcl": 90.0, "fedproto": 80.0, "fedavg": 60.0},
+           "pat": {"mpfedcl": 70.0, "fedproto": 85.0, "fedavg": 50.0}}
+    rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
+             "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
+    got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
+    home = got["MP-FedCL beats every other method in its paper's kind of setting (dir; strongest rival: FedProto)"]
+    away = got["MP-FedCL also beats every other method outside its paper's kind of setting (pat: FedProto)"]
+    assert home.verdict == claims.SUPPORTED and away.verdict == claims.NOT_SUPPORTED
+    assert away.evidence == "MP-FedCL 70.10 vs FedProto 85.10 on PFLlib Pat"
+    fedmps_away = got["FedMPS also beats every other method outside its paper's kind of setting"]
+    assert fedmps_away.verdict == claims.NOT_TESTED and "low-level feature map" in fedmps_away.note
+
+    # winning on both away settings by 5 points (ProtoNorm at home on hetero, here away on dir and pat)
+    for s in acc:
+        acc[s]["protonorm"] = max(acc[s].values()) + 5
+    rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
+             "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
+    got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
+    away = got["ProtoNorm also beats every other method outside its paper's kind of setting (pat: FedProto, dir: "
+               "MP-FedCL)"]
+    assert away.verdict == claims.SUPPORTED
+
+
 def test_a_bad_setting_is_one_line():
     from fedlib.validation import ConfigError
 
