@@ -397,16 +397,22 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
         part = table[(table.setting == setting) & (table.method == method)].sort_values("seed")
         return list(part["best"])
 
+    def paired(setting: str, a: str, b: str) -> tuple[list[float], list[float]]:   # the seeds both finished
+        both = table[(table.setting == setting) & table.method.isin([a, b])].pivot_table(
+            index="seed", columns="method", values="best").dropna()
+        return (list(both[a]), list(both[b])) if a in both and b in both else ([], [])
+
     def judge(text, source, a, b, setting):
         return judge_all(text, source, [(a, b, setting)])
 
     def judge_all(text, source, pairs):   # holds where a beats b on every (a, b, setting) of pairs
         for a, b, setting in pairs:
-            if not per_seed(setting, a) or not per_seed(setting, b):
-                return claims.untested(text, source, f"{plan.label(a)} or {plan.label(b)} did not run on {setting}")
+            if not paired(setting, a, b)[0]:
+                return claims.untested(text, source, f"{plan.label(a)} and {plan.label(b)} share no finished seed on "
+                                       f"{setting}")
         tests, evidence, still, holds, n = [], [], [], True, None
         for a, b, setting in pairs:
-            va, vb = per_seed(setting, a), per_seed(setting, b)
+            va, vb = paired(setting, a, b)
             tests.append(claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb))
             evidence.append(f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
                             f"{plan.setting_label(setting)}")
@@ -414,6 +420,9 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
                       if (rising or {}).get((setting, m))]
             holds, n = holds and np.mean(va) > np.mean(vb), min(n or len(va), len(va), len(vb))
         return claims.claim(text, source, "; ".join(evidence), holds, prof, n, tests=tests, rising="; ".join(still))
+
+    def rivals(pairs) -> str:   # "on pat: FedTGP, on dir: FedDistill"
+        return ", ".join(f"on {s}: {plan.label(b)}" for _, b, s in pairs)
 
     def strongest(method, setting):   # the best other method on setting by mean best round (None: none ran)
         part = table[(table.setting == setting) & (table.method != method)]
@@ -429,29 +438,32 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
     if "hetero" in plan.setting_names():
         out.append(judge("Normalised prototypes (ProtoNorm) beat raw ones (FedProto) with heterogeneous models",
                          "ProtoNorm", "protonorm", "fedproto", "hetero"))
-    own = {"fedmps": "nway", "fedic": "dir", "protonorm": "hetero", "gfpl": "nway", "mpfedcl": "dir"}
-    for method, home in own.items():
-        if home not in plan.setting_names():
+    # each paper's own kind of setting: FedIC's Table 1 is Pat and Pra (pat, dir); MP-FedCL's label skew is
+    # Dirichlet; GFPL's w-way s-shot and FedMPS's n-way k-shot are nway; ProtoNorm's models are heterogeneous
+    own = {"fedmps": ("nway",), "fedic": ("pat", "dir"), "protonorm": ("hetero",), "gfpl": ("nway",),
+           "mpfedcl": ("dir",)}
+    for method, homes in own.items():
+        homes = [h for h in homes if h in plan.setting_names()]
+        if not homes:
             continue
-        best = strongest(method, home)
-        if best is None or not per_seed(home, method):
-            out.append(claims.untested(f"{plan.label(method)} is best in its own setting ({home})", plan.label(method),
-                                       "not run in this profile"))
+        home = [(method, strongest(method, h), h) for h in homes]
+        if any(b is None or not per_seed(h, method) for _, b, h in home):
+            out.append(claims.untested(f"{plan.label(method)} is best in its own setting ({', '.join(homes)})",
+                                       plan.label(method), "not run in this profile"))
         else:
-            out.append(judge(f"{plan.label(method)} beats every other method in its paper's kind of setting ({home}; "
-                             f"strongest rival: {plan.label(best)})", plan.label(method), method, best, home))
+            out.append(judge_all(f"{plan.label(method)} beats every other method in its paper's kind of setting "
+                                 f"(strongest rival {rivals(home)})", plan.label(method), home))
         # the same method off its own ground: against the strongest other method of each other setting it runs on
         away = [(method, strongest(method, s), s) for s in plan.setting_names()
-                if s != home and per_seed(s, method) and strongest(method, s) is not None]
+                if s not in homes and per_seed(s, method) and strongest(method, s) is not None]
         text = f"{plan.label(method)} also beats every other method outside its paper's kind of setting"
         source = f"{plan.label(method)} (its state-of-the-art claim, on the other papers' settings)"
         if not away:
-            out.append(claims.untested(text, source, f"{plan.label(method)} runs on no other setting of this profile"
-                                       + (" (" + "; ".join(f"{s}: {plan.why_not(method, s)}" for s in
-                                                           plan.setting_names() if plan.why_not(method, s)) + ")"
-                                          if any(plan.why_not(method, s) for s in plan.setting_names()) else "")))
+            why = "; ".join(f"{s}: {plan.why_not(method, s)}" for s in plan.setting_names() if plan.why_not(method, s))
+            out.append(claims.untested(text, source, f"{plan.label(method)} has no finished run outside its own kind of setting"
+                                       + (f" ({why})" if why else "")))
         else:
-            out.append(judge_all(f"{text} ({', '.join(f'{s}: {plan.label(b)}' for _, b, s in away)})", source, away))
+            out.append(judge_all(f"{text} (strongest rival {rivals(away)})", source, away))
     return out
 
 

@@ -137,12 +137,20 @@ def test_each_papers_method_is_judged_at_home_and_away(converged):
     rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
              "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
     got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
-    home = got["MP-FedCL beats every other method in its paper's kind of setting (dir; strongest rival: FedProto)"]
-    away = got["MP-FedCL also beats every other method outside its paper's kind of setting (pat: FedProto)"]
+    home = got["MP-FedCL beats every other method in its paper's kind of setting (strongest rival on dir: FedProto)"]
+    away = got["MP-FedCL also beats every other method outside its paper's kind of setting (strongest rival on pat: "
+               "FedProto)"]
     assert home.verdict == claims.SUPPORTED and away.verdict == claims.NOT_SUPPORTED
     assert away.evidence == "MP-FedCL 70.10 vs FedProto 85.10 on PFLlib Pat"
     fedmps_away = got["FedMPS also beats every other method outside its paper's kind of setting"]
     assert fedmps_away.verdict == claims.NOT_TESTED and "low-level feature map" in fedmps_away.note
+
+    # a seed one side has not finished is left out of the pair (the other seeds still compare, paired)
+    part = pd.DataFrame([r for r in rows if not (r["setting"] == "pat" and r["method"] == "fedproto"
+                                                  and r["seed"] == 2)])
+    away = {c.claim: c for c in B.ledger(converged, part)}[
+        "MP-FedCL also beats every other method outside its paper's kind of setting (strongest rival on pat: FedProto)"]
+    assert away.evidence == "MP-FedCL 70.05 vs FedProto 85.05 on PFLlib Pat"
 
     # winning on both away settings by 5 points (ProtoNorm at home on hetero, here away on dir and pat)
     for s in acc:
@@ -150,9 +158,21 @@ def test_each_papers_method_is_judged_at_home_and_away(converged):
     rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
              "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
     got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
-    away = got["ProtoNorm also beats every other method outside its paper's kind of setting (pat: FedProto, dir: "
-               "MP-FedCL)"]
+    away = got["ProtoNorm also beats every other method outside its paper's kind of setting (strongest rival on pat: "
+               "FedProto, on dir: MP-FedCL)"]
     assert away.verdict == claims.SUPPORTED
+    # FedIC's Table 1 is Pat and Pra: both are its own ground, and it must win on both (here it loses on pat)
+    acc["dir"]["fedic"], acc["pat"]["fedic"] = 99.0, 80.0
+    rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
+             "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
+    got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
+    fedic_home = got["FedIC beats every other method in its paper's kind of setting (strongest rival on pat: "
+                     "ProtoNorm, on dir: ProtoNorm)"]
+    assert fedic_home.verdict == claims.NOT_SUPPORTED
+    assert fedic_home.evidence == ("FedIC 80.10 vs ProtoNorm 90.10 on PFLlib Pat; FedIC 99.10 vs ProtoNorm 95.10 on "
+                                   "PFLlib Dir(0.1)")
+    fedic_away = got["FedIC also beats every other method outside its paper's kind of setting"]
+    assert fedic_away.verdict == claims.NOT_TESTED and "hetero: uploads a whole model" in fedic_away.note
 
 
 def test_a_bad_setting_is_one_line():
