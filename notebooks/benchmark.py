@@ -97,7 +97,9 @@ B.show_ranked(nb)
 # ## Critical-difference diagram
 #
 # Friedman's test over the (setting, seed) blocks that every method completed, and the Nemenyi critical difference:
-# methods joined by a bar are not told apart at alpha 0.05.
+# methods joined by a bar are not told apart at alpha 0.05. The first diagram takes every setting, so only the
+# methods that also run with heterogeneous models; the second takes the settings with one model for all, where
+# every method but FedMPS (which needs a low-level feature map) runs on each.
 
 # %%
 B.fig_cd(nb)

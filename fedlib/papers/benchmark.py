@@ -295,15 +295,29 @@ def significance(table: pd.DataFrame) -> dict:
             "ranks": ranking.mean_ranks(blocks)}
 
 
-def cd_figure(plan: Plan, table: pd.DataFrame):
-    """The critical-difference diagram of the methods every (setting, seed) block has."""
+def cd_figure(plan: Plan, table: pd.DataFrame, settings: list[str] | None = None):
+    """The critical-difference diagram of the methods every (setting, seed) block has, over ``settings`` (default:
+    all of the table's)."""
     from fedlib import ranking
 
+    if settings is not None:
+        table = table[table.setting.isin(settings)]
     sig = significance(table)
     ranks = sig["ranks"].rename(index=plan.label)
-    title = (f"mean rank over {sig['blocks']} (setting, seed) blocks; Friedman p = {sig['p']:.2g}; "
-             f"Nemenyi CD = {sig['cd']:.2f} ({plan.profile})")
+    over = ", ".join(sorted(table.setting.unique(), key=plan.setting_names().index))
+    title = (f"{sig['methods']} methods, mean rank over {sig['blocks']} (setting, seed) blocks ({over}); Friedman "
+             f"p = {sig['p']:.2g}; Nemenyi CD = {sig['cd']:.2f} ({plan.profile})")
     return ranking.cd_diagram(ranks, sig["cd"], title=title)
+
+
+def homogeneous_settings(plan: Plan) -> list[str]:
+    """The profile's settings where every client has the same model (a model that is no family of
+    :data:`fedlib.models.FAMILIES`; all but ``hetero``): far more methods run on all of them than on all four, so
+    their diagram ranks the whole field."""
+    from fedlib.models import FAMILIES
+
+    return [s for s in plan.setting_names()
+            if plan.spec["settings"][s].get("base", plan.spec["base"])["model"]["name"] not in FAMILIES]
 
 
 def costs(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
@@ -555,8 +569,18 @@ def _plateaus(nb) -> dict:
 
 
 def fig_cd(nb):
-    """The critical-difference diagram of the methods every (setting, seed) block has."""
-    return nb.figure(cd_figure(nb.plan, results(nb)), "Critical-difference diagram (mean ranks, Nemenyi CD)", "cd")
+    """The critical-difference diagrams: over every setting (the methods that run on all of them), and over the
+    settings with one model for all (:func:`homogeneous_settings`: every method that runs on each of them)."""
+    from fedlib.papers.notebook import Shown
+
+    table = results(nb)
+    out = [nb.figure(cd_figure(nb.plan, table), "Critical-difference diagram, every setting (mean ranks, Nemenyi CD)",
+                     "cd")]
+    same = [s for s in homogeneous_settings(nb.plan) if (table.setting == s).any()]
+    if same and set(same) != set(table.setting.unique()):
+        out.append(nb.figure(cd_figure(nb.plan, table, same), "Critical-difference diagram, one model for all "
+                             f"({', '.join(same)}: mean ranks, Nemenyi CD)", "cd_homogeneous"))
+    return Shown(out)
 
 
 def figs_costs(nb):

@@ -83,6 +83,28 @@ def test_ranked_table_on_a_hand_example():
     assert B.top(plan, pd.DataFrame(rows), n=2) == {"dir": ["FedProto", "FedAvg"], "hetero": ["FedAvg", "FedProto"]}
 
 
+def test_the_second_cd_diagram_ranks_every_method_of_the_one_model_settings():
+    """FedAvg runs on dir only (it uploads a whole model, so not on hetero): the diagram over every setting leaves it
+    out, the one over the settings with one model for all (dir here) ranks it."""
+    import matplotlib.pyplot as plt
+
+    plan = B.load_plan("smoke", methods=["local", "fedavg", "fedproto"])
+    assert B.homogeneous_settings(plan) == ["dir"]
+    acc = {("dir", 0): {"fedproto": 80, "fedavg": 70, "local": 60}, ("dir", 1): {"fedproto": 82, "fedavg": 71,
+                                                                                "local": 61},
+           ("hetero", 0): {"fedproto": 50, "local": 40}, ("hetero", 1): {"fedproto": 52, "local": 41}}
+    rows = [{"setting": s, "seed": seed, "method": m, "best": a, "last": a, "rule": "head", "floats": 1.0,
+             "seconds": 1.0} for (s, seed), accs in acc.items() for m, a in accs.items()]
+    every, same = B.cd_figure(plan, pd.DataFrame(rows)), B.cd_figure(plan, pd.DataFrame(rows), ["dir"])
+    assert every.axes[0].get_title().startswith("2 methods, mean rank over 4 (setting, seed) blocks (dir, hetero);")
+    assert same.axes[0].get_title().startswith("3 methods, mean rank over 2 (setting, seed) blocks (dir);")
+    def methods(fig):   # the labels read "FedProto (1.00)": method and mean rank
+        return {t.get_text().split(" (")[0] for t in fig.axes[0].texts if " (" in t.get_text()}
+
+    assert methods(every) == {"FedProto", "Local"} and methods(same) == {"FedProto", "FedAvg", "Local"}
+    plt.close("all")
+
+
 def test_short_profile_claims_are_at_most_inconclusive():
     from fedlib import claims
 
