@@ -378,22 +378,52 @@ def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) ->
     return pd.DataFrame(rows, columns=["method", "round", "accuracy"])
 
 
-def anchor_figure(plan: Plan, curves: pd.DataFrame):
+def reduced_curves(plan: Plan) -> pd.DataFrame:
+    """The anchor's methods on its setting at the profile's own data fraction (the ranked table's runs): one row per
+    (method, round), the accuracy (%, as :func:`anchor_curves`) averaged over the seeds that finished, ``seeds``
+    their number. Trains nothing; empty where none finished. Beside the anchor it separates what the data fraction
+    costs (the two curves at the same round) from what the rounds cost (each curve against PFLlib's end point)."""
+    from fedlib import results
+
+    setting, cfgs, rows = plan.spec["anchor"]["setting"], configs(plan), []
+    for m in plan.spec["anchor"]["methods"]:
+        if (setting, m) not in cfgs:
+            continue
+        runs = [results.rounds(cfgs[(setting, m)], s) for s in plan.setting_seeds(setting)]
+        per = pd.DataFrame([{"seed": i, "round": r["round"], "accuracy": 100 * r["acc"][plan.metric(m)]["weighted"]}
+                            for i, run in enumerate(runs) for r in run if plan.metric(m) in r.get("acc", {})])
+        if len(per):
+            mean = per.groupby("round").agg(accuracy=("accuracy", "mean"), seeds=("seed", "nunique")).reset_index()
+            rows += [{"method": m, **row} for row in mean.to_dict("records")]
+    return pd.DataFrame(rows, columns=["method", "round", "accuracy", "seeds"])
+
+
+def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None = None):
     """Our anchor runs' accuracy per round, with PFLlib's published 2,000-round number of each method as a dashed
-    line (reference data, labelled as PFLlib's)."""
+    line (reference data, labelled as PFLlib's) and, where given, the same methods' seed-mean curves at the profile's
+    data fraction (:func:`reduced_curves`) dotted."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
     from fedlib import report
 
     ref = report.load_paper("benchmark")["pfllib"]["methods"]
     key = PFLLIB_COLUMNS[plan.spec["anchor"]["setting"]]
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for i, (m, part) in enumerate(curves.groupby("method", sort=False)):
-        line, = ax.plot(part["round"], part["accuracy"], label=f"{plan.label(m)} (ours)", color=f"C{i}")
+        line, = ax.plot(part["round"], part["accuracy"], label=f"{plan.label(m)} (ours, all of the data)",
+                        color=f"C{i}")
+        if reduced is not None and (reduced.method == m).any():
+            low = reduced[reduced.method == m]
+            ax.plot(low["round"], low["accuracy"], color=line.get_color(), linestyle=":",
+                    label=f"{plan.label(m)} (ours, {100 * plan.settings['fraction']:g}% of the data, mean of "
+                          f"{int(low.seeds.max())} seeds)")
         if m in ref:
             ax.axhline(ref[m][key], color=line.get_color(), linestyle="--", linewidth=1,
                        label=f"{plan.label(m)}: PFLlib, 2,000 rounds ({ref[m][key]:.2f})")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="round", ylabel="accuracy (%), sample-weighted, own test split",
-           title=f"{plan.setting_label(plan.spec['anchor']['setting'])}, all of Fashion-MNIST: ours vs PFLlib")
+           title=f"{plan.setting_label(plan.spec['anchor']['setting'])}: ours vs PFLlib")
     ax.legend(fontsize=7)
     return fig
 
@@ -619,15 +649,23 @@ def show_anchor(nb):
         return None
     ref = nb.paper["pfllib"]["methods"]
     key = PFLLIB_COLUMNS[anchor["setting"]]
+    reduced, frac = reduced_curves(plan), f"{100 * plan.settings['fraction']:g}%"
+    table = results(nb)
+    mine = table[table.setting == anchor["setting"]].groupby("method")["best"].mean()   # mean of the seeds' best
     rows = {}
     for m, part in curves.groupby("method", sort=False):
-        best = part.loc[part.accuracy.idxmax()]
-        rows[plan.label(m)] = {"rounds run": int(part["round"].max()),
+        best, last = part.loc[part.accuracy.idxmax()], int(part["round"].max())
+        low = reduced[reduced.method == m].set_index("round").accuracy
+        rows[plan.label(m)] = {"rounds run": last,
                                "ours: best round": f"{best.accuracy:.2f} (round {int(best['round'])})",
                                "ours: last round": f"{part.accuracy.iloc[-1]:.2f}",
+                               f"ours, {frac} of the data: round {last}": f"{low[last]:.2f}" if last in low else "-",
+                               f"ours, {frac}: best round of {plan.rounds} (the ranked table's)":
+                                   f"{mine[m]:.2f}" if m in mine else "-",
                                "PFLlib, 2,000 rounds (reference)": f"{ref[m][key]:.2f}" if m in ref else "-"}
-    fig = nb.figure(anchor_figure(plan, curves), f"{plan.setting_label(anchor['setting'])}, all of Fashion-MNIST, "
-                    f"seed {anchor['seed']}: our curves against PFLlib's published numbers", "anchor")
+    fig = nb.figure(anchor_figure(plan, curves, reduced), f"{plan.setting_label(anchor['setting'])}: our curves "
+                    f"with all of Fashion-MNIST (seed {anchor['seed']}) and with {frac} of it (seed mean), against "
+                    "PFLlib's published numbers", "anchor")
     table = nb.table(f"**The anchor: all of Fashion-MNIST on {plan.setting_label(anchor['setting'])}, seed "
                      f"{anchor['seed']}, {plan.settings['anchor_rounds']} rounds (ours) against PFLlib's 2,000 rounds "
                      "(reference data).**", pd.DataFrame(rows).T)

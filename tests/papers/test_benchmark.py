@@ -241,17 +241,27 @@ def test_the_anchor_is_fedavg_and_fedproto_on_pat_with_all_of_the_data(converged
 def test_anchor_curves_and_figure_from_the_round_records(converged, monkeypatch):
     from fedlib import results
 
-    def rounds(cfg, seed):
-        assert seed == 0
+    def rounds(cfg, seed):   # the anchor (seed 0): 10, 20, 30; the 5% pat runs: seed / 10 + 1, 2, ..., 5 (FedAvg)
         rule = "acc_proto" if cfg["algorithm"]["name"] == "fedproto" else "acc_head"
-        return [{"round": r, "acc": {rule: {"weighted": r / 10, "mean": 0.0}, "acc_x": {"weighted": 1.0}}}
-                for r in (1, 2, 3)]
+        if cfg["name"].startswith("benchmark/anchor/"):
+            assert seed == 0
+            return [{"round": r, "acc": {rule: {"weighted": r / 10, "mean": 0.0}, "acc_x": {"weighted": 1.0}}}
+                    for r in (1, 2, 3)]
+        assert cfg["name"].startswith("benchmark/pat/") and seed in (0, 1, 2)
+        if cfg["algorithm"]["name"] == "fedproto" and seed == 2:
+            return []   # not finished: the mean is over the other two seeds
+        return [{"round": r, "acc": {rule: {"weighted": (r + seed / 10) / 100}}} for r in range(1, 6)]
 
     monkeypatch.setattr(results, "rounds", rounds)
     curves = B.anchor_curves(converged, train=False)
     assert curves.groupby("method").accuracy.apply(list).to_dict() == {"fedavg": [10.0, 20.0, 30.0],
                                                                        "fedproto": [10.0, 20.0, 30.0]}
-    fig = B.anchor_figure(converged, curves)
+    reduced = B.reduced_curves(converged)
+    assert reduced[reduced.method == "fedavg"].accuracy.round(6).tolist() == [1.1, 2.1, 3.1, 4.1, 5.1]
+    assert reduced[reduced.method == "fedproto"].accuracy.round(6).tolist() == [1.05, 2.05, 3.05, 4.05, 5.05]
+    assert reduced.groupby("method").seeds.max().to_dict() == {"fedavg": 3, "fedproto": 2}
+    fig = B.anchor_figure(converged, curves, reduced)
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert labels == ["FedAvg (ours)", "FedAvg: PFLlib, 2,000 rounds (80.41)", "FedProto (ours)",
-                      "FedProto: PFLlib, 2,000 rounds (99.49)"]
+    assert labels == ["FedAvg (ours, all of the data)", "FedAvg (ours, 5% of the data, mean of 3 seeds)",
+                      "FedAvg: PFLlib, 2,000 rounds (80.41)", "FedProto (ours, all of the data)",
+                      "FedProto (ours, 5% of the data, mean of 2 seeds)", "FedProto: PFLlib, 2,000 rounds (99.49)"]
