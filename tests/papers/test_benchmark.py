@@ -149,6 +149,12 @@ def test_converged_claims_on_rising_curves_are_inconclusive_and_the_table_says_w
     assert "plateaued" not in B.ranked(converged, table).columns
 
 
+def table(acc: dict) -> list[dict]:
+    """Score rows from ``{setting: {method: accuracy}}``: seeds 0-2, seed s adding s / 10 (a seed std of 0.08)."""
+    return [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head", "floats": 1.0,
+             "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
+
+
 def test_each_papers_method_is_judged_at_home_and_away(converged):
     """MP-FedCL (home: dir) wins at home by 10 points and loses on pat to FedProto by 15, seed std 0.08: supported
     at home, not supported away; FedMPS runs on nway only, so its away claim is not tested and says why."""
@@ -156,8 +162,7 @@ def test_each_papers_method_is_judged_at_home_and_away(converged):
 
     acc = {"dir": {"mpfedcl": 90.0, "fedproto": 80.0, "fedavg": 60.0},
            "pat": {"mpfedcl": 70.0, "fedproto": 85.0, "fedavg": 50.0}}
-    rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
-             "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
+    rows = table(acc)
     got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
     home = got["MP-FedCL beats every other method in its paper's kind of setting (strongest rival on dir: FedProto)"]
     away = got["MP-FedCL also beats every other method outside its paper's kind of setting (strongest rival on pat: "
@@ -177,16 +182,14 @@ def test_each_papers_method_is_judged_at_home_and_away(converged):
     # winning on both away settings by 5 points (ProtoNorm at home on hetero, here away on dir and pat)
     for s in acc:
         acc[s]["protonorm"] = max(acc[s].values()) + 5
-    rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
-             "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
+    rows = table(acc)
     got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
     away = got["ProtoNorm also beats every other method outside its paper's kind of setting (strongest rival on pat: "
                "FedProto, on dir: MP-FedCL)"]
     assert away.verdict == claims.SUPPORTED
     # FedIC's Table 1 is Pat and Pra: both are its own ground, and it must win on both (here it loses on pat)
     acc["dir"]["fedic"], acc["pat"]["fedic"] = 99.0, 80.0
-    rows = [{"setting": s, "seed": seed, "method": m, "best": a + seed / 10, "last": a, "rule": "head",
-             "floats": 1.0, "seconds": 1.0} for s, accs in acc.items() for seed in (0, 1, 2) for m, a in accs.items()]
+    rows = table(acc)
     got = {c.claim: c for c in B.ledger(converged, pd.DataFrame(rows))}
     fedic_home = got["FedIC beats every other method in its paper's kind of setting (strongest rival on pat: "
                      "ProtoNorm, on dir: ProtoNorm)"]
