@@ -523,18 +523,36 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
 @papers.command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.benchmark [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: run every
-    (setting, method) of the profile headless and print the ranked table."""
-    from fedlib import report
+    """``python -m fedlib.papers.benchmark [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train every
+    run of the profile the results folder and the run archive lack (every (setting, method, seed) and the anchor's,
+    costliest first, in one pool: :func:`jobs`), then print the ranked table and the anchor's. A failed run is named
+    and left out (exit status 1); the rest are shown."""
+    from fedlib import report, results
+    from fedlib.grid import run_many
+    from fedlib.runner import RunsFailed
 
     parser = papers.cli("python -m fedlib.papers.benchmark", main.__doc__)
     args, plan = papers.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
-    table = scores(plan, obtain(plan, workers=args.workers))
+    grid = jobs(plan)
+    todo = [(c, s) for c, s in grid if results.find(c, s)[1] is None]
+    print(f"benchmark, profile {plan.profile}: {len(grid) - len(todo)} of {len(grid)} runs finished (results folder "
+          f"or run archive); training {len(todo)}")
+    failed = None
+    try:
+        run_many(todo, workers=args.workers, desc=f"benchmark {plan.profile}")
+    except RunsFailed as exc:   # the others finished: show them, name the failures, exit 1
+        failed = exc
+        print(f"benchmark: {exc}")
+    table = scores(plan, obtain(plan, train=False))
     print(f"Benchmark, {plan.setting_text()}; best round, sample-weighted (%)")
     print(report.to_markdown(ranked(plan, table)))
-    return 0
+    curves = anchor_curves(plan, train=False)
+    for m, part in curves.groupby("method", sort=False):
+        print(f"anchor (all of the data, {plan.setting_label(plan.spec['anchor']['setting'])}): {plan.label(m)} best "
+              f"{part.accuracy.max():.2f}, last {part.accuracy.iloc[-1]:.2f} after {int(part['round'].max())} rounds")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -227,6 +227,33 @@ def test_a_failed_run_is_named_and_the_other_settings_still_run(monkeypatch, cap
     assert set(got) == {("dir", "local", 0)} | {("hetero", m, 0) for m in ("local", "fedproto", "protonorm")}
 
 
+def test_the_headless_command_trains_what_is_missing_anchor_included_in_one_pool(monkeypatch, capsys):
+    """``python -m fedlib.papers.benchmark --profile converged``: one pool over every missing run, the anchor's too (the
+    notebook's anchor cell trains it; the command used to leave it out), then the tables from what finished."""
+    from fedlib import grid, results
+    from fedlib.runner import RunsFailed
+
+    plan = B.load_plan("converged")
+    everything = B.jobs(plan)
+    missing = [(c["name"], s) for c, s in everything if c["name"].startswith("benchmark/anchor/")] + [
+        (c["name"], s) for c, s in everything if c["name"] == "benchmark/hetero/gfpl"]   # 2 + 3 runs
+    done = {"metrics": {rule: {"best_weighted": 0.5, "last_weighted": 0.5} for rule in ("acc_head", "acc_proto")}}
+    pools = []
+
+    def run_many(jobs, workers=None, desc=""):
+        pools.append([(c["name"], s) for c, s in jobs])
+        raise RunsFailed(f"1 of {len(jobs)} runs failed: {jobs[0][0]['name']} seed {jobs[0][1]}: KeyError")
+
+    monkeypatch.setattr(grid, "run_many", run_many)
+    monkeypatch.setattr(results, "find", lambda cfg, seed: (cfg, None if (cfg["name"], seed) in missing else done))
+    monkeypatch.setattr(results, "rounds", lambda cfg, seed: [])
+    assert B.main(["--profile", "converged"]) == 1
+    assert len(pools) == 1 and sorted(pools[0]) == sorted(missing)   # one pool, the anchor's runs in it
+    out = capsys.readouterr().out
+    assert f"{len(everything) - 5} of {len(everything)} runs finished (results folder or run archive); training 5" in out
+    assert "benchmark: 1 of 5 runs failed" in out and "| FedAvg |" in out
+
+
 def test_the_anchor_is_fedavg_and_fedproto_on_pat_with_all_of_the_data(converged):
     anchors = B.anchor_configs(converged)
     pat = B.configs(converged)
