@@ -450,13 +450,13 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
         return judge_all(text, source, [(a, b, setting)])
 
     def judge_all(text, source, pairs):   # holds where a beats b on every (a, b, setting) of pairs
-        for a, b, setting in pairs:
-            if not paired(setting, a, b)[0]:
+        values = [paired(setting, a, b) for a, b, setting in pairs]
+        for (a, b, setting), (va, _) in zip(pairs, values, strict=True):
+            if not va:
                 return claims.untested(text, source, f"{plan.label(a)} and {plan.label(b)} share no finished seed on "
                                        f"{setting}")
         tests, evidence, still, holds, n = [], [], [], True, None
-        for a, b, setting in pairs:
-            va, vb = paired(setting, a, b)
+        for (a, b, setting), (va, vb) in zip(pairs, values, strict=True):
             tests.append(claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb))
             evidence.append(f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
                             f"{plan.setting_label(setting)}")
@@ -498,14 +498,14 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
             out.append(judge_all(f"{plan.label(method)} beats every other method in its paper's kind of setting "
                                  f"(strongest rival {rivals(home)})", plan.label(method), home))
         # the same method off its own ground: against the strongest other method of each other setting it runs on
-        away = [(method, strongest(method, s), s) for s in plan.setting_names()
-                if s not in homes and per_seed(s, method) and strongest(method, s) is not None]
+        away = [(method, b, s) for s in plan.setting_names() if s not in homes and per_seed(s, method)
+                for b in [strongest(method, s)] if b is not None]
         text = f"{plan.label(method)} also beats every other method outside its paper's kind of setting"
         source = f"{plan.label(method)} (its state-of-the-art claim, on the other papers' settings)"
         if not away:
             why = "; ".join(f"{s}: {plan.why_not(method, s)}" for s in plan.setting_names() if plan.why_not(method, s))
-            out.append(claims.untested(text, source, f"{plan.label(method)} has no finished run outside its own kind of setting"
-                                       + (f" ({why})" if why else "")))
+            out.append(claims.untested(text, source, f"{plan.label(method)} has no finished run outside its own kind "
+                                       "of setting" + (f" ({why})" if why else "")))
         else:
             out.append(judge_all(f"{text} (strongest rival {rivals(away)})", source, away))
     return out
