@@ -250,7 +250,8 @@ def test_the_headless_command_trains_what_is_missing_anchor_included_in_one_pool
     assert B.main(["--profile", "converged"]) == 1
     assert len(pools) == 1 and sorted(pools[0]) == sorted(missing)   # one pool, the anchor's runs in it
     out = capsys.readouterr().out
-    assert f"{len(everything) - 5} of {len(everything)} runs finished (results folder or run archive); training 5" in out
+    finished = f"{len(everything) - 5} of {len(everything)} runs finished"
+    assert f"{finished} (results folder or run archive); training 5" in out
     assert "benchmark: 1 of 5 runs failed" in out and "| FedAvg |" in out
 
 
