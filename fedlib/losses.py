@@ -11,8 +11,9 @@ def supcon(vectors: torch.Tensor, labels: torch.Tensor, tau: float, scale: float
     """Supervised contrastive loss over a set of labelled vectors (SupContrast's form).
 
     Every vector is an anchor; its denominator runs over all other vectors, its positives
-    are the other vectors with the same label; similarities are dot products over ``tau``
-    (row maxima subtracted for stability, as SupContrast). The loss is ``-scale`` times the
+    are the other vectors with the same label; similarities are dot products over ``tau``;
+    the denominator is a log-sum-exp (the same number as SupContrast's, which subtracts the
+    row maximum and can underflow to ``log 0``, NaN). The loss is ``-scale`` times the
     mean over anchors (those with at least one positive) of the mean log-probability of
     their positives; 0 when no anchor has a positive.
 
@@ -24,11 +25,14 @@ def supcon(vectors: torch.Tensor, labels: torch.Tensor, tau: float, scale: float
     """
     n = len(labels)
     logits = vectors @ vectors.T / tau
-    logits = logits - logits.max(dim=1, keepdim=True).values.detach()
     not_self = ~torch.eye(n, dtype=torch.bool, device=vectors.device)
     positive = (labels.unsqueeze(0) == labels.unsqueeze(1)) & not_self
-    denom = (torch.exp(logits) * not_self).sum(dim=1, keepdim=True)
-    log_prob = logits - torch.log(denom)
+    # log of the denominator as a log-sum-exp over the other vectors only: SupContrast's
+    # exp-then-sum (after subtracting the row maximum, which is the anchor's own similarity
+    # for normalised vectors) underflows to log(0) when every other vector is far below it
+    lowest = torch.finfo(logits.dtype).min  # not -inf: a lone vector would give a NaN gradient
+    log_denom = torch.logsumexp(logits.masked_fill(~not_self, lowest), dim=1, keepdim=True)
+    log_prob = torch.where(positive, logits - log_denom, torch.zeros_like(logits))
     n_pos = positive.sum(dim=1)
     keep = n_pos > 0
     # masked means rather than boolean indexing: no value-dependent shapes, so vmap can batch it

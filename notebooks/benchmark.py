@@ -67,7 +67,9 @@ nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=wo
 # (`settings.<setting>.methods` in `params/benchmark/experiments.yaml`): on FedMPS Table II, FedAvg and FedProx
 # average unweighted (the FedMPS code) and FedProto is FedMPS's; on the heterogeneous models FedProto is
 # ProtoNorm's; on Pat and Dir(0.1), FedProc contrasts L2-normalised features (`normalize: true`), because PFLlib's
-# CNN does not normalise them and on its raw features FedProc's loss is NaN in round 2.
+# CNN does not normalise them: FedProc's contrast is defined on unit vectors, and on the raw features its dot
+# products over the temperature run into the thousands (the first runs, before the loss took a log-sum-exp, went
+# NaN in round 2).
 
 # %%
 B.show_settings(nb)

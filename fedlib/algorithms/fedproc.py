@@ -34,8 +34,9 @@ Choices:
   method on a model that L2-normalises them itself (the FedMPS models, ``cnn_fmnist``).
   ``True`` L2-normalises the local features and the global prototypes inside the contrast
   only (cosine similarities over the temperature), for a model whose features are raw:
-  on PFLlib's 4-layer CNN (512-d ReLU outputs) the dot products over 0.5 underflow the
-  SupContrast denominator and the loss is NaN in the first contrastive round. The uploads
+  on PFLlib's 4-layer CNN (512-d ReLU outputs) the dot products over 0.5 run into the
+  thousands, and so does the contrast (SupContrast's exp-then-sum even underflowed to NaN in
+  the first contrastive round; :func:`fedlib.losses.supcon` now takes a log-sum-exp). The uploads
   stay the class means of the raw features (the cross-paper benchmark sets it on its
   ``pat`` and ``dir`` settings).
 - Prototypes are the means of the training-time features of the last local epoch (the

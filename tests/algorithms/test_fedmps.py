@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.fedmps import FedMPS
 from fedlib.engine import Simulator
-from fedlib.losses import kl_loss, supcon_with_prototypes
+from fedlib.losses import kl_loss, supcon, supcon_with_prototypes
 from tests.conftest import R, make_ctx
 from tests.algorithms.test_algorithms import _cifar_shaped, tiny_run
 
@@ -59,6 +59,27 @@ def test_supcon_two_orthogonal_classes_by_hand():
     y = torch.tensor([0, 1])
     loss = supcon_with_prototypes(z, y, z.clone(), tau=1.0)
     assert float(loss) == pytest.approx(-math.log(math.e / (math.e + 2)), rel=1e-6)
+
+
+def test_supcon_finite_when_other_vectors_underflow():
+    # tau = 0.01 and unnormalised vectors: each anchor's own similarity (1e4 for the long
+    # ones) is so far above the others that exp(other - self) underflows to 0 in float32.
+    # The loss is still defined: every anchor's positive dominates its denominator (dots
+    # 1000 against 0, 0), so log p = -log(1 + 2 e^-1000) = 0 to float precision.
+    v = torch.tensor([[10.0, 0.0], [0.0, 10.0], [1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    loss = supcon(v, torch.tensor([0, 1, 0, 1]), tau=0.01)
+    loss.backward()
+    assert float(loss) == 0.0
+    assert torch.isfinite(v.grad).all()
+    # float64 gives the same number where float32 underflowed
+    assert float(supcon(v.detach().double(), torch.tensor([0, 1, 0, 1]), tau=0.01)) == 0.0
+
+
+def test_supcon_lone_vector_is_zero_with_finite_gradient():
+    v = torch.randn(1, 3, requires_grad=True)
+    loss = supcon(v, torch.tensor([0]), tau=0.5)
+    loss.backward()
+    assert float(loss) == 0.0 and torch.equal(v.grad, torch.zeros(1, 3))
 
 
 def test_supcon_gradient_reaches_features_not_prototypes():
