@@ -36,7 +36,7 @@ def supcon(vectors: torch.Tensor, labels: torch.Tensor, tau: float, scale: float
     n_pos = positive.sum(dim=1)
     keep = n_pos > 0
     # masked means rather than boolean indexing: no value-dependent shapes, so vmap can batch it
-    mean_log_prob_pos = (log_prob * positive).sum(dim=1) / n_pos.clamp(min=1)
+    mean_log_prob_pos = log_prob.sum(dim=1) / n_pos.clamp(min=1)   # log_prob is 0 off the positives
     return -scale * ((mean_log_prob_pos * keep).sum() / keep.sum().clamp(min=1))
 
 
