@@ -48,14 +48,17 @@ def add(cfg: dict, seed: int, root: Path | None = None, replace: bool = False) -
     config, compressed log); ``False`` where the run has not finished or is damaged. An entry already
     there that passes its checks is kept (the committed record a report quotes does not change because a
     run was made again: a rerun's timing, commit and machine differ even where its numbers do not),
-    unless ``replace``; a damaged entry is replaced."""
+    unless ``replace`` or the results folder's run holds more rounds (the run extended towards its plateau,
+    :mod:`fedlib.plateau`); a damaged entry is replaced."""
     from fedlib.runner import cached_summary, run_dir
 
     finished = cached_summary(cfg, seed)
     if finished is None:
         return False
-    if not replace and entry(cfg, seed, root).exists() and summary(cfg, seed, root) is not None:
-        return True
+    if not replace and entry(cfg, seed, root).exists():
+        kept = summary({**cfg, "train": {**cfg["train"], "extend_to": None}}, seed, root)
+        if kept is not None and kept["rounds"] >= finished["rounds"]:
+            return True   # an extension (more rounds, same run id) replaces the shorter record
     src, dest = run_dir(cfg, seed), entry(cfg, seed, root)
     dest.mkdir(parents=True, exist_ok=True)
     log = (src / store.LOG).read_bytes()
@@ -76,7 +79,7 @@ def _log_bytes(folder: Path) -> bytes | None:
 def summary(cfg: dict, seed: int, root: Path | None = None) -> dict | None:
     """The archived summary of ``(cfg, seed)`` (marked ``"archived": True``), or ``None`` where
     the archive has no such run or its entry fails a check (a warning then names the file)."""
-    from fedlib.config import run_id
+    from fedlib.config import run_id, target_rounds
 
     folder = entry(cfg, seed, root)
     path = folder / store.SUMMARY
@@ -90,15 +93,17 @@ def summary(cfg: dict, seed: int, root: Path | None = None) -> dict | None:
     if record.get("run_id") != run_id(cfg, seed) or record.get("seed") != seed:
         return _reject(folder, store.SUMMARY, f"is the record of run {record.get('run_id')} seed "
                        f"{record.get('seed')}, not of run {run_id(cfg, seed)} seed {seed}")
-    expected = record.get("diverged_at") or cfg["train"]["rounds"]
-    if record.get("rounds") != expected:
-        return _reject(folder, store.SUMMARY, f"says {record.get('rounds')} rounds, the config {expected}")
+    wrong = store.length_problem(record, cfg["train"]["rounds"])
+    if wrong:
+        return _reject(folder, store.SUMMARY, wrong)
     log = _log_bytes(folder)
     if log is None or len(log) != integrity["log_bytes"] or store.sha256(log) != integrity["log_sha256"]:
         return _reject(folder, LOG_GZ, "missing, unreadable or not the log the summary was written from")
     wrong = store.check_summary(record, store.parse_log(log.decode(errors="replace"))[0], require_hash=True)
     if wrong:
         return _reject(folder, store.SUMMARY, wrong)
+    if store.short_of(record, target_rounds(cfg)):   # sound, but shorter than the extension asked for
+        return None
     return {**record, "cache_hit": True, "archived": True}
 
 

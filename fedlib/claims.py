@@ -7,12 +7,16 @@ Each paper study builds its ledger from the numbers its notebook computed
 our numbers (never the paper's):
 
 - **supported / not supported** need evidence from the paper protocol or the ``converged`` profile
-  (:data:`DECISIVE_PROFILES`) and, when the claim rests on a measured difference, a margin beyond the
-  seed spread (the larger std over seeds of the two sides, ddof 0 as the tables print it) or an exact
-  test below ``alpha``;
-- **inconclusive**: short-profile evidence only, one seed, a margin within the seed spread, or
-  converged-profile runs whose curves have not plateaued by :func:`plateau` (the note says which, and for the
-  last what the verdict would have been);
+  (:data:`DECISIVE_PROFILES`) and, for a measured difference, a margin beyond the seed spread (the larger
+  sample std over seeds of the two sides, ddof 1) or an exact test below ``alpha``. Each comparison a claim
+  rests on is judged on its own (:meth:`Comparison.status`), then combined: one decided against the claim
+  makes it not supported, all decided for it supported;
+- under the ``converged`` profile a comparison counts only once its curves stand still: the side behind
+  must have plateaued (:func:`plateau`), or the margin must stay beyond the spread even after that side gains,
+  for every doubling of its rounds up to :data:`CAP`, as much as it gained over its last doubling (the early
+  decision, :meth:`Trend.reach`; docs/runs.md, "Runs to a plateau", says why this bound);
+- **inconclusive**: short-profile evidence only, one seed, a margin within the seed spread, or a comparison
+  still open because a curve is still rising (the note says which, and what the verdict would have been);
 - **by construction**: true because of how the method is built (stated, not counted as evidence);
 - **not tested**: the note says why.
 
@@ -26,6 +30,8 @@ Tests (:func:`compare`): the exact two-sided Mann-Whitney rank-sum test, and whe
 the same seeds (so on the same partition per seed) the exact paired sign-flip permutation test of the
 mean difference. :func:`smallest_p` states what a design can reach at best: 3 vs 3 seeds cannot go
 below p = 0.10 unpaired or 0.25 paired, so with 3 seeds only the margin against the spread can decide.
+A claim that is a threshold on a measured value (at least 10 times fewer, within 1 point) is a comparison
+too: :func:`against_threshold` sets the per-seed values against the threshold, with their own spread.
 """
 
 from __future__ import annotations
@@ -48,13 +54,19 @@ ALPHA = 0.05
 EXACT_TAG = "exact counts:"
 EXACT_COUNTS = f"{EXACT_TAG} independent of seed and training length"
 NOT_PLATEAUED = "converged profile, but curves still rising, so not yet converged evidence:"
+#: the longest a converged-profile run is extended (fedlib.plateau.CAP); a curve still rising is projected to it
+CAP = 400
+# A comparison's state (Comparison.status): decided for or against the claim, a margin within the seed spread,
+# or still open because the side behind is still rising (and the early decision does not settle it).
+FOR, AGAINST, WITHIN, OPEN = "for", "against", "within", "open"
 EXACT_HOLDS = "exact counts, fixed by what the method sends: true by construction, not counted as evidence"
 
 
 @dataclasses.dataclass
 class Claim:
     """One claim: what the paper says and where, our evidence, the verdict and why, and the profile
-    whose runs gave the evidence (``""`` where no run did)."""
+    whose runs gave the evidence (``""`` where no run did). ``tests`` are the comparisons it was judged on
+    (what :mod:`fedlib.evidence` plans from); they are not part of the ledger's table."""
 
     claim: str
     source: str
@@ -62,6 +74,7 @@ class Claim:
     verdict: str
     note: str = ""
     profile: str = ""
+    tests: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------------------- tests
@@ -99,12 +112,64 @@ def paired_p(a: Sequence[float], b: Sequence[float]) -> float:
     return float(res.pvalue)
 
 
+# ---------------------------------------------------------------------------------------------- trends
+
+@dataclasses.dataclass(frozen=True)
+class Trend:
+    """Where one side's seed curves stand, for the early decision: the ``rounds`` they hold, whether the
+    seed-mean curve ``plateaued`` (:func:`plateau`) and its ``rise``, and ``gain``, what the seed-mean of the
+    per-seed best-so-far curves gained over the last doubling of the rounds (from round ``rounds // 2`` to the end).
+    ``group`` names the runs (a :class:`fedlib.plateau.Group`) so that the evidence planner can extend them."""
+
+    label: str
+    rounds: int
+    plateaued: bool
+    rise: float
+    gain: float
+    group: object = dataclasses.field(default=None, compare=False, repr=False)
+
+    def reach(self, cap: int = CAP) -> float:
+        """How much this side's best-so-far mean can still gain, at most, by ``cap`` rounds: 0 once plateaued,
+        else :attr:`gain` for every doubling of the rounds up to ``cap`` (at least one: a curve still rising at
+        the cap has not stopped). The bound assumes accuracy gains no more per doubling of the rounds than it
+        did over the last one (concave in log rounds), which the archived curves bear out (docs/runs.md)."""
+        if self.plateaued:
+            return 0.0
+        doublings = max(1, math.ceil(math.log2(cap / self.rounds))) if self.rounds < cap else 1
+        return doublings * max(self.gain, 0.0)
+
+    def plateau_text(self) -> str:
+        """:func:`plateau_text` of the seed-mean curve: ``""`` once plateaued."""
+        return "" if self.plateaued else (
+            "not plateaued" + ("" if math.isnan(self.rise) else f" (+{self.rise:.2f} in the last 20% of rounds)"))
+
+    def text(self) -> str:
+        """``FedAvg (dir): 100 rounds, still rising (+1.45 in the last 20%)`` or ``... plateaued``."""
+        state = "plateaued" if self.plateaued else f"still rising (+{self.rise:.2f} in the last 20%)"
+        return f"{self.label}: {self.rounds} rounds, {state}"
+
+
+def trend(label: str, curves: Sequence[Sequence[float]], group=None) -> Trend:
+    """The :class:`Trend` of per-seed accuracy curves (points, one value per evaluated round; diverged seeds left
+    out by the caller), cut to the shortest."""
+    if not curves:
+        raise ValueError(f"trend({label!r}): no curve")
+    n = min(len(c) for c in curves)
+    y = np.asarray([c[:n] for c in curves], float)
+    done, rise = plateau(y.mean(axis=0))
+    best = np.fmax.accumulate(np.nan_to_num(y, nan=-np.inf), axis=1).mean(axis=0)
+    half = max(0, n // 2 - 1)
+    return Trend(label, n, done, rise, float(best[-1] - best[half]) if n > 1 else math.nan, group)
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """``a`` (the side the claim says is ahead) against ``b``: ``margin = mean(a) - mean(b)`` in
-    points, ``spread`` the larger std over seeds of the two sides (NaN with one seed), ``p`` the exact
-    test's two-sided p (paired when the two sides share their seeds; None with one seed or from
-    summaries only), ``p_min`` the smallest p the design can reach and ``n`` the seeds per side."""
+    points, ``spread`` the larger sample std (ddof 1) over seeds of the two sides (NaN with one seed), ``p``
+    the exact test's two-sided p (paired when the two sides share their seeds; None with one seed or from
+    summaries only), ``p_min`` the smallest p the design can reach and ``n`` the seeds per side.
+    ``a_trend`` / ``b_trend`` (:class:`Trend`): where each side's curves stand, for a converged-profile
+    comparison of best-so-far values (None: a fixed budget, nothing to project)."""
 
     label: str
     margin: float
@@ -113,6 +178,8 @@ class Comparison:
     p: float | None = None
     p_min: float | None = None
     paired: bool = False
+    a_trend: Trend | None = None
+    b_trend: Trend | None = None
 
     @property
     def decisive(self) -> bool:
@@ -121,6 +188,28 @@ class Comparison:
             return False
         beyond = not math.isnan(self.spread) and abs(self.margin) > self.spread
         return beyond or (self.p is not None and self.p < ALPHA)
+
+    @property
+    def behind(self) -> Trend | None:
+        """The trend of the side the margin has behind (``b`` for a positive margin)."""
+        return self.b_trend if self.margin > 0 else self.a_trend
+
+    def status(self, converged: bool = True) -> str:
+        """:data:`FOR` or :data:`AGAINST` the claim where decided, :data:`WITHIN` the seed spread, or :data:`OPEN`:
+        under the ``converged`` profile, the side behind still rising and its :meth:`Trend.reach` able to close
+        the margin to within the spread."""
+        if not self.decisive:
+            return WITHIN
+        behind = self.behind if converged else None
+        if behind is not None and not behind.plateaued:
+            spread = 0.0 if math.isnan(self.spread) else self.spread
+            if abs(self.margin) - behind.reach() <= spread:
+                return OPEN
+        return FOR if self.margin > 0 else AGAINST
+
+    def rising_text(self) -> str:
+        """The sides of this comparison still rising, with their trends; ``""`` where none is."""
+        return "; ".join(t.text() for t in (self.a_trend, self.b_trend) if t is not None and not t.plateaued)
 
     def text(self) -> str:
         """``A - B +0.46 (seed std 2.90, paired exact p 0.25, smallest possible 0.25, n = 3)``."""
@@ -131,10 +220,12 @@ class Comparison:
         return f"{self.label} {self.margin:+.2f} (seed std {self.spread:.2f}{test}, n = {self.n})"
 
 
-def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = True) -> Comparison:
+def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = True, a_trend: Trend | None = None,
+            b_trend: Trend | None = None) -> Comparison:
     """The :class:`Comparison` of per-seed values ``a`` against ``b`` (NaN seeds dropped, pairwise
     when ``paired``). ``paired`` says that entry i of both lists is the same seed, so the same
-    partition; the paired test is then used, else the rank-sum test."""
+    partition; the paired test is then used, else the rank-sum test. The trends (:func:`trend`) say where each
+    side's curves stand, for a converged-profile comparison of best-so-far values."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if paired:
         if len(a) != len(b):
@@ -148,12 +239,35 @@ def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = T
     if n == 0:
         raise ValueError(f"compare({label!r}): a side has no finite value")
     margin = float(a.mean() - b.mean())
+    trends = {"a_trend": a_trend, "b_trend": b_trend}
     if n < 2:
-        return Comparison(label, margin, math.nan, n)
-    spread = float(max(a.std(), b.std()))
+        return Comparison(label, margin, math.nan, n, **trends)
+    spread = float(max(sample_std(a), sample_std(b)))
     if paired:
-        return Comparison(label, margin, spread, n, paired_p(a, b), smallest_p(n, paired=True), True)
-    return Comparison(label, margin, spread, n, rank_sum_p(a, b), smallest_p(len(a), len(b)))
+        return Comparison(label, margin, spread, n, paired_p(a, b), smallest_p(n, paired=True), True, **trends)
+    return Comparison(label, margin, spread, n, rank_sum_p(a, b), smallest_p(len(a), len(b)), **trends)
+
+
+def sample_std(values: Sequence[float]) -> float:
+    """The sample std (ddof 1) of per-seed values; NaN with fewer than two. Every seed spread of the suite."""
+    v = np.asarray(values, float)
+    v = v[~np.isnan(v)]
+    return float(v.std(ddof=1)) if len(v) > 1 else math.nan
+
+
+def against_threshold(label: str, values: Sequence[float], threshold: float, trend_: Trend | None = None) -> Comparison:
+    """A claim that a measured value is above ``threshold`` (orient it so: ``values`` are what must exceed it) as a
+    :class:`Comparison`: margin ``mean(values) - threshold``, spread the values' sample std, the one-sample
+    sign-flip test of the differences; with one seed, no spread (inconclusive)."""
+    v = np.asarray(values, float)
+    v = v[~np.isnan(v)]
+    if not len(v):
+        raise ValueError(f"against_threshold({label!r}): no finite value")
+    margin = float(v.mean() - threshold)
+    if len(v) < 2:
+        return Comparison(label, margin, math.nan, len(v), a_trend=trend_)
+    return Comparison(label, margin, sample_std(v), len(v), paired_p(v, np.full_like(v, threshold)),
+                      smallest_p(len(v), paired=True), True, a_trend=trend_)
 
 
 def from_summary(label: str, a: tuple, b: tuple) -> Comparison:
@@ -171,16 +285,16 @@ def verdict(holds: bool | None, profile: str, seeds: int, tests: Sequence[Compar
     """The verdict of one claim and why, by the rule of this module's docstring.
 
     ``holds``: the claim's rule on our numbers (``None``: not evaluated). ``tests``: the measured
-    differences the claim rests on, each oriented so that a positive margin is what the claim says;
-    given, they decide (any decisive counter-margin: not supported; all decisive and positive:
-    supported); ``()`` for a claim that rests on no difference (a threshold on a multi-seed measure),
-    ``None`` for a difference whose per-seed values are not at hand (inconclusive). ``exact``: the numbers are
-    counts that depend on neither seed nor training length (by construction where they hold, not
-    supported where they do not). ``construction``: why the claim is true by
-    construction (then it is stated, not counted as evidence). ``rising``: the runs behind the claim whose
-    curves have not plateaued (:func:`plateau_text` of each, named); under the ``converged`` profile it caps a
-    supported / not supported verdict at inconclusive, since a curve still rising is not yet converged
-    evidence (the paper protocol's fixed rounds are not capped: they are the paper's own budget).
+    differences the claim rests on, each oriented so that a positive margin is what the claim says; each is
+    judged on its own (:meth:`Comparison.status`, its trends deciding under the ``converged`` profile), then
+    combined: any decided against the claim, not supported; all decided for it, supported; else inconclusive.
+    ``None`` for a difference whose per-seed values are not at hand (inconclusive); ``()`` only with ``exact`` or
+    ``construction`` (a measured claim with no comparison has nothing to judge its margin by: inconclusive).
+    ``exact``: the numbers are counts that depend on neither seed nor training length (by construction where
+    they hold, not supported where they do not). ``construction``: why the claim is true by construction (then
+    it is stated, not counted as evidence). ``rising``: runs behind the claim, outside ``tests``, whose curves
+    have not plateaued (:func:`plateau_text` of each, named); under the ``converged`` profile they cap a decided
+    verdict at inconclusive (the paper protocol's fixed rounds are not capped: they are the paper's own budget).
     """
     v, why = _verdict(holds, profile, seeds, tests, exact, construction)
     if rising and profile == "converged" and not (exact or construction) and v in (SUPPORTED, NOT_SUPPORTED):
@@ -206,14 +320,36 @@ def _verdict(holds, profile, seeds, tests, exact, construction) -> tuple[str, st
     if tests is None:
         return INCONCLUSIVE, f"{seeds} seeds, but their per-seed values were not at hand to judge the margin"
     if not tests:
-        return (SUPPORTED if holds else NOT_SUPPORTED), f"{seeds} seeds"
-    against = [t for t in tests if t.decisive and t.margin <= 0]
+        return INCONCLUSIVE, f"{seeds} seeds, but no per-seed comparison to judge the margin against the seed spread"
+    return combine(tests, profile == "converged")
+
+
+def combine(tests: Sequence[Comparison], converged: bool) -> tuple[str, str]:
+    """Each comparison judged (:meth:`Comparison.status`), then combined into a verdict and why: any against
+    the claim, not supported (the others named too, as open or within the spread); all for it, supported; else
+    inconclusive, saying which comparisons are within the spread and which are open, with what the still-rising
+    sides gained and what the verdict would be were they plateaued."""
+    state = {t: t.status(converged) for t in tests}
+    against = [t for t in tests if state[t] == AGAINST]
+    early = [t for t in tests if state[t] in (FOR, AGAINST) and t.behind is not None and not t.behind.plateaued]
+    note = ("; decided before the curves plateaued (early decision): " + "; ".join(
+        f"{t.label}: {t.behind.text()}, at most +{t.behind.reach():.2f} to come" for t in early)) if converged and early else ""
     if against:
-        return NOT_SUPPORTED, "beyond the seed spread against the claim: " + "; ".join(t.text() for t in against)
-    within = [t for t in tests if not t.decisive or t.margin <= 0]
+        return NOT_SUPPORTED, "beyond the seed spread against the claim: " + "; ".join(t.text() for t in against) + note
+    within = [t for t in tests if state[t] == WITHIN]
+    open_ = [t for t in tests if state[t] == OPEN]
+    if not within and not open_:
+        return SUPPORTED, "beyond the seed spread: " + "; ".join(t.text() for t in tests) + note
+    parts = []
     if within:
-        return INCONCLUSIVE, "margin within the seed spread: " + "; ".join(t.text() for t in within)
-    return SUPPORTED, "beyond the seed spread: " + "; ".join(t.text() for t in tests)
+        parts.append("margin within the seed spread: " + "; ".join(t.text() for t in within))
+    if open_:
+        would = SUPPORTED if not within and all(t.margin > 0 for t in open_) else (
+            NOT_SUPPORTED if any(t.margin <= 0 for t in open_) else INCONCLUSIVE)
+        parts.append(f"{NOT_PLATEAUED} " + "; ".join(
+            f"{t.text()}, the side behind could still gain up to {t.behind.reach():.2f} ({t.rising_text()})"
+            for t in open_) + (f" (would be {would} were they plateaued)" if would != INCONCLUSIVE else ""))
+    return INCONCLUSIVE, "; ".join(parts) + note
 
 
 def claim(text: str, source: str, evidence: str, holds: bool | None, profile: str, seeds: int,
@@ -221,7 +357,7 @@ def claim(text: str, source: str, evidence: str, holds: bool | None, profile: st
           construction: str = "", rising: str = "") -> Claim:
     """A :class:`Claim` judged by :func:`verdict`; the rule's reason follows ``note``."""
     v, why = verdict(holds, profile, seeds, tests, exact, construction, rising)
-    return Claim(text, source, evidence, v, "; ".join(x for x in (note, why) if x), profile)
+    return Claim(text, source, evidence, v, "; ".join(x for x in (note, why) if x), profile, tuple(tests or ()))
 
 
 def untested(claim: str, source: str, why: str) -> Claim:
@@ -326,16 +462,19 @@ def write(section, claims: list[Claim], record: bool = True) -> pd.DataFrame:
     return frame
 
 
-def versus_best(name: str, values: dict[str, Sequence[float]], paired: bool = True) -> Comparison:
+def versus_best(name: str, values: dict[str, Sequence[float]], paired: bool = True,
+                trends: dict | None = None) -> Comparison:
     """``name`` against the best other entry of ``values`` (``{label: per-seed values}``, highest mean):
     the comparison a "best of all" claim rests on; paired when ``paired`` and both sides have as many seeds,
-    else the rank-sum test."""
+    else the rank-sum test. ``trends``: ``{label: Trend}`` where the sides' curves are known."""
     if name not in values or len(values) < 2:
         raise ValueError(f"versus_best: need {name!r} and at least one other among {sorted(values)}")
     mean = {k: float(np.nanmean(v)) for k, v in values.items()}
     rival = max((k for k in values if k != name), key=mean.get)
     same = len(values[name]) == len(values[rival])  # runs of other seeds cannot pair up
-    return compare(f"{name} - {rival}", values[name], values[rival], paired and same)
+    trends = trends or {}
+    return compare(f"{name} - {rival}", values[name], values[rival], paired and same, trends.get(name),
+                   trends.get(rival))
 
 
 _CELL = re.compile(r"(?<!\\)\|")

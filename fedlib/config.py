@@ -45,6 +45,10 @@ NON_SEMANTIC = ("name", "data_root", "results_dir")
 REFERENCE_PLACEMENT = {"device": "cpu", "executor": "sequential"}
 # Training settings added after runs existed, at the value that changes nothing: left out of run ids.
 TRAIN_NEUTRAL = {"lr_decay": 1.0, "shuffle": True}
+# Training settings that say how far to take a run, not what it computes: never in a run id. ``extend_to`` trains a
+# run past ``rounds`` (its first ``rounds`` rounds are those of the run without it: ``Round.total`` stays
+# ``rounds``), so extending a run towards its plateau keeps its id and its first rounds (fedlib.plateau).
+TRAIN_EXTENT = ("extend_to",)
 EXECUTOR_CHOICES = ("auto", "sequential", "batched")
 
 
@@ -54,7 +58,8 @@ TRAIN_RULES = {
     "local_epochs": Interval(1, None, integer=True), "batch_size": Interval(1, None, integer=True),
     "lr": Interval(0, None, low_open=True), "momentum": Interval(0, 1, high_open=True),
     "weight_decay": Interval(0, None), "drop_last": BOOL,
-    "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True), "shuffle": BOOL}
+    "eval_every": Interval(1, None, integer=True), "lr_decay": Interval(0, 1, low_open=True), "shuffle": BOOL,
+    "extend_to": Interval(1, None, integer=True, allow_none=True)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +71,12 @@ class TrainConfig(TrainSettings):
     rounds: int = 100
     participation: float = 1.0
     eval_every: int = 1
+    extend_to: int | None = None
 
     def __post_init__(self):
         check_fields(self, TRAIN_RULES, prefix="train")
+        if self.extend_to is not None and self.extend_to < self.rounds:
+            raise ConfigError("train.extend_to", self.extend_to, f"null or an integer of at least train.rounds ({self.rounds})")
 
     def settings(self) -> TrainSettings:
         """The part algorithms see, floats as floats."""
@@ -292,7 +300,7 @@ def run_id(cfg: dict, seed: int) -> str:
             body.pop(key, None)
     if "train" in body:
         body["train"] = {k: v for k, v in body["train"].items()
-                         if not (k in TRAIN_NEUTRAL and v == TRAIN_NEUTRAL[k])}
+                         if not (k in TRAIN_NEUTRAL and v == TRAIN_NEUTRAL[k]) and k not in TRAIN_EXTENT}
     algo = dict(body["algorithm"])
     for field, neutral in getattr(ALGORITHMS.get(algo["name"]), "NEUTRAL", {}).items():
         if field in algo and algo[field] == neutral:
@@ -301,6 +309,11 @@ def run_id(cfg: dict, seed: int) -> str:
     body.update(seed=seed, cache_version=CACHE_VERSION)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
 
+
+
+def target_rounds(cfg: dict) -> int:
+    """How many rounds a run of ``cfg`` trains: ``train.extend_to`` where set, else ``train.rounds``."""
+    return cfg["train"].get("extend_to") or cfg["train"]["rounds"]
 
 
 def run_dir(cfg: dict, seed: int) -> Path:

@@ -167,13 +167,19 @@ class Simulator:
     resumes from the last consistent point found there. ``clients`` replaces the in-process clients
     (:class:`LocalClients` on ``data`` with ``executor``) by another cohort; ``data`` is then unused.
     ``on_round(r)`` is called after round ``r`` is stored (a grid's progress bar moves with it).
+    ``total`` (default ``rounds``) is the run's own length, what :class:`Round` tells the method: a run extended
+    past it (``train.extend_to``) trains its first ``total`` rounds exactly as the run without the extension did,
+    and both evaluate after round ``total``.
     """
 
     def __init__(self, algorithm: Algorithm, ctx: Context, data: FederatedData | None, rounds: int,
                  participation: float = 1.0, eval_every: int = 1, run_dir: str | os.PathLike | None = None,
                  checkpoint_every: int = 1, progress: bool = True, desc: str | None = None,
-                 executor: str = "sequential", clients=None, on_round=None):
+                 executor: str = "sequential", clients=None, on_round=None, total: int | None = None):
         self.algo, self.ctx, self.data = algorithm, ctx, data
+        self.total = total or rounds
+        if self.total > rounds:
+            raise ValueError(f"Simulator: total {self.total} is more than the {rounds} rounds to train")
         self.on_round = on_round
         self.rounds, self.participation, self.eval_every = rounds, participation, eval_every
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -216,7 +222,7 @@ class Simulator:
 
     # -- one round ---------------------------------------------------------------------
     def round_record(self, round_idx: int) -> Round:
-        return Round(index=round_idx, total=self.rounds, seed=self.ctx.seed, exact=self.exact)
+        return Round(index=round_idx, total=self.total, seed=self.ctx.seed, exact=self.exact)
 
     def evaluate(self, clients, server, round_idx: int) -> dict:
         """Accuracy of every client on its local test set, per rule and convention, with what
@@ -290,7 +296,7 @@ class Simulator:
         if rec["train_loss"] is not None and not math.isfinite(rec["train_loss"]):
             # divergence is a result: the run stops here and no NaN model is scored
             rec["diverged"] = True
-        elif round_idx % self.eval_every == 0 or round_idx == self.rounds:
+        elif round_idx % self.eval_every == 0 or round_idx in (self.total, self.rounds):
             rec.update(self.evaluate(clients, server, round_idx))
         t2 = time.perf_counter()
         rec.update(train_seconds=t1 - t0, eval_seconds=t2 - t1, seconds=t2 - t0)

@@ -47,7 +47,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Round
-from fedlib.config import load_config, run_dir
+from fedlib.config import load_config, run_dir, target_rounds
 from fedlib.data.federated import client_data
 from fedlib.engine import Simulator, client_evaluation, client_receive, message_size
 from fedlib.executors import sequential
@@ -330,9 +330,9 @@ def run_on_grid(grid: Grid, cfg: dict, seed: int, keep_states: bool = True, time
 
                 nodes = DefendedClients(nodes, cfg["defense"], seed)
             t = cfg["train"]
-            sim = Simulator(algo, ctx, None, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
-                            checkpoint_every=t["rounds"], progress=progress, desc=f"{cfg['name']} seed {seed} (Flower)",
-                            clients=nodes)
+            sim = Simulator(algo, ctx, None, target_rounds(cfg), t["participation"], t["eval_every"],
+                            run_dir=folder, checkpoint_every=target_rounds(cfg), progress=progress,
+                            desc=f"{cfg['name']} seed {seed} (Flower)", clients=nodes, total=t["rounds"])
             t0 = time.perf_counter()
             records = sim.run()
             return finish_folder(cfg, seed, folder, algo, ctx, ds, partition, records, t0, "flower")

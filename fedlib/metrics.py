@@ -12,6 +12,7 @@ Over rounds: ``best`` (max of the per-round mean) and ``last``.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 import numpy as np
@@ -109,6 +110,6 @@ def run_numbers(records: list[dict]) -> dict:
 
 
 def over_seeds(summaries: list[dict], key: str, stat: str = "best") -> tuple[float, float]:
-    """Mean and std (ddof 0) over seeds of ``summary["metrics"][key][stat]``."""
+    """Mean and sample std (ddof 1; NaN with one seed) over seeds of ``summary["metrics"][key][stat]``."""
     v = np.asarray([s["metrics"][key][stat] for s in summaries], dtype=float)
-    return float(v.mean()), float(v.std())
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan

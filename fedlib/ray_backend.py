@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 
 from fedlib import backends, store
-from fedlib.config import run_dir, run_id
+from fedlib.config import run_dir, run_id, target_rounds
 from fedlib.runner import (CUDA_WORKERS, Progress, RunsFailed, _rounds_done, cached_summary, config_text, run_lock,
                            run_one)
 
@@ -269,7 +269,7 @@ def run_many(jobs: list[tuple[dict, int]], progress: bool = True, desc: str = "r
     task = ray.remote(max_calls=1)(_task)
     tracker = ray.remote(num_cpus=0)(_Tracker).remote()
     measured = load_measured(roots)
-    total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
+    total = sum(target_rounds(jobs[i][0]) for i in todo)
     bar = tqdm(total=total, desc=f"{desc}: {len(todo)} to run on Ray, {len(jobs) - len(todo)} cached",
                disable=not progress, unit="round")
     watch = Progress(desc, len(jobs), len(jobs) - len(todo), total)
@@ -329,7 +329,7 @@ def _show(bar, watch: Progress, jobs, todo, summaries, failures, running, flight
     for i in todo:
         cfg, seed = jobs[i]
         done = summaries[i] is not None
-        rounds += cfg["train"]["rounds"] if done else flight.get(run_id(cfg, seed), (None, 0))[1]
+        rounds += target_rounds(cfg) if done else flight.get(run_id(cfg, seed), (None, 0))[1]
     per_node: dict = {}
     for i in running.values():
         cfg, seed = jobs[i]

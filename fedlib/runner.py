@@ -24,7 +24,7 @@ import yaml
 from fedlib import store
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Context, Round
-from fedlib.config import TrainConfig, run_dir
+from fedlib.config import TrainConfig, run_dir, target_rounds
 from fedlib.device import deterministic_cuda, machine_record
 from fedlib.data import FederatedData, load_dataset, make_partition
 from fedlib.data.sources import subsample
@@ -192,7 +192,8 @@ def run_lock(folder: Path):
 
 def cached_summary(cfg: dict, seed: int, repair: bool = False) -> dict | None:
     """The summary of a finished, consistent run of ``(cfg, seed)``, or ``None`` (trains nothing)."""
-    summary = store.verify_finished(run_dir(cfg, seed), cfg["train"]["rounds"], repair=repair)
+    summary = store.verify_finished(run_dir(cfg, seed), cfg["train"]["rounds"], repair=repair,
+                                    at_least=target_rounds(cfg))
     return None if summary is None else {**summary, "cache_hit": True}
 
 
@@ -264,9 +265,10 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built, on_round=N
         from fedlib.privacy.defense import DefendedClients
 
         cohort = DefendedClients(local or LocalClients(algo, ctx, data, executor), cfg["defense"], seed)
-    sim = Simulator(algo, ctx, data, t["rounds"], t["participation"], t["eval_every"], run_dir=folder,
+    (folder / store.SUMMARY).unlink(missing_ok=True)   # a run shorter than asked: unfinished until extended
+    sim = Simulator(algo, ctx, data, target_rounds(cfg), t["participation"], t["eval_every"], run_dir=folder,
                     progress=progress, desc=f"{cfg['name']} seed {seed}", executor=executor, clients=cohort,
-                    on_round=on_round)
+                    on_round=on_round, total=t["rounds"])
     t0 = time.perf_counter()
     records = sim.run()
     return finish_folder(cfg, seed, folder, algo, ctx, data.dataset, data.partition, records, t0,
@@ -291,6 +293,8 @@ def finish_folder(cfg: dict, seed: int, folder: Path, algo, ctx: Context, datase
         "machine": machine_record(ctx.device), "executor": executor,
         "code": loaded_code(), "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
+    if len(records) > cfg["train"]["rounds"]:
+        summary["extended_from"] = cfg["train"]["rounds"]
     if stacked > 1:
         summary["stacked_runs"] = stacked
     if records[-1].get("diverged"):
@@ -369,7 +373,7 @@ def _stop_pool(pool, jobs: list[tuple[dict, int]], grace: float = 5.0) -> None:
 def _rounds_done(cfg: dict, seed: int) -> int:
     folder = run_dir(cfg, seed)
     if (folder / store.SUMMARY).exists():
-        return cfg["train"]["rounds"]
+        return target_rounds(cfg)
     path = folder / store.LOG
     return path.read_text().count("\n") if path.exists() else 0
 
@@ -414,7 +418,7 @@ IN_PROCESS_CLIENT_ROUNDS = 1000
 
 def client_rounds(jobs: list[tuple[dict, int]]) -> int:
     """Rounds x clients summed over ``jobs``: the size :data:`IN_PROCESS_CLIENT_ROUNDS` is compared with."""
-    return sum(cfg["train"]["rounds"] * int(cfg["partition"].get("num_clients", 1)) for cfg, _ in jobs)
+    return sum(target_rounds(cfg) * int(cfg["partition"].get("num_clients", 1)) for cfg, _ in jobs)
 
 
 def default_workers(jobs: list[tuple[dict, int]]) -> int:
@@ -644,7 +648,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
             todo.append(i)
     for results in sorted({jobs[i][0]["results_dir"] for i in todo}):  # before any worker loads data
         check_writable(results)
-    total = sum(jobs[i][0]["train"]["rounds"] for i in todo)
+    total = sum(target_rounds(jobs[i][0]) for i in todo)
     if workers is None:
         workers = default_workers([jobs[i] for i in todo])
     check_value("workers", workers, Interval(0, None, integer=True))

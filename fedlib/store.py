@@ -310,11 +310,33 @@ def write_summary(folder: Path, summary: dict, log: str, checkpoint_round: int) 
     return summary
 
 
-def verify_finished(folder: Path, rounds: int, repair: bool = True) -> dict | None:
+def length_problem(summary: dict, rounds: int) -> str | None:
+    """What is wrong with the length a finished run's summary states for a config of ``rounds`` rounds
+    (``None``: nothing). A run holds ``rounds`` rounds, fewer where it diverged (``diverged_at``), or more where it
+    was extended past them (``train.extend_to``; its summary then says ``extended_from: rounds``)."""
+    done, extended = summary.get("rounds"), summary.get("extended_from")
+    if extended is not None and extended != rounds:
+        return f"says it was extended from {extended} rounds, the config has {rounds}"
+    if summary.get("diverged_at"):
+        return None if done == summary["diverged_at"] else f"says {done} rounds, diverged at {summary['diverged_at']}"
+    if done == rounds or (extended == rounds and isinstance(done, int) and done > rounds):
+        return None
+    return f"says {done} rounds, the config {rounds}"
+
+
+def short_of(summary: dict, at_least: int | None) -> bool:
+    """Whether a finished run (not diverged) holds fewer than the ``at_least`` rounds asked for: not damaged, but
+    not what the caller wants (a run to extend, from its checkpoint where it has one)."""
+    return bool(at_least) and not summary.get("diverged_at") and summary.get("rounds", 0) < at_least
+
+
+def verify_finished(folder: Path, rounds: int, repair: bool = True, at_least: int | None = None) -> dict | None:
     """The summary of a finished run whose files agree; ``None`` when there is none or it
     cannot be trusted. With ``repair`` (the caller holds the run's lock) a warning then says
     which file and why, and the summary is removed so that the run is rebuilt from its last
-    consistent point; without, the check is silent and changes nothing."""
+    consistent point; without, the check is silent and changes nothing. ``rounds`` is the config's
+    ``train.rounds`` (:func:`length_problem`); a sound run shorter than ``at_least`` rounds is ``None`` without a
+    warning (:func:`short_of`: it is extended, not rebuilt)."""
     folder = Path(folder)
     path = folder / SUMMARY
     if not path.exists():
@@ -325,9 +347,10 @@ def verify_finished(folder: Path, rounds: int, repair: bool = True) -> dict | No
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         what = "written by an older fedlib (no integrity record)" if isinstance(exc, KeyError) else "unreadable"
         return _distrust(folder, SUMMARY, what, repair)
-    expected = summary.get("diverged_at") or rounds
-    if summary.get("rounds") != expected or rec.get("checkpoint_round") != summary.get("rounds"):
-        return _distrust(folder, SUMMARY, f"says {summary.get('rounds')} rounds, the config {rounds}", repair)
+    wrong = length_problem(summary, rounds)
+    if wrong or rec.get("checkpoint_round") != summary.get("rounds"):
+        return _distrust(folder, SUMMARY, wrong or f"says {summary.get('rounds')} rounds, its checkpoint "
+                         f"{rec.get('checkpoint_round')}", repair)
     log = folder / LOG
     data = log.read_bytes() if log.exists() else b""
     if len(data) != rec["log_bytes"] or sha256(data) != rec["log_sha256"]:
@@ -336,12 +359,11 @@ def verify_finished(folder: Path, rounds: int, repair: bool = True) -> dict | No
     if wrong:
         return _distrust(folder, SUMMARY, wrong, repair)
     ckpt = folder / CHECKPOINT
-    if rec["checkpoint"] is None:  # finished elsewhere, its files returned without the checkpoint
-        return summary
-    if not ckpt.exists() or file_record(ckpt) != rec["checkpoint"]:
+    if rec["checkpoint"] is not None and (not ckpt.exists() or file_record(ckpt) != rec["checkpoint"]):
         return _distrust(folder, CHECKPOINT, "missing or differs from the checkpoint the summary was written with",
                          repair)
-    return summary
+    # rec["checkpoint"] None: finished elsewhere, its files returned without the checkpoint
+    return None if short_of(summary, at_least) else summary
 
 
 def _distrust(folder: Path, name: str, what: str, repair: bool) -> None:

@@ -237,7 +237,21 @@ def plateau_text(records: list[dict] | list[list[dict]], metric: str, stat: str 
     if not runs:
         return ""
     curves = [[100 * r["acc"][metric][stat] for r in recs if "acc" in r] for recs in runs]
-    return claims.plateau_text(claims.mean_curve(curves))
+    n = min(len(c) for c in curves)   # seeds extended further than others (fedlib.plateau): their common rounds
+    return claims.plateau_text(claims.mean_curve([c[:n] for c in curves]))
+
+
+def trend(label: str, cfg: dict, seeds, metric: str, stat: str = "weighted"):
+    """The :class:`fedlib.claims.Trend` of the finished runs of ``cfg`` for ``seeds`` (read through
+    :mod:`fedlib.results`), judged on ``acc[metric][stat]`` in %; diverged runs are left out; ``None`` where no
+    run has finished. It names its runs (a :class:`fedlib.plateau.Group`) for the evidence planner."""
+    from fedlib import claims, plateau, results
+
+    group = plateau.Group(label, cfg, tuple(seeds), metric, stat)
+    runs = [recs for recs in (results.rounds(cfg, s) for s in seeds) if recs and not any(r.get("diverged") for r in recs)]
+    if not runs:
+        return None
+    return claims.trend(label, [plateau.curve(recs, metric, stat) for recs in runs], group)
 
 
 PLATEAU_RULE = ("Plateau: the best-so-far accuracy of the seed-mean curve gains under 0.2 points over the last 20% of "

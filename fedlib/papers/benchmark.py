@@ -205,17 +205,19 @@ def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFr
     return pd.DataFrame(rows, columns=["setting", "seed", "method", "best", "last", "rule", "floats", "seconds"])
 
 
-def plateaus(plan: Plan, table: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """``{(setting, method): text}`` for every (setting, method) of ``table`` (:func:`scores`):
-    :func:`fedlib.papers.plateau_text` of the seed-mean curve of its seeds in the table under the method's rule
-    (sample-weighted), ``""`` once plateaued. The ranked table says which did not, and under the converged profile
-    a ledger claim resting on one of them is inconclusive (:func:`fedlib.claims.verdict`)."""
-    from fedlib import results
-
+def trends(plan: Plan, table: pd.DataFrame) -> dict:
+    """``{(setting, method): Trend}`` for every (setting, method) of ``table`` (:func:`scores`): where the seed
+    curves of its seeds stand under the method's rule, sample-weighted (:func:`fedlib.papers.trend`). The ranked
+    table says which plateaued and at which round, and the ledger judges each comparison with them
+    (:meth:`fedlib.claims.Comparison.status`)."""
     cfgs = configs(plan)
-    return {(s, m): papers.plateau_text([results.rounds(cfgs[(s, m)], x) for x in sorted(part.seed)],
-                                        plan.metric(m), "weighted")
-            for (s, m), part in table.groupby(["setting", "method"], sort=False) if (s, m) in cfgs}
+    out = {}
+    for (s, m), part in table.groupby(["setting", "method"], sort=False):
+        if (s, m) in cfgs:
+            t = papers.trend(f"{plan.label(m)} ({s})", cfgs[(s, m)], sorted(part.seed), plan.metric(m))
+            if t is not None:
+                out[(s, m)] = t
+    return out
 
 
 def accuracy_blocks(table: pd.DataFrame, value: str = "best") -> pd.DataFrame:
@@ -225,9 +227,10 @@ def accuracy_blocks(table: pd.DataFrame, value: str = "best") -> pd.DataFrame:
 
 def ranked(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> pd.DataFrame:
     """The benchmark table: per method, mean rank per setting (within each seed, then averaged) and overall,
-    and per setting mean ± std of the best round with the last round's mean; sorted by overall rank. With
-    ``rising`` (:func:`plateaus`), a ``plateaued`` column: on how many of its settings the method's seed-mean curve
-    plateaued, and the rise of those that did not."""
+    and per setting mean ± std (sample, ddof 1) of the best round with the last round's mean; sorted by overall
+    rank. With ``rising`` (:func:`trends`), a ``plateaued`` column: on how many of its settings the method's
+    seed-mean curve plateaued, the rounds of those extended past the profile's, and the rise of those that did
+    not."""
     from fedlib import ranking
 
     if table.empty:
@@ -248,22 +251,26 @@ def ranked(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> pd.Da
         last_mean = last.mean()
         out[f"{setting} last"] = [f"{last_mean[m]:.2f}" if m in last_mean else "—" for m in rank.index]
     if rising is not None:
-        out["plateaued"] = [_plateaued(rising, m) for m in rank.index]
+        out["plateaued"] = [_plateaued(rising, m, plan.rounds) for m in rank.index]
     return out.sort_values("mean rank").set_index("method")
 
 
-def _plateaued(rising: dict, method: str) -> str:
-    """``4 of 4`` or ``3 of 4 (dir +0.61)``: the settings where ``method``'s curve plateaued (:func:`plateaus`)."""
+def _plateaued(rising: dict, method: str, rounds: int | None = None) -> str:
+    """``4 of 4`` or ``3 of 4 (dir +0.61; pat at 200)``: the settings where ``method``'s curve plateaued
+    (:func:`trends`), the gain of those still rising and the rounds of those longer than the profile's ``rounds``."""
     mine = {s: t for (s, m), t in rising.items() if m == method}
-    not_yet = [f"{s} {papers.plateau_cell(t).removeprefix('no (').removesuffix(')')}" for s, t in mine.items() if t]
-    return f"{len(mine) - len(not_yet)} of {len(mine)}" + (f" ({', '.join(not_yet)})" if not_yet else "")
+    notes = [f"{s} +{t.rise:.2f}" + (f" at {t.rounds}" if rounds and t.rounds > rounds else "")
+             for s, t in mine.items() if not t.plateaued]
+    notes += [f"{s} at {t.rounds}" for s, t in mine.items() if t.plateaued and rounds and t.rounds > rounds]
+    done = sum(t.plateaued for t in mine.values())
+    return f"{done} of {len(mine)}" + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _mean_std(groups, method: str) -> str:
     if method not in groups.groups:
         return "—"
     values = groups.get_group(method)
-    sd = values.std(ddof=0) if len(values) > 1 else None
+    sd = values.std(ddof=1) if len(values) > 1 else None
     return f"{values.mean():.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
 
 
@@ -356,7 +363,7 @@ def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
         for setting, key in PFLLIB_COLUMNS.items():
             mine = table[(table.setting == setting) & (table.method == method)]["best"]
             row[f"PFLlib {setting}"] = f"{cols[key]:.2f}"
-            row[f"ours {setting}"] = (f"{mine.mean():.2f}" + (f" ± {mine.std(ddof=0):.2f}" if len(mine) > 1 else "")
+            row[f"ours {setting}"] = (f"{mine.mean():.2f}" + (f" ± {mine.std(ddof=1):.2f}" if len(mine) > 1 else "")
                                       if len(mine) else "not run")
         rows.append(row)
     return pd.DataFrame(rows).set_index("method")
@@ -431,8 +438,8 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None
 def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
     """The papers' cross-cutting claims judged on common ground (:mod:`fedlib.claims`): prototype methods vs
     parameter sharing, several prototypes per class vs one, normalised vs raw prototypes, each paper's method
-    vs the field in its own setting and in the others'. ``rising`` (:func:`plateaus`) names the curves still
-    rising; under the converged profile a claim resting on one is inconclusive."""
+    vs the field in its own setting and in the others'. ``rising`` (:func:`trends`) says where each side's curves
+    stand; each comparison is judged with them (:meth:`fedlib.claims.Comparison.status`), then combined."""
     from fedlib import claims
 
     prof, out = plan.profile, []
@@ -455,15 +462,14 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
             if not va:
                 return claims.untested(text, source, f"{plan.label(a)} and {plan.label(b)} share no finished seed on "
                                        f"{setting}")
-        tests, evidence, still, holds, n = [], [], [], True, None
+        tests, evidence, holds, n = [], [], True, None
         for (a, b, setting), (va, vb) in zip(pairs, values, strict=True):
-            tests.append(claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb))
+            tests.append(claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb,
+                                        a_trend=(rising or {}).get((setting, a)), b_trend=(rising or {}).get((setting, b))))
             evidence.append(f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
                             f"{plan.setting_label(setting)}")
-            still += [f"{plan.label(m)} ({setting}): {(rising or {})[(setting, m)]}" for m in (a, b)
-                      if (rising or {}).get((setting, m))]
             holds, n = holds and np.mean(va) > np.mean(vb), min(n or len(va), len(va), len(vb))
-        return claims.claim(text, source, "; ".join(evidence), holds, prof, n, tests=tests, rising="; ".join(still))
+        return claims.claim(text, source, "; ".join(evidence), holds, prof, n, tests=tests)
 
     def rivals(pairs) -> str:   # "on pat: FedTGP, on dir: FedDistill"
         return ", ".join(f"on {s}: {plan.label(b)}" for _, b, s in pairs)
@@ -609,11 +615,12 @@ def show_ranked(nb):
     return nb.table(f"**Ranked table ({nb.plan.setting_text()}; best round, sample-weighted, %).**" + short
                     + " `plateaued`: the settings where the method's seed-mean curve plateaued (its best-so-far "
                     "accuracy gains under 0.2 points over the last 20% of rounds: `fedlib.claims.plateau`), with the "
-                    "gain of those still rising.", ranked(nb.plan, results(nb), _plateaus(nb)))
+                    "gain of those still rising and the rounds of the runs extended past the profile's towards their "
+                    "plateau (`fedlib.plateau`).", ranked(nb.plan, results(nb), _trends(nb)))
 
 
-def _plateaus(nb) -> dict:
-    return nb.once("plateaus", lambda: plateaus(nb.plan, results(nb)))
+def _trends(nb) -> dict:
+    return nb.once("trends", lambda: trends(nb.plan, results(nb)))
 
 
 def fig_cd(nb):
@@ -701,4 +708,4 @@ def show_top(nb):
 
 def show_ledger(nb):
     """The cross-cutting claims judged on common ground; writes the report section."""
-    return nb.ledger(ledger(nb.plan, results(nb), _plateaus(nb)))
+    return nb.ledger(ledger(nb.plan, results(nb), _trends(nb)))

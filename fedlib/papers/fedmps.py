@@ -19,6 +19,7 @@ import dataclasses
 import numpy as np
 import torch
 
+from fedlib.claims import sample_std
 from fedlib import papers, results
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
 from fedlib.config import run_id
@@ -184,7 +185,7 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
     for m, runs in summaries.items():
         key = metric or plan.paper_metric(m)
         vals = np.array([accuracy(s, key) for s in runs])
-        rows[m] = {"mean": float(vals.mean()), "std": float(vals.std()), "n": len(vals), "per_seed": vals.tolist(),
+        rows[m] = {"mean": float(vals.mean()), "std": sample_std(vals), "n": len(vals), "per_seed": vals.tolist(),
                    "metric": key}
     ref = rows.get("fedmps")
     for m, row in rows.items():

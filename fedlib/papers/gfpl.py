@@ -20,6 +20,7 @@ import dataclasses
 
 import numpy as np
 
+from fedlib.claims import sample_std
 from fedlib import claims, papers, results
 from fedlib.grid import run_configs
 from fedlib.runner import load_rounds
@@ -186,7 +187,7 @@ def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
         diverged = [s.get("diverged_at") for s in runs]
         out[key] = {"mean": float(acc[ok].mean()) if ok.any() else math.nan,
                     "std": float(spread.mean()) if ok.any() else math.nan,
-                    "seed_std": float(acc[ok].std()) if ok.any() else math.nan,
+                    "seed_std": sample_std(acc[ok]) if ok.any() else math.nan,
                     "n": int(ok.sum()), "per_seed": acc.tolist(),
                     "best": float(np.mean([accuracy(plan, m, s, "best") for s in runs])),
                     "diverged_at": diverged if any(diverged) else None,

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from fedlib.claims import sample_std
 from fedlib import papers
 from fedlib.papers import check_methods
 from fedlib.papers.notebook import Shown
@@ -155,7 +156,7 @@ def table6(plan: Plan, summaries: dict[str, list[dict]]) -> dict[str, dict]:
     for m, runs in summaries.items():
         last = np.array([accuracy(plan, m, s) for s in runs])
         best = np.array([accuracy(plan, m, s, "best") for s in runs])
-        rows[m] = {"mean": float(last.mean()), "std": float(last.std()), "n": len(runs), "per_seed": last.tolist(),
+        rows[m] = {"mean": float(last.mean()), "std": sample_std(last), "n": len(runs), "per_seed": last.tolist(),
                    "best_mean": float(best.mean()), "rounds": runs[0]["rounds"], "metric": plan.metric(m)}
     return rows
 
@@ -540,9 +541,9 @@ def show_table5(nb):
     names = fs["state"].data.dataset.domain_names
     rows = {}
     for m in fs["configs"]:
-        cell = {names[c]: f"{np.mean(v):.2f} ± {np.std(v):.2f}" for c, v in fs["domains"][m].items()}
+        cell = {names[c]: report.fmt(float(np.mean(v)), sample_std(v), n=len(v)) for c, v in fs["domains"][m].items()}
         avg = [accuracy(plan, m, s) for s in fs["runs"][m]]
-        cell["average"] = f"{np.mean(avg):.2f} ± {np.std(avg):.2f}"
+        cell["average"] = report.fmt(float(np.mean(avg)), sample_std(avg), n=len(avg))
         cell["rounds"] = fs["configs"][m]["train"]["rounds"]
         rows[L(m)] = cell
     fs_df = pd.DataFrame(rows)
@@ -618,7 +619,7 @@ def _k_sweep(nb) -> tuple[dict, dict]:
     def make():
         res = run(k_configs(nb.plan), workers=nb.workers, desc="Fig. 5")
         acc = {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in res.items()}
-        return ({k: float(np.mean(v)) for k, v in acc.items()}, {k: float(np.std(v)) for k, v in acc.items()})
+        return ({k: float(np.mean(v)) for k, v in acc.items()}, {k: sample_std(v) for k, v in acc.items()})
     return nb.once("k", make)
 
 

@@ -450,7 +450,7 @@ def _mean_over_seeds(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     g = frame.groupby(keys, sort=False)
     out = g[["psnr", "ssim", "label_acc"]].mean()
     out["n"] = g.size()
-    out["ssim_std"] = g["ssim"].std(ddof=0).where(out["n"] > 1)   # one seed: no spread
+    out["ssim_std"] = g["ssim"].std(ddof=1).where(out["n"] > 1)   # one seed: no spread
     return out.reset_index()
 
 
@@ -656,7 +656,7 @@ def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None,
     g = frame.groupby(["defence", "method", "noise"], sort=False)
     out = g[["epsilon", "accuracy", "ssim"]].mean()
     out["n"] = g.size()
-    out["accuracy std"] = g["accuracy"].std(ddof=0).where(out["n"] > 1)
+    out["accuracy std"] = g["accuracy"].std(ddof=1).where(out["n"] > 1)
     out["best attack"] = g["best attack"].agg(lambda s: s.mode().iloc[0])
     return out.reset_index()
 

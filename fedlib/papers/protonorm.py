@@ -22,6 +22,7 @@ import math
 import numpy as np
 import torch
 
+from fedlib.claims import sample_std
 from fedlib import papers, results
 from fedlib.analysis import pairwise_distances
 from fedlib.config import run_id
@@ -245,7 +246,7 @@ def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
     vals = np.array([100 * s["metrics"][metric]["best_weighted"] if metric in s["metrics"] else np.nan
                      for s in summaries])
     rounds = [s["metrics"].get(metric, {}).get("best_weighted_round") for s in summaries]
-    return {"mean": float(vals.mean()), "std": float(vals.std()), "n": len(vals), "per_seed": vals.tolist(),
+    return {"mean": float(vals.mean()), "std": sample_std(vals), "n": len(vals), "per_seed": vals.tolist(),
             "metric": metric,
             "best_rounds": rounds, "diverged_at": [s.get("diverged_at") for s in summaries]}
 
@@ -348,12 +349,12 @@ CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all
 
 
 def plateaus(plan: Plan, done: dict | None = None) -> dict:
-    """``{key: text}``: :func:`fedlib.papers.plateau_text` of the seed-mean curve (the method's scoring rule,
+    """``{key: Trend}`` (:func:`fedlib.papers.trend`: where the seed curves stand, the method's scoring rule,
     sample-weighted) of every run group of Table 1 (key ``("table1", partition, method)``), Table 3
     (``("homogeneous", method)``) and Tables 4-5 (``("gamma", method, gamma)``) whose every seed has finished
     (results folder, else the run archive; trains nothing; ``done``: the finished runs per group where the caller
-    has already looked them up, ``{"table1" | "homogeneous" | "gamma": {key: summaries}}``); ``""`` once plateaued. The ledger names the rising
-    ones, and under the converged profile they cap a verdict at inconclusive (:func:`fedlib.claims.verdict`)."""
+    has already looked them up, ``{"table1" | "homogeneous" | "gamma": {key: summaries}}``). The ledger judges
+    each comparison with the trends of its sides (:meth:`fedlib.claims.Comparison.status`)."""
     groups = {"table1": (table1_configs(plan), lambda k: (k[1], k[0]), lambda k: plan.metric(k[0])),
               "homogeneous": (homogeneous_configs(plan), lambda k: (k,),
                               lambda k: "acc_proto" if k == "protonorm" else "acc_head"),
@@ -362,9 +363,18 @@ def plateaus(plan: Plan, done: dict | None = None) -> dict:
     for name, (cfgs, key, metric) in groups.items():
         finished = done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]
         for k in finished:
-            out[(name, *key(k))] = papers.plateau_text([results.rounds(cfgs[k], x) for x in plan.seeds], metric(k),
-                                                       "weighted")
+            full = (name, *key(k))
+            t = papers.trend(group_label(plan, full), cfgs[k], plan.seeds, metric(k))
+            if t is not None:
+                out[full] = t
     return out
+
+
+def group_label(plan: Plan, key: tuple) -> str:
+    """``ProtoNorm (lambda 1, paper) (practical)``, ``FedProto gamma 1.2``, ``FedNH``: a run group of
+    :func:`plateaus` named as the ledger names it."""
+    return (plan.label(key[-2] if key[0] == "gamma" else key[-1])
+            + (f" gamma {key[-1]:g}" if key[0] == "gamma" else f" ({key[1]})" if key[0] == "table1" else ""))
 
 
 def converged_runs(plan: Plan) -> dict:
@@ -391,7 +401,9 @@ def converged_runs(plan: Plan) -> dict:
     out["table1"], out["rising"] = {}, plateaus(cp, done)
     for (m, p), sums in done["table1"].items():
         sc = score(cp, m, sums)
-        sc["plateau"] = out["rising"][("table1", p, m)]
+        t = out["rising"].get(("table1", p, m))
+        sc["plateau"] = t.plateau_text() if t is not None else ""
+        sc["rounds"] = t.rounds if t is not None else cp.table1["rounds"]
         out["table1"].setdefault(p, {})[m] = sc
     out["table1"] = {p: {m: out["table1"][p][m] for m in cp.table1["methods"] if m in out["table1"][p]}
                      for p in cp.table1["partitions"] if p in out["table1"]}
@@ -902,7 +914,7 @@ def show_converged(nb):
         shown.append(nb.table("**Paper protocol vs the official code's under the converged profile (practical, "
                               "pooled accuracy %, best round, mean ± std over seeds).**", pd.DataFrame(code).T))
     if data["homogeneous"]:
-        homo = {L(m): {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(v)), float(np.std(v)), n=len(v)),
+        homo = {L(m): {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(v)), sample_std(v), n=len(v)),
                        "paper: CIFAR-100 (CNN)": report.fmt(*nb.paper["table3"]["rows"][m]["cnn_cifar100"])}
                 for m, v in data["homogeneous"].items()}
         shown.append(nb.table("**Table 3 under the converged profile (homogeneous 4-layer CNN, mean ± std over "
@@ -910,7 +922,7 @@ def show_converged(nb):
     if data["gamma"]:
         gam = pd.DataFrame([{"method": L(r["method"]), "gamma": f"gamma {r['gamma']:g}",
                              "acc": ("diverged" if r["diverged"] else
-                                     report.fmt(r["acc"], float(np.std(r["per_seed"])), n=len(r["per_seed"])))}
+                                     report.fmt(r["acc"], sample_std(r["per_seed"]), n=len(r["per_seed"])))}
                             for r in data["gamma"]]).pivot(index="method", columns="gamma", values="acc").fillna("—")
         shown.append(nb.table("**Tables 4-5 under the converged profile (practical, accuracy %, mean ± std over "
                               "seeds; \"diverged\": a seed's run diverged).**", gam))
@@ -1181,12 +1193,13 @@ def ledger(plan: Plan, res: dict) -> list:
     short = prof not in ("paper", "converged")
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if short else ""
-    plateau_of = res.get("rising") or {}
+    trend_of = res.get("rising") or {}
 
-    def rising(*keys) -> str:   # the run groups behind a claim still rising, named
-        return "; ".join(f"{plan.label(k[-2] if k[0] == 'gamma' else k[-1])}"
-                         + (f" gamma {k[-1]:g}" if k[0] == "gamma" else f" ({k[1]})" if k[0] == "table1" else "")
-                         + f": {plateau_of[k]}" for k in keys if plateau_of.get(k))
+    def trends(*keys) -> dict:   # {label in the ledger: Trend} of the run groups a comparison rests on
+        return {plan.label(k[-2] if k[0] == "gamma" else k[-1]): trend_of[k] for k in keys if k in trend_of}
+
+    def trend(key):
+        return trend_of.get(key)
     out = []
     sp = res.get("spiral")
     if sp:
@@ -1217,22 +1230,22 @@ def ledger(plan: Plan, res: dict) -> list:
                 mine = rows[v]["mean"]
                 tag = "" if v == "protonorm" else " (our check: the code's lambda 10)"
                 tests = [versus_best(plan.label(v), {plan.label(v): rows[v]["per_seed"],
-                                                     plan.label(best): rows[best]["per_seed"]})] if n > 1 else ()
+                                                     plan.label(best): rows[best]["per_seed"]},
+                                     trends=trends(("table1", p, v), ("table1", p, best)))] if n > 1 else ()
                 out.append(claim(f"ProtoNorm beats every baseline, {p} split{tag}", "Table 1",
                                  f"{plan.label(v)} {mine:.2f} ± {rows[v]['std']:.2f} vs best baseline "
                                  f"{plan.label(best)} {others[best]:.2f} ± {rows[best]['std']:.2f} ({where})",
-                                 mine > others[best], prof, n, tests, caveat,
-                                 rising=rising(("table1", p, v), ("table1", p, best))))
+                                 mine > others[best], prof, n, tests, caveat))
             if "protonorm" in rows and {"fedproto", "fedtgp"} <= set(rows):
                 mine = rows["protonorm"]["mean"]
                 tests = [versus_best(plan.label("protonorm"), {plan.label(m): rows[m]["per_seed"] for m in (
-                    "protonorm", "fedproto", "fedtgp")})] if n > 1 else ()
+                    "protonorm", "fedproto", "fedtgp")}, trends=trends(*(("table1", p, m) for m in (
+                        "protonorm", "fedproto", "fedtgp"))))] if n > 1 else ()
                 out.append(claim(f"ProtoNorm beats the prototype methods FedProto and FedTGP, {p} split", "Table 1",
                                  f"ProtoNorm {mine:.2f}, FedProto {rows['fedproto']['mean']:.2f}, FedTGP "
                                  f"{rows['fedtgp']['mean']:.2f}", mine > max(rows["fedproto"]["mean"],
                                                                              rows["fedtgp"]["mean"]),
-                                 prof, n, tests, caveat,
-                                 rising=rising(*(("table1", p, m) for m in ("protonorm", "fedproto", "fedtgp")))))
+                                 prof, n, tests, caveat))
     else:
         out.append(untested("ProtoNorm beats every baseline", "Table 1", "not run"))
     homo = res.get("homogeneous")
@@ -1240,12 +1253,13 @@ def ledger(plan: Plan, res: dict) -> list:
         per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
         mean = {m: float(np.mean(v)) for m, v in per.items()}
         k = min(len(v) for v in per.values())
-        tests = [versus_best(plan.label("protonorm"), {plan.label(m): v for m, v in per.items()})] if k > 1 else ()
+        tests = [versus_best(plan.label("protonorm"), {plan.label(m): v for m, v in per.items()},
+                             trends=trends(*(("homogeneous", m) for m in per)))] if k > 1 else ()
         out.append(claim("With homogeneous models ProtoNorm beats FedNH and FedUV", "Table 3",
                          ", ".join(f"{plan.label(m)} {v:.2f}" for m, v in mean.items()) + " (4-layer CNN, practical"
                          + (f", mean of {k} seeds)" if k > 1 else ")"),
                          mean["protonorm"] > max(v for m, v in mean.items() if m != "protonorm"), prof, k, tests,
-                         note=caveat, rising=rising(*(("homogeneous", m) for m in per))))
+                         note=caveat))
     gam = res.get("gamma")
     if gam:
         pn = {r["gamma"]: r["acc"] for r in gam if r["method"] == "protonorm"}
@@ -1262,13 +1276,13 @@ def ledger(plan: Plan, res: dict) -> list:
         if 1.0 in pn and default in pn:
             a, b = seeds_of[("protonorm", default)], seeds_of[("protonorm", 1.0)]
             k = min(len(a), len(b))
-            tests = [compare(f"gamma {default:g} - gamma 1", a, b)] if k > 1 else ()
+            tests = [compare(f"gamma {default:g} - gamma 1", a, b, a_trend=trend(("gamma", "protonorm", float(default))),
+                             b_trend=trend(("gamma", "protonorm", 1.0)))] if k > 1 else ()
             out.append(claim("Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1", "Table 4",
                              ", ".join(f"gamma {g:g}: {a:.2f}{diverged_text(g)}" for g, a in sorted(pn.items())),
                              pn[default] > pn[1.0], prof, k, tests, note=caveat + (
                                  "; at lambda 1 the upscaled target is far from the features after few rounds"
-                                 if short else ""),
-                             rising=rising(("gamma", "protonorm", float(default)), ("gamma", "protonorm", 1.0))))
+                                 if short else "")))
         for m in ("fedproto", "fedtgp"):
             mg = {r["gamma"]: (r["acc"], r["diverged"]) for r in gam if r["method"] == m}
             if 1.0 in mg and len(mg) > 1:
@@ -1278,11 +1292,11 @@ def ledger(plan: Plan, res: dict) -> list:
                 evidence = ", ".join(f"gamma {g:g}: {'diverged' if d else f'{a:.2f}'}"
                                      for g, (a, d) in sorted(mg.items()))
                 k = min(len(seeds_of[(m, g)]) for g in mg)
-                tests = [compare(f"gamma 1 - gamma {g:g}", seeds_of[(m, 1.0)], seeds_of[(m, g)])  # + = hurts
+                tests = [compare(f"gamma 1 - gamma {g:g}", seeds_of[(m, 1.0)], seeds_of[(m, g)],  # + = hurts
+                                 a_trend=trend(("gamma", m, 1.0)), b_trend=trend(("gamma", m, float(g))))
                          for g in big if not mg[g][1]] if k > 1 else ()
                 out.append(untested(text, "Table 5", f"no gamma >= 1.3 in this profile ({evidence})") if ok is None
-                           else claim(text, "Table 5", evidence, ok, prof, k, tests, note=caveat,
-                                      rising=rising(*(("gamma", m, float(g)) for g in mg))))
+                           else claim(text, "Table 5", evidence, ok, prof, k, tests, note=caveat))
     its = res.get("pa_iterations")
     if its:
         trends = {p: (float(np.mean(a[:3])), float(np.mean(a[-3:]))) for p, a in its.items() if len(a) >= 6}

@@ -1,6 +1,7 @@
 """The cross-paper benchmark (fedlib/papers/benchmark.py, params/benchmark/): its settings are the papers' where
 they coincide (so their runs are shared, not trained again), the metric, the ranked table and the ledger."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -77,7 +78,7 @@ def test_ranked_table_on_a_hand_example():
     ranked = B.ranked(plan, pd.DataFrame(rows))
     assert ranked.loc["FedProto", "mean rank"] == 1.25 and ranked.loc["FedAvg", "mean rank"] == 1.75
     assert ranked.loc["Local", "mean rank"] == 3.0
-    assert ranked.loc["FedProto", "hetero rank"] == 1.5 and ranked.loc["FedProto", "dir best"] == "81.00 ± 1.00"
+    assert ranked.loc["FedProto", "hetero rank"] == 1.5 and ranked.loc["FedProto", "dir best"] == "81.00 ± 1.41"
     assert list(ranked.index) == ["FedProto", "FedAvg", "Local"]
     # hetero: one win each, so equal mean ranks; FedAvg's mean accuracy (53) is the higher
     assert B.top(plan, pd.DataFrame(rows), n=2) == {"dir": ["FedProto", "FedAvg"], "hetero": ["FedAvg", "FedProto"]}
@@ -125,13 +126,18 @@ def test_converged_claims_on_rising_curves_are_inconclusive_and_the_table_says_w
     text = "Prototype sharing (FedProto) beats parameter sharing (FedAvg) on dir"
     plain = {c.claim: c for c in B.ledger(converged, table)}[text]
     assert plain.verdict == claims.SUPPORTED   # +30 points against a seed std of 0.08
-    still = "not plateaued (+0.61 in the last 20% of rounds)"
-    capped = {c.claim: c for c in B.ledger(converged, table, {("dir", "fedproto"): still,
-                                                              ("dir", "fedavg"): ""})}[text]
-    assert capped.verdict == claims.INCONCLUSIVE
-    assert capped.note.startswith(f"{claims.NOT_PLATEAUED} FedProto (dir): {still} (would be supported")
+    # FedProto ahead and still rising, FedAvg plateaued: the margin can only grow, so it is decided; FedAvg behind
+    # and still rising with a reach larger than the margin leaves it open
+    rising, flat = claims.trend("up", [list(np.linspace(50, 90, 100))] * 3), claims.trend("flat", [[60.0] * 100] * 3)
+    ahead = {c.claim: c for c in B.ledger(converged, table, {("dir", "fedproto"): rising, ("dir", "fedavg"): flat})}
+    assert ahead[text].verdict == claims.SUPPORTED
+    far = claims.trend("up", [list(np.linspace(0, 60, 100))] * 3)          # +30.3 over its last doubling: 60 to come
+    behind = {c.claim: c for c in B.ledger(converged, table, {("dir", "fedproto"): flat, ("dir", "fedavg"): far})}
+    assert behind[text].verdict == claims.INCONCLUSIVE
+    assert behind[text].note.startswith(f"{claims.NOT_PLATEAUED} FedProto vs FedAvg (dir) +30.00")
+    assert "(would be supported were they plateaued)" in behind[text].note
 
-    # plateaus: the seed-mean curve of each (setting, method)'s seeds in the table, under its rule
+    # trends: the seed curves of each (setting, method)'s seeds in the table, under its rule
     cfgs = B.configs(converged)
     rise = {run_id(cfgs[("dir", "fedproto")], 0)}
 
@@ -141,8 +147,10 @@ def test_converged_claims_on_rising_curves_are_inconclusive_and_the_table_says_w
         return [{"round": r + 1, "acc": {metric: {"weighted": a / 100}}} for r, a in enumerate(curve)]
 
     monkeypatch.setattr(results, "rounds", rounds)
-    got = B.plateaus(converged, table)
-    assert got == {("dir", "fedavg"): "", ("dir", "fedproto"): "not plateaued (+2.67 in the last 20% of rounds)"}
+    got = B.trends(converged, table)
+    assert {k: t.plateau_text() for k, t in got.items()} == {
+        ("dir", "fedavg"): "", ("dir", "fedproto"): "not plateaued (+2.67 in the last 20% of rounds)"}
+    assert run_id(got[("dir", "fedproto")].group.cfg, 0) == run_id(cfgs[("dir", "fedproto")], 0)
     ranked = B.ranked(converged, table, got)
     assert ranked.loc["FedProto", "plateaued"] == "0 of 1 (dir +2.67)" and ranked.loc["FedAvg", "plateaued"] == \
         "1 of 1"

@@ -1,0 +1,156 @@
+"""Runs that go on until their curves plateau: the ``converged`` profile's length rule.
+
+A converged-profile run is first trained for its config's ``train.rounds``. Where the seed-mean accuracy curve of
+a run group (one config, its seeds) has not plateaued by :func:`fedlib.claims.plateau`, the group is extended
+(``train.extend_to``, :mod:`fedlib.config`) by :data:`STEP` rounds at a time, every seed resumed from its
+checkpoint, until the seed-mean curve plateaus or reaches :data:`CAP` rounds; a group stopped by the cap says so
+(:attr:`Status.capped`). Extending keeps the run id and the first rounds (the method is told the run's own length,
+``Round.total``, not the extension's), and the archive then holds the extended record (:func:`fedlib.archive.add`).
+
+The run archive keeps no checkpoint, so a run only the archive holds is trained again from round 1 on its way to
+the extension; :func:`prefix_agrees` then checks that its first rounds equal the archived record's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+#: the most rounds a converged-profile run is extended to (4x the profiles' 100): a group still rising there is
+#: reported as capped, and the verdict rule projects its gain (fedlib.claims)
+CAP = 400
+#: rounds added to every seed of a group per extension step
+STEP = 50
+#: the earliest round a plateau is reported from (the criterion's 20% window is then 4 rounds)
+MIN_PLATEAU_ROUND = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One config's seeds, judged on the seed-mean of ``acc[metric][stat]`` (in %)."""
+
+    label: str
+    cfg: dict
+    seeds: tuple[int, ...]
+    metric: str
+    stat: str = "weighted"
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """Where a group stands: ``rounds`` every finished seed holds (the shortest), ``plateaued`` by the seed-mean
+    curve, its ``rise`` (:func:`fedlib.claims.plateau`), ``plateau_round`` (from which round on the criterion
+    holds, None while rising), ``capped`` (at :data:`CAP` and still rising), ``missing`` seeds (not finished at
+    the config's own rounds) and ``diverged`` seeds (left out of the mean)."""
+
+    group: Group
+    rounds: int
+    plateaued: bool
+    rise: float
+    plateau_round: int | None
+    capped: bool
+    missing: tuple[int, ...] = ()
+    diverged: tuple[int, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        """Nothing more to train: plateaued, capped, or every seed diverged."""
+        return not self.missing and (self.plateaued or self.capped or self.rounds == 0)
+
+
+def curve(records: list[dict], metric: str, stat: str = "weighted") -> list[float]:
+    """A run's accuracy curve in % (the rounds that were evaluated)."""
+    return [100 * r["acc"][metric][stat] for r in records if "acc" in r]
+
+
+def plateau_round(mean: np.ndarray, window: float = 0.2, tol: float = 0.2) -> int | None:
+    """The earliest round r (at least :data:`MIN_PLATEAU_ROUND`) such that the criterion holds on the curve cut at
+    r and at every later round up to its end; None where it does not hold at the end."""
+    from fedlib.claims import plateau
+
+    if not plateau(mean, window, tol)[0]:
+        return None
+    r = len(mean)
+    while r - 1 >= MIN_PLATEAU_ROUND and plateau(mean[:r - 1], window, tol)[0]:
+        r -= 1
+    return r
+
+
+def status(group: Group, cap: int = CAP, archive_root=None) -> Status:
+    """:class:`Status` of ``group`` from its finished runs (results folder, other placements, archive)."""
+    from fedlib import claims, results
+
+    curves, missing, diverged = [], [], []
+    for s in group.seeds:
+        recs = results.rounds(group.cfg, s, archive_root)
+        if not recs:
+            missing.append(s)
+        elif any(r.get("diverged") for r in recs):
+            diverged.append(s)
+        else:
+            curves.append(curve(recs, group.metric, group.stat))
+    if not curves:
+        return Status(group, 0, False, math.nan, None, False, tuple(missing), tuple(diverged))
+    n = min(len(c) for c in curves)
+    mean = claims.mean_curve([c[:n] for c in curves])
+    done, rise = claims.plateau(mean)
+    return Status(group, n, done, rise, plateau_round(mean) if done else None, not done and n >= cap,
+                  tuple(missing), tuple(diverged))
+
+
+def extended(cfg: dict, rounds: int) -> dict:
+    """``cfg`` asking for ``rounds`` rounds: ``train.extend_to`` past its own ``train.rounds`` (the same run id)."""
+    own = cfg["train"]["rounds"]
+    return {**cfg, "train": {**cfg["train"], "extend_to": rounds if rounds > own else None}}
+
+
+def next_jobs(statuses: list[Status], cap: int = CAP, step: int = STEP) -> list[tuple[dict, int]]:
+    """The runs of one extension step: every seed of each group not done, :data:`STEP` rounds further (at most
+    ``cap``); a group with missing seeds first trains those to the others' length."""
+    jobs = []
+    for st in statuses:
+        if st.done:
+            continue
+        target = st.rounds if st.missing else min(cap, st.rounds + step)
+        target = max(target, st.group.cfg["train"]["rounds"])
+        jobs += [(extended(st.group.cfg, target), s) for s in st.group.seeds if s not in st.diverged]
+    return jobs
+
+
+def prefix_agrees(cfg: dict, seed: int, archived: list[dict], metric: str) -> bool | None:
+    """Whether the results folder's run of ``(cfg, seed)`` starts with the ``archived`` record's rounds (the same
+    accuracy under ``metric``, every client, every round); None where there is nothing to compare."""
+    from fedlib.runner import load_rounds
+
+    mine = load_rounds(cfg, seed)
+    if not archived or len(mine) < len(archived):
+        return None
+    return all(a.get("acc", {}).get(metric) == b.get("acc", {}).get(metric)
+               and a.get("clients", {}).get(metric) == b.get("clients", {}).get(metric)
+               for a, b in zip(archived, mine))
+
+
+def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | None = None, deadline: float | None = None,
+        keep=None, progress: bool = True) -> list[Status]:
+    """Extend ``groups`` step by step until each is done (:attr:`Status.done`) or ``deadline`` (``time.time()``)
+    passes; after each step ``keep(cfg, seed)`` is called for every run it finished (the evidence command archives
+    it there). Interrupted, the finished runs are kept and the started ones resume from their checkpoints.
+    Returns the groups' final :class:`Status`."""
+    import time
+
+    from fedlib import grid
+
+    statuses = [status(g, cap) for g in groups]
+    while True:
+        jobs = next_jobs(statuses, cap, step)
+        if not jobs or (deadline is not None and time.time() >= deadline):
+            return statuses
+        todo = sum(1 for st in statuses if not st.done)
+        grid.run_many(jobs, workers=workers, progress=progress,
+                      desc=f"extending {todo} run group{'s' if todo != 1 else ''} by up to {step} rounds")
+        if keep is not None:
+            for cfg, s in jobs:
+                keep(cfg, s)
+        statuses = [status(g, cap) for g in groups]

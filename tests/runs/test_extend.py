@@ -1,0 +1,129 @@
+"""Runs extended towards their plateau (train.extend_to, fedlib.plateau): the same run id, the first rounds those of
+the run without the extension, resumed from the checkpoint (no round trained twice), the archive holding the
+extended record, and the extension loop stopping at a plateau or the cap."""
+
+import json
+import warnings
+
+import pytest
+
+from fedlib import archive, plateau, store
+from fedlib.config import load_config, run_id
+from fedlib.runner import cached_summary, load_rounds, run_one
+from fedlib.store import DamagedRunWarning
+from fedlib.validation import ConfigError
+from tests.conftest import DATA
+
+CFG = DATA / "spiral_fedproto.yaml"
+
+
+def scores(records):
+    return [(r["round"], r["acc"], r["clients"], r["train_loss"]) for r in records]
+
+
+def config(tmp_path, name="a", rounds=3):
+    return load_config(CFG, {"results_dir": str(tmp_path / name), "train.rounds": rounds})
+
+
+def test_extend_to_keeps_the_run_id_and_is_checked(tmp_path):
+    cfg = config(tmp_path)
+    assert run_id(plateau.extended(cfg, 9), 1) == run_id(cfg, 1)
+    assert plateau.extended(cfg, 3)["train"]["extend_to"] is None   # not past the run's own rounds: no extension
+    with pytest.raises(ConfigError, match=r"train.extend_to: got 2; allowed: null or an integer of at least "
+                                          r"train.rounds \(3\)"):
+        load_config(CFG, ["train.rounds=3", "train.extend_to=2"])
+
+
+def test_an_extension_resumes_from_the_checkpoint_and_equals_a_run_made_long_at_once(tmp_path):
+    cfg = config(tmp_path)
+    short = run_one(cfg, 1, progress=False)
+    first = load_rounds(cfg, 1)
+    trained = []
+    longer = run_one(plateau.extended(cfg, 5), 1, progress=False, on_round=trained.append)
+    assert trained == [4, 5]                        # rounds 1-3 were not trained again
+    assert longer["run_id"] == short["run_id"] and longer["rounds"] == 5 and longer["extended_from"] == 3
+    records = load_rounds(cfg, 1)
+    assert scores(records[:3]) == scores(first)     # the first rounds are the run without the extension
+    # the same extension made from nothing in another folder: the same numbers, round for round
+    other = config(tmp_path, "b")
+    run_one(plateau.extended(other, 5), 1, progress=False)
+    assert scores(load_rounds(other, 1)) == scores(records)
+    # the extended run serves every request up to its length, silently; a longer one is not served (it extends)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DamagedRunWarning)
+        assert cached_summary(cfg, 1)["rounds"] == 5
+        assert cached_summary(plateau.extended(cfg, 4), 1)["rounds"] == 5
+        assert cached_summary(plateau.extended(cfg, 8), 1) is None
+        assert cached_summary(plateau.extended(cfg, 8), 1, repair=True) is None
+    assert (tmp_path / "a" / short["run_id"] / store.SUMMARY).exists()   # a short run is not damaged: kept
+
+
+def test_a_summary_claiming_an_extension_it_lacks_is_not_served(tmp_path):
+    cfg = config(tmp_path)
+    run_one(plateau.extended(cfg, 4), 1, progress=False)
+    path = tmp_path / "a" / run_id(cfg, 1) / store.SUMMARY
+    summary = json.loads(path.read_text())
+    summary["extended_from"] = 2          # not this config's rounds; its own hash made again, so only the length lies
+    path.write_text(json.dumps(store.with_hash(summary)))
+    with pytest.warns(DamagedRunWarning, match="extended from 2 rounds, the config has 3"):
+        assert cached_summary(cfg, 1, repair=True) is None
+
+
+def test_the_archive_takes_the_extended_record_in_place_of_the_shorter(tmp_path):
+    cfg, root = config(tmp_path), tmp_path / "archive"
+    run_one(cfg, 1, progress=False)
+    assert archive.add(cfg, 1, root)
+    assert archive.summary(cfg, 1, root)["rounds"] == 3
+    run_one(plateau.extended(cfg, 5), 1, progress=False)
+    assert archive.add(plateau.extended(cfg, 5), 1, root)
+    assert archive.summary(cfg, 1, root)["rounds"] == 5 and len(archive.rounds(cfg, 1, root)) == 5
+    assert archive.summary(plateau.extended(cfg, 5), 1, root)["rounds"] == 5
+    assert archive.summary(plateau.extended(cfg, 6), 1, root) is None        # shorter than asked: not served
+    assert archive.add(cfg, 1, root)        # the shorter request keeps the longer record
+    assert archive.summary(cfg, 1, root)["rounds"] == 5
+
+
+def test_the_extension_loop_stops_at_a_plateau_or_the_cap(tmp_path, monkeypatch):
+    cfg = config(tmp_path, rounds=2)
+    group = plateau.Group("spiral", cfg, (1, 2), "acc_proto")
+    st = plateau.status(group)
+    assert st.missing == (1, 2) and not st.done and st.rounds == 0
+    # a curve that never plateaus (the criterion is made impossible) goes to the cap, step by step
+    monkeypatch.setattr(plateau, "status", _never_plateaus(plateau.status))
+    kept = []
+    final = plateau.run([group], cap=6, step=2, workers=0, keep=lambda c, s: kept.append((c["train"]["extend_to"], s)),
+                        progress=False)
+    assert [(s.rounds, s.capped, s.done) for s in final] == [(6, True, True)]
+    assert kept == [(None, 1), (None, 2), (4, 1), (4, 2), (6, 1), (6, 2)]
+    assert all(len(load_rounds(cfg, s)) == 6 for s in (1, 2))
+
+
+def _never_plateaus(status):
+    def wrapped(group, cap=plateau.CAP, archive_root=None):
+        import dataclasses
+
+        st = status(group, cap, archive_root)
+        return dataclasses.replace(st, plateaued=False, plateau_round=None, capped=st.rounds >= cap)
+    return wrapped
+
+
+def test_a_plateaued_group_is_not_extended(tmp_path):
+    cfg = config(tmp_path, rounds=2)
+    done = plateau.Status(plateau.Group("g", cfg, (1,), "acc_proto"), 100, True, 0.0, 60, False)
+    rising = plateau.Status(plateau.Group("h", cfg, (1, 2), "acc_proto"), 100, False, 1.0, None, False)
+    capped = plateau.Status(plateau.Group("i", cfg, (1,), "acc_proto"), 400, False, 1.0, None, True)
+    missing = plateau.Status(plateau.Group("j", cfg, (1, 2), "acc_proto"), 150, False, 1.0, None, False, (2,))
+    jobs = plateau.next_jobs([done, rising, capped, missing], cap=400, step=50)
+    assert [(c["train"]["extend_to"], s) for c, s in jobs] == [(150, 1), (150, 2), (150, 1), (150, 2)]
+
+
+def test_plateau_round_is_where_the_criterion_starts_to_hold_for_good():
+    import numpy as np
+
+    curve = np.concatenate([np.linspace(50, 90, 40), np.full(60, 90.0)])
+    r = plateau.plateau_round(curve)
+    from fedlib.claims import plateau as criterion
+
+    assert criterion(curve[:r])[0] and not criterion(curve[:r - 1])[0]
+    assert all(criterion(curve[:k])[0] for k in range(r, 101))
+    assert plateau.plateau_round(np.linspace(50, 90, 100)) is None
