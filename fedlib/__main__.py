@@ -42,6 +42,21 @@ def main(argv: list[str] | None = None) -> int:
                                                           "results folder, copy nothing")
     arc.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
     arc.add_argument("--replace", action="store_true", help="replace entries already archived (default: keep them)")
+    sub.add_parser("report", help="render REPORT.md from the run archive alone (no training); --check compares",
+                   add_help=False)
+    sub.add_parser("evidence", help="what would decide each open claim and its CPU cost; --run --budget 3h runs the "
+                                    "cheapest decisive extensions", add_help=False)
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] in ("report", "evidence"):   # their own parsers (python -m fedlib report --help)
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        if argv[0] == "report":
+            from fedlib.render import main as report_main
+
+            return report_main(argv[1:])
+        from fedlib.evidence import main as evidence_main
+
+        return evidence_main(argv[1:])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 

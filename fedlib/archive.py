@@ -34,6 +34,8 @@ from fedlib import store
 from fedlib.paths import ARCHIVE
 
 LOG_GZ = store.LOG + ".gz"
+#: a run's values derived from its trained model (fedlib.results.derived), kept beside its record
+DERIVED = "derived"
 
 
 def entry(cfg: dict, seed: int, root: Path | None = None) -> Path:
@@ -58,6 +60,7 @@ def add(cfg: dict, seed: int, root: Path | None = None, replace: bool = False) -
     if not replace and entry(cfg, seed, root).exists():
         kept = summary({**cfg, "train": {**cfg["train"], "extend_to": None}}, seed, root)
         if kept is not None and kept["rounds"] >= finished["rounds"]:
+            add_derived(cfg, seed, root)
             return True   # an extension (more rounds, same run id) replaces the shorter record
     src, dest = run_dir(cfg, seed), entry(cfg, seed, root)
     dest.mkdir(parents=True, exist_ok=True)
@@ -66,7 +69,43 @@ def add(cfg: dict, seed: int, root: Path | None = None, replace: bool = False) -
     shutil.copyfile(src / store.CONFIG, dest / store.CONFIG)
     record = store.with_hash({k: v for k, v in finished.items() if k != "cache_hit"})
     store.atomic_write(dest / store.SUMMARY, json.dumps(record, indent=1) + "\n")
+    add_derived(cfg, seed, root)
     return True
+
+
+def add_derived(cfg: dict, seed: int, root: Path | None = None) -> int:
+    """Copy the run's derived values (:func:`fedlib.results.derived`) that belong to its archived record into the
+    archive; how many were copied."""
+    import hashlib
+
+    from fedlib.runner import run_dir
+
+    src, dest = run_dir(cfg, seed) / DERIVED, entry(cfg, seed, root)
+    try:
+        logged = json.loads((dest / store.SUMMARY).read_text())["integrity"]["log_sha256"]
+    except (OSError, ValueError, KeyError):
+        return 0
+    copied = 0
+    for old in sorted((dest / DERIVED).glob("*.json")) if (dest / DERIVED).is_dir() else ():
+        try:
+            stale = json.loads(old.read_text()).get("log_sha256") != logged
+        except ValueError:
+            stale = True
+        if stale:   # made from a record this entry no longer holds (the run was extended)
+            old.unlink()
+    for path in sorted(src.glob("*.json")) if src.is_dir() else ():
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if record.get("log_sha256") == logged and record.get("run_id") == dest.name:
+            target = dest / DERIVED / path.name
+            if not target.is_file() or hashlib.sha256(target.read_bytes()).digest() != \
+                    hashlib.sha256(path.read_bytes()).digest():
+                (dest / DERIVED).mkdir(exist_ok=True)
+                store.atomic_write(target, path.read_bytes())
+                copied += 1
+    return copied
 
 
 def _log_bytes(folder: Path) -> bytes | None:

@@ -19,6 +19,7 @@ so that tests never overwrite real figures.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -31,6 +32,21 @@ import yaml
 from fedlib.paths import CHECKOUT, git_commit, output_root, results_dir  # noqa: F401 (re-exported)
 
 SCRATCH_PROFILES = ("smoke",)
+# Set by :func:`rendering` (``python -m fedlib report``): sections say they were read from the archive (no commit,
+# date or machine of the render in them), write no file, and save their figures only when ``draw``.
+_RENDER: dict | None = None
+
+
+@contextlib.contextmanager
+def rendering(draw: bool = False):
+    """Within it report sections are rendered from the archive (:mod:`fedlib.render`): a deterministic header,
+    nothing written, figures saved only with ``draw`` (their links are written either way)."""
+    global _RENDER
+    before, _RENDER = _RENDER, {"draw": draw}
+    try:
+        yield
+    finally:
+        _RENDER = before
 DASH = "—"
 NOT_RUN = "not run"
 
@@ -233,7 +249,7 @@ class ReportSection:
         self.paper, self.profile = paper, profile
         self.title = title or paper
         self.rounds, self.seeds, self.device = rounds, seeds, device
-        self.folder = figure_dir(paper, profile)
+        self.folder = figure_dir(paper, profile, create=_RENDER is None)
         self.root = output_root()
         self.parts: list[str] = []
         self.data: dict = {"paper": paper, "profile": profile, "title": self.title, "tables": {}, "figures": [],
@@ -263,7 +279,8 @@ class ReportSection:
         else:
             if name is None:
                 raise ValueError("figure(): give name= when passing a matplotlib figure")
-            path = savefig(fig, self.paper, self.profile, name)
+            path = (savefig(fig, self.paper, self.profile, name) if _RENDER is None or _RENDER["draw"]
+                    else figure_dir(self.paper, self.profile, create=False) / f"{name}.png")
         path = path.resolve()
         try:
             link = path.relative_to(self.root.resolve()).as_posix()
@@ -279,8 +296,18 @@ class ReportSection:
         return self
 
     def provenance(self) -> str:
-        """Profile, commit, date, machine, rounds and seeds: what made the numbers below."""
+        """Profile, commit, date, machine, rounds and seeds: what made the numbers below. Rendered from the archive
+        (:func:`rendering`), the profile, rounds and seeds, and that the numbers were read from the archive (the
+        commits and machines that made the runs are in the tables' "made by" lines)."""
         from fedlib.device import machine_record
+
+        if _RENDER is not None:
+            parts = [f"profile `{self.profile}`", "read from the run archive (archive/)"]
+            if self.rounds is not None:
+                parts.append(f"rounds {self.rounds}")
+            if self.seeds is not None:
+                parts.append(self.seeds_text())
+            return "_" + " · ".join(parts) + "_"
 
         m = machine_record(self.device)
         where = (f"{m['gpu']} (CUDA {m['cuda']})" if self.device == "cuda" else
@@ -290,16 +317,25 @@ class ReportSection:
         if self.rounds is not None:
             parts.append(f"rounds {self.rounds}")
         if self.seeds is not None:
-            parts.append(f"seeds {', '.join(map(str, self.seeds))} (n={len(self.seeds)})")
+            parts.append(self.seeds_text())
         return "_" + " · ".join(parts) + "_"
+
+    def seeds_text(self) -> str:
+        """``seeds 0, 1, 2 (n=3)``, or the study's own wording where the seeds differ by setting (a string)."""
+        if isinstance(self.seeds, str):
+            return self.seeds
+        return f"seeds {', '.join(map(str, self.seeds))} (n={len(self.seeds)})"
 
     def markdown(self) -> str:
         head = f"## {self.title}\n\n{self.provenance()}"
         return "\n\n".join([head, *self.parts]) + "\n"
 
     def write(self) -> Path:
-        """Write ``report.md`` and ``report.json`` into the figure folder; return the markdown path."""
+        """Write ``report.md`` and ``report.json`` into the figure folder; return the markdown path (rendering from
+        the archive, :func:`rendering`: nothing is written)."""
         md = self.folder / "report.md"
+        if _RENDER is not None:
+            return md
         md.write_text(self.markdown())
         stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         (self.folder / "report.json").write_text(json.dumps({**self.data, "written": stamp}, indent=1))

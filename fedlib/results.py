@@ -16,7 +16,35 @@ these holds.
 
 from __future__ import annotations
 
+import contextlib
+import json
+
 from fedlib import archive
+
+_ARCHIVE_ONLY = False
+
+
+class NotArchived(LookupError):
+    """A run (or what only a trained model gives) that the run archive does not hold, asked for while reading the
+    archive alone (:func:`archive_only`): nothing is trained and the results folder is not read."""
+
+
+@contextlib.contextmanager
+def archive_only():
+    """Within it every run is read from the run archive only: the results folder is not looked at and nothing
+    trains (a run to train raises :class:`NotArchived`). ``python -m fedlib report`` renders REPORT.md this way,
+    so that every number in it has an archived run behind it, on any clone."""
+    global _ARCHIVE_ONLY
+    before, _ARCHIVE_ONLY = _ARCHIVE_ONLY, True
+    try:
+        yield
+    finally:
+        _ARCHIVE_ONLY = before
+
+
+def reading_archive_only() -> bool:
+    """Whether :func:`archive_only` is in force."""
+    return _ARCHIVE_ONLY
 
 # Where a run can have been made: (device, executor). The same config on another placement is
 # another run (its own run id: float kernels and batching change the last digits), but it
@@ -43,7 +71,8 @@ def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tupl
     from fedlib.runner import cached_summary
 
     for c in placements(cfg):
-        summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if archived else None)
+        summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if archived or _ARCHIVE_ONLY
+                                              else None)
         if summary is not None:
             return c, summary
     return None, None
@@ -116,8 +145,69 @@ def state(cfg: dict, seed: int):
     or resumed from its checkpoint where an earlier attempt stopped: a half-trained model is never served."""
     from fedlib.runner import cached_summary, load_state, run_one
 
+    if _ARCHIVE_ONLY:
+        raise NotArchived(f"{cfg['name']} seed {seed}: a trained model, which the run archive does not keep")
     if cached_summary(cfg, seed) is None:
         print(f"{cfg['name']} seed {seed}: the run archive keeps no model, so this figure trains the run here "
               f"({cfg['train']['rounds']} rounds; an interrupted attempt resumes)", flush=True)
         run_one(cfg, seed, progress=False)
     return load_state(cfg, seed)
+
+
+def derived(cfg: dict, seed: int, name: str, compute):
+    """A value (plain JSON) derived from the trained model of the run ``(cfg, seed)`` by ``compute(state)``: an
+    attack's per-seed scores, the smallest angle between global prototypes, anything a trained model gives and its
+    records do not. ``name`` names the analysis and its settings (a settings hash in it where they vary).
+
+    It is read from the run's folder (``results/<run id>/derived/<name>.json``), else from the run archive (the
+    same path under ``archive/``; :func:`fedlib.archive.add` copies it with the run), else computed from
+    :func:`state` (training the run where needed) and written in the run's folder. A record is served only for the
+    run and log it was made from (its ``run_id`` and the SHA-256 of the run's log): a run extended or made again
+    gets its value computed again. While :func:`archive_only` is in force only the archive is read, and a missing
+    value raises :class:`NotArchived`."""
+    from fedlib import store
+    from fedlib.config import run_dir
+
+    def load(folder):
+        path = folder / archive.DERIVED / f"{name}.json"
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return record if _derived_ok(record, cfg, seed, name, folder) else None
+
+    own = run_dir(cfg, seed)
+    if not _ARCHIVE_ONLY:
+        record = load(own)
+        if record is not None:
+            return record["value"]
+    record = load(archive.entry(cfg, seed))
+    if record is not None:
+        return record["value"]
+    if _ARCHIVE_ONLY:
+        raise NotArchived(f"{cfg['name']} seed {seed}: {name}, derived from a trained model, is not in the run archive")
+    value = json.loads(json.dumps(compute(state(cfg, seed))))
+    log = (own / store.LOG).read_bytes()
+    record = {"run_id": own.name, "seed": seed, "name": name, "log_sha256": store.sha256(log), "value": value}
+    (own / archive.DERIVED).mkdir(parents=True, exist_ok=True)
+    store.atomic_write(own / archive.DERIVED / f"{name}.json", json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return value
+
+
+def _derived_ok(record: dict, cfg: dict, seed: int, name: str, folder) -> bool:
+    """Whether a derived record belongs to this run as it stands: its run id, seed, name and the log it came from
+    (the results folder's log, or the archived summary's record of it)."""
+    import json as _json
+
+    from fedlib import store
+    from fedlib.config import run_id
+
+    if record.get("run_id") != run_id(cfg, seed) or record.get("seed") != seed or record.get("name") != name:
+        return False
+    log = folder / store.LOG
+    if log.is_file():
+        return store.sha256(log.read_bytes()) == record.get("log_sha256")
+    try:
+        return _json.loads((folder / store.SUMMARY).read_text())["integrity"]["log_sha256"] == record.get("log_sha256")
+    except (OSError, ValueError, KeyError):
+        return False

@@ -191,7 +191,14 @@ def run_lock(folder: Path):
 
 
 def cached_summary(cfg: dict, seed: int, repair: bool = False) -> dict | None:
-    """The summary of a finished, consistent run of ``(cfg, seed)``, or ``None`` (trains nothing)."""
+    """The summary of a finished, consistent run of ``(cfg, seed)`` in the results folder, or ``None`` (trains
+    nothing). While :func:`fedlib.results.archive_only` is in force, the run archive's record of it instead."""
+    from fedlib.results import reading_archive_only
+
+    if reading_archive_only():   # the archive's record of this very run stands in for the results folder
+        from fedlib import archive
+
+        return archive.summary(cfg, seed)
     summary = store.verify_finished(run_dir(cfg, seed), cfg["train"]["rounds"], repair=repair,
                                     at_least=target_rounds(cfg))
     return None if summary is None else {**summary, "cache_hit": True}
@@ -217,6 +224,7 @@ def _run_one(cfg: dict, seed: int, progress: bool, on_round=None) -> dict:
     cached = cached_summary(cfg, seed)
     if cached is not None:
         return cached
+    refuse_to_train([(cfg, seed)])
     check_writable(cfg["results_dir"])
     loaded_code()
     built = build(cfg, seed)  # data-dependent config errors surface here, before any file is written
@@ -225,6 +233,17 @@ def _run_one(cfg: dict, seed: int, progress: bool, on_round=None) -> dict:
         if cached is not None:
             return cached
         return _train(cfg, seed, folder, progress, built, on_round)
+
+
+def refuse_to_train(jobs: list[tuple[dict, int]]) -> None:
+    """Raise :class:`fedlib.results.NotArchived` naming ``jobs`` while the archive alone is read (nothing may train
+    or be written then); nothing otherwise."""
+    from fedlib.results import NotArchived, reading_archive_only
+
+    if reading_archive_only() and jobs:
+        names = ", ".join(f"{c['name']} seed {s}" for c, s in jobs[:3]) + (f" and {len(jobs) - 3} more"
+                                                                           if len(jobs) > 3 else "")
+        raise NotArchived(f"{len(jobs)} run{'s' if len(jobs) != 1 else ''} not in the run archive: {names}")
 
 
 def rerunnable_config(cfg: dict, seed: int) -> dict:
@@ -253,6 +272,10 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built, on_round=N
            stacked: int = 1) -> dict:
     """Train a run into ``folder``; ``local``: the in-process clients (default :class:`~fedlib.engine.LocalClients`;
     :mod:`fedlib.stacked` gives its lockstep cohort, ``stacked`` saying how many runs trained together)."""
+    from fedlib.results import NotArchived, reading_archive_only
+
+    if reading_archive_only():
+        raise NotArchived(f"{cfg['name']} seed {seed} (run {folder.name}) is not in the run archive")
     data, ctx, algo = built
     start_folder(cfg, seed, folder, data.partition)
     t = cfg["train"]
@@ -454,6 +477,7 @@ def _train_stack(jobs: list[tuple[dict, int]], on_round=None) -> list:
             todo.append(i)
     if not todo:
         return out
+    refuse_to_train([jobs[i] for i in todo])
     for results in sorted({jobs[i][0]["results_dir"] for i in todo}):
         check_writable(results)
     loaded_code()
@@ -646,6 +670,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
         summaries[i] = cached_summary(cfg, seed)
         if summaries[i] is None:
             todo.append(i)
+    refuse_to_train([jobs[i] for i in todo])
     for results in sorted({jobs[i][0]["results_dir"] for i in todo}):  # before any worker loads data
         check_writable(results)
     total = sum(target_rounds(jobs[i][0]) for i in todo)
@@ -770,7 +795,13 @@ class RunState:
 
 def load_state(cfg: dict, seed: int) -> RunState:
     """The last checkpoint of a run (client and server states) with its data. A finished run
-    is checked first (a damaged one is repaired by :func:`run_one`, with a warning)."""
+    is checked first (a damaged one is repaired by :func:`run_one`, with a warning). The run archive keeps no
+    model: while it alone is read (:func:`fedlib.results.archive_only`) this raises
+    :class:`fedlib.results.NotArchived`."""
+    from fedlib.results import NotArchived, reading_archive_only
+
+    if reading_archive_only():
+        raise NotArchived(f"{cfg['name']} seed {seed}: a trained model, which the run archive does not keep")
     folder = run_dir(cfg, seed)
     if not (folder / store.CHECKPOINT).exists() and not (folder / store.SUMMARY).exists():
         raise FileNotFoundError(f"no checkpoint for {cfg['name']} seed {seed} in {folder}: run it first")
@@ -792,7 +823,14 @@ def load_state(cfg: dict, seed: int) -> RunState:
 def load_rounds(cfg: dict, seed: int) -> list[dict]:
     """The per-round records of a run in the results folder, training nothing: of a finished run after
     the same checks as a cache hit (``[]`` for a damaged one, whose warning names the file; :func:`run_one`
-    recomputes it); of a run in progress, the consecutive rounds logged so far."""
+    recomputes it); of a run in progress, the consecutive rounds logged so far. While
+    :func:`fedlib.results.archive_only` is in force, the run archive's records of it instead."""
+    from fedlib.results import reading_archive_only
+
+    if reading_archive_only():
+        from fedlib import archive
+
+        return archive.rounds(cfg, seed)
     folder = run_dir(cfg, seed)
     if (folder / store.SUMMARY).exists() and cached_summary(cfg, seed) is None:
         return []

@@ -10,8 +10,24 @@ without loading them again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
+
+
+_CAPTURE: dict | None = None
+
+
+@contextlib.contextmanager
+def capturing(into: dict):
+    """Within it every ledger a notebook writes (:meth:`Notebook.ledger`) adds its claims to ``into["claims"]``
+    (:mod:`fedlib.render` collects the claims of the sections it renders this way)."""
+    global _CAPTURE
+    before, _CAPTURE = _CAPTURE, into
+    try:
+        yield
+    finally:
+        _CAPTURE = before
 
 
 def start(backend: str | None = None) -> None:
@@ -168,6 +184,8 @@ class Notebook:
         from fedlib import claims as C
 
         df = C.write(self.section, claims, record=record)
+        if _CAPTURE is not None:
+            _CAPTURE.setdefault("claims", []).extend(claims)
         print(C.summary_line(claims))
         if write:
             print("report section:", self.section.write())

@@ -1,0 +1,281 @@
+"""The evidence planner: what would decide each claim the report cannot yet decide, and what it costs.
+
+``python -m fedlib evidence`` reads every section's claims ledger from finished runs (training nothing:
+:func:`fedlib.render.ledgers`), and for every inconclusive claim says why it is open and what would decide it:
+
+- a comparison **open** because, under the ``converged`` profile, the side behind is still rising
+  (:meth:`fedlib.claims.Comparison.status`): extend that side's runs towards their plateau (:mod:`fedlib.plateau`,
+  up to :data:`fedlib.plateau.CAP` rounds);
+- a margin **within the seed spread** (or one seed): more seeds for both sides; with 3 seeds the margin is judged
+  against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact sign-flip test reach
+  p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed);
+- a claim judged on a short profile only, or on runs the ledger does not name: the profile or command that makes
+  its runs.
+
+Costs are CPU-hours on this kind of machine, estimated from the archive's own measured median seconds per round
+of each run group (one torch thread per run), counting the rounds a run must train: an archived run keeps no
+checkpoint, so extending it trains its first rounds again, unless the results folder holds its checkpoint.
+``--run --budget 3h`` spends the budget on the cheapest extensions first (the planner's seeds actions change a
+profile's seeds and are listed, not run), in the background if wanted (``nohup nice -n 19 ...``), resumable after
+any interruption (each run resumes from its checkpoint, each extension step archives what it finished), and then
+prints which verdicts changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+
+from fedlib import claims as C
+
+#: seeds the plan asks for where a margin is within the seed spread: 6 paired seeds let the exact sign-flip test
+#: reach p = 2 / 2**6 = 0.031, below :data:`fedlib.claims.ALPHA`
+SEEDS_FOR_TEST = 6
+#: seeds the plan asks for where a claim has one seed: enough for a sample std
+SEEDS_FOR_SPREAD = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    """One piece of work: ``extend`` a run group to ``rounds`` (at least; on towards its plateau), or give it
+    ``seeds`` seeds in all (``more_seeds``). ``cost`` is the CPU-seconds it would take."""
+
+    kind: str
+    group: object
+    rounds: int
+    seeds: int
+    cost: float
+
+    @property
+    def key(self) -> tuple:
+        from fedlib.config import run_id
+
+        return (self.kind, run_id(self.group.cfg, self.group.seeds[0]), self.group.seeds)
+
+    def text(self) -> str:
+        g = self.group
+        if self.kind == "extend":
+            return f"extend {g.label} (seeds {', '.join(map(str, g.seeds))}) towards its plateau, {self.rounds}+ rounds"
+        return f"{g.label}: {self.seeds} seeds (has {len(g.seeds)})"
+
+
+@dataclasses.dataclass
+class Item:
+    """What would decide one open claim: its ``section`` and number, why it is open, the actions and their cost
+    (CPU-seconds, actions shared with other claims counted in each), or ``need`` where no action can be planned."""
+
+    section: str
+    number: int
+    claim: C.Claim
+    why: str
+    actions: list
+    need: str = ""
+
+    @property
+    def cost(self) -> float:
+        return sum(a.cost for a in self.actions) if self.actions else math.inf
+
+
+def seconds_per_round(group) -> float:
+    """The median of the group's finished runs' median seconds per round (results folder, else archive); NaN where
+    none has finished."""
+    import numpy as np
+
+    from fedlib import results
+
+    vals = [s["seconds_per_round_median"] for s in (results.find(group.cfg, x)[1] for x in group.seeds)
+            if s and s.get("seconds_per_round_median")]
+    return float(np.median(vals)) if vals else math.nan
+
+
+def checkpointed_rounds(cfg: dict, seed: int) -> int:
+    """The rounds the results folder's run of ``(cfg, seed)`` can resume from (its checkpoint), 0 where none."""
+    from fedlib import store
+    from fedlib.config import run_dir
+
+    ckpt, _ = store.load_checkpoint(run_dir(cfg, seed))
+    return int(ckpt["round"]) if ckpt else 0
+
+
+def extend_action(trend: C.Trend) -> Action:
+    """Extending the side behind: to the next doubling of its rounds (at most the cap), every seed from its
+    checkpoint where the results folder has one, else from round 1."""
+    from fedlib import plateau
+
+    g = trend.group
+    target = min(plateau.CAP, max(trend.rounds + plateau.STEP, 2 * trend.rounds))
+    rounds = sum(target - checkpointed_rounds(g.cfg, s) for s in g.seeds)
+    return Action("extend", g, target, len(g.seeds), rounds * seconds_per_round(g))
+
+
+def seeds_action(trend: C.Trend, want: int) -> Action:
+    """More seeds for a side: ``want`` in all, each trained for the rounds its group holds."""
+    g = trend.group
+    return Action("seeds", g, trend.rounds, want, max(0, want - len(g.seeds)) * trend.rounds * seconds_per_round(g))
+
+
+def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
+    """The :class:`Item` of an inconclusive claim (None for a decided one, by construction or not tested)."""
+    if claim.verdict != C.INCONCLUSIVE:
+        return None
+    converged = claim.profile == "converged"
+    if claim.profile not in C.DECISIVE_PROFILES:
+        return Item(section, number, claim, f"{claim.profile}-profile evidence only", [],
+                    "the runs of the paper protocol or the converged profile (the section's long-profile command)")
+    if not claim.tests:
+        return Item(section, number, claim, "no per-seed comparison", [],
+                    "a per-seed comparison in the ledger, or more seeds of runs it does not name")
+    actions, whys, unnamed = [], [], False
+    for t in claim.tests:
+        state = t.status(converged)
+        if state in (C.FOR, C.AGAINST):
+            continue
+        if t.n < 2:
+            state, want = "one seed", SEEDS_FOR_SPREAD
+        else:
+            want = SEEDS_FOR_TEST
+        whys.append(f"{t.label}: {state}")
+        if state == C.OPEN:
+            if t.behind is None or t.behind.group is None:
+                unnamed = True
+            else:
+                actions.append(extend_action(t.behind))
+            continue
+        for side in (t.a_trend, t.b_trend):
+            if side is None or side.group is None:
+                unnamed = True
+            else:
+                actions.append(seeds_action(side, want))
+    unique = list({a.key: a for a in actions}.values())
+    return Item(section, number, claim, "; ".join(whys), unique,
+                "the ledger does not name the runs of every side" if unnamed and not unique else "")
+
+
+def plan(ledgers: dict[str, list[C.Claim]]) -> list[Item]:
+    """Every open claim of every section with what would decide it, cheapest first (unplannable ones last)."""
+    items = [it for section, cs in ledgers.items() for i, c in enumerate(cs, 1)
+             if (it := plan_claim(section, i, c)) is not None]
+    return sorted(items, key=lambda it: (it.cost, it.section, it.number))
+
+
+def counts(ledgers: dict[str, list[C.Claim]]) -> tuple[int, int]:
+    """``(decided, testable)``: supported + not supported, and those plus inconclusive, over every section."""
+    decided = sum(c.verdict in (C.SUPPORTED, C.NOT_SUPPORTED) for cs in ledgers.values() for c in cs)
+    return decided, decided + sum(c.verdict == C.INCONCLUSIVE for cs in ledgers.values() for c in cs)
+
+
+def within_budget(items: list[Item], seconds: float, kinds=("extend",)) -> tuple[list[Item], list[Action], float]:
+    """The claims whose actions (only ``kinds``) fit in ``seconds`` taken cheapest first, an action shared by
+    several claims paid once; returns them, the actions in order and the seconds they cost."""
+    chosen, actions, spent, paid = [], [], 0.0, set()
+    for it in items:
+        if not it.actions or any(a.kind not in kinds for a in it.actions) or math.isnan(it.cost):
+            continue
+        new = [a for a in it.actions if a.key not in paid]
+        extra = sum(a.cost for a in new)
+        if spent + extra > seconds:
+            continue
+        chosen.append(it)
+        actions += new
+        paid |= {a.key for a in new}
+        spent += extra
+    return chosen, actions, spent
+
+
+def hours(seconds: float) -> str:
+    if math.isnan(seconds) or math.isinf(seconds):
+        return "—"
+    return f"{seconds / 3600:.1f}"
+
+
+def table(items: list[Item]):
+    """The plan as a table a person reads: one row per open claim."""
+    import pandas as pd
+
+    rows = [{"section": it.section, "#": it.number, "claim": shorten(it.claim.claim), "open because": it.why,
+             "what would decide it": "; ".join(a.text() for a in it.actions) or it.need,
+             "CPU-hours": hours(it.cost)} for it in items]
+    return pd.DataFrame(rows, columns=["section", "#", "claim", "open because", "what would decide it", "CPU-hours"])
+
+
+def shorten(text: str, width: int = 90) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str:
+    """``claims decided: N of M; the next 10 CPU-hours of extensions would settle K more (...)``."""
+    decided, testable = counts(ledgers)
+    chosen, _, spent = within_budget(items, budget_hours * 3600)
+    seeds = sum(1 for it in items if it.actions and any(a.kind == "seeds" for a in it.actions))
+    return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions "
+            f"({hours(spent)} h planned) would bring {len(chosen)} more to their plateau or cap, where the rule can "
+            f"decide them; {seeds} more need more seeds (listed with their cost, a profile change)")
+
+
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hms]?)\s*$")
+
+
+def parse_budget(text: str) -> float:
+    """``3h``, ``90m``, ``45s`` or a number of hours -> seconds; a bad value is a one-line error."""
+    from fedlib.validation import ConfigError
+
+    m = _BUDGET.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise ConfigError("--budget", text, "a positive duration such as 3h, 90m or 45s")
+    return float(m.group(1)) * {"h": 3600, "": 3600, "m": 60, "s": 1}[m.group(2)]
+
+
+def run(items: list[Item], budget: float, workers: int | None = None, progress: bool = True) -> list:
+    """Spend ``budget`` CPU-seconds of wall time on the extensions of :func:`within_budget` (each group on towards
+    its plateau, stopped at the deadline; every step's finished runs archived). Returns the final statuses."""
+    from fedlib import archive, plateau
+
+    _, actions, _ = within_budget(items, budget * max(1, workers or 1))
+    groups = list({a.key: a.group for a in actions if a.kind == "extend"}.values())
+    if not groups:
+        return []
+    print(f"evidence: extending {len(groups)} run group{'s' if len(groups) != 1 else ''} "
+          f"({', '.join(g.label for g in groups)})", flush=True)
+    return plateau.run(groups, workers=workers, deadline=time.time() + budget, progress=progress,
+                       keep=lambda cfg, seed: archive.add(cfg, seed))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib evidence [--run] [--budget 3h] [--workers N]``."""
+    from fedlib import render
+    from fedlib.papers import command
+    from fedlib.report import to_markdown
+    from fedlib.validation import POSITIVE_INT, Parser, arg_type
+
+    parser = Parser(prog="python -m fedlib evidence", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", action="store_true", help="spend --budget on the cheapest decisive extensions")
+    parser.add_argument("--budget", default="3h", help="wall time for --run (3h, 90m, 45s; default 3h)")
+    parser.add_argument("--workers", type=arg_type(POSITIVE_INT), default=None,
+                        help="runs in parallel (default: one per CPU core)")
+    parser.add_argument("--plan-hours", type=float, default=10.0, help="the CPU-hours the summary line plans (10)")
+
+    @command
+    def go(_argv):
+        args = parser.parse_args(argv)
+        budget = parse_budget(args.budget)
+        ledgers = render.ledgers()
+        items = plan(ledgers)
+        print(to_markdown(table(items).set_index(["section", "#"])))
+        print()
+        print(summary(ledgers, items, args.plan_hours))
+        if not args.run:
+            return 0
+        before = {(s, i): c.verdict for s, cs in ledgers.items() for i, c in enumerate(cs, 1)}
+        run(items, budget, args.workers)
+        after = render.ledgers()
+        changed = [(s, i, before.get((s, i)), c.verdict, c.claim) for s, cs in after.items()
+                   for i, c in enumerate(cs, 1) if before.get((s, i)) != c.verdict]
+        print(f"verdicts changed: {len(changed)}" + "".join(f"\n  {s} #{i}: {a} -> {b}: {shorten(t)}"
+                                                          for s, i, a, b, t in changed))
+        if changed:
+            print("re-render them: python -m fedlib report")
+        return 0
+
+    return go(argv)

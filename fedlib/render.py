@@ -1,0 +1,217 @@
+"""REPORT.md rendered from the run archive alone: ``python -m fedlib report``.
+
+Every section of the report is its paper notebook's cells run in this process under
+:func:`fedlib.results.archive_only`: runs are read from ``archive/`` only (never from ``results/``), nothing
+trains, and a cell that would need a run the archive lacks, or a trained model (which the archive does not keep),
+is left out of the section; the render lists it. Each section is rendered under the strongest profile whose runs
+the archive holds (:func:`section_profile`: the paper protocol, else the converged profile), so that every number
+in REPORT.md has an archived run behind it and a fresh clone renders the same file, byte for byte
+(``tests/papers/test_render.py`` re-renders it and compares).
+
+A section's header says its profile and that it was read from the archive; what made its runs (commits, machines,
+when) is in the tables' "made by" lines, read from the archived summaries. Figures drawn from the archived records
+(curves, critical-difference diagrams, cost fronts) are drawn again with ``--figures``; figures that need trained
+models (t-SNE, prototype heatmaps, reconstructions) come from the notebooks: the section links the ones the
+notebook recorded in ``figures/<paper>/report.json``, under a line saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+from pathlib import Path
+
+#: the studies, in the report's order, with their notebook and module
+SECTIONS = ("benchmark", "fedic", "fedmps", "gfpl", "mpfedcl", "privacy", "protonorm")
+#: profiles a section may be rendered under, strongest first
+STRONG_PROFILES = ("paper", "converged")
+
+
+@dataclasses.dataclass
+class Section:
+    """One rendered section: its markdown, the claims of its ledger, the cells left out and why."""
+
+    name: str
+    profile: str
+    markdown: str
+    claims: list
+    skipped: list
+
+
+def study(name: str):
+    import importlib
+
+    return importlib.import_module(f"fedlib.papers.{name}")
+
+
+def section_profile(name: str) -> str | None:
+    """The strongest of :data:`STRONG_PROFILES` the study has whose runs the archive holds at least one of."""
+    from fedlib import archive, results
+
+    mod = study(name)
+    for profile in STRONG_PROFILES:
+        try:
+            plan = mod.load_plan(profile)
+        except Exception:  # noqa: BLE001 - the study has no such profile
+            continue
+        with results.archive_only():
+            if any(archive.summary(c, s) is not None for c, s in mod.all_jobs(plan)):
+                return profile
+    return None
+
+
+def code_cells(name: str, notebooks: Path | None = None) -> list[str]:
+    """The notebook's code cells after its parameters cell, as source text."""
+    import jupytext
+
+    from fedlib.paths import CHECKOUT
+
+    nb = jupytext.read(Path(notebooks or CHECKOUT / "notebooks") / f"{name}.py")
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    first = next(i for i, c in enumerate(cells) if "parameters" in (c.metadata.get("tags") or []))
+    return [c.source for c in cells[first + 1:]]
+
+
+@contextlib.contextmanager
+def quiet():
+    """stdout and stderr of the cells kept out of the terminal (the render prints its own lines)."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        yield buf
+
+
+def render_section(name: str, profile: str | None = None, figures: bool = False) -> Section:
+    """The section of study ``name`` under ``profile`` (default :func:`section_profile`) from the archive alone.
+    ``figures``: draw the figures the cells make from archived records (else their links only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedlib import report, results
+    from fedlib.papers import notebook as notebook_mod
+
+    profile = profile or section_profile(name)
+    if profile is None:
+        return Section(name, "—", f"## {name}\n\nNo run of this study's long profiles is in the run archive.\n", [], [])
+    captured: dict = {"claims": []}
+    namespace = {"profile": profile, "methods": None, "seeds": None, "rounds": None, "workers": 0, "embedding": "tsne",
+                 "device": "cpu", "backend": "local"}
+    skipped = []
+    with results.archive_only(), report.rendering(draw=figures), notebook_mod.capturing(captured), quiet():
+        for source in code_cells(name):
+            try:
+                exec(compile(source, f"<{name} notebook cell>", "exec"), namespace)   # noqa: S102 - our notebook
+            except results.NotArchived as exc:
+                skipped.append((_first_call(source), str(exc)))
+        nb = namespace.get("nb")
+        if nb is None:
+            raise RuntimeError(f"{name}: the notebook's set-up cell did not make `nb`")
+        section = nb.section
+        linked = {f["path"] for f in section.data["figures"]}
+        extra = notebook_figures(name, profile, linked)
+        if extra:
+            section.text("**Figures from the notebook** (they need trained models, which the run archive does not "
+                         f"keep; drawn by `notebooks/{name}.ipynb`):\n\n"
+                         + "\n\n".join(f"![{c}]({p})" for c, p in extra))
+        markdown = section.markdown()
+    return Section(name, profile, markdown, captured["claims"], skipped)
+
+
+def _first_call(source: str) -> str:
+    lines = [x for x in source.splitlines() if x.strip() and not x.lstrip().startswith("#")]
+    return lines[0].strip() if lines else source.strip()[:60]
+
+
+def notebook_figures(name: str, profile: str, linked: set) -> list[tuple[str, str]]:
+    """``(caption, path)`` of the figures the notebook recorded (``figures/<name>/report.json``) that exist and that
+    the render did not draw itself, in the notebook's order."""
+    from fedlib.paths import CHECKOUT
+    from fedlib.report import figure_dir
+
+    folder = figure_dir(name, profile, CHECKOUT, create=False)
+    try:
+        recorded = json.loads((folder / "report.json").read_text()).get("figures", [])
+    except (OSError, ValueError):
+        return []
+    return [(f["caption"], f["path"]) for f in recorded
+            if f["path"] not in linked and (CHECKOUT / f["path"]).is_file()]
+
+
+def ledgers(names=SECTIONS) -> dict[str, list]:
+    """``{section title: claims}`` of every section, from the archive alone (what the evidence planner reads)."""
+    out = {}
+    for name in names:
+        sec = render_section(name)
+        title = next((x[3:].strip() for x in sec.markdown.splitlines() if x.startswith("## ")), name)
+        out[title] = sec.claims
+    return out
+
+
+def render(names=SECTIONS, figures: bool = False) -> tuple[str, list[Section]]:
+    """REPORT.md's text and its sections: the header, the verdict summary of every ledger, then each section."""
+    from fedlib import claims
+    from fedlib.report import to_markdown
+
+    sections = [render_section(n, figures=figures) for n in names]
+    lines = ["# Reproduction report", "",
+             "Rendered from the run archive (`archive/`) by `python -m fedlib report`: every number below is read from "
+             "an archived run, nothing is trained. Each section is rendered under the strongest profile whose runs the "
+             "archive holds (the paper protocol, else the converged profile); its header names the profile, and the "
+             "tables' \"made by\" lines name the commits and machines that made the runs. Figures that need trained "
+             "models come from the notebooks (`make reproduce`).", "",
+             "| section | profile | cells left out (not in the archive) |", "|---|---|---:|"]
+    for s in sections:
+        lines.append(f"| {s.name} | {s.profile} | {len(s.skipped)} |")
+    with_ledger = {s.name: s.markdown for s in sections if "**Claims ledger" in s.markdown}
+    if with_ledger:
+        lines += ["", "**Verdicts per paper** (one rule for every ledger, `fedlib.claims.verdict`: supported / not "
+                  "supported need the paper protocol or the converged profile and a margin beyond the seed spread "
+                  "(sample std) or an exact test; under the converged profile a comparison counts once the side "
+                  "behind has plateaued, or its margin survives what that side could still gain up to the 400-round "
+                  "cap; short-profile, one-seed and within-spread evidence is inconclusive; a claim that holds by how "
+                  "the method is built, message counts included, is by construction).", "",
+                  to_markdown(claims.report_summary(with_ledger))]
+        lines += ["", evidence_line(sections)]
+    for s in sections:
+        lines += ["", s.markdown.strip()]
+    return "\n".join(lines) + "\n", sections
+
+
+def evidence_line(sections: list[Section]) -> str:
+    """The summary of the evidence planner (:mod:`fedlib.evidence`) over these sections' ledgers."""
+    from fedlib import evidence
+
+    ledgers_ = {s.name: s.claims for s in sections}
+    items = evidence.plan(ledgers_)
+    return "**Evidence.** " + evidence.summary(ledgers_, items) + " (`python -m fedlib evidence` lists them)."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib report [--only NAME] [--figures] [--out PATH] [--check]``."""
+    import sys
+
+    from fedlib.paths import CHECKOUT
+    from fedlib.validation import Parser
+
+    parser = Parser(prog="python -m fedlib report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--figures", action="store_true", help="draw the figures made from archived records again")
+    parser.add_argument("--out", default=None, help="where to write it (default REPORT.md in the checkout)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if the committed REPORT.md differs from the render")
+    args = parser.parse_args(argv)
+    text, sections = render(figures=args.figures and not args.check)
+    for s in sections:
+        left = "".join(f"\n    left out: {call}: {why}" for call, why in s.skipped)
+        print(f"{s.name}: profile {s.profile}, {len(s.claims)} claims{left}", file=sys.stderr)
+    out = Path(args.out or CHECKOUT / "REPORT.md")
+    if args.check:
+        same = out.is_file() and out.read_text() == text
+        print(f"{out}: {'the same as' if same else 'DIFFERS from'} the render of the archive")
+        return 0 if same else 1
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    print(f"wrote {out}")
+    return 0
