@@ -58,6 +58,11 @@ class Plan:
     def seeds(self) -> list[int]:
         return list(self.settings["seeds"])
 
+    def section_seeds(self):
+        """The seeds a report section's header names: the profile's (a list), or a study's own wording (a string)
+        where they differ by setting."""
+        return self.seeds
+
     @property
     def methods(self) -> list[str]:
         """The methods of ``experiments.yaml`` (its ``methods`` block), in file order."""

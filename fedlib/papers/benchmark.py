@@ -63,6 +63,13 @@ class Plan(papers.TablePlan):
         """The setting's seeds: the profile's, or its own where a shared study fixes them (FedMPS: 1234-1236)."""
         return list(self.settings.get("setting_seeds", {}).get(setting, self.seeds))
 
+    def section_seeds(self) -> str:
+        """``seeds 0, 1, 2 (n=3; nway: 1234, 1235, 1236)``: the profile's seeds and those of a setting that keeps its
+        study's own (FedMPS's Table II split, nway)."""
+        own = {s: v for s, v in self.settings.get("setting_seeds", {}).items() if s in self.setting_names()}
+        return (f"seeds {', '.join(map(str, self.seeds))} (n={len(self.seeds)}"
+                + "".join(f"; {s}: {', '.join(map(str, v))}" for s, v in own.items()) + ")")
+
     def setting_label(self, setting: str) -> str:
         return self.spec["settings"][setting]["label"]
 

@@ -63,7 +63,8 @@ def open_notebook(paper: str, load_plan, profile: str, about, *, backend=None, w
         numbers = report.load_paper(paper)
     except FileNotFoundError:
         numbers = {}
-    section = report.ReportSection(paper, profile, title=title or numbers.get("title", paper), seeds=plan.seeds,
+    section = report.ReportSection(paper, profile, title=title or numbers.get("title", paper),
+                                   seeds=plan.section_seeds(),
                                    rounds=rounds, device=device)
     print(line)
     return Notebook(plan, section, numbers.get(reference, {}) if reference else numbers, workers, embedding,
@@ -105,6 +106,17 @@ class Notebook:
 
     def label(self, method: str) -> str:
         return self.plan.label(method)
+
+    def part(self, make, default=None):
+        """``make()``, or ``default`` where it needs a run or a trained model that the run archive lacks while the
+        report is rendered from the archive alone (:class:`fedlib.results.NotArchived`): a ledger then judges the
+        claims whose evidence it has and leaves the others out."""
+        from fedlib.results import NotArchived
+
+        try:
+            return make()
+        except NotArchived:
+            return default
 
     def once(self, key: str, make):
         """``make()`` the first time ``key`` is asked for, the same value afterwards."""

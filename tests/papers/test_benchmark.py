@@ -304,3 +304,12 @@ def test_anchor_curves_and_figure_from_the_round_records(converged, monkeypatch)
     assert labels == ["FedAvg (ours, all of the data)", "FedAvg (ours, 5% of the data, mean of 3 seeds)",
                       "FedAvg: PFLlib, 2,000 rounds (80.41)", "FedProto (ours, all of the data)",
                       "FedProto (ours, 5% of the data, mean of 2 seeds)", "FedProto: PFLlib, 2,000 rounds (99.49)"]
+
+
+def test_the_section_header_names_the_seeds_of_every_setting(converged):
+    """The header said "seeds 0, 1, 2" where the nway setting keeps FedMPS's 1234-1236."""
+    from fedlib import report
+
+    assert converged.section_seeds() == "seeds 0, 1, 2 (n=3; nway: 1234, 1235, 1236)"
+    section = report.ReportSection("benchmark", "converged", seeds=converged.section_seeds(), rounds="100")
+    assert section.provenance().endswith("· rounds 100 · seeds 0, 1, 2 (n=3; nway: 1234, 1235, 1236)_")
