@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             from fedlib.render import main as report_main
 
             return report_main(argv[1:])
-        from fedlib.evidence import main as evidence_main
+        from fedlib.render import evidence_main
 
         return evidence_main(argv[1:])
     args = parser.parse_args(argv)

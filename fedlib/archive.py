@@ -25,6 +25,7 @@ when an entry fails) and counts the finished runs of the results folder (how far
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import shutil
@@ -34,6 +35,30 @@ from fedlib import store
 from fedlib.paths import ARCHIVE
 
 LOG_GZ = store.LOG + ".gz"
+_ONLY = False
+
+
+class NotArchived(LookupError):
+    """A run (or what only a trained model gives) that the run archive does not hold, asked for while reading the
+    archive alone (:func:`only`): nothing is trained and the results folder is not read."""
+
+
+@contextlib.contextmanager
+def only():
+    """Within it every run is read from the run archive only: the results folder is not looked at and nothing
+    trains (a run to train raises :class:`NotArchived`). ``python -m fedlib report`` renders REPORT.md this way,
+    so that every number in it has an archived run behind it, on any clone (:func:`fedlib.results.archive_only`)."""
+    global _ONLY
+    before, _ONLY = _ONLY, True
+    try:
+        yield
+    finally:
+        _ONLY = before
+
+
+def reading_only() -> bool:
+    """Whether :func:`only` is in force."""
+    return _ONLY
 #: a run's values derived from its trained model (fedlib.results.derived), kept beside its record
 DERIVED = "derived"
 
@@ -52,9 +77,10 @@ def add(cfg: dict, seed: int, root: Path | None = None, replace: bool = False) -
     run was made again: a rerun's timing, commit and machine differ even where its numbers do not),
     unless ``replace`` or the results folder's run holds more rounds (the run extended towards its plateau,
     :mod:`fedlib.plateau`); a damaged entry is replaced."""
-    from fedlib.runner import cached_summary, run_dir
+    from fedlib.config import run_dir, target_rounds
 
-    finished = cached_summary(cfg, seed)
+    finished = None if _ONLY else store.verify_finished(run_dir(cfg, seed), cfg["train"]["rounds"], repair=False,
+                                                        at_least=target_rounds(cfg))
     if finished is None:
         return False
     if not replace and entry(cfg, seed, root).exists():
@@ -67,7 +93,7 @@ def add(cfg: dict, seed: int, root: Path | None = None, replace: bool = False) -
     log = (src / store.LOG).read_bytes()
     store.atomic_write(dest / LOG_GZ, gzip.compress(log, mtime=0))
     shutil.copyfile(src / store.CONFIG, dest / store.CONFIG)
-    record = store.with_hash({k: v for k, v in finished.items() if k != "cache_hit"})
+    record = store.with_hash({k: v for k, v in finished.items() if k not in ("cache_hit", "archived")})
     store.atomic_write(dest / store.SUMMARY, json.dumps(record, indent=1) + "\n")
     add_derived(cfg, seed, root)
     return True
@@ -78,7 +104,7 @@ def add_derived(cfg: dict, seed: int, root: Path | None = None) -> int:
     archive; how many were copied."""
     import hashlib
 
-    from fedlib.runner import run_dir
+    from fedlib.config import run_dir
 
     src, dest = run_dir(cfg, seed) / DERIVED, entry(cfg, seed, root)
     try:

@@ -1,7 +1,8 @@
 """The evidence planner: what would decide each claim the report cannot yet decide, and what it costs.
 
-``python -m fedlib evidence`` reads every section's claims ledger from finished runs (training nothing:
-:func:`fedlib.render.ledgers`), and for every inconclusive claim says why it is open and what would decide it:
+``python -m fedlib evidence`` (:func:`fedlib.render.evidence_main`) reads every section's claims ledger from the
+archive (training nothing: :func:`fedlib.render.ledgers`), and for every inconclusive claim says why it is open and
+what would decide it (:func:`plan`):
 
 - a comparison **open** because, under the ``converged`` profile, the side behind is still rising
   (:meth:`fedlib.claims.Comparison.status`): extend that side's runs towards their plateau (:mod:`fedlib.plateau`,
@@ -240,42 +241,3 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
           f"({', '.join(g.label for g in groups)})", flush=True)
     return plateau.run(groups, workers=workers, deadline=time.time() + budget, progress=progress,
                        keep=lambda cfg, seed: archive.add(cfg, seed))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib evidence [--run] [--budget 3h] [--workers N]``."""
-    from fedlib import render
-    from fedlib.papers import command
-    from fedlib.report import to_markdown
-    from fedlib.validation import POSITIVE_INT, Parser, arg_type
-
-    parser = Parser(prog="python -m fedlib evidence", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", action="store_true", help="spend --budget on the cheapest decisive extensions")
-    parser.add_argument("--budget", default="3h", help="wall time for --run (3h, 90m, 45s; default 3h)")
-    parser.add_argument("--workers", type=arg_type(POSITIVE_INT), default=None,
-                        help="runs in parallel (default: one per CPU core)")
-    parser.add_argument("--plan-hours", type=float, default=10.0, help="the CPU-hours the summary line plans (10)")
-
-    @command
-    def go(_argv):
-        args = parser.parse_args(argv)
-        budget = parse_budget(args.budget)
-        ledgers = render.ledgers()
-        items = plan(ledgers)
-        print(to_markdown(table(items).set_index(["section", "#"])))
-        print()
-        print(summary(ledgers, items, args.plan_hours))
-        if not args.run:
-            return 0
-        before = {(s, i): c.verdict for s, cs in ledgers.items() for i, c in enumerate(cs, 1)}
-        run(items, budget, args.workers)
-        after = render.ledgers()
-        changed = [(s, i, before.get((s, i)), c.verdict, c.claim) for s, cs in after.items()
-                   for i, c in enumerate(cs, 1) if before.get((s, i)) != c.verdict]
-        print(f"verdicts changed: {len(changed)}" + "".join(f"\n  {s} #{i}: {a} -> {b}: {shorten(t)}"
-                                                          for s, i, a, b, t in changed))
-        if changed:
-            print("re-render them: python -m fedlib report")
-        return 0
-
-    return go(argv)

@@ -129,11 +129,11 @@ def prefix_agrees(cfg: dict, seed: int, archived: list[dict], metric: str) -> bo
         return None
     return all(a.get("acc", {}).get(metric) == b.get("acc", {}).get(metric)
                and a.get("clients", {}).get(metric) == b.get("clients", {}).get(metric)
-               for a, b in zip(archived, mine))
+               for a, b in zip(archived, mine[:len(archived)], strict=True))
 
 
-def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | None = None, deadline: float | None = None,
-        keep=None, progress: bool = True) -> list[Status]:
+def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | None = None,
+        deadline: float | None = None, keep=None, progress: bool = True) -> list[Status]:
     """Extend ``groups`` step by step until each is done (:attr:`Status.done`) or ``deadline`` (``time.time()``)
     passes; after each step ``keep(cfg, seed)`` is called for every run it finished (the evidence command archives
     it there). Interrupted, the finished runs are kept and the started ones resume from their checkpoints.

@@ -215,3 +215,43 @@ def main(argv: list[str] | None = None) -> int:
     tmp.replace(out)
     print(f"wrote {out}")
     return 0
+
+
+def evidence_main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib evidence [--run] [--budget 3h] [--workers N]``: the evidence planner's command
+    (:mod:`fedlib.evidence`) over the ledgers rendered from the archive."""
+    from fedlib import evidence
+    from fedlib.papers import command
+    from fedlib.report import to_markdown
+    from fedlib.validation import POSITIVE_INT, Parser, arg_type
+
+    parser = Parser(prog="python -m fedlib evidence", description=evidence.__doc__.split("\n\n")[0])
+    parser.add_argument("--run", action="store_true", help="spend --budget on the cheapest decisive extensions")
+    parser.add_argument("--budget", default="3h", help="wall time for --run (3h, 90m, 45s; default 3h)")
+    parser.add_argument("--workers", type=arg_type(POSITIVE_INT), default=None,
+                        help="runs in parallel (default: one per CPU core)")
+    parser.add_argument("--plan-hours", type=float, default=10.0, help="the CPU-hours the summary line plans (10)")
+
+    @command
+    def go(_argv):
+        args = parser.parse_args(argv)
+        budget = evidence.parse_budget(args.budget)
+        books = ledgers()
+        items = evidence.plan(books)
+        print(to_markdown(evidence.table(items).set_index(["section", "#"])))
+        print()
+        print(evidence.summary(books, items, args.plan_hours))
+        if not args.run:
+            return 0
+        before = {(s, i): c.verdict for s, cs in books.items() for i, c in enumerate(cs, 1)}
+        evidence.run(items, budget, args.workers)
+        after = ledgers()
+        changed = [(s, i, before.get((s, i)), c.verdict, c.claim) for s, cs in after.items()
+                   for i, c in enumerate(cs, 1) if before.get((s, i)) != c.verdict]
+        print(f"verdicts changed: {len(changed)}" + "".join(f"\n  {s} #{i}: {a} -> {b}: {evidence.shorten(t)}"
+                                                          for s, i, a, b, t in changed))
+        if changed:
+            print("re-render them: python -m fedlib report")
+        return 0
+
+    return go(argv)

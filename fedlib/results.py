@@ -16,35 +16,14 @@ these holds.
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 from fedlib import archive
 
-_ARCHIVE_ONLY = False
+NotArchived = archive.NotArchived
+archive_only = archive.only
+reading_archive_only = archive.reading_only
 
-
-class NotArchived(LookupError):
-    """A run (or what only a trained model gives) that the run archive does not hold, asked for while reading the
-    archive alone (:func:`archive_only`): nothing is trained and the results folder is not read."""
-
-
-@contextlib.contextmanager
-def archive_only():
-    """Within it every run is read from the run archive only: the results folder is not looked at and nothing
-    trains (a run to train raises :class:`NotArchived`). ``python -m fedlib report`` renders REPORT.md this way,
-    so that every number in it has an archived run behind it, on any clone."""
-    global _ARCHIVE_ONLY
-    before, _ARCHIVE_ONLY = _ARCHIVE_ONLY, True
-    try:
-        yield
-    finally:
-        _ARCHIVE_ONLY = before
-
-
-def reading_archive_only() -> bool:
-    """Whether :func:`archive_only` is in force."""
-    return _ARCHIVE_ONLY
 
 # Where a run can have been made: (device, executor). The same config on another placement is
 # another run (its own run id: float kernels and batching change the last digits), but it
@@ -71,8 +50,8 @@ def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tupl
     from fedlib.runner import cached_summary
 
     for c in placements(cfg):
-        summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if archived or _ARCHIVE_ONLY
-                                              else None)
+        from_archive = archived or archive.reading_only()
+        summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if from_archive else None)
         if summary is not None:
             return c, summary
     return None, None
@@ -145,7 +124,7 @@ def state(cfg: dict, seed: int):
     or resumed from its checkpoint where an earlier attempt stopped: a half-trained model is never served."""
     from fedlib.runner import cached_summary, load_state, run_one
 
-    if _ARCHIVE_ONLY:
+    if archive.reading_only():
         raise NotArchived(f"{cfg['name']} seed {seed}: a trained model, which the run archive does not keep")
     if cached_summary(cfg, seed) is None:
         print(f"{cfg['name']} seed {seed}: the run archive keeps no model, so this figure trains the run here "
@@ -177,14 +156,14 @@ def derived(cfg: dict, seed: int, name: str, compute):
         return record if _derived_ok(record, cfg, seed, name, folder) else None
 
     own = run_dir(cfg, seed)
-    if not _ARCHIVE_ONLY:
+    if not archive.reading_only():
         record = load(own)
         if record is not None:
             return record["value"]
     record = load(archive.entry(cfg, seed))
     if record is not None:
         return record["value"]
-    if _ARCHIVE_ONLY:
+    if archive.reading_only():
         raise NotArchived(f"{cfg['name']} seed {seed}: {name}, derived from a trained model, is not in the run archive")
     value = json.loads(json.dumps(compute(state(cfg, seed))))
     log = (own / store.LOG).read_bytes()

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import yaml
 
-from fedlib import store
+from fedlib import archive, store
 from fedlib.algorithms import make_algorithm
 from fedlib.algorithms.base import Context, Round
 from fedlib.config import TrainConfig, run_dir, target_rounds
@@ -193,11 +193,7 @@ def run_lock(folder: Path):
 def cached_summary(cfg: dict, seed: int, repair: bool = False) -> dict | None:
     """The summary of a finished, consistent run of ``(cfg, seed)`` in the results folder, or ``None`` (trains
     nothing). While :func:`fedlib.results.archive_only` is in force, the run archive's record of it instead."""
-    from fedlib.results import reading_archive_only
-
-    if reading_archive_only():   # the archive's record of this very run stands in for the results folder
-        from fedlib import archive
-
+    if archive.reading_only():   # the archive's record of this very run stands in for the results folder
         return archive.summary(cfg, seed)
     summary = store.verify_finished(run_dir(cfg, seed), cfg["train"]["rounds"], repair=repair,
                                     at_least=target_rounds(cfg))
@@ -238,12 +234,10 @@ def _run_one(cfg: dict, seed: int, progress: bool, on_round=None) -> dict:
 def refuse_to_train(jobs: list[tuple[dict, int]]) -> None:
     """Raise :class:`fedlib.results.NotArchived` naming ``jobs`` while the archive alone is read (nothing may train
     or be written then); nothing otherwise."""
-    from fedlib.results import NotArchived, reading_archive_only
-
-    if reading_archive_only() and jobs:
+    if archive.reading_only() and jobs:
         names = ", ".join(f"{c['name']} seed {s}" for c, s in jobs[:3]) + (f" and {len(jobs) - 3} more"
                                                                            if len(jobs) > 3 else "")
-        raise NotArchived(f"{len(jobs)} run{'s' if len(jobs) != 1 else ''} not in the run archive: {names}")
+        raise archive.NotArchived(f"{len(jobs)} run{'s' if len(jobs) != 1 else ''} not in the run archive: {names}")
 
 
 def rerunnable_config(cfg: dict, seed: int) -> dict:
@@ -272,10 +266,8 @@ def _train(cfg: dict, seed: int, folder: Path, progress: bool, built, on_round=N
            stacked: int = 1) -> dict:
     """Train a run into ``folder``; ``local``: the in-process clients (default :class:`~fedlib.engine.LocalClients`;
     :mod:`fedlib.stacked` gives its lockstep cohort, ``stacked`` saying how many runs trained together)."""
-    from fedlib.results import NotArchived, reading_archive_only
-
-    if reading_archive_only():
-        raise NotArchived(f"{cfg['name']} seed {seed} (run {folder.name}) is not in the run archive")
+    if archive.reading_only():
+        raise archive.NotArchived(f"{cfg['name']} seed {seed} (run {folder.name}) is not in the run archive")
     data, ctx, algo = built
     start_folder(cfg, seed, folder, data.partition)
     t = cfg["train"]
@@ -798,10 +790,8 @@ def load_state(cfg: dict, seed: int) -> RunState:
     is checked first (a damaged one is repaired by :func:`run_one`, with a warning). The run archive keeps no
     model: while it alone is read (:func:`fedlib.results.archive_only`) this raises
     :class:`fedlib.results.NotArchived`."""
-    from fedlib.results import NotArchived, reading_archive_only
-
-    if reading_archive_only():
-        raise NotArchived(f"{cfg['name']} seed {seed}: a trained model, which the run archive does not keep")
+    if archive.reading_only():
+        raise archive.NotArchived(f"{cfg['name']} seed {seed}: a trained model, which the run archive does not keep")
     folder = run_dir(cfg, seed)
     if not (folder / store.CHECKPOINT).exists() and not (folder / store.SUMMARY).exists():
         raise FileNotFoundError(f"no checkpoint for {cfg['name']} seed {seed} in {folder}: run it first")
@@ -825,11 +815,7 @@ def load_rounds(cfg: dict, seed: int) -> list[dict]:
     the same checks as a cache hit (``[]`` for a damaged one, whose warning names the file; :func:`run_one`
     recomputes it); of a run in progress, the consecutive rounds logged so far. While
     :func:`fedlib.results.archive_only` is in force, the run archive's records of it instead."""
-    from fedlib.results import reading_archive_only
-
-    if reading_archive_only():
-        from fedlib import archive
-
+    if archive.reading_only():
         return archive.rounds(cfg, seed)
     folder = run_dir(cfg, seed)
     if (folder / store.SUMMARY).exists() and cached_summary(cfg, seed) is None:

@@ -137,11 +137,16 @@ def cost(records: list[dict]) -> dict:
     return {"seconds": secs, "up_params": up, "down_params": down, "megabytes": 4 * (up + down) / 1e6}
 
 
-def cells(plan: Plan, finished: dict, records: dict | None = None) -> dict:
-    """``{key: {"best", "last", "n", "per_seed", "best_round", **cost, "plateau"}}`` of finished runs (``key[-1]``
-    or ``key`` is the method/variant): accuracies (%) averaged over seeds; where ``records`` are given (one run's
-    records, or every seed's as a list of lists), the cost of the first seed's run and ``plateau``
-    (:func:`fedlib.papers.plateau_text` of the records, every seed's: of their mean curve; "" once plateaued)."""
+def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict | None = None) -> dict:
+    """``{key: {"best", "last", "n", "per_seed", "best_round", **cost, "plateau", "trend"}}`` of finished runs
+    (``key[-1]`` or ``key`` is the method/variant): accuracies (%) averaged over seeds, ``best_std`` their sample std
+    (ddof 1; NaN with one seed); where ``records`` are given (one run's records, or every seed's as a list of lists),
+    the cost of the first seed's run and ``plateau`` (:func:`fedlib.papers.plateau_text` of the records, every
+    seed's: of their mean curve; "" once plateaued); where ``configs`` are given (``{key: config}``), ``trend``
+    (:func:`fedlib.papers.trend` of the runs' config and seeds under the cell's scoring rule, sample-weighted: where
+    the curves stand, for the ledger's comparisons and the evidence planner; absent where no run could be read)."""
+    from fedlib.claims import sample_std
+
     out = {}
     for key, runs in finished.items():
         m = key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key)
@@ -149,25 +154,33 @@ def cells(plan: Plan, finished: dict, records: dict | None = None) -> dict:
         last = [accuracy(plan, m, s, "last") for s in runs]
         mt = metric(plan, m)
         out[key] = {"best": float(np.mean(best)), "last": float(np.mean(last)), "n": len(runs),
-                    "best_std": float(np.std(best)), "per_seed": best,
+                    "best_std": sample_std(best), "per_seed": best,
                     "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
         if records is not None and key in records:
             recs = records[key]
             out[key].update(cost(recs[0] if recs and isinstance(recs[0], list) else recs))
             out[key]["plateau"] = papers.plateau_text(recs, mt, "weighted")
+        if configs is not None and key in configs:
+            seeds = [s["seed"] for s in runs] if all("seed" in s for s in runs) else configs[key]["seeds"]
+            t = papers.trend(key_label(plan, key), configs[key], seeds, mt, "weighted")
+            if t is not None:
+                out[key]["trend"] = t
     return out
+
+
+def key_label(plan: Plan, key) -> str:
+    """A cell's key named as the ledger names it: ``FedIC pra`` (Table 1), ``K 3`` (Fig. 2), ``+ clustering``
+    (Fig. 4), ``FedPAC 40`` (a sweep)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    last = f"K {parts[-1]}" if isinstance(parts[-1], int) else plan.label(parts[-1])
+    return " ".join([last, *map(str, parts[:-1])])
 
 
 def rising_text(plan: Plan, cells_: dict) -> str:
     """The runs of ``cells_`` whose seed-mean curve had not plateaued (:func:`fedlib.papers.plateau_text` of the
-    records :func:`cells` was given), named with their rise, ``""`` where all had or none was checked; what a
-    ledger claim passes to :func:`fedlib.claims.verdict` as ``rising``."""
-    def name(k):
-        parts = k if isinstance(k, tuple) else (k,)
-        last = f"K {parts[-1]}" if isinstance(parts[-1], int) else plan.label(parts[-1])
-        return " ".join([last, *map(str, parts[:-1])])
-
-    return "; ".join(f"{name(k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau"))
+    records :func:`cells` was given), named with their rise, ``""`` where all had or none was checked (the ledger
+    judges on the cells' trends instead: :func:`ledger`)."""
+    return "; ".join(f"{key_label(plan, k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau"))
 
 
 def plateau_note(plan: Plan, cells_: dict) -> str:
@@ -206,12 +219,12 @@ def prototype_distances(state, cls: int = 0) -> tuple[np.ndarray, list[int]]:
 
 def _vs_best(plan: Plan, row: dict, name: str) -> list:
     """``name`` against the best other entry of ``row`` (``{key: cell}``) per seed, paired (the methods share
-    each seed's partition); ``[]`` with one seed."""
+    each seed's partition), with the trends of both sides (a cell's ``trend``, :func:`cells`). Built with one seed
+    too: the verdict then says "one seed", and the evidence planner sees which runs need more seeds."""
     from fedlib.claims import versus_best
 
-    if min(c["n"] for c in row.values()) < 2:
-        return []
-    return [versus_best(plan.label(name), {plan.label(k): c["per_seed"] for k, c in row.items()})]
+    return [versus_best(plan.label(name), {plan.label(k): c["per_seed"] for k, c in row.items()},
+                        trends={plan.label(k): c["trend"] for k, c in row.items() if c.get("trend") is not None})]
 
 
 def _sweep_claim(plan: Plan, cells_: dict, claim_: str, source: str, name: str, enough, note: str):
@@ -231,7 +244,7 @@ def _sweep_claim(plan: Plan, cells_: dict, claim_: str, source: str, name: str, 
     n = min(c["n"] for r in rows.values() for c in r.values())
     tests = [t for r in rows.values() for t in _vs_best(plan, r, "fedic")]
     return claim(claim_, source, evidence, all(wins), plan.profile, n, tests,
-                 note + "; methods: " + ", ".join(plan.sweep_methods()), rising=rising_text(plan, cells_))
+                 note + "; methods: " + ", ".join(plan.sweep_methods()))
 
 
 def ledger(plan: Plan, res: dict) -> list:
@@ -242,7 +255,10 @@ def ledger(plan: Plan, res: dict) -> list:
     ``bias`` (``{"global": x, "cluster": y}`` from FedIC's last round), ``sweeps_plan`` (the plan that made
     ``scale`` and ``alphas``, default ``plan``: a short profile's sweeps beside the converged profile's Table 1).
     Accuracy claims compare per seed, paired
-    (every method and variant runs on the same seeds, so the same partitions); claim "clustering reduces the
+    (every method and variant runs on the same seeds, so the same partitions), each comparison with the trends of
+    its two sides (the cells' ``trend``, :func:`cells`): under the ``converged`` profile they decide whether a margin
+    still stands once the side behind is still rising (:meth:`fedlib.claims.Comparison.status`), and they name the
+    runs for the evidence planner; comparisons are built with one seed too. Claim "clustering reduces the
     aggregation bias" holds by construction."""
     from fedlib.claims import claim, compare, untested
 
@@ -263,8 +279,7 @@ def ledger(plan: Plan, res: dict) -> list:
                              f"FedIC {row['fedic']['best']:.2f} vs best baseline {plan.label(best)} "
                              f"{row[best]['best']:.2f} (best round, sample-weighted)",
                              row["fedic"]["best"] > row[best]["best"], prof, row["fedic"]["n"],
-                             _vs_best(plan, row, "fedic"), caveat,
-                             rising=rising_text(plan, {(p, m): row[m] for m in ("fedic", best)})))
+                             _vs_best(plan, row, "fedic"), caveat))
         for p in plan.settings["partitions"]:
             if (p, "fedpac") in t1 and (p, "fedic") in t1:
                 a, b = t1[(p, "fedic")], t1[(p, "fedpac")]
@@ -288,10 +303,11 @@ def ledger(plan: Plan, res: dict) -> list:
         inner = max((k for k in ks if min(ks) < k < max(ks)), key=accs.get)
         outer = max((min(ks), max(ks)), key=accs.get)
         n = min(c["n"] for c in ks.values())
-        tests = [compare(f"K {inner} - K {outer}", ks[inner]["per_seed"], ks[outer]["per_seed"])] if n > 1 else ()
+        tests = [compare(f"K {inner} - K {outer}", ks[inner]["per_seed"], ks[outer]["per_seed"],
+                         a_trend=ks[inner].get("trend"), b_trend=ks[outer].get("trend"))]
         out.append(claim("An intermediate K is best (K = 3 on Fashion-MNIST)", "Fig. 2",
                          ", ".join(f"K {k}: {a:.2f}" for k, a in sorted(accs.items())), min(accs) < best < max(accs),
-                         prof, n, tests, caveat + "; Pra", rising=rising_text(plan, ks)))
+                         prof, n, tests, caveat + "; Pra"))
     elif ks:
         out.append(untested("An intermediate K is best", "Fig. 2", f"the profile runs K = {sorted(ks)}"))
     ab = res.get("ablation")
@@ -299,13 +315,13 @@ def ledger(plan: Plan, res: dict) -> list:
         a = {v: c["best"] for v, c in ab.items()}
         steps = ("baseline", "clustering", "collaboration", "fedic")
         n = min(c["n"] for c in ab.values())
-        tests = [compare(f"{plan.label(hi)} - {plan.label(lo)}", ab[hi]["per_seed"], ab[lo]["per_seed"])
-                 for lo, hi in zip(steps, steps[1:], strict=False)] if n > 1 else ()
+        tests = [compare(f"{plan.label(hi)} - {plan.label(lo)}", ab[hi]["per_seed"], ab[lo]["per_seed"],
+                         a_trend=ab[hi].get("trend"), b_trend=ab[lo].get("trend"))
+                 for lo, hi in zip(steps, steps[1:], strict=False)]
         out.append(claim("baseline < + clustering < + collaboration < both", "Fig. 4",
                          ", ".join(f"{plan.label(v)} {x:.2f}" for v, x in a.items()),
                          all(a[lo] < a[hi] for lo, hi in zip(steps, steps[1:], strict=False)), prof, n, tests,
-                         caveat + "; the paper's ablation is on CIFAR-100, ours on Fashion-MNIST Pra",
-                         rising=rising_text(plan, ab)))
+                         caveat + "; the paper's ablation is on CIFAR-100, ours on Fashion-MNIST Pra"))
     sweeps = (("scale", "FedIC stays best with 40 and 60 clients", "Table 3", "{} clients",
                lambda keys: max(keys) > 20, "the paper's table is CIFAR, ours Fashion-MNIST "
                + plan.partition_label(plan.settings["clients_partition"])),
@@ -338,22 +354,33 @@ def converged_runs(plan: Plan) -> dict:
     the run archive: :func:`fedlib.results.cached`; trains nothing), for any profile's report:
     ``{"plan", "found", "total", "table1", "k", "ablation", "complete", "bias", "made_by"}``. ``table1``, ``k`` and
     ``ablation`` are :func:`cells` over the configs whose every seed has finished (plateau judged on the seed-mean
-    curve); ``complete`` once every run of the three has; ``bias`` from FedIC's first-seed Pra run."""
+    curve, each cell with its ``trend``); ``complete`` once every run of the three has; ``bias`` from FedIC's
+    first-seed Pra run. ``found`` / ``total`` and ``made_by`` count each run once, by run id
+    (:func:`fedlib.config.run_id`): K = 3 and the full ablation variant are Table 1's FedIC Pra run, K = 1 is
+    "+ collaboration"."""
+    from fedlib.config import run_id
+
     cp = Plan.load("converged", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
     parts = {"table1": table1_configs(cp), "k": k_configs(cp), "ablation": ablation_configs(cp)}
-    out, made = {"plan": cp, "found": 0, "total": 0, "complete": True}, []
+    out, made, ids = {"plan": cp, "complete": True}, {}, {}
     for name, cfgs in parts.items():
-        done, found = results.cached(cfgs, cp.seeds)
-        out["found"] += found
-        out["total"] += len(cfgs) * len(cp.seeds)
+        done, _ = results.cached(cfgs, cp.seeds)
         out["complete"] &= len(done) == len(cfgs)
-        out[name] = cells(cp, done, {k: [results.rounds(cfgs[k], s) for s in cp.seeds] for k in done})
-        made += [s for runs in done.values() for s in runs]
+        out[name] = cells(cp, done, {k: [results.rounds(cfgs[k], s) for s in cp.seeds] for k in done}, cfgs)
+        for k, cfg in cfgs.items():
+            for i, s in enumerate(cp.seeds):
+                rid = run_id(cfg, s)
+                if k in done:
+                    made[rid] = ids[rid] = done[k][i]
+                elif rid not in ids:
+                    ids[rid] = results.find(cfg, s)[1]
+    out["found"] = sum(v is not None for v in ids.values())
+    out["total"] = len(ids)
     pra = (cp.settings["partitions"][-1], "fedic")
     recs = results.rounds(parts["table1"][pra], cp.seeds[0]) if pra in out["table1"] else []
     out["bias"] = ({"global": recs[-1]["server"]["bias_global"], "cluster": recs[-1]["server"]["bias_cluster"]}
                    if recs else None)
-    out["made_by"] = papers.made_by(made) if made else ""
+    out["made_by"] = papers.made_by(made.values()) if made else ""
     return out
 
 
@@ -398,11 +425,11 @@ def main(argv: list[str] | None = None) -> int:
         print(note)
     if args.figures:
         ks = cells(plan, obtain(k_configs(plan), "Fig. 2"))
-        print("Fig. 2 (Pra, best round): " + ", ".join(f"K {k}: {c['best']:.2f} +- {c['best_std']:.2f}"
+        print("Fig. 2 (Pra, best round): " + ", ".join(f"K {k}: {report.fmt(c['best'], c['best_std'], n=c['n'])}"
                                                       for k, c in ks.items()))
         ab = cells(plan, obtain(ablation_configs(plan), "Fig. 4"))
-        print("Fig. 4 (Pra, best round): " + ", ".join(f"{plan.label(v)} {c['best']:.2f} +- {c['best_std']:.2f}"
-                                                      for v, c in ab.items()))
+        print("Fig. 4 (Pra, best round): " + ", ".join(
+            f"{plan.label(v)} {report.fmt(c['best'], c['best_std'], n=c['n'])}" for v, c in ab.items()))
     return 0
 
 
@@ -487,7 +514,7 @@ def _table1(nb) -> dict:
         every = {k: {s: results.rounds(c, s) for s in c["seeds"]} for k, c in cfgs.items()}  # plateau: seed-mean
         recs = {k: every[k][nb.seed0] for k in cfgs}
         return {"configs": cfgs, "records": recs,
-                "cells": cells(nb.plan, runs, {k: list(every[k].values()) for k in runs})}
+                "cells": cells(nb.plan, runs, {k: list(every[k].values()) for k in runs}, cfgs)}
     return nb.once("table1", make)
 
 
@@ -564,7 +591,7 @@ def _sweep(nb, name: str, configs, desc: str) -> dict:
     def make():
         cfgs = configs(nb.plan)
         runs = run(cfgs, workers=nb.workers, desc=desc)
-        return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs})
+        return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs}, cfgs)
     return nb.once(name, make)
 
 

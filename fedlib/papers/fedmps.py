@@ -147,6 +147,54 @@ def ablation_configs(plan: Plan) -> dict[int, dict]:
     return out
 
 
+def trend_groups(plan: Plan) -> dict:
+    """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on, keyed as the ledger
+    looks its trend up: ``("table3", m)`` (Table III, every seed, the paper's convention) and ``("table3_head", m)``
+    (the same runs under the head over all classes), ``("time", m)`` and ``("attack",)`` (Table III's first seed:
+    the time to target and the attack read it), ``("ways", m, n)`` (Table VI), ``("ablation", row)`` (Table VII),
+    ``("stdev", m, std)``, ``("clients", m, N)`` and ``("tau", "tau1" | "tau2", value)`` (Figs. 8-10), those first
+    seed."""
+    L, seed0 = plan.label, plan.seeds[:1]
+    out = {}
+    for m, c in table3_configs(plan).items():
+        out[("table3", m)] = (f"{L(m)} (Table III)", c, plan.seeds, plan.paper_metric(m))
+        out[("table3_head", m)] = (f"{L(m)} (Table III, head)", c, plan.seeds, COMMON_METRIC)
+        out[("time", m)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, plan.paper_metric(m))
+        if m == "fedmps":
+            out[("attack",)] = out[("time", m)]
+    out.update({("ways", m, n): (f"{L(m)} n = {n}", c, seed0, plan.paper_metric(m))
+                for (m, n), c in ways_configs(plan).items()})
+    out.update({("ablation", row): (f"FedMPS ablation row {row}", c, seed0, PAPER_METRIC_PROTO)
+                for row, c in ablation_configs(plan).items()})
+    out.update({("stdev", m, s): (f"{L(m)} std {s}", c, seed0, plan.paper_metric(m))
+                for (m, s), c in stdev_configs(plan).items()})
+    out.update({("clients", m, n): (f"{L(m)} N = {n}", c, seed0, plan.paper_metric(m))
+                for (m, n), c in clients_configs(plan).items()})
+    out.update({("tau", t, x): (f"FedMPS {t} = {x:g}", c, seed0, PAPER_METRIC_PROTO)
+                for (t, x), c in temperature_configs(plan).items()})
+    return out
+
+
+def trends(plan: Plan, keys=None) -> dict:
+    """``{key: Trend}`` (:func:`fedlib.papers.trend`) of the run groups of :func:`trend_groups` (``keys``: only
+    those) that have a finished run (results folder, else the run archive; trains nothing), judged on the unweighted
+    mean over clients (``stat="mean"``, the accuracy every FedMPS table reports) under each cell's rule. Each trend
+    names its runs (:class:`fedlib.plateau.Group`), so that the evidence planner can give them more seeds."""
+    groups = trend_groups(plan)
+    out = {}
+    for key in groups if keys is None else [k for k in keys if k in groups]:
+        label, cfg, seeds, metric = groups[key]
+        t = papers.trend(label, cfg, seeds, metric, "mean")
+        if t is not None:
+            out[key] = t
+    return out
+
+
+def _per_seed(v) -> list[float]:
+    """A cell's per-seed values: a list as given, a single value (one seed) as a list of one."""
+    return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
+
+
 # -- reading results -------------------------------------------------------------------
 def paper_vs_ours(paper: dict, table: str | None, ours: dict):
     """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column: :func:`fedlib.report.compare`
@@ -172,8 +220,9 @@ def client_std(summary: dict, metric: str, stat: str = "best") -> float:
 def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = None) -> dict:
     """Table III rows ``{method: {"mean", "std", "per_seed", "p_vs_fedmps", "metric"}}``.
 
-    ``summaries[method]`` holds one summary per seed. Mean and std (ddof 0) over seeds of
-    the best-round accuracy; ``p_vs_fedmps`` is the exact two-sided Wilcoxon-Mann-Whitney rank-sum
+    ``summaries[method]`` holds one summary per seed. Mean and sample std (ddof 1,
+    :func:`fedlib.claims.sample_std`) over seeds of the best-round accuracy (unweighted mean over
+    clients); ``p_vs_fedmps`` is the exact two-sided Wilcoxon-Mann-Whitney rank-sum
     test against FedMPS (:func:`fedlib.claims.rank_sum_p`), ``None`` with fewer than two seeds. With
     3 vs 3 runs it cannot go below 0.10 (:func:`fedlib.claims.smallest_p`); the paper's p < 0.05
     with 3 vs 3 runs is the floor of the normal approximation (0.0495), not an exact p.
@@ -205,9 +254,10 @@ def _paper_plan(plan: Plan) -> Plan:
 
 def paper_table3(plan: Plan) -> dict:
     """Table III under the ``paper`` profile from finished runs only (trains nothing), for a
-    shorter profile's report: ``{"plan", "found", "total", "rows", "head", "made_by"}``, with
+    shorter profile's report: ``{"plan", "found", "total", "rows", "head", "made_by", "trends"}``, with
     ``rows``/``head`` (:func:`table3`, the paper's convention / head over all classes) over the
-    methods whose every seed has finished, ``None`` while none has. The runs come from
+    methods whose every seed has finished, ``None`` while none has, and ``trends`` (:func:`trends`) of
+    their run groups. The runs come from
     ``python -m fedlib.papers.fedmps --profile paper`` (or the paper profile's notebook) into the
     same results folder, on ``plan``'s device and executor or else another (:func:`fedlib.results.find`);
     a run the results folder lacks is read from the run archive (:mod:`fedlib.archive`)."""
@@ -218,6 +268,7 @@ def paper_table3(plan: Plan) -> dict:
            "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else ""}
     if done:
         out["rows"], out["head"] = table3(pplan, done), table3(pplan, done, metric=COMMON_METRIC)
+    out["trends"] = trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])
     return out
 
 
@@ -233,28 +284,32 @@ def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[
 
 def paper_table6(plan: Plan) -> dict:
     """Table VI under the ``paper`` profile from finished runs only (trains nothing):
-    ``{"plan", "found", "total", "rows", "missing", "made_by"}`` with ``rows`` (:func:`ways_rows`) over
+    ``{"plan", "found", "total", "rows", "missing", "made_by", "trends"}`` with ``rows`` (:func:`ways_rows`) over
     the methods finished so far for each n (the first seed, as the paper's "same random seed"; ``None``
-    while none has), and ``missing``: ``{n: [methods not finished]}``. n = 3 is Table III's first seed."""
+    while none has), ``missing``: ``{n: [methods not finished]}`` and ``trends`` (:func:`trends`) of the finished
+    runs. n = 3 is Table III's first seed."""
     pplan = _paper_plan(plan)
     configs, seed0 = ways_configs(pplan), pplan.seeds[0]
     done, found = results.cached(configs, [seed0])
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
     return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
-            "missing": missing, "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else ""}
+            "missing": missing, "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else "",
+            "trends": trends(pplan, [("ways", m, n) for m, n in done])}
 
 
 def paper_table7(plan: Plan) -> dict:
     """Table VII under the ``paper`` profile from finished runs only (trains nothing):
-    ``{"plan", "found", "total", "rows", "made_by"}`` with ``rows`` (:func:`ablation_table`) once
-    every row has finished (first seed; row 6, every term on, is Table III's FedMPS run)."""
+    ``{"plan", "found", "total", "rows", "made_by", "trends"}`` with ``rows`` (:func:`ablation_table`) and
+    ``trends`` (:func:`trends`) once every row has finished (first seed; row 6, every term on, is Table III's FedMPS
+    run)."""
     pplan = _paper_plan(plan)
     configs, seed0 = ablation_configs(pplan), pplan.seeds[0]
     done, found = results.cached(configs, [seed0])
     full = len(done) == len(configs)
     return {"plan": pplan, "found": found, "total": len(configs),
             "rows": ablation_table(pplan, done, configs) if full else None,
-            "made_by": papers.made_by(s for runs in done.values() for s in runs) if full else ""}
+            "made_by": papers.made_by(s for runs in done.values() for s in runs) if full else "",
+            "trends": trends(pplan, [("ablation", row) for row in done]) if full else {}}
 
 
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
@@ -1035,22 +1090,31 @@ def show_summary(nb):
 
 def show_ledger(nb):
     """The claims ledger: every claim the paper makes about Fashion-MNIST-sized settings, our evidence and a
-    verdict; writes the report section."""
-    plan, acc_of = nb.plan, _sweeps(nb)
-    t3 = _table3(nb)
+    verdict; writes the report section. Each part is left out where it needs a run or a trained model that the run
+    archive lacks while the report is rendered from the archive alone (:meth:`~fedlib.papers.notebook.Notebook.part`):
+    the ledger then judges the claims whose evidence it has. Every comparison carries the trends of its two sides
+    (:func:`trends`), which name the runs behind it."""
+    plan, part = nb.plan, nb.part
+    acc_of = part(lambda: _sweeps(nb))
+    t3 = part(lambda: _table3(nb))
     pt3, pt6, pt7 = (_paper_protocol(nb, f"paper_{k}", f) for k, f in
                      (("table3", paper_table3), ("table6", paper_table6), ("table7", paper_table7)))
-    std_sweep = {s: {m: acc_of(("std", m, s), m) for m in ("fedproto", "fedmps")} for s in plan.settings["stdev"]}
-    n_sweep = {n: {m: acc_of(("N", m, n), m) for m in plan.selected("sweep_methods")} for n in plan.settings["clients"]}
-    tau_std = {t: float(np.std([acc_of(("tau", t, x), "fedmps") for x in plan.settings[t]])) for t in ("tau1", "tau2")}
-    ways_acc = {n: {m: v["fmnist"][0] for m, v in rows.items()} for n, rows in _ways(nb).items()}
-    claims = ledger(plan, {"table3": t3["rows"], "table3_head": t3["head"], "comm": _uplinks(nb), "ways": ways_acc,
-                           "ablation": _ablation(nb), "time": _time_to_target(nb), "stdev": std_sweep,
-                           "clients": n_sweep, "tau_std": tau_std, "attack": _attack(nb).summary(),
-                           "comm_cifar10": _communication_cifar(nb),
-                           "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
-                           "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7})
-    return nb.ledger(claims, record=False)
+    res = {"table3": t3 and t3["rows"], "table3_head": t3 and t3["head"], "comm": t3 and _uplinks(nb),
+           "ways": part(lambda: {n: {m: v["fmnist"][0] for m, v in rows.items()} for n, rows in _ways(nb).items()}),
+           "ablation": part(lambda: _ablation(nb)), "time": part(lambda: _time_to_target(nb)),
+           "attack": part(lambda: _attack(nb).summary()), "comm_cifar10": _communication_cifar(nb),
+           "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
+           "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7}
+    if acc_of is not None:
+        tau = {t: {x: acc_of(("tau", t, x), "fedmps") for x in plan.settings[t]} for t in ("tau1", "tau2")}
+        res.update(stdev={s: {m: acc_of(("std", m, s), m) for m in ("fedproto", "fedmps")}
+                          for s in plan.settings["stdev"]},
+                   clients={n: {m: acc_of(("N", m, n), m) for m in plan.selected("sweep_methods")}
+                            for n in plan.settings["clients"]},
+                   tau=tau, tau_std={t: float(np.std(list(v.values()))) for t, v in tau.items()})  # across each grid
+    res = {k: v for k, v in res.items() if v is not None}
+    res["trends"] = nb.once("trends", lambda: trends(plan))
+    return nb.ledger(ledger(plan, res), record=False)
 
 if __name__ == "__main__":
     raise SystemExit(main())
@@ -1065,25 +1129,32 @@ def ledger(plan: Plan, res: dict) -> list:
     per round per method, Fashion-MNIST runs), ``ways`` (``{n: {method: accuracy}}``), ``ablation``
     (:func:`ablation_table`), ``comm_cifar10`` (:func:`communication_cifar10`), ``time``
     (``{method: time_to_target}``), ``stdev`` and ``clients``
-    (``{value: {method: accuracy}}``), ``tau_std`` (``{"tau1": std, "tau2": std}`` of FedMPS's
-    accuracy in points), ``attack`` (the attack's summary frame). Tables VI-VII, the sweeps, the time to
-    target and the attack run one seed: inconclusive under any profile; traffic counts are exact.
+    (``{value: {method: accuracy}}``; also ``[accuracy per seed]``), ``tau_std`` (``{"tau1": std, "tau2": std}`` of
+    FedMPS's accuracy in points across each grid, or ``[std per seed]``), ``tau`` (``{"tau1": {value: accuracy}}``:
+    which grid runs set the spread), ``attack`` (the attack's summary frame), ``trends`` (:func:`trends`: where the
+    curves of the runs behind each cell stand; each comparison carries the trends of its two sides, so that the
+    evidence planner knows which runs need more seeds), and the paper protocol's parts under a shorter profile
+    (``table3_paper``, ``ways_paper``, ``ablation_paper``: :func:`paper_table3`, :func:`paper_table6`,
+    :func:`paper_table7`, each with its own ``trends``). Tables VI-VII, the sweeps, the time to target and the attack
+    run one seed: their claims rest on one comparison per value (one seed: inconclusive under any profile); traffic
+    counts are exact.
     """
-    from fedlib.claims import claim
+    from fedlib.claims import against_threshold, claim, compare
 
     R, seeds, prof = plan.settings["rounds"], plan.seeds, plan.profile
     short = prof != "paper"
     where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}"
     caveat = "short runs: not converged" if short else ""
+    tr = res.get("trends") or {}
     out = []
     out += _table3_claims(plan, prof, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds),
-                          "Table III")
+                          "Table III", tr)
     pp = res.get("table3_paper")
     if pp and short:
         pseeds = pp["plan"].seeds
         out += _table3_claims(plan, "paper", pp["rows"], pp["head"], f"paper profile, "
                               f"{pp['plan'].settings['rounds']['main']} rounds, seeds {pseeds}", "", len(pseeds),
-                              "Table III, paper protocol")
+                              "Table III, paper protocol", pp.get("trends"))
     cifar = res.get("comm_cifar10")
     if cifar and "fedmps" in cifar:
         params = {m: c["up"] for m, c in cifar.items() if m not in ("fedproto", "fedmps")}
@@ -1102,9 +1173,9 @@ def ledger(plan: Plan, res: dict) -> list:
                          comm["fedmps"] < min(params.values()) / 10, prof, len(seeds), exact=True,
                          note="rule: at least 10 times fewer; not a claim of the paper (Table V is CIFAR-10): here "
                          "each held class costs 3136 + 1568 floats, large beside FedProto's small CNN"))
-    out += _ways_claims(plan, prof, res.get("ways"), f"seed {seeds[0]}", caveat, "Table VI")
+    out += _ways_claims(plan, prof, res.get("ways"), f"seed {seeds[0]}", caveat, "Table VI", tr)
     out += _ablation_claims(prof, res.get("ablation"), "Fashion-MNIST instead of the paper's CIFAR-10"
-                            + (f"; {caveat}" if short else ""), "Table VII")
+                            + (f"; {caveat}" if short else ""), "Table VII", tr)
     for key, label, what in (("ways_paper", "Table VI", "ways"), ("ablation_paper", "Table VII", "ablation")):
         pp = res.get(key)
         if pp and pp.get("rows") and short:
@@ -1112,103 +1183,162 @@ def ledger(plan: Plan, res: dict) -> list:
             if what == "ways":
                 acc = {n: {m: v[0] for m, v in row.items()} for n, row in pp["rows"].items()}
                 out += _ways_claims(plan, "paper", acc, f"paper profile, {pr.settings['rounds']['main']} rounds, "
-                                    f"seed {pr.seeds[0]}", "", f"{label}, paper protocol")
+                                    f"seed {pr.seeds[0]}", "", f"{label}, paper protocol", pp.get("trends"))
             else:
                 out += _ablation_claims("paper", pp["rows"], f"Fashion-MNIST instead of the paper's CIFAR-10; paper "
                                         f"profile, {pr.settings['rounds']['ablation']} rounds, seed {pr.seeds[0]}",
-                                        f"{label}, paper protocol")
+                                        f"{label}, paper protocol", pp.get("trends"))
     tt = res.get("time")
     if tt and "fedmps" in tt:
         reached = {m: v["round"] for m, v in tt.items() if v["round"] is not None}
+        # fewest rounds: the fastest other method's rounds against FedMPS's (first seed); a run that never reached
+        # the target counts as one round past its end, a lower bound
+        never = R["main"] + 1
+        rounds = {m: never if v["round"] is None else v["round"] for m, v in tt.items()}
+        rivals = [m for m in tt if m != "fedmps"]
+        tests, bound = [], ""
+        if reached and rivals:
+            rival = min(rivals, key=rounds.get)
+            tests.append(compare(f"{plan.label(rival)} - FedMPS (rounds to target)", [rounds[rival]],
+                                 [rounds["fedmps"]], a_trend=tr.get(("time", rival)),
+                                 b_trend=tr.get(("time", "fedmps"))))
+            if tt[rival]["round"] is None or tt["fedmps"]["round"] is None:
+                bound = f"never reached: counted as {never} rounds, a lower bound"
         out.append(claim("FedMPS converges fastest (fewest rounds to a target accuracy)", "Figs. 4-5",
                          "rounds to target: " + ", ".join(f"{plan.label(m)} {v['round'] or 'never'}"
                                                           for m, v in tt.items()),
-                         None if not reached else reached.get("fedmps") == min(reached.values()), prof, 1,
-                         note=caveat))
-    for key, value, fig in (("stdev", "noise std", "Fig. 8"), ("clients", "number of clients N", "Fig. 9")):
+                         None if not reached else reached.get("fedmps") == min(reached.values()), prof, 1, tests,
+                         note="; ".join(x for x in (caveat, bound) if x)))
+    for key, value, fig, short_name in (("stdev", "noise std", "Fig. 8", "std {}"),
+                                        ("clients", "number of clients N", "Fig. 9", "N = {}")):
         sw = res.get(key)
         if sw:
-            ok = all(v.get("fedmps", -1) >= max(v.values()) for v in sw.values())
-            cells = []
-            for k, v in sw.items():
+            mean = {k: {m: float(np.mean(_per_seed(a))) for m, a in v.items()} for k, v in sw.items()}
+            ok = all(v.get("fedmps", -1) >= max(v.values()) for v in mean.values())
+            cells, tests, k_seeds = [], [], []
+            for k, v in mean.items():
                 other = max((x for m, x in v.items() if m != "fedmps"), default=float("nan"))
                 ours = v.get("fedmps", float("nan"))
                 cells.append(f"{value.split()[0]} {k}: FedMPS {ours:.2f}, best other {other:.2f}")
-            out.append(claim(f"FedMPS stays ahead as the {value} varies", fig, ", ".join(cells), ok, prof, 1,
+                rivals = [m for m in v if m != "fedmps"]
+                if "fedmps" in v and rivals:   # at each value, FedMPS against the best other method
+                    rival = max(rivals, key=v.get)
+                    a, b = _per_seed(sw[k]["fedmps"]), _per_seed(sw[k][rival])
+                    tests.append(compare(f"FedMPS - {plan.label(rival)} ({short_name.format(k)})", a, b,
+                                         a_trend=tr.get((key, "fedmps", k)), b_trend=tr.get((key, rival, k))))
+                    k_seeds.append(min(len(a), len(b)))
+            out.append(claim(f"FedMPS stays ahead as the {value} varies", fig, ", ".join(cells), ok, prof,
+                             min(k_seeds, default=1), tests,
                              note=f"{R['sweep']} rounds" + (f"; {caveat}" if short else "")))
     tau = res.get("tau_std")
     if tau:
+        per = {t: _per_seed(s) for t, s in tau.items()}
+        std = {t: float(np.mean(v)) for t, v in per.items()}
+        grid = res.get("tau") or {}
+        tests = []
+        for t, v in per.items():   # "std below 1 point": 1 - std above 0, per seed
+            if np.isnan(v).all():
+                continue
+            acc = grid.get(t) or {}
+            lo, hi = (min(acc, key=acc.get), max(acc, key=acc.get)) if acc else (None, None)
+            c = against_threshold(f"1 - std across the {t} grid", [1.0 - x for x in v], 0.0, tr.get(("tau", t, lo)))
+            tests.append(dataclasses.replace(c, b_trend=tr.get(("tau", t, hi))))  # the grid's lowest and highest runs
         out.append(claim("FedMPS is insensitive to its temperatures (accuracy std across the grid: tau1 0.36, "
                          "tau2 0.13 points on Fashion-MNIST)", "Fig. 10",
-                         f"std tau1 {tau['tau1']:.2f}, tau2 {tau['tau2']:.2f} points", max(tau.values()) < 1.0, prof,
-                         1, note="rule: std below 1 point" + (f"; {caveat}" if short else "")))
+                         f"std tau1 {std['tau1']:.2f}, tau2 {std['tau2']:.2f} points", max(std.values()) < 1.0, prof,
+                         min(len(v) for v in per.values()), tests,
+                         note="rule: std below 1 point" + (f"; {caveat}" if short else "")))
     atk = res.get("attack")
     if atk is not None:
         ssim = atk.set_index(["source", "levels"])["ssim"]
         proto = max(v for (src, _), v in ssim.items() if src == "prototype")
         ref = ssim.get(("class_average", "-"))
+        tests = [] if ref is None else [against_threshold("class average + 0.02 - SSIM", [ref + 0.02 - proto], 0.0,
+                                                          tr.get(("attack",)))]
         out.append(claim("Uploaded prototypes do not let the server reconstruct the client's images", "Fig. 11",
                          f"best mean SSIM from prototypes {proto:.3f}; the attacker's own class average "
                          f"{ref:.3f}" if ref is not None else f"best mean SSIM from prototypes {proto:.3f}",
-                         None if ref is None else proto <= ref + 0.02, prof, 1,
+                         None if ref is None else proto <= ref + 0.02, prof, 1, tests,
                          note="rule: no better than the class average (+0.02); the paper judges by eye"))
     return out
 
 
-def _ways_claims(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, source: str) -> list:
-    """Table VI's claim: FedMPS is best for every n (``ways``: ``{n: {method: accuracy}}``, one seed)."""
-    from fedlib.claims import claim
+def _ways_claims(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, source: str,
+                 trends: dict | None = None) -> list:
+    """Table VI's claim: FedMPS is best for every n (``ways``: ``{n: {method: accuracy}}``, one seed), on one
+    comparison per n: FedMPS against the best other method there, with their trends (``("ways", m, n)``)."""
+    from fedlib.claims import claim, versus_best
 
     if not ways:
         return []
+    tr = trends or {}
+    per = {n: {m: _per_seed(a) for m, a in v.items()} for n, v in ways.items()}
+    ways = {n: {m: float(np.mean(a)) for m, a in v.items()} for n, v in per.items()}
     wins = {n: max(v, key=v.get) == "fedmps" for n, v in ways.items()}
+    tests = [versus_best(f"FedMPS (n = {n})", {f"{plan.label(m)} (n = {n})": a for m, a in v.items()},
+                         trends={f"{plan.label(m)} (n = {n})": tr.get(("ways", m, n)) for m in v})
+             for n, v in per.items() if "fedmps" in v and len(v) > 1]
     return [claim("FedMPS is the best method for every average number of classes n", source,
                   ", ".join(f"n = {n}: best {plan.label(max(v, key=v.get))} {max(v.values()):.2f}"
                             + ("" if wins[n] else f", FedMPS {v.get('fedmps', float('nan')):.2f}")
                             for n, v in ways.items()) + f" ({where})",
-                  all(wins.values()), profile, 1, note=caveat)]
+                  all(wins.values()), profile, min(len(a) for v in per.values() for a in v.values()), tests,
+                  note=caveat)]
 
 
-def _ablation_claims(profile: str, abl: dict | None, note: str, source: str) -> list:
+def _ablation_claims(profile: str, abl: dict | None, note: str, source: str, trends: dict | None = None) -> list:
     """Table VII's claims (each term alone above cross-entropy; soft labels on top of both contrastive terms)
-    from :func:`ablation_table` rows (one seed)."""
-    from fedlib.claims import claim
+    from :func:`ablation_table` rows (one seed), each row against its reference at the best round (the paper's
+    rule), with the rows' trends (``("ablation", row)``)."""
+    from fedlib.claims import claim, compare
 
     if not abl:
         return []
+    tr = trends or {}
     a = {row: r["proto_own_best"] for row, r in abl.items()}
     last = {row: r["proto_own_last"] for row, r in abl.items()}
+
+    def vs(row, ref):
+        return compare(f"({row}) - ({ref}), best round", [a[row]], [a[ref]], a_trend=tr.get(("ablation", row)),
+                       b_trend=tr.get(("ablation", ref)))
+
     rows = [r for r in (1, 2, 3, 4) if r in a]
     out = [claim("Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)", source,
                  "best round " + ", ".join(f"({r}) {a[r]:.2f}" for r in rows) + "; last round "
                  + ", ".join(f"({r}) {last[r]:.2f}" for r in rows),
-                 all(a[r] > a[1] for r in (2, 3, 4) if r in a), profile, 1, note=note)]
+                 all(a[r] > a[1] for r in (2, 3, 4) if r in a), profile, 1,
+                 [vs(r, 1) for r in (2, 3, 4) if r in a and 1 in a], note=note)]
     if 5 in a and 6 in a:
         out.append(claim("Soft labels add accuracy on top of both contrastive terms (row 6 above row 5)", source,
                          f"best round (6) {a[6]:.2f} vs (5) {a[5]:.2f}; last round (6) {last[6]:.2f} vs (5) "
                          f"{last[5]:.2f}; head (6) {abl[6]['head_last']:.2f} vs (5) {abl[5]['head_last']:.2f}",
-                         a[6] > a[5] or last[6] > last[5], profile, 1, note=f"{note}; the soft-label term acts from "
-                         "round 2 on and on the head"))
+                         a[6] > a[5] or last[6] > last[5], profile, 1, [vs(6, 5)], note=f"{note}; the soft-label term "
+                         "acts from round 2 on and on the head"))
     return out
 
 
 def _table3_claims(plan: Plan, profile: str, t3: dict | None, head: dict | None, where: str, caveat: str,
-                   n_seeds: int, source: str) -> list:
+                   n_seeds: int, source: str, trends: dict | None = None) -> list:
     """Table III's claims (ranking, significance, prototype vs parameter methods, our common-rule check); every
-    method runs on the same seeds, so each seed's partition is shared and the comparisons are paired."""
-    from fedlib.claims import ALPHA, INCONCLUSIVE, Claim, claim, compare, smallest_p, untested, versus_best
+    method runs on the same seeds, so each seed's partition is shared and the comparisons are paired, except the
+    significance claim's, which are the paper's unpaired rank-sum test. Each comparison carries the trends of its
+    sides (``trends``: ``("table3", m)`` under the paper's convention, ``("table3_head", m)`` under the head)."""
+    from fedlib.claims import (ALPHA, INCONCLUSIVE, SUPPORTED, Claim, claim, compare, smallest_p, untested,
+                               versus_best)
 
     if not (t3 and "fedmps" in t3):
         return [untested("FedMPS has the highest accuracy of the eight methods", source, "not run")]
+    tr = trends or {}
     out = []
     fm = t3["fedmps"]["mean"]
     others = {m: r["mean"] for m, r in t3.items() if m != "fedmps"}
     best = max(others, key=others.get)
     seeds = {plan.label(m): r["per_seed"] for m, r in t3.items()}
+    rule = {plan.label(m): tr.get(("table3", m)) for m in t3}
     out.append(claim("FedMPS has the highest accuracy of the eight methods on Fashion-MNIST", source,
                      f"FedMPS {fm:.2f} ± {t3['fedmps']['std']:.2f} vs best other {plan.label(best)} "
                      f"{others[best]:.2f} ± {t3[best]['std']:.2f} ({where})", fm > others[best], profile, n_seeds,
-                     [versus_best(plan.label("fedmps"), seeds)] if n_seeds > 1 else (), caveat))
+                     [versus_best(plan.label("fedmps"), seeds, trends=rule)], caveat))
     ps = {m: r["p_vs_fedmps"] for m, r in t3.items() if m != "fedmps"}
     text = "FedMPS is significantly better than every baseline (Wilcoxon rank-sum, p < 0.05)"
     if n_seeds > 1 and all(p is not None for p in ps.values()):
@@ -1216,12 +1346,19 @@ def _table3_claims(plan: Plan, profile: str, t3: dict | None, head: dict | None,
         floor = smallest_p(n_seeds, n_seeds)
         evidence = (f"exact p < 0.05 against {len(sig)} of {len(ps)} baselines (smallest p "
                     f"{min(ps.values()):.3f}, largest {max(ps.values()):.3f}); {n_seeds} seeds")
+        # the paper's test: FedMPS against each baseline, unpaired rank-sum
+        tests = [compare(f"FedMPS - {plan.label(m)}", t3["fedmps"]["per_seed"], t3[m]["per_seed"], paired=False,
+                         a_trend=tr.get(("table3", "fedmps")), b_trend=tr.get(("table3", m))) for m in ps]
         if floor >= ALPHA:
             out.append(Claim(text, source, evidence, INCONCLUSIVE, "; ".join(x for x in (
                 caveat, f"{n_seeds} vs {n_seeds} runs: the exact two-sided rank-sum test cannot go below p = "
-                f"{floor:.2f}, so this design cannot show p < 0.05") if x), profile))
+                f"{floor:.2f}, so this design cannot show p < 0.05") if x), profile, tuple(tests)))
         else:
-            out.append(claim(text, source, evidence, len(sig) == len(ps), profile, n_seeds, note=caveat))
+            judged = claim(text, source, evidence, len(sig) == len(ps), profile, n_seeds, tests, note=caveat)
+            if judged.verdict == SUPPORTED and len(sig) < len(ps):   # beyond the spread, but not p < 0.05 everywhere
+                judged = dataclasses.replace(judged, verdict=INCONCLUSIVE, note=f"{judged.note}; but exact p >= 0.05 "
+                                             "against " + ", ".join(plan.label(m) for m in ps if m not in sig))
+            out.append(judged)
     else:
         out.append(untested(text, source, f"needs several seeds; this profile runs {n_seeds}"))
     protos = [m for m in ("fedproto", "fedmps") if m in t3]
@@ -1229,8 +1366,8 @@ def _table3_claims(plan: Plan, profile: str, t3: dict | None, head: dict | None,
     if protos and params:
         lo = min(protos, key=lambda m: t3[m]["mean"])
         hi = max(params, key=lambda m: t3[m]["mean"])
-        tests = [compare(f"{plan.label(lo)} - {plan.label(hi)}", t3[lo]["per_seed"], t3[hi]["per_seed"])] \
-            if n_seeds > 1 else ()
+        tests = [compare(f"{plan.label(lo)} - {plan.label(hi)}", t3[lo]["per_seed"], t3[hi]["per_seed"],
+                         a_trend=tr.get(("table3", lo)), b_trend=tr.get(("table3", hi)))]
         out.append(claim("The prototype methods (FedProto, FedMPS) beat every parameter-sharing method",
                          source, f"lowest prototype method {plan.label(lo)} {t3[lo]['mean']:.2f} vs best parameter "
                          f"method {plan.label(hi)} {t3[hi]['mean']:.2f} (paper's rule: nearest prototype among own "
@@ -1238,8 +1375,8 @@ def _table3_claims(plan: Plan, profile: str, t3: dict | None, head: dict | None,
                          caveat))
     if head and "fedmps" in head:
         hb = max((m for m in head if m != "fedmps"), key=lambda m: head[m]["mean"])
-        tests = [versus_best(plan.label("fedmps"), {plan.label(m): r["per_seed"] for m, r in head.items()})] \
-            if n_seeds > 1 else ()
+        tests = [versus_best(plan.label("fedmps"), {plan.label(m): r["per_seed"] for m, r in head.items()},
+                             trends={plan.label(m): tr.get(("table3_head", m)) for m in head})]
         out.append(claim("(our check) FedMPS still wins under one common rule, the head over all classes",
                          source + ", common rule", f"FedMPS {head['fedmps']['mean']:.2f} vs {plan.label(hb)} "
                          f"{head[hb]['mean']:.2f} (column 'ours, head over all classes')",

@@ -10,7 +10,8 @@ setting), argmax over all classes, unweighted mean over the 20 clients at the la
 std across clients (the paper's convention), and with several seeds the mean of both over seeds.
 FedProto predicts by its nearest global prototype, every other method by its head (GFPL: g).
 "Rounds to convergence" is the first round from which the accuracy stays within 1 point of the
-last round's (the paper does not define it).
+last round's (the paper does not define it): the table shows it for the seed-mean curve, the ledger compares it
+per seed.
 """
 
 from __future__ import annotations
@@ -169,13 +170,16 @@ def communication(records: list[dict]) -> dict:
             "active_rounds": int(active.sum()), "up_total": float(up.sum()), "down_total": float(down.sum())}
 
 
-def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
+def table1(plan: Plan, results: dict, records: dict, configs: dict | None = None) -> dict[tuple, dict]:
     """Table 1 cells: ``{(dataset, w-bar, method): {"mean", "std", "seed_std", "n", "per_seed",
-    "rounds_to_converge", "comm"}}``: last-round accuracy (%) averaged over seeds, the std across clients
-    (the paper's ±, averaged over seeds), the std over seeds, rounds to convergence (:func:`converged_round`)
-    and :func:`communication` (of the first seed; traffic does not depend on it). ``results``: the run
-    summaries per key (:func:`run`); ``records``: per key, every seed's round records (a list per seed: the
-    rounds to converge then come from the seed-mean curve), or one seed's (then from that seed's curve)."""
+    "rounds_to_converge", "rounds_per_seed", "comm", "trend"}}``: last-round accuracy (%) averaged over seeds, the
+    std across clients (the paper's ±, averaged over seeds), the std over seeds, rounds to convergence
+    (:func:`converged_round`: of the seed-mean curve, and of each seed's own curve, NaN for a diverged seed) and
+    :func:`communication` (of the first seed; traffic does not depend on it). ``results``: the run summaries per key
+    (:func:`run`); ``records``: per key, every seed's round records (a list per seed: the rounds to converge then
+    come from the seed-mean curve), or one seed's (then from that seed's curve). With ``configs`` (``{key:
+    config}``), ``trend``: where the runs' curves stand (:func:`fedlib.papers.trend` under the method's rule, mean
+    over clients), which names them for the evidence planner."""
     out = {}
     for key, runs in results.items():
         m = key[-1]
@@ -185,6 +189,8 @@ def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
         ok = ~np.isnan(acc)
         spread = np.array([100 * s["metrics"][metric]["last_std"] for s, good in zip(runs, ok, strict=True) if good])
         diverged = [s.get("diverged_at") for s in runs]
+        every = recs if recs and isinstance(recs[0], list) else [recs]
+        per_seed_rounds = [converged_round(r, metric) if r else None for r in every]
         out[key] = {"mean": float(acc[ok].mean()) if ok.any() else math.nan,
                     "std": float(spread.mean()) if ok.any() else math.nan,
                     "seed_std": sample_std(acc[ok]) if ok.any() else math.nan,
@@ -192,8 +198,46 @@ def table1(plan: Plan, results: dict, records: dict) -> dict[tuple, dict]:
                     "best": float(np.mean([accuracy(plan, m, s, "best") for s in runs])),
                     "diverged_at": diverged if any(diverged) else None,
                     "rounds_to_converge": converged_round(records[key], metric),
+                    "rounds_per_seed": [math.nan if r is None else float(r) for r in per_seed_rounds],
                     "converge_seeds": len(recs) if recs and isinstance(recs[0], list) else 1,
                     "comm": communication(recs[0] if recs and isinstance(recs[0], list) else recs)}
+        if configs is not None and key in configs:
+            t = papers.trend(group_label(plan, key), configs[key], _seeds(runs, configs[key]), metric, "mean")
+            if t is not None:
+                out[key]["trend"] = t
+    return out
+
+
+def _seeds(runs: list[dict], cfg: dict) -> list[int]:
+    """The seeds of a key's finished runs (their summaries'), else the config's."""
+    return [s["seed"] for s in runs] if runs and all("seed" in s for s in runs) else list(cfg["seeds"])
+
+
+def group_label(plan: Plan, key) -> str:
+    """A run group named as the ledger names it: ``GFPL (MNIST-5k, s-bar 18 w4)`` (Table 1), ``w/o DCS (s-hat 1)``
+    (Table 2), ``GFPL n 8`` (Fig. 3b), ``GFPL S_C 10`` (Fig. 6)."""
+    if isinstance(key, tuple) and len(key) == 3:
+        return f"{plan.label(key[-1])} ({plan.dataset_label(key[0])} w{key[1]})"
+    if isinstance(key, tuple) and len(key) == 2 and key[0] in ("n", "sc"):
+        return f"GFPL {'n' if key[0] == 'n' else 'S_C'} {key[1]:g}"
+    if isinstance(key, tuple) and len(key) == 2:
+        return f"{plan.label(key[-1])} (s-hat {key[0]})"
+    return str(key)
+
+
+def trends(plan: Plan, configs: dict, seeds: list[int] | None = None, prefix: str | None = None) -> dict:
+    """``{key: Trend}`` of finished runs of ``configs`` (:func:`fedlib.papers.trend`, reading the results folder or
+    the run archive, training nothing; the GFPL rule ``acc_head``, mean over clients, for every variant and sweep
+    value): where the curves of each run group stand, for the ledger's comparisons and the evidence planner.
+    ``prefix`` (``"n"``, ``"sc"``) names a sweep's groups (:func:`group_label`); keys without a finished run are
+    left out."""
+    out = {}
+    for key, cfg in configs.items():
+        method = key[-1] if isinstance(key, tuple) else "gfpl"
+        label = group_label(plan, (prefix, key) if prefix else key)
+        t = papers.trend(label, cfg, seeds or cfg["seeds"], plan.metric(method), "mean")
+        if t is not None:
+            out[key] = t
     return out
 
 
@@ -292,15 +336,15 @@ def paper_table2(plan: Plan) -> dict:
     acc, std = ablation_values(pplan, keep) if keep else (None, None)
     per_seed = ablation_per_seed(pplan, keep) if keep else None
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "acc": acc, "std": std,
-            "per_seed": per_seed,
+            "per_seed": per_seed, "trends": trends(pplan, {k: configs[k] for k in keep}, pplan.seeds),
             "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
 
 
 def paper_figs(plan: Plan) -> dict:
     """Figs. 3b and 6 under the ``paper`` profile (MNIST-5k, w-bar 4, first seed, the profile's rounds) from
-    finished runs only (trains nothing): ``{"plan", "found", "total", "n", "thresholds", "made_by"}`` with
-    ``n`` (:func:`n_values`) and ``thresholds`` (:func:`threshold_values`) each once all its values have
-    finished, else ``None``."""
+    finished runs only (trains nothing): ``{"plan", "found", "total", "n", "thresholds", "n_trends",
+    "threshold_trends", "made_by"}`` with ``n`` (:func:`n_values`) and ``thresholds`` (:func:`threshold_values`)
+    each once all its values have finished, else ``None``, and their :func:`trends` (``{}`` until then)."""
     pplan = _paper_plan(plan)
     seed0 = pplan.seeds[0]
     n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
@@ -311,6 +355,8 @@ def paper_figs(plan: Plan) -> dict:
     return {"plan": pplan, "found": n_found + t_found, "total": len(n_cfgs) + len(t_cfgs),
             "n": n_values(pplan, n_done) if n_full else None,
             "thresholds": threshold_values(pplan, t_done, t_cfgs) if t_full else None,
+            "n_trends": trends(pplan, n_cfgs, [seed0], "n") if n_full else {},
+            "threshold_trends": trends(pplan, t_cfgs, [seed0], "sc") if t_full else {},
             "made_by": papers.made_by(used) if used else ""}
 
 
@@ -328,7 +374,7 @@ def paper_table1(plan: Plan) -> dict:
                and all((*k[:2], m) in done for m in pplan.table1_methods())]
     keys = [k for k in configs if k[:2] in columns]
     cells = table1(pplan, {k: done[k] for k in keys}, {k: [results.rounds(configs[k], s) for s in pplan.seeds]
-                                                       for k in keys})
+                                                       for k in keys}, configs)
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "columns": columns,
             "cells": cells, "made_by": papers.made_by(s for k in keys for s in done[k]) if keys else ""}
 
@@ -363,6 +409,11 @@ def ledger(plan: Plan, res: dict) -> list:
     ``class_average``), and a short profile's paper-protocol parts ``table1_paper`` (:func:`paper_table1`),
     ``ablation_paper`` (:func:`paper_table2`) and ``figs_paper`` (:func:`paper_figs`), whose claims stand beside the
     short run's. Figs. 3b and 6 and the attack run one seed: inconclusive under any profile.
+
+    Every measured claim rests on per-seed comparisons (built with one seed too: the verdict then says so), each
+    with the trends of its two sides where known (:func:`trends`: Table 1 cells' ``trend``, ``ablation_trends``,
+    ``n_trends``, ``threshold_trends``, and the paper parts' ``trends``, ``n_trends``, ``threshold_trends``), which
+    name the runs for the evidence planner.
     """
     from fedlib.claims import claim, untested
 
@@ -375,22 +426,22 @@ def ledger(plan: Plan, res: dict) -> list:
         out += _table1_claims(pplan, pp["cells"], f"paper profile: {pplan.rounds} rounds, seeds {pplan.seeds}; "
                               "columns " + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pp["columns"]),
                               "Table 1, paper protocol")
-    out += _ablation_claims(plan, res.get("ablation"), caveat, "Table 2")
-    out += _n_claims(plan.profile, res.get("n"), caveat, "Fig. 3b")
-    out += _threshold_claims(plan.profile, res.get("thresholds"), caveat, "Fig. 6")
+    out += _ablation_claims(plan, res.get("ablation"), caveat, "Table 2", res.get("ablation_trends"))
+    out += _n_claims(plan.profile, res.get("n"), caveat, "Fig. 3b", res.get("n_trends"))
+    out += _threshold_claims(plan.profile, res.get("thresholds"), caveat, "Fig. 6", res.get("threshold_trends"))
     pa, pf = res.get("ablation_paper"), res.get("figs_paper")
     if short and pa and pa.get("acc"):
         pr = pa["plan"]
         out += _ablation_claims(pr, pa.get("per_seed") or pa["acc"], f"paper profile: {pr.rounds} rounds, seeds "
                                 f"{pr.seeds}; {pr.dataset_label(pr.settings['ablation']['dataset'])}",
-                                "Table 2, paper protocol")
+                                "Table 2, paper protocol", pa.get("trends"))
     if short and pf:
         where = f"paper profile: {pf['plan'].rounds} rounds, seed {pf['plan'].seeds[0]}"
         if pf.get("n"):
-            out += _n_claims("paper", pf["n"], where, "Fig. 3b, paper protocol")
+            out += _n_claims("paper", pf["n"], where, "Fig. 3b, paper protocol", pf.get("n_trends"))
         if pf.get("thresholds"):
             out += _threshold_claims("paper", {t: v[:2] for t, v in pf["thresholds"].items()}, where,
-                                     "Fig. 6, paper protocol")
+                                     "Fig. 6, paper protocol", pf.get("threshold_trends"))
     atk = res.get("attack")
     if atk is not None:
         ssim = atk.set_index(["source", "levels"])["ssim"]
@@ -410,111 +461,162 @@ def ledger(plan: Plan, res: dict) -> list:
 
 def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> list:
     """Table 1's claims: best accuracy in every column (GFPL against the best other method per column, per seed,
-    paired: the methods share each seed's partition), fewest rounds (seed-mean curves), fewest parameters
-    (exact counts, up and down)."""
+    paired: the methods share each seed's partition), fewest rounds (per seed, GFPL against the method with the
+    fewest among the others, paired) and fewest parameters (exact counts, the uplink; up + down beside it)."""
     from fedlib.claims import claim, untested, versus_best
 
     if not (t1 and any(k[-1] == "gfpl" for k in t1)):
         return [untested("GFPL has the best accuracy in every column of Table 1", source, "not run")]
     profile, n_seeds = plan.profile, len(plan.seeds)
     cols = sorted({k[:2] for k in t1})
+
+    def trends_of(row, *methods) -> dict:   # {label: Trend} of the cells that carry one
+        return {plan.label(m): row[m]["trend"] for m in methods if row[m].get("trend") is not None}
+
     tests, cells = [], []
     for d, w in cols:
         row = {k[-1]: v for k, v in t1.items() if k[:2] == (d, w) and not math.isnan(v["mean"])}
         if "gfpl" not in row or len(row) < 2:
             continue
         best = max((m for m in row if m != "gfpl"), key=lambda m: row[m]["mean"])
-        tests.append(versus_best(plan.label("gfpl"), {plan.label(m): row[m]["per_seed"] for m in ("gfpl", best)}))
+        tests.append(versus_best(plan.label("gfpl"), {plan.label(m): row[m]["per_seed"] for m in ("gfpl", best)},
+                                 trends=trends_of(row, "gfpl", best)))
         cells.append(f"{plan.dataset_label(d)} w{w}: GFPL {row['gfpl']['mean']:.2f} (seed std "
                      f"{row['gfpl']['seed_std']:.2f}) vs {plan.label(best)} {row[best]['mean']:.2f} (seed std "
                      f"{row[best]['seed_std']:.2f})")
     out = [claim("GFPL has the best accuracy in every column of Table 1", source, "; ".join(cells),
                  all(t.margin > 0 for t in tests) if tests else None, profile, n_seeds, tests, caveat)]
-    rounds = {k: v["rounds_to_converge"] for k, v in t1.items()
-              if k[-1] not in ("local",) and v["rounds_to_converge"] is not None}
-    fewest = []
-    for d, w in cols:
-        row = {k[-1]: r for k, r in rounds.items() if k[:2] == (d, w)}
-        if "gfpl" in row and len(row) > 1:
-            fewest.append(row["gfpl"] <= min(row.values()))
-    n_conv = max(v.get("converge_seeds", 1) for v in t1.values())
-    out.append(claim("GFPL converges in the fewest rounds", f"{source} (Comm. Round)",
-                     "; ".join(f"{plan.dataset_label(d)} w{w}: " + ", ".join(
-                         f"{plan.label(k[-1])} {r}" for k, r in rounds.items() if k[:2] == (d, w)) for d, w in cols),
-                     all(fewest) if fewest else None, profile, n_conv,
-                     note="; ".join(x for x in (caveat, "rule: first round from which the seed-mean accuracy stays "
-                                               "within 1 point of its last round; a tie counts as fewest") if x)))
+    out.append(_rounds_claim(plan, t1, cols, caveat, source))
     traffic = {k: (v["comm"]["up_per_round"], v["comm"]["down_per_round"]) for k, v in t1.items() if k[-1] != "local"}
-    lowest = []
+    lowest, both = [], []
     for d, w in cols:
-        row = {k[-1]: sum(c) for k, c in traffic.items() if k[:2] == (d, w)}
+        row = {k[-1]: c for k, c in traffic.items() if k[:2] == (d, w)}
         if "gfpl" in row and len(row) > 1:
-            lowest.append(row["gfpl"] <= min(row.values()))
+            lowest.append(row["gfpl"][0] <= min(c[0] for c in row.values()))
+            both.append(sum(row["gfpl"]) <= min(sum(c) for c in row.values()))
     d0, w0 = ("mnist5k", 4) if ("mnist5k", 4) in cols else cols[0]  # the column of the communication table
     row0 = {k[-1]: c for k, c in traffic.items() if k[:2] == (d0, w0)}
-    up_low = row0.get("gfpl", (math.inf,))[0] <= min(c[0] for c in row0.values())
     out.append(claim("GFPL communicates the fewest parameters (2 x 10^3 per round on MNIST)",
                      f"{source} (Comm. Param.)",
-                     f"{plan.dataset_label(d0)} w{w0}, floats per round summed over clients, up / down: " + ", ".join(
-                         f"{plan.label(m)} {u:,.0f} / {dn:,.0f}" for m, (u, dn) in row0.items()),
+                     f"{plan.dataset_label(d0)} w{w0}, floats uploaded per round (summed over clients, mean over "
+                     "rounds; up + down in brackets): " + ", ".join(
+                         f"{plan.label(m)} {u:,.0f} ({u + dn:,.0f})" for m, (u, dn) in row0.items()),
                      all(lowest) if lowest else None, profile, n_seeds, exact=True,
-                     note=f"rule: up + down per round, every column; GFPL's uplink alone is "
-                     f"{'the' if up_low else 'not the'} fewest (it sends every S_T rounds only), its downlink of "
-                     "fused components is larger"))
+                     note="rule: the uplink, what the paper's column counts (the floats the clients upload per round, "
+                     "summed over the clients as the paper's 430 x 10^3 for FedAvg's 20 models is; GFPL uploads only "
+                     "every S_T rounds, so the mean over all rounds), every column; up + down, GFPL is "
+                     f"{'the' if both and all(both) else 'not the'} fewest"))
     return out
 
 
-def _ablation_claims(plan: Plan, ab: dict | None, caveat: str, source: str) -> list:
-    """Table 2's claim per s-hat (``ab``: ``{(s-hat, variant): accuracy}``, or per-seed lists whose seeds pair up:
-    then each of the three orderings is a paired test; without them the margins cannot be judged)."""
+def _rounds_claim(plan: Plan, t1: dict, cols: list, caveat: str, source: str):
+    """"GFPL converges in the fewest rounds": per column, the rounds each seed needs (:func:`converged_round` of the
+    seed's own curve; a cell's ``rounds_per_seed``, else its one ``rounds_to_converge``), GFPL against the method
+    with the fewest (mean over seeds) among the others (Local left out: it sends nothing; a diverged seed left out),
+    paired by seed, oriented so that a positive margin means GFPL needs fewer rounds."""
     from fedlib.claims import claim, compare
 
+    tests, holds, evidence = [], [], []
+    for d, w in cols:
+        row = {k[-1]: c for k, c in t1.items() if k[:2] == (d, w) and k[-1] != "local"}
+        per = {}
+        for m, c in row.items():
+            got = c.get("rounds_per_seed", [c.get("rounds_to_converge")])
+            got = [math.nan if r is None else float(r) for r in got]
+            if not all(math.isnan(r) for r in got):
+                per[m] = got
+        if not per:
+            continue
+        mean = {m: float(np.nanmean(v)) for m, v in per.items()}
+        evidence.append(f"{plan.dataset_label(d)} w{w}: " + ", ".join(f"{plan.label(m)} {r:.1f}"
+                                                                      for m, r in mean.items()))
+        if "gfpl" not in per or len(per) < 2:
+            continue
+        rival = min((m for m in per if m != "gfpl"), key=mean.get)
+        a, b = per[rival], per["gfpl"]
+        paired = len(a) == len(b) and any(not (math.isnan(x) or math.isnan(y)) for x, y in zip(a, b, strict=True))
+        tests.append(compare(f"rounds {plan.label(rival)} - GFPL ({plan.dataset_label(d)} w{w})", a, b, paired,
+                             a_trend=row[rival].get("trend"), b_trend=row["gfpl"].get("trend")))
+        holds.append(mean["gfpl"] <= mean[rival])
+    n = min((t.n for t in tests), default=len(plan.seeds))
+    return claim("GFPL converges in the fewest rounds", f"{source} (Comm. Round)", "; ".join(evidence),
+                 all(holds) if holds else None, plan.profile, n, tests,
+                 note="; ".join(x for x in (caveat, "rule: per seed, the first round from which the seed's accuracy "
+                                            "stays within 1 point of its last round (mean over seeds shown); GFPL "
+                                            "against the method with the fewest among the others (Local left out), "
+                                            "paired by seed; a positive margin: GFPL needs fewer rounds") if x))
+
+
+def _ablation_claims(plan: Plan, ab: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
+    """Table 2's claim per s-hat (``ab``: ``{(s-hat, variant): accuracy}``, or per-seed lists whose seeds pair up:
+    then each of the four orderings is a paired comparison, with the trends of its sides (``trends_``:
+    ``{(s-hat, variant): Trend}``); without per-seed values the margins cannot be judged)."""
+    from fedlib.claims import claim, compare
+
+    trends_ = trends_ or {}
     out = []
     for s in sorted({k[0] for k in ab or {}}):
         row = {v: a for (ss, v), a in ab.items() if ss == s}
         if {"gfpl", "no_dcs", "no_pfg", "no_dcs_no_pfg"} <= set(row):
+            per_seed = all(isinstance(a, (list, tuple, np.ndarray)) for a in row.values())
             seeds = {v: list(np.atleast_1d(a)) for v, a in row.items()}
             mean = {v: float(np.mean(a)) for v, a in seeds.items()}
             order = mean["gfpl"] > max(mean["no_dcs"], mean["no_pfg"]) and \
                 min(mean["no_dcs"], mean["no_pfg"]) > mean["no_dcs_no_pfg"]
             n = min(len(a) for a in seeds.values())
             pairs = (("gfpl", "no_dcs"), ("gfpl", "no_pfg"), ("no_dcs", "no_dcs_no_pfg"), ("no_pfg", "no_dcs_no_pfg"))
-            tests = [compare(f"{plan.label(a)} - {plan.label(b)}", seeds[a], seeds[b]) for a, b in pairs] \
-                if n > 1 else None
+            tests = [compare(f"{plan.label(a)} - {plan.label(b)}", seeds[a], seeds[b], a_trend=trends_.get((s, a)),
+                             b_trend=trends_.get((s, b))) for a, b in pairs] if per_seed else None
             out.append(claim(f"Each component helps and both together are best (s-hat {s})", source,
                              ", ".join(f"{plan.label(v)} {a:.2f}" for v, a in mean.items()), order, plan.profile,
-                             len(plan.seeds), tests, caveat))
+                             n if per_seed else len(plan.seeds), tests, caveat))
     return out
 
 
-def _n_claims(profile: str, ns: dict | None, caveat: str, source: str) -> list:
-    """Fig. 3b's claim (``ns``: ``{n: accuracy}``, one seed)."""
-    from fedlib.claims import claim, untested
+def _n_claims(profile: str, ns: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
+    """Fig. 3b's claim (``ns``: ``{n: accuracy}``, one seed, or per-seed lists): n = 8 against the best other n,
+    with the trends of both (``trends_``: ``{n: Trend}``)."""
+    from fedlib.claims import claim, compare, untested
 
     if ns and 8 not in ns:
         return [untested("n = 8 components per class is best", source, f"the profile runs n = {sorted(ns)}")]
     if not ns or len(ns) < 2:
         return []
-    best = max(ns, key=ns.get)
+    trends_ = trends_ or {}
+    per = {n: list(np.atleast_1d(a)) for n, a in ns.items()}
+    acc = {n: float(np.mean(a)) for n, a in per.items()}
+    best = max(acc, key=acc.get)
+    rival = max((n for n in acc if n != 8), key=acc.get)
+    test = compare(f"n 8 - n {rival}", per[8], per[rival], len(per[8]) == len(per[rival]), a_trend=trends_.get(8),
+                   b_trend=trends_.get(rival))
     return [claim("n = 8 components per class is best (Fig. 3b)", source,
-                  ", ".join(f"n = {n}: {a:.2f}" for n, a in ns.items()), ns[8] >= ns[best] - 1e-6, profile, 1,
+                  ", ".join(f"n = {n}: {a:.2f}" for n, a in acc.items()), acc[8] >= acc[best] - 1e-6, profile,
+                  min(len(a) for a in per.values()), [test],
                   note="; ".join(x for x in (caveat, "MNIST-5k; a tie counts as best") if x))]
 
 
-def _threshold_claims(profile: str, th: dict | None, caveat: str, source: str) -> list:
-    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``, one seed)."""
-    from fedlib.claims import claim, untested
+def _threshold_claims(profile: str, th: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
+    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``, one seed; the accuracy may be per-seed values): the
+    best interior S_C against the better of the two ends, with the trends of both (``trends_``: ``{S_C: Trend}``)."""
+    from fedlib.claims import claim, compare, untested
 
     if not th:
         return []
     if len(th) < 3:
         return [untested("An intermediate S_C is best", source, f"the profile runs S_C = {sorted(th)}: no interior "
                          "value")]
-    accs = {t: a for t, (a, _) in th.items()}
+    trends_ = trends_ or {}
+    per = {t: list(np.atleast_1d(a)) for t, (a, _) in th.items()}
+    accs = {t: float(np.mean(a)) for t, a in per.items()}
     best = max(accs, key=accs.get)
+    inner = max((t for t in th if min(th) < t < max(th)), key=accs.get)
+    outer = max((min(th), max(th)), key=accs.get)
+    test = compare(f"S_C {inner:g} - S_C {outer:g}", per[inner], per[outer], len(per[inner]) == len(per[outer]),
+                   a_trend=trends_.get(inner), b_trend=trends_.get(outer))
     return [claim("An intermediate S_C is best (accuracy against merging)", source,
-                  ", ".join(f"S_C {t:g}: {a:.2f} (merge rate {r:.2f})" for t, (a, r) in th.items()),
-                  min(th) < best < max(th), profile, 1, note="; ".join(x for x in (caveat, "MNIST-5k") if x))]
+                  ", ".join(f"S_C {t:g}: {accs[t]:.2f} (merge rate {r:.2f})" for t, (_, r) in th.items()),
+                  min(th) < best < max(th), profile, min(len(a) for a in per.values()), [test],
+                  note="; ".join(x for x in (caveat, "MNIST-5k") if x))]
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
@@ -695,7 +797,7 @@ def _table1(nb) -> dict:
         recs = {k: records(nb.plan, c, nb.seed0) for k, c in cfgs.items()}
         every = {k: [recs[k] if s == nb.seed0 else records(nb.plan, c, s) for s in nb.plan.seeds]
                  for k, c in cfgs.items()}
-        return {"configs": cfgs, "records": recs, "cells": table1(nb.plan, runs, every)}
+        return {"configs": cfgs, "records": recs, "cells": table1(nb.plan, runs, every, cfgs)}
     return nb.once("table1", make)
 
 
@@ -1052,10 +1154,15 @@ def show_ledger(nb):
     attack_summary = pd.concat([frames["component means"],
                                 frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
     n_acc, th = _sweeps(nb)
-    claims = ledger(nb.plan, {"table1": _table1(nb)["cells"], "table1_paper": _paper_table1(nb),
-                              "ablation": ablation_per_seed(nb.plan, _ablation_runs(nb)), "n": n_acc,
-                              "thresholds": {t: (a, r) for t, (a, r, _) in th.items()}, "attack": attack_summary,
-                              "ablation_paper": _paper_table2(nb), "figs_paper": _paper_figs(nb)})
+    plan = nb.plan
+    claims = ledger(plan, {"table1": _table1(nb)["cells"], "table1_paper": _paper_table1(nb),
+                           "ablation": ablation_per_seed(plan, _ablation_runs(nb)),
+                           "ablation_trends": trends(plan, ablation_configs(plan), plan.seeds), "n": n_acc,
+                           "n_trends": trends(plan, n_configs(plan), [nb.seed0], "n"),
+                           "thresholds": {t: (a, r) for t, (a, r, _) in th.items()},
+                           "threshold_trends": trends(plan, threshold_configs(plan), [nb.seed0], "sc"),
+                           "attack": attack_summary, "ablation_paper": _paper_table2(nb),
+                           "figs_paper": _paper_figs(nb)})
     return nb.ledger(claims)
 
 if __name__ == "__main__":

@@ -190,24 +190,69 @@ def pool_of(state) -> tuple[np.ndarray, np.ndarray]:
     return pool[keep][order], classes[keep][order]
 
 
+def trend_groups(plan: Plan) -> dict:
+    """``{key: (label, config, seeds, method)}``: every run group a ledger comparison rests on, keyed as the ledger
+    looks its trend up: ``("table6", m)`` (Table VI, every seed), ``("budget", m)`` (Table VI's first seed, whose
+    curve Table VIII reads), ``("k", K)`` (Fig. 5, every seed), ``("fs", m)`` (the feature-skew stand-in, every
+    seed), ``("alpha", m, alpha)`` and ``("clients", m, N)`` (Figs. 8 and 9a, first seed) and ``("attack", K)`` (the
+    attacked run, first seed). ``method`` gives the scoring rule (:meth:`Plan.metric`)."""
+    L, seed0 = plan.label, plan.seeds[:1]
+    out = {}
+    for m, c in table6_configs(plan).items():
+        out[("table6", m)] = (f"{L(m)} (Table VI)", c, plan.seeds, m)
+        out[("budget", m)] = (f"{L(m)} (Table VI, seed {seed0[0]})", c, seed0, m)
+    out.update({("k", k): (f"MP-FedCL K = {k}", c, plan.seeds, "mpfedcl") for k, c in k_configs(plan).items()})
+    out.update({("fs", m): (f"{L(m)} (feature-skew stand-in)", c, plan.seeds, m)
+                for m, c in feature_skew_configs(plan).items()})
+    out.update({("alpha", m, a): (f"{L(m)} alpha {a:g}", c, seed0, m) for (m, a), c in alpha_configs(plan).items()})
+    out.update({("clients", m, n): (f"{L(m)} N = {n}", c, seed0, m) for (m, n), c in clients_configs(plan).items()})
+    out.update({("attack", k): (f"MP-FedCL K = {k} (attacked run)", c, seed0, "mpfedcl")
+                for k, c in attack_configs(plan).items()})
+    return out
+
+
+def trends(plan: Plan, keys=None) -> dict:
+    """``{key: Trend}`` (:func:`fedlib.papers.trend`) of the run groups of :func:`trend_groups` (``keys``: only
+    those) that have a finished run (results folder, else the run archive; trains nothing), judged on the unweighted
+    mean over clients (``stat="mean"``) under each method's rule: the accuracy every MP-FedCL cell reports. Each
+    trend names its runs (:class:`fedlib.plateau.Group`), so that the evidence planner can give them more seeds."""
+    groups = trend_groups(plan)
+    out = {}
+    for key in groups if keys is None else [k for k in keys if k in groups]:
+        label, cfg, seeds, m = groups[key]
+        t = papers.trend(label, cfg, seeds, plan.metric(m), "mean")
+        if t is not None:
+            out[key] = t
+    return out
+
+
+def _per_seed(v) -> list[float]:
+    """A cell's per-seed values: a list as given, a single value (one seed) as a list of one."""
+    return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
+
+
 def ledger(plan: Plan, res: dict) -> list:
     """MP-FedCL's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
 
     ``res`` (each key optional): ``table6`` (:func:`table6` rows), ``comm`` (``{"model", "prototypes", "full"}``:
     model parameters, MP-FedCL's measured prototype floats per client and round, and K x C x d for a client of
-    every class), ``k`` (``{K: accuracy}``), ``alpha``
-    (``{alpha: {method: accuracy}}``), ``clients`` (``{N: {method: accuracy}}``), ``budget``
+    every class), ``k`` (``{K: accuracy or [accuracy per seed]}``), ``alpha``
+    (``{alpha: {method: accuracy}}``), ``clients`` (``{N: {method: accuracy}}``; both sweeps also take
+    ``[accuracy per seed]``), ``budget``
     (:func:`equal_budget`), ``attack`` (``{K: summary frame}``), ``feature_skew`` (``{method: accuracy}`` on the
     stand-in, mean over seeds), ``feature_skew_seeds`` (``{method: [accuracy per seed]}``, in the plan's seed
-    order). Table VI's and the stand-in's methods share each seed's partition: their comparisons are paired per
-    seed. The sweeps (Figs. 5, 8, 9, Table VIII) and the attack run one seed. Feature-skew means without their
-    per-seed values are inconclusive.
+    order), ``trends`` (:func:`trends`: where the curves of the runs behind each cell stand; each comparison carries
+    the trends of its two sides, so that the evidence planner knows which runs need more seeds). Table VI's, Fig. 5's
+    and the stand-in's methods share each seed's partition: their comparisons are paired per seed. The sweeps
+    (Figs. 8, 9a, Table VIII) and the attack run one seed: their claims rest on one comparison per value (one seed:
+    inconclusive). Feature-skew means without their per-seed values are inconclusive.
     """
-    from fedlib.claims import claim, compare, untested
+    from fedlib.claims import against_threshold, claim, compare, untested, versus_best
 
     prof, n = plan.profile, len(plan.seeds)
     short = prof != "paper"
     caveat = f"{prof} profile: rounds x {plan.settings['round_scale']:g}, seeds {plan.seeds}" if short else ""
+    tr = res.get("trends") or {}
     out = []
     t6 = res.get("table6")
     if t6 and "mpfedcl" in t6:
@@ -216,9 +261,9 @@ def ledger(plan: Plan, res: dict) -> list:
         best = max(others, key=others.get)
         n6 = t6["mpfedcl"]["n"]
 
-        def vs(a, b):  # a against b over the shared seeds
-            return [compare(f"{plan.label(a)} - {plan.label(b)}", t6[a]["per_seed"], t6[b]["per_seed"])] \
-                if n6 > 1 else ()
+        def vs(a, b):  # a against b over the shared seeds (one seed: a comparison all the same, judged "one seed")
+            return [compare(f"{plan.label(a)} - {plan.label(b)}", t6[a]["per_seed"], t6[b]["per_seed"],
+                            a_trend=tr.get(("table6", a)), b_trend=tr.get(("table6", b)))]
 
         def cell(m):  # as Table VI prints it: mean ± std over seeds
             return f"{plan.label(m)} {t6[m]['mean']:.2f} ± {t6[m]['std']:.2f}"
@@ -257,25 +302,57 @@ def ledger(plan: Plan, res: dict) -> list:
                          "fixed by the architecture before any training"))
     ks = res.get("k")
     if ks and len(ks) > 1:
-        top = max(ks.values())
+        per = {k: _per_seed(v) for k, v in ks.items()}
+        mean = {k: float(np.mean(v)) for k, v in per.items()}
+        top = max(mean.values())
+        nk = min(len(v) for v in per.values())
+        # K = 2 against the best other K, paired per seed (every K runs on the same seeds' partitions)
+        tests = [versus_best("K = 2", {f"K = {k}": v for k, v in per.items()},
+                             trends={f"K = {k}": tr.get(("k", k)) for k in per})] if 2 in per else ()
         out.append(claim("K = 2 is the best number of prototypes per class on MNIST", "Fig. 5",
-                         ", ".join(f"K = {k}: {v:.2f}" for k, v in ks.items()), 2 in ks and ks[2] >= top - 1e-6,
-                         prof, 1, note="; ".join(x for x in (caveat, "a tie is not a win" if sum(
-                             v >= top - 1e-6 for v in ks.values()) > 1 else "") if x)))
+                         ", ".join(f"K = {k}: {v:.2f}" for k, v in mean.items()), 2 in mean and mean[2] >= top - 1e-6,
+                         prof, nk, tests, note="; ".join(x for x in (caveat, "a tie is not a win" if sum(
+                             v >= top - 1e-6 for v in mean.values()) > 1 else "") if x)))
+
+    def sweep_tests(sweep: dict, kind: str, what: str, shift: float = 0.0, rival=None) -> tuple[list, int]:
+        """One comparison per swept value: MP-FedCL (minus ``shift``) against ``rival`` (default the best other
+        method at that value), each side with its trend; and the fewest seeds of a cell."""
+        tests, seeds = [], []
+        for x, v in sweep.items():
+            others = [m for m in v if m != "mpfedcl"]
+            if "mpfedcl" not in v or not others:
+                continue
+            per = {m: _per_seed(a) for m, a in v.items()}
+            b = rival if rival is not None else max(others, key=lambda m: np.mean(per[m]))
+            if b not in per:
+                continue
+            label = f"MP-FedCL{f' - {shift:g}' if shift else ''} - {plan.label(b)} ({what(x)})"
+            tests.append(compare(label, [a - shift for a in per["mpfedcl"]], per[b],
+                                 a_trend=tr.get((kind, "mpfedcl", x)), b_trend=tr.get((kind, b, x))))
+            seeds.append(min(len(per["mpfedcl"]), len(per[b])))
+        return tests, min(seeds, default=1)
+
+    def mean_of(v) -> float:
+        return float(np.mean(_per_seed(v)))
+
     al = res.get("alpha")
     if al:
-        ok = all(v.get("mpfedcl", -1) >= max(v.values()) for v in al.values())
+        ok = all(mean_of(v.get("mpfedcl", -1)) >= max(mean_of(x) for x in v.values()) for v in al.values())
+        tests, ka = sweep_tests(al, "alpha", lambda a: f"alpha {a:g}")
         out.append(claim("MP-FedCL stays ahead as label skew varies from Dir(1.0) to Dir(0.1)", "Fig. 8",
-                         "; ".join(f"alpha {a:g}: MP {v.get('mpfedcl', math.nan):.2f}, best other "
-                                   f"{max((x for m, x in v.items() if m != 'mpfedcl'), default=math.nan):.2f}"
-                                   for a, v in al.items()), ok, prof, 1,
+                         "; ".join(f"alpha {a:g}: MP {mean_of(v.get('mpfedcl', math.nan)):.2f}, best other "
+                                   f"{max((mean_of(x) for m, x in v.items() if m != 'mpfedcl'), default=math.nan):.2f}"
+                                   for a, v in al.items()), ok, prof, ka, tests,
                          note="MNIST here; the paper's panels are Digit-5 and Office-10"))
     cl = res.get("clients")
     if cl:
-        gaps = {k: v["mpfedcl"] - v["fedavg"] for k, v in cl.items() if {"mpfedcl", "fedavg"} <= set(v)}
+        gaps = {k: mean_of(v["mpfedcl"]) - mean_of(v["fedavg"]) for k, v in cl.items()
+                if {"mpfedcl", "fedavg"} <= set(v)}
+        # "at least 7.2 points above": MP-FedCL - 7.2 against FedAvg at each N, per seed
+        tests, kc = sweep_tests(cl, "clients", lambda k: f"N = {k}", shift=7.2, rival="fedavg")
         out.append(claim("MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients", "Fig. 9a",
                          ", ".join(f"N = {k}: {g:+.2f}" for k, g in gaps.items()),
-                         all(g >= 7.2 for g in gaps.values()) if gaps else None, prof, 1,
+                         all(g >= 7.2 for g in gaps.values()) if gaps else None, prof, kc, tests,
                          note="MNIST-2000: 40 clients hold 50 training images each on average, one SGD step per round "
                          "at batch 32; where FedAvg's final training loss stays near log 10 (the losses under "
                          "Fig. 9) the gap measures nearest-prototype inference on barely trained features"))
@@ -283,10 +360,18 @@ def ledger(plan: Plan, res: dict) -> list:
     if bud and "mpfedcl" in bud:
         reached = [m for m in bud if not math.isnan(bud[m]["accuracy"])]
         best = max(reached, key=lambda m: bud[m]["accuracy"])
+        rivals = [m for m in reached if m != "mpfedcl"]
+        # "within 1 point of the best": MP-FedCL + 1 against the best other method, first seed's runs
+        tests = []
+        if rivals and not math.isnan(bud["mpfedcl"]["accuracy"]):
+            r = max(rivals, key=lambda m: bud[m]["accuracy"])
+            tests.append(compare(f"MP-FedCL + 1 - {plan.label(r)}", [bud["mpfedcl"]["accuracy"] + 1.0],
+                                 [bud[r]["accuracy"]], a_trend=tr.get(("budget", "mpfedcl")),
+                                 b_trend=tr.get(("budget", r))))
         out.append(claim("Under the same training time MP-FedCL is best or near-best", "Table VIII",
                          ", ".join(f"{plan.label(m)} {v['accuracy']:.2f} ({v['rounds']} rounds)"
                                    for m, v in bud.items()),
-                         bud["mpfedcl"]["accuracy"] >= bud[best]["accuracy"] - 1.0, prof, 1,
+                         bud["mpfedcl"]["accuracy"] >= bud[best]["accuracy"] - 1.0, prof, 1, tests,
                          note="rule: within 1 point of the best; the budget is MP-FedCL's own training time here"))
     fs = res.get("feature_skew")
     if fs and "mpfedcl" in fs:
@@ -295,27 +380,25 @@ def ledger(plan: Plan, res: dict) -> list:
         per = res.get("feature_skew_seeds") or {}
 
         def paired(label, a, b, shift=0.0):  # a + shift against b, per seed; None: the per-seed values are missing
-            if n < 2:
-                return ()
             if a not in per or b not in per:
                 return None
-            return compare(label, [x + shift for x in per[a]], per[b])
+            return compare(label, [x + shift for x in per[a]], per[b], a_trend=tr.get(("fs", a)),
+                           b_trend=tr.get(("fs", b)))
 
         beats = [paired(f"MP-FedCL - {plan.label(m)}", "mpfedcl", m) for m in table5]
-        spread = None if None in beats else [t for t in beats if t != ()]
         out.append(claim("Under feature skew (one domain per client) MP-FedCL beats Local, FedAvg, FedProx and "
                          "FedProto (+4.6% relative to FedProto on Digit-5)", "Table V",
                          f"stand-in: MP-FedCL {fs['mpfedcl']:.2f} vs best other {plan.label(best)} {fs[best]:.2f}",
-                         fs["mpfedcl"] > fs[best], prof, n, spread,
+                         fs["mpfedcl"] > fs[best], prof, n, None if None in beats else beats,
                          "five digit domains built from MNIST and scikit-learn's digits through a frozen encoder "
                          "pre-trained on Fashion-MNIST: a stand-in, not Digit-5"))
         if {"spfedcl", "dpfedcl"} <= set(fs):
             near = [paired(f"MP-FedCL + 1 - {plan.label(m)}", "mpfedcl", m, 1.0) for m in ("spfedcl", "dpfedcl")]
-            par = None if None in near else [t for t in near if t != ()]
             out.append(claim("Under feature skew MP-FedCL is on par with SP- and DP-FedCL (Digit-5: SP-FedCL "
                              "0.41 above it)", "Table VII",
                              f"stand-in: MP {fs['mpfedcl']:.2f}, SP {fs['spfedcl']:.2f}, DP {fs['dpfedcl']:.2f}",
-                             fs["mpfedcl"] >= max(fs["spfedcl"], fs["dpfedcl"]) - 1.0, prof, n, par,
+                             fs["mpfedcl"] >= max(fs["spfedcl"], fs["dpfedcl"]) - 1.0, prof, n,
+                             None if None in near else near,
                              "rule: within 1 point of the better variant; stand-in, not Digit-5"))
     else:
         out.append(untested("Under feature skew MP-FedCL beats the baselines (+4.6% relative)", "Table V",
@@ -330,10 +413,13 @@ def ledger(plan: Plan, res: dict) -> list:
             ssim = frame.set_index(["source", "levels"])["ssim"]
             cells[k] = (float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
                         float(ssim.get(("class_average", "-"), math.nan)))
+        # "no more than a class average": the class average's SSIM + 0.02 above the centroids', per K (first seed)
+        tests = [against_threshold(f"class average + 0.02 - SSIM (K = {k})", [b + 0.02 - a], 0.0, tr.get(("attack", k)))
+                 for k, (a, b) in cells.items() if not math.isnan(b + a)]
         out.append(claim("Prototypes are privacy-preserving: the centroids reveal no more than a class average",
                          "§IV (qualitative)", "; ".join(f"K = {k}: SSIM {a:.3f} (class average {b:.3f})"
                                                         for k, (a, b) in cells.items()),
-                         all(a <= b + 0.02 for a, b in cells.values()), prof, 1,
+                         all(a <= b + 0.02 for a, b in cells.values()), prof, 1, tests,
                          note="rule: reconstruction SSIM within 0.02 of the class average; fewer samples per centroid "
                          "(larger K) could leak more"))
     return out
@@ -614,12 +700,11 @@ def show_table8(nb):
                     f"machine, seed {nb.seed0}).**", df)
 
 
-def _k_sweep(nb) -> tuple[dict, dict]:
-    """Fig. 5's MP-FedCL accuracy (mean, std over seeds) per K."""
+def _k_sweep(nb) -> dict:
+    """Fig. 5's MP-FedCL accuracy per K, one value per seed (the plan's seed order)."""
     def make():
         res = run(k_configs(nb.plan), workers=nb.workers, desc="Fig. 5")
-        acc = {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in res.items()}
-        return ({k: float(np.mean(v)) for k, v in acc.items()}, {k: sample_std(v) for k, v in acc.items()})
+        return {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in res.items()}
     return nb.once("k", make)
 
 
@@ -628,7 +713,8 @@ def fig5(nb):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    k_acc, k_std = _k_sweep(nb)
+    per = _k_sweep(nb)
+    k_acc, k_std = {k: float(np.mean(v)) for k, v in per.items()}, {k: sample_std(v) for k, v in per.items()}
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.errorbar(list(k_acc), list(k_acc.values()), yerr=list(k_std.values()), marker="o", capsize=3)
     ax.set(xlabel="K (prototypes per class)", ylabel="accuracy (%)",
@@ -768,14 +854,20 @@ def show_attack(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section."""
-    alpha_acc, n_acc = _sweeps(nb)
-    fs = _feature_skew(nb)
-    claims = ledger(nb.plan, {"table6": _table6_rows(nb), "comm": _communication(nb), "k": _k_sweep(nb)[0],
-                              "alpha": alpha_acc, "clients": n_acc, "feature_skew": fs["mean"],
-                              "feature_skew_seeds": fs["per_seed"],
-                              "budget": _equal_budget(nb)[1], "attack": _attack(nb)})
-    return nb.ledger(claims, record=False)
+    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Each part
+    is left out where it needs a run or a trained model that the run archive lacks while the report is rendered from
+    the archive alone (:meth:`~fedlib.papers.notebook.Notebook.part`): the ledger then judges the claims whose
+    evidence it has. Every comparison carries the trends of its two sides (:func:`trends`), which name the runs
+    behind it."""
+    part = nb.part
+    sweeps, fs = part(lambda: _sweeps(nb)), part(lambda: _feature_skew(nb))
+    res = {"table6": part(lambda: _table6_rows(nb)), "comm": part(lambda: _communication(nb)),
+           "k": part(lambda: _k_sweep(nb)), "alpha": sweeps and sweeps[0], "clients": sweeps and sweeps[1],
+           "feature_skew": fs and fs["mean"], "feature_skew_seeds": fs and fs["per_seed"],
+           "budget": part(lambda: _equal_budget(nb)[1]), "attack": part(lambda: _attack(nb))}
+    res = {k: v for k, v in res.items() if v is not None}
+    res["trends"] = nb.once("trends", lambda: trends(nb.plan))
+    return nb.ledger(ledger(nb.plan, res), record=False)
 
 if __name__ == "__main__":
     raise SystemExit(main())

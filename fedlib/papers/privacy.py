@@ -755,7 +755,8 @@ def ledger(plan: Plan, res: dict) -> list:
                          tests("class average + 0.02 - FedMPS best", [a + 0.02 for a in avg], best),
                          note="; ".join(x for x in ("rule: within 0.02 SSIM of the class average", caveat) if x)))
     else:
-        out.append(untested("FedMPS's prototypes cannot be inverted", "FedMPS Fig. 11", "FedMPS not in this profile"))
+        out.append(untested("FedMPS's prototypes cannot be inverted", "FedMPS Fig. 11",
+                            res.get("missing") or "FedMPS not in this profile"))
     # the models' side under the realistic attacks (the client's real batch, the imprint); the batch-1 upper bound
     # is named beside it, not judged on
     model_best, model_attack = (_best_attack(res, "fedavg", REALISTIC_MODEL_ATTACKS) if "fedavg" in methods
@@ -764,7 +765,7 @@ def ledger(plan: Plan, res: dict) -> list:
                            ("gfpl", "GFPL §3", "Gaussian mixture components")):
         if m not in methods or not model_best:
             out.append(untested(f"{plan.label(m)}: {what} are safer to share than models", paper,
-                                f"{plan.label(m)} or FedAvg not in this profile"))
+                                res.get("missing") or f"{plan.label(m)} or FedAvg not in this profile"))
             continue
         stats, stats_attack = _best_attack(res, m, ("feature_inversion", "decoder"))
         own, own_attack = _best_attack(res, m, REALISTIC_MODEL_ATTACKS)
@@ -999,8 +1000,17 @@ def fig_utility(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger of the study's own hypotheses, from the leakage results."""
-    return nb.ledger(ledger(nb.plan, _leakage(nb)[0]), write=False)
+    """The claims ledger of the study's own hypotheses, from the leakage results (where the run archive lacks the
+    attack scores, the claims that rest on them are not tested, and say so)."""
+    from fedlib.privacy import what_server_holds
+
+    res = nb.part(lambda: _leakage(nb)[0]) or {
+        "rows": pd.DataFrame(columns=["method", "attack", "seed", "ssim"]),
+        "refs": pd.DataFrame(columns=["attack", "seed", "ssim"]),
+        "holds": {m: what_server_holds(m) for m in nb.plan.table_methods()},
+        "missing": "the attack scores are not in the run archive (python -m fedlib.papers.privacy --profile "
+                   f"{nb.profile} makes them; python -m fedlib archive keeps them)"}
+    return nb.ledger(ledger(nb.plan, res), write=False)
 
 
 def closing_note(nb) -> None:

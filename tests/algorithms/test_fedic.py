@@ -362,26 +362,35 @@ def test_a_short_profiles_sweeps_beside_converged_table_1_keep_their_own_profile
     assert sweep.verdict == INCONCLUSIVE and sweep.profile == "quick" and "profile quick" in sweep.note
 
 
-def test_converged_claims_on_curves_still_rising_are_inconclusive():
-    from fedlib.claims import INCONCLUSIVE, NOT_PLATEAUED, SUPPORTED
+def test_converged_claims_judge_each_comparison_on_the_trend_of_the_side_behind():
+    from fedlib import claims as C
     from fedlib.papers import fedic as I
 
     conv = I.load_plan("converged")
 
-    def cell(*seeds, plateau=""):
+    def cell(*seeds, curve=None):   # curve: the seeds' accuracy curve (%, 100 rounds), None: flat at the mean
+        t = C.trend("x", [curve or [float(np.mean(seeds))] * 100] * len(seeds))
         return {"best": float(np.mean(seeds)), "last": float(np.mean(seeds)), "n": len(seeds),
-                "best_std": float(np.std(seeds)), "per_seed": list(seeds), "best_round": 1, "plateau": plateau}
+                "best_std": C.sample_std(seeds), "per_seed": list(seeds), "best_round": 1,
+                "plateau": t.plateau_text(), "trend": t}
 
-    still = "not plateaued (+0.61 in the last 20% of rounds)"
-    t1 = {("pra", "fedic"): cell(92.0, 92.1, 91.9, plateau=still), ("pra", "fedpac"): cell(90.0, 90.1, 89.9)}
-    ks = {1: cell(80.0, 80.1, 79.9), 3: cell(90.0, 90.1, 89.9), 5: cell(85.0, 85.1, 84.9, plateau=still)}
+    steep = list(np.linspace(80.0, 90.0, 100))     # +5 over the last doubling: up to +10 more by 400 rounds
+    slow = list(np.linspace(84.0, 85.0, 100))      # still rising (+0.2 in its last 20 rounds): at most ~+6 by 400
+    t1 = {("pra", "fedic"): cell(92.0, 92.1, 91.9, curve=steep), ("pra", "fedpac"): cell(90.0, 90.1, 89.9)}
+    ks = {1: cell(80.0, 80.1, 79.9), 3: cell(92.0, 92.1, 91.9), 5: cell(85.0, 85.1, 84.9, curve=slow)}
     steps = ("baseline", "clustering", "collaboration", "fedic")
     ab = {v: cell(80.0 + 3 * i, 80.1 + 3 * i, 79.9 + 3 * i) for i, v in enumerate(steps)}
     got = {c.claim: c for c in I.ledger(conv, {"table1": t1, "k": ks, "ablation": ab})}
+    # FedIC is ahead and still rising, FedPAC behind has plateaued: nothing can close the margin
     beats = got["FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"]
-    assert beats.verdict == INCONCLUSIVE
-    assert f"{NOT_PLATEAUED} FedIC pra: {still} (would be supported" in beats.note
+    assert beats.verdict == C.SUPPORTED and beats.tests[0].label == "FedIC - FedPAC"
+    # K 5 is behind and still rising, but its projected gain (+6.06) leaves K 3's +7 beyond the spread: decided early
     k = got["An intermediate K is best (K = 3 on Fashion-MNIST)"]
-    assert k.verdict == INCONCLUSIVE and f"K 5: {still}" in k.note
-    # every ablation curve plateaued: the rule decides as before
-    assert got["baseline < + clustering < + collaboration < both"].verdict == SUPPORTED
+    assert k.verdict == C.SUPPORTED and "decided before the curves plateaued (early decision): K 3 - K 5" in k.note
+    assert got["baseline < + clustering < + collaboration < both"].verdict == C.SUPPORTED
+    # the side behind rising steeply: the comparison stays open, and the note says what it would be
+    t1[("pra", "fedpac")] = cell(90.0, 90.1, 89.9, curve=steep)
+    beats = {c.claim: c for c in I.ledger(conv, {"table1": t1})}[
+        "FedIC beats every baseline on Fashion-MNIST Pra (Dir 0.1)"]
+    assert beats.verdict == C.INCONCLUSIVE
+    assert C.NOT_PLATEAUED in beats.note and "(would be supported were they plateaued)" in beats.note

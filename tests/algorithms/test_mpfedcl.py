@@ -148,7 +148,7 @@ def test_ledger_margins_within_the_seed_spread_and_ties_are_inconclusive():
     best = by["MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)"]
     assert best.verdict == "inconclusive"
     assert "MP-FedCL 82.00 ± 2.94 vs best other FedProx 81.60 ± 0.57" in best.evidence
-    assert "MP-FedCL - FedProx +0.40 (seed std 2.94, paired exact p 1.00 (smallest possible 0.25), n = 3)" in best.note
+    assert "MP-FedCL - FedProx +0.40 (seed std 3.61, paired exact p 1.00 (smallest possible 0.25), n = 3)" in best.note
     assert by["With 60 rounds MP-FedCL beats FedAvg after its 110 (half the communication rounds)"].verdict == \
         "inconclusive"
     assert by["Several prototypes per class beat one (MP above SP-FedCL)"].verdict == "supported"  # +11 vs std 2.94

@@ -223,21 +223,29 @@ def test_seed_mean_plateau_leaves_out_runs_that_diverged():
         C.plateau_text(rising[:10])
 
 
-def test_trend_counts_the_last_doubling_and_the_reach_to_the_cap():
-    # 100 rounds, every seed's curve the same straight climb 50 -> 90: its best-so-far gains 40 * 50/99 over the
-    # rounds 50..100 (its last doubling), so by 400 rounds (two more doublings) it can reach at most twice that
+def test_trend_projects_twice_the_larger_of_the_rate_and_the_last_doubling_to_the_cap():
+    # 100 rounds, every seed's curve the same straight climb 50 -> 90 (0.404 a round): its last 20 rounds gained
+    # 20 * 40/99, its last doubling (rounds 50..100) 50 * 40/99. Kept up to 400 rounds the rate gives 300 * 40/99;
+    # two more doublings give 2 * 50 * 40/99: the larger, twice (REACH_SAFETY), is the reach
     rising = list(np.linspace(50, 90, 100))
     t = C.trend("B", [rising, rising])
-    assert (t.rounds, t.plateaued) == (100, False)
-    assert t.gain == pytest.approx(40 * 50 / 99) and t.reach() == pytest.approx(2 * 40 * 50 / 99)
-    assert t.reach(cap=200) == pytest.approx(40 * 50 / 99) and t.reach(cap=100) == pytest.approx(40 * 50 / 99)
-    assert C.trend("B", [rising[:50]]).reach(cap=400) == pytest.approx(3 * (rising[49] - rising[24]))
+    step = 40 / 99
+    assert (t.rounds, t.plateaued, t.window) == (100, False, 20)
+    assert t.gain == pytest.approx(50 * step) and t.tail == pytest.approx(20 * step)
+    assert t.reach() == pytest.approx(C.REACH_SAFETY * 300 * step)
+    assert t.reach(cap=200) == pytest.approx(C.REACH_SAFETY * 100 * step)
+    assert t.reach(cap=100) == pytest.approx(C.REACH_SAFETY * 100 * step)    # at the cap: one more doubling
+    # a curve whose gain came early: the doubling projection is the larger one
+    early = [50.0] * 50 + list(np.linspace(50, 80, 30)) + list(np.linspace(80, 80.3, 21))[1:]
+    e = C.trend("E", [early])
+    assert not e.plateaued and e.reach() == pytest.approx(C.REACH_SAFETY * 2 * e.gain)
+    assert 2 * e.gain > e.tail / e.window * 300
     flat = [50.0] * 10 + [90.0] * 90
     f = C.trend("A", [flat, flat])
     assert f.plateaued and f.reach() == 0.0 and f.plateau_text() == ""
     assert t.plateau_text() == C.plateau_text(rising)
-    # the gain is that of the seed-mean of per-seed best-so-far curves (the value a comparison uses) from round
-    # n/2 to round n, the seeds cut to the shortest: bests at round 2 (80, 50), at round 4 (80, 70)
+    # the gains are those of the seed-mean of per-seed best-so-far curves (the value a comparison uses), the seeds cut
+    # to the shortest: bests at round 2 (80, 50), at round 4 (80, 70)
     dip = [50.0, 80.0, 60.0, 60.0]
     assert C.trend("D", [dip, [50.0, 50.0, 50.0, 70.0, 99.0]]).gain == pytest.approx((80 + 70) / 2 - (80 + 50) / 2)
 
@@ -246,33 +254,34 @@ def test_each_comparison_is_judged_then_combined():
     """A claim over several settings is not supported as soon as one comparison is decided against it, even while
     another side still rises (before, one rising curve capped the whole claim: benchmark claims 8, 13, 15)."""
     flat = C.trend("flat", [[50.0] * 10 + [90.0] * 90] * 3)
-    rising = C.trend("rising", [list(np.linspace(50, 90, 100))] * 3)       # could still gain 40.4 by 400
+    rising = C.trend("rising", [list(np.linspace(50, 90, 100))] * 3)       # could still gain 242.4 by 400
     lost = C.compare("A - B (pat)", [80.0, 81.0, 82.0], [90.0, 91.0, 92.0], a_trend=flat, b_trend=flat)
     open_ = C.compare("A - B (dir)", [90.0, 91.0, 92.0], [80.0, 81.0, 82.0], a_trend=flat, b_trend=rising)
     assert lost.status() == C.AGAINST and open_.status() == C.OPEN
     v, why = C.verdict(False, "converged", 3, [lost, open_])
     assert v == C.NOT_SUPPORTED and "A - B (pat) -10.00" in why and "(dir)" not in why
     v, why = C.verdict(True, "converged", 3, [open_])
-    assert v == C.INCONCLUSIVE and why.startswith(C.NOT_PLATEAUED) and "could still gain up to 40.40" in why
+    assert v == C.INCONCLUSIVE and why.startswith(C.NOT_PLATEAUED) and "could still gain up to 242.42" in why
     assert why.endswith("(would be supported were they plateaued)")
     # under the paper protocol the rounds are the paper's budget: nothing is projected
     assert open_.status(converged=False) == C.FOR and C.verdict(True, "paper", 3, [open_])[0] == C.SUPPORTED
 
 
 def test_the_early_decision_is_the_margin_beyond_the_spread_after_the_reach():
-    # B (behind) still rises: +2 over its last doubling, so at most +4 by 400 rounds; the seed std is 1.00
-    b_curve = [70.0] * 50 + list(np.linspace(70, 72, 51))[1:]
+    # B (behind) still rises, slowly: +0.20 over its last 20 rounds (0.01 a round, 3.0 by round 400), +0.5 over its
+    # last doubling (1.0 for two more); the reach is twice the larger: 6.0. The seed std is 1.00.
+    b_curve = [70.0] * 50 + list(np.linspace(70.0, 70.5, 51))[1:]
     behind = C.trend("B", [b_curve] * 3)
-    assert not behind.plateaued and behind.gain == pytest.approx(2.0) and behind.reach() == pytest.approx(4.0)
+    assert not behind.plateaued and behind.gain == pytest.approx(0.5) and behind.reach() == pytest.approx(6.0)
     ahead = C.trend("A", [list(np.linspace(60, 80, 100))] * 3)            # the side ahead rising only widens it
-    wide = C.compare("A - B", [76.5, 77.5, 78.5], [71.0, 72.0, 73.0], a_trend=ahead, b_trend=behind)   # 5.5 - 4 > 1
-    narrow = C.compare("A - B", [74.5, 75.5, 76.5], [71.0, 72.0, 73.0], a_trend=ahead, b_trend=behind)  # 3.5 - 4 < 1
-    edge = C.compare("A - B", [76.0, 77.0, 78.0], [71.0, 72.0, 73.0], a_trend=ahead, b_trend=behind)   # 5 - 4 = 1: no
+    wide = C.compare("A - B", [78.5, 79.5, 80.5], [71.0, 72.0, 73.0], a_trend=ahead, b_trend=behind)   # 7.5 - 6 > 1
+    narrow = C.compare("A - B", [77.5, 78.5, 79.5], [71.0, 72.0, 73.0], a_trend=ahead, b_trend=behind)  # 6.5 - 6 < 1
+    edge = C.compare("A - B", [78.0, 79.0, 80.0], [71.0, 72.0, 73.0], a_trend=ahead, b_trend=behind)   # 7 - 6 = 1: no
     assert (wide.status(), narrow.status(), edge.status()) == (C.FOR, C.OPEN, C.OPEN)
     v, why = C.verdict(True, "converged", 3, [wide])
-    assert v == C.SUPPORTED and "early decision" in why and "at most +4.00 to come" in why
+    assert v == C.SUPPORTED and "early decision" in why and "at most +6.00 to come" in why
     # against the claim the same way: the claim's side is behind and cannot catch up
-    assert C.compare("B - A", [71.0, 72.0, 73.0], [76.5, 77.5, 78.5], a_trend=behind, b_trend=ahead).status() \
+    assert C.compare("B - A", [71.0, 72.0, 73.0], [78.5, 79.5, 80.5], a_trend=behind, b_trend=ahead).status() \
         == C.AGAINST
 
 

@@ -235,7 +235,7 @@ def test_converged_tables_beside_a_short_profiles_figures_keep_each_its_profile(
     assert beats.verdict == C.SUPPORTED and beats.profile == "converged" and "plateau" not in beats.note
     # the same numbers with ProtoNorm's curve still rising (:func:`plateaus`): the side behind (FedTGP here) has
     # plateaued, so the margin of +3.6 stands; for gamma, the side behind (gamma 1) still rises and could gain 10
-    climbing = C.trend("rising", [list(np.linspace(75, 85, 100))])        # +5.05 over its last doubling
+    climbing = C.trend("rising", [list(np.linspace(75, 85, 100))])        # 0.101 a round: up to 60.6 by 400
     flat = C.trend("flat", [[50.0] * 10 + [90.0] * 90])
     still = {("table1", "practical", "protonorm"): climbing, ("table1", "practical", "fedtgp"): flat,
              ("gamma", "protonorm", 1.0): climbing}
@@ -244,7 +244,7 @@ def test_converged_tables_beside_a_short_profiles_figures_keep_each_its_profile(
     assert beats.verdict == C.SUPPORTED and "early decision" not in beats.note
     gamma = capped["Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1"]
     assert gamma.verdict == C.INCONCLUSIVE and gamma.note.startswith(C.NOT_PLATEAUED)
-    assert "the side behind could still gain up to 10.10 (rising: 100 rounds, still rising" in gamma.note
+    assert "the side behind could still gain up to 60.61 (rising: 100 rounds, still rising" in gamma.note
     assert capped["With homogeneous models ProtoNorm beats FedNH and FedUV"].verdict == C.SUPPORTED
     homo = got["With homogeneous models ProtoNorm beats FedNH and FedUV"]
     assert homo.verdict == C.SUPPORTED and "mean of 3 seeds" in homo.evidence

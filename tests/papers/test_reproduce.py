@@ -114,7 +114,8 @@ def test_assemble_states_each_sections_profile_and_the_verdict_summary(tmp_path)
     from fedlib import claims as C
 
     texts = []
-    ledger = [C.claim("A wins", "Table 1", "A 91.00 vs B 81.00", True, "paper", 3),
+    ledger = [C.claim("A wins", "Table 1", "A 91.00 vs B 81.00", True, "paper", 3,
+                      [C.compare("A - B", [91.0, 91.5, 90.5], [81.0, 81.5, 80.5])]),
               C.claim("A wins, short", "Table 1", "A 90.00", True, "quick", 1),
               C.claim("Sizes", "Supp.", "x", True, "paper", 1, construction="fixed by the model")]
     C.write(types.SimpleNamespace(text=texts.append, record=lambda **kw: None), ledger)

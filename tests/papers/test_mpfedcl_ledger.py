@@ -1,0 +1,166 @@
+"""The MP-FedCL ledger's comparisons: every claim that rests on measured numbers carries comparisons, each with the
+trends of its two sides, whose groups name the runs behind the cells (so that the evidence planner can give them
+more seeds), one-seed sweeps included."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedlib import claims as C
+from fedlib import results
+from fedlib.config import run_id
+from fedlib.papers import mpfedcl as M
+
+METRICS = ("acc_proto", "acc_head", "acc_proto_own", "acc_head_own")
+
+
+@pytest.fixture
+def finished(monkeypatch):
+    """Every run "finished" with a flat 20-round curve (no file read): :func:`M.trends` then names every group."""
+    def rounds(cfg, seed, archive_root=None):
+        return [{"round": r + 1, "acc": {m: {"mean": 0.8, "weighted": 0.8, "std": 0.0} for m in METRICS}}
+                for r in range(20)]
+    monkeypatch.setattr(results, "rounds", rounds)
+
+
+def ids(cfg, seeds) -> tuple:
+    return tuple(run_id(cfg, s) for s in seeds)
+
+
+def sides(claim) -> set:
+    """The runs named by both sides of every comparison of ``claim``: ``{run ids of a group}``; every side must
+    name its runs, scored on the unweighted mean over clients (as every MP-FedCL cell is)."""
+    out = set()
+    assert claim.tests, f"no comparison: {claim.claim}"
+    for t in claim.tests:
+        for side in (t.a_trend, t.b_trend):
+            assert side is not None and side.group is not None, f"{t.label}: a side without its runs"
+            assert side.group.stat == "mean"
+            out.add(ids(side.group.cfg, side.group.seeds))
+    return out
+
+
+def row(seeds, rounds=60):
+    return {"mean": float(np.mean(seeds)), "std": C.sample_std(seeds), "n": len(seeds), "per_seed": list(seeds),
+            "rounds": rounds}
+
+
+def by_claim(claims) -> dict:
+    return {c.claim: c for c in claims}
+
+
+# the archived Table VI (paper profile, seeds 0-2, last round): margins of 0.4-1.07 inside sample stds of 2.7-3.6
+TABLE6 = {"fedavg": row([81.0, 85.4, 78.2], 110), "fedprox": row([81.0, 85.4, 78.4], 100),
+          "fedproto": row([25.8, 25.2, 31.0], 100), "dpfedcl": row([77.6, 82.6, 82.6]),
+          "spfedcl": row([77.2, 83.0, 82.8]), "mpfedcl": row([79.0, 84.2, 82.8])}
+
+
+def test_table6_margins_within_the_spread_are_inconclusive_and_name_the_table6_runs(finished):
+    plan = M.load_plan("paper")
+    cfgs = M.table6_configs(plan)
+    by = by_claim(M.ledger(plan, {"table6": TABLE6, "trends": M.trends(plan)}))
+    for text, rival in (("MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)", "fedprox"),
+                        ("Several prototypes per class beat one (MP above SP-FedCL)", "spfedcl"),
+                        ("K-means beats DBSCAN (MP above DP-FedCL)", "dpfedcl"),
+                        ("With 60 rounds MP-FedCL beats FedAvg after its 110 (half the communication rounds)",
+                         "fedavg")):
+        c = by[text]
+        assert c.verdict == C.INCONCLUSIVE and "margin within the seed spread" in c.note
+        assert [t.status(False) for t in c.tests] == [C.WITHIN] and c.tests[0].n == 3 and c.tests[0].paired
+        assert sides(c) == {ids(cfgs["mpfedcl"], plan.seeds), ids(cfgs[rival], plan.seeds)}
+        assert {t.group.metric for t in (c.tests[0].a_trend, c.tests[0].b_trend)} == \
+            {plan.metric("mpfedcl"), plan.metric(rival)}
+    best = by["MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)"]
+    assert "MP-FedCL - FedProx +0.40 (seed std 3.54" in best.note   # the sample std of FedProx's seeds
+    weakest = by["FedProto, which shares no model, is the weakest from scratch on MNIST"]
+    assert weakest.verdict == C.SUPPORTED and "DP-FedCL - FedProto +53.60 (seed std 3.19" in weakest.note
+    assert sides(weakest) == {ids(cfgs["dpfedcl"], plan.seeds), ids(cfgs["fedproto"], plan.seeds)}
+
+
+def test_one_seed_table6_keeps_its_comparisons_for_the_planner(finished):
+    plan = M.load_plan("paper", seeds=[0])
+    t6 = {m: row(r["per_seed"][:1], r["rounds"]) for m, r in TABLE6.items()}
+    c = by_claim(M.ledger(plan, {"table6": t6, "trends": M.trends(plan)}))[
+        "MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)"]
+    assert c.verdict == C.INCONCLUSIVE and "one seed" in c.note
+    # seed 0: MP-FedCL 79.0 behind FedAvg and FedProx (81.0 each; the first listed is the best other)
+    assert c.tests[0].n == 1 and c.tests[0].label == "MP-FedCL - FedAvg" and c.tests[0].margin == pytest.approx(-2.0)
+    assert sides(c) == {ids(M.table6_configs(plan)["mpfedcl"], [0]), ids(M.table6_configs(plan)["fedavg"], [0])}
+
+
+def test_k_is_judged_against_the_best_other_k_over_its_seeds(finished):
+    plan = M.load_plan("paper")
+    ks = M.k_configs(plan)
+    clear = {1: [80.0, 81.0, 82.0], 2: [85.0, 86.0, 87.0], 3: [79.0, 80.0, 81.0], 4: [81.0, 82.0, 83.0]}
+    c = by_claim(M.ledger(plan, {"k": clear, "trends": M.trends(plan)}))[
+        "K = 2 is the best number of prototypes per class on MNIST"]
+    assert c.verdict == C.SUPPORTED and "K = 2 - K = 4 +4.00 (seed std 1.00" in c.note
+    assert c.evidence == "K = 1: 81.00, K = 2: 86.00, K = 3: 80.00, K = 4: 82.00"
+    assert sides(c) == {ids(ks[2], plan.seeds), ids(ks[4], plan.seeds)}
+    # one seed (the quick profile's shape, or means only): inconclusive, the comparison still names the runs
+    tie = by_claim(M.ledger(plan, {"k": {1: 81.0, 2: 82.0, 3: 81.13, 4: 82.0}, "trends": M.trends(plan)}))[
+        "K = 2 is the best number of prototypes per class on MNIST"]
+    assert tie.verdict == C.INCONCLUSIVE and "a tie is not a win" in tie.note and "one seed" in tie.note
+    assert tie.tests[0].n == 1 and sides(tie) == {ids(ks[2], plan.seeds), ids(ks[4], plan.seeds)}
+
+
+def test_one_seed_sweeps_compare_at_every_value_with_both_sides_named(finished):
+    plan = M.load_plan("paper")
+    tr = M.trends(plan)
+    al, cl = M.alpha_configs(plan), M.clients_configs(plan)
+    alpha = {1.0: {"mpfedcl": 87.0, "fedavg": 87.0, "fedproto": 40.0}, 0.1: {"mpfedcl": 84.0, "fedavg": 84.4}}
+    clients = {5: {"mpfedcl": 80.0, "fedavg": 75.6, "spfedcl": 79.0}, 40: {"mpfedcl": 60.0, "fedavg": 10.0}}
+    by = by_claim(M.ledger(plan, {"alpha": alpha, "clients": clients, "trends": tr}))
+    ahead = by["MP-FedCL stays ahead as label skew varies from Dir(1.0) to Dir(0.1)"]
+    assert ahead.verdict == C.INCONCLUSIVE and "one seed" in ahead.note
+    assert [t.label for t in ahead.tests] == ["MP-FedCL - FedAvg (alpha 1)", "MP-FedCL - FedAvg (alpha 0.1)"]
+    assert [round(t.margin, 2) for t in ahead.tests] == [0.0, -0.4]
+    assert sides(ahead) == {ids(al[(m, a)], [0]) for m in ("mpfedcl", "fedavg") for a in (1.0, 0.1)}
+    gap = by["MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients"]
+    assert gap.verdict == C.INCONCLUSIVE and gap.evidence == "N = 5: +4.40, N = 40: +50.00"
+    assert [(t.label, round(t.margin, 2)) for t in gap.tests] == [("MP-FedCL - 7.2 - FedAvg (N = 5)", -2.8),
+                                                                 ("MP-FedCL - 7.2 - FedAvg (N = 40)", 42.8)]
+    assert sides(gap) == {ids(cl[(m, n)], [0]) for m in ("mpfedcl", "fedavg") for n in (5, 40)}
+
+
+def test_at_least_7_2_points_is_a_threshold_judged_over_the_seeds():
+    """With per-seed values the threshold is a comparison with its own spread: 9.5 to 10.5 points above FedAvg
+    clears 7.2 by more than the seeds' spread; 7.5 to 8.5 does not."""
+    plan = M.load_plan("paper")
+    text = "MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients"
+    wide = {5: {"mpfedcl": [80.0, 81.0, 82.0], "fedavg": [70.5, 70.5, 71.5]}}
+    c = by_claim(M.ledger(plan, {"clients": wide}))[text]
+    assert c.verdict == C.SUPPORTED and c.tests[0].n == 3 and c.tests[0].paired
+    close = {5: {"mpfedcl": [80.0, 81.0, 82.0], "fedavg": [72.5, 72.5, 73.5]}}
+    assert by_claim(M.ledger(plan, {"clients": close}))[text].verdict == C.INCONCLUSIVE
+    short = {5: {"mpfedcl": [80.0, 81.0, 82.0], "fedavg": [76.5, 76.5, 77.5]}}   # 4.5 points above, every seed
+    assert by_claim(M.ledger(plan, {"clients": short}))[text].verdict == C.NOT_SUPPORTED
+
+
+def test_budget_feature_skew_and_attack_name_their_runs(finished):
+    plan = M.load_plan("paper")
+    tr, t6, fs = M.trends(plan), M.table6_configs(plan), M.feature_skew_configs(plan)
+    budget = {"fedavg": {"rounds": 110, "accuracy": 81.0}, "fedproto": {"rounds": 64, "accuracy": 26.0},
+              "mpfedcl": {"rounds": 60, "accuracy": 79.0}}
+    seeds = {"mpfedcl": [59.0, 60.5, 60.0], "local": [44.0, 45.0, 44.3], "fedavg": [30.0, 31.0, 29.0],
+             "fedprox": [30.5, 31.2, 29.4], "fedproto": [40.0, 41.0, 39.0], "spfedcl": [59.2, 60.6, 59.9],
+             "dpfedcl": [58.9, 60.1, 59.7]}
+    frame = pd.DataFrame({"source": ["prototype", "class_average"], "levels": ["high", "-"], "ssim": [0.477, 0.427]})
+    by = by_claim(M.ledger(plan, {"budget": budget, "feature_skew": {m: float(np.mean(v)) for m, v in seeds.items()},
+                                  "feature_skew_seeds": seeds, "attack": {1: frame, 2: frame}, "trends": tr}))
+    near = by["Under the same training time MP-FedCL is best or near-best"]   # within 1 point of the best
+    assert near.verdict == C.INCONCLUSIVE and "one seed" in near.note
+    assert [(t.label, round(t.margin, 2)) for t in near.tests] == [("MP-FedCL + 1 - FedAvg", -1.0)]
+    assert sides(near) == {ids(t6["mpfedcl"], [0]), ids(t6["fedavg"], [0])}   # Table VI's first seed
+    par = by["Under feature skew MP-FedCL is on par with SP- and DP-FedCL (Digit-5: SP-FedCL 0.41 above it)"]
+    assert par.verdict == C.SUPPORTED
+    assert sides(par) == {ids(fs[m], plan.seeds) for m in ("mpfedcl", "spfedcl", "dpfedcl")}
+    beats = by["Under feature skew (one domain per client) MP-FedCL beats Local, FedAvg, FedProx and FedProto "
+               "(+4.6% relative to FedProto on Digit-5)"]
+    assert beats.verdict == C.SUPPORTED and len(beats.tests) == 4
+    leak = by["Prototypes are privacy-preserving: the centroids reveal no more than a class average"]
+    assert leak.verdict == C.INCONCLUSIVE and "one seed" in leak.note
+    assert [(t.label, round(t.margin, 3)) for t in leak.tests] == [
+        ("class average + 0.02 - SSIM (K = 1)", -0.03), ("class average + 0.02 - SSIM (K = 2)", -0.03)]
+    assert {ids(t.a_trend.group.cfg, t.a_trend.group.seeds) for t in leak.tests} == \
+        {ids(M.attack_configs(plan)[k], [0]) for k in (1, 2)}
