@@ -115,9 +115,9 @@ def paired_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 # ---------------------------------------------------------------------------------------------- trends
 
-#: the factor on a still-rising side's projected gain (:meth:`Trend.reach`): on the archive's 100 benchmark curves
-#: cut at round 25 and projected to round 100 (the same 4x horizon as from 100 rounds to the cap), the bound
-#: without it covered 93 of 100 curves' actual gains, with it 98, the 2 misses under 3 points (docs/runs.md)
+#: the factor on a still-rising side's projected gain (:meth:`Trend.reach`): on the archive's benchmark curves still
+#: rising at round 25 (88 of 100) or 50 (81), projected to round 100 (the 4x and 2x horizons), the bound with it
+#: covered every curve's actual gain (fedlib.plateau.reach_check; docs/runs.md, "Runs to a plateau")
 REACH_SAFETY = 2.0
 
 

@@ -154,3 +154,51 @@ def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | No
             for cfg, s in jobs:
                 keep(cfg, s)
         statuses = [status(g, cap) for g in groups]
+
+
+def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4) -> dict:
+    """How well :meth:`fedlib.claims.Trend.reach` bounds what curves really gained: each group's seed curves
+    (``{label: [per-seed curve]}``, at least ``end`` rounds) cut at ``cut`` rounds, its reach projected to
+    ``cut * cap_factor`` rounds (the horizon from 100 rounds to the 400-round cap), against the gain its seed-mean
+    best-so-far curve actually made from round ``cut`` to ``end``. Returns ``{"groups", "rising", "covered",
+    "misses": {label: points short}, "plateau_misses": {label: points gained after the cut}}``: of the groups still
+    rising at the cut, how many the reach covered; and the groups the plateau criterion called plateaued at the cut
+    that still gained 0.2 points or more (docs/runs.md, "Runs to a plateau")."""
+    import numpy as np
+
+    from fedlib.claims import trend
+
+    misses, early, n, rising = {}, {}, 0, 0
+    for label, seeds in curves.items():
+        seeds = [c for c in seeds if len(c) >= end]
+        if not seeds:
+            continue
+        n += 1
+        best = np.maximum.accumulate(np.asarray([c[:end] for c in seeds], float), axis=1).mean(axis=0)
+        t = trend(label, [c[:cut] for c in seeds])
+        actual = float(best[end - 1] - best[cut - 1])
+        if t.plateaued:
+            if actual >= 0.2:
+                early[label] = actual
+            continue
+        rising += 1
+        if actual > t.reach(cap=cut * cap_factor) + 1e-9:
+            misses[label] = actual - t.reach(cap=cut * cap_factor)
+    return {"groups": n, "rising": rising, "covered": rising - len(misses), "misses": misses, "plateau_misses": early}
+
+
+def benchmark_curves() -> dict:
+    """``{"setting method": [per-seed curve]}`` of the benchmark's converged-profile runs, from the archive (the
+    curves :func:`reach_check` is run on in docs/runs.md)."""
+    from fedlib import results
+    from fedlib.papers import benchmark
+
+    plan = benchmark.load_plan("converged")
+    out = {}
+    with results.archive_only():
+        for (s, m), cfg in benchmark.configs(plan).items():
+            recs = [results.rounds(cfg, x) for x in plan.setting_seeds(s)]
+            recs = [r for r in recs if r and not any(q.get("diverged") for q in r)]
+            if recs:
+                out[f"{s} {m}"] = [curve(r, plan.metric(m)) for r in recs]
+    return out

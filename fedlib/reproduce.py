@@ -1,13 +1,14 @@
-"""The main job: run every paper notebook headless under one profile and assemble REPORT.md.
+"""The main job: run every paper notebook headless under one profile, then render REPORT.md.
 
 ``python -m fedlib reproduce --profile quick`` executes each ``notebooks/*.ipynb`` (sorted)
 with papermill, one notebook at a time and each in its own process (papermill is not safe
 with several kernels in one process), injecting ``profile``. Executed notebooks go to
-``results/executed/<profile>/<paper>.ipynb``. Each notebook writes its section through
-:mod:`fedlib.report`; the sections are joined into ``REPORT.md`` (under the smoke profile
-``results/smoke/REPORT.md``). One failing notebook does not stop the others; the exit
-status is non-zero when any failed. Finished experiments are cache hits inside the
-notebooks, so running again is fast.
+``results/executed/<profile>/<paper>.ipynb``. Each notebook writes its section and figures through
+:mod:`fedlib.report`; the sections are joined into ``results/<profile>/REPORT.md``. The repository's
+``REPORT.md`` is then rendered from the run archive alone (:mod:`fedlib.render`), so that every number in
+it has an archived run behind it whatever profile the notebooks ran under. One failing notebook does not
+stop the others; the exit status is non-zero when any failed. Finished experiments are cache hits inside
+the notebooks, so running again is fast.
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ def select_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
 
 
 def report_path(profile: str, root: Path) -> Path:
-    return root / "results" / profile / "REPORT.md" if profile in SCRATCH_PROFILES else root / "REPORT.md"
+    """Where the notebooks' own sections of a run are joined: ``results/<profile>/REPORT.md``. The repository's
+    REPORT.md is not this file: it is rendered from the run archive alone (:mod:`fedlib.render`), at the end of a
+    non-scratch run in the checkout."""
+    return root / "results" / profile / "REPORT.md"
 
 
 def notebook_error(path: Path, lines: int = 15) -> str:
@@ -270,8 +274,14 @@ def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebo
                                  indent=1))
     ran_now = [o for o in outcomes if o.status != "not run"]
     failed = [o for o in ran_now if o.status == "FAILED"]
-    print(f"\nreproduce (profile {profile}): {len(ran_now) - len(failed)} passed, {len(failed)} failed; "
-          f"report -> {report}")
+    print(f"\nreproduce (profile {profile}): {len(ran_now) - len(failed)} passed, {len(failed)} failed; the "
+          f"notebooks' sections -> {report}")
+    if profile not in SCRATCH_PROFILES and root == CHECKOUT.resolve():
+        from fedlib import render
+
+        text, _ = render.render()
+        (root / "REPORT.md").write_text(text)
+        print(f"REPORT.md rendered from the run archive (python -m fedlib report) -> {root / 'REPORT.md'}")
     for o in ran_now:
         print(f"  {o.status:6} {o.name:20} {o.minutes:6.1f} min  {o.executed or ''}")
     return 1 if failed else 0

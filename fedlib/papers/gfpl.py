@@ -1147,23 +1147,28 @@ def show_attack(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section."""
+    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Parts
+    whose runs or trained models the run archive lacks (rendering the report from it) are left out: their claims
+    are then not judged."""
     import pandas as pd
 
-    frames = _attack(nb)
-    attack_summary = pd.concat([frames["component means"],
-                                frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
-    n_acc, th = _sweeps(nb)
-    plan = nb.plan
-    claims = ledger(plan, {"table1": _table1(nb)["cells"], "table1_paper": _paper_table1(nb),
-                           "ablation": ablation_per_seed(plan, _ablation_runs(nb)),
-                           "ablation_trends": trends(plan, ablation_configs(plan), plan.seeds), "n": n_acc,
-                           "n_trends": trends(plan, n_configs(plan), [nb.seed0], "n"),
-                           "thresholds": {t: (a, r) for t, (a, r, _) in th.items()},
-                           "threshold_trends": trends(plan, threshold_configs(plan), [nb.seed0], "sc"),
-                           "attack": attack_summary, "ablation_paper": _paper_table2(nb),
-                           "figs_paper": _paper_figs(nb)})
-    return nb.ledger(claims)
+    part, plan = nb.part, nb.plan
+
+    def attack():
+        frames = _attack(nb)
+        return pd.concat([frames["component means"],
+                          frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
+    sweeps = part(lambda: _sweeps(nb))
+    res = {"table1": part(lambda: _table1(nb)["cells"]), "table1_paper": part(lambda: _paper_table1(nb)),
+           "ablation": part(lambda: ablation_per_seed(plan, _ablation_runs(nb))),
+           "ablation_trends": part(lambda: trends(plan, ablation_configs(plan), plan.seeds)),
+           "n": sweeps and sweeps[0], "n_trends": part(lambda: trends(plan, n_configs(plan), [nb.seed0], "n")),
+           "thresholds": sweeps and {t: (a, r) for t, (a, r, _) in sweeps[1].items()},
+           "threshold_trends": part(lambda: trends(plan, threshold_configs(plan), [nb.seed0], "sc")),
+           "attack": part(attack), "ablation_paper": part(lambda: _paper_table2(nb)),
+           "figs_paper": part(lambda: _paper_figs(nb))}
+    return nb.ledger(ledger(plan, {k: v for k, v in res.items() if v is not None}))
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -59,6 +59,10 @@ def open_notebook(paper: str, load_plan, profile: str, about, *, backend=None, w
     start(backend)
     plan = load_plan(profile, **options)
     rounds, device, line = about(plan)
+    if profile == "converged":
+        from fedlib.plateau import CAP
+
+        rounds = f"{rounds}; curves still rising extended towards their plateau, up to {CAP} (fedlib.plateau)"
     try:
         numbers = report.load_paper(paper)
     except FileNotFoundError:

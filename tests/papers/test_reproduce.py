@@ -106,8 +106,8 @@ def test_assemble_keeps_earlier_sections_and_relinks(tmp_path):
     assert "## Paper A\n\n_Not run this time; section from an earlier run._" in text
     assert "](../../results/smoke/figures/a/x.png)" in text and "](https://example.org)" in text
     assert "Ran without writing a report section" in text
-    quick = assemble(outcomes, "quick", tmp_path)  # REPORT.md at the root: links stay as written
-    assert "](results/smoke/figures/a/x.png)" in quick
+    quick = assemble(outcomes, "quick", tmp_path)  # every profile's own report is in results/<profile>/
+    assert "](../../results/smoke/figures/a/x.png)" in quick
 
 
 def test_assemble_states_each_sections_profile_and_the_verdict_summary(tmp_path):

@@ -127,3 +127,14 @@ def test_plateau_round_is_where_the_criterion_starts_to_hold_for_good():
     assert criterion(curve[:r])[0] and not criterion(curve[:r - 1])[0]
     assert all(criterion(curve[:k])[0] for k in range(r, 101))
     assert plateau.plateau_round(np.linspace(50, 90, 100)) is None
+
+
+def test_reach_check_counts_the_curves_the_projection_bounds():
+    import numpy as np
+
+    climb = list(np.linspace(50, 90, 100))                       # steady: the projection from round 25 bounds it
+    late = [50.0] * 30 + list(np.linspace(50, 90, 70))          # flat, then a late climb: plateaued at 25, rose later
+    jump = list(np.linspace(50, 52, 25)) + [80.0] * 75          # a slow start, then a jump far beyond any projection
+    got = plateau.reach_check({"climb": [climb], "late": [late], "jump": [jump]}, cut=25, end=100)
+    assert (got["groups"], got["rising"], got["covered"]) == (3, 2, 1)
+    assert set(got["misses"]) == {"jump"} and got["plateau_misses"] == {"late": pytest.approx(40.0)}

@@ -1,0 +1,87 @@
+"""The evidence planner (fedlib.evidence): for each open claim, what would decide it and at what cost, the
+cheapest first; the budget pays an action shared by several claims once; bad budgets are one-line errors."""
+
+import numpy as np
+import pytest
+
+from fedlib import claims as C
+from fedlib import evidence as E
+from fedlib import plateau
+from fedlib.config import load_config
+from fedlib.validation import ConfigError
+from tests.conftest import DATA
+
+
+@pytest.fixture
+def groups(tmp_path):
+    cfgs = {k: load_config(DATA / "spiral_fedproto.yaml", {"results_dir": str(tmp_path), "train.rounds": 100,
+                                                           "algorithm.lam": lam, "name": k})
+            for k, lam in (("A", 1.0), ("B", 0.5), ("C", 0.25))}
+    return {k: plateau.Group(k, cfg, (0, 1, 2), "acc_proto") for k, cfg in cfgs.items()}
+
+
+def trend(group, curve):
+    return C.trend(group.label, [curve] * 3, group)
+
+
+def test_an_open_comparison_asks_to_extend_the_side_behind(groups, monkeypatch):
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 2.0)
+    monkeypatch.setattr(E, "checkpointed_rounds", lambda cfg, seed: 0)     # archive only: from round 1
+    rising = trend(groups["B"], list(np.linspace(50, 90, 100)))
+    flat = trend(groups["A"], [90.0] * 100)
+    t = C.compare("A - B", [95.0, 95.5, 96.0], [90.0, 90.5, 91.0], a_trend=flat, b_trend=rising)
+    c = C.claim("A beats B", "T1", "x", True, "converged", 3, [t])
+    assert c.verdict == C.INCONCLUSIVE
+    it = E.plan_claim("S", 1, c)
+    (a,) = it.actions
+    assert (a.kind, a.group, a.rounds) == ("extend", groups["B"], 200)     # the next doubling
+    assert a.cost == pytest.approx(3 * 200 * 2.0)                          # 3 seeds from round 1
+    assert "A - B: open" in it.why and "extend B (seeds 0, 1, 2) towards its plateau, 200+ rounds" in a.text()
+    monkeypatch.setattr(E, "checkpointed_rounds", lambda cfg, seed: 100)   # checkpoints kept: only the new rounds
+    assert E.plan_claim("S", 1, c).actions[0].cost == pytest.approx(3 * 100 * 2.0)
+
+
+def test_a_margin_within_the_spread_asks_for_six_seeds_and_one_seed_for_three(groups, monkeypatch):
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    flat_a, flat_b = trend(groups["A"], [90.0] * 100), trend(groups["B"], [89.0] * 100)
+    within = C.compare("A - B", [90.0, 92.0, 88.0], [89.0, 91.5, 88.5], a_trend=flat_a, b_trend=flat_b)
+    it = E.plan_claim("S", 2, C.claim("A beats B", "T1", "x", True, "paper", 3, [within]))
+    assert [(a.kind, a.group.label, a.seeds) for a in it.actions] == [("seeds", "A", 6), ("seeds", "B", 6)]
+    assert it.cost == pytest.approx(2 * 3 * 100)
+    one = C.compare("A - B", [90.0], [89.0], a_trend=C.trend("A", [[90.0] * 100], groups["A"]),
+                    b_trend=C.trend("B", [[89.0] * 100], plateau.Group("B", groups["B"].cfg, (0,), "acc_proto")))
+    it = E.plan_claim("S", 3, C.claim("A beats B", "T1", "x", True, "paper", 1, [one]))
+    assert "one seed" in it.why and [a.seeds for a in it.actions] == [3, 3]
+    assert it.actions[1].cost == pytest.approx(2 * 100)                     # B has 1 seed: 2 more of 100 rounds
+    short = E.plan_claim("S", 4, C.claim("A beats B", "T1", "x", True, "quick", 3, [within]))
+    assert short.actions == [] and short.cost == float("inf") and "quick-profile evidence only" in short.why
+    decided = C.claim("A beats B", "T1", "x", True, "paper", 3,
+                      [C.compare("A - B", [95.0, 95.5, 96.0], [80.0, 80.5, 81.0])])
+    assert E.plan_claim("S", 5, decided) is None
+
+
+def test_the_budget_takes_the_cheapest_claims_and_pays_a_shared_action_once(groups):
+    g = groups
+    share = E.Action("extend", g["A"], 200, 3, 100.0)
+    items = [E.Item("S", 1, None, "", [share]), E.Item("S", 2, None, "", [share, E.Action("extend", g["B"], 200, 3, 50.0)]),
+             E.Item("S", 3, None, "", [E.Action("extend", g["C"], 200, 3, 500.0)]),
+             E.Item("S", 4, None, "", [E.Action("seeds", g["C"], 100, 6, 10.0)])]
+    chosen, actions, spent = E.within_budget(items, 200.0)
+    assert [it.number for it in chosen] == [1, 2] and spent == 150.0 and len(actions) == 2
+    assert E.within_budget(items, 1000.0)[2] == 650.0                       # seeds actions are listed, not run
+
+
+def test_budgets_parse_and_bad_ones_are_one_line_errors():
+    assert E.parse_budget("3h") == 10800 and E.parse_budget("90m") == 5400 and E.parse_budget("45s") == 45
+    assert E.parse_budget("1.5") == 5400
+    for bad in ("0h", "-1h", "three hours", "2d"):
+        with pytest.raises(ConfigError, match="--budget: got .*; allowed: a positive duration such as 3h, 90m or 45s"):
+            E.parse_budget(bad)
+
+
+def test_the_summary_line_counts_decided_of_testable():
+    up = C.compare("A - B", [90.0, 91.0, 92.0], [80.0, 81.0, 82.0])
+    books = {"S": [C.claim("a", "T", "x", True, "paper", 3, [up]), C.claim("b", "T", "x", True, "quick", 1),
+                   C.untested("c", "T", "no data")]}
+    assert E.counts(books) == (1, 2)
+    assert E.summary(books, E.plan(books)).startswith("claims decided: 1 of 2 testable; the next 10 CPU-hours")

@@ -1,0 +1,66 @@
+"""REPORT.md is the render of the run archive (python -m fedlib report): re-rendered here and compared byte for
+byte, so that a number in it that differs from its archived run, or has none behind it, fails the suite. The
+render reads the archive alone: the results folder is not looked at and nothing trains."""
+
+import pytest
+
+from fedlib import archive, paths, render, results
+from fedlib.config import load_config, run_id
+from fedlib.runner import cached_summary, run_one
+from tests.conftest import DATA, ROOT
+
+
+@pytest.fixture
+def real_archive(monkeypatch):
+    monkeypatch.setattr(archive, "ARCHIVE", paths.ARCHIVE)
+
+
+@pytest.mark.slow
+def test_report_md_is_the_render_of_the_archive(real_archive):
+    text, sections = render.render()
+    committed = (ROOT / "REPORT.md").read_text()
+    if committed != text:
+        first = next(i for i, (a, b) in enumerate(zip(committed.splitlines(), text.splitlines(), strict=False))
+                     if a != b) if committed.splitlines()[:1] == text.splitlines()[:1] else 0
+        pytest.fail(f"REPORT.md differs from the render of archive/ from line {first + 1}: "
+                    f"{committed.splitlines()[first:first + 1]} vs {text.splitlines()[first:first + 1]}; "
+                    "run `python -m fedlib report`")
+    assert {s.name for s in sections} == set(render.SECTIONS)
+
+
+def test_reading_the_archive_alone_trains_nothing_and_ignores_the_results_folder(tmp_path):
+    cfg = load_config(DATA / "spiral_fedproto.yaml", {"results_dir": str(tmp_path / "r"), "train.rounds": 2})
+    run_one(cfg, 1, progress=False)
+    root = tmp_path / "archive"
+    with results.archive_only():
+        assert results.find(cfg, 1) == (None, None)          # finished in results/, but not in the archive
+        assert cached_summary(cfg, 1) is None
+        with pytest.raises(results.NotArchived, match="1 run not in the run archive: spiral_test seed 2"):
+            run_one(cfg, 2, progress=False)
+        with pytest.raises(results.NotArchived, match="a trained model, which the run archive does not keep"):
+            results.state(cfg, 1)
+    assert not (tmp_path / "r" / run_id(cfg, 2)).exists()   # nothing written for the refused run
+    assert archive.add(cfg, 1, root)
+    import fedlib.archive as A
+
+    before, A.ARCHIVE = A.ARCHIVE, root
+    try:
+        with results.archive_only():
+            found, summary = results.find(cfg, 1)
+            assert summary["archived"] and summary["rounds"] == 2 and len(results.rounds(cfg, 1)) == 2
+    finally:
+        A.ARCHIVE = before
+
+
+def test_a_section_leaves_out_what_the_archive_lacks_and_says_so(real_archive, monkeypatch):
+    """A cell that needs a run the archive lacks is left out of the section (the render lists it), never trained."""
+    calls = []
+
+    def no_archive(cfg, seed, root=None):
+        calls.append(seed)
+        return None
+
+    monkeypatch.setattr(archive, "summary", no_archive)
+    sec = render.render_section("benchmark", "converged")
+    assert calls and sec.skipped and "not in the run archive" in sec.skipped[0][1]
+    assert "**Ranked table" not in sec.markdown and "read from the run archive (archive/)" in sec.markdown
