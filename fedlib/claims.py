@@ -137,6 +137,7 @@ class Trend:
     tail: float = 0.0
     window: int = 1
     group: object = dataclasses.field(default=None, compare=False, repr=False)
+    since: int | None = None   # the round from which the plateau criterion holds (:func:`plateau_from`)
 
     def reach(self, cap: int = CAP) -> float:
         """How much this side's best-so-far mean could still gain by ``cap`` rounds: 0 once plateaued, else
@@ -174,7 +175,25 @@ def trend(label: str, curves: Sequence[Sequence[float]], group=None, window: flo
     if n < 2:
         return Trend(label, n, done, rise, math.nan, math.nan, 1, group)
     half, tail = max(0, n // 2 - 1), max(1, math.ceil(window * n))
-    return Trend(label, n, done, rise, float(best[-1] - best[half]), float(best[-1] - best[-1 - tail]), tail, group)
+    return Trend(label, n, done, rise, float(best[-1] - best[half]), float(best[-1] - best[-1 - tail]), tail, group,
+                 plateau_from(y.mean(axis=0), window) if done else None)
+
+
+#: the earliest round a plateau is reported from (the criterion's 20% window is then 4 rounds)
+MIN_PLATEAU_ROUND = 20
+
+
+def plateau_from(curve: Sequence[float], window: float = 0.2, tol: float = 0.2) -> int | None:
+    """The earliest round r (at least :data:`MIN_PLATEAU_ROUND`) such that :func:`plateau` holds on the curve cut at
+    r and at every later round up to its end: where the report says the curve plateaued; None where it does not hold
+    at the end."""
+    y = np.asarray(curve, float)
+    if not plateau(y, window, tol)[0]:
+        return None
+    r = len(y)
+    while r - 1 >= MIN_PLATEAU_ROUND and plateau(y[:r - 1], window, tol)[0]:
+        r -= 1
+    return r
 
 
 @dataclasses.dataclass(frozen=True)

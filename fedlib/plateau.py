@@ -23,8 +23,6 @@ import numpy as np
 CAP = 400
 #: rounds added to every seed of a group per extension step
 STEP = 50
-#: the earliest round a plateau is reported from (the criterion's 20% window is then 4 rounds)
-MIN_PLATEAU_ROUND = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,17 +63,11 @@ def curve(records: list[dict], metric: str, stat: str = "weighted") -> list[floa
     return [100 * r["acc"][metric][stat] for r in records if "acc" in r]
 
 
-def plateau_round(mean: np.ndarray, window: float = 0.2, tol: float = 0.2) -> int | None:
-    """The earliest round r (at least :data:`MIN_PLATEAU_ROUND`) such that the criterion holds on the curve cut at
-    r and at every later round up to its end; None where it does not hold at the end."""
-    from fedlib.claims import plateau
+def plateau_round(mean, window: float = 0.2, tol: float = 0.2) -> int | None:
+    """:func:`fedlib.claims.plateau_from`: the round from which the seed-mean curve stays plateaued."""
+    from fedlib.claims import plateau_from
 
-    if not plateau(mean, window, tol)[0]:
-        return None
-    r = len(mean)
-    while r - 1 >= MIN_PLATEAU_ROUND and plateau(mean[:r - 1], window, tol)[0]:
-        r -= 1
-    return r
+    return plateau_from(mean, window, tol)
 
 
 def status(group: Group, cap: int = CAP, archive_root=None) -> Status:

@@ -263,9 +263,13 @@ PLATEAU_RULE = ("Plateau: the best-so-far accuracy of the seed-mean curve gains 
                 "rounds (`fedlib.claims.plateau`); \"no (+x)\" gives the gain of a curve still rising.")
 
 
-def plateau_cell(text: str | None) -> str:
+def plateau_cell(text: str | None, trend=None) -> str:
     """A table cell from :func:`plateau_text`'s result: ``yes`` (``""``), ``no (+0.61)``, or ``—`` (``None``: not
-    checked)."""
+    checked); with the group's :class:`fedlib.claims.Trend`, the round from which it plateaued (``yes, from round
+    78``) or the rounds it reached still rising (``no (+0.61 at 200 rounds)``)."""
+    if trend is not None:
+        return (f"yes, from round {trend.since}" if trend.plateaued and trend.since else "yes" if trend.plateaued
+                else f"no (+{trend.rise:.2f} at {trend.rounds} rounds)")
     if text is None:
         return "—"
     return "yes" if not text else "no (" + text.split("(")[1].split(" ")[0] + ")"

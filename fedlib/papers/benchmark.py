@@ -263,12 +263,11 @@ def ranked(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> pd.Da
 
 
 def _plateaued(rising: dict, method: str, rounds: int | None = None) -> str:
-    """``4 of 4`` or ``3 of 4 (dir +0.61; pat at 200)``: the settings where ``method``'s curve plateaued
-    (:func:`trends`), the gain of those still rising and the rounds of those longer than the profile's ``rounds``."""
+    """``4 of 4 (pat from 78, dir from 140, ...)`` or ``3 of 4 (...; hetero +0.61 at 200)``: on how many settings
+    ``method``'s seed-mean curve plateaued (:func:`trends`), from which round, and the gain and rounds of those still
+    rising."""
     mine = {s: t for (s, m), t in rising.items() if m == method}
-    notes = [f"{s} +{t.rise:.2f}" + (f" at {t.rounds}" if rounds and t.rounds > rounds else "")
-             for s, t in mine.items() if not t.plateaued]
-    notes += [f"{s} at {t.rounds}" for s, t in mine.items() if t.plateaued and rounds and t.rounds > rounds]
+    notes = [f"{s} from {t.since}" if t.plateaued else f"{s} +{t.rise:.2f} at {t.rounds}" for s, t in mine.items()]
     done = sum(t.plateaued for t in mine.values())
     return f"{done} of {len(mine)}" + (f" ({', '.join(notes)})" if notes else "")
 
@@ -621,9 +620,10 @@ def show_ranked(nb):
     short = "" if nb.profile in ("converged", "paper") else " **Not converged: short runs.**"
     return nb.table(f"**Ranked table ({nb.plan.setting_text()}; best round, sample-weighted, %).**" + short
                     + " `plateaued`: the settings where the method's seed-mean curve plateaued (its best-so-far "
-                    "accuracy gains under 0.2 points over the last 20% of rounds: `fedlib.claims.plateau`), with the "
-                    "gain of those still rising and the rounds of the runs extended past the profile's towards their "
-                    "plateau (`fedlib.plateau`).", ranked(nb.plan, results(nb), _trends(nb)))
+                    "accuracy gains under 0.2 points over the last 20% of rounds: `fedlib.claims.plateau`) and the "
+                    "round from which it did; for those still rising, the gain over their last 20% and the rounds "
+                    "they reached (runs behind an open claim are extended towards their plateau: `fedlib.plateau`).",
+                    ranked(nb.plan, results(nb), _trends(nb)))
 
 
 def _trends(nb) -> dict:

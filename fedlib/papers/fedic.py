@@ -650,7 +650,8 @@ def show_converged(nb):
     if cmp.index.nlevels == 1:
         cmp.index = pd.MultiIndex.from_tuples([(r, f"{cp.settings['partitions'][0]}_fmnist") for r in cmp.index])
     cmp = cmp[[(c[:3], m) in t1 for m, c in cmp.index]]   # a paper number never stands beside an unfinished cell
-    cmp["plateau"] = [papers.plateau_cell(t1[(c[:3], m)].get("plateau")) for m, c in cmp.index]
+    cmp["plateau"] = [papers.plateau_cell(t1[(c[:3], m)].get("plateau"), t1[(c[:3], m)].get("trend"))
+                      for m, c in cmp.index]
     cmp.index = pd.MultiIndex.from_tuples([(L(m), c) for m, c in cmp.index], names=["method", "setting"])
     waiting = [f"{L(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"] for m in cp.table1_methods()
                if (p, m) not in t1]
@@ -682,7 +683,8 @@ def show_converged(nb):
                   "converged_fig2_fig4")
         rows = {**{f"K {k}": c for k, c in data["k"].items()}, **{L(v): c for v, c in data["ablation"].items()}}
         df = pd.DataFrame({name: {"best round (mean ± std)": report.fmt(c["best"], c["best_std"], n=c["n"]),
-                                  "last round": f"{c['last']:.2f}", "n": c["n"], "plateau": papers.plateau_cell(c.get("plateau"))}
+                                  "last round": f"{c['last']:.2f}", "n": c["n"],
+                                  "plateau": papers.plateau_cell(c.get("plateau"), c.get("trend"))}
                            for name, c in rows.items()}).T
         shown += [fig, nb.table("**Figs. 2 and 4 under the converged profile (Pra, accuracy %).**", df)]
     return Shown(tuple(shown))

@@ -403,6 +403,7 @@ def converged_runs(plan: Plan) -> dict:
         sc = score(cp, m, sums)
         t = out["rising"].get(("table1", p, m))
         sc["plateau"] = t.plateau_text() if t is not None else ""
+        sc["trend"] = t
         sc["rounds"] = t.rounds if t is not None else cp.table1["rounds"]
         out["table1"].setdefault(p, {})[m] = sc
     out["table1"] = {p: {m: out["table1"][p][m] for m in cp.table1["methods"] if m in out["table1"][p]}
@@ -930,7 +931,7 @@ def show_converged(nb):
         for p in T1["partitions"]:
             r = t1.get(p, {}).get(m)
             row[f"ours: Fashion-MNIST {p}"] = cell(r) if r else "not finished"
-            row[f"plateau {p}"] = papers.plateau_cell(r["plateau"] if r else None)
+            row[f"plateau {p}"] = papers.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
             ref = nb.paper["table1"]["rows"].get(m)
             row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
         rows[L(m)] = row
