@@ -92,9 +92,13 @@ def seconds_per_round(group) -> float:
 
 
 def checkpointed_rounds(cfg: dict, seed: int) -> int:
-    """The rounds the results folder's run of ``(cfg, seed)`` can resume from (its checkpoint), 0 where none."""
-    from fedlib import store
+    """The rounds the results folder's run of ``(cfg, seed)`` can resume from (its checkpoint), 0 where none (and
+    while the archive alone is read: the report's plan does not depend on a machine's results folder)."""
+    from fedlib import archive, store
     from fedlib.config import run_dir
+
+    if archive.reading_only():
+        return 0
 
     ckpt, _ = store.load_checkpoint(run_dir(cfg, seed))
     return int(ckpt["round"]) if ckpt else 0

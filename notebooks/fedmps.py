@@ -272,3 +272,13 @@ S.show_summary(nb)
 
 # %%
 S.show_ledger(nb)
+
+# %% [markdown]
+# ## What would decide the open claims
+#
+# The evidence planner (`python -m fedlib evidence`) on this ledger: for each inconclusive claim, why it is open (a
+# margin within the seed spread, one seed, or a curve still rising under the converged profile) and what would decide
+# it, cheapest first, in CPU-hours estimated from the archived runs' own seconds per round.
+
+# %%
+nb.evidence()

@@ -173,6 +173,22 @@ class Notebook:
         self.section.text(text)
         return Markdown(text)
 
+    def evidence(self):
+        """The evidence planner (:mod:`fedlib.evidence`) on this notebook's claims ledger: for each open claim, why
+        it is open, what would decide it (extending a group towards its plateau, more seeds) and its CPU-hours,
+        cheapest first; into the report section. ``python -m fedlib evidence --run --budget 3h`` runs them."""
+        from fedlib import evidence
+
+        claims = self.results.get("claims", [])
+        items = evidence.plan({self.section.title: claims})
+        frame = evidence.table(items).drop(columns="section").set_index("#")
+        decided, testable = evidence.counts({self.section.title: claims})
+        out = self.table(f"**What would decide the open claims** ({decided} of {testable} testable claims decided; "
+                          "CPU-hours on this kind of machine, from the archived runs' seconds per round; `python -m "
+                          "fedlib evidence --run --budget 3h` runs the cheapest extensions).", frame)
+        self.section.write()
+        return out
+
     def paper_protocol(self, what: str, key: str, load, finished, command: str, counts: bool = False,
                        profile: str = "paper"):
         """The opening of a cell that shows ``what`` (e.g. "Table III") under the paper protocol (or another long
@@ -200,6 +216,7 @@ class Notebook:
         from fedlib import claims as C
 
         df = C.write(self.section, claims, record=record)
+        self.results.setdefault("claims", []).extend(claims)
         if _CAPTURE is not None:
             _CAPTURE.setdefault("claims", []).extend(claims)
         print(C.summary_line(claims))
