@@ -110,10 +110,10 @@ def render_section(name: str, profile: str | None = None, figures: bool = False)
             raise RuntimeError(f"{name}: the notebook's set-up cell did not make `nb`")
         section = nb.section
         linked = {f["path"] for f in section.data["figures"]}
-        extra = notebook_figures(name, profile, linked)
+        extra, drawn_under = notebook_figures(name, profile, linked)
         if extra:
             section.text("**Figures from the notebook** (they need trained models, which the run archive does not "
-                         f"keep; drawn by `notebooks/{name}.ipynb`):\n\n"
+                         f"keep; drawn by `notebooks/{name}.ipynb` under the `{drawn_under}` profile):\n\n"
                          + "\n\n".join(f"![{c}]({p})" for c, p in extra))
         markdown = section.markdown()
     return Section(name, profile, markdown, captured["claims"], skipped)
@@ -124,19 +124,19 @@ def _first_call(source: str) -> str:
     return lines[0].strip() if lines else source.strip()[:60]
 
 
-def notebook_figures(name: str, profile: str, linked: set) -> list[tuple[str, str]]:
+def notebook_figures(name: str, profile: str, linked: set) -> tuple[list[tuple[str, str]], str]:
     """``(caption, path)`` of the figures the notebook recorded (``figures/<name>/report.json``) that exist and that
-    the render did not draw itself, in the notebook's order."""
+    the render did not draw itself, in the notebook's order; and the profile the notebook ran under."""
     from fedlib.paths import CHECKOUT
     from fedlib.report import figure_dir
 
     folder = figure_dir(name, profile, CHECKOUT, create=False)
     try:
-        recorded = json.loads((folder / "report.json").read_text()).get("figures", [])
+        record = json.loads((folder / "report.json").read_text())
     except (OSError, ValueError):
-        return []
-    return [(f["caption"], f["path"]) for f in recorded
-            if f["path"] not in linked and (CHECKOUT / f["path"]).is_file()]
+        return [], ""
+    return ([(f["caption"], f["path"]) for f in record.get("figures", [])
+             if f["path"] not in linked and (CHECKOUT / f["path"]).is_file()], record.get("profile", "?"))
 
 
 def ledgers(names=SECTIONS) -> dict[str, list]:
