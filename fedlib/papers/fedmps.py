@@ -15,6 +15,7 @@ FedMPS by the nearest global prototype among the client's own classes
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import torch
@@ -47,6 +48,15 @@ class Plan(papers.Plan):
     def selected(self, key: str) -> list[str]:
         value = self.settings[key]
         return self.methods if value == "all" else list(value)
+
+    def ablation_seeds(self) -> list[int]:
+        """Table VII's seeds: the profile's ``ablation_seeds`` (``all``: every seed of the profile, after a ``seeds``
+        override; or a list of seeds), else its first seed, so that a profile without the setting keeps its one-seed
+        runs and their run ids."""
+        value = self.settings.get("ablation_seeds")
+        if value is None:
+            return self.seeds[:1]
+        return self.seeds if value == "all" else papers.check_seeds(value, f"{self.profile}.ablation_seeds")
 
     def paper_metric(self, method: str) -> str:
         """The paper's convention for ``method`` (see the module docstring; a variant follows its method)."""
@@ -150,21 +160,21 @@ def ablation_configs(plan: Plan) -> dict[int, dict]:
 def trend_groups(plan: Plan) -> dict:
     """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on, keyed as the ledger
     looks its trend up: ``("table3", m)`` (Table III, every seed, the paper's convention) and ``("table3_head", m)``
-    (the same runs under the head over all classes), ``("time", m)`` and ``("attack",)`` (Table III's first seed:
-    the time to target and the attack read it), ``("ways", m, n)`` (Table VI), ``("ablation", row)`` (Table VII),
-    ``("stdev", m, std)``, ``("clients", m, N)`` and ``("tau", "tau1" | "tau2", value)`` (Figs. 8-10), those first
-    seed."""
+    (the same runs under the head over all classes), ``("time", m)`` (Table III, every seed: the time to target is
+    read per seed), ``("attack",)`` (Table III's first seed: the attack reads its trained model), ``("ways", m, n)``
+    (Table VI, first seed), ``("ablation", row)`` (Table VII, :meth:`Plan.ablation_seeds`), ``("stdev", m, std)``,
+    ``("clients", m, N)`` and ``("tau", "tau1" | "tau2", value)`` (Figs. 8-10), those first seed."""
     L, seed0 = plan.label, plan.seeds[:1]
     out = {}
     for m, c in table3_configs(plan).items():
         out[("table3", m)] = (f"{L(m)} (Table III)", c, plan.seeds, plan.paper_metric(m))
         out[("table3_head", m)] = (f"{L(m)} (Table III, head)", c, plan.seeds, COMMON_METRIC)
-        out[("time", m)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, plan.paper_metric(m))
+        out[("time", m)] = (f"{L(m)} (Table III)", c, plan.seeds, plan.paper_metric(m))
         if m == "fedmps":
-            out[("attack",)] = out[("time", m)]
+            out[("attack",)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, plan.paper_metric(m))
     out.update({("ways", m, n): (f"{L(m)} n = {n}", c, seed0, plan.paper_metric(m))
                 for (m, n), c in ways_configs(plan).items()})
-    out.update({("ablation", row): (f"FedMPS ablation row {row}", c, seed0, PAPER_METRIC_PROTO)
+    out.update({("ablation", row): (f"FedMPS ablation row {row}", c, plan.ablation_seeds(), PAPER_METRIC_PROTO)
                 for row, c in ablation_configs(plan).items()})
     out.update({("stdev", m, s): (f"{L(m)} std {s}", c, seed0, plan.paper_metric(m))
                 for (m, s), c in stdev_configs(plan).items()})
@@ -175,16 +185,18 @@ def trend_groups(plan: Plan) -> dict:
     return out
 
 
-def trends(plan: Plan, keys=None) -> dict:
+def trends(plan: Plan, keys=None, seeds: list[int] | None = None) -> dict:
     """``{key: Trend}`` (:func:`fedlib.papers.trend`) of the run groups of :func:`trend_groups` (``keys``: only
     those) that have a finished run (results folder, else the run archive; trains nothing), judged on the unweighted
     mean over clients (``stat="mean"``, the accuracy every FedMPS table reports) under each cell's rule. Each trend
-    names its runs (:class:`fedlib.plateau.Group`), so that the evidence planner can give them more seeds."""
+    names its runs (:class:`fedlib.plateau.Group`), so that the evidence planner can give them more seeds.
+    ``seeds``: the seeds a table actually read, in place of each group's own (a table shown on the seeds finished so
+    far names those runs, so that the planner counts what it has)."""
     groups = trend_groups(plan)
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
-        label, cfg, seeds, metric = groups[key]
-        t = papers.trend(label, cfg, seeds, metric, "mean")
+        label, cfg, own, metric = groups[key]
+        t = papers.trend(label, cfg, own if seeds is None else seeds, metric, "mean")
         if t is not None:
             out[key] = t
     return out
@@ -193,6 +205,33 @@ def trends(plan: Plan, keys=None) -> dict:
 def _per_seed(v) -> list[float]:
     """A cell's per-seed values: a list as given, a single value (one seed) as a list of one."""
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
+
+
+def finished_seeds(configs: dict, seeds: list[int]) -> list[int]:
+    """The seeds of ``seeds`` on which every config of ``configs`` has a finished run (the results folder, another
+    placement or the run archive: :func:`fedlib.results.find`; trains nothing)."""
+    return [s for s in seeds if all(results.find(c, s)[1] is not None for c in configs.values())]
+
+
+def _seeds_at_hand(configs: dict, seeds: list[int]) -> list[int]:
+    """The seeds a cell reads: all of ``seeds``, except while the report is rendered from the run archive alone
+    (:func:`fedlib.results.archive_only`), where it reads the seeds whose every run is archived (a table whose added
+    seeds are still training shows the seeds it has, and says which), or all of them where none is complete (the
+    cell is then left out, naming the missing runs)."""
+    if not results.reading_archive_only():
+        return list(seeds)
+    return finished_seeds(configs, seeds) or list(seeds)
+
+
+def mean_std_n(values, digits: int = 2) -> str:
+    """``84.21 ± 3.39 (n = 3)``: the mean and sample std (ddof 1) over seeds with their number; ``84.21 (n = 1)`` for
+    one seed, ``—`` for none (NaN seeds left out)."""
+    from fedlib import report
+
+    v = [float(x) for x in values if x is not None and not np.isnan(x)]
+    if not v:
+        return report.DASH
+    return f"{report.fmt(float(np.mean(v)), sample_std(v), digits)} (n = {len(v)})"
 
 
 # -- reading results -------------------------------------------------------------------
@@ -299,17 +338,18 @@ def paper_table6(plan: Plan) -> dict:
 
 def paper_table7(plan: Plan) -> dict:
     """Table VII under the ``paper`` profile from finished runs only (trains nothing):
-    ``{"plan", "found", "total", "rows", "made_by", "trends"}`` with ``rows`` (:func:`ablation_table`) and
-    ``trends`` (:func:`trends`) once every row has finished (first seed; row 6, every term on, is Table III's FedMPS
-    run)."""
+    ``{"plan", "found", "total", "seeds", "rows", "made_by", "trends"}`` with ``rows`` (:func:`ablation_table`) and
+    ``trends`` (:func:`trends`) over ``seeds``, the seeds of the profile's :meth:`Plan.ablation_seeds` on which every
+    row has finished (``rows`` ``None`` while none has; row 6, every term on, is Table III's FedMPS run)."""
     pplan = _paper_plan(plan)
-    configs, seed0 = ablation_configs(pplan), pplan.seeds[0]
-    done, found = results.cached(configs, [seed0])
-    full = len(done) == len(configs)
-    return {"plan": pplan, "found": found, "total": len(configs),
-            "rows": ablation_table(pplan, done, configs) if full else None,
-            "made_by": papers.made_by(s for runs in done.values() for s in runs) if full else "",
-            "trends": trends(pplan, [("ablation", row) for row in done]) if full else {}}
+    configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
+    _, found = results.cached(configs, seeds)
+    done_seeds = finished_seeds(configs, seeds)
+    done = results.cached(configs, done_seeds)[0] if done_seeds else {}
+    return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "seeds": done_seeds,
+            "rows": ablation_table(pplan, done, configs) if done else None,
+            "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else "",
+            "trends": trends(pplan, [("ablation", row) for row in done], done_seeds) if done else {}}
 
 
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
@@ -317,16 +357,33 @@ def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[i
     the last round, the head over all classes (the soft-label term acts on the head), each with
     the std across clients, and the mean soft-label loss l_soft over the rounds that had soft labels
     (``None`` where the term is off). Best-round selection alone can hide a term that only acts
-    after round 1 (soft labels exist from round 2): the last-round columns show it."""
+    after round 1 (soft labels exist from round 2): the last-round columns show it.
+
+    ``summaries[row]`` holds one summary per seed (every row on the same seeds, so the rows pair up by seed): each
+    value is the mean over seeds (the std across clients too), ``per_seed`` holds the per-seed values of the
+    accuracies (``proto_own_best``, ``proto_own_last``, ``head_best``, ``head_last``), ``seed_std`` the sample std
+    (ddof 1) over seeds of ``proto_own_best`` (NaN with one seed), ``n`` and ``seeds`` the seeds, and ``best_round``
+    the best round (a list per seed where there are several)."""
     rows = {}
+    accs = ("proto_own_best", "proto_own_last", "head_best", "head_last")
     for row, runs in summaries.items():
-        s = runs[0]
-        recs = results.rounds(configs[row], s["seed"])
-        soft = [r["local"]["l_soft"] for r in recs if "l_soft" in r.get("local", {})]
-        rows[row] = {"proto_own_best": accuracy(s, PAPER_METRIC_PROTO), "proto_own_best_std": client_std(
-            s, PAPER_METRIC_PROTO), "best_round": s["metrics"][PAPER_METRIC_PROTO]["best_round"],
-            "proto_own_last": accuracy(s, PAPER_METRIC_PROTO, "last"), "head_best": accuracy(s, COMMON_METRIC),
-            "head_last": accuracy(s, COMMON_METRIC, "last"), "l_soft_mean": float(np.mean(soft)) if soft else None}
+        per = {k: [] for k in (*accs, "proto_own_best_std", "best_round", "l_soft_mean")}
+        for s in runs:
+            recs = results.rounds(configs[row], s["seed"])
+            soft = [r["local"]["l_soft"] for r in recs if "l_soft" in r.get("local", {})]
+            per["proto_own_best"].append(accuracy(s, PAPER_METRIC_PROTO))
+            per["proto_own_best_std"].append(client_std(s, PAPER_METRIC_PROTO))
+            per["best_round"].append(s["metrics"][PAPER_METRIC_PROTO]["best_round"])
+            per["proto_own_last"].append(accuracy(s, PAPER_METRIC_PROTO, "last"))
+            per["head_best"].append(accuracy(s, COMMON_METRIC))
+            per["head_last"].append(accuracy(s, COMMON_METRIC, "last"))
+            per["l_soft_mean"].append(float(np.mean(soft)) if soft else None)
+        soft = [x for x in per["l_soft_mean"] if x is not None]
+        rows[row] = {**{k: float(np.mean(per[k])) for k in (*accs, "proto_own_best_std")},
+                     "best_round": per["best_round"][0] if len(runs) == 1 else per["best_round"],
+                     "l_soft_mean": float(np.mean(soft)) if soft else None,
+                     "per_seed": {k: per[k] for k in accs}, "seed_std": sample_std(per["proto_own_best"]),
+                     "n": len(runs), "seeds": [s["seed"] for s in runs]}
     return rows
 
 
@@ -405,14 +462,15 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     pp = load_plan("paper")
     return [("FedMPS Table III (paper profile)", table3_configs(pp), pp.seeds),
             ("FedMPS Table VI (paper profile)", ways_configs(pp), pp.seeds[:1]),
-            ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.seeds[:1])]
+            ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.ablation_seeds())]
 
 
 @papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedmps [--profile P] [--table III|VI|VII] [--methods M ...] [--seeds S ...]
     [--rounds N]``: run one table headless (no notebook) and print paper | ours | diff. Table III runs
-    every seed of the profile; Tables VI and VII its first seed (the paper's "same random seed")."""
+    every seed of the profile; Table VI its first seed (the paper's "same random seed"); Table VII the profile's
+    ``ablation_seeds`` (the paper profile: every seed; else the first)."""
     from fedlib import report
 
     parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.fedmps", main.__doc__))
@@ -439,13 +497,16 @@ def main(argv: list[str] | None = None) -> int:
             print(report.to_markdown(df))
         return 0
     if args.table == "VII":
-        configs = ablation_configs(plan)
-        rows = ablation_table(plan, obtain(configs, seeds=[seed0], workers=args.workers, desc="Table VII"), configs)
+        configs, seeds = ablation_configs(plan), plan.ablation_seeds()
+        rows = ablation_table(plan, obtain(configs, seeds=seeds, workers=args.workers, desc="Table VII"), configs)
         print(f"FedMPS Table VII (Fashion-MNIST; the paper's is CIFAR-10), profile {args.profile}: {R['ablation']} "
-              f"rounds, seed {seed0}; nearest prototype among own classes, best and last round; head, last round (%)")
+              f"rounds, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}; nearest prototype among own "
+              "classes, best and last round; head, last round (%)" + ("; mean over seeds, per-seed values in brackets"
+                                                                       if len(seeds) > 1 else ""))
         for row, r in rows.items():
             soft = "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"
-            print(f"({row}) best {r['proto_own_best']:.2f} (round {r['best_round']}), gain over (1) "
+            each = (" [" + ", ".join(f"{x:.2f}" for x in r["per_seed"]["proto_own_best"]) + "]") if r["n"] > 1 else ""
+            print(f"({row}) best {r['proto_own_best']:.2f}{each} (round {r['best_round']}), gain over (1) "
                   f"{r['proto_own_best'] - rows[1]['proto_own_best']:+.2f}; last {r['proto_own_last']:.2f}; head "
                   f"{r['head_last']:.2f}; mean l_soft {soft}")
         return 0
@@ -470,9 +531,10 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     clients x ways, a proxy for cost), so parallel workers stay busy until the end."""
     seed0 = plan.seeds[0]
     jobs_ = jobs(table3_configs(plan))
-    for configs in (variant_configs(plan), ways_configs(plan), ablation_configs(plan), stdev_configs(plan),
-                    clients_configs(plan), temperature_configs(plan)):
-        jobs_ += [(c, seed0) for c in configs.values()]
+    for configs, seeds in ((variant_configs(plan), [seed0]), (ways_configs(plan), [seed0]),
+                           (ablation_configs(plan), plan.ablation_seeds()), (stdev_configs(plan), [seed0]),
+                           (clients_configs(plan), [seed0]), (temperature_configs(plan), [seed0])):
+        jobs_ += [(c, s) for c in configs.values() for s in seeds]
     unique = {}
     for cfg, seed in jobs_:
         unique.setdefault(run_id(cfg, seed), (cfg, seed))
@@ -717,64 +779,126 @@ def show_variants(nb):
                     pd.DataFrame(rows).T)
 
 
-def _curves(nb) -> dict:
-    """Table III's round records of the first seed, by printed method name."""
-    from fedlib.runner import load_rounds
+def _curves_all(nb) -> dict:
+    """Table III's round records of every seed of the profile, ``{method: [records per seed]}`` (the plan's seed
+    order), wherever each run finished (:func:`fedlib.results.rounds`: the results folder, another placement or the
+    run archive), after :func:`_table3` has trained or read them."""
+    def make():
+        _table3(nb)
+        return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in table3_configs(nb.plan).items()}
+    return nb.once("curves_all", make)
 
-    return nb.once("curves", lambda: {nb.label(m): load_rounds(cfg, nb.seed0)
-                                      for m, cfg in table3_configs(nb.plan).items()})
+
+def mean_curve(records_by_seed: list[list[dict]], metric: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """``(rounds, mean, std)``: the seed-mean accuracy curve (%, unweighted mean over clients) of per-seed round
+    records over the rounds every seed evaluated, and the sample std (ddof 1) over seeds per round (NaN with one)."""
+    curves = [{r["round"]: 100 * r["acc"][metric]["mean"] for r in recs if "acc" in r and metric in r["acc"]}
+              for recs in records_by_seed]
+    rounds = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    y = np.array([[c[t] for t in rounds] for c in curves], float)
+    std = y.std(axis=0, ddof=1) if len(curves) > 1 else np.full(len(rounds), np.nan)
+    return rounds, y.mean(axis=0) if len(curves) else np.array([]), std
+
+
+def curve_panel(ax, by_method: dict, metric_of, label_of) -> None:
+    """Each method's seed-mean curve on ``ax`` (``by_method``: ``{method: [records per seed]}``, scored by
+    ``metric_of(method)``, labelled ``label_of(method)``) with a band of ± the sample std over seeds (none with one
+    seed); the MP-FedCL and GFPL accuracy figures draw theirs with it too."""
+    from fedlib import plots
+
+    for i, (m, per_seed) in enumerate(by_method.items()):
+        rounds, mean, std = mean_curve(per_seed, metric_of(m))
+        if not rounds:
+            continue
+        line, = ax.plot(rounds, mean, label=label_of(m), marker=plots.MARKERS[i % len(plots.MARKERS)],
+                        ls=plots.DASHES[i % len(plots.DASHES)], ms=4 if len(rounds) < 15 else 0, alpha=0.85)
+        if not np.isnan(std).all():
+            ax.fill_between(rounds, mean - std, mean + std, color=line.get_color(), alpha=0.12, lw=0)
+    ax.set_xlabel("round")
+    ax.legend(fontsize=8)
 
 
 def fig4(nb):
     """Fig. 4: mean client accuracy per round, under the paper's convention and under the head over all
-    classes."""
+    classes: the seed-mean curve of every seed of the profile, with a band of ± the sample std over seeds."""
     import matplotlib.pyplot as plt
 
-    from fedlib import plots
-
+    per, seeds = _curves_all(nb), nb.plan.seeds
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    plots.accuracy_curves(_curves(nb), {nb.label(m): nb.plan.paper_metric(m) for m in table3_configs(nb.plan)},
-                          ax=axes[0], ylabel="accuracy (%), paper's convention")
-    plots.accuracy_curves(_curves(nb), COMMON_METRIC, ax=axes[1], ylabel="accuracy (%), head over all classes")
-    axes[0].set_title(f"Fig. 4 (e) Fashion-MNIST, seed {nb.seed0}")
+    curve_panel(axes[0], per, nb.plan.paper_metric, nb.label)
+    curve_panel(axes[1], per, lambda m: COMMON_METRIC, nb.label)
+    axes[0].set_ylabel("accuracy (%), paper's convention")
+    axes[1].set_ylabel("accuracy (%), head over all classes")
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"mean ± std over seeds {', '.join(map(str, seeds))} " \
+                                                        f"(n = {len(seeds)})"
+    axes[0].set_title(f"Fig. 4 (e) Fashion-MNIST, {which}")
     axes[1].set_title("same runs, one common rule")
     return nb.figure(fig, "Fig. 4: mean client accuracy per round (left: paper's convention; right: head over all "
-                     "classes)", "fig4_accuracy_per_round")
+                     "classes)" + ("" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"),
+                     "fig4_accuracy_per_round")
+
+
+def times_to_target(plan: Plan, records: dict[str, list[list[dict]]]) -> dict[str, list[dict]]:
+    """Per method, the time to the profile's target accuracy (:func:`time_to_target`) of each seed's run
+    (``records``: ``{method: [records per seed]}``), under the method's paper convention."""
+    target = plan.spec["time_target"]
+    return {m: [time_to_target(recs, plan.paper_metric(m), target) for recs in per] for m, per in records.items()}
 
 
 def _time_to_target(nb) -> dict:
-    """Per method, the time to the profile's target accuracy (:func:`time_to_target`)."""
-    target = nb.plan.spec["time_target"]
-    return {m: time_to_target(_curves(nb)[nb.label(m)], nb.plan.paper_metric(m), target)
-            for m in table3_configs(nb.plan)}
+    """Per method, the time to the profile's target accuracy of every seed's run (:func:`times_to_target`)."""
+    return nb.once("time", lambda: times_to_target(nb.plan, _curves_all(nb)))
+
+
+def _rounds_cell(times: list[dict], never: int) -> str:
+    """Rounds to the target over seeds: ``2.33 ± 0.58 (n = 3)``; a seed that never reached it counts as ``never``
+    rounds (a lower bound, marked ``≥``); ``never (n = 3)`` where none did."""
+    got = [t["round"] for t in times]
+    if all(r is None for r in got):
+        return f"never (n = {len(got)})"
+    text = mean_std_n([never if r is None else r for r in got])
+    return ("≥ " + text) if None in got else text
 
 
 def fig5(nb):
-    """Fig. 5: seconds per round and time to the target accuracy of every method; returns the figure and its
-    numbers."""
+    """Fig. 5: seconds per round and time to the target accuracy of every method (every seed of the profile: mean ±
+    sample std over seeds, with n, and the rounds of each seed); returns the figure and its numbers."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
     from fedlib import report
     from fedlib.papers.notebook import Shown
 
-    target, tt_all = nb.plan.spec["time_target"], _time_to_target(nb)
+    target, tt_all, per = nb.plan.spec["time_target"], _time_to_target(nb), _curves_all(nb)
+    never, pct, seeds = nb.plan.settings["rounds"]["main"] + 1, f"{100 * target:.0f}%", nb.plan.seeds
+    spr = {m: [seconds_per_round(recs) for recs in per[m]] for m in tt_all}
+    secs = {m: [np.nan if t["seconds"] is None else t["seconds"] for t in v] for m, v in tt_all.items()}
     timing = pd.DataFrame({
-        nb.label(m): {"s per round (median)": seconds_per_round(_curves(nb)[nb.label(m)]),
-                      **{f"{k} to {100 * target:.0f}%": v for k, v in tt_all[m].items()}}
-        for m in table3_configs(nb.plan)}).T
+        nb.label(m): {"s per round (median)": mean_std_n(spr[m]),
+                      f"rounds to {pct}": _rounds_cell(tt_all[m], never),
+                      f"rounds to {pct}, per seed": ", ".join("never" if t["round"] is None else str(t["round"])
+                                                             for t in tt_all[m]),
+                      f"seconds to {pct} (seeds that reached it)": mean_std_n(secs[m])}
+        for m in tt_all}).T
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
-    timing["s per round (median)"].plot.bar(ax=axes[0], color="tab:blue")
+    x, names = np.arange(len(tt_all)), [nb.label(m) for m in tt_all]
+    err = [np.nan_to_num([sample_std(v) if len(v) > 1 else 0.0 for v in d.values()]) for d in (spr, secs)]
+    axes[0].bar(x, [np.mean(v) for v in spr.values()], yerr=err[0], color="tab:blue", capsize=3)
     axes[0].set_ylabel("seconds per round")
-    tt = timing[f"seconds to {100 * target:.0f}%"].astype(float)
-    tt.plot.bar(ax=axes[1], color="tab:orange")
-    axes[1].set_ylabel(f"seconds until {100 * target:.0f}% (paper's convention)")
+    tt = np.array([np.nanmean(v) if not np.isnan(v).all() else np.nan for v in secs.values()])
+    axes[1].bar(x, np.nan_to_num(tt), yerr=err[1], color="tab:orange", capsize=3)
+    axes[1].set_ylabel(f"seconds until {pct} (paper's convention)")
     for i, v in enumerate(tt):
         if np.isnan(v):
             axes[1].text(i, 0, "not reached", rotation=90, ha="center", va="bottom", fontsize=8)
-    fig.suptitle("Fig. 5: training time (2 CPU cores, parallel single-thread runs: timings include contention)")
-    nb.figure(fig, f"Fig. 5: seconds per round and time to {100 * target:.0f}% accuracy", "fig5_time")
-    nb.section.text("**Fig. 5 numbers.**\n\n" + report.to_markdown(timing.round(2)))
+    for ax in axes:
+        ax.set_xticks(x, names, rotation=90)
+    fig.suptitle("Fig. 5: training time (2 CPU cores, parallel single-thread runs: timings include contention)"
+                 + ("" if len(seeds) == 1 else f"; mean ± std over {len(seeds)} seeds"))
+    nb.figure(fig, f"Fig. 5: seconds per round and time to {pct} accuracy", "fig5_time")
+    nb.section.text(f"**Fig. 5 numbers** (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: mean ± "
+                    f"sample std over seeds, n seeds; a seed that never reached {pct} counts as {never} rounds, a "
+                    "lower bound marked ≥).\n\n" + report.to_markdown(timing))
     return Shown((fig, timing))
 
 
@@ -827,14 +951,19 @@ def paper_protocol_table6(nb, pt6):
 
 
 def _ablation(nb) -> dict:
+    """Table VII's rows (:func:`ablation_table`) over the plan's :meth:`Plan.ablation_seeds` (those whose every row is
+    archived, where the report is rendered from the archive alone)."""
     def make():
         cfgs = ablation_configs(nb.plan)
-        return ablation_table(nb.plan, run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc="Table VII"), cfgs)
+        seeds = _seeds_at_hand(cfgs, nb.plan.ablation_seeds())
+        return ablation_table(nb.plan, run(cfgs, seeds=seeds, workers=nb.workers, desc="Table VII"), cfgs)
     return nb.once("ablation", make)
 
 
 def _table7_rows(nb, rows7: dict, paper_column: bool = True):
-    """Table VII as shown, one row per ablation row: the paper's gain over row (1) and ours."""
+    """Table VII as shown, one row per ablation row: the paper's gain over row (1) and ours. With one seed, ours are
+    that seed's values, ± the std across clients; with several, the mean ± the sample std over seeds (n), the gain
+    over row (1) the mean ± std of the per-seed (paired) gains, and the std across clients in a column of its own."""
     import pandas as pd
 
     from fedlib import report
@@ -844,27 +973,50 @@ def _table7_rows(nb, rows7: dict, paper_column: bool = True):
     table = {}
     for row, r in rows7.items():
         k = by_number[row]
+        many = r.get("n", 1) > 1
+        if many:
+            ps, base = r["per_seed"], rows7[1]["per_seed"]["proto_own_best"]
+            gains = [a - b for a, b in zip(ps["proto_own_best"], base, strict=True)]
+            ours = {"ours: best round": mean_std_n(ps["proto_own_best"]),
+                    "our gain over (1)": f"{report.fmt(float(np.mean(gains)), sample_std(gains), sign=True)}",
+                    "ours: last round": mean_std_n(ps["proto_own_last"]),
+                    "ours: head, last round": mean_std_n(ps["head_last"]),
+                    "std across clients, best round": f"{r['proto_own_best_std']:.2f}"}
+        else:
+            ours = {"ours: best round": report.fmt(r["proto_own_best"], r["proto_own_best_std"]),
+                    "our gain over (1)": f"{r['proto_own_best'] - rows7[1]['proto_own_best']:+.2f}",
+                    "ours: last round": f"{r['proto_own_last']:.2f}",
+                    "ours: head, last round": f"{r['head_last']:.2f}"}
+        best_round = r["best_round"]
         table[f"({row}) low {comp[k]['con_low']} high {comp[k]['con_high']} soft {comp[k]['soft']}"] = {
             **({"paper (CIFAR-10)": report.fmt(*prow7[k]["acc"])} if paper_column else {}),
             "paper gain over (1)" + ("" if paper_column else ", CIFAR-10"): f"{prow7[k]['acc'][0] - paper_base:+.2f}",
-            "ours: best round": report.fmt(r["proto_own_best"], r["proto_own_best_std"]),
-            "our gain over (1)": f"{r['proto_own_best'] - rows7[1]['proto_own_best']:+.2f}",
-            "ours: last round": f"{r['proto_own_last']:.2f}",
-            "ours: head, last round": f"{r['head_last']:.2f}",
-            **({"best round": r["best_round"]} if paper_column else {}),
+            **ours,
+            **({"best round": ", ".join(map(str, best_round)) if isinstance(best_round, list) else best_round}
+               if paper_column else {}),
             "mean l_soft": "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"}
     return pd.DataFrame(table).T
 
 
+def _seeds_text(rows7: dict) -> str:
+    """``seed 1234; mean ± std across clients`` or ``seeds 1234, 1235, 1236 (n = 3); mean ± sample std over seeds``:
+    what Table VII's numbers are."""
+    seeds = next(iter(rows7.values())).get("seeds") or []
+    if len(seeds) > 1:
+        return (f"seeds {', '.join(map(str, seeds))} (n = {len(seeds)}); mean ± sample std over seeds, the std across "
+                "clients (mean over seeds) in its own column")
+    return f"seed {seeds[0] if seeds else '?'}; mean ± std across clients"
+
+
 def show_table7(nb):
     """Table VII, the loss-component ablation on Fashion-MNIST beside the paper's CIFAR-10 gains over row (1)."""
-    R = nb.plan.settings["rounds"]
+    R, rows7 = nb.plan.settings["rounds"], _ablation(nb)
     return nb.table("**Table VII: FedMPS loss ablation (%). Paper: CIFAR-10; ours: Fashion-MNIST, "
-                    f"{R['ablation']} rounds, seed {nb.seed0}; mean ± std across clients.** No difference is taken "
+                    f"{R['ablation']} rounds, {_seeds_text(rows7)}.** No difference is taken "
                     "between the two datasets: compare the gains over row (1). The paper's rule picks the best round, "
                     "which hides a term that acts only from round 2 on (soft labels exist after the first aggregation) "
                     "or only on the head: the last round, the head and the logged soft-label loss show what the term "
-                    "does.", _table7_rows(nb, _ablation(nb)))
+                    "does.", _table7_rows(nb, rows7))
 
 
 def check_table7(nb) -> None:
@@ -879,13 +1031,16 @@ def check_table7(nb) -> None:
 
 @_from_paper_runs("VII", paper_table7, " --table VII")
 def paper_protocol_table7(nb, pt7):
-    """Table VII under the paper protocol, once all six rows have finished (trains nothing)."""
+    """Table VII under the paper protocol, over the seeds on which all six rows have finished (trains nothing)."""
     from fedlib import report
 
     pp7 = pt7["plan"]
+    left = [s for s in pp7.ablation_seeds() if s not in pt7["seeds"]]
     return nb.markdown(f"**Table VII under the paper protocol (profile `paper`: {pp7.settings['rounds']['ablation']} "
-                       f"rounds, seed {pp7.seeds[0]}; Fashion-MNIST), from finished runs: {pt7['found']} of "
-                       f"{pt7['total']}; {pt7['made_by']}.**\n\n"
+                       f"rounds, {_seeds_text(pt7['rows'])}; Fashion-MNIST), from finished runs: {pt7['found']} of "
+                       f"{pt7['total']}; {pt7['made_by']}.**"
+                       + (f" Seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))}: not every row has "
+                          "finished yet." if left else "") + "\n\n"
                        + report.to_markdown(_table7_rows(nb, pt7["rows"], paper_column=False)))
 
 
@@ -1113,7 +1268,10 @@ def show_ledger(nb):
                             for n in plan.settings["clients"]},
                    tau=tau, tau_std={t: float(np.std(list(v.values()))) for t, v in tau.items()})  # across each grid
     res = {k: v for k, v in res.items() if v is not None}
-    res["trends"] = nb.once("trends", lambda: trends(plan))
+    res["trends"] = dict(nb.once("trends", lambda: trends(plan)))
+    if res.get("ablation"):   # Table VII's rows name the seeds they were read on
+        res["trends"].update(trends(plan, [("ablation", row) for row in res["ablation"]],
+                                    _row_seeds(res["ablation"]) or None))
     return nb.ledger(ledger(plan, res), record=False)
 
 if __name__ == "__main__":
@@ -1127,17 +1285,19 @@ def ledger(plan: Plan, res: dict) -> list:
     ``res`` holds what the notebook computed (each key optional; a missing one leaves its claims
     out or "not tested"): ``table3`` / ``table3_head`` (:func:`table3` rows), ``comm`` (uplink parameters
     per round per method, Fashion-MNIST runs), ``ways`` (``{n: {method: accuracy}}``), ``ablation``
-    (:func:`ablation_table`), ``comm_cifar10`` (:func:`communication_cifar10`), ``time``
-    (``{method: time_to_target}``), ``stdev`` and ``clients``
+    (:func:`ablation_table`, one seed or several), ``comm_cifar10`` (:func:`communication_cifar10`), ``time``
+    (``{method: [time_to_target per seed]}``, :func:`times_to_target`; or ``{method: time_to_target}``, one seed),
+    ``stdev`` and ``clients``
     (``{value: {method: accuracy}}``; also ``[accuracy per seed]``), ``tau_std`` (``{"tau1": std, "tau2": std}`` of
     FedMPS's accuracy in points across each grid, or ``[std per seed]``), ``tau`` (``{"tau1": {value: accuracy}}``:
     which grid runs set the spread), ``attack`` (the attack's summary frame), ``trends`` (:func:`trends`: where the
     curves of the runs behind each cell stand; each comparison carries the trends of its two sides, so that the
     evidence planner knows which runs need more seeds), and the paper protocol's parts under a shorter profile
     (``table3_paper``, ``ways_paper``, ``ablation_paper``: :func:`paper_table3`, :func:`paper_table6`,
-    :func:`paper_table7`, each with its own ``trends``). Tables VI-VII, the sweeps, the time to target and the attack
-    run one seed: their claims rest on one comparison per value (one seed: inconclusive under any profile); traffic
-    counts are exact.
+    :func:`paper_table7`, each with its own ``trends``). The time to target is read on every seed of Table III and
+    Table VII on the profile's ``ablation_seeds`` (the paper profile: every seed), each compared per seed, paired;
+    Table VI, the sweeps and the attack run one seed: their claims rest on one comparison per value (one seed:
+    inconclusive under any profile); traffic counts are exact.
     """
     from fedlib.claims import against_threshold, claim, compare
 
@@ -1186,29 +1346,10 @@ def ledger(plan: Plan, res: dict) -> list:
                                     f"seed {pr.seeds[0]}", "", f"{label}, paper protocol", pp.get("trends"))
             else:
                 out += _ablation_claims("paper", pp["rows"], f"Fashion-MNIST instead of the paper's CIFAR-10; paper "
-                                        f"profile, {pr.settings['rounds']['ablation']} rounds, seed {pr.seeds[0]}",
+                                        f"profile, {pr.settings['rounds']['ablation']} rounds, "
+                                        f"{_seeds_words(pp.get('seeds') or _row_seeds(pp['rows']) or pr.seeds[:1])}",
                                         f"{label}, paper protocol", pp.get("trends"))
-    tt = res.get("time")
-    if tt and "fedmps" in tt:
-        reached = {m: v["round"] for m, v in tt.items() if v["round"] is not None}
-        # fewest rounds: the fastest other method's rounds against FedMPS's (first seed); a run that never reached
-        # the target counts as one round past its end, a lower bound
-        never = R["main"] + 1
-        rounds = {m: never if v["round"] is None else v["round"] for m, v in tt.items()}
-        rivals = [m for m in tt if m != "fedmps"]
-        tests, bound = [], ""
-        if reached and rivals:
-            rival = min(rivals, key=rounds.get)
-            tests.append(compare(f"{plan.label(rival)} - FedMPS (rounds to target)", [rounds[rival]],
-                                 [rounds["fedmps"]], a_trend=tr.get(("time", rival)),
-                                 b_trend=tr.get(("time", "fedmps"))))
-            if tt[rival]["round"] is None or tt["fedmps"]["round"] is None:
-                bound = f"never reached: counted as {never} rounds, a lower bound"
-        out.append(claim("FedMPS converges fastest (fewest rounds to a target accuracy)", "Figs. 4-5",
-                         "rounds to target: " + ", ".join(f"{plan.label(m)} {v['round'] or 'never'}"
-                                                          for m, v in tt.items()),
-                         None if not reached else reached.get("fedmps") == min(reached.values()), prof, 1, tests,
-                         note="; ".join(x for x in (caveat, bound) if x)))
+    out += _time_claims(plan, res.get("time"), R["main"], caveat, tr)
     for key, value, fig, short_name in (("stdev", "noise std", "Fig. 8", "std {}"),
                                         ("clients", "number of clients N", "Fig. 9", "N = {}")):
         sw = res.get(key)
@@ -1263,6 +1404,58 @@ def ledger(plan: Plan, res: dict) -> list:
     return out
 
 
+def _seeds_words(seeds) -> str:
+    """``seed 1234`` or ``seeds 1234, 1235, 1236``."""
+    seeds = list(seeds)
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def _row_seeds(rows: dict | None) -> list:
+    """The seeds :func:`ablation_table` rows were read on (``[]`` where they do not say)."""
+    return list(next(iter(rows.values())).get("seeds") or []) if rows else []
+
+
+def _time_claims(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict) -> list:
+    """The fewest-rounds claim from the time to target (``tt``: ``{method: [time_to_target per seed]}``, every method
+    on the same seeds, or one ``time_to_target`` per method: one seed). Per seed, a run that never reached the target
+    counts as ``rounds + 1`` rounds, a lower bound; FedMPS's rounds against those of the fastest other method (fewest
+    rounds on the mean over seeds), paired by seed (the methods share each seed's partition), with the trends of both
+    sides (``tr``: ``("time", m)``), oriented so that a positive margin means FedMPS needs fewer rounds."""
+    from fedlib.claims import claim, compare
+
+    if not tt or "fedmps" not in tt:
+        return []
+    per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in tt.items()}
+    never = rounds + 1
+    got = {m: [never if t["round"] is None else t["round"] for t in v] for m, v in per.items()}
+    mean = {m: float(np.mean(v)) for m, v in got.items()}
+    reached = any(t["round"] is not None for v in per.values() for t in v)
+    rivals = [m for m in per if m != "fedmps"]
+    tests, bound = [], ""
+    if reached and rivals:
+        rival = min(rivals, key=mean.get)
+        a, b = got[rival], got["fedmps"]
+        tests.append(compare(f"{plan.label(rival)} - FedMPS (rounds to target)", a, b, len(a) == len(b),
+                             a_trend=tr.get(("time", rival)), b_trend=tr.get(("time", "fedmps"))))
+        if any(t["round"] is None for t in per[rival] + per["fedmps"]):
+            bound = f"never reached: counted as {never} rounds, a lower bound"
+    n = min(len(v) for v in per.values())
+
+    def cell(m):
+        each = "/".join("never" if t["round"] is None else str(t["round"]) for t in per[m])
+        if len(per[m]) == 1 or all(t["round"] is None for t in per[m]):
+            return f"{plan.label(m)} {each}"
+        lower = "≥ " if any(t["round"] is None for t in per[m]) else ""   # a never counts as rounds + 1
+        return f"{plan.label(m)} {each} (mean {lower}{mean[m]:.1f})"
+
+    seeds = f" per seed (n = {n})" if n > 1 else ""
+    holds = None if not reached else (any(t["round"] is not None for t in per["fedmps"])
+                                      and mean["fedmps"] <= min((mean[m] for m in rivals), default=math.inf))
+    return [claim("FedMPS converges fastest (fewest rounds to a target accuracy)", "Figs. 4-5",
+                  f"rounds to target{seeds}: " + ", ".join(cell(m) for m in per), holds, plan.profile, n, tests,
+                  note="; ".join(x for x in (caveat, bound) if x))]
+
+
 def _ways_claims(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, source: str,
                  trends: dict | None = None) -> list:
     """Table VI's claim: FedMPS is best for every n (``ways``: ``{n: {method: accuracy}}``, one seed), on one
@@ -1288,32 +1481,45 @@ def _ways_claims(plan: Plan, profile: str, ways: dict | None, where: str, caveat
 
 def _ablation_claims(profile: str, abl: dict | None, note: str, source: str, trends: dict | None = None) -> list:
     """Table VII's claims (each term alone above cross-entropy; soft labels on top of both contrastive terms)
-    from :func:`ablation_table` rows (one seed), each row against its reference at the best round (the paper's
-    rule), with the rows' trends (``("ablation", row)``)."""
+    from :func:`ablation_table` rows, each row against its reference at the best round (the paper's rule), per seed
+    and paired (every row runs on the same seeds: a row's ``per_seed`` values, else its one value), with the rows'
+    trends (``("ablation", row)``)."""
     from fedlib.claims import claim, compare
 
     if not abl:
         return []
     tr = trends or {}
-    a = {row: r["proto_own_best"] for row, r in abl.items()}
-    last = {row: r["proto_own_last"] for row, r in abl.items()}
+
+    def seeds_of(r, key):
+        return _per_seed((r.get("per_seed") or {}).get(key, r[key]))
+
+    best = {row: seeds_of(r, "proto_own_best") for row, r in abl.items()}
+    a = {row: float(np.mean(v)) for row, v in best.items()}
+    last = {row: float(np.mean(seeds_of(r, "proto_own_last"))) for row, r in abl.items()}
+    head = {row: float(np.mean(seeds_of(r, "head_last"))) for row, r in abl.items()}
 
     def vs(row, ref):
-        return compare(f"({row}) - ({ref}), best round", [a[row]], [a[ref]], a_trend=tr.get(("ablation", row)),
+        x, y = best[row], best[ref]
+        return compare(f"({row}) - ({ref}), best round", x, y, len(x) == len(y), a_trend=tr.get(("ablation", row)),
                        b_trend=tr.get(("ablation", ref)))
 
+    def n_of(rows):
+        return min(len(best[r]) for r in rows)
+
     rows = [r for r in (1, 2, 3, 4) if r in a]
+    mean = " (mean over seeds)" if n_of(rows) > 1 else ""
     out = [claim("Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)", source,
-                 "best round " + ", ".join(f"({r}) {a[r]:.2f}" for r in rows) + "; last round "
+                 f"best round{mean} " + ", ".join(f"({r}) {a[r]:.2f}" for r in rows) + "; last round "
                  + ", ".join(f"({r}) {last[r]:.2f}" for r in rows),
-                 all(a[r] > a[1] for r in (2, 3, 4) if r in a), profile, 1,
+                 all(a[r] > a[1] for r in (2, 3, 4) if r in a), profile, n_of(rows),
                  [vs(r, 1) for r in (2, 3, 4) if r in a and 1 in a], note=note)]
     if 5 in a and 6 in a:
+        mean = " (mean over seeds)" if n_of((5, 6)) > 1 else ""
         out.append(claim("Soft labels add accuracy on top of both contrastive terms (row 6 above row 5)", source,
-                         f"best round (6) {a[6]:.2f} vs (5) {a[5]:.2f}; last round (6) {last[6]:.2f} vs (5) "
-                         f"{last[5]:.2f}; head (6) {abl[6]['head_last']:.2f} vs (5) {abl[5]['head_last']:.2f}",
-                         a[6] > a[5] or last[6] > last[5], profile, 1, [vs(6, 5)], note=f"{note}; the soft-label term "
-                         "acts from round 2 on and on the head"))
+                         f"best round{mean} (6) {a[6]:.2f} vs (5) {a[5]:.2f}; last round (6) {last[6]:.2f} vs (5) "
+                         f"{last[5]:.2f}; head (6) {head[6]:.2f} vs (5) {head[5]:.2f}",
+                         a[6] > a[5] or last[6] > last[5], profile, n_of((5, 6)), [vs(6, 5)], note=f"{note}; the "
+                         "soft-label term acts from round 2 on and on the head"))
     return out
 
 

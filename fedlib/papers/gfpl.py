@@ -38,6 +38,15 @@ class Plan(papers.TablePlan):
         shots = self.settings.get("overrides", {}).get("partition.shots")
         return label if shots is None else f"{label.split(', s-bar')[0]}, s-bar {shots} ({self.profile} profile)"
 
+    def figs_seeds(self) -> list[int]:
+        """The seeds of Figs. 3b and 6: the profile's ``figs_seeds`` (``all``: every seed of the profile, after a
+        ``seeds`` override; or a list of seeds), else its first seed, so that a profile without the setting keeps its
+        one-seed runs and their run ids."""
+        value = self.settings.get("figs_seeds")
+        if value is None:
+            return self.seeds[:1]
+        return self.seeds if value == "all" else papers.check_seeds(value, f"{self.profile}.figs_seeds")
+
     def adjust(self, raw: dict) -> None:
         """Room in each client's class block for the largest shot count the partition draws."""
         part = raw["partition"]
@@ -76,24 +85,23 @@ def ablation_configs(plan: Plan) -> dict[tuple[int, str], dict]:
 
 
 def n_configs(plan: Plan) -> dict[int, dict]:
-    """Fig. 3b: GFPL with n Gaussian components per class (MNIST-5k, w-bar 4, first seed)."""
+    """Fig. 3b: GFPL with n Gaussian components per class (MNIST-5k, w-bar 4; seeds :meth:`Plan.figs_seeds`)."""
     return {n: config(plan, "gfpl", name=f"gfpl-study/mnist5k/n{n}", **{"algorithm.n_components": n})
             for n in plan.settings["n_values"]}
 
 
 def threshold_configs(plan: Plan) -> dict[float, dict]:
-    """Fig. 6: GFPL with fusion threshold S_C (MNIST-5k, w-bar 4, first seed)."""
+    """Fig. 6: GFPL with fusion threshold S_C (MNIST-5k, w-bar 4; seeds :meth:`Plan.figs_seeds`)."""
     return {t: config(plan, "gfpl", name=f"gfpl-study/mnist5k/sc{t:g}", **{"algorithm.threshold": float(t)})
             for t in plan.settings["thresholds"]}
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
-    seed0 = plan.seeds[0]
     jobs = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
     jobs += [(c, s) for c in ablation_configs(plan).values() for s in plan.seeds]
     for cfgs in (n_configs(plan), threshold_configs(plan)):
-        jobs += [(c, seed0) for c in cfgs.values()]
+        jobs += [(c, s) for c in cfgs.values() for s in plan.figs_seeds()]
 
     def cost(cfg):
         return cfg["train"]["rounds"] * cfg["partition"]["shots"] * (1 + (cfg["algorithm"]["name"] == "fedrep"))
@@ -304,21 +312,50 @@ def ablation_per_seed(plan: Plan, results: dict) -> dict:
 
 
 def n_values(plan: Plan, results: dict) -> dict[int, float]:
-    """Fig. 3b from finished runs (:func:`n_configs` keys, one seed): ``{n: accuracy (%)}``."""
-    return {n: accuracy(plan, "gfpl", runs[0]) for n, runs in results.items()}
+    """Fig. 3b from finished runs (:func:`n_configs` keys, a summary per seed): ``{n: accuracy (%)}``, the mean over
+    seeds (:func:`sweep_per_seed`: the per-seed values)."""
+    return {n: float(np.mean(v)) for n, v in sweep_per_seed(plan, results).items()}
+
+
+def sweep_per_seed(plan: Plan, results: dict) -> dict:
+    """A sweep's accuracy (%) per seed from finished runs (``{key: [summary per seed]}``, every key on the same
+    seeds): ``{key: [accuracy per seed]}``, what the ledger's paired comparisons take."""
+    return {k: [accuracy(plan, "gfpl", s) for s in runs] for k, runs in results.items()}
 
 
 def threshold_values(plan: Plan, finished: dict, configs: dict) -> dict[float, tuple[float, float, float]]:
-    """Fig. 6 from finished runs (:func:`threshold_configs` keys, one seed): ``{S_C: (accuracy (%), merge rate,
-    downlink floats per round)}``; the merge rate (1 - fused / uploaded components) is the mean over the
-    interaction rounds."""
+    """Fig. 6 from finished runs (:func:`threshold_configs` keys, a summary per seed): ``{S_C: (accuracy (%), merge
+    rate, downlink floats per round)}``, each the mean over seeds (:func:`sweep_per_seed`: the per-seed accuracies);
+    the merge rate (1 - fused / uploaded components) is the mean over the interaction rounds."""
     out = {}
     for t, runs in finished.items():
-        recs = results.rounds(configs[t], runs[0]["seed"])
-        merges = merge_stats(recs)
-        rate = float(np.mean([v["merge_rate"] for v in merges.values()])) if merges else float("nan")
-        out[t] = (accuracy(plan, "gfpl", runs[0]), rate, communication(recs)["down_per_round"])
+        acc, rates, down = [], [], []
+        for summary in runs:
+            recs = results.rounds(configs[t], summary["seed"])
+            merges = merge_stats(recs)
+            rates.append(float(np.mean([v["merge_rate"] for v in merges.values()])) if merges else float("nan"))
+            acc.append(accuracy(plan, "gfpl", summary))
+            down.append(communication(recs)["down_per_round"])
+        out[t] = (float(np.mean(acc)), float(np.mean(rates)), float(np.mean(down)))
     return out
+
+
+def finished_seeds(configs: dict, seeds: list[int]) -> list[int]:
+    """The seeds of ``seeds`` on which every config of ``configs`` has a finished run (the results folder, another
+    placement or the run archive: :func:`fedlib.results.find`; trains nothing)."""
+    return [s for s in seeds if all(results.find(c, s)[1] is not None for c in configs.values())]
+
+
+def seeds_text(values) -> str:
+    """``94.43 ± 0.50 (n = 3)``: per-seed values as their mean ± sample std (ddof 1) and count; one seed's value
+    alone (``94.43``)."""
+    v = list(np.atleast_1d(values))
+    return f"{v[0]:.2f}" if len(v) == 1 else f"{np.mean(v):.2f} ± {sample_std(v):.2f} (n = {len(v)})"
+
+
+def sweep_text(per_seed: dict, name: str) -> str:
+    """``n = 1: 94.43 ± 0.50 (n = 3), ...``: a sweep's :func:`seeds_text` per value."""
+    return ", ".join(f"{name} {k:g}: {seeds_text(v)}" for k, v in per_seed.items())
 
 
 def paper_table2(plan: Plan) -> dict:
@@ -341,22 +378,27 @@ def paper_table2(plan: Plan) -> dict:
 
 
 def paper_figs(plan: Plan) -> dict:
-    """Figs. 3b and 6 under the ``paper`` profile (MNIST-5k, w-bar 4, first seed, the profile's rounds) from
-    finished runs only (trains nothing): ``{"plan", "found", "total", "n", "thresholds", "n_trends",
-    "threshold_trends", "made_by"}`` with ``n`` (:func:`n_values`) and ``thresholds`` (:func:`threshold_values`)
-    each once all its values have finished, else ``None``, and their :func:`trends` (``{}`` until then)."""
+    """Figs. 3b and 6 under the ``paper`` profile (MNIST-5k, w-bar 4, the profile's rounds and :meth:`Plan.figs_seeds`)
+    from finished runs only (trains nothing): ``{"plan", "found", "total", "n", "n_seeds", "n_per_seed", "thresholds",
+    "threshold_seeds", "threshold_per_seed", "n_trends", "threshold_trends", "made_by"}`` with ``n``
+    (:func:`n_values`) and ``thresholds`` (:func:`threshold_values`) over the seeds on which every value of the sweep
+    has finished (``*_seeds``; ``*_per_seed``: :func:`sweep_per_seed`), else ``None``, and their :func:`trends`
+    (``{}`` until then)."""
     pplan = _paper_plan(plan)
-    seed0 = pplan.seeds[0]
+    seeds = pplan.figs_seeds()
     n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
-    n_done, n_found = results.cached(n_cfgs, [seed0])
-    t_done, t_found = results.cached(t_cfgs, [seed0])
-    n_full, t_full = len(n_done) == len(n_cfgs), len(t_done) == len(t_cfgs)
-    used = [s for done, full in ((n_done, n_full), (t_done, t_full)) if full for runs in done.values() for s in runs]
-    return {"plan": pplan, "found": n_found + t_found, "total": len(n_cfgs) + len(t_cfgs),
-            "n": n_values(pplan, n_done) if n_full else None,
-            "thresholds": threshold_values(pplan, t_done, t_cfgs) if t_full else None,
-            "n_trends": trends(pplan, n_cfgs, [seed0], "n") if n_full else {},
-            "threshold_trends": trends(pplan, t_cfgs, [seed0], "sc") if t_full else {},
+    n_found, t_found = results.cached(n_cfgs, seeds)[1], results.cached(t_cfgs, seeds)[1]
+    n_seeds, t_seeds = finished_seeds(n_cfgs, seeds), finished_seeds(t_cfgs, seeds)
+    n_done = results.cached(n_cfgs, n_seeds)[0] if n_seeds else {}
+    t_done = results.cached(t_cfgs, t_seeds)[0] if t_seeds else {}
+    used = [s for done in (n_done, t_done) for runs in done.values() for s in runs]
+    return {"plan": pplan, "found": n_found + t_found, "total": (len(n_cfgs) + len(t_cfgs)) * len(seeds),
+            "n": n_values(pplan, n_done) if n_done else None, "n_seeds": n_seeds,
+            "n_per_seed": sweep_per_seed(pplan, n_done) if n_done else None,
+            "thresholds": threshold_values(pplan, t_done, t_cfgs) if t_done else None, "threshold_seeds": t_seeds,
+            "threshold_per_seed": sweep_per_seed(pplan, t_done) if t_done else None,
+            "n_trends": trends(pplan, n_cfgs, n_seeds, "n") if n_done else {},
+            "threshold_trends": trends(pplan, t_cfgs, t_seeds, "sc") if t_done else {},
             "made_by": papers.made_by(used) if used else ""}
 
 
@@ -408,7 +450,9 @@ def ledger(plan: Plan, res: dict) -> list:
     attack's summary frame: rows ``prototype`` for the component means, ``samples`` for draws from the components,
     ``class_average``), and a short profile's paper-protocol parts ``table1_paper`` (:func:`paper_table1`),
     ``ablation_paper`` (:func:`paper_table2`) and ``figs_paper`` (:func:`paper_figs`), whose claims stand beside the
-    short run's. Figs. 3b and 6 and the attack run one seed: inconclusive under any profile.
+    short run's. Figs. 3b and 6 run the profile's ``figs_seeds`` (the paper profile: every seed; else the first, then
+    inconclusive) and their accuracies may be per-seed lists (``n`` / ``thresholds``' accuracy); the attack runs one
+    seed: inconclusive under any profile.
 
     Every measured claim rests on per-seed comparisons (built with one seed too: the verdict then says so), each
     with the trends of its two sides where known (:func:`trends`: Table 1 cells' ``trend``, ``ablation_trends``,
@@ -436,12 +480,18 @@ def ledger(plan: Plan, res: dict) -> list:
                                 f"{pr.seeds}; {pr.dataset_label(pr.settings['ablation']['dataset'])}",
                                 "Table 2, paper protocol", pa.get("trends"))
     if short and pf:
-        where = f"paper profile: {pf['plan'].rounds} rounds, seed {pf['plan'].seeds[0]}"
+        def where(seeds):
+            seeds = list(seeds or pf["plan"].figs_seeds())
+            return (f"paper profile: {pf['plan'].rounds} rounds, seed{'s' if len(seeds) > 1 else ''} "
+                    f"{', '.join(map(str, seeds))}")
         if pf.get("n"):
-            out += _n_claims("paper", pf["n"], where, "Fig. 3b, paper protocol", pf.get("n_trends"))
+            out += _n_claims("paper", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
+                             "Fig. 3b, paper protocol", pf.get("n_trends"))
         if pf.get("thresholds"):
-            out += _threshold_claims("paper", {t: v[:2] for t, v in pf["thresholds"].items()}, where,
-                                     "Fig. 6, paper protocol", pf.get("threshold_trends"))
+            per = pf.get("threshold_per_seed") or {}
+            out += _threshold_claims("paper", {t: (per.get(t, v[0]), v[1]) for t, v in pf["thresholds"].items()},
+                                     where(pf.get("threshold_seeds")), "Fig. 6, paper protocol",
+                                     pf.get("threshold_trends"))
     atk = res.get("attack")
     if atk is not None:
         ssim = atk.set_index(["source", "levels"])["ssim"]
@@ -574,8 +624,9 @@ def _ablation_claims(plan: Plan, ab: dict | None, caveat: str, source: str, tren
 
 
 def _n_claims(profile: str, ns: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
-    """Fig. 3b's claim (``ns``: ``{n: accuracy}``, one seed, or per-seed lists): n = 8 against the best other n,
-    with the trends of both (``trends_``: ``{n: Trend}``)."""
+    """Fig. 3b's claim (``ns``: ``{n: accuracy}``, one seed, or per-seed lists, every n on the same seeds): n = 8
+    against the best other n (on the mean over seeds), paired by seed, with the trends of both (``trends_``:
+    ``{n: Trend}``)."""
     from fedlib.claims import claim, compare, untested
 
     if ns and 8 not in ns:
@@ -589,15 +640,16 @@ def _n_claims(profile: str, ns: dict | None, caveat: str, source: str, trends_: 
     rival = max((n for n in acc if n != 8), key=acc.get)
     test = compare(f"n 8 - n {rival}", per[8], per[rival], len(per[8]) == len(per[rival]), a_trend=trends_.get(8),
                    b_trend=trends_.get(rival))
-    return [claim("n = 8 components per class is best (Fig. 3b)", source,
-                  ", ".join(f"n = {n}: {a:.2f}" for n, a in acc.items()), acc[8] >= acc[best] - 1e-6, profile,
+    return [claim("n = 8 components per class is best (Fig. 3b)", source, sweep_text(per, "n ="),
+                  acc[8] >= acc[best] - 1e-6, profile,
                   min(len(a) for a in per.values()), [test],
                   note="; ".join(x for x in (caveat, "MNIST-5k; a tie counts as best") if x))]
 
 
 def _threshold_claims(profile: str, th: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
-    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``, one seed; the accuracy may be per-seed values): the
-    best interior S_C against the better of the two ends, with the trends of both (``trends_``: ``{S_C: Trend}``)."""
+    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``; the accuracy may be per-seed values, every S_C on
+    the same seeds, the merge rate their mean): the best interior S_C against the better of the two ends (on the mean
+    over seeds), paired by seed, with the trends of both (``trends_``: ``{S_C: Trend}``)."""
     from fedlib.claims import claim, compare, untested
 
     if not th:
@@ -614,7 +666,7 @@ def _threshold_claims(profile: str, th: dict | None, caveat: str, source: str, t
     test = compare(f"S_C {inner:g} - S_C {outer:g}", per[inner], per[outer], len(per[inner]) == len(per[outer]),
                    a_trend=trends_.get(inner), b_trend=trends_.get(outer))
     return [claim("An intermediate S_C is best (accuracy against merging)", source,
-                  ", ".join(f"S_C {t:g}: {accs[t]:.2f} (merge rate {r:.2f})" for t, (_, r) in th.items()),
+                  ", ".join(f"S_C {t:g}: {seeds_text(per[t])} (merge rate {r:.2f})" for t, (_, r) in th.items()),
                   min(th) < best < max(th), profile, min(len(a) for a in per.values()), [test],
                   note="; ".join(x for x in (caveat, "MNIST-5k") if x))]
 
@@ -626,7 +678,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             **{("sc", t): c for t, c in threshold_configs(gp).items()}}
     return [("GFPL Table 1 (paper profile)", table1_configs(gp), gp.seeds),
             ("GFPL Table 2 (paper profile)", ablation_configs(gp), gp.seeds),
-            ("GFPL Figs. 3b and 6 (paper profile)", figs, gp.seeds[:1])]
+            ("GFPL Figs. 3b and 6 (paper profile)", figs, gp.figs_seeds())]
 
 
 @papers.command
@@ -634,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--ways W ...]
     [--methods M ...] [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1
     (paper | ours per dataset and w-bar, the default; ``--ways`` picks its columns), Table 2 (the ablation, every
-    seed) or Figs. 3b and 6 (n and S_C, first seed)."""
+    seed) or Figs. 3b and 6 (n and S_C, the profile's ``figs_seeds``: the paper profile every seed, else the
+    first)."""
     from fedlib import report
 
     parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.gfpl", main.__doc__))
@@ -659,14 +712,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"s-hat {s_hat:>2}  {plan.label(v):<16} {a:6.2f} ± {std[(s_hat, v)]:.2f}")
         return 0
     if args.table == "figs":
-        seed0 = plan.seeds[0]
-        n_acc = n_values(plan, obtain(n_configs(plan), seeds=[seed0], workers=args.workers, desc="Fig. 3b"))
+        seeds = plan.figs_seeds()
+        n_per = sweep_per_seed(plan, obtain(n_configs(plan), seeds=seeds, workers=args.workers, desc="Fig. 3b"))
         t_cfgs = threshold_configs(plan)
-        th = threshold_values(plan, obtain(t_cfgs, seeds=[seed0], workers=args.workers, desc="Fig. 6"), t_cfgs)
-        print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, seed {seed0}; last round, mean over clients (%)")
-        print("Fig. 3b: " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items()))
-        for t, (a, rate, down) in th.items():
-            print(f"Fig. 6: S_C {t:g}: {a:.2f}, merge rate {rate:.3f}, {down:,.0f} floats down per round")
+        t_runs = obtain(t_cfgs, seeds=seeds, workers=args.workers, desc="Fig. 6")
+        th, t_per = threshold_values(plan, t_runs, t_cfgs), sweep_per_seed(plan, t_runs)
+        print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, seed{'s' if len(seeds) > 1 else ''} "
+              f"{', '.join(map(str, seeds))}; last round, mean over clients (%)"
+              + ("; mean ± std over seeds" if len(seeds) > 1 else ""))
+        print("Fig. 3b: " + sweep_text(n_per, "n ="))
+        for t, (_, rate, down) in th.items():
+            print(f"Fig. 6: S_C {t:g}: {seeds_text(t_per[t])}, merge rate {rate:.3f}, {down:,.0f} floats down per "
+                  "round")
         return 0
     if args.datasets:
         if not set(args.datasets) <= set(plan.spec["datasets"]):
@@ -789,15 +846,16 @@ def check_partition(nb) -> None:
 
 
 def _table1(nb) -> dict:
-    """Table 1's configs, first-seed round records (the figures' curves) and cells (:func:`table1`, whose rounds
-    to converge come from the seed-mean curve of every seed that ran)."""
+    """Table 1's configs, first-seed round records (``records``: the traffic checks), every seed's (``every``: the
+    accuracy figure's seed-mean curves) and cells (:func:`table1`, whose rounds to converge come from the seed-mean
+    curve of every seed that ran)."""
     def make():
         cfgs = table1_configs(nb.plan)
         runs = obtain(nb.plan, cfgs, workers=nb.workers, desc="Table 1")
         recs = {k: records(nb.plan, c, nb.seed0) for k, c in cfgs.items()}
         every = {k: [recs[k] if s == nb.seed0 else records(nb.plan, c, s) for s in nb.plan.seeds]
                  for k, c in cfgs.items()}
-        return {"configs": cfgs, "records": recs, "cells": table1(nb.plan, runs, every, cfgs)}
+        return {"configs": cfgs, "records": recs, "every": every, "cells": table1(nb.plan, runs, every, cfgs)}
     return nb.once("table1", make)
 
 
@@ -814,7 +872,7 @@ def show_table1(nb):
         nb.table(f"**Table 1, {plan.dataset_label(d)} (paper: MNIST): accuracy (%), last round, mean ± std over "
                  f"clients, seeds {plan.seeds}.**{note}", df)
         shown += [plan.dataset_label(d), df]
-    nb.section.record(table1={f"{d}/w{w}/{m}": {k: v for k, v in c.items() if k != "comm"}
+    nb.section.record(table1={f"{d}/w{w}/{m}": {k: v for k, v in c.items() if k not in ("comm", "trend")}
                               for (d, w, m), c in cells.items()})
     return Shown(shown)
 
@@ -885,24 +943,29 @@ def show_communication(nb):
 
 
 def fig_accuracy(nb):
-    """Accuracy per round of the Table 1 runs (MNIST-5k, w-bar 4) with GFPL's interaction rounds; prints the ETF
-    head's lead over head g at those rounds."""
+    """Accuracy per round of the Table 1 runs (MNIST-5k, w-bar 4) with GFPL's interaction rounds: the seed-mean curve
+    of every seed, with a band of ± the sample std over seeds; prints the ETF head's lead over head g at those rounds
+    (mean over seeds)."""
     import matplotlib.pyplot as plt
 
-    from fedlib import plots
+    from fedlib.papers.fedmps import curve_panel
 
-    plan, L, recs, inter = nb.plan, nb.label, _table1(nb)["records"], _interaction_rounds(nb)
-    curves = {L(m): recs[("mnist5k", 4, m)] for m in plan.table1_methods()}
+    plan, L, every, inter = nb.plan, nb.label, _table1(nb)["every"], _interaction_rounds(nb)
+    seeds = plan.seeds
     fig, ax = plt.subplots(figsize=(7, 4))
-    plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax,
-                          ylabel="accuracy (%), each method's rule")
+    curve_panel(ax, {m: every[("mnist5k", 4, m)] for m in plan.table1_methods()}, plan.metric, L)
+    ax.set_ylabel("accuracy (%), each method's rule")
     for t in inter:
         ax.axvline(t, color="0.85", lw=0.8, zorder=0)
-    ax.set_title(f"MNIST-5k, w-bar 4, seed {nb.seed0} (grey: GFPL interaction rounds)")
-    nb.figure(fig, "Mean client accuracy per round (MNIST-5k, w-bar 4)", "accuracy_per_round")
-    etf_gap = {t: 100 * (r["acc"]["acc_etf"]["mean"] - r["acc"]["acc_head"]["mean"]) for t, r in
-               ((r["round"], r) for r in recs[("mnist5k", 4, "gfpl")]) if t in inter}
-    print("GFPL, ETF head minus head g (points) at the interaction rounds:",
+    ax.set_title(f"MNIST-5k, w-bar 4, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+                 + ("" if len(seeds) == 1 else ", mean ± std") + " (grey: GFPL interaction rounds)")
+    nb.figure(fig, "Mean client accuracy per round (MNIST-5k, w-bar 4)" + (
+        "" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"), "accuracy_per_round")
+    gaps = [{r["round"]: 100 * (r["acc"]["acc_etf"]["mean"] - r["acc"]["acc_head"]["mean"]) for r in recs
+             if r["round"] in inter and "acc" in r} for recs in every[("mnist5k", 4, "gfpl")]]
+    etf_gap = {t: float(np.mean([g[t] for g in gaps])) for t in inter if all(t in g for g in gaps)}
+    print("GFPL, ETF head minus head g (points) at the interaction rounds"
+          + ("" if len(seeds) == 1 else f", mean over {len(seeds)} seeds") + ":",
           {t: round(v, 2) for t, v in etf_gap.items()})
     return fig
 
@@ -956,36 +1019,73 @@ def paper_protocol_table2(nb):
                        + report.to_markdown(df))
 
 
-def _sweeps(nb) -> tuple[dict, dict]:
-    """Fig. 3b's accuracy per n and Fig. 6's (accuracy, merge rate, downlink) per S_C, first seed."""
+def _sweeps(nb) -> dict:
+    """Fig. 3b's and Fig. 6's runs on the plan's :meth:`Plan.figs_seeds` (those whose every value is archived, where
+    the report is rendered from the archive alone): ``{"n": {n: accuracy}, "thresholds": {S_C: (accuracy, merge rate,
+    downlink)}`` (means over seeds), ``"n_per_seed"`` / ``"threshold_per_seed"`` (:func:`sweep_per_seed`) and
+    ``"n_seeds"`` / ``"threshold_seeds"``."""
     def make():
-        plan, seeds = nb.plan, [nb.seed0]
-        n_acc = n_values(plan, obtain(plan, n_configs(plan), seeds=seeds, workers=nb.workers, desc="Fig. 3b"))
-        cfgs = threshold_configs(plan)
-        return n_acc, threshold_values(plan, obtain(plan, cfgs, seeds=seeds, workers=nb.workers, desc="Fig. 6"), cfgs)
+        plan = nb.plan
+        n_cfgs, t_cfgs = n_configs(plan), threshold_configs(plan)
+        n_seeds, t_seeds = (_seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
+        n_runs = obtain(plan, n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b")
+        t_runs = obtain(plan, t_cfgs, seeds=t_seeds, workers=nb.workers, desc="Fig. 6")
+        return {"n": n_values(plan, n_runs), "n_per_seed": sweep_per_seed(plan, n_runs), "n_seeds": n_seeds,
+                "thresholds": threshold_values(plan, t_runs, t_cfgs),
+                "threshold_per_seed": sweep_per_seed(plan, t_runs), "threshold_seeds": t_seeds}
     return nb.once("sweeps", make)
 
 
-def sweep_frame(thresholds: dict):
-    """Fig. 6's numbers per S_C: accuracy, merge rate and downlink floats per round."""
+def _seeds_at_hand(configs: dict, seeds: list[int]) -> list[int]:
+    """The seeds a cell reads: all of ``seeds``, except while the report is rendered from the run archive alone
+    (:func:`fedlib.results.archive_only`), where it reads the seeds whose every run is archived (a figure whose added
+    seeds are still training shows the seeds it has, and says which), or all of them where none is complete (the
+    cell is then left out, naming the missing runs)."""
+    if not results.reading_archive_only():
+        return list(seeds)
+    return finished_seeds(configs, seeds) or list(seeds)
+
+
+def sweep_frame(thresholds: dict, per_seed: dict | None = None):
+    """Fig. 6's numbers per S_C: accuracy, merge rate and downlink floats per round (means over seeds); with
+    ``per_seed`` (``{S_C: [accuracy per seed]}``) of several seeds the accuracy is their mean ± sample std (n)."""
     import pandas as pd
 
-    return pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": round(a, 2), "merge rate": round(r, 3),
+    per_seed = per_seed or {}
+
+    def acc(t, a):
+        v = per_seed.get(t, [a])
+        return round(a, 2) if len(v) < 2 else seeds_text(v)
+    return pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": acc(t, a), "merge rate": round(r, 3),
                                          "down floats / round": f"{dn:,.0f}"}
                          for t, (a, r, dn) in thresholds.items()}).T
 
 
+def _seeds_words(seeds) -> str:
+    """``seed 0`` or ``seeds 0, 1, 2 (mean ± sample std over seeds, n = 3)``."""
+    seeds = list(seeds)
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return f"seeds {', '.join(map(str, seeds))} (mean ± sample std over seeds, n = {len(seeds)})"
+
+
 def fig3b_6(nb):
-    """Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C) on MNIST-5k, w-bar 4; returns the
-    figure and Fig. 6's numbers."""
+    """Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C) on MNIST-5k, w-bar 4, on the plan's
+    :meth:`Plan.figs_seeds` (several: the mean with error bars of ± the sample std over seeds); returns the figure and
+    Fig. 6's numbers."""
     import matplotlib.pyplot as plt
 
     from fedlib.papers.notebook import Shown
 
-    n_acc, th = _sweeps(nb)
+    sw = _sweeps(nb)
+    n_acc, th, n_per, t_per = sw["n"], sw["thresholds"], sw["n_per_seed"], sw["threshold_per_seed"]
+
+    def err(per, keys):
+        return [sample_std(per[k]) if len(per[k]) > 1 else 0.0 for k in keys]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    axes[0].plot([str(n) for n in n_acc], list(n_acc.values()), marker="o")
-    axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)", title="Fig. 3b on MNIST-5k")
+    axes[0].errorbar([str(n) for n in n_acc], list(n_acc.values()), yerr=err(n_per, n_acc), marker="o", capsize=3)
+    axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)",
+                title=f"Fig. 3b on MNIST-5k ({len(sw['n_seeds'])} seed{'s' if len(sw['n_seeds']) > 1 else ''})")
     ts = list(th)
     ax2 = axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
     ax2.plot([f"{t:g}" for t in ts], [th[t][1] for t in ts], marker="s", ls="--", color="C1",
@@ -993,14 +1093,15 @@ def fig3b_6(nb):
     ax2.set_ylabel("merge rate", color="C1")
     axes[1].set_zorder(ax2.get_zorder() + 1)
     axes[1].patch.set_visible(False)
-    axes[1].plot([f"{t:g}" for t in ts], [th[t][0] for t in ts], marker="o", color="C0", label="accuracy (%, left)")
+    axes[1].errorbar([f"{t:g}" for t in ts], [th[t][0] for t in ts], yerr=err(t_per, ts), marker="o", color="C0",
+                     capsize=3, label="accuracy (%, left)")
     axes[1].set(xlabel="S_C", ylabel="accuracy (%)", title="Fig. 6 on MNIST-5k")
-    lines = axes[1].get_lines() + ax2.get_lines()
-    axes[1].legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="lower left")
+    lines = axes[1].get_lines()[:1] + ax2.get_lines()
+    axes[1].legend(lines, ["accuracy (%, left)", "merge rate (right)"], fontsize=8, loc="lower left")
     nb.figure(fig, "Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C), MNIST-5k, w-bar 4",
               "fig3b_fig6")
-    df = nb.table("**Fig. 3b: accuracy (%) over n:** " + ", ".join(f"n = {n}: {a:.2f}" for n, a in n_acc.items())
-                  + "\n\n**Fig. 6: S_C sweep.**", sweep_frame(th))
+    df = nb.table(f"**Fig. 3b: accuracy (%) over n, {_seeds_words(sw['n_seeds'])}:** " + sweep_text(n_per, "n =")
+                  + f"\n\n**Fig. 6: S_C sweep, {_seeds_words(sw['threshold_seeds'])}.**", sweep_frame(th, t_per))
     return Shown((fig, df))
 
 
@@ -1009,7 +1110,8 @@ def _paper_figs(nb) -> dict:
 
 
 def paper_protocol_figs(nb):
-    """Figs. 3b and 6 under the paper protocol, each sweep once all its values have finished (trains nothing)."""
+    """Figs. 3b and 6 under the paper protocol, each sweep over the seeds on which all its values have finished
+    (trains nothing)."""
     from fedlib import report
 
     pfg, early = nb.paper_protocol("Figs. 3b and 6", "paper_figs", paper_figs, lambda d: d["n"] or d["thresholds"],
@@ -1017,13 +1119,15 @@ def paper_protocol_figs(nb):
     if early is not None:
         return early
     ppf = pfg["plan"]
-    text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seed "
-            f"{ppf.seeds[0]}), from finished runs: {pfg['found']} of {pfg['total']}; {pfg['made_by']}.**")
+    text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seeds "
+            f"{', '.join(map(str, ppf.figs_seeds()))}), from finished runs: {pfg['found']} of {pfg['total']}; "
+            f"{pfg['made_by']}.**")
     if pfg["n"]:
-        text += "\n\n**Fig. 3b, paper protocol: accuracy (%) over n:** " + ", ".join(
-            f"n = {n}: {a:.2f}" for n, a in pfg["n"].items())
+        text += (f"\n\n**Fig. 3b, paper protocol: accuracy (%) over n, {_seeds_words(pfg['n_seeds'])}:** "
+                 + sweep_text(pfg["n_per_seed"], "n ="))
     if pfg["thresholds"]:
-        text += "\n\n**Fig. 6, paper protocol: S_C sweep.**\n\n" + report.to_markdown(sweep_frame(pfg["thresholds"]))
+        text += (f"\n\n**Fig. 6, paper protocol: S_C sweep, {_seeds_words(pfg['threshold_seeds'])}.**\n\n"
+                 + report.to_markdown(sweep_frame(pfg["thresholds"], pfg["threshold_per_seed"])))
     return nb.markdown(text)
 
 
@@ -1158,13 +1262,13 @@ def show_ledger(nb):
         frames = _attack(nb)
         return pd.concat([frames["component means"],
                           frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
-    sweeps = part(lambda: _sweeps(nb))
+    sw = part(lambda: _sweeps(nb))
     res = {"table1": part(lambda: _table1(nb)["cells"]), "table1_paper": part(lambda: _paper_table1(nb)),
            "ablation": part(lambda: ablation_per_seed(plan, _ablation_runs(nb))),
            "ablation_trends": part(lambda: trends(plan, ablation_configs(plan), plan.seeds)),
-           "n": sweeps and sweeps[0], "n_trends": part(lambda: trends(plan, n_configs(plan), [nb.seed0], "n")),
-           "thresholds": sweeps and {t: (a, r) for t, (a, r, _) in sweeps[1].items()},
-           "threshold_trends": part(lambda: trends(plan, threshold_configs(plan), [nb.seed0], "sc")),
+           "n": sw and sw["n_per_seed"], "n_trends": sw and trends(plan, n_configs(plan), sw["n_seeds"], "n"),
+           "thresholds": sw and {t: (sw["threshold_per_seed"][t], r) for t, (_, r, _) in sw["thresholds"].items()},
+           "threshold_trends": sw and trends(plan, threshold_configs(plan), sw["threshold_seeds"], "sc"),
            "attack": part(attack), "ablation_paper": part(lambda: _paper_table2(nb)),
            "figs_paper": part(lambda: _paper_figs(nb))}
     return nb.ledger(ledger(plan, {k: v for k, v in res.items() if v is not None}))

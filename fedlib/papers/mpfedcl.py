@@ -161,6 +161,21 @@ def table6(plan: Plan, summaries: dict[str, list[dict]]) -> dict[str, dict]:
     return rows
 
 
+def equal_budget_seeds(plan: Plan, records: dict[str, list[list[dict]]]) -> tuple[list[float], dict[str, dict]]:
+    """Table VIII analogue on every seed: per seed, each method's :func:`equal_budget` within MP-FedCL's own training
+    time on that seed (``records``: ``{method: [records per seed]}``, every method on the same seeds, MP-FedCL among
+    them). Returns the budgets (seconds, per seed) and ``{method: {"accuracy": [per seed], "rounds": [per seed]}}``;
+    a method with no evaluated round within a seed's budget has NaN accuracy there."""
+    budgets = [sum(r["train_seconds"] for r in recs) for recs in records["mpfedcl"]]
+    out = {m: {"accuracy": [], "rounds": []} for m in records}
+    for i, budget in enumerate(budgets):
+        got = equal_budget(plan, {m: per[i] for m, per in records.items()}, budget)
+        for m, v in got.items():
+            out[m]["accuracy"].append(v["accuracy"])
+            out[m]["rounds"].append(v["rounds"])
+    return budgets, out
+
+
 def equal_budget(plan: Plan, records: dict[str, list[dict]], budget: float) -> dict[str, dict]:
     """Table VIII analogue: each method's accuracy at the last round whose cumulative training time (this
     machine, seconds) is within ``budget``, with the rounds it reached."""
@@ -192,15 +207,15 @@ def pool_of(state) -> tuple[np.ndarray, np.ndarray]:
 
 def trend_groups(plan: Plan) -> dict:
     """``{key: (label, config, seeds, method)}``: every run group a ledger comparison rests on, keyed as the ledger
-    looks its trend up: ``("table6", m)`` (Table VI, every seed), ``("budget", m)`` (Table VI's first seed, whose
-    curve Table VIII reads), ``("k", K)`` (Fig. 5, every seed), ``("fs", m)`` (the feature-skew stand-in, every
+    looks its trend up: ``("table6", m)`` (Table VI, every seed), ``("budget", m)`` (the same runs, whose curves
+    Table VIII reads per seed), ``("k", K)`` (Fig. 5, every seed), ``("fs", m)`` (the feature-skew stand-in, every
     seed), ``("alpha", m, alpha)`` and ``("clients", m, N)`` (Figs. 8 and 9a, first seed) and ``("attack", K)`` (the
     attacked run, first seed). ``method`` gives the scoring rule (:meth:`Plan.metric`)."""
     L, seed0 = plan.label, plan.seeds[:1]
     out = {}
     for m, c in table6_configs(plan).items():
         out[("table6", m)] = (f"{L(m)} (Table VI)", c, plan.seeds, m)
-        out[("budget", m)] = (f"{L(m)} (Table VI, seed {seed0[0]})", c, seed0, m)
+        out[("budget", m)] = (f"{L(m)} (Table VI, equal time)", c, plan.seeds, m)
     out.update({("k", k): (f"MP-FedCL K = {k}", c, plan.seeds, "mpfedcl") for k, c in k_configs(plan).items()})
     out.update({("fs", m): (f"{L(m)} (feature-skew stand-in)", c, plan.seeds, m)
                 for m, c in feature_skew_configs(plan).items()})
@@ -239,13 +254,15 @@ def ledger(plan: Plan, res: dict) -> list:
     every class), ``k`` (``{K: accuracy or [accuracy per seed]}``), ``alpha``
     (``{alpha: {method: accuracy}}``), ``clients`` (``{N: {method: accuracy}}``; both sweeps also take
     ``[accuracy per seed]``), ``budget``
-    (:func:`equal_budget`), ``attack`` (``{K: summary frame}``), ``feature_skew`` (``{method: accuracy}`` on the
+    (:func:`equal_budget`: one seed; or ``{method: {"accuracy": [per seed], "rounds": [per seed]}}``,
+    :func:`equal_budget_seeds`), ``attack`` (``{K: summary frame}``), ``feature_skew`` (``{method: accuracy}`` on the
     stand-in, mean over seeds), ``feature_skew_seeds`` (``{method: [accuracy per seed]}``, in the plan's seed
     order), ``trends`` (:func:`trends`: where the curves of the runs behind each cell stand; each comparison carries
     the trends of its two sides, so that the evidence planner knows which runs need more seeds). Table VI's, Fig. 5's
-    and the stand-in's methods share each seed's partition: their comparisons are paired per seed. The sweeps
-    (Figs. 8, 9a, Table VIII) and the attack run one seed: their claims rest on one comparison per value (one seed:
-    inconclusive). Feature-skew means without their per-seed values are inconclusive.
+    and the stand-in's methods share each seed's partition: their comparisons are paired per seed, and so is Table
+    VIII's (each seed's runs within that seed's MP-FedCL training time). The sweeps (Figs. 8, 9a) and the attack run
+    one seed: their claims rest on one comparison per value (one seed: inconclusive). Feature-skew means without their
+    per-seed values are inconclusive.
     """
     from fedlib.claims import against_threshold, claim, compare, untested, versus_best
 
@@ -358,21 +375,33 @@ def ledger(plan: Plan, res: dict) -> list:
                          "Fig. 9) the gap measures nearest-prototype inference on barely trained features"))
     bud = res.get("budget")
     if bud and "mpfedcl" in bud:
-        reached = [m for m in bud if not math.isnan(bud[m]["accuracy"])]
-        best = max(reached, key=lambda m: bud[m]["accuracy"])
+        per = {m: {k: _per_seed(v[k]) for k in ("accuracy", "rounds")} for m, v in bud.items()}
+        acc = {m: v["accuracy"] for m, v in per.items()}
+        mean = {m: float(np.nanmean(a)) if not np.isnan(a).all() else math.nan for m, a in acc.items()}
+        reached = [m for m in per if not math.isnan(mean[m])]
+        best = max(reached, key=mean.get)
         rivals = [m for m in reached if m != "mpfedcl"]
-        # "within 1 point of the best": MP-FedCL + 1 against the best other method, first seed's runs
+        # "within 1 point of the best": MP-FedCL + 1 against the best other method (mean over seeds), per seed, paired
+        # (each seed's runs share its partition and are cut at that seed's MP-FedCL training time)
         tests = []
-        if rivals and not math.isnan(bud["mpfedcl"]["accuracy"]):
-            r = max(rivals, key=lambda m: bud[m]["accuracy"])
-            tests.append(compare(f"MP-FedCL + 1 - {plan.label(r)}", [bud["mpfedcl"]["accuracy"] + 1.0],
-                                 [bud[r]["accuracy"]], a_trend=tr.get(("budget", "mpfedcl")),
-                                 b_trend=tr.get(("budget", r))))
+        if rivals and not math.isnan(mean["mpfedcl"]):
+            r = max(rivals, key=mean.get)
+            a, b = [x + 1.0 for x in acc["mpfedcl"]], acc[r]
+            tests.append(compare(f"MP-FedCL + 1 - {plan.label(r)}", a, b, len(a) == len(b),
+                                 a_trend=tr.get(("budget", "mpfedcl")), b_trend=tr.get(("budget", r))))
+        nb_ = min(len(v) for v in acc.values())
+
+        def cell(m):
+            if nb_ == 1:
+                return f"{plan.label(m)} {mean[m]:.2f} ({per[m]['rounds'][0]:g} rounds)"
+            return (f"{plan.label(m)} {mean[m]:.2f} ± {sample_std(acc[m]):.2f} (rounds "
+                    + "/".join(f"{x:g}" for x in per[m]["rounds"]) + ")")
+
         out.append(claim("Under the same training time MP-FedCL is best or near-best", "Table VIII",
-                         ", ".join(f"{plan.label(m)} {v['accuracy']:.2f} ({v['rounds']} rounds)"
-                                   for m, v in bud.items()),
-                         bud["mpfedcl"]["accuracy"] >= bud[best]["accuracy"] - 1.0, prof, 1, tests,
-                         note="rule: within 1 point of the best; the budget is MP-FedCL's own training time here"))
+                         ", ".join(cell(m) for m in per) + ("" if nb_ == 1 else f" (mean ± std over {nb_} seeds)"),
+                         mean["mpfedcl"] >= mean[best] - 1.0, prof, nb_, tests,
+                         note="rule: within 1 point of the best; the budget is MP-FedCL's own training time here"
+                         + ("" if nb_ == 1 else ", on each seed")))
     fs = res.get("feature_skew")
     if fs and "mpfedcl" in fs:
         table5 = [m for m in ("local", "fedavg", "fedprox", "fedproto") if m in fs]
@@ -662,42 +691,74 @@ def check_feature_skew(nb) -> None:
 
 
 def _curves(nb) -> dict:
-    """The Table VI runs' round records of the first seed, by printed method name."""
-    from fedlib.runner import load_rounds
+    """The Table VI runs' round records of every seed of the profile, ``{method: [records per seed]}`` (the plan's
+    seed order), wherever each run finished (:func:`fedlib.results.rounds`), after :func:`_table6_rows` has trained
+    or read them."""
+    from fedlib import results
 
-    return nb.once("curves", lambda: {nb.label(m): load_rounds(cfg, nb.seed0)
-                                      for m, cfg in table6_configs(nb.plan).items()})
+    def make():
+        _table6_rows(nb)
+        return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in table6_configs(nb.plan).items()}
+    return nb.once("curves", make)
+
+
+def _seeds_words(seeds) -> str:
+    seeds = list(seeds)
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean ± std over seeds {', '.join(map(str, seeds))} " \
+                                                      f"(n = {len(seeds)})"
 
 
 def fig10(nb):
-    """Fig. 10: mean client accuracy per round of the Table VI runs (MNIST)."""
+    """Fig. 10: mean client accuracy per round of the Table VI runs (MNIST): the seed-mean curve of every seed of the
+    profile, with a band of ± the sample std over seeds."""
     import matplotlib.pyplot as plt
 
-    from fedlib import plots
+    from fedlib.papers.fedmps import curve_panel
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    plots.accuracy_curves(_curves(nb), {nb.label(m): nb.plan.metric(m) for m in table6_configs(nb.plan)}, ax=ax,
-                          ylabel="accuracy (%), each method's rule")
-    ax.set_title(f"Fig. 10 on MNIST, Dir(0.05), seed {nb.seed0}")
-    return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)", "fig10_accuracy_per_round")
+    curve_panel(ax, _curves(nb), nb.plan.metric, nb.label)
+    ax.set_ylabel("accuracy (%), each method's rule")
+    ax.set_title(f"Fig. 10 on MNIST, Dir(0.05), {_seeds_words(nb.plan.seeds)}")
+    n = len(nb.plan.seeds)
+    return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)"
+                     + ("" if n == 1 else f"; mean over {n} seeds, band ± sample std"), "fig10_accuracy_per_round")
 
 
-def _equal_budget(nb) -> tuple[float, dict]:
-    curves = _curves(nb)
-    budget = sum(r["train_seconds"] for r in curves[nb.label("mpfedcl")])
-    return budget, nb.once("budget", lambda: equal_budget(
-        nb.plan, {m: curves[nb.label(m)] for m in table6_configs(nb.plan)}, budget))
+def _equal_budget(nb) -> tuple[list[float], dict]:
+    """Table VIII on every seed (:func:`equal_budget_seeds`): the budgets and ``{method: {"accuracy", "rounds"}}``,
+    per seed."""
+    return nb.once("budget", lambda: equal_budget_seeds(nb.plan, _curves(nb)))
 
 
 def show_table8(nb):
-    """Table VIII analogue: each method's accuracy within MP-FedCL's own training time on this machine."""
+    """Table VIII analogue: each method's accuracy within MP-FedCL's own training time on this machine, on every seed
+    (mean ± sample std over seeds, with n, and the rounds each seed reached)."""
     import pandas as pd
 
-    budget, eq = _equal_budget(nb)
-    df = pd.DataFrame({nb.label(m): {"accuracy (%)": round(v["accuracy"], 2), "rounds in budget": v["rounds"]}
+    budgets, eq = _equal_budget(nb)
+    seeds = nb.plan.seeds
+    if len(seeds) == 1:
+        df = pd.DataFrame({nb.label(m): {"accuracy (%)": round(v["accuracy"][0], 2), "rounds in budget": v["rounds"][0]}
+                           for m, v in eq.items()}).T
+        return nb.table(f"**Table VIII analogue: accuracy within MP-FedCL's training time ({budgets[0]:.0f} s on this "
+                        f"machine, seed {seeds[0]}).**", df)
+    df = pd.DataFrame({nb.label(m): {"accuracy (%)": _mean_std_n(v["accuracy"]),
+                                     "accuracy per seed": ", ".join(f"{a:.2f}" for a in v["accuracy"]),
+                                     "rounds in budget, per seed": ", ".join(str(r) for r in v["rounds"])}
                        for m, v in eq.items()}).T
-    return nb.table(f"**Table VIII analogue: accuracy within MP-FedCL's training time ({budget:.0f} s on this "
-                    f"machine, seed {nb.seed0}).**", df)
+    return nb.table("**Table VIII analogue: accuracy within MP-FedCL's training time on each seed ("
+                    + ", ".join(f"{b:.0f} s" for b in budgets) + f" on the machines that made the runs; seeds "
+                    f"{', '.join(map(str, seeds))}): mean ± sample std over seeds (n).**", df)
+
+
+def _mean_std_n(values) -> str:
+    """``79.00 ± 1.20 (n = 3)`` over the seeds with a value (NaN left out), ``—`` where none has."""
+    from fedlib import report
+
+    v = [float(x) for x in values if not math.isnan(x)]
+    if not v:
+        return report.DASH
+    return f"{report.fmt(float(np.mean(v)), sample_std(v))} (n = {len(v)})"
 
 
 def _k_sweep(nb) -> dict:

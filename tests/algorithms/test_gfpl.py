@@ -304,7 +304,7 @@ def test_paper_protocol_table2_and_figs_in_a_short_profile(tmp_path):
     smoke = G.load_plan("smoke", results_dir=str(tmp_path))
     t2, figs = G.paper_table2(smoke), G.paper_figs(smoke)  # the cache only: nothing finished, nothing trained
     assert (t2["found"], t2["total"], t2["acc"]) == (0, 2 * 4 * 3, None)  # s-hat 1, 20 x 4 variants x 3 seeds
-    assert (figs["found"], figs["total"], figs["n"], figs["thresholds"]) == (0, 5 + 5, None, None)
+    assert (figs["found"], figs["total"], figs["n"], figs["thresholds"]) == (0, (5 + 5) * 3, None, None)  # figs_seeds
     assert not any(tmp_path.iterdir())
     pplan = t2["plan"]
     assert pplan.settings["ablation"]["dataset"] == "fmnist" and pplan.rounds == 100
@@ -317,7 +317,7 @@ def test_paper_protocol_table2_and_figs_in_a_short_profile(tmp_path):
                 (1, "no_pfg"): [93.0, 93.1, 92.9], (1, "gfpl"): [94.0, 94.1, 93.9],
                 (20, "no_dcs_no_pfg"): [90.0, 90.0, 90.0], (20, "no_dcs"): [92.0, 91.0, 93.0],
                 (20, "no_pfg"): [95.0, 95.1, 94.9], (20, "gfpl"): [94.0, 94.1, 93.9]}
-    figs = {"plan": pplan, "n": {1: 90.0, 4: 91.0, 8: 92.0, 16: 92.0},
+    figs = {"plan": pplan, "n": {1: 90.0, 4: 91.0, 8: 92.0, 16: 92.0}, "n_seeds": [0], "threshold_seeds": [0],
             "thresholds": {1: (90.0, 0.0, 9e3), 100: (92.0, 0.5, 5e3), 1e4: (91.0, 0.9, 2e3)}}
     claims = G.ledger(smoke, {"ablation": quick_ab, "ablation_paper": {"plan": pplan, "acc": paper_ab,
                                                                        "per_seed": per_seed}, "figs_paper": figs})
@@ -484,3 +484,49 @@ def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, m
     quick = G.load_plan("quick", results_dir=str(tmp_path))
     assert G.notebook_jobs(quick) == G.all_jobs(quick)
     assert G.records(quick, G.config(quick, "gfpl"), 0) == []
+
+
+def test_the_paper_profile_runs_figs_3b_and_6_on_every_seed_and_reads_the_finished_ones(tmp_path, monkeypatch):
+    """``figs_seeds: all`` in the paper profile only: Figs. 3b and 6 run every seed there (n 4 and S_C 1 are Table 1's
+    GFPL run), the other profiles keep their first-seed runs (same run ids). A short profile's paper-protocol part
+    reads each sweep over the seeds on which all its values have finished, paired by seed, and says which."""
+    from fedlib import archive, results
+    from fedlib.config import run_id
+    from fedlib.papers import gfpl as G
+    from fedlib.paths import ARCHIVE
+
+    paper, quick = G.load_plan("paper"), G.load_plan("quick")
+    assert paper.figs_seeds() == [0, 1, 2] and quick.figs_seeds() == [0] and G.load_plan("smoke").figs_seeds() == [0]
+    assert G.load_plan("paper", seeds=[5]).figs_seeds() == [5]
+    assert G.archived_tables()[2][0] == "GFPL Figs. 3b and 6 (paper profile)" and G.archived_tables()[2][2] == [0, 1, 2]
+    figs = {**G.n_configs(paper), **{("sc", t): c for t, c in G.threshold_configs(paper).items()}}
+    assert all(archive.entry(c, 0, ARCHIVE).exists() for c in figs.values())   # the archived seed-0 runs keep their ids
+    assert run_id(G.n_configs(paper)[4], 1) == run_id(G.config(paper, "gfpl", "mnist5k", 4), 1)
+    assert {run_id(c, s) for c in figs.values() for s in (0, 1, 2)} <= {run_id(c, s) for c, s in G.all_jobs(paper)}
+    qjobs = {run_id(c, s) for c, s in G.all_jobs(quick)}
+    qfigs = [*G.n_configs(quick).values(), *G.threshold_configs(quick).values()]
+    assert {run_id(c, 0) for c in qfigs} <= qjobs and not {run_id(c, 1) for c in qfigs} & qjobs
+
+    # seeds 0 and 1 finished for every n, seed 2 for some: Fig. 3b over seeds 0 and 1; Fig. 6 over none yet
+    def find(cfg, seed, archive_root=None, archived=True):
+        n = cfg["algorithm"]["n_components"]
+        ok = cfg["algorithm"]["threshold"] == 1.0 and (seed < 2 or n in (4, 8))
+        return (cfg, {"seed": seed, "rounds": 100, "metrics": {"acc_head": {"last": (0.9 + n / 1000 + seed / 100)}}}
+                ) if ok else (None, None)
+
+    def cached(configs, seeds, archive_root=None):
+        done = {k: [find(c, s)[1] for s in seeds] for k, c in configs.items()}
+        done = {k: v for k, v in done.items() if all(v)}
+        return done, sum(len(v) for v in done.values())
+    monkeypatch.setattr(results, "find", find)
+    monkeypatch.setattr(results, "cached", cached)
+    monkeypatch.setattr(results, "rounds", lambda c, s, archive_root=None: [])
+    got = G.paper_figs(G.load_plan("smoke", results_dir=str(tmp_path)))
+    assert got["n_seeds"] == [0, 1] and got["threshold_seeds"] == []
+    assert got["n_per_seed"][8] == pytest.approx([90.8, 91.8]) and got["n"][8] == pytest.approx(91.3)
+    assert got["thresholds"] is None and got["total"] == 30
+    by = {c.claim: c for c in G.ledger(G.load_plan("smoke"), {"figs_paper": got})}
+    n8 = by["n = 8 components per class is best (Fig. 3b)"]
+    # n 8 against n 16 per seed: 90.8 - 91.6, 91.8 - 92.6: -0.8 on both seeds, beyond the spread of 0.71: not supported
+    assert n8.tests[0].label == "n 8 - n 16" and n8.tests[0].n == 2 and n8.tests[0].margin == pytest.approx(-0.8)
+    assert n8.verdict == "not supported" and "seeds 0, 1" in n8.note

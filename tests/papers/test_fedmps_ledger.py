@@ -117,10 +117,12 @@ def test_tables_6_and_7_compare_per_n_and_per_row_on_the_paper_protocols_runs(fi
                                              "row 1)")]
     assert alone.verdict == C.INCONCLUSIVE and [t.label for t in alone.tests] == [
         "(2) - (1), best round", "(3) - (1), best round", "(4) - (1), best round"]
-    assert sides(alone) == {ids(ac[r], [1234]) for r in (1, 2, 3, 4)}
+    # the rows' trends name the paper profile's Table VII runs: every seed of its ablation_seeds
+    assert paper.ablation_seeds() == paper.seeds
+    assert sides(alone) == {ids(ac[r], paper.seeds) for r in (1, 2, 3, 4)}
     soft = by[("Table VII, paper protocol", "Soft labels add accuracy on top of both contrastive terms (row 6 above "
                                             "row 5)")]
-    assert soft.verdict == C.INCONCLUSIVE and sides(soft) == {ids(ac[r], [1234]) for r in (5, 6)}
+    assert soft.verdict == C.INCONCLUSIVE and sides(soft) == {ids(ac[r], paper.seeds) for r in (5, 6)}
     assert ids(ac[6], [1234]) == ids(S.table3_configs(paper)["fedmps"], [1234])   # row 6 is Table III's FedMPS run
 
 
@@ -140,7 +142,7 @@ def test_sweeps_time_temperatures_and_attack_name_their_runs(finished):
     fast = by["FedMPS converges fastest (fewest rounds to a target accuracy)"]
     assert fast.verdict == C.INCONCLUSIVE and "one seed" in fast.note
     assert [(t.label, t.margin) for t in fast.tests] == [("FedProto - FedMPS (rounds to target)", 10.0)]
-    assert sides(fast) == {ids(t3["fedmps"], [1234]), ids(t3["fedproto"], [1234])}
+    assert sides(fast) == {ids(t3["fedmps"], plan.seeds), ids(t3["fedproto"], plan.seeds)}   # Table III, every seed
     std = by["FedMPS stays ahead as the noise std varies"]
     assert [t.label for t in std.tests] == ["FedMPS - FedProto (std 1)", "FedMPS - FedProto (std 3)"]
     assert sides(std) == {ids(S.stdev_configs(plan)[(m, s)], [1234]) for m in ("fedmps", "fedproto") for s in (1, 3)}
@@ -195,3 +197,147 @@ def test_docs_state_the_exact_floors_and_call_0_0495_the_normal_approximation():
         if line.startswith("|") and "0.0495" in line:
             header = next(lines[j] for j in range(i, -1, -1) if not lines[j - 1].startswith("|"))
             assert "(0.0495)" in line and "normal approx" in header, line
+
+
+# -- per seed: the time to target on every Table III seed, Table VII on the profile's ablation_seeds ---------------
+FAST = "FedMPS converges fastest (fewest rounds to a target accuracy)"
+
+
+def _records(first: int | None, metric: str, rounds: int = 100) -> list[dict]:
+    """A run's round records whose ``metric`` is 0.80 before round ``first`` and 0.90 from it (``None``: never at the
+    85% target); one second a round."""
+    return [{"round": r, "seconds": 1.0, "acc": {metric: {"mean": 0.9 if first is not None and r >= first else 0.8}}}
+            for r in range(1, rounds + 1)]
+
+
+def _per_seed_times(plan, firsts: dict) -> dict:
+    return S.times_to_target(plan, {m: [_records(f, plan.paper_metric(m)) for f in v] for m, v in firsts.items()})
+
+
+def test_time_to_target_is_compared_per_seed_with_never_as_a_lower_bound(finished):
+    """The archived paper-protocol Table III reaches 85% at FedMPS 2, 8, 3 and FedProto 27, 67, 58 (every other
+    method later or never): FedProto - FedMPS per seed 25, 59, 55, mean +46.33 against a sample std of 20.98, so the
+    claim once judged on the first seed alone ("one seed") is supported on the three."""
+    plan = S.load_plan("paper")
+    tt = _per_seed_times(plan, {"fedavg": [None, None, None], "fedgkd": [89, None, None],
+                                "fedproto": [27, 67, 58], "fedmps": [2, 8, 3]})
+    assert [t["round"] for t in tt["fedmps"]] == [2, 8, 3] and tt["fedmps"][1]["seconds"] == 8.0
+    fast = {c.claim: c for c in S.ledger(plan, {"time": tt, "trends": S.trends(plan)})}[FAST]
+    (t,) = fast.tests
+    assert (t.label, t.n, t.paired) == ("FedProto - FedMPS (rounds to target)", 3, True)
+    assert t.margin == pytest.approx(46.33, abs=0.005) and t.spread == pytest.approx(C.sample_std([27, 67, 58]))
+    assert t.spread == pytest.approx(20.98, abs=0.005)
+    assert fast.verdict == C.SUPPORTED and "n = 3" in fast.note and "never reached" not in fast.note
+    assert "FedGKD 89/never/never (mean ≥ 97.0)" in fast.evidence and "FedMPS 2/8/3 (mean 4.3)" in fast.evidence
+    t3 = S.table3_configs(plan)
+    assert sides(fast) == {ids(t3["fedproto"], plan.seeds), ids(t3["fedmps"], plan.seeds)}
+    # the fastest rival never reaches the target on one seed: counted as 101 rounds, a lower bound, named in the note
+    tt = _per_seed_times(plan, {"fedproto": [27, None, 58], "fedmps": [2, 8, 3]})
+    fast = {c.claim: c for c in S.ledger(plan, {"time": tt})}[FAST]
+    assert [round(x, 2) for x in (fast.tests[0].margin,)] == [round(np.mean([25, 93, 55]), 2)]
+    assert fast.verdict == C.SUPPORTED and "never reached: counted as 101 rounds, a lower bound" in fast.note
+    # per-seed rounds that overlap: FedProto 3, 9, 2 against FedMPS 2, 8, 3 is within the spread
+    tt = _per_seed_times(plan, {"fedproto": [3, 9, 2], "fedmps": [2, 8, 3]})
+    fast = {c.claim: c for c in S.ledger(plan, {"time": tt})}[FAST]
+    assert fast.verdict == C.INCONCLUSIVE and fast.tests[0].margin == pytest.approx(1 / 3)
+    assert "margin within the seed spread" in fast.note
+    # FedMPS slower on every seed by more than the spread: not supported
+    tt = _per_seed_times(plan, {"fedproto": [2, 3, 4], "fedmps": [20, 30, 25]})
+    assert {c.claim: c for c in S.ledger(plan, {"time": tt})}[FAST].verdict == C.NOT_SUPPORTED
+
+
+def _ablation_rows(best: dict, last_shift: float = -0.5) -> dict:
+    """:func:`S.ablation_table`-shaped rows from per-seed best-round accuracies."""
+    return {r: {"proto_own_best": float(np.mean(v)), "proto_own_last": float(np.mean(v)) + last_shift,
+                "head_last": float(np.mean(v)) + 1.0, "seed_std": C.sample_std(v), "n": len(v),
+                "seeds": [1234, 1235, 1236],
+                "per_seed": {"proto_own_best": list(v), "proto_own_last": [x + last_shift for x in v],
+                             "head_best": [x + 1.0 for x in v], "head_last": [x + 1.0 for x in v]}}
+            for r, v in best.items()}
+
+
+def test_table7_rows_are_compared_per_seed_paired(finished):
+    """Table VII on three seeds: each row against its reference per seed (paired), judged against the seeds' spread.
+    Rows 2-4 gain 1.0-2.0 points on every seed against spreads of 0.5: supported; row 6 is 0.5 below row 5 on every
+    seed (spread 0.5): within the spread, inconclusive."""
+    quick, paper = S.load_plan("quick"), S.load_plan("paper")
+    best = {1: [90.0, 90.5, 89.5], 2: [91.0, 91.5, 90.5], 3: [92.0, 92.5, 91.5], 4: [91.5, 92.0, 91.0],
+            5: [92.5, 93.0, 92.0], 6: [92.0, 92.5, 91.5]}
+    rows = _ablation_rows(best)
+    seven = {"plan": paper, "rows": rows, "seeds": paper.seeds,
+             "trends": S.trends(paper, [("ablation", r) for r in rows])}
+    by = {(c.source, c.claim): c for c in S.ledger(quick, {"ablation_paper": seven})}
+    alone = by[("Table VII, paper protocol", "Each loss term alone adds accuracy over cross-entropy (rows 2-4 above "
+                                             "row 1)")]
+    assert [(t.label, round(t.margin, 2), round(t.spread, 2), t.n, t.paired) for t in alone.tests] == [
+        ("(2) - (1), best round", 1.0, 0.5, 3, True), ("(3) - (1), best round", 2.0, 0.5, 3, True),
+        ("(4) - (1), best round", 1.5, 0.5, 3, True)]
+    assert alone.verdict == C.SUPPORTED and "best round (mean over seeds) (1) 90.00, (2) 91.00" in alone.evidence
+    assert "seeds 1234, 1235, 1236" in alone.note
+    soft = by[("Table VII, paper protocol", "Soft labels add accuracy on top of both contrastive terms (row 6 above "
+                                            "row 5)")]
+    (t,) = soft.tests
+    assert (round(t.margin, 2), round(t.spread, 2), t.n) == (-0.5, 0.5, 3)
+    assert soft.verdict == C.INCONCLUSIVE and "margin within the seed spread" in soft.note
+    ac = S.ablation_configs(paper)
+    assert sides(soft) == {ids(ac[r], paper.seeds) for r in (5, 6)}
+    # row 4 below row 1 on every seed, beyond the spread: not supported; one seed's rows (scalars): inconclusive
+    rows = _ablation_rows({**best, 4: [88.0, 88.5, 87.5]})
+    alone = {c.claim: c for c in S.ledger(paper, {"ablation": rows})}[alone.claim]
+    assert alone.verdict == C.NOT_SUPPORTED and "(4) - (1), best round -2.00 (seed std 0.50" in alone.note
+    one = {r: {"proto_own_best": v[0], "proto_own_last": v[0], "head_last": v[0]} for r, v in best.items()}
+    assert {c.verdict for c in S.ledger(paper, {"ablation": one}) if c.source == "Table VII"} == {C.INCONCLUSIVE}
+
+
+def test_ablation_table_reads_every_seed_and_the_notebook_shows_mean_std_n(monkeypatch):
+    """:func:`S.ablation_table` over three seeds: means, per-seed values, the sample std; Table VII's cells show
+    mean ± sample std over seeds with n, and the gain over row (1) from the paired per-seed differences."""
+    from fedlib import report
+
+    plan = S.load_plan("paper")
+    configs = S.ablation_configs(plan)
+
+    def summary(seed, best):
+        return {"seed": seed, "metrics": {S.PAPER_METRIC_PROTO: {"best": best / 100, "best_std": 0.1, "last":
+                                                                 (best - 1) / 100, "best_round": 90 + seed - 1234},
+                                          S.COMMON_METRIC: {"best": best / 100, "last": (best + 1) / 100}}}
+    monkeypatch.setattr(results, "rounds", lambda cfg, seed, archive_root=None: [
+        {"round": 2, "local": {"l_soft": 0.1 * (seed - 1233)}}] if cfg["algorithm"]["mu"] else [{"round": 2}])
+    runs = {1: [summary(s, b) for s, b in zip(plan.seeds, (90.0, 91.0, 89.0), strict=True)],
+            6: [summary(s, b) for s, b in zip(plan.seeds, (92.0, 93.5, 90.5), strict=True)]}
+    rows = S.ablation_table(plan, runs, configs)
+    assert rows[6]["per_seed"]["proto_own_best"] == pytest.approx([92.0, 93.5, 90.5])
+    assert rows[6]["proto_own_best"] == pytest.approx(92.0) and rows[6]["seed_std"] == pytest.approx(1.5)
+    assert (rows[6]["n"], rows[6]["seeds"], rows[6]["best_round"]) == (3, plan.seeds, [90, 91, 92])
+    assert rows[6]["l_soft_mean"] == pytest.approx(0.2) and rows[1]["l_soft_mean"] is None
+    assert rows[6]["proto_own_best_std"] == pytest.approx(10.0)   # the std across clients, mean over seeds
+    nb = type("NB", (), {"paper": report.load_paper("fedmps")})()
+    frame = S._table7_rows(nb, rows)
+    six = frame.loc[[i for i in frame.index if i.startswith("(6)")][0]]
+    assert six["ours: best round"] == "92.00 ± 1.50 (n = 3)"
+    assert six["our gain over (1)"] == "+2.00 ± 0.50"   # per seed +2.0, +2.5, +1.5
+    assert six["ours: head, last round"] == "93.00 ± 1.50 (n = 3)" and six["best round"] == "90, 91, 92"
+    assert S._seeds_text(rows).startswith("seeds 1234, 1235, 1236 (n = 3); mean ± sample std over seeds")
+
+
+def test_the_paper_profile_runs_table7_on_every_seed_and_the_others_keep_their_first(tmp_path):
+    """``ablation_seeds: all`` in the paper profile only: its Table VII adds the runs of seeds 1235-1236 (row 6 is
+    Table III's FedMPS run); the other profiles keep their one first-seed run per row, so no run id changes."""
+    from fedlib import archive
+    from fedlib.paths import ARCHIVE
+
+    paper, quick = S.load_plan("paper"), S.load_plan("quick")
+    assert paper.ablation_seeds() == [1234, 1235, 1236] and quick.ablation_seeds() == [1234]
+    assert S.load_plan("paper", seeds=[7]).ablation_seeds() == [7]
+    assert [(name, seeds) for name, _, seeds in S.archived_tables()][2] == ("FedMPS Table VII (paper profile)",
+                                                                           paper.seeds)
+    ac = S.ablation_configs(paper)
+    # the repository's archived first-seed runs keep their ids
+    assert all(archive.entry(c, 1234, ARCHIVE).exists() for c in ac.values())
+    jobs = {run_id(c, s) for c, s in S.all_jobs(quick)}
+    assert {run_id(c, 1234) for c in S.ablation_configs(quick).values()} <= jobs
+    assert not {run_id(c, s) for c in S.ablation_configs(quick).values() for s in (1235, 1236)} & jobs
+    pjobs = {run_id(c, s) for c, s in S.all_jobs(paper)}
+    assert {run_id(c, s) for c in ac.values() for s in paper.seeds} <= pjobs
+    got = S.paper_table7(S.load_plan("smoke", results_dir=str(tmp_path)))
+    assert got["total"] == 18 and set(got["seeds"]) <= set(paper.seeds)

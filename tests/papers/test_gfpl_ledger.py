@@ -5,6 +5,7 @@ its sides so that the evidence planner finds the runs."""
 import math
 
 import numpy as np
+import pytest
 
 from fedlib import claims as C
 from fedlib import plateau, results
@@ -116,3 +117,56 @@ def test_one_seed_sweeps_and_the_ablation_carry_comparisons_with_their_trends():
     ab = got[("Table 2, paper protocol", "Each component helps and both together are best (s-hat 1)")]
     assert len(ab.tests) == 4 and ab.tests[0].a_trend is ab_trends[(1, "gfpl")]
     assert ab.tests[0].b_trend is ab_trends[(1, "no_dcs")]
+
+
+def test_figs_3b_and_6_are_judged_per_seed_paired():
+    """Figs. 3b and 6 on the paper profile's three seeds (``figs_seeds: all``): n = 8 against the best other n (mean
+    over seeds), and the best interior S_C against the better end, each paired by seed and judged against the seeds'
+    spread. The archived first seed alone (n 8: 94.75 vs n 4: 95.27) decided nothing."""
+    smoke, pplan = G.load_plan("smoke"), G.load_plan("paper")
+    n_per = {1: [94.43, 94.0, 94.2], 2: [95.12, 94.8, 95.0], 4: [95.27, 95.6, 95.4], 8: [94.75, 94.9, 94.6],
+             16: [94.92, 95.0, 94.8]}
+    t_per = {1.0: [95.27, 95.6, 95.4], 10.0: [94.18, 94.5, 94.3], 100.0: [96.35, 96.7, 96.5],
+             1000.0: [94.63, 94.6, 94.5], 10000.0: [95.33, 95.1, 95.2]}
+    figs = {"plan": pplan, "n": {n: float(np.mean(v)) for n, v in n_per.items()}, "n_per_seed": n_per,
+            "n_seeds": [0, 1, 2], "thresholds": {t: (float(np.mean(v)), 0.1, 1.0) for t, v in t_per.items()},
+            "threshold_per_seed": t_per, "threshold_seeds": [0, 1, 2]}
+    got = {(c.source, c.claim): c for c in G.ledger(smoke, {"figs_paper": figs})}
+    n8 = got[("Fig. 3b, paper protocol", "n = 8 components per class is best (Fig. 3b)")]
+    (t,) = n8.tests
+    # per seed 94.75 - 95.27, 94.9 - 95.6, 94.6 - 95.4: mean -0.6767 against a spread of 0.17: not supported
+    assert (t.label, t.n, t.paired) == ("n 8 - n 4", 3, True)
+    assert t.margin == pytest.approx(np.mean([94.75 - 95.27, 94.9 - 95.6, 94.6 - 95.4]))
+    assert t.spread == pytest.approx(max(C.sample_std(n_per[8]), C.sample_std(n_per[4])))
+    assert n8.verdict == C.NOT_SUPPORTED and "paper profile: 100 rounds, seeds 0, 1, 2" in n8.note
+    assert "n = 8: 94.75 ± 0.15 (n = 3)" in n8.evidence
+    sc = got[("Fig. 6, paper protocol", "An intermediate S_C is best (accuracy against merging)")]
+    (t,) = sc.tests
+    # S_C 100 against the better end (S_C 1): +1.08, +1.10, +1.10 against a spread of 0.17: supported
+    assert (t.label, t.n, t.paired) == ("S_C 100 - S_C 1", 3, True) and t.margin == pytest.approx(1.0933, abs=1e-4)
+    assert sc.verdict == C.SUPPORTED and "S_C 100: 96.52 ± 0.18 (n = 3) (merge rate 0.10)" in sc.evidence
+    # within the spread: n = 8 above n = 4 on two seeds of three
+    close = {**n_per, 8: [95.6, 95.0, 95.9]}
+    n8 = {c.claim: c for c in G.ledger(pplan, {"n": close})}[n8.claim]
+    assert n8.verdict == C.INCONCLUSIVE and "margin within the seed spread" in n8.note
+
+
+def test_sweep_values_average_seeds_and_keep_them(monkeypatch):
+    """:func:`G.sweep_per_seed` keeps each seed's accuracy; :func:`G.n_values` and :func:`G.threshold_values` give the
+    means over seeds (merge rate and downlink too)."""
+    plan = G.load_plan("paper")
+    cfg = G.threshold_configs(plan)[10.0]
+
+    def summary(seed, acc):
+        return {"seed": seed, "metrics": {"acc_head": {"last": acc / 100}}}
+    rates = {0: 0.1, 1: 0.3, 2: 0.2}
+    monkeypatch.setattr(results, "rounds", lambda c, s, archive_root=None: [
+        {"round": 10, "up_params": 5, "down_params": 100 * (s + 1), "server": {"clusters": 3, "merge_rate": rates[s]}}])
+    runs = {10.0: [summary(0, 94.0), summary(1, 95.0), summary(2, 96.5)]}
+    assert G.sweep_per_seed(plan, runs) == {10.0: pytest.approx([94.0, 95.0, 96.5])}
+    (acc, rate, down), = G.threshold_values(plan, runs, {10.0: cfg}).values()
+    assert (acc, rate, down) == (pytest.approx(95.1667, abs=1e-4), pytest.approx(0.2), pytest.approx(200.0))
+    assert G.n_values(plan, {8: runs[10.0]}) == {8: pytest.approx(95.1667, abs=1e-4)}
+    frame = G.sweep_frame({10.0: (acc, rate, down)}, G.sweep_per_seed(plan, runs))
+    assert frame.loc["S_C 10", "accuracy (%)"] == "95.17 ± 1.26 (n = 3)"
+    assert G.sweep_frame({10.0: (acc, rate, down)}).loc["S_C 10", "accuracy (%)"] == 95.17   # one seed: as before

@@ -2,6 +2,8 @@
 trends of its two sides, whose groups name the runs behind the cells (so that the evidence planner can give them
 more seeds), one-seed sweeps included."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -151,7 +153,7 @@ def test_budget_feature_skew_and_attack_name_their_runs(finished):
     near = by["Under the same training time MP-FedCL is best or near-best"]   # within 1 point of the best
     assert near.verdict == C.INCONCLUSIVE and "one seed" in near.note
     assert [(t.label, round(t.margin, 2)) for t in near.tests] == [("MP-FedCL + 1 - FedAvg", -1.0)]
-    assert sides(near) == {ids(t6["mpfedcl"], [0]), ids(t6["fedavg"], [0])}   # Table VI's first seed
+    assert sides(near) == {ids(t6["mpfedcl"], plan.seeds), ids(t6["fedavg"], plan.seeds)}   # Table VI, every seed
     par = by["Under feature skew MP-FedCL is on par with SP- and DP-FedCL (Digit-5: SP-FedCL 0.41 above it)"]
     assert par.verdict == C.SUPPORTED
     assert sides(par) == {ids(fs[m], plan.seeds) for m in ("mpfedcl", "spfedcl", "dpfedcl")}
@@ -164,3 +166,45 @@ def test_budget_feature_skew_and_attack_name_their_runs(finished):
         ("class average + 0.02 - SSIM (K = 1)", -0.03), ("class average + 0.02 - SSIM (K = 2)", -0.03)]
     assert {ids(t.a_trend.group.cfg, t.a_trend.group.seeds) for t in leak.tests} == \
         {ids(M.attack_configs(plan)[k], [0]) for k in (1, 2)}
+
+
+NEAR = "Under the same training time MP-FedCL is best or near-best"
+
+
+def _recs(rounds: int, seconds: float, acc: float, metric: str) -> list[dict]:
+    """A run of ``rounds`` rounds of ``seconds`` training time each, evaluated every round at ``acc`` (%)."""
+    return [{"round": r, "train_seconds": seconds, "acc": {metric: {"mean": acc / 100}}} for r in range(1, rounds + 1)]
+
+
+def test_table8_is_judged_per_seed_within_each_seeds_own_budget(finished):
+    """Table VIII on three seeds: each seed's budget is MP-FedCL's own training time on it (60 rounds of 2, 1 and 3
+    s), each method cut there; MP-FedCL + 1 against the best other method, paired by seed. Before, the first seed
+    alone decided nothing ("one seed")."""
+    plan = M.load_plan("paper")
+    mp, avg = plan.metric("mpfedcl"), plan.metric("fedavg")
+    recs = {"mpfedcl": [_recs(60, sec, a, mp) for sec, a in ((2.0, 79.0), (1.0, 84.2), (3.0, 82.8))],
+            "fedavg": [_recs(110, 1.5, a, avg) for a in (80.2, 81.0, 78.2)],       # 80, 40 and 110 rounds in budget
+            "fedproto": [_recs(100, 3.0, a, plan.metric("fedproto")) for a in (26.0, 25.0, 31.0)]}
+    budgets, eq = M.equal_budget_seeds(plan, recs)
+    assert budgets == [120.0, 60.0, 180.0]
+    assert eq["fedavg"]["rounds"] == [80, 40, 110] and eq["fedproto"]["rounds"] == [40, 20, 60]
+    assert eq["mpfedcl"]["accuracy"] == pytest.approx([79.0, 84.2, 82.8])
+    near = by_claim(M.ledger(plan, {"budget": eq, "trends": M.trends(plan)}))[NEAR]
+    (t,) = near.tests
+    # MP-FedCL + 1 - FedAvg per seed: -0.2, +4.2, +5.6; mean +3.2 against the larger sample std (2.69, MP-FedCL's)
+    assert (t.label, t.n, t.paired) == ("MP-FedCL + 1 - FedAvg", 3, True)
+    assert t.margin == pytest.approx(3.2) and t.spread == pytest.approx(C.sample_std([79.0, 84.2, 82.8]))
+    assert near.verdict == C.SUPPORTED and "beyond the seed spread" in near.note
+    assert "MP-FedCL 82.00 ± 2.69 (rounds 60/60/60)" in near.evidence and "FedAvg 79.80 ± 1.44" in near.evidence
+    t6 = M.table6_configs(plan)
+    assert sides(near) == {ids(t6["mpfedcl"], plan.seeds), ids(t6["fedavg"], plan.seeds)}
+    # a rival 3 points ahead on every seed: MP-FedCL + 1 stays 2 behind, beyond the spread of 0.5: not supported
+    ahead = {"mpfedcl": {"accuracy": [80.0, 80.5, 79.5], "rounds": [60] * 3},
+             "fedavg": {"accuracy": [83.0, 83.5, 82.5], "rounds": [110] * 3}}
+    got = by_claim(M.ledger(plan, {"budget": ahead}))[NEAR]
+    assert got.verdict == C.NOT_SUPPORTED and got.tests[0].margin == pytest.approx(-2.0)
+    # a method with no evaluated round within a seed's budget: NaN there, that seed left out of the pair
+    holes = {"mpfedcl": {"accuracy": [80.0, 81.0, 79.0], "rounds": [60] * 3},
+             "fedavg": {"accuracy": [70.0, math.nan, 71.0], "rounds": [30, 0, 30]}}
+    got = by_claim(M.ledger(plan, {"budget": holes}))[NEAR]
+    assert got.tests[0].n == 2 and got.verdict == C.SUPPORTED
