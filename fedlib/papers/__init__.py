@@ -31,8 +31,13 @@ def check_methods(methods, known: list[str], required: tuple[str, ...] = (), why
     """A notebook's ``methods`` parameter: a non-empty list of known methods including ``required``."""
     if (not isinstance(methods, list) or not methods or any(m not in known for m in methods)
             or not set(required) <= set(methods)):
+        import difflib
+
         need = f" including {', '.join(required)}{why}" if required else ""
-        raise ConfigError("methods", methods, "a non-empty list of " + ", ".join(known) + need)
+        near = [f"{m!r} -> {close[0]!r}" for m in (methods if isinstance(methods, list) else [])
+                if isinstance(m, str) and m not in known and (close := difflib.get_close_matches(m, known, 1))]
+        raise ConfigError("methods", methods, "a non-empty list of " + ", ".join(known) + need
+                          + (f" (did you mean {', '.join(near)}?)" if near else ""))
     return list(methods)
 
 

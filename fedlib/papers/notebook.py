@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from typing import Any
 
 
@@ -47,17 +48,77 @@ def start(backend: str | None = None) -> None:
     pd.set_option("display.max_colwidth", None)
 
 
+class ParameterError(Exception):
+    """A notebook parameter that cannot work, or a kernel that imports another checkout's fedlib: raised by the
+    set-up cell before any work, and shown by Jupyter, papermill and nbval as its one line (``_render_traceback_``),
+    not as a traceback through fedlib."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"ParameterError: {self}"]
+
+
+EMBEDDINGS = ("tsne", "umap")
+
+
+def checkout_problem(cwd: str | os.PathLike | None = None) -> str | None:
+    """Why this kernel cannot serve a notebook in ``cwd`` (default the working directory: Jupyter and nbval start a
+    kernel in the notebook's folder, papermill in ``--cwd``): that folder lies in one checkout (a folder holding
+    ``fedlib/`` and ``notebooks/``) while Python imports fedlib from another (``make setup`` in a second clone points
+    the editable install there). ``None`` where they agree or the folder is in no checkout."""
+    from pathlib import Path
+
+    import fedlib
+
+    mine = Path(fedlib.__file__).resolve().parents[1]
+    here = Path(cwd or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "fedlib" / "__init__.py").is_file() and (folder / "notebooks").is_dir():
+            if folder == mine:
+                return None
+            return (f"this notebook's checkout is {folder}, but the kernel imports fedlib from {mine}: run "
+                    f"`make setup` in {folder} (it installs that checkout's fedlib into this Python), or open the "
+                    f"notebook from {mine}")
+    return None
+
+
+def check_parameters(workers=None, embedding: str = "tsne", device=None) -> None:
+    """The parameters every notebook shares that the plan does not check (one-line :class:`ConfigError`)."""
+    from fedlib.validation import ConfigError, Interval, Options, check_value
+
+    if workers is not None:
+        check_value("workers", workers, Interval(0, None, integer=True))
+    check_value("embedding", embedding, Options(EMBEDDINGS))
+    if device is not None:
+        from fedlib.device import resolve
+
+        resolve(device)
+    if isinstance(workers, bool):
+        raise ConfigError("workers", workers, "None or a number of processes (0: in the kernel)")
+
+
 def open_notebook(paper: str, load_plan, profile: str, about, *, backend=None, workers=None, embedding: str = "tsne",
                   title: str | None = None, reference: str | None = "tables", results: dict | None = None,
                   **options) -> Notebook:
     """A paper notebook's set-up cell: :func:`start`, the plan of ``profile`` (``load_plan(profile, **options)``,
     the notebook's parameters), its report section and a line on the setting. ``about(plan)`` gives
     ``(rounds text, device, line)`` for the section header and the printout; ``reference`` the part of
-    ``params/<paper>/paper.yaml`` the cells read (``None``: the whole file; a study without one: ``{}``)."""
-    from fedlib import report
+    ``params/<paper>/paper.yaml`` the cells read (``None``: the whole file; a study without one: ``{}``).
 
-    start(backend)
-    plan = load_plan(profile, **options)
+    Every parameter is checked here, before any work, and a bad one (or a kernel importing another checkout's
+    fedlib, :func:`checkout_problem`) stops the notebook with one line (:class:`ParameterError`)."""
+    from fedlib import report
+    from fedlib.data.sources import DatasetUnavailable
+    from fedlib.validation import ConfigError
+
+    problem = checkout_problem()
+    if problem:
+        raise ParameterError(problem)
+    try:
+        check_parameters(workers, embedding, options.get("device"))
+        start(backend)
+        plan = load_plan(profile, **options)
+    except (ConfigError, DatasetUnavailable) as exc:
+        raise ParameterError(str(exc)) from None
     rounds, device, line = about(plan)
     if profile == "converged":
         from fedlib.plateau import CAP
