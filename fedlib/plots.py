@@ -72,24 +72,45 @@ def embedding_scatter(points: np.ndarray, labels: np.ndarray, ax=None, title: st
     return ax
 
 
-def distance_heatmap(dist: np.ndarray, ticks: list, ax=None, title: str | None = None, label: str = "distance"):
-    """Pairwise distances (e.g. between global prototypes) as an annotated heatmap. With more than 40
-    rows, each run of equal consecutive ticks (a class block) is labelled once, at its middle."""
+def distance_heatmap(dist: np.ndarray, ticks: list, ax=None, title: str | None = None, label: str = "distance", *,
+                     blocks: bool | None = None, groups=None, cbar: bool = True, vmin: float | None = None,
+                     vmax: float | None = None, xlabel: str | None = None, ylabel: str | None = None,
+                     fontsize: float = 7):
+    """Pairwise distances (e.g. between global prototypes) as an annotated heatmap (values written in the cells up to
+    12 rows).
+
+    ``blocks``: label each run of equal consecutive ticks (a class block) once, at its middle (``fontsize``), with
+    lines between the blocks; by default only with more than 40 rows. ``groups`` (one value per row, e.g. a
+    clustering's labels): lines between the runs of equal consecutive values, the ticks kept per row. ``cbar``,
+    ``vmin``, ``vmax``: the colour bar and a colour scale shared between panels; ``xlabel``, ``ylabel``: the axes'
+    names."""
     if ax is None:
         _, ax = plt.subplots(figsize=(4.5, 4))
-    many = len(ticks) > 40
+    many = len(ticks) > 40 if blocks is None else blocks
     sns.heatmap(np.asarray(dist), ax=ax, cmap="viridis", annot=len(ticks) <= 12, fmt=".2f",
-                xticklabels=False if many else ticks, yticklabels=False if many else ticks,
-                annot_kws={"fontsize": 6}, cbar_kws={"label": label})
+                xticklabels=False if many else ticks, yticklabels=False if many else ticks, vmin=vmin, vmax=vmax,
+                annot_kws={"fontsize": 6}, cbar=cbar, cbar_kws={"label": label} if cbar else None)
+
+    def runs(values):
+        return [i for i in range(len(values)) if i == 0 or values[i] != values[i - 1]] + [len(values)]
+
+    lines = []
     if many:
-        starts = [i for i in range(len(ticks)) if i == 0 or ticks[i] != ticks[i - 1]] + [len(ticks)]
+        starts = runs(ticks)
         mids = [(a + b) / 2 for a, b in zip(starts[:-1], starts[1:], strict=True)]
         names = [str(ticks[a]) for a in starts[:-1]]
-        ax.set_xticks(mids, names, fontsize=7, rotation=0)
-        ax.set_yticks(mids, names, fontsize=7)
-        for b in starts[1:-1]:
-            ax.axhline(b, color="white", lw=0.4)
-            ax.axvline(b, color="white", lw=0.4)
+        ax.set_xticks(mids, names, fontsize=fontsize, rotation=0)
+        ax.set_yticks(mids, names, fontsize=fontsize)
+        lines += starts[1:-1]
+    if groups is not None:
+        lines += runs(list(groups))[1:-1]
+    for b in sorted(set(lines)):
+        ax.axhline(b, color="white", lw=1.5 if groups is not None and not many else 0.4)
+        ax.axvline(b, color="white", lw=1.5 if groups is not None and not many else 0.4)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize=9)
     return ax

@@ -171,6 +171,17 @@ I.fig_bias(nb)
 I.fig3(nb)
 
 # %% [markdown]
+# ## Intra-class prototype clusters of every class
+#
+# Fig. 3a shows class 0; here every class held by at least two clients: the cosine distances between the holders'
+# prototypes (those of one more local update after the run, as in Fig. 3a), the clients ordered by the group FedIC's
+# server put them in at the last round, white lines between the groups, one colour scale. The table gives, per class,
+# the holders, the groups and the mean distance within a group and between groups.
+
+# %%
+I.fig_class_distances(nb)
+
+# %% [markdown]
 # ## Features and anchors
 #
 # t-SNE (or UMAP) of four clients' test features under their FedIC models, with the anchors the server sends them
@@ -178,6 +189,20 @@ I.fig3(nb)
 
 # %%
 I.fig_features(nb)
+
+# %% [markdown]
+# ## Privacy: the leakage study's attacks on FedIC and its strongest baseline
+#
+# FedIC's upload (its model, prototypes and the scalar V) and that of its strongest baseline in Table 1 (FedPAC) under
+# the suite's attacks. The server here is the leakage study's (`notebooks/privacy.ipynb`, docs/privacy.md): every attack that applies to
+# what the method uploads, on the attacked client's next round of the study's own runs (MNIST, 5 clients, the study's
+# profile of the same name; `paper` for the long profiles), read through the run cache and the study's derived values,
+# so these are the pictures and numbers of the study's leakage table. Each row shows up to 8 reconstructions under the
+# client's training image each was scored against, the pair's SSIM under it and the row's mean SSIM in its label;
+# realistic attacks first, the batch-1 gradient inversion (an upper bound no real round offers) last.
+
+# %%
+I.fig_attack_pictures(nb)
 
 # %% [markdown]
 # ## Claims ledger

@@ -189,6 +189,17 @@ G.paper_protocol_figs(nb)
 G.fig_components(nb)
 
 # %% [markdown]
+# ## Prototype distances: the fused components by class
+#
+# The Euclidean distances between the means of the fused global components of the same round (the trained server
+# state), components x components, in class blocks (white lines between the classes), as the FedMPS and ProtoNorm
+# notebooks draw their global prototypes' distances; the table gives, per class, the mean distance within the class,
+# to the other classes' components and to the nearest of them.
+
+# %%
+G.fig_distances(nb)
+
+# %% [markdown]
 # ## The projected features and the ETF anchors
 #
 # t-SNE (or UMAP) of two clients' normalised projections h of their test images together with the ten ETF vectors
@@ -208,6 +219,20 @@ G.fig_etf(nb)
 
 # %%
 G.show_attack(nb)
+
+# %% [markdown]
+# ### The leakage study's attacks on GFPL and its strongest baseline
+#
+# GFPL's upload (component means) and that of its strongest baseline in Table 1 (FedProto, the paper's best baseline
+# on MNIST) under the suite's attacks. The server here is the leakage study's (`notebooks/privacy.ipynb`, docs/privacy.md): every attack that applies to
+# what the method uploads, on the attacked client's next round of the study's own runs (MNIST, 5 clients, the study's
+# profile of the same name; `paper` for the long profiles), read through the run cache and the study's derived values,
+# so these are the pictures and numbers of the study's leakage table. Each row shows up to 8 reconstructions under the
+# client's training image each was scored against, the pair's SSIM under it and the row's mean SSIM in its label;
+# realistic attacks first, the batch-1 gradient inversion (an upper bound no real round offers) last.
+
+# %%
+G.fig_attack_pictures(nb)
 
 # %% [markdown]
 # ## Claims ledger

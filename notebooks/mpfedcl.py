@@ -191,6 +191,20 @@ M.fig_pool(nb)
 M.show_attack(nb)
 
 # %% [markdown]
+# ### The leakage study's attacks on MP-FedCL and its strongest baseline
+#
+# MP-FedCL's upload (its model and K = 2 centroids per class) and that of its strongest baseline in Table VI that the
+# leakage study registers (FedProto, best over the table's four datasets) under the suite's attacks. The server here is the leakage study's (`notebooks/privacy.ipynb`, docs/privacy.md): every attack that applies to
+# what the method uploads, on the attacked client's next round of the study's own runs (MNIST, 5 clients, the study's
+# profile of the same name; `paper` for the long profiles), read through the run cache and the study's derived values,
+# so these are the pictures and numbers of the study's leakage table. Each row shows up to 8 reconstructions under the
+# client's training image each was scored against, the pair's SSIM under it and the row's mean SSIM in its label;
+# realistic attacks first, the batch-1 gradient inversion (an upper bound no real round offers) last.
+
+# %%
+M.fig_attack_pictures(nb)
+
+# %% [markdown]
 # ## Claims ledger
 #
 # Every claim of the paper, our evidence (the number and the runs that made it) and a verdict by the one rule of

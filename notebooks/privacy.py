@@ -90,11 +90,20 @@ P.check_holdings(nb)
 # %% [markdown]
 # ## The leakage table
 #
-# Every method of the profile x every attack that applies to it, ranked by SSIM (best-revealed first), with the three
-# references on the same private images. A per-class statistic is scored against its best match among the client's
-# images of that class (does it reveal one particular image?); a batch reconstruction image by image against the best
-# match of its label; the imprint's bins against the best match among all the client's images. `label_acc`: the
-# held-out classifier's accuracy on the reconstructions. SSIM std is over seeds (blank with one seed).
+# Every method of the profile x every attack that applies to it, with the three references on the same private
+# images. A per-class statistic is scored against its best match among the client's images of that class (does it
+# reveal one particular image?); a batch reconstruction image by image against the best match of its label; the
+# imprint's bins against the best match among all the client's images. `label_acc`: the held-out classifier's accuracy
+# on the reconstructions. SSIM std is over seeds (blank with one seed).
+#
+# The ranking uses the **realistic attacks** only, those a server meets in a real round: the gradient inversion of the
+# client's real batch and local steps, the imprint, the white-box feature inversion and the decoder. The gradient
+# inversion of a one-image update (iDLG, "batch 1") is an **upper bound** no real round offers: it is not ranked, its
+# rows follow the ranked ones and each method's rows carry it in their own column (`upper bound ssim`). The headline
+# first: one row per method, its best realistic attack.
+
+# %%
+P.show_headline(nb)
 
 # %%
 P.show_leakage(nb)
@@ -102,6 +111,20 @@ P.show_leakage(nb)
 # %%
 # NBVAL_CHECK_OUTPUT
 P.check_leakage(nb)
+
+# %% [markdown]
+# ## What the attacks reconstruct
+#
+# The numbers above as pictures: for each attack family one grid (the realistic ones first, then the batch-1 upper
+# bound), one row per method, grouped by what the server holds. Each row shows up to 8 of the attack's reconstructions
+# (evenly spaced over them, not chosen by score) under the client's training image each one was scored against, with
+# that pair's SSIM under it; the row's label gives the mean SSIM over all its reconstructions, the leakage table's
+# number (first seed). The pictures come from the same attack calls as the table's scores, kept with them as a value
+# derived from the run (`privacy-pictures-<hash>` beside `privacy-attacks-<hash>`), so they are drawn again from the run
+# archive without the model.
+
+# %%
+P.fig_reconstructions(nb)
 
 # %% [markdown]
 # ## Samples per prototype
@@ -128,6 +151,16 @@ P.fig_samples_per_prototype(nb)
 
 # %%
 P.fig_utility(nb)
+
+# %% [markdown]
+# ### The reconstructions under the defence
+#
+# The same pictures for the utility methods' runs under clip + noise on the uploads, each at the largest noise
+# multiplier whose accuracy stays within 3 points of its undefended run (a method where no noise level does is shown
+# undefended, and says so).
+
+# %%
+P.fig_reconstructions_defended(nb)
 
 # %% [markdown]
 # ## Claims ledger

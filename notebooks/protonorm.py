@@ -237,6 +237,21 @@ P.fig_distances(nb)
 P.fig_features(nb)
 
 # %% [markdown]
+# ### Privacy: the leakage study's attacks on ProtoNorm and its strongest baseline
+#
+# ProtoNorm's upload (normalised prototypes) and that of its strongest baseline in Table 1 that an image attack
+# applies to (FedKD: FedDistill scores higher, but its logits give no image attack) under the suite's attacks.
+# The server here is the leakage study's (`notebooks/privacy.ipynb`, docs/privacy.md): every attack that applies to
+# what the method uploads, on the attacked client's next round of the study's own runs (MNIST, 5 clients, the study's
+# profile of the same name; `paper` for the long profiles), read through the run cache and the study's derived values,
+# so these are the pictures and numbers of the study's leakage table. Each row shows up to 8 reconstructions under the
+# client's training image each was scored against, the pair's SSIM under it and the row's mean SSIM in its label;
+# realistic attacks first, the batch-1 gradient inversion (an upper bound no real round offers) last.
+
+# %%
+P.fig_attack_pictures(nb)
+
+# %% [markdown]
 # ### Communication per round
 #
 # Floats sent in the last round by all clients together (up) and by the server (down), counted from the messages

@@ -554,7 +554,7 @@ def show_table1(nb):
     nb.table("**Table 1, Fashion-MNIST: accuracy (%), best round, sample-weighted.**" + note, cmp)
     nb.table(f"**Table 1 cost columns ({plan.partition_label(plan.settings['partitions'][-1])}, first seed, this "
              "machine).**", cost)
-    nb.section.record(table1={f"{p}/{m}": {k: v for k, v in c.items()} for (p, m), c in t1.items()})
+    nb.section.record(table1={f"{p}/{m}": {k: v for k, v in c.items() if k != "trend"} for (p, m), c in t1.items()})
     return Shown((cmp, cost))
 
 
@@ -783,6 +783,96 @@ def fig3(nb):
     print(f"FedIC: mean nonzero weights per client {(beta_ic > 0).sum(1).mean():.1f} of 20, mean self weight "
           f"{np.diag(beta_ic).mean():.3f}")
     return fig
+
+
+def class_prototype_distances(state) -> dict[int, dict]:
+    """For every class, the pairwise cosine distances (holders x holders) of the prototypes the clients of a finished
+    FedPAC/FedIC run would upload next (:func:`fedlib.analysis.next_uploads`: one local update each, with the engine's
+    seed for that round; the run's saved states are not modified), the holders ordered by the group FedIC's server
+    put them in at the last round (``server["labels"]``; FedPAC has none: one group), then by id:
+    ``{class: {"distance", "clients", "groups"}}``; a class held by one client only is left out."""
+    from fedlib import analysis
+
+    uploads = analysis.next_uploads(state)
+    labels = state.server.get("labels")
+    out = {}
+    for c in range(state.ctx.num_classes):
+        rows = []
+        for cid, up in uploads.items():
+            hit = (up["classes"] == c).nonzero().flatten()
+            if len(hit):
+                group = int(labels[c, cid]) if labels is not None and labels.numel() else 0
+                rows.append((group, cid, up["protos"][hit[0]].double().cpu().numpy()))
+        if len(rows) < 2:
+            continue
+        rows.sort(key=lambda r: (r[0], r[1]))
+        x = np.stack([r[2] for r in rows])
+        unit = x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
+        out[c] = {"distance": np.clip(1 - unit @ unit.T, 0, 2), "clients": [r[1] for r in rows],
+                  "groups": [r[0] for r in rows]}
+    return out
+
+
+def fig_class_distances(nb):
+    """FedIC's intra-class prototype clusters for every class: per class, the cosine distances between the holders'
+    prototypes (client x client), the clients ordered by FedIC's groups of the last round, white lines between the
+    groups; one colour scale. Returns the figure and, per class, the holders, the groups and the mean cosine
+    distance within a group and between groups."""
+    import math
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import plots
+    from fedlib.papers.notebook import Shown
+
+    per_class = class_prototype_distances(_fedic_state(nb))
+    top = max([float(v["distance"].max()) for v in per_class.values()] + [1e-6])
+    ncol = min(4, max(1, len(per_class)))
+    nrow = max(1, math.ceil(len(per_class) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(1.95 * ncol + 1.1, 2.0 * nrow + 0.7), squeeze=False,
+                             layout="constrained")
+    rows = {}
+    for ax, (c, v) in zip(axes.flat, per_class.items(), strict=False):
+        g = np.asarray(v["groups"])
+        plots.distance_heatmap(v["distance"], [str(i + 1) for i in v["clients"]], ax=ax, groups=g, cbar=False,
+                               vmin=0.0, vmax=top, title=f"class {c}: {len(g)} holders, {len(set(g.tolist()))} "
+                                                         f"group{'s' if len(set(g.tolist())) > 1 else ''}")
+        ax.tick_params(labelsize=8 if len(g) <= 12 else 6, length=0)
+        for t in list(ax.texts):   # the values are in the table below; the colours carry them here
+            t.remove()
+        same, off = g[:, None] == g[None, :], ~np.eye(len(g), dtype=bool)
+        d = v["distance"]
+        rows[c] = {"holders": len(g), "groups": len(set(g.tolist())),
+                   "within a group": d[same & off].mean() if (same & off).any() else np.nan,
+                   "between groups": d[~same].mean() if (~same).any() else np.nan}
+    for ax in axes.flat[len(per_class):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("client")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("client")
+    fig.colorbar(plt.cm.ScalarMappable(norm=plt.Normalize(0.0, top), cmap="viridis"), ax=axes, shrink=0.8,
+                 label="cosine distance (1 - cos)")
+    fig.suptitle("FedIC: each class's client prototypes, cosine distances;\nclients (ids) ordered by FedIC's groups "
+                 "of the last round, white lines between the groups", fontsize=10)
+    nb.figure(fig, "FedIC's intra-class prototype clusters: per class, the cosine distances between the holders' "
+              "prototypes, grouped by FedIC's clusters of the last round", "class_prototype_distances")
+    df = pd.DataFrame(rows).T.astype({"holders": int, "groups": int})
+    df.index.name = "class"
+    df = nb.table("**FedIC's intra-class clusters per class: mean cosine distance between the holders' prototypes, "
+                  "within a group and between groups** (the groups of the last round; the prototypes of the next "
+                  "round's local update).", df.round(3))
+    return Shown((fig, df))
+
+
+def fig_attack_pictures(nb):
+    """The leakage study's attacks on FedIC's upload and on its strongest baseline's (the paper's best-scoring
+    baseline in Table 1), from the study's runs and derived values (:func:`fedlib.papers.privacy.paper_pictures`);
+    returns the figure and the scores."""
+    from fedlib.papers import privacy
+
+    return privacy.paper_pictures(nb, "fedic", nb.paper["table1"])
 
 
 def fig_features(nb):

@@ -1181,6 +1181,72 @@ def fig_components(nb):
     return fig
 
 
+def component_distances(server: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The fused global Gaussian components of a GFPL server state, ordered by class (stable): the Euclidean
+    distances between their means (components x components) and each component's class."""
+    import torch
+
+    from fedlib import analysis
+
+    gm, gc = server["means"].double().cpu(), server["classes"].long().cpu()
+    order = torch.argsort(gc, stable=True)
+    return analysis.pairwise_distances(gm[order].numpy()), gc[order].numpy()
+
+
+def fig_distances(nb):
+    """Prototype distances for GFPL: the pairwise Euclidean distances between the means of the fused global Gaussian
+    components of the last interaction round (the trained server state), components x components in class blocks;
+    returns the figure and, per class, its components and their mean distance within the class and to the nearest
+    other class's component."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedlib import plots
+    from fedlib.papers.notebook import Shown
+
+    D, gc = component_distances(_gfpl_state(nb).server)
+    side = min(9.0, max(5.0, 0.09 * len(gc) + 3.5))
+    fig, ax = plt.subplots(figsize=(side + 1.2, side))
+    plots.distance_heatmap(D, [int(c) for c in gc], ax=ax, blocks=True, label="Euclidean distance between means",
+                           xlabel="fused component (grouped by class)", ylabel="fused component (grouped by class)",
+                           fontsize=9, title=f"GFPL: the {len(gc)} fused global components of {len(set(gc.tolist()))} "
+                                             "classes, distances between their means")
+    ax.title.set_fontsize(10)
+    nb.figure(fig, "GFPL: distances between the fused global Gaussian components' means, in class blocks (MNIST-5k, "
+              "w-bar 4, last interaction round)", "component_distances")
+    def row(own: np.ndarray, pairs_within: np.ndarray) -> dict:
+        other = D[own][:, ~own] if (~own).any() else np.zeros(0)
+        return {"components": int(own.sum()),
+                "mean distance within the class": pairs_within.mean() if pairs_within.size else np.nan,
+                "mean distance to other classes": other.mean() if other.size else np.nan,
+                "nearest other-class component": other.min() if other.size else np.nan}
+
+    rows = {}
+    for c in sorted(set(gc.tolist())):
+        own = gc == c
+        rows[str(c)] = row(own, D[np.ix_(own, own)][~np.eye(int(own.sum()), dtype=bool)])
+    same, off = gc[:, None] == gc[None, :], ~np.eye(len(gc), dtype=bool)
+    every = row(np.ones(len(gc), dtype=bool), D[same & off])
+    between = D[~same]
+    every.update({"mean distance to other classes": between.mean() if between.size else np.nan,
+                  "nearest other-class component": between.min() if between.size else np.nan})
+    rows["all"] = every
+    df = pd.DataFrame(rows).T.astype({"components": int})
+    df.index.name = "class"
+    df = nb.table("**Distances between the fused components' means, per class** (row `all`: over every pair of "
+                  "components of one class, and of different classes).", df.round(3))
+    return Shown((fig, df))
+
+
+def fig_attack_pictures(nb):
+    """The leakage study's attacks on GFPL's upload and on its strongest baseline's (the paper's best-scoring baseline
+    in Table 1, MNIST), from the study's runs and derived values (:func:`fedlib.papers.privacy.paper_pictures`);
+    returns the figure and the scores."""
+    from fedlib.papers import privacy
+
+    return privacy.paper_pictures(nb, "gfpl", nb.paper["table1_mnist"])
+
+
 def fig_etf(nb):
     """t-SNE (or UMAP) of two clients' projections h with the ten ETF anchors; prints the mean cosines of h to
     its class's anchor and to the others."""

@@ -914,6 +914,15 @@ def show_attack(nb):
                     "steps).**", df)
 
 
+def fig_attack_pictures(nb):
+    """The leakage study's attacks on MP-FedCL's upload and on its strongest baseline's (the paper's best-scoring
+    baseline in Table VI that an image attack applies to), from the study's runs and derived values
+    (:func:`fedlib.papers.privacy.paper_pictures`); returns the figure and the scores."""
+    from fedlib.papers import privacy
+
+    return privacy.paper_pictures(nb, "mpfedcl", nb.paper["table6"])
+
+
 def show_ledger(nb):
     """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Each part
     is left out where it needs a run or a trained model that the run archive lacks while the report is rendered from

@@ -6,7 +6,10 @@ federated run through the engine (:func:`table_configs`); the attacks then take,
 :func:`fedlib.privacy.holds.what_server_holds` lists for the method from its declared messages, so a method
 added to ``experiments.yaml`` enters the table with no new code. The outputs:
 
-- :func:`leakage`: the leakage table (PSNR, SSIM, held-out label accuracy) with the three references;
+- :func:`leakage`: the leakage table (PSNR, SSIM, held-out label accuracy) with the three references, ranked over the
+  realistic attacks with the batch-1 upper bound in its own column (:func:`table`, :func:`headline`);
+- :func:`pictures`: the attacked client's reconstructions of each attack beside its images, kept with the scores
+  (:func:`picture_rows`, :func:`picture_figures`; the paper notebooks' attack figures: :func:`paper_pictures`);
 - :func:`curve`: the samples-per-prototype curves (mean / k-means centroid / mixture component);
 - :func:`utility`: accuracy against the best attack's SSIM at each noise level of the two defences (clip + noise
   on every upload; sample-level DP-SGD in local training where the model is the upload), with the
@@ -219,11 +222,17 @@ def _mlp_layers(model, shape) -> tuple[str, str] | None:
 
 
 def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise: float | None = None,
-                  seed: int = 0) -> list[dict]:
+                  seed: int = 0, pictures: int | None = None):
     """Every image attack of the profile that applies to ``method`` (:func:`what_server_holds`) on the target
     client's next round of the finished run ``state``; with ``noise`` the upload first goes through the
     defence (:func:`defend_upload`, the clips of ``experiments.yaml``). One row per attack: ``attack``,
-    ``psnr``, ``ssim``, ``label_acc``, ``images`` (reconstructions scored), ``seconds``."""
+    ``psnr``, ``ssim``, ``label_acc``, ``images`` (reconstructions scored), ``seconds``.
+
+    With ``pictures`` (a number of images, e.g. :data:`PICTURES`) it returns ``(rows, pictures)``: besides the
+    rows, ``{attack: picture}`` with up to that many of the attack's reconstructions (evenly spaced over them,
+    :func:`fedlib.privacy.pictures.spread`) and, beside each, the private image it was scored against (the best
+    match the score took: of its class for a per-class statistic or a batch image, among all the client's images
+    for an imprint bin, the image itself for the batch-1 bound), with the SSIM of each pair (:func:`_picture`)."""
     from fedlib.data.federated import ClientData
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import (attack_upload, craft_imprint, model_query, reconstruct, recover_imprint,
@@ -248,14 +257,16 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
         g = torch.Generator().manual_seed(seed * 1000 + tag)
         return defend_upload(b, u, spec, g)
 
-    rows = []
+    rows, kept = [], {}
 
     def usable(images) -> bool:  # a diverged run's NaN weights give no reconstruction
         return images is not None and len(images) > 0 and bool(torch.isfinite(images).all())
 
-    def add(name, t0, images, **scores):
+    def add(name, t0, images, picture=None, **scores):
         rows.append(_finite({"method": method, "attack": name, **scores, "images": int(images),
                              "seconds": time.perf_counter() - t0}))
+        if pictures and picture is not None:
+            kept[name] = _picture(*picture, mean=mean, std=std, n=pictures)
 
     broadcast, upload = capture(state, cid)
     upload = defended(broadcast, upload, 1)
@@ -267,7 +278,8 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
         for name, (rec, classes) in out.items():
             images, classes = held_classes(rec.images, classes, y)
             if usable(images):
-                add(name, t0, len(images), **score(images, x, y, classes, classifier, mean, std))
+                add(name, t0, len(images), (images, x, y, classes),
+                    **score(images, x, y, classes, classifier, mean, std))
             t0 = time.perf_counter()
     if "gradient_inversion" in todo:
         t0 = time.perf_counter()
@@ -277,9 +289,9 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
         if "gradient_inversion" in out and usable(out["gradient_inversion"][0].images):
             rec = out["gradient_inversion"][0]
             add(f"gradient_inversion (B {state.ctx.train.batch_size}, {steps} steps)", t0, len(y),
-                **score(rec.images, x, y, y.clone(), classifier, mean, std))
+                (rec.images, x, y, y.clone()), **score(rec.images, x, y, y.clone(), classifier, mean, std))
         t0 = time.perf_counter()
-        parts, C = [], state.ctx.num_classes
+        parts, ones, C = [], [], state.ctx.num_classes
         # the method's upload layout decides it once: FedPer, FedNH send no layer with C outputs to read a label from
         no_head = logits_layer(update_gradient(state.model(cid), broadcast, upload, lr, 1), C) is None
         label = "known label" if no_head else "iDLG label"
@@ -292,8 +304,11 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
                                 local_steps=1, num_classes=C, **kw)["gradient_inversion"][0]
             if usable(rec.images):
                 parts.append(score(rec.images, x[i:i + 1], y[i:i + 1], None, classifier, mean, std))
+                ones.append((i, rec.images))
         if parts:
+            idx = [i for i, _ in ones]
             add(f"gradient_inversion (batch 1, {label})", t0, len(parts),
+                (torch.cat([r for _, r in ones]), x[idx], y[idx], None, True),
                 **{k: float(np.mean([min(p[k], 100.0) for p in parts])) for k in ("psnr", "ssim", "label_acc")})
     if "decoder" in todo:
         model = state.model(cid)
@@ -308,7 +323,8 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
                 images = reconstruct(res, {level: stats})
             images, classes = held_classes(images, classes, y)
             if usable(images):
-                add(f"decoder:{key}", t0, len(images), **score(images, x, y, classes, classifier, mean, std))
+                add(f"decoder:{key}", t0, len(images), (images, x, y, classes),
+                    **score(images, x, y, classes, classifier, mean, std))
     if "imprint" in todo:
         model = state.model(cid)
         layers = _mlp_layers(model, shape)
@@ -322,9 +338,45 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
             images = recover_imprint(grads, shape, layers[0])
             images = torch.maximum(torch.minimum(images, _box(mean, std)[1]), _box(mean, std)[0])
             if usable(images):
-                add("imprint (crafted broadcast)", t0, len(images),
+                add("imprint (crafted broadcast)", t0, len(images), (images, x, y, None),
                     **_best_over(images, x, y, classifier, mean, std))
-    return rows
+    return (rows, kept) if pictures else rows
+
+
+#: how many of an attack's reconstructions the leakage study keeps as pictures (:func:`attack_method`)
+PICTURES = 8
+
+
+def _picture(images: torch.Tensor, x: torch.Tensor, y: torch.Tensor, classes: torch.Tensor | None,
+             direct: bool = False, *, mean, std, n: int) -> dict:
+    """Up to ``n`` of an attack's reconstructions ``images`` (evenly spaced over them), each beside the private image
+    its score compared it with, as the scores of :func:`attack_method` take it: with ``classes`` the best match (by
+    SSIM) among the client's images ``x`` of that class; without, the best match among all of them (the imprint's
+    bins); with ``direct`` the image of ``x`` at the same position (the batch-1 bound). ``{"n", "of", "index",
+    "labels", "ssim", "real", "recon"}``: the images as base64 PNG strips (:func:`fedlib.privacy.pictures.encode`),
+    ``ssim`` the SSIM of each pair (their mean over all ``of`` reconstructions is the row's SSIM)."""
+    from fedlib.privacy import psnr_ssim, to_unit_range
+    from fedlib.privacy.pictures import encode, spread
+
+    pick = spread(len(images), n)
+    real, ssim, labels = [], [], []
+    for k in pick:
+        img = images[k:k + 1]
+        if direct:
+            pool, pool_y = x[k:k + 1], y[k:k + 1]
+        elif classes is not None:
+            own = y == int(classes[k])
+            pool, pool_y = x[own], y[own]
+        else:
+            pool, pool_y = x, y
+        s = psnr_ssim(img.expand_as(pool), pool, mean, std)
+        j = int(s.ssim.idxmax())
+        real.append(pool[j])
+        ssim.append(float(s.ssim[j]))
+        labels.append(int(pool_y[j]))
+    return {"n": len(pick), "of": len(images), "index": pick, "labels": labels, "ssim": ssim,
+            "real": encode(to_unit_range(torch.stack(real), mean, std)),
+            "recon": encode(to_unit_range(images[pick], mean, std))}
 
 
 def held_classes(images: torch.Tensor, classes: torch.Tensor | None, y: torch.Tensor
@@ -400,15 +452,43 @@ class Attacker:
                                lambda _state: self._build()[3])
 
 
+def attacks_name(plan: Plan, noise: float | None = None) -> str:
+    """The derived value (:func:`fedlib.results.derived`) holding a run's attack scores: ``privacy-attacks-<hash>``,
+    the hash of the attack settings and the noise (:func:`_settings_key`)."""
+    return f"privacy-attacks-{_settings_key(plan, f'noise={noise}')}"
+
+
+def pictures_name(plan: Plan, noise: float | None = None) -> str:
+    """The derived value holding a run's attack pictures (:func:`pictures`): ``privacy-pictures-<hash>``, the hash
+    of the attack settings, the noise and the number of images kept (:data:`PICTURES`)."""
+    return f"privacy-pictures-{_settings_key(plan, f'noise={noise}; pictures={PICTURES}')}"
+
+
 def attacks(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, noise: float | None = None
             ) -> list[dict]:
     """:func:`attack_method` on the finished run ``(cfg, seed)``: a value derived from its trained model, read where
-    it was computed before or archived (:func:`fedlib.results.derived`)."""
+    it was computed before or archived (:func:`fedlib.results.derived`). Computed, it is the rows of the same call
+    that kept the pictures (:func:`pictures`), which are kept beside it."""
     from fedlib import results
 
-    return results.derived(cfg, seed, f"privacy-attacks-{_settings_key(plan, f'noise={noise}')}",
-                           lambda state: attack_method(plan, state, method, attacker.aux, attacker.classifier,
-                                                       noise, seed))
+    return results.derived(cfg, seed, attacks_name(plan, noise),
+                           lambda _state: pictures(plan, cfg, method, seed, attacker, noise)["rows"])
+
+
+def pictures(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, noise: float | None = None) -> dict:
+    """The attacked client's reconstructions of the finished run ``(cfg, seed)``: ``{"rows": the attack rows of
+    :func:`attack_method` (the scores the leakage table reads), "pictures": {attack: picture}}`` (up to
+    :data:`PICTURES` images per attack beside the private images they were scored against, :func:`_picture`), a
+    value derived from the run's trained model (:func:`fedlib.results.derived`, named :func:`pictures_name`), so that
+    the figures are drawn from the run archive without the model."""
+    from fedlib import results
+
+    def make(state):
+        rows, kept = attack_method(plan, state, method, attacker.aux, attacker.classifier, noise, seed,
+                                   pictures=PICTURES)
+        return {"rows": rows, "pictures": kept}
+
+    return results.derived(cfg, seed, pictures_name(plan, noise), make)
 
 
 def reference_rows(plan: Plan, seed: int, attacker: Attacker) -> list[dict]:
@@ -489,10 +569,27 @@ def merge_step_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+REALISTIC, UPPER_BOUND, REFERENCE = "realistic", "upper bound", "reference"
+#: the leakage table's column with each method's batch-1 gradient inversion (iDLG), beside its realistic attacks
+BOUND_COLUMN = "upper bound ssim"
+
+
+def attack_kind(attack: str) -> str:
+    """``"upper bound"`` for the gradient inversion of a one-image update (iDLG, "gradient_inversion (batch 1, ..."),
+    which no real round offers; ``"reference"`` for the three references; ``"realistic"`` for every other attack: the
+    gradient inversion of the client's real batch and local steps, the imprint, the white-box feature inversion and
+    the decoder on the uploaded statistics."""
+    if attack.startswith("reference:"):
+        return REFERENCE
+    return UPPER_BOUND if attack.startswith(UPPER_BOUND_ATTACKS) else REALISTIC
+
+
 def table(plan: Plan, res: dict) -> pd.DataFrame:
-    """The ranked leakage table (:func:`fedlib.privacy.leakage_table`), means over seeds, every method of the
-    profile: a method no image attack applies to gets one row saying what its server holds. A method's B-sized
-    gradient inversions are one row over its seeds (:func:`merge_step_counts`)."""
+    """The ranked leakage table, means over seeds, every method of the profile. The rank is over the realistic
+    attacks and the references (:func:`attack_kind`), by SSIM (:func:`fedlib.privacy.leakage_table`'s order); the
+    batch-1 upper bound is not ranked: its rows follow, and each method's rows carry it in their own column
+    (:data:`BOUND_COLUMN`). A method no image attack applies to gets one row saying what its server holds. A
+    method's B-sized gradient inversions are one row over its seeds (:func:`merge_step_counts`)."""
     from fedlib.privacy import leakage_table
 
     res = {**res, "rows": merge_step_counts(res["rows"])}
@@ -505,16 +602,44 @@ def table(plan: Plan, res: dict) -> pd.DataFrame:
     ranked["ssim std"] = [extra["ssim_std"].get((m, a), math.nan) if m != "—" else
                           refs.set_index("attack")["ssim_std"].get(a, math.nan)
                           for m, a in zip(ranked.method, ranked.attack, strict=True)]
+    ranked.insert(3, "kind", [attack_kind(a) if m != "—" else REFERENCE
+                              for m, a in zip(ranked.method, ranked.attack, strict=True)])
+    bound = ranked[ranked.kind == UPPER_BOUND].groupby("method")["ssim"].max()
+    ranked[BOUND_COLUMN] = [bound.get(m, math.nan) if k == REALISTIC else math.nan
+                            for m, k in zip(ranked.method, ranked.kind, strict=True)]
+    head, tail = ranked[ranked.kind != UPPER_BOUND], ranked[ranked.kind == UPPER_BOUND]
+    ranked = pd.concat([head.assign(rank=range(1, len(head) + 1)), tail.assign(rank="—")], ignore_index=True)
     ranked["method"] = [plan.label(m) if m != "—" else m for m in ranked.method]
     missing = [m for m in plan.table_methods() if m not in set(res["rows"].method)]
     if missing:
-        tail = pd.DataFrame([{"rank": "—", "method": plan.label(m), "holds": res["holds"][m].summary(),
+        tail = pd.DataFrame([{"rank": "—", "method": plan.label(m), "holds": res["holds"][m].summary(), "kind": "—",
                               "attack": "no image attack applies (" + (", ".join(res["holds"][m].attacks)
                                                                         or "nothing is uploaded") + ")",
-                              "psnr": math.nan, "ssim": math.nan, "label_acc": math.nan, "ssim std": math.nan}
+                              "psnr": math.nan, "ssim": math.nan, "label_acc": math.nan, "ssim std": math.nan,
+                              BOUND_COLUMN: math.nan}
                              for m in missing])
         ranked = pd.concat([ranked, tail], ignore_index=True)
     return ranked
+
+
+def headline(plan: Plan, res: dict, leak: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The leakage table's headline: one row per method, ranked by its best realistic attack's SSIM (seed means),
+    with the references ranked among them and the batch-1 upper bound in its own column (:data:`BOUND_COLUMN`);
+    methods with no realistic image attack follow, unranked. ``leak``: :func:`table`'s result where at hand."""
+    leak = table(plan, res) if leak is None else leak
+    ranked = leak[leak["rank"] != "—"]
+    best = ranked[(ranked.kind == REFERENCE) | ~ranked.method.duplicated()]   # the table is sorted: first is best
+    rest = leak[(leak["rank"] == "—") & ~leak.method.isin(set(best.method))].drop_duplicates("method")
+    if len(rest):
+        bound = leak[leak.kind == UPPER_BOUND].set_index("method")["ssim"]
+        rest = rest.assign(**{BOUND_COLUMN: [bound.get(m, math.nan) for m in rest.method],
+                              "psnr": math.nan, "ssim": math.nan, "label_acc": math.nan, "ssim std": math.nan,
+                              "attack": [a if k == "—" else "no realistic attack reconstructed an image"
+                                         for a, k in zip(rest.attack, rest.kind, strict=True)]})
+    out = pd.concat([best.assign(rank=range(1, len(best) + 1)), rest.assign(rank="—")], ignore_index=True)
+    out = out.rename(columns={"attack": "best realistic attack"})
+    return out[["rank", "method", "holds", "best realistic attack", "psnr", "ssim", "label_acc", "ssim std",
+                BOUND_COLUMN]]
 
 
 def holdings(plan: Plan) -> pd.DataFrame:
@@ -694,6 +819,219 @@ def utility_figure(plan: Plan, frame: pd.DataFrame, ax=None):
     return ax
 
 
+# -- pictures ---------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One attack family of the pictures: the attacks whose name starts with ``prefix``, realistic or the upper
+    bound (:func:`attack_kind`), a title and the figure's file name (``slug``)."""
+
+    prefix: str
+    kind: str
+    title: str
+    slug: str
+
+    @property
+    def heading(self) -> str:
+        return f"{'Realistic' if self.kind == REALISTIC else 'Upper bound'}: {self.title}"
+
+
+FAMILIES = (
+    Family("gradient_inversion (B ", REALISTIC, "gradient inversion of the client's real round (its batch and local "
+           "steps, labels given)", "gradient_inversion"),
+    Family("imprint", REALISTIC, "the imprint server (a crafted broadcast, an active server)", "imprint"),
+    Family("feature_inversion", REALISTIC, "white-box feature inversion of the uploaded statistics",
+           "feature_inversion"),
+    Family("decoder", REALISTIC, "the decoder on the uploaded statistics (query access, auxiliary images)", "decoder"),
+    Family("gradient_inversion (batch 1", UPPER_BOUND, "gradient inversion of a one-image update (iDLG), which no "
+           "real round offers", "batch1_bound"),
+)
+#: the privacy-utility pictures: the largest noise whose accuracy stays within this many points of the undefended run
+DEFENCE_TOLERANCE = 3.0
+
+
+def family(attack: str) -> Family | None:
+    """The :data:`FAMILIES` entry of an attack row's name (None for a reference)."""
+    return next((f for f in FAMILIES if attack.startswith(f.prefix)), None)
+
+
+def attack_detail(attack: str) -> str:
+    """What a row adds to its family's heading: the statistic (``protos``, ``means``, ``low``, ...) of a feature
+    inversion or decoder, the batch and steps of a gradient inversion, ``crafted broadcast`` for the imprint."""
+    if ":" in attack:
+        return "statistic " + attack.split(":", 1)[1]
+    return attack[attack.index("(") + 1:attack.rindex(")")] if "(" in attack else attack
+
+
+def picture_rows(plan: Plan, seed: int, runs, attacker: Attacker | None = None) -> pd.DataFrame:
+    """The attacked client's reconstructions on ``seed`` for ``runs`` (``[(method, noise)]``; noise None or 0: the
+    leakage table's run, else the upload defence's run at that noise, :func:`defense_configs`), one row per image
+    attack: ``method, noise, holds, attack, family`` (:data:`FAMILIES` slug), ``kind``, the scores the leakage table
+    reads (``ssim, psnr, label_acc, images``: :func:`attacks`), and the pictures kept with them (:func:`pictures`):
+    ``real`` and ``recon`` ((n, H, W, C) in [0, 1]), ``ssim_each`` and ``pictures_ssim`` (the row's SSIM in the
+    pictures' own record: the same number where one call made both). The runs must have finished."""
+    from fedlib.privacy import what_server_holds
+    from fedlib.privacy.pictures import decode
+
+    attacker = attacker or Attacker(plan, seed)
+    out = []
+    for method, noise in runs:
+        noise = float(noise) if noise else None
+        cfg = config(plan, method, noise)
+        scored = attacks(plan, cfg, method, seed, attacker, noise)
+        kept = pictures(plan, cfg, method, seed, attacker, noise)
+        own = {r["attack"]: r for r in kept["rows"]}
+        for r in scored:
+            fam, pic = family(r["attack"]), kept["pictures"].get(r["attack"])
+            if fam is None:
+                continue
+            out.append({"method": method, "noise": noise or 0.0, "holds": what_server_holds(method).summary(),
+                        "attack": r["attack"], "family": fam.slug, "kind": fam.kind, "ssim": r["ssim"],
+                        "psnr": r["psnr"], "label_acc": r["label_acc"], "images": r["images"],
+                        "real": decode(pic["real"], pic["n"]) if pic else None,
+                        "recon": decode(pic["recon"], pic["n"]) if pic else None,
+                        "ssim_each": list(pic["ssim"]) if pic else [],
+                        "pictures_ssim": own.get(r["attack"], {}).get("ssim", math.nan)})
+    return pd.DataFrame(out, columns=["method", "noise", "holds", "attack", "family", "kind", "ssim", "psnr",
+                                      "label_acc", "images", "real", "recon", "ssim_each", "pictures_ssim"])
+
+
+def _grid_row(plan: Plan, r, label: str | None = None, note: str = "") -> dict:
+    """One row of :func:`fedlib.privacy.pictures.reconstruction_grid` from a :func:`picture_rows` row."""
+    if not math.isnan(r.pictures_ssim) and not math.isclose(r.pictures_ssim, r.ssim, rel_tol=0, abs_tol=1e-9):
+        # the pictures were made again, apart from the scores (a scores record older than its pictures)
+        note = "\n".join(x for x in (note, f"pictures' own run: SSIM {r.pictures_ssim:.3f}") if x)
+    shown = 0 if r.recon is None else len(r.recon)
+    if shown < r.images:
+        note = "\n".join(x for x in (note, f"{shown} of {r.images} images") if x)
+    return {"label": f"{label or plan.label(r.method)}\n{attack_detail(r.attack)}", "ssim": r.ssim, "real": r.real,
+            "recon": r.recon, "ssim_each": r.ssim_each, "note": note}
+
+
+def picture_figures(plan: Plan, frame: pd.DataFrame, seed: int) -> list[tuple[Family, object, pd.DataFrame]]:
+    """One grid per attack family present in ``frame`` (:func:`picture_rows`), realistic families first and the
+    batch-1 upper bound last: rows are the methods, grouped by what the server holds (in the plan's order), each
+    real image beside its reconstruction with the reconstruction's SSIM under it and the row's SSIM (the leakage
+    table's) in its label. ``[(family, figure, layout)]`` (:func:`fedlib.privacy.pictures.reconstruction_grid`)."""
+    from fedlib.privacy.pictures import reconstruction_grid
+
+    out = []
+    order = {m: i for i, m in enumerate(plan.methods)}
+    for fam in FAMILIES:
+        part = frame[frame.family == fam.slug]
+        if not len(part):
+            continue
+        part = part.assign(_order=[order.get(m, len(order)) for m in part.method]).sort_values("_order", kind="stable")
+        holds = list(dict.fromkeys(part.holds))
+        groups = [(f"server holds: {h}", [_grid_row(plan, r) for r in part[part.holds == h].itertuples()])
+                  for h in holds]
+        title = (f"{fam.heading}\nclient {plan.spec['attack']['client']}'s training images (top, grey) above the "
+                 f"reconstructions (red), SSIM under each\n{plan.profile} profile, seed {seed}")
+        fig, layout = reconstruction_grid(groups, title)
+        out.append((fam, fig, layout))
+    return out
+
+
+def family_figure(plan: Plan, frame: pd.DataFrame, seed: int, title: str, labels: dict | None = None,
+                  notes: dict | None = None):
+    """One grid of ``frame``'s rows (:func:`picture_rows`) grouped by attack family (realistic first, the batch-1
+    upper bound last), rows in ``frame``'s order within a family; ``labels`` / ``notes``: ``{(method, noise): text}``
+    for the row labels (default the method's name) and a line under them. ``(figure, layout)``."""
+    from fedlib.privacy.pictures import reconstruction_grid
+
+    labels, notes, groups = labels or {}, notes or {}, []
+    for fam in FAMILIES:
+        part = frame[frame.family == fam.slug]
+        if len(part):
+            groups.append((fam.heading, [_grid_row(plan, r, labels.get((r.method, r.noise)),
+                                                   notes.get((r.method, r.noise), "")) for r in part.itertuples()]))
+    if not groups:
+        groups = [("no image attack applies to these uploads", [])]
+    return reconstruction_grid(groups, title)
+
+
+def strongest_defence(plan: Plan, summaries: dict, tolerance: float = DEFENCE_TOLERANCE) -> dict[str, dict]:
+    """For each utility method, the largest noise multiplier of the upload defence (:func:`defense_configs`; its
+    ``summaries``: ``{(method, noise): [summary per seed]}``) whose run keeps the accuracy (mean over seeds, last
+    round, the method's rule) within ``tolerance`` points of the undefended run, a diverged run never:
+    ``{method: {"noise", "accuracy", "undefended"}}``; noise 0 (and its accuracy) where no noise level does."""
+    def acc(m: str, sigma: float) -> float:
+        runs = summaries[(m, float(sigma))]
+        if any(r.get("diverged_at") for r in runs):
+            return math.nan
+        return float(np.mean([accuracy(plan, m, r) for r in runs]))
+
+    out = {}
+    for m in plan.settings["utility_methods"]:
+        base = acc(m, 0.0)
+        ok = [float(s) for s in plan.settings["noise"] if s > 0 and acc(m, s) >= base - tolerance]
+        best = max(ok, default=0.0)
+        out[m] = {"noise": best, "accuracy": acc(m, best), "undefended": base}
+    return out
+
+
+def strongest_baseline(plan: Plan, paper_table: dict, method: str) -> str:
+    """A paper's strongest baseline that the leakage study can attack: of the rows of its main table
+    (``paper_table``: a table of ``params/<paper>/paper.yaml``, the paper's reported accuracies) other than
+    ``method``, those this study lists (its ``methods``) and an image attack applies to (:func:`what_server_holds`),
+    the one with the highest mean of the paper's numbers over the table's columns."""
+    from fedlib.privacy import what_server_holds
+
+    def mean(row: dict) -> float:
+        vals = [v[0] if isinstance(v, list | tuple) else v for v in row.values()]
+        vals = [float(v) for v in vals if isinstance(v, int | float) and not isinstance(v, bool)]
+        return float(np.mean(vals)) if vals else -math.inf
+
+    rows = {m: mean(r) for m, r in paper_table["rows"].items() if m != method and m in plan.methods
+            and set(what_server_holds(m).attacks) & set(IMAGE_ATTACKS)}
+    if not rows:
+        raise ConfigError("paper table", sorted(paper_table["rows"]), "a baseline the privacy study can attack")
+    return max(rows, key=lambda m: (rows[m], -list(plan.methods).index(m)))
+
+
+def study_profile(profile: str) -> str:
+    """The leakage study's profile a paper notebook's profile reads: the same where the study has it (smoke, quick,
+    paper), the paper profile for the long ones (converged, extended)."""
+    import yaml
+
+    return profile if profile in yaml.safe_load(Plan.params_file().read_text())["profiles"] else "paper"
+
+
+def paper_pictures(nb, method: str, paper_table: dict):
+    """A paper notebook's attack figure: ``method``'s upload and its strongest baseline's (:func:`strongest_baseline`
+    of the paper's ``paper_table``) under the leakage study's attacks, from the study's own runs and derived values
+    (:func:`load_plan` of the notebook's profile, :func:`study_profile`; its first seed; the runs trained where
+    missing, as the study trains them): one grid, attack families as groups, the two methods as rows. Into the
+    notebook's report section; returns the figure and its scores (the leakage table's numbers for that seed)."""
+    from fedlib import results
+    from fedlib.papers.notebook import Shown
+
+    profile = study_profile(nb.profile)
+    probe = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root)
+    baseline = strongest_baseline(probe, paper_table, method)
+    plan = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root,
+                     methods=[method, baseline])
+    seed = plan.seeds[0]
+    results.run_or_read(table_configs(plan), seeds=[seed], workers=nb.workers, desc="privacy-study runs",
+                        progress=False)
+    frame = picture_rows(plan, seed, [(method, None), (baseline, None)])
+    label = f"{plan.label(method)} and its strongest baseline {plan.label(baseline)}"
+    fig, layout = family_figure(plan, frame, seed, f"{label} under the leakage study's attacks\nclient "
+                                f"{plan.spec['attack']['client']}'s training images (top, grey) above the "
+                                f"reconstructions (red), SSIM under each\nprivacy study, {profile} profile, "
+                                f"{plan.rounds} rounds, seed {seed}")
+    nb.figure(fig, f"{label} under the leakage study's attacks (notebooks/privacy.ipynb, {profile} profile, seed "
+              f"{seed}): the attacked client's images beside the reconstructions", "privacy_attack_pictures")
+    scores = frame.assign(method=[plan.label(m) for m in frame.method], kind=frame.kind)[
+        ["method", "kind", "attack", "psnr", "ssim", "label_acc", "images"]].round({"psnr": 2, "ssim": 3,
+                                                                                   "label_acc": 3})
+    nb.table(f"**{label} under the leakage study's attacks** (privacy study, {profile} profile, {plan.rounds} rounds, "
+             f"seed {seed}, client {plan.spec['attack']['client']}; the strongest baseline is the paper's best-scoring "
+             "baseline an image attack applies to): PSNR (dB), SSIM and label accuracy, the leakage table's numbers.",
+             scores.set_index(["method", "kind", "attack"]))
+    nb.results["privacy_pictures"] = {"baseline": baseline, "layout": layout, "frame": frame}
+    return Shown((fig, scores))
+
+
 # -- the ledger ------------------------------------------------------------------------------------------------
 #: the attacks on a model upload at the client's real batch size and local steps (what a server meets), and the
 #: batch-1 gradient inversion (iDLG), an upper bound no real round offers: named apart, and the claims rest on the
@@ -824,8 +1162,12 @@ def main(argv: list[str] | None = None) -> int:
                                 retrain_archived=args.retrain_archived)
     res = leakage(plan)
     print(f"Leakage table, profile {plan.profile}: seeds {plan.seeds}, {plan.rounds} rounds, client "
-          f"{plan.spec['attack']['client']} attacked (SSIM mean over seeds)")
-    print(report.to_markdown(table(plan, res).round(3)))
+          f"{plan.spec['attack']['client']} attacked (SSIM mean over seeds); the headline: each method's best "
+          "realistic attack, the batch-1 upper bound in its own column")
+    leak = table(plan, res)
+    print(report.to_markdown(headline(plan, res, leak).round(3)))
+    print("\nEvery attack (ranked over the realistic attacks and the references; the batch-1 upper bound unranked)")
+    print(report.to_markdown(leak.round(3)))
     print(f"runs: {papers.made_by(s for runs in summaries.values() for s in runs)}")
     print("\nSamples per prototype (SSIM; first seed)")
     print(report.to_markdown(curve(plan, plan.seeds[0]).pivot_table(index="n", columns=["attack", "kind"],
@@ -927,13 +1269,15 @@ def show_leakage(nb):
     reconstructions, ranked, with the runs that made them."""
 
     plan, (res, leak) = nb.plan, _leakage(nb)
-    shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3}).set_index("rank")
+    shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3, BOUND_COLUMN: 3}).set_index("rank")
     acc = ", ".join(f"seed {k}: {100 * v:.1f}%" for k, v in res["classifier_acc"].items())
     made_by = papers.made_by(s for runs in nb.results["summaries"].values() for s in runs)
     nb.table(f"**The leakage table ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}; client "
              f"{plan.spec['attack']['client']}'s next round).** PSNR (dB, capped at 100), SSIM and the held-out "
              f"classifier's label accuracy on the reconstructions (that classifier's accuracy on the client's real "
-             f"images: {acc}).", shown, f"_Runs: {made_by}._")
+             f"images: {acc}). Ranked by SSIM over the realistic attacks and the references; the batch-1 upper bound "
+             f"(iDLG) follows unranked, and each method's rows carry it in `{BOUND_COLUMN}`.", shown,
+             f"_Runs: {made_by}._")
     nb.section.record(leakage=leak.to_dict(orient="records"), classifier_acc=res["classifier_acc"])
     return shown
 
@@ -944,6 +1288,86 @@ def check_leakage(nb) -> None:
     print("every method of the profile is in the table:", {nb.label(m) for m in nb.plan.table_methods()}
           <= set(leak.method))
     print("three references per seed:", len(res["refs"]) == 3 * len(nb.plan.seeds))
+
+
+def show_headline(nb):
+    """The leakage table's headline: each method's best realistic attack, ranked, the references among them and the
+    batch-1 upper bound in its own column (:func:`headline`)."""
+    plan, (res, leak) = nb.plan, _leakage(nb)
+    head = headline(plan, res, leak)
+    shown = head.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3, BOUND_COLUMN: 3}).set_index("rank")
+    nb.table(f"**The headline ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}): each method's best "
+             "realistic attack** (the gradient inversion of the client's real round, the imprint, the white-box "
+             "feature inversion, the decoder), ranked by SSIM with the three references; `upper bound ssim`: the "
+             "gradient inversion of a one-image update (iDLG), an upper bound no real round offers, not ranked.", shown)
+    nb.section.record(headline=head.to_dict(orient="records"))
+    return shown
+
+
+def _pictures(nb) -> pd.DataFrame:
+    """The leakage table's runs' pictures on the first seed (:func:`picture_rows`)."""
+    return nb.once("pictures", lambda: picture_rows(nb.plan, nb.seed0, [(m, None) for m in nb.plan.table_methods()]))
+
+
+def fig_reconstructions(nb):
+    """What the leakage table's attacks reconstruct: one grid per attack family (realistic ones, then the batch-1
+    upper bound), rows the methods grouped by what the server holds, the attacked client's images beside the
+    reconstructions with SSIM under each; returns the figures."""
+    from fedlib.papers.notebook import Shown
+
+    figs, shown = [], {}
+    for fam, fig, layout in picture_figures(nb.plan, _pictures(nb), nb.seed0):
+        figs.append(nb.figure(fig, f"{fam.heading}: the attacked client's images beside the reconstructions, SSIM "
+                              f"under each ({nb.profile} profile, seed {nb.seed0})", f"reconstructions_{fam.slug}"))
+        shown[fam.slug] = layout[["group", "label", "ssim", "images"]].to_dict(orient="records")
+    nb.results["pictures_layout"] = shown
+    nb.section.record(pictures=shown)
+    return Shown(figs)
+
+
+def _defended_pictures(nb) -> tuple[dict, pd.DataFrame]:
+    """The strongest upload defence within :data:`DEFENCE_TOLERANCE` points per utility method
+    (:func:`strongest_defence`) and its run's pictures on the first seed."""
+    def make():
+        chosen = strongest_defence(nb.plan, nb.results["defense"])
+        frame = picture_rows(nb.plan, nb.seed0, [(m, c["noise"]) for m, c in chosen.items()])
+        return chosen, frame
+    return nb.once("defended_pictures", make)
+
+
+def fig_reconstructions_defended(nb):
+    """The same pictures under the strongest upload defence (clip + noise) that keeps each utility method's accuracy
+    within :data:`DEFENCE_TOLERANCE` points of its undefended run: one grid, attack families as groups, the utility
+    methods as rows; returns the figure and the noise chosen per method."""
+    from fedlib.papers.notebook import Shown
+    from fedlib.privacy import epsilon
+
+    plan = nb.plan
+    chosen, frame = _defended_pictures(nb)
+    delta = plan.spec["attack"]["delta"]
+    labels, notes = {}, {}
+    for m, c in chosen.items():
+        if c["noise"]:
+            eps = epsilon_text(epsilon(c["noise"], plan.rounds, 1.0, delta))
+            labels[(m, c["noise"])] = f"{plan.label(m)}, σ = {c['noise']:g}, ε = {eps}"
+            notes[(m, c["noise"])] = f"accuracy {c['accuracy']:.1f}% (undefended {c['undefended']:.1f}%)"
+        else:
+            labels[(m, c["noise"])] = f"{plan.label(m)}, no defence"
+            notes[(m, c["noise"])] = f"no σ > 0 within {DEFENCE_TOLERANCE:g} points"
+    fig, layout = family_figure(plan, frame, nb.seed0, f"Under the strongest upload defence within "
+                                f"{DEFENCE_TOLERANCE:g} accuracy points (clip + noise, δ = {delta:g})\nclient "
+                                f"{plan.spec['attack']['client']}'s training images (top, grey) above the "
+                                f"reconstructions (red), SSIM under each\n{nb.profile} profile, seed {nb.seed0}",
+                                labels, notes)
+    nb.figure(fig, f"The reconstructions under the strongest upload defence that keeps accuracy within "
+              f"{DEFENCE_TOLERANCE:g} points ({nb.profile} profile, seed {nb.seed0})", "reconstructions_defended")
+    df = pd.DataFrame([{"method": plan.label(m), "noise": c["noise"], "accuracy": c["accuracy"],
+                        "undefended accuracy": c["undefended"]} for m, c in chosen.items()]).set_index("method")
+    nb.table(f"**The defence the pictures above use: the largest noise multiplier whose accuracy stays within "
+             f"{DEFENCE_TOLERANCE:g} points of the undefended run** (mean over seeds, last round).", df.round(2))
+    nb.results["defended_layout"] = layout
+    nb.section.record(pictures_defended=layout[["group", "label", "ssim", "images"]].to_dict(orient="records"))
+    return Shown((fig, df.round(2)))
 
 
 def fig_samples_per_prototype(nb):
@@ -1021,7 +1445,8 @@ def closing_note(nb) -> None:
     attacked = ranked[ranked.method != "—"]
     top, bottom, last = attacked.iloc[0], attacked.iloc[-1], ranked.iloc[-1]
     closing = (f"**Closing note ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}).** Top of the leakage "
-               f"table: {top.method}, {top.attack}: SSIM {top.ssim:.3f}, PSNR {top.psnr:.2f} dB, label accuracy "
+               f"table (realistic attacks): {top.method}, "
+               f"{top.attack}: SSIM {top.ssim:.3f}, PSNR {top.psnr:.2f} dB, label accuracy "
                f"{top.label_acc:.2f}. Bottom attack row: {bottom.method}, {bottom.attack}: SSIM {bottom.ssim:.3f}, "
                f"PSNR {bottom.psnr:.2f} dB" + ("" if last is bottom else
                                                f"; below it the {last.attack.removeprefix('reference: ')} "

@@ -1106,6 +1106,15 @@ def fig_distances(nb):
     return Shown((fig, df))
 
 
+def fig_attack_pictures(nb):
+    """The leakage study's attacks on ProtoNorm's upload and on its strongest baseline's (the paper's best-scoring
+    baseline in Table 1 that an image attack applies to), from the study's runs and derived values
+    (:func:`fedlib.papers.privacy.paper_pictures`); returns the figure and the scores."""
+    from fedlib.papers import privacy
+
+    return privacy.paper_pictures(nb, "protonorm", nb.paper["table1"])
+
+
 def fig_features(nb):
     """t-SNE (or UMAP) of the 512-d test features of every method, each client under its own model, pooled."""
     import matplotlib.pyplot as plt
