@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 from fedlib import backends
 
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                                                           "results folder, copy nothing")
     arc.add_argument("--root", default=None, help="archive folder (default archive/ in the checkout)")
     arc.add_argument("--replace", action="store_true", help="replace entries already archived (default: keep them)")
+    arc.add_argument("--index", action="store_true", help="write archive/INDEX.json for the entries there that pass "
+                                                          "their checks (what --check compares with), copy nothing")
     sub.add_parser("report", help="render REPORT.md from the run archive alone (no training); --check compares",
                    add_help=False)
     sub.add_parser("evidence", help="what would decide each open claim and its CPU cost; --run --budget 3h runs the "
@@ -57,8 +60,15 @@ def main(argv: list[str] | None = None) -> int:
         from fedlib.render import evidence_main
 
         return evidence_main(argv[1:])
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args, extra = parser.parse_known_args(argv)
+    if args.command in ("run", "partition"):   # key=value after a flag (run CFG --no-progress train.rounds=5)
+        args.overrides += [a for a in extra if not a.startswith("-")]
+        extra = [a for a in extra if a.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    from fedlib.logs import BarSafeHandler
+
+    logging.basicConfig(level=logging.WARNING, handlers=[BarSafeHandler()])
 
     from fedlib.interrupts import stop_on_signals
     from fedlib.validation import ConfigError
@@ -70,12 +80,20 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             backends.apply(args)
-            return reproduce(args.profile, notebooks=args.notebooks or CHECKOUT / "notebooks",
+            code = reproduce(args.profile, notebooks=args.notebooks or CHECKOUT / "notebooks",
                              root=args.root or CHECKOUT, only=args.only, progress=not args.no_progress,
                              log_output=args.log_output, device=args.device)
+            if args.profile != "smoke" and (args.root is None or Path(args.root).resolve() == CHECKOUT.resolve()):
+                from fedlib.render import main as render_main   # REPORT.md: the render of the run archive
+
+                code = max(code, render_main([]))
+            return code
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        except OSError as exc:
+            print(f"error: {os_error(exc)}", file=sys.stderr)
+            return 1
         except KeyboardInterrupt:
             print("interrupted; finished experiments are cached, run the same command to go on", file=sys.stderr)
             return 130
@@ -84,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         from fedlib.papers.catalog import main as archive_main
 
         return archive_main((["--check"] if args.check else []) + (["--root", args.root] if args.root else [])
-                            + (["--replace"] if args.replace else []))
+                            + (["--replace"] if args.replace else []) + (["--index"] if args.index else []))
 
     from fedlib.data.sources import DatasetUnavailable
     from fedlib.config import load_config
@@ -96,12 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             summaries = run_experiment(cfg, progress=not args.no_progress)
             print(format_summary(cfg, summaries))
         else:
-            from pathlib import Path
-
             from fedlib.plots import partition_heatmap
 
+            out = partition_output(args.out, cfg["name"])   # checked before any data is loaded
             data, _, _ = build(cfg, cfg["seeds"][0])
-            out = Path(args.out or f"figures/partition_{cfg['name']}.png")
             out.parent.mkdir(parents=True, exist_ok=True)
             partition_heatmap(data.partition, title=cfg["name"]).figure.savefig(out, dpi=120, bbox_inches="tight")
             counts = data.partition.counts
@@ -112,10 +128,58 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DatasetUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:   # a full disk, a folder made unwritable while the run went on
+        print(f"error: {os_error(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted; finished rounds are checkpointed, run the same command to resume", file=sys.stderr)
         return 130
     return 0
+
+
+def os_error(exc: OSError) -> str:
+    """One line for an error of the file system met while working: a full disk says so, and that nothing finished
+    is lost (every round is checkpointed: the same command resumes once there is room)."""
+    import errno
+
+    where = exc.filename or ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"disk full: could not write {where or 'a file'}; finished runs and checkpointed rounds are kept: "
+                "free some space and run the same command to resume")
+    reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return (f"{where}: {reason}" if where else reason) + "; finished runs and checkpointed rounds are kept: run the " \
+        "same command to resume once it can be written"
+
+
+def partition_output(out: str | None, name: str):
+    """Where ``partition`` writes its heatmap, checked before any data is loaded: ``--out``, else
+    ``figures/partition_<name>.png`` with ``name`` a file name (:func:`fedlib.validation.check_file_name`: a
+    ``name`` such as ``x/../../escape`` would write outside ``figures/``); a format matplotlib writes, and a folder
+    that can be written."""
+    from pathlib import Path
+
+    from fedlib.validation import ConfigError, check_file_name, check_writable
+
+    if out is None:
+        try:
+            check_file_name("name", name)
+        except ConfigError as exc:
+            raise ConfigError("name", name, exc.allowed, message=f"{exc} (it names figures/partition_<name>.png; "
+                              "give the figure's path with --out)") from None
+        path = Path("figures") / f"partition_{name}.png"
+    else:
+        path = Path(out)
+        if any(ord(ch) < 32 for ch in out):
+            raise ConfigError("--out", out, "a file path without control characters")
+    if path.is_dir():
+        raise ConfigError("--out", str(path), "a file path (this is a folder)")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise ConfigError("--out", str(path), "a file name ending in ." + ", .".join(sorted(formats)))
+    check_writable(path.parent, "--out" if out is not None else "figures")
+    return path
 
 
 if __name__ == "__main__":

@@ -90,19 +90,90 @@ TOP_KEYS = ("name", "dataset", "model", "partition", "algorithm", "train", "seed
 REQUIRED = ("dataset", "model", "partition", "algorithm", "train")
 
 
+# The most values a YAML document may stand for once its aliases are expanded (every ``*name`` counted as the
+# values it repeats). A config is a few hundred values; a "billion laughs" document (anchors of anchors, nine
+# levels deep) stands for billions, which building, printing or hashing would expand: it is refused while it is
+# composed, before any value is built.
+MAX_EXPANDED_NODES = 100_000
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class AliasBomb(yaml.YAMLError):
+    """A document whose aliases expand beyond :data:`MAX_EXPANDED_NODES` values, or refer to themselves."""
+
+
 class _Loader(yaml.SafeLoader):
-    """YAML 1.1 with exponent floats written without a dot (``1e-3``, ``1e9``) read as numbers."""
+    """YAML 1.1 with exponent floats written without a dot (``1e-3``, ``1e9``) read as numbers, and documents that
+    expand their aliases beyond :data:`MAX_EXPANDED_NODES` values (or into themselves) refused as they are
+    composed (:class:`AliasBomb`)."""
+
+    def compose_document(self):
+        node = super().compose_document()
+        _expanded_size(node)
+        return node
+
+
+def _expanded_size(root) -> int:
+    """How many values the composed document ``root`` stands for with its aliases expanded (shared nodes counted
+    once per use); :class:`AliasBomb` past the limit or for a node that contains itself. Linear in the composed
+    nodes (each distinct node's size is computed once)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            children = node.value if isinstance(node, yaml.SequenceNode) else \
+                [n for pair in node.value for n in pair]
+            total = 1 + sum(sizes[id(c)] for c in children)
+            if total > MAX_EXPANDED_NODES:
+                raise AliasBomb(f"its aliases expand to more than {MAX_EXPANDED_NODES:,} values (a config needs a few "
+                                "hundred)")
+            sizes[key] = total
+            open_nodes.discard(key)
+            continue
+        if key in sizes:
+            continue
+        if not isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+            sizes[key] = 1
+            continue
+        if key in open_nodes:
+            raise AliasBomb("an alias refers to a value that contains it (a recursive document)")
+        open_nodes.add(key)
+        stack.append((node, True))
+        children = node.value if isinstance(node, yaml.SequenceNode) else [n for pair in node.value for n in pair]
+        for child in children:
+            if id(child) in open_nodes:
+                raise AliasBomb("an alias refers to a value that contains it (a recursive document)")
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
 
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float",
                               re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
 
 
+def safe_yaml(text: str) -> Any:
+    """``text`` parsed as the configs are (:func:`load_yaml`'s loader: alias bombs refused), errors raised as
+    :class:`yaml.YAMLError`; for YAML files other than run configs (a study's ``experiments.yaml``)."""
+    return yaml.load(text, Loader=_Loader)
+
+
 def load_yaml(text: str, source: str, column_offset: int = 0) -> Any:
     """Parse YAML; a syntax error becomes one :class:`ConfigError` line naming ``source`` and
-    ``line:column`` (columns shifted by ``column_offset``, e.g. the ``key=`` of an override)."""
+    ``line:column`` (columns shifted by ``column_offset``, e.g. the ``key=`` of an override), and so does a
+    document whose aliases expand beyond what a config can need (:class:`AliasBomb`)."""
     try:
         return yaml.load(text, Loader=_Loader)
+    except AliasBomb as exc:
+        raise ConfigError(source, "(not shown)", "a document of at most "
+                          f"{MAX_EXPANDED_NODES:,} values once its aliases are expanded",
+                          message=f"{source}: refused: {exc}") from None
+    except RecursionError:   # the parser recurses once per level: [[[[...]]]] thousands deep
+        raise ConfigError(source, "(not shown)", "a document nested a few levels deep",
+                          message=f"{source}: refused: its values are nested too deeply for a config") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = (f"{source}:{mark.line + 1}:{mark.column + 1 + column_offset}" if mark is not None else source)
@@ -146,7 +217,12 @@ def validate(raw: dict, source: str = "config") -> dict:
         raise ConfigError(missing[0], None, "required", message=(
             f"{source}: missing {', '.join(repr(k) for k in missing)}; a config names dataset, model, partition "
             "(with its scheme), algorithm and train (see params/fedproto_fmnist.yaml)"))
-    cfg: dict[str, Any] = {"name": str(raw.get("name", "experiment"))}
+    name = "experiment" if raw.get("name") is None else raw["name"]
+    if isinstance(name, (list, dict, set, tuple, bytes)):
+        raise ConfigError("name", name, "a name (a string)")
+    cfg: dict[str, Any] = {"name": str(name)}
+    if not cfg["name"].isprintable():   # it is printed on progress bars and in summaries, and may name a file
+        raise ConfigError("name", cfg["name"], "a name of printable characters (no newline, tab or control character)")
 
     ds = _as_spec(raw["dataset"], "dataset")
     if set(ds) - {"name", "fraction", "encoder"}:
@@ -212,9 +288,15 @@ def validate(raw: dict, source: str = "config") -> dict:
 
 
 def check_seeds(seeds: Any, field: str = "seeds") -> list[int]:
-    """A non-empty list of seeds, each an integer the random generators accept (:data:`SEED`)."""
+    """A non-empty list of distinct seeds, each an integer the random generators accept (:data:`SEED`). A seed
+    given twice is refused: its one run would be counted twice, making up a spread (``55.00 +- 0.00``)."""
     if not isinstance(seeds, list) or not seeds or not all(SEED.ok(x) for x in seeds):
         raise ConfigError(field, seeds, f"a non-empty list of integers in [0, {SEED.high}]")
+    twice = sorted({x for x in seeds if seeds.count(x) > 1})
+    if twice:
+        raise ConfigError(field, seeds, "distinct seeds", message=(
+            f"{field}: got {seeds!r}; allowed: distinct seeds ({', '.join(map(str, twice))} given more than once: one "
+            "run counted twice would make up a spread)"))
     return list(seeds)
 
 
@@ -246,7 +328,16 @@ def load_config(path: str | Path, overrides: list[str] | dict | None = None) -> 
     path = Path(path)
     if not path.is_file():
         raise ConfigError("config file", str(path), "an existing YAML file")
-    raw = load_yaml(path.read_text(), str(path))
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError("config file", str(path), f"a YAML file of at most {MAX_CONFIG_BYTES:,} bytes (a config "
+                          f"is a few hundred; this one has {path.stat().st_size:,})")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("config file", str(path), "a readable UTF-8 text file",
+                          message=f"{path}: unreadable ({getattr(exc, 'strerror', None) or exc.__class__.__name__})"
+                          ) from None
+    raw = load_yaml(text, str(path))
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

@@ -49,3 +49,43 @@ def from_env() -> None:
     level = os.environ.get(ENV)
     if level:
         to_stdout(logging.getLevelName(level))
+
+
+def bars_shown() -> bool:
+    """Whether this process draws a progress bar now (a tqdm bar that is not disabled)."""
+    std = sys.modules.get("tqdm.std")
+    if std is None:
+        return False
+    try:
+        return any(not getattr(bar, "disable", True) for bar in list(getattr(std.tqdm, "_instances", ())))
+    except (TypeError, RuntimeError):   # the set changed while it was read: say yes, a new line costs nothing
+        return True
+
+
+class BarSafeHandler(logging.StreamHandler):
+    """A command line's handler (``LEVEL name: message`` on standard error) whose lines start on a line of their
+    own: while this process draws a progress bar, through ``tqdm.write`` (the bar is cleared, the line printed and
+    the bar drawn again below it), else as a plain stream handler."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not bars_shown():
+            super().emit(record)
+            return
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging's own contract: a failing handler reports, never raises
+            self.handleError(record)

@@ -150,7 +150,8 @@ def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | No
 
 def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4) -> dict:
     """How well :meth:`fedlib.claims.Trend.reach` bounds what curves really gained: each group's seed curves
-    (``{label: [per-seed curve]}``, at least ``end`` rounds) cut at ``cut`` rounds, its reach projected to
+    (``{label: [per-seed curve]}``, at least ``end`` rounds; :func:`fedlib.papers.benchmark.reach_curves` gives the
+    benchmark's) cut at ``cut`` rounds, its reach projected to
     ``cut * cap_factor`` rounds (the horizon from 100 rounds to the 400-round cap), against the gain its seed-mean
     best-so-far curve actually made from round ``cut`` to ``end``. Returns ``{"groups", "rising", "covered",
     "misses": {label: points short}, "plateau_misses": {label: points gained after the cut}}``: of the groups still
@@ -177,20 +178,3 @@ def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4
         if actual > t.reach(cap=cut * cap_factor) + 1e-9:
             misses[label] = actual - t.reach(cap=cut * cap_factor)
     return {"groups": n, "rising": rising, "covered": rising - len(misses), "misses": misses, "plateau_misses": early}
-
-
-def benchmark_curves() -> dict:
-    """``{"setting method": [per-seed curve]}`` of the benchmark's converged-profile runs, from the archive (the
-    curves :func:`reach_check` is run on in docs/runs.md)."""
-    from fedlib import results
-    from fedlib.papers import benchmark
-
-    plan = benchmark.load_plan("converged")
-    out = {}
-    with results.archive_only():
-        for (s, m), cfg in benchmark.configs(plan).items():
-            recs = [results.rounds(cfg, x) for x in plan.setting_seeds(s)]
-            recs = [r for r in recs if r and not any(q.get("diverged") for q in r)]
-            if recs:
-                out[f"{s} {m}"] = [curve(r, plan.metric(m)) for r in recs]
-    return out

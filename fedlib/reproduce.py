@@ -232,6 +232,19 @@ def assemble(outcomes: list[Outcome], profile: str, root: Path, extra: str = "")
     return "\n".join(lines) + "\n"
 
 
+def check_output_folders(root: Path, profile: str, notebooks: list[Path]) -> None:
+    """Every folder a run writes below ``root`` (``--root``) can be made and written, checked before any kernel
+    starts (:func:`fedlib.validation.check_writable`: a root under a file, an immutable or read-only folder, ``/proc``
+    or ``/sys`` give one line, exit status 2): the root itself, ``results/executed/<profile>/``,
+    ``results/<profile>/`` and each notebook's figure folder."""
+    from fedlib.validation import check_writable
+
+    folders = [root, root / "results" / "executed" / profile, report_path(profile, root).parent]
+    folders += [figure_dir(nb.stem, profile, root, create=False) for nb in notebooks]
+    for folder in folders:
+        check_writable(folder, "--root")
+
+
 def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebooks", root: str | Path = CHECKOUT,
               only: list[str] | None = None, progress: bool = True, log_output: bool = False,
               device: str | None = None) -> int:
@@ -245,6 +258,7 @@ def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebo
     if not chosen:
         print(f"reproduce: no notebooks in {notebooks}", file=sys.stderr)
         return 1
+    check_output_folders(root, profile, chosen)
     outcomes: list[Outcome] = []
     for i, nb in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {nb.stem} (profile {profile}) ...", flush=True)
@@ -276,12 +290,7 @@ def reproduce(profile: str = "quick", notebooks: str | Path = CHECKOUT / "notebo
     failed = [o for o in ran_now if o.status == "FAILED"]
     print(f"\nreproduce (profile {profile}): {len(ran_now) - len(failed)} passed, {len(failed)} failed; the "
           f"notebooks' sections -> {report}")
-    if profile not in SCRATCH_PROFILES and root == CHECKOUT.resolve():
-        from fedlib import render
 
-        text, _ = render.render()
-        (root / "REPORT.md").write_text(text)
-        print(f"REPORT.md rendered from the run archive (python -m fedlib report) -> {root / 'REPORT.md'}")
     for o in ran_now:
         print(f"  {o.status:6} {o.name:20} {o.minutes:6.1f} min  {o.executed or ''}")
     return 1 if failed else 0

@@ -160,7 +160,8 @@ def derived(cfg: dict, seed: int, name: str, compute):
         record = load(own)
         if record is not None:
             return record["value"]
-    record = load(archive.entry(cfg, seed))
+    # the archive's value only beside a sound record of this run (its index covers the derived files too)
+    record = load(archive.entry(cfg, seed)) if archive.summary(cfg, seed) is not None else None
     if record is not None:
         return record["value"]
     if archive.reading_only():

@@ -184,6 +184,7 @@ def run_lock(folder: Path):
         fh.truncate()
         fh.write(str(os.getpid()))
         fh.flush()
+        store.remove_stale_temporary(folder)   # left by a process killed mid-write (kill -9): it holds no lock now
         try:
             yield
         finally:
@@ -249,9 +250,9 @@ def rerunnable_config(cfg: dict, seed: int) -> dict:
 
 
 def config_text(cfg: dict, seed: int, folder: Path) -> str:
-    """The run folder's ``config.yaml``: :func:`rerunnable_config` under a line saying how to rerun it."""
-    header = f"# run {folder.name}, seed {seed}: `python -m fedlib run {folder / store.CONFIG}` reruns it\n"
-    return header + yaml.safe_dump(rerunnable_config(cfg, seed), sort_keys=False)
+    """The run folder's ``config.yaml``: :func:`rerunnable_config` under one comment line saying how to rerun it
+    (:func:`fedlib.store.rerun_hint`: a command to paste, whatever the folder's name holds)."""
+    return store.rerun_hint(folder, seed) + "\n" + yaml.safe_dump(rerunnable_config(cfg, seed), sort_keys=False)
 
 
 def trained_by(cfg: dict, algo) -> str:
@@ -346,6 +347,14 @@ def _init_worker() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, stop)
+    # tqdm's default lock is a multiprocessing RLock, a named semaphore in a spawned process; a worker stopped by
+    # the parent ends in os._exit, so that semaphore would never be unlinked and multiprocessing's resource tracker
+    # would print a two-line "leaked semaphore" warning after Ctrl-C. A worker shows no bar: a thread lock does.
+    import threading
+
+    from tqdm import std as tqdm_std
+
+    tqdm_std.tqdm.set_lock(threading.RLock())
     try:
         import ctypes
 

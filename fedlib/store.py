@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from fedlib.logs import bars_shown
+
 LOG, CHECKPOINT, SUMMARY, CONFIG, PARTITION = "rounds.jsonl", "checkpoint.pt", "summary.json", "config.yaml", \
     "partition.json"
 SUMMARY_HASH = "summary_sha256"
@@ -62,6 +64,33 @@ def _one_line(message, category, filename, lineno, line=None) -> str:
 warnings.formatwarning = _one_line
 
 
+def _show(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print a warning on a line of its own: through tqdm (the bar is cleared, the line printed, the bar drawn again
+    below it) while this process draws a bar; in a worker process on a terminal, after a new line, since the
+    parent's bar may hold the line. Otherwise as Python prints it."""
+    import multiprocessing
+    import sys
+
+    file = sys.stderr if file is None else file
+    if file is None:
+        return
+    text = warnings.formatwarning(message, category, filename, lineno, line)
+    try:
+        if bars_shown():
+            from tqdm import tqdm
+
+            tqdm.write(text.rstrip("\n"), file=file)
+            return
+        if multiprocessing.parent_process() is not None and getattr(file, "isatty", lambda: False)():
+            text = "\n" + text
+        file.write(text)
+    except OSError:   # a closed or broken stream: a warning is not a reason to fail
+        pass
+
+
+warnings.showwarning = _show
+
+
 @contextlib.contextmanager
 def _temporary(path: Path):
     """``.<name>.<pid>.tmp`` beside ``path``, removed when the block does not end in its rename
@@ -77,12 +106,41 @@ def _temporary(path: Path):
 def atomic_write(path: Path, data: bytes | str) -> None:
     """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
     path = Path(path)
-    with _temporary(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+    try:
+        with _temporary(path) as tmp:
+            with open(tmp, "wb") as fh:
+                fh.write(data.encode() if isinstance(data, str) else data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+    except OSError as exc:   # name the file meant, not its temporary (a full disk: ENOSPC)
+        if exc.filename is None or str(exc.filename).endswith(".tmp"):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True   # another user's process (or no such number): left alone
+    return True
+
+
+def remove_stale_temporary(folder: Path) -> int:
+    """Remove the temporary files (``.<name>.<pid>.tmp``) in ``folder`` whose process has ended (one killed with
+    SIGKILL mid-write leaves its file behind); how many. Called by a process that has just taken the run's lock,
+    so no live writer of this folder is left out of account: a file of a live pid (another process writing,
+    or the number reused) is kept."""
+    stale = 0
+    for tmp in Path(folder).glob(".*.tmp"):
+        pid = tmp.name[:-len(".tmp")].rsplit(".", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            stale += 1
+    return stale
 
 
 def remove_temporary(folder: Path, pids=None) -> int:
@@ -94,6 +152,54 @@ def remove_temporary(folder: Path, pids=None) -> int:
     for tmp in found:
         tmp.unlink(missing_ok=True)
     return len(found)
+
+
+def rerun_hint(folder: Path, seed: int) -> str:
+    """``# run <id>, seed <s>: `python -m fedlib run results/<id>/config.yaml` reruns it``: one comment line. The
+    path is relative to the checkout where the folder lies inside it (so the hint serves every clone; run it from
+    the checkout), else absolute, and quoted for a POSIX shell (:func:`shell_word`): a ``$(...)``, a quote, a space
+    or a newline in ``results_dir`` is text, never a command, and never a second YAML line."""
+    return f"# run {shell_word(Path(folder).name)}, seed {seed}: `python -m fedlib run " \
+           f"{shell_word(str(checkout_relative(Path(folder) / CONFIG)))}` reruns it"
+
+
+def checkout_relative(path: Path) -> Path:
+    """``path`` relative to the checkout where it lies inside it, else absolute (normalised, links kept)."""
+    from fedlib.paths import CHECKOUT
+
+    absolute = Path(os.path.abspath(path))
+    for base in (CHECKOUT, Path(os.path.abspath(CHECKOUT))):
+        try:
+            return absolute.relative_to(base)
+        except ValueError:
+            continue
+    try:
+        return absolute.resolve().relative_to(CHECKOUT)
+    except (ValueError, OSError, RuntimeError):
+        return absolute
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell command (:func:`shlex.quote`); where it holds a character that is not
+    printable (a newline, a tab, a line separator, a control character), bash's ``$'...'`` form with that character
+    escaped, so that the word stays on one line."""
+    import shlex
+
+    if text.isprintable():
+        return shlex.quote(text)
+    out = []
+    for ch in text:
+        if ch in ("\\", "'"):
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:   # a byte; above it the character (bash writes it in UTF-8)
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return "$'" + "".join(out) + "'"
 
 
 def log_text(records: list[dict]) -> str:
@@ -166,12 +272,41 @@ def save_checkpoint(folder: Path, round_idx: int, clients: dict, server: Any, lo
     """``checkpoint.pt`` holding the state after ``round_idx`` and the log it belongs to, its tensors
     stacked into one buffer per dtype and device (:func:`stacked`)."""
     state, _ = stacked({"clients": clients, "server": server})
-    with _temporary(Path(folder) / CHECKPOINT) as tmp:
-        torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
-                    "log_sha256": sha256(log), **state}, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, Path(folder) / CHECKPOINT)
+    path = Path(folder) / CHECKPOINT
+    try:
+        with _temporary(path) as tmp:
+            try:
+                torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
+                            "log_sha256": sha256(log), **state}, tmp)
+            except RuntimeError as exc:   # torch's stream writer says neither the file nor the reason
+                raise write_failed(path, exc) from None
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+    except OSError as exc:   # name the file meant, not its temporary (a full disk: ENOSPC)
+        if exc.filename is None or str(exc.filename).endswith(".tmp"):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
+
+
+TORCH_WRITE_FAILED = ("PytorchStreamWriter failed", "file write failed", "inline_container", "unexpected pos")
+
+
+def write_failed(path: Path, exc: BaseException) -> BaseException:
+    """The error to raise for ``exc`` raised while writing ``path``: an :class:`OSError` naming the file for
+    torch's writer failing (a full disk, most often: its text says neither), ``exc`` itself otherwise."""
+    import errno
+
+    text = " ".join(str(exc).split())
+    if not isinstance(exc, RuntimeError) or not any(t in text for t in TORCH_WRITE_FAILED):
+        return exc
+    try:
+        stat = os.statvfs(Path(path).parent)
+        free = stat.f_bavail * stat.f_frsize
+    except OSError:
+        free = None
+    code = errno.ENOSPC if free is None or free < (64 << 20) else errno.EIO
+    return OSError(code, "disk full or the write failed (torch: " + text[:120] + ")", str(path))
 
 
 def parse_log(text: str) -> tuple[list[dict], str | None]:

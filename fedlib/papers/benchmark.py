@@ -227,6 +227,22 @@ def trends(plan: Plan, table: pd.DataFrame) -> dict:
     return out
 
 
+def reach_curves(plan: Plan | None = None) -> dict:
+    """``{"setting method": [per-seed curve]}`` of the converged profile's runs (default plan), from the archive alone:
+    the curves :func:`fedlib.plateau.reach_check` is run on in docs/runs.md."""
+    from fedlib import plateau, results
+
+    plan = plan or load_plan("converged")
+    out = {}
+    with results.archive_only():
+        for (s, m), cfg in configs(plan).items():
+            recs = [results.rounds(cfg, x) for x in plan.setting_seeds(s)]
+            recs = [r for r in recs if r and not any(q.get("diverged") for q in r)]
+            if recs:
+                out[f"{s} {m}"] = [plateau.curve(r, plan.metric(m)) for r in recs]
+    return out
+
+
 def accuracy_blocks(table: pd.DataFrame, value: str = "best") -> pd.DataFrame:
     """Rows (setting, seed), columns methods: what the ranking compares (higher is better)."""
     return table.pivot_table(index=["setting", "seed"], columns="method", values=value)

@@ -473,7 +473,7 @@ def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, m
     plan = G.load_plan("paper", results_dir=str(tmp_path))
     jobs = G.notebook_jobs(plan)
     assert jobs == [(G.config(plan, "gfpl", "mnist5k", 4), 0)]
-    assert len(G.all_jobs(plan)) == 180 + 24 + 8   # Figs. 3b / 6 share their n = 4 / S_C = 1 run with each other
+    assert len(G.all_jobs(plan)) == 180 + 24 + 8 * 3   # Figs. 3b / 6 (every seed) share their n = 4 / S_C = 1 run
     cfgs = {k: c for k, c in G.table1_configs(plan).items() if k[:2] == ("fmnist", 5)}
     got = G.obtain(plan, cfgs, workers=1, progress=False)   # reads, trains nothing (the folder stays empty)
     assert not any(tmp_path.iterdir())

@@ -70,7 +70,7 @@ def test_the_archive_keeps_the_other_placements_run(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().out.splitlines() == [
         "toy table: 1 of 2 runs in the archive (1 added, 0 already there and kept)",
         "toy table: 1 of 2 runs in the archive pass their checks; 1 finished in the results folder"]
-    assert [p.name for p in root.iterdir()] == [made["run_id"]]
+    assert sorted(p.name for p in root.iterdir()) == sorted([made["run_id"], archive.INDEX])   # the entry, its index
     fresh = {**cfg, "results_dir": str(tmp_path / "fresh")}   # a fresh clone: no results folder
     assert results.find(fresh, 1, root)[1]["archived"] is True
     assert results.rounds(fresh, 1, root) == archive.rounds(other, 1, root) == load_rounds(other, 1)
