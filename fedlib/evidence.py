@@ -243,5 +243,19 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
         return []
     print(f"evidence: extending {len(groups)} run group{'s' if len(groups) != 1 else ''} "
           f"({', '.join(g.label for g in groups)})", flush=True)
-    return plateau.run(groups, workers=workers, deadline=time.time() + budget, progress=progress,
-                       keep=lambda cfg, seed: archive.add(cfg, seed))
+    return plateau.run(groups, workers=workers, deadline=time.time() + budget, progress=progress, keep=keep)
+
+
+def keep(cfg: dict, seed: int) -> bool:
+    """Archive an extended run in place of its shorter record (:func:`fedlib.archive.add`), first checking that its
+    first rounds are the archived ones (a run made again from round 1 on this machine; a line says where they
+    differ, as on a machine whose kernels round otherwise)."""
+    from fedlib import archive, plateau
+
+    base = {**cfg, "train": {**cfg["train"], "extend_to": None}}
+    before = archive.rounds(base, seed)
+    same = plateau.prefix_agrees(cfg, seed, before)
+    if same is False:
+        print(f"evidence: {cfg['name']} seed {seed}: its first {len(before)} rounds differ from the archived record's "
+              "(made on another kind of machine); the extended record replaces it", flush=True)
+    return archive.add(cfg, seed)

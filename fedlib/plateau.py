@@ -111,40 +111,49 @@ def next_jobs(statuses: list[Status], cap: int = CAP, step: int = STEP) -> list[
     return jobs
 
 
-def prefix_agrees(cfg: dict, seed: int, archived: list[dict], metric: str) -> bool | None:
+def prefix_agrees(cfg: dict, seed: int, archived: list[dict]) -> bool | None:
     """Whether the results folder's run of ``(cfg, seed)`` starts with the ``archived`` record's rounds (the same
-    accuracy under ``metric``, every client, every round); None where there is nothing to compare."""
+    accuracies under every rule and convention, of every client, and the same training loss, round for round);
+    None where there is nothing to compare."""
     from fedlib.runner import load_rounds
 
     mine = load_rounds(cfg, seed)
     if not archived or len(mine) < len(archived):
         return None
-    return all(a.get("acc", {}).get(metric) == b.get("acc", {}).get(metric)
-               and a.get("clients", {}).get(metric) == b.get("clients", {}).get(metric)
-               for a, b in zip(archived, mine[:len(archived)], strict=True))
+    keys = ("acc", "clients", "train_loss")
+    return all(all(a.get(k) == b.get(k) for k in keys) for a, b in zip(archived, mine[:len(archived)], strict=True))
 
 
 def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | None = None,
         deadline: float | None = None, keep=None, progress: bool = True) -> list[Status]:
     """Extend ``groups`` step by step until each is done (:attr:`Status.done`) or ``deadline`` (``time.time()``)
-    passes; after each step ``keep(cfg, seed)`` is called for every run it finished (the evidence command archives
-    it there). Interrupted, the finished runs are kept and the started ones resume from their checkpoints.
-    Returns the groups' final :class:`Status`."""
+    passes. A step trains a few groups at a time (as many as ``workers``, each with all its seeds), then calls
+    ``keep(cfg, seed)`` for every run of them (the evidence command archives them there), so that what finished is
+    kept however long the whole takes. Interrupted, the finished runs are kept and the started ones resume from
+    their checkpoints. Returns the groups' final :class:`Status`."""
+    import os
     import time
 
     from fedlib import grid
 
+    per_chunk = max(1, workers or os.cpu_count() or 1)
     statuses = [status(g, cap) for g in groups]
     while True:
-        jobs = next_jobs(statuses, cap, step)
-        if not jobs or (deadline is not None and time.time() >= deadline):
+        todo = [st for st in statuses if not st.done]
+        if not todo or (deadline is not None and time.time() >= deadline):
             return statuses
-        todo = sum(1 for st in statuses if not st.done)
-        grid.run_many(jobs, workers=workers, progress=progress,
-                      desc=f"extending {todo} run group{'s' if todo != 1 else ''} by up to {step} rounds")
-        if keep is not None:
-            for cfg, s in jobs:
-                keep(cfg, s)
+        for i in range(0, len(todo), per_chunk):
+            chunk = todo[i:i + per_chunk]
+            jobs = next_jobs(chunk, cap, step)
+            if not jobs:
+                continue
+            grid.run_many(jobs, workers=workers, progress=progress,
+                          desc=f"extending {', '.join(st.group.label for st in chunk)} by up to {step} rounds")
+            if keep is not None:
+                for cfg, s in jobs:
+                    keep(cfg, s)
+            if deadline is not None and time.time() >= deadline:
+                break
         statuses = [status(g, cap) for g in groups]
 
 
@@ -157,7 +166,6 @@ def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4
     "misses": {label: points short}, "plateau_misses": {label: points gained after the cut}}``: of the groups still
     rising at the cut, how many the reach covered; and the groups the plateau criterion called plateaued at the cut
     that still gained 0.2 points or more (docs/runs.md, "Runs to a plateau")."""
-    import numpy as np
 
     from fedlib.claims import trend
 
