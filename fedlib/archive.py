@@ -260,27 +260,34 @@ def read_index(root: Path | None = None) -> dict[str, str] | None:
     return entries
 
 
-_INDEX_CACHE: dict[str, tuple] = {}
+_STAT_CACHE: dict[tuple[str, str], tuple] = {}
 
 
-def _index_now(root: Path) -> dict[str, str] | None:
-    """:func:`read_index` read again only when the file changed (readers call it for every entry they serve);
-    ``None`` where there is none or it is unreadable (``--check`` names that)."""
-    path = Path(root) / INDEX
+def _while_unchanged(kind: str, path: Path, load):
+    """``load()`` for ``path``, read again only when the file changed (its inode, modification time and size):
+    readers call these for every entry they serve. ``None`` where the file is missing."""
     try:
-        st = path.stat()
+        st = Path(path).stat()
     except OSError:
         return None
     key = (st.st_ino, st.st_mtime_ns, st.st_size)
-    cached = _INDEX_CACHE.get(str(path))
+    cached = _STAT_CACHE.get((kind, str(path)))
     if cached is not None and cached[0] == key:
         return cached[1]
-    try:
-        entries = read_index(root)
-    except BadIndex:
-        entries = None
-    _INDEX_CACHE[str(path)] = (key, entries)
-    return entries
+    value = load()
+    _STAT_CACHE[(kind, str(path))] = (key, value)
+    return value
+
+
+def _index_now(root: Path) -> dict[str, str] | None:
+    """:func:`read_index`, read again only when the file changed; ``None`` where there is none or it is unreadable
+    (``--check`` names that)."""
+    def load():
+        try:
+            return read_index(root)
+        except BadIndex:
+            return None
+    return _while_unchanged("index", Path(root) / INDEX, load)
 
 
 def write_index(root: Path, entries: dict[str, str]) -> None:
@@ -332,30 +339,18 @@ def entry_config(folder: Path) -> tuple[dict, int]:
     return cfg, cfg["seeds"][0]
 
 
-_CONFIG_IDS: dict[str, tuple] = {}
-
-
 def config_run_id(folder: Path) -> str | None:
     """The run id of an entry's ``config.yaml`` (read again only when the file changed); ``None`` where it is not the
     readable config of one run."""
     from fedlib.config import run_id
 
-    path = Path(folder) / store.CONFIG
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    key = (st.st_ino, st.st_mtime_ns, st.st_size)
-    cached = _CONFIG_IDS.get(str(path))
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    try:
-        cfg, seed = entry_config(folder)
-        rid = run_id(cfg, seed)
-    except ValueError:
-        rid = None
-    _CONFIG_IDS[str(path)] = (key, rid)
-    return rid
+    def load():
+        try:
+            cfg, seed = entry_config(folder)
+            return run_id(cfg, seed)
+        except ValueError:
+            return None
+    return _while_unchanged("config", Path(folder) / store.CONFIG, load)
 
 
 def check_entry(folder: Path, root: Path, index: dict | None = None) -> tuple[str, str] | None:

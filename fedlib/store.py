@@ -103,20 +103,26 @@ def _temporary(path: Path):
         raise
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
-    path = Path(path)
+@contextlib.contextmanager
+def _naming(path: Path):
+    """An ``OSError`` of a write names the file meant, not its temporary (a full disk: ENOSPC)."""
     try:
-        with _temporary(path) as tmp:
-            with open(tmp, "wb") as fh:
-                fh.write(data.encode() if isinstance(data, str) else data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-    except OSError as exc:   # name the file meant, not its temporary (a full disk: ENOSPC)
+        yield
+    except OSError as exc:
         if exc.filename is None or str(exc.filename).endswith(".tmp"):
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
+    path = Path(path)
+    with _naming(path), _temporary(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
 
 
 def _alive(pid: int) -> bool:
@@ -273,20 +279,15 @@ def save_checkpoint(folder: Path, round_idx: int, clients: dict, server: Any, lo
     stacked into one buffer per dtype and device (:func:`stacked`)."""
     state, _ = stacked({"clients": clients, "server": server})
     path = Path(folder) / CHECKPOINT
-    try:
-        with _temporary(path) as tmp:
-            try:
-                torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
-                            "log_sha256": sha256(log), **state}, tmp)
-            except RuntimeError as exc:   # torch's stream writer says neither the file nor the reason
-                raise write_failed(path, exc) from None
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-    except OSError as exc:   # name the file meant, not its temporary (a full disk: ENOSPC)
-        if exc.filename is None or str(exc.filename).endswith(".tmp"):
-            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
-        raise
+    with _naming(path), _temporary(path) as tmp:
+        try:
+            torch.save({"round": round_idx, "run_id": Path(folder).name, "log_bytes": len(log.encode()),
+                        "log_sha256": sha256(log), **state}, tmp)
+        except RuntimeError as exc:   # torch's stream writer says neither the file nor the reason
+            raise write_failed(path, exc) from None
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
 
 
 TORCH_WRITE_FAILED = ("PytorchStreamWriter failed", "file write failed", "inline_container", "unexpected pos")

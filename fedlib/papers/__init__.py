@@ -234,6 +234,26 @@ def unique_jobs(jobs: list[tuple[dict, int]], cost) -> list[tuple[dict, int]]:
     return sorted(unique.values(), key=lambda job: cost(job[0]), reverse=True)
 
 
+def finished_seeds(configs: dict, seeds: list[int]) -> list[int]:
+    """The seeds of ``seeds`` on which every config of ``configs`` has a finished run (the results folder, another
+    placement or the run archive: :func:`fedlib.results.find`; trains nothing)."""
+    from fedlib import results
+
+    return [s for s in seeds if all(results.find(c, s)[1] is not None for c in configs.values())]
+
+
+def seeds_at_hand(configs: dict, seeds: list[int]) -> list[int]:
+    """The seeds a cell reads: all of ``seeds``, except while the report is rendered from the run archive alone
+    (:func:`fedlib.results.archive_only`), where it reads the seeds whose every run is archived (a table or figure
+    whose added seeds are still training shows the seeds it has, and says which), or all of them where none is
+    complete (the cell is then left out, naming the missing runs)."""
+    from fedlib import results
+
+    if not results.reading_archive_only():
+        return list(seeds)
+    return finished_seeds(configs, seeds) or list(seeds)
+
+
 def plateau_text(records: list[dict] | list[list[dict]], metric: str, stat: str = "mean") -> str:
     """``""`` where a run's accuracy curve (``acc[metric][stat]`` per evaluated round, in %) has plateaued by
     :func:`fedlib.claims.plateau`, else ``not plateaued (+x.xx in the last 20% of rounds)``. Given every

@@ -207,22 +207,6 @@ def _per_seed(v) -> list[float]:
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
 
 
-def finished_seeds(configs: dict, seeds: list[int]) -> list[int]:
-    """The seeds of ``seeds`` on which every config of ``configs`` has a finished run (the results folder, another
-    placement or the run archive: :func:`fedlib.results.find`; trains nothing)."""
-    return [s for s in seeds if all(results.find(c, s)[1] is not None for c in configs.values())]
-
-
-def _seeds_at_hand(configs: dict, seeds: list[int]) -> list[int]:
-    """The seeds a cell reads: all of ``seeds``, except while the report is rendered from the run archive alone
-    (:func:`fedlib.results.archive_only`), where it reads the seeds whose every run is archived (a table whose added
-    seeds are still training shows the seeds it has, and says which), or all of them where none is complete (the
-    cell is then left out, naming the missing runs)."""
-    if not results.reading_archive_only():
-        return list(seeds)
-    return finished_seeds(configs, seeds) or list(seeds)
-
-
 def mean_std_n(values, digits: int = 2) -> str:
     """``84.21 ± 3.39 (n = 3)``: the mean and sample std (ddof 1) over seeds with their number; ``84.21 (n = 1)`` for
     one seed, ``—`` for none (NaN seeds left out)."""
@@ -344,7 +328,7 @@ def paper_table7(plan: Plan) -> dict:
     pplan = _paper_plan(plan)
     configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
     _, found = results.cached(configs, seeds)
-    done_seeds = finished_seeds(configs, seeds)
+    done_seeds = papers.finished_seeds(configs, seeds)
     done = results.cached(configs, done_seeds)[0] if done_seeds else {}
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "seeds": done_seeds,
             "rows": ablation_table(pplan, done, configs) if done else None,
@@ -955,7 +939,7 @@ def _ablation(nb) -> dict:
     archived, where the report is rendered from the archive alone)."""
     def make():
         cfgs = ablation_configs(nb.plan)
-        seeds = _seeds_at_hand(cfgs, nb.plan.ablation_seeds())
+        seeds = papers.seeds_at_hand(cfgs, nb.plan.ablation_seeds())
         return ablation_table(nb.plan, run(cfgs, seeds=seeds, workers=nb.workers, desc="Table VII"), cfgs)
     return nb.once("ablation", make)
 

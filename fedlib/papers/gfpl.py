@@ -340,12 +340,6 @@ def threshold_values(plan: Plan, finished: dict, configs: dict) -> dict[float, t
     return out
 
 
-def finished_seeds(configs: dict, seeds: list[int]) -> list[int]:
-    """The seeds of ``seeds`` on which every config of ``configs`` has a finished run (the results folder, another
-    placement or the run archive: :func:`fedlib.results.find`; trains nothing)."""
-    return [s for s in seeds if all(results.find(c, s)[1] is not None for c in configs.values())]
-
-
 def seeds_text(values) -> str:
     """``94.43 ± 0.50 (n = 3)``: per-seed values as their mean ± sample std (ddof 1) and count; one seed's value
     alone (``94.43``)."""
@@ -388,7 +382,7 @@ def paper_figs(plan: Plan) -> dict:
     seeds = pplan.figs_seeds()
     n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
     n_found, t_found = results.cached(n_cfgs, seeds)[1], results.cached(t_cfgs, seeds)[1]
-    n_seeds, t_seeds = finished_seeds(n_cfgs, seeds), finished_seeds(t_cfgs, seeds)
+    n_seeds, t_seeds = papers.finished_seeds(n_cfgs, seeds), papers.finished_seeds(t_cfgs, seeds)
     n_done = results.cached(n_cfgs, n_seeds)[0] if n_seeds else {}
     t_done = results.cached(t_cfgs, t_seeds)[0] if t_seeds else {}
     used = [s for done in (n_done, t_done) for runs in done.values() for s in runs]
@@ -1027,23 +1021,13 @@ def _sweeps(nb) -> dict:
     def make():
         plan = nb.plan
         n_cfgs, t_cfgs = n_configs(plan), threshold_configs(plan)
-        n_seeds, t_seeds = (_seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
+        n_seeds, t_seeds = (papers.seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
         n_runs = obtain(plan, n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b")
         t_runs = obtain(plan, t_cfgs, seeds=t_seeds, workers=nb.workers, desc="Fig. 6")
         return {"n": n_values(plan, n_runs), "n_per_seed": sweep_per_seed(plan, n_runs), "n_seeds": n_seeds,
                 "thresholds": threshold_values(plan, t_runs, t_cfgs),
                 "threshold_per_seed": sweep_per_seed(plan, t_runs), "threshold_seeds": t_seeds}
     return nb.once("sweeps", make)
-
-
-def _seeds_at_hand(configs: dict, seeds: list[int]) -> list[int]:
-    """The seeds a cell reads: all of ``seeds``, except while the report is rendered from the run archive alone
-    (:func:`fedlib.results.archive_only`), where it reads the seeds whose every run is archived (a figure whose added
-    seeds are still training shows the seeds it has, and says which), or all of them where none is complete (the
-    cell is then left out, naming the missing runs)."""
-    if not results.reading_archive_only():
-        return list(seeds)
-    return finished_seeds(configs, seeds) or list(seeds)
 
 
 def sweep_frame(thresholds: dict, per_seed: dict | None = None):

@@ -9,24 +9,8 @@ import pandas as pd
 import pytest
 
 from fedlib import claims as C
-from fedlib import results
-from fedlib.config import run_id
 from fedlib.papers import mpfedcl as M
-
-METRICS = ("acc_proto", "acc_head", "acc_proto_own", "acc_head_own")
-
-
-@pytest.fixture
-def finished(monkeypatch):
-    """Every run "finished" with a flat 20-round curve (no file read): :func:`M.trends` then names every group."""
-    def rounds(cfg, seed, archive_root=None):
-        return [{"round": r + 1, "acc": {m: {"mean": 0.8, "weighted": 0.8, "std": 0.0} for m in METRICS}}
-                for r in range(20)]
-    monkeypatch.setattr(results, "rounds", rounds)
-
-
-def ids(cfg, seeds) -> tuple:
-    return tuple(run_id(cfg, s) for s in seeds)
+from tests.papers.conftest import ids
 
 
 def sides(claim) -> set:
