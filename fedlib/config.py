@@ -76,7 +76,8 @@ class TrainConfig(TrainSettings):
     def __post_init__(self):
         check_fields(self, TRAIN_RULES, prefix="train")
         if self.extend_to is not None and self.extend_to < self.rounds:
-            raise ConfigError("train.extend_to", self.extend_to, f"null or an integer of at least train.rounds ({self.rounds})")
+            raise ConfigError("train.extend_to", self.extend_to,
+                              f"null or an integer of at least train.rounds ({self.rounds})")
 
     def settings(self) -> TrainSettings:
         """The part algorithms see, floats as floats."""
@@ -159,6 +160,20 @@ def safe_yaml(text: str) -> Any:
     """``text`` parsed as the configs are (:func:`load_yaml`'s loader: alias bombs refused), errors raised as
     :class:`yaml.YAMLError`; for YAML files other than run configs (a study's ``experiments.yaml``)."""
     return yaml.load(text, Loader=_Loader)
+
+
+def read_yaml(path: str | Path, source: str | None = None) -> Any:
+    """The YAML file ``path`` parsed as the configs are (:func:`load_yaml`: a syntax error or an alias bomb is one
+    :class:`ConfigError` line naming ``source``, default the path): every YAML file fedlib reads (a study's
+    ``experiments.yaml``, ``params/profiles.yaml``, a paper's reference numbers) goes through it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(source or str(path), str(path), "a readable UTF-8 YAML file",
+                          message=f"{source or path}: cannot be read ({type(exc).__name__}: "
+                                  f"{getattr(exc, 'strerror', None) or exc})") from None
+    return load_yaml(text, source or str(path))
 
 
 def load_yaml(text: str, source: str, column_offset: int = 0) -> Any:

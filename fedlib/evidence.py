@@ -235,7 +235,7 @@ def parse_budget(text: str) -> float:
 def run(items: list[Item], budget: float, workers: int | None = None, progress: bool = True) -> list:
     """Spend ``budget`` CPU-seconds of wall time on the extensions of :func:`within_budget` (each group on towards
     its plateau, stopped at the deadline; every step's finished runs archived). Returns the final statuses."""
-    from fedlib import archive, plateau
+    from fedlib import plateau
 
     _, actions, _ = within_budget(items, budget * max(1, workers or 1))
     groups = list({a.key: a.group for a in actions if a.kind == "extend"}.values())

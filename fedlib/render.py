@@ -192,29 +192,60 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib report [--only NAME] [--figures] [--out PATH] [--check]``."""
     import sys
 
+    from fedlib import store
     from fedlib.paths import CHECKOUT
-    from fedlib.validation import Parser
+    from fedlib.validation import ConfigError, Parser
 
     parser = Parser(prog="python -m fedlib report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--figures", action="store_true", help="draw the figures made from archived records again")
-    parser.add_argument("--out", default=None, help="where to write it (default REPORT.md in the checkout)")
+    parser.add_argument("--out", default=None,
+                        help="where to write it: a file, or a folder to hold REPORT.md (default: the checkout's)")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if the committed REPORT.md differs from the render")
     args = parser.parse_args(argv)
+    try:
+        out = report_path(args.out, CHECKOUT, must_write=not args.check)   # before the minute of rendering
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     text, sections = render(figures=args.figures and not args.check)
     for s in sections:
         left = "".join(f"\n    left out: {call}: {why}" for call, why in s.skipped)
         print(f"{s.name}: profile {s.profile}, {len(s.claims)} claims{left}", file=sys.stderr)
-    out = Path(args.out or CHECKOUT / "REPORT.md")
     if args.check:
         same = out.is_file() and out.read_text() == text
         print(f"{out}: {'the same as' if same else 'DIFFERS from'} the render of the archive")
         return 0 if same else 1
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        store.atomic_write(out, text)
+    except OSError as exc:
+        from fedlib.__main__ import os_error
+
+        print(f"error: {os_error(exc)}", file=sys.stderr)
+        return 1
     print(f"wrote {out}")
     return 0
+
+
+def report_path(out: str | None, checkout: Path, must_write: bool = True) -> Path:
+    """Where ``report`` writes: ``--out`` (a folder, existing or written with a trailing separator, holds
+    ``REPORT.md``), else the checkout's REPORT.md; checked to be a folder this user can write in (one
+    :class:`~fedlib.validation.ConfigError` line) before anything is rendered."""
+    from fedlib.validation import ConfigError, check_writable
+
+    if out is None:
+        path = checkout / "REPORT.md"
+    else:
+        text = str(out)
+        if not text.strip() or "\0" in text:
+            raise ConfigError("--out", text, "a file or folder path")
+        path = Path(text).expanduser()
+        if text.endswith(("/", os.sep)) or path.is_dir():
+            path = path / "REPORT.md"
+    if must_write:
+        check_writable(path.parent, "--out")
+    return path
 
 
 def evidence_main(argv: list[str] | None = None) -> int:
@@ -223,14 +254,15 @@ def evidence_main(argv: list[str] | None = None) -> int:
     from fedlib import evidence
     from fedlib.papers import command
     from fedlib.report import to_markdown
-    from fedlib.validation import POSITIVE_INT, Parser, arg_type
+    from fedlib.validation import POSITIVE_INT, Interval, Parser, arg_type
 
     parser = Parser(prog="python -m fedlib evidence", description=evidence.__doc__.split("\n\n")[0])
     parser.add_argument("--run", action="store_true", help="spend --budget on the cheapest decisive extensions")
     parser.add_argument("--budget", default="3h", help="wall time for --run (3h, 90m, 45s; default 3h)")
     parser.add_argument("--workers", type=arg_type(POSITIVE_INT), default=None,
                         help="runs in parallel (default: one per CPU core)")
-    parser.add_argument("--plan-hours", type=float, default=10.0, help="the CPU-hours the summary line plans (10)")
+    parser.add_argument("--plan-hours", type=arg_type(Interval(0, None, low_open=True), float), default=10.0,
+                        help="the CPU-hours the summary line plans (10)")
 
     @command
     def go(_argv):

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from fedlib.paths import CHECKOUT, git_commit, output_root, results_dir  # noqa: F401 (re-exported)
 
@@ -73,7 +72,9 @@ def load_paper(paper: str, params: str | Path | None = None) -> dict:
     path = Path(params or CHECKOUT / "params") / paper / "paper.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no reference numbers for {paper!r}: {path} does not exist")
-    return yaml.safe_load(path.read_text())
+    from fedlib.config import read_yaml
+
+    return read_yaml(path)
 
 
 # ---------------------------------------------------------------------------------------------- tables

@@ -25,9 +25,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
 
-from fedlib.report import CHECKOUT, SCRATCH_PROFILES, figure_dir, git_commit
+from fedlib.report import CHECKOUT, figure_dir, git_commit
 from fedlib.validation import ConfigError
 
 PROFILES = CHECKOUT / "params" / "profiles.yaml"
@@ -38,7 +37,9 @@ LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 
 def load_profile(name: str, path: Path = PROFILES) -> dict:
     """The ``{dotted.key: value}`` overrides of profile ``name``."""
-    profiles = yaml.safe_load(Path(path).read_text()) or {}
+    from fedlib.config import read_yaml
+
+    profiles = read_yaml(path) or {}
     if name not in profiles:
         raise ConfigError("profile", name, "one of " + ", ".join(profiles))
     return dict(profiles[name] or {})

@@ -18,7 +18,6 @@ import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
-import yaml
 
 from fedlib.device import device_arg
 from fedlib.validation import POSITIVE_INT, SEED, ConfigError, Options, Parser, arg_type, check_value
@@ -171,13 +170,13 @@ class Plan:
         cache; ``seeds`` and the study's own ``overrides`` (e.g. ``methods``, ``rounds``)
         replace the profile's settings."""
         from fedlib import report
-        from fedlib.config import EXECUTOR_CHOICES
+        from fedlib.config import EXECUTOR_CHOICES, read_yaml
         from fedlib.device import resolve
         from fedlib.reproduce import PROFILES
 
         source = Path(path or cls.params_file())
-        spec = yaml.safe_load(source.read_text())
-        listed = yaml.safe_load(PROFILES.read_text()) or {}
+        spec = read_yaml(source, f"{source.parent.name}/{source.name}")
+        listed = read_yaml(PROFILES) or {}
         allowed = [p for p in spec["profiles"] if p in listed]
         if profile not in allowed:
             raise ConfigError("profile", profile, "one of " + ", ".join(allowed) + " (see params/profiles.yaml)")
@@ -278,7 +277,8 @@ def trend(label: str, cfg: dict, seeds, metric: str, stat: str = "weighted"):
     from fedlib import claims, plateau, results
 
     group = plateau.Group(label, cfg, tuple(seeds), metric, stat)
-    runs = [recs for recs in (results.rounds(cfg, s) for s in seeds) if recs and not any(r.get("diverged") for r in recs)]
+    runs = [recs for recs in (results.rounds(cfg, s) for s in seeds)
+            if recs and not any(r.get("diverged") for r in recs)]
     if not runs:
         return None
     return claims.trend(label, [plateau.curve(recs, metric, stat) for recs in runs], group)

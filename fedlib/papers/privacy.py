@@ -991,9 +991,9 @@ def strongest_baseline(plan: Plan, paper_table: dict, method: str) -> str:
 def study_profile(profile: str) -> str:
     """The leakage study's profile a paper notebook's profile reads: the same where the study has it (smoke, quick,
     paper), the paper profile for the long ones (converged, extended)."""
-    import yaml
+    from fedlib.config import read_yaml
 
-    return profile if profile in yaml.safe_load(Plan.params_file().read_text())["profiles"] else "paper"
+    return profile if profile in read_yaml(Plan.params_file())["profiles"] else "paper"
 
 
 def paper_pictures(nb, method: str, paper_table: dict):

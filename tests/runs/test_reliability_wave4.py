@@ -724,3 +724,56 @@ def test_overrides_are_taken_after_flags_too(capsys, no_data):
 def test_partition_takes_overrides_after_its_flag(tmp_path, capsys, no_data):
     assert fedlib_main(["partition", str(CFG), "--out", str(tmp_path / "p.png"), "train.rounds=0"]) == 2
     one_line(capsys, "train.rounds: got 0")
+
+
+# -- the report and the planner: outputs checked before the render, every YAML file read through the guarded loader --
+
+@pytest.mark.parametrize("out, fields", [
+    ("/proc/fedlib/REPORT.md", ("--out", "/proc")),
+    ("{tmp}/file/REPORT.md", ("--out", "is a file")),
+])
+def test_report_refuses_an_output_it_cannot_write_before_rendering(out, fields, tmp_path, capsys, monkeypatch):
+    from fedlib import render
+
+    monkeypatch.setattr(render, "render", lambda **k: pytest.fail("rendered before the output was checked"))
+    (tmp_path / "file").write_text("")
+    assert render.main(["--out", out.format(tmp=tmp_path)]) == 2
+    one_line(capsys, *fields)
+
+
+def test_report_writes_report_md_into_a_folder_given_as_out(tmp_path, capsys, monkeypatch):
+    from fedlib import render
+
+    monkeypatch.setattr(render, "render", lambda **k: ("# the report\n", []))
+    (tmp_path / "there").mkdir()
+    for out, written in ((tmp_path / "there", tmp_path / "there" / "REPORT.md"),
+                         (f"{tmp_path}/new/", tmp_path / "new" / "REPORT.md"),
+                         (tmp_path / "mine.md", tmp_path / "mine.md")):
+        assert render.main(["--out", str(out)]) == 0
+        assert written.read_text() == "# the report\n"
+    assert not [p for p in files_below(tmp_path) if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("value", ["-3", "0", "nan", "inf", "abc"])
+def test_the_planner_refuses_a_bad_plan_hours(value, capsys):
+    from fedlib.render import evidence_main
+
+    with pytest.raises(SystemExit) as exc:
+        evidence_main(["--plan-hours", value])
+    assert exc.value.code == 2
+    one_line(capsys, "--plan-hours", "allowed: a number in (0, inf)")
+
+
+def test_a_study_plan_with_an_alias_bomb_is_refused_in_one_line(tmp_path):
+    from fedlib.papers.fedic import Plan
+    from fedlib.validation import ConfigError
+
+    plan = tmp_path / "experiments.yaml"
+    plan.write_text(Plan.params_file().read_text() + "\nextra: " + _bomb() + "\n")
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"^[^/]+/experiments\.yaml: refused: its aliases expand to more than"):
+        Plan.load("smoke", path=plan)
+    assert time.perf_counter() - t0 < 1.0
+    plan.write_text("profiles: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"experiments\.yaml:2:1"):
+        Plan.load("smoke", path=plan)
