@@ -120,11 +120,11 @@ def cliques(mean_rank: pd.Series, cd: float) -> list[tuple[int, int]]:
     return runs
 
 
-def cd_diagram(mean_rank: pd.Series, cd: float, title: str | None = None):
+def cd_diagram(mean_rank: pd.Series, cd: float, title: str | None = None, highlight: str | None = None):
     """A critical-difference diagram: the rank axis with rank 1 at the left, the better half of the methods
     labelled on the left and the other half on the right, each joined to its mean rank; the CD as a bar above
     the axis; thick bars under the axis join the groups whose mean ranks differ by less than the CD.
-    Returns the Figure."""
+    ``highlight``: a method drawn apart (bold, coloured, its line thicker). Returns the Figure."""
     import matplotlib.pyplot as plt
 
     order = mean_rank.sort_values()
@@ -149,8 +149,10 @@ def cd_diagram(mean_rank: pd.Series, cd: float, title: str | None = None):
         row = i if left else k - 1 - i
         yl = top - 0.25 - (len(groups) + 1) * 0.12 - row * step
         xl = ax.get_xlim()[0] + 0.1 if left else ax.get_xlim()[1] - 0.1
-        ax.plot([r, r, xl], [top, yl, yl], color="0.3", lw=0.8)
-        ax.text(xl, yl, f"{name} ({r:.2f})", ha="left" if left else "right", va="center", fontsize=8)
+        mine = highlight is not None and name == highlight
+        ax.plot([r, r, xl], [top, yl, yl], color="C3" if mine else "0.3", lw=1.8 if mine else 0.8)
+        ax.text(xl, yl, f"{name} ({r:.2f})", ha="left" if left else "right", va="center", fontsize=8,
+                color="C3" if mine else "k", fontweight="bold" if mine else "normal")
     for g, (a, b) in enumerate(groups):
         y = top - 0.12 * (g + 1)
         ax.hlines(y, order.iloc[a] - 0.03, order.iloc[b] + 0.03, color="k", lw=3)
@@ -163,9 +165,11 @@ def cd_diagram(mean_rank: pd.Series, cd: float, title: str | None = None):
 
 
 def pareto_scatter(points: pd.DataFrame, x: str, y: str, labels: bool = True, logx: bool = False,
-                   title: str | None = None, xlabel: str | None = None, ylabel: str | None = None):
+                   title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
+                   highlight: str | None = None):
     """``y`` against ``x`` per point (index = label), the Pareto front (small ``x``, large ``y``) as a step
-    line with its points filled. Returns the Figure."""
+    line with its points filled; ``highlight``: a point drawn apart (a large star, its label bold). Returns the
+    Figure."""
     import matplotlib.pyplot as plt
 
     front = pareto_front(points, x, y)
@@ -175,9 +179,15 @@ def pareto_scatter(points: pd.DataFrame, x: str, y: str, labels: bool = True, lo
     ax.scatter(points.loc[on, x], points.loc[on, y], s=26, color="C3", label="Pareto front")
     fx, fy = points.loc[front, x].to_numpy(float), points.loc[front, y].to_numpy(float)
     ax.step(fx, fy, where="post", color="C3", lw=1)
+    if highlight is not None and highlight in points.index:
+        ax.scatter([points.loc[highlight, x]], [points.loc[highlight, y]], s=160, marker="*", color="C0", zorder=3,
+                   label=str(highlight))
     if labels:
         for name, row in points.iterrows():
-            ax.annotate(str(name), (row[x], row[y]), fontsize=7, xytext=(3, 2), textcoords="offset points")
+            mine = highlight is not None and name == highlight
+            ax.annotate(str(name), (row[x], row[y]), fontsize=8 if mine else 7, xytext=(3, 2),
+                        textcoords="offset points", fontweight="bold" if mine else "normal",
+                        color="C0" if mine else "k")
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel(xlabel or x)

@@ -324,9 +324,10 @@ def significance(table: pd.DataFrame) -> dict:
             "ranks": ranking.mean_ranks(blocks)}
 
 
-def cd_figure(plan: Plan, table: pd.DataFrame, settings: list[str] | None = None):
+def cd_figure(plan: Plan, table: pd.DataFrame, settings: list[str] | None = None, highlight: str | None = None):
     """The critical-difference diagram of the methods every (setting, seed) block has, over ``settings`` (default:
-    all of the table's)."""
+    all of the table's); ``highlight``: the label of a method drawn apart (a method from a file,
+    :mod:`fedlib.papers.your_method`)."""
     from fedlib import ranking
 
     if settings is not None:
@@ -336,7 +337,7 @@ def cd_figure(plan: Plan, table: pd.DataFrame, settings: list[str] | None = None
     over = ", ".join(sorted(table.setting.unique(), key=plan.setting_names().index))
     title = (f"{sig['methods']} methods, mean rank over {sig['blocks']} (setting, seed) blocks ({over}); Friedman "
              f"p = {sig['p']:.2g}; Nemenyi CD = {sig['cd']:.2f} ({plan.profile})")
-    return ranking.cd_diagram(ranks, sig["cd"], title=title)
+    return ranking.cd_diagram(ranks, sig["cd"], title=title, highlight=highlight)
 
 
 def homogeneous_settings(plan: Plan) -> list[str]:
@@ -357,8 +358,9 @@ def costs(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
     return agg
 
 
-def cost_figures(plan: Plan, table: pd.DataFrame, setting: str):
-    """Accuracy vs floats sent per round and vs seconds per round on ``setting``, Pareto fronts drawn."""
+def cost_figures(plan: Plan, table: pd.DataFrame, setting: str, highlight: str | None = None):
+    """Accuracy vs floats sent per round and vs seconds per round on ``setting``, Pareto fronts drawn; ``highlight``:
+    the label of a method drawn apart."""
     from fedlib import ranking
 
     part = costs(plan, table)
@@ -368,9 +370,10 @@ def cost_figures(plan: Plan, table: pd.DataFrame, setting: str):
     # Local sends nothing: one float keeps it on the log axis (said in the axis label)
     part["floats"] = part["floats"].clip(lower=1.0)
     name = plan.setting_label(setting)
-    return (ranking.pareto_scatter(part, "floats", "best", logx=True,
+    return (ranking.pareto_scatter(part, "floats", "best", logx=True, highlight=highlight,
                                    title=f"{name}: accuracy vs communication ({plan.profile})"),
-            ranking.pareto_scatter(part, "seconds", "best", title=f"{name}: accuracy vs time ({plan.profile})"))
+            ranking.pareto_scatter(part, "seconds", "best", highlight=highlight,
+                                   title=f"{name}: accuracy vs time ({plan.profile})"))
 
 
 def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
@@ -487,7 +490,8 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
         tests, evidence, holds, n = [], [], True, None
         for (a, b, setting), (va, vb) in zip(pairs, values, strict=True):
             tests.append(claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb,
-                                        a_trend=(rising or {}).get((setting, a)), b_trend=(rising or {}).get((setting, b))))
+                                        a_trend=(rising or {}).get((setting, a)),
+                                        b_trend=(rising or {}).get((setting, b))))
             evidence.append(f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
                             f"{plan.setting_label(setting)}")
             holds, n = holds and np.mean(va) > np.mean(vb), min(n or len(va), len(va), len(vb))
@@ -554,14 +558,41 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.benchmark [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train every
     run of the profile the results folder and the run archive lack (every (setting, method, seed) and the anchor's,
     costliest first, in one pool: :func:`jobs`), then print the ranked table and the anchor's. A failed run is named
-    and left out (exit status 1); the rest are shown."""
+    and left out (exit status 1); the rest are shown.
+
+    ``--method path/to/my_method.py`` (or an installed entry point's name) puts one method from outside the repository
+    against the archived benchmark instead (:mod:`fedlib.papers.your_method`, docs/your_method.md): the contract
+    check first (a violation is one line, exit status 2, before any training), then its runs under the budget of
+    ``--profile`` (smoke, quick or converged), every built-in method read from the archive at the same round, the
+    ranked table, where it lands, the CD diagrams and the accuracy-vs-cost fronts written to ``--out``."""
     from fedlib import report, results
     from fedlib.grid import run_many
     from fedlib.runner import RunsFailed
 
     parser = papers.cli("python -m fedlib.papers.benchmark", main.__doc__)
-    args, plan = papers.plan_from_cli(parser, load_plan, argv)
-    if plan is None:
+    g = parser.add_argument_group("your method against the archived benchmark (docs/your_method.md)")
+    g.add_argument("--method", help="a method file (path/to/my_method.py) or an installed entry point of group "
+                   "fedlib.methods; --profile is then its budget: smoke (2 rounds, 1 seed), quick (5 rounds, 1 seed) "
+                   "or converged (100 rounds, 3 seeds)")
+    g.add_argument("--rule", help="with --method: the inference rule it is scored by (one of its RULES; default "
+                   "head where it has one)")
+    g.add_argument("--out", help="with --method: the folder the ranked table and figures go to (default "
+                   "<results folder>/yours/<stem>-<sha>-<profile>)")
+    g.add_argument("--results-dir", help="with --method: the results folder its runs go to (default the output "
+                   "root's results/)")
+    args = parser.parse_args(argv)
+    if args.method is not None:
+        from fedlib.papers import your_method
+
+        return your_method.main(args)
+    for name in ("rule", "out", "results_dir"):
+        if getattr(args, name) is not None:
+            raise ConfigError("--" + name.replace("_", "-"), getattr(args, name), "only with --method")
+    try:
+        plan = load_plan(args.profile, methods=args.methods, seeds=args.seeds, rounds=args.rounds,
+                         device=args.device, executor=args.executor)
+    except ConfigError as exc:
+        print(f"error: {exc}")
         return 2
     grid = jobs(plan)
     todo = [(c, s) for c, s in grid if results.find(c, s)[1] is None]
