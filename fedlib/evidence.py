@@ -28,6 +28,7 @@ import dataclasses
 import math
 import re
 import time
+from pathlib import Path
 
 from fedlib import claims as C
 
@@ -232,18 +233,83 @@ def parse_budget(text: str) -> float:
     return float(m.group(1)) * {"h": 3600, "": 3600, "m": 60, "s": 1}[m.group(2)]
 
 
-def run(items: list[Item], budget: float, workers: int | None = None, progress: bool = True) -> list:
-    """Spend ``budget`` CPU-seconds of wall time on the extensions of :func:`within_budget` (each group on towards
-    its plateau, stopped at the deadline; every step's finished runs archived). Returns the final statuses."""
+def gpu_groups(items: list[Item], plan_hours: float = 10.0) -> list:
+    """The run groups a GPU takes on: the extensions of the next ``plan_hours`` CPU-hours (:func:`within_budget`)
+    from their costliest end (what a CPU would take longest to do)."""
+    _, actions, _ = within_budget(items, plan_hours * 3600)
+    actions = sorted(actions, key=lambda a: -a.cost)
+    return list({a.key: a.group for a in actions if a.kind == "extend"}.values())
+
+
+def run(items: list[Item], budget: float, workers: int | None = None, progress: bool = True,
+        device: str | None = None, plan_hours: float = 10.0, groups: list | None = None) -> list:
+    """Spend ``budget`` seconds of wall time on the extensions of :func:`within_budget` (each group on towards
+    its plateau, stopped at the deadline; every step's finished runs archived). Returns the final statuses.
+
+    On a CPU the budget (times ``workers``) buys the cheapest extensions first. With ``device="cuda"`` the groups
+    are :func:`gpu_groups` (or ``groups``, a plan saved by :func:`save_plan` on the machine that has the ledgers),
+    each placed on the GPU (:func:`on_device`: its seeds train as one stacked group, runs of their own with their
+    own run ids) and trained from round 1 to the length its CPU record has plus a step, then on to its plateau or
+    the cap; :func:`fedlib.results.find` reads such a longer record in place of the CPU one."""
     from fedlib import plateau
 
-    _, actions, _ = within_budget(items, budget * max(1, workers or 1))
-    groups = list({a.key: a.group for a in actions if a.kind == "extend"}.values())
+    if groups is None and device == "cuda":
+        groups = gpu_groups(items, plan_hours)
+    elif groups is None:
+        _, actions, _ = within_budget(items, budget * max(1, workers or 1))
+        groups = list({a.key: a.group for a in actions if a.kind == "extend"}.values())
+    if device is not None:
+        groups = [on_device(g, device) for g in groups]
     if not groups:
         return []
     print(f"evidence: extending {len(groups)} run group{'s' if len(groups) != 1 else ''} "
           f"({', '.join(g.label for g in groups)})", flush=True)
     return plateau.run(groups, workers=workers, deadline=time.time() + budget, progress=progress, keep=keep)
+
+
+def save_plan(path, groups: list) -> None:
+    """Write ``groups`` (:class:`fedlib.plateau.Group`) as JSON, for a machine that trains them without rendering
+    the ledgers (the GPU machine: scripts/gpu_evidence.sh)."""
+    import json
+
+    from fedlib import store
+
+    rows = [{"label": g.label, "cfg": g.cfg, "seeds": list(g.seeds), "metric": g.metric, "stat": g.stat}
+            for g in groups]
+    store.atomic_write(Path(path), json.dumps(rows, indent=1, sort_keys=True) + "\n")
+
+
+def load_plan(path) -> list:
+    """The groups :func:`save_plan` wrote; a file that is not such a plan is one ConfigError line."""
+    import json
+
+    from fedlib.config import run_id
+    from fedlib.plateau import Group
+    from fedlib.validation import ConfigError
+
+    from fedlib.report import results_dir
+
+    try:
+        rows = json.loads(Path(path).read_text())
+        # the results folder is where this machine keeps runs (not part of a run's identity)
+        groups = [Group(r["label"], {**r["cfg"], "results_dir": str(results_dir())},
+                        tuple(int(x) for x in r["seeds"]), r["metric"], r["stat"]) for r in rows]
+        for g in groups:
+            run_id(g.cfg, g.seeds[0])
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ConfigError("--plan", str(path), "a plan written by `python -m fedlib evidence --save-plan`",
+                          message=f"--plan: {path} is not an evidence plan ({type(exc).__name__}: {exc})") from None
+    return groups
+
+
+def on_device(group, device: str):
+    """``group`` with its config placed on ``device`` (``cuda``: the batched executor, where the seeds of a config
+    train as one stacked group: docs/runs.md, "Several runs in one stacked group"); the label says where."""
+    from fedlib.config import REFERENCE_PLACEMENT
+
+    executor = "batched" if device == "cuda" else REFERENCE_PLACEMENT["executor"]
+    cfg = {**group.cfg, "device": device, "executor": executor}
+    return dataclasses.replace(group, cfg=cfg, label=f"{group.label} [{device}]")
 
 
 def keep(cfg: dict, seed: int) -> bool:

@@ -254,6 +254,7 @@ def evidence_main(argv: list[str] | None = None) -> int:
     from fedlib import evidence
     from fedlib.papers import command
     from fedlib.report import to_markdown
+    from fedlib.device import device_arg, resolve
     from fedlib.validation import POSITIVE_INT, Interval, Parser, arg_type
 
     parser = Parser(prog="python -m fedlib evidence", description=evidence.__doc__.split("\n\n")[0])
@@ -262,21 +263,43 @@ def evidence_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=arg_type(POSITIVE_INT), default=None,
                         help="runs in parallel (default: one per CPU core)")
     parser.add_argument("--plan-hours", type=arg_type(Interval(0, None, low_open=True), float), default=10.0,
-                        help="the CPU-hours the summary line plans (10)")
+                        help="the CPU-hours the summary line plans (10); with --device cuda, the plan the GPU takes "
+                             "its groups from, costliest first")
+    parser.add_argument("--save-plan", default=None, metavar="FILE",
+                        help="write the groups a GPU would take (--plan-hours of CPU work, costliest first) to FILE")
+    parser.add_argument("--plan", default=None, metavar="FILE",
+                        help="with --run: train the groups of a saved plan (no ledgers rendered: a GPU machine)")
+    parser.add_argument("--device", default=None, type=device_arg,
+                        help="cuda: train the plan's extensions on the GPU, each group's seeds stacked "
+                             "(scripts/gpu_evidence.sh; default: this machine's CPU)")
 
     @command
     def go(_argv):
         args = parser.parse_args(argv)
         budget = evidence.parse_budget(args.budget)
+        device = None if args.device is None or resolve(args.device) == "cpu" else resolve(args.device)
+        workers = args.workers or (1 if device else None)   # on a GPU one stacked group at a time, kept as it ends
+        if args.plan is not None:
+            groups = evidence.load_plan(args.plan)
+            if not args.run:
+                print("\n".join(g.label for g in groups))
+                return 0
+            evidence.run([], budget, workers, device=device, groups=groups)
+            print("re-render the report where the ledgers are read: python -m fedlib report")
+            return 0
         books = ledgers()
         items = evidence.plan(books)
         print(to_markdown(evidence.table(items).set_index(["section", "#"])))
         print()
         print(evidence.summary(books, items, args.plan_hours))
+        if args.save_plan:
+            groups = evidence.gpu_groups(items, args.plan_hours)
+            evidence.save_plan(args.save_plan, groups)
+            print(f"wrote {args.save_plan}: {len(groups)} groups ({', '.join(g.label for g in groups)})")
         if not args.run:
             return 0
         before = {(s, i): c.verdict for s, cs in books.items() for i, c in enumerate(cs, 1)}
-        evidence.run(items, budget, args.workers)
+        evidence.run(items, budget, workers, device=device, plan_hours=args.plan_hours)
         after = ledgers()
         changed = [(s, i, before.get((s, i)), c.verdict, c.claim) for s, cs in after.items()
                    for i, c in enumerate(cs, 1) if before.get((s, i)) != c.verdict]

@@ -44,17 +44,28 @@ def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tupl
     """``(config, summary)`` of the finished run ``(cfg, seed)``, training nothing: on ``cfg``'s own
     device and executor if it has finished there, else on the first other placement (:func:`placements`)
     that has it, e.g. paper-profile runs made on a GPU (``cuda``, ``batched``) and copied into the
-    results folder of a CPU machine; ``(None, None)`` where none has. For each placement the results
-    folder wins over the run archive (not looked at with ``archived=False``). The summary's ``machine``
-    and ``executor`` say where it ran."""
+    results folder of a CPU machine; ``(None, None)`` where none has. One exception to that order: a run
+    another placement extended further (``train.extend_to``, :mod:`fedlib.plateau`; a GPU taking a group on
+    towards its plateau, :func:`fedlib.evidence.run`) is read instead of a shorter one, so a group's curve is
+    its longest record (:func:`longer`). For each placement the results folder wins over the run archive (not
+    looked at with ``archived=False``). The summary's ``machine`` and ``executor`` say where it ran."""
     from fedlib.runner import cached_summary
 
+    found, best = None, None
+    from_archive = archived or archive.reading_only()
     for c in placements(cfg):
-        from_archive = archived or archive.reading_only()
         summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if from_archive else None)
-        if summary is not None:
-            return c, summary
-    return None, None
+        if summary is not None and (best is None or longer(summary, best)):
+            found, best = c, summary
+    return found, best
+
+
+def longer(summary: dict, than: dict) -> bool:
+    """Whether finished run ``summary`` holds more rounds than ``than`` because it was extended further (neither
+    diverged: a run the engine stopped is never passed over for another placement's)."""
+    if summary.get("diverged_at") or than.get("diverged_at") or not summary.get("extended_from"):
+        return False
+    return int(summary.get("rounds", 0)) > int(than.get("rounds", 0))
 
 
 def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
@@ -66,12 +77,13 @@ def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | No
     made again on the same machine equals its record). A line says how many runs were read and from
     where. ``{key: [summary per seed]}`` in the order of ``configs``."""
     from fedlib.grid import run_many
-    from fedlib.runner import cached_summary
 
     elsewhere, from_archive, todo = {}, {}, []
     for key, cfg in configs.items():
         for s in seeds or cfg["seeds"]:
-            c, summary = (None, None) if cached_summary(cfg, s) else find(cfg, s, archive_root, not retrain_archived)
+            c, summary = find(cfg, s, archive_root, not retrain_archived)
+            if summary is not None and c is cfg and not summary.get("archived"):
+                c, summary = None, None   # this placement's own finished run: run_many reads it from the cache
             if summary is not None and summary.get("archived"):
                 from_archive[(key, s)] = summary
             elif summary is not None and c is not cfg:

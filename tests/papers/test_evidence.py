@@ -85,3 +85,25 @@ def test_the_summary_line_counts_decided_of_testable():
                    C.untested("c", "T", "no data")]}
     assert E.counts(books) == (1, 2)
     assert E.summary(books, E.plan(books)).startswith("claims decided: 1 of 2 testable; the next 10 CPU-hours")
+
+
+def test_a_gpu_takes_the_plan_from_its_costliest_end_and_a_saved_plan_reads_back(groups, tmp_path):
+    items = [E.Item("s", i, None, "open", [E.Action("extend", g, 200, 3, cost)])
+             for i, (g, cost) in enumerate(((groups["A"], 10.0), (groups["C"], 20.0), (groups["B"], 30.0)), 1)]
+    # (in the cheapest-first order of E.plan)
+    gpu = E.gpu_groups(items, plan_hours=1)
+    assert [g.label for g in gpu] == ["B", "C", "A"]
+    assert [g.label for g in E.gpu_groups(items, plan_hours=30 / 3600)] == ["C", "A"]   # 10 + 20 fit, 30 more not
+    path = tmp_path / "plan.json"
+    E.save_plan(path, gpu)
+    back = E.load_plan(path)
+    assert [(g.label, g.seeds, g.metric, g.stat) for g in back] == [(g.label, g.seeds, g.metric, g.stat) for g in gpu]
+    from fedlib.config import run_id
+
+    assert [run_id(g.cfg, 0) for g in back] == [run_id(g.cfg, 0) for g in gpu]
+    placed = E.on_device(back[0], "cuda")
+    assert (placed.cfg["device"], placed.cfg["executor"]) == ("cuda", "batched") and placed.label == "B [cuda]"
+    assert run_id(placed.cfg, 0) != run_id(back[0].cfg, 0)      # a GPU's runs are runs of their own
+    path.write_text('[{"label": "x"}]')
+    with pytest.raises(ConfigError, match=r"^--plan: .*plan\.json is not an evidence plan \(KeyError"):
+        E.load_plan(path)

@@ -138,3 +138,32 @@ def test_reach_check_counts_the_curves_the_projection_bounds():
     got = plateau.reach_check({"climb": [climb], "late": [late], "jump": [jump]}, cut=25, end=100)
     assert (got["groups"], got["rising"], got["covered"]) == (3, 2, 1)
     assert set(got["misses"]) == {"jump"} and got["plateau_misses"] == {"late": pytest.approx(40.0)}
+
+
+def test_a_longer_extension_made_on_another_placement_is_read_in_place_of_the_shorter(tmp_path):
+    from fedlib import results
+
+    cfg = config(tmp_path)
+    other = {**cfg, "executor": "batched"}     # another placement: its own run id (a GPU's runs in the same way)
+    assert run_id(other, 1) != run_id(cfg, 1)
+    run_one(cfg, 1, progress=False)
+    run_one(plateau.extended(other, 5), 1, progress=False)
+    found, summary = results.find(cfg, 1, archived=False)
+    assert found["executor"] == "batched" and summary["rounds"] == 5 and summary["extended_from"] == 3
+    assert len(results.rounds(cfg, 1)) == 5
+    out = results.run_or_read({"k": cfg}, seeds=[1], progress=False)
+    assert out["k"][0]["rounds"] == 5 and out["k"][0]["executor"] == "batched"
+    # the same length elsewhere does not displace the placement's own run
+    run_one(plateau.extended(cfg, 5), 1, progress=False)
+    found, summary = results.find(cfg, 1, archived=False)
+    assert found is cfg and summary["rounds"] == 5
+
+
+def test_a_diverged_run_is_never_passed_over_for_a_longer_one():
+    from fedlib.results import longer
+
+    assert longer({"rounds": 9, "extended_from": 3}, {"rounds": 3})
+    assert not longer({"rounds": 9}, {"rounds": 3})                                   # not an extension
+    assert not longer({"rounds": 9, "extended_from": 3}, {"rounds": 2, "diverged_at": 2})
+    assert not longer({"rounds": 2, "extended_from": 3, "diverged_at": 2}, {"rounds": 1})
+    assert not longer({"rounds": 5, "extended_from": 3}, {"rounds": 5})
