@@ -51,11 +51,15 @@ rounds = None         # every run's rounds, e.g. 20; None: the profile's
 workers = None        # runs in parallel (default: one per CPU core; a small grid, as smoke's, in the kernel)
 device = None         # "cpu", "cuda" or None (auto: CUDA when present)
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the grids train
+method_file = None    # your method, e.g. "../docs/method_template.py": ranked against the archived benchmark at the end
+method_rule = None    # the rule your method is scored by (one of its RULES); None: its head
 
 # %%
 from fedlib.papers import benchmark as B
 
-nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, device=device, backend=backend)
+nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, device=device, backend=backend,
+                # the report renderer runs these cells without the parameters cell, hence get
+                method_file=globals().get("method_file"), method_rule=globals().get("method_rule"))
 
 # %% [markdown]
 # ## Settings
@@ -158,3 +162,17 @@ B.show_ledger(nb)
 
 # %%
 nb.evidence()
+
+# %% [markdown]
+# ## Your method
+#
+# With `method_file` set in the parameters cell (a method file anywhere on disk, or an installed entry point of group
+# `fedlib.methods`), the set-up cell put it through the contract check and this cell trains it on every setting its
+# messages allow, under this profile's budget (smoke: 2 rounds, quick: 5, converged: 100 and three seeds), then ranks
+# it beside every built-in method's archived converged run **read at the same round**: the ranked table, where it
+# lands, the critical-difference diagrams and the accuracy-vs-cost fronts with your method highlighted, and the claim
+# "it beats every other method" per setting under the verdict rule. Its runs are cached like every other; an edited
+# file gets new runs. How to write one and how to read this: [docs/your_method.md](../docs/your_method.md).
+
+# %%
+B.show_yours(nb)

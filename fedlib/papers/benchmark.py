@@ -619,15 +619,33 @@ if __name__ == "__main__":
 
 
 # -- the notebook's cells (notebooks/benchmark.py): one call each ----------------------------------------------------
-def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None):
+def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None,
+             method_file=None, method_rule=None):
     """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
-    take, ``nb.paper`` the whole params/benchmark/paper.yaml."""
-    from fedlib.papers.notebook import open_notebook
+    take, ``nb.paper`` the whole params/benchmark/paper.yaml. ``method_file`` (a method file's path or an installed
+    entry point's name) is loaded and put through the contract check here, before any work: a violation stops the
+    notebook with its one line; the "Your method" cell then ranks it against the archived benchmark under the
+    profile's budget (:mod:`fedlib.papers.your_method`), scored by ``method_rule`` (default its head)."""
+    from fedlib.papers.notebook import ParameterError, open_notebook
 
-    return open_notebook("benchmark", load_plan, profile, lambda plan: (
+    if method_rule is not None and method_file is None:
+        raise ParameterError(f"method_rule: got {method_rule!r}; allowed: None without a method_file")
+    nb = open_notebook("benchmark", load_plan, profile, lambda plan: (
         f"{plan.rounds} (every run)", config(plan, plan.method_names()[0], plan.setting_names()[0])["device"],
         plan.setting_text()), backend=backend, workers=workers, title="One benchmark across the five papers",
         reference=None, methods=methods, seeds=seeds, rounds=rounds, device=device)
+    if method_file is not None:
+        from fedlib.papers import your_method
+
+        try:
+            yours = your_method.load(method_file, rule=method_rule, field="method_file", rule_field="method_rule")
+            nb.results["yours"] = your_method.load_plan(yours, profile, rounds=rounds, seeds=seeds, methods=methods,
+                                                        results_dir=nb.plan.results_dir, device=device,
+                                                        field="profile")
+        except ConfigError as exc:
+            raise ParameterError(str(exc)) from None
+        print(yours.line())
+    return nb
 
 
 def show_settings(nb):
@@ -763,3 +781,18 @@ def show_top(nb):
 def show_ledger(nb):
     """The cross-cutting claims judged on common ground; writes the report section."""
     return nb.ledger(ledger(nb.plan, results(nb), _trends(nb)))
+
+
+def show_yours(nb):
+    """The "Your method" cell: with ``method_file`` set, the method's runs under the profile's budget, then the ranked
+    table, where it lands, the CD diagrams, the accuracy-vs-cost fronts and the ledger beside the archived benchmark
+    (every method at the same round: :mod:`fedlib.papers.your_method`), also written under the results folder; a line
+    saying how to set it otherwise. Nothing goes into the benchmark's own report section."""
+    from fedlib.papers import your_method
+
+    plan = nb.results.get("yours")
+    if plan is None:
+        print("No method file: set method_file in the parameters cell (e.g. \"../docs/method_template.py\") to rank "
+              "your method against the archived benchmark (docs/your_method.md).")
+        return None
+    return your_method.show(nb.once("yours_result", lambda: your_method.compare(plan, workers=nb.workers)))

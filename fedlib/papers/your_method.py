@@ -508,19 +508,18 @@ class Comparison:
         md.write_text("\n".join(text))
         return [md, *written]
 
-    def close(self) -> None:
-        import matplotlib.pyplot as plt
-
-        for fig, _, _ in self.figures:
-            plt.close(fig)
-
 
 def compare(plan: Plan, train_missing: bool = True, workers: int | None = None, progress: bool = True) -> Comparison:
     """Train the method's missing runs (``train_missing``), read every method at the budget's round and make the
-    ranked table, where the method lands, the CD diagrams, the accuracy-vs-cost fronts and the ledger."""
+    ranked table, where the method lands, the CD diagrams, the accuracy-vs-cost fronts (closed figures: a cell
+    shows them by returning them) and the ledger."""
+    import matplotlib.pyplot as plt
+
     failed = train(plan, workers, progress) if train_missing else []
     table, missing = rows(plan)
     figures = cd_figures(plan, table) + cost_figures(plan, table) if len(table) else []
+    for fig, _, _ in figures:   # shown where a cell returns them, never by the inline backend on its own
+        plt.close(fig)
     return Comparison(plan, table, missing, ranked(plan, table), landing(plan, table), figures,
                       ledger(plan, table) if len(table) else [], failed)
 
@@ -558,6 +557,26 @@ def main(args) -> int:
         print(report.to_markdown(claims.table(result.claims)))
     out = Path(args.out) if args.out else default_out(plan)
     written = result.save(out)
-    result.close()
     print(f"\nwritten: {written[0]} and {len(written) - 1} figures beside it")
     return 1 if result.failed else 0
+
+
+def show(result: Comparison):
+    """A notebook cell's display of ``result``: the caption, the failed and missing runs, the ranked table, where the
+    method lands, the figures and the ledger, in that order; written under the results folder as well
+    (:func:`default_out`, a line says where). Nothing goes into a report section or ``figures/``."""
+    from fedlib import claims
+    from fedlib.papers.notebook import Shown
+
+    out = [f"{result.caption()}."]
+    out += [f"failed: {line}" for line in result.failed]
+    if result.missing:
+        out.append(f"{len(result.missing)} runs neither the results folder nor the run archive holds, left out: "
+                   + "; ".join(result.missing))
+    out += [result.ranked, f"Where {result.plan.yours.label} lands:", result.landing]
+    out += [fig for fig, _, _ in result.figures]
+    if result.claims:
+        out += ["Claims, by the suite's verdict rule (fedlib.claims):", claims.table(result.claims)]
+    written = result.save(default_out(result.plan))
+    out.append(f"written: {written[0]} and {len(written) - 1} figures beside it")
+    return Shown(out)
