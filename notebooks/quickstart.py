@@ -31,7 +31,7 @@ import os
 
 profile = os.environ.get("FEDLIB_PROFILE", "quick")  # smoke | quick (converged and paper run as quick here)
 rounds = None         # FedAvg's and FedProto's rounds, e.g. 10; None: the profile's (smoke 2, quick 5)
-method_file = None    # your method file, e.g. "/home/me/my_method.py"; None: docs/method_template.py
+method_file = None    # your method file, e.g. "path/to/my_method.py"; None: docs/method_template.py
 method_rule = None    # the rule your method is scored by (one of its RULES); None: its head
 workers = None        # runs in parallel (default: one per CPU core; a small grid, as smoke's, in the kernel)
 device = None         # "cpu", "cuda" or None (auto: CUDA when present)
