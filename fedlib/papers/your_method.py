@@ -537,9 +537,9 @@ def main(args) -> int:
 
     check_budget(args.profile)
     yours = load(args.method, rule=args.rule)
-    print(yours.line())
     plan = load_plan(yours, args.profile, rounds=args.rounds, seeds=args.seeds, methods=args.methods,
                      results_dir=args.results_dir, device=args.device, executor=args.executor)
+    print(yours.line())
     print(f"settings ({REFERENCE} profile's, archived):")
     print(report.to_markdown(settings_table(plan)))
     result = compare(plan, workers=args.workers)
