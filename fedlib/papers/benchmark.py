@@ -580,13 +580,15 @@ def main(argv: list[str] | None = None) -> int:
                    "<results folder>/yours/<stem>-<sha>-<profile>)")
     g.add_argument("--results-dir", help="with --method: the results folder its runs go to (default the output "
                    "root's results/)")
+    g.add_argument("--leakage", action="store_true", help="with --method (smoke or quick): also its row in the "
+                   "leakage study's headline, its upload under the same attacks as the study's methods")
     args = parser.parse_args(argv)
     if args.method is not None:
         from fedlib.papers import your_method
 
         return your_method.main(args)
-    for name in ("rule", "out", "results_dir"):
-        if getattr(args, name) is not None:
+    for name in ("rule", "out", "results_dir", "leakage"):
+        if getattr(args, name) not in (None, False):
             raise ConfigError("--" + name.replace("_", "-"), getattr(args, name), "only with --method")
     try:
         plan = load_plan(args.profile, methods=args.methods, seeds=args.seeds, rounds=args.rounds,

@@ -486,9 +486,9 @@ class Comparison:
     def caption(self) -> str:
         return budget_text(self.plan)
 
-    def save(self, folder: str | Path) -> list[Path]:
-        """Write the ranked table (markdown), where it lands and the figures (PNG) into ``folder`` (created);
-        returns the paths written."""
+    def save(self, folder: str | Path, leakage: pd.DataFrame | None = None) -> list[Path]:
+        """Write the ranked table (markdown), where it lands, the leakage table where given and the figures (PNG)
+        into ``folder`` (created); returns the paths written."""
         from fedlib import report
         from fedlib.validation import check_writable
 
@@ -498,6 +498,9 @@ class Comparison:
         text = [f"# {self.plan.yours.label} against the archived benchmark", "", self.caption() + ".", "",
                 "## Ranked table", "", report.to_markdown(self.ranked), "", "## Where it lands", "",
                 report.to_markdown(self.landing), ""]
+        if leakage is not None:
+            text += ["## Leakage (the leakage study's headline, your method one of its rows)", "",
+                     report.to_markdown(leakage.round(3)), ""]
         written = []
         for fig, caption, name in self.figures:
             path = folder / f"{name}.png"
@@ -536,6 +539,8 @@ def main(args) -> int:
     from fedlib import claims, report
 
     check_budget(args.profile)
+    if args.leakage and args.profile not in LEAKAGE_PROFILES:
+        leakage(None, args.profile)   # its one line, before any work
     yours = load(args.method, rule=args.rule)
     plan = load_plan(yours, args.profile, rounds=args.rounds, seeds=args.seeds, methods=args.methods,
                      results_dir=args.results_dir, device=args.device, executor=args.executor)
@@ -555,8 +560,14 @@ def main(args) -> int:
     if result.claims:
         print("\nClaims, by the suite's verdict rule (fedlib.claims)")
         print(report.to_markdown(claims.table(result.claims)))
+    leak = None
+    if args.leakage:
+        leak = leakage(yours, args.profile, args.results_dir, args.workers)
+        print(f"\nLeakage ({LEAKAGE_PROFILES[args.profile]} profile of the leakage study, fedlib.papers.privacy): each "
+              "method's best realistic attack on its next upload, ranked by SSIM (lower leaks less)")
+        print(report.to_markdown(leak.round(3)))
     out = Path(args.out) if args.out else default_out(plan)
-    written = result.save(out)
+    written = result.save(out, leak)
     print(f"\nwritten: {written[0]} and {len(written) - 1} figures beside it")
     return 1 if result.failed else 0
 
@@ -580,3 +591,37 @@ def show(result: Comparison):
     written = result.save(default_out(result.plan))
     out.append(f"written: {written[0]} and {len(written) - 1} figures beside it")
     return Shown(out)
+
+
+# -- the leakage row -----------------------------------------------------------------------------------------------
+#: the leakage study's profile each budget's leakage row runs under (its own runs and attacks; the run archive keeps
+#: no trained model, which the attacks need, so no budget reads archived attack results)
+LEAKAGE_PROFILES = {"smoke": "smoke", "quick": "quick"}
+
+
+def leakage(yours: Yours, budget: str, results_dir: str | Path | None = None, workers: int | None = None,
+            progress: bool = True) -> pd.DataFrame:
+    """The leakage study's headline (:func:`fedlib.papers.privacy.headline`: each method's best realistic attack on
+    the target client's next upload, ranked by SSIM, with the three references) with the method as one more row,
+    under the study's profile of ``budget`` (:data:`LEAKAGE_PROFILES`): the method trains in the study's setting
+    (MNIST, its MLP, its clients) beside the study's methods of that profile, and every attack its declared messages
+    allow (:func:`fedlib.privacy.what_server_holds`) runs on it. The converged budget has none: the attacks need every
+    method's trained model, which the run archive does not keep (one line says so)."""
+    from fedlib.algorithms import loader
+    from fedlib.grid import run_many
+    from fedlib.papers import privacy
+
+    if budget not in LEAKAGE_PROFILES:
+        raise ConfigError("--leakage", budget, "a budget of " + ", ".join(LEAKAGE_PROFILES) + " (the attacks need "
+                          "every method's trained model, which the run archive does not keep: run "
+                          "python -m fedlib.papers.privacy --profile paper for the study's own table)")
+    plan = privacy.load_plan(LEAKAGE_PROFILES[budget], results_dir=results_dir)
+    plan.spec["methods"][yours.key] = {"label": yours.label, "algorithm": yours.algorithm()}
+    plan.settings["methods"] = [*plan.table_methods(), yours.key]
+    if yours.rule == "proto":
+        plan.spec["prototype_methods"] = [*plan.spec.get("prototype_methods", []), yours.key]
+    with loader.registered(yours.cls):
+        run_many([(c, s) for c in privacy.table_configs(plan).values() for s in plan.seeds], workers=workers,
+                 progress=progress, desc=f"leakage ({plan.profile})")
+        res = privacy.leakage(plan)
+        return privacy.headline(plan, res)

@@ -283,3 +283,19 @@ def test_an_unknown_budget_or_setting_is_one_line(outside, tmp_path):
         Y.load_plan(yours, "extended", results_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^algorithm \(user:cosine_pull\)\.lam: got -2"):
         Y.load(str(outside / "cosine_pull.py"), hyperparameters={"lam": -2})
+
+
+def test_the_leakage_row_needs_a_budget_whose_models_are_at_hand(outside, capsys):
+    assert benchmark.main(["--method", str(outside / "cosine_pull.py"), "--profile", "converged", "--leakage"]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("error: --leakage: got 'converged'; allowed: a budget of smoke, "
+                                                   "quick (the attacks need every method's trained model")
+
+
+def test_the_leakage_row_puts_the_method_under_the_studys_attacks(outside, tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path / "root"))
+    yours = Y.load(str(outside / "cosine_pull.py"))
+    head = Y.leakage(yours, "smoke", tmp_path / "results", workers=0, progress=False)
+    mine = head[head.method == "cosine_pull (yours)"].iloc[0]
+    assert mine["holds"] == "prototypes" and mine["best realistic attack"].startswith("decoder")
+    assert {"FedAvg", "FedProto"} <= set(head.method) and (head.method == "—").sum() == 3   # the three references
