@@ -81,15 +81,20 @@ class Item:
 
 
 def seconds_per_round(group) -> float:
-    """The median of the group's finished runs' median seconds per round (results folder, else archive); NaN where
-    none has finished."""
+    """The median of the group's finished runs' median seconds per round on the group's own placement (results
+    folder, else archive: a CPU cost is not estimated from a GPU's record), else on whichever placement holds them;
+    NaN where none has finished."""
     import numpy as np
 
-    from fedlib import results
+    from fedlib import archive, results
+    from fedlib.runner import cached_summary
 
-    vals = [s["seconds_per_round_median"] for s in (results.find(group.cfg, x)[1] for x in group.seeds)
-            if s and s.get("seconds_per_round_median")]
-    return float(np.median(vals)) if vals else math.nan
+    def median(summaries):
+        vals = [s["seconds_per_round_median"] for s in summaries if s and s.get("seconds_per_round_median")]
+        return float(np.median(vals)) if vals else math.nan
+
+    own = median(cached_summary(group.cfg, x) or archive.summary(group.cfg, x) for x in group.seeds)
+    return own if not math.isnan(own) else median(results.find(group.cfg, x)[1] for x in group.seeds)
 
 
 def checkpointed_rounds(cfg: dict, seed: int) -> int:
