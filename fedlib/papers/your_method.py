@@ -29,6 +29,7 @@ on a violation, before any training) and :func:`compare`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 
@@ -105,10 +106,10 @@ def load(source, rule: str | None = None, hyperparameters: dict | None = None, f
     from fedlib.algorithms import loader
     from fedlib.validation import from_dict
 
-    cls, seconds, _fresh = loader.checked_method(source, field)
-    hyper = dict(hyperparameters or {})
     if not isinstance(hyperparameters, (dict, type(None))):
         raise ConfigError("method hyperparameters", hyperparameters, "a mapping of field names to values")
+    cls, seconds, _fresh = loader.checked_method(source, field)
+    hyper = dict(hyperparameters or {})
     for key in ("name", "source", "source_sha256"):
         if key in hyper:
             raise ConfigError(f"method hyperparameters.{key}", hyper[key], "none: it is set from the method file")
@@ -128,6 +129,7 @@ class Plan(benchmark.Plan):
     budget_rounds: int = 0
     positions: tuple = (0,)
     only: tuple | None = None   # the settings taken (None: every setting of the archived benchmark)
+    cache: dict = dataclasses.field(default_factory=dict, repr=False)   # configs made once (:func:`configs`)
 
     def setting_names(self) -> list[str]:
         names = super().setting_names()
@@ -209,15 +211,25 @@ def check_budget(profile, field: str = "--profile") -> str:
 
 def _model_levels(model: dict, input_shape=(1, 28, 28), num_classes: int = 10) -> set[str]:
     """The feature levels every member of ``model`` (a config's model section) exposes."""
+    import json
+
+    return set(_levels(json.dumps(model, sort_keys=True), tuple(input_shape), num_classes))
+
+
+@functools.lru_cache(maxsize=32)
+def _levels(model_json: str, input_shape: tuple, num_classes: int) -> tuple:
+    import json
+
     from fedlib.models import FAMILIES, build_model
 
+    model = json.loads(model_json)
     args = {k: v for k, v in model.items() if k != "name"}
     members = FAMILIES.get(model["name"], (model["name"],))
     levels = None
     for m in members:
         have = set(build_model(m, input_shape, num_classes, **args).feature_dims)
         levels = have if levels is None else levels & have
-    return levels or set()
+    return tuple(sorted(levels or ()))
 
 
 def why_not(plan: Plan, setting: str) -> str | None:
@@ -243,13 +255,16 @@ def why_not(plan: Plan, setting: str) -> str | None:
 
 def configs(plan: Plan) -> dict[tuple[str, str], dict]:
     """``{(setting, method): config}``: the built-in methods' archived configs (the reference profile's rounds) and
-    the method's own (:attr:`Plan.budget_rounds`), on the settings the method runs on."""
+    the method's own (:attr:`Plan.budget_rounds`), on the settings the method runs on (made once per plan)."""
+    if "configs" in plan.cache:
+        return plan.cache["configs"]
     out = {}
     for s in runs_on(plan):
         for m in plan.builtin():
             if plan.why_not(m, s) is None:
                 out[(s, m)] = benchmark.config(plan, m, s)
         out[(s, plan.yours.key)] = benchmark.config(plan, plan.yours.key, s, rounds=plan.budget_rounds)
+    plan.cache["configs"] = out
     return out
 
 
