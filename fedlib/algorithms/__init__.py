@@ -7,7 +7,8 @@ test; never the engine (see docs/adding_a_method.md).
 from __future__ import annotations
 
 from fedlib.algorithms.base import Algorithm, ClientData, Context, Message, Round, TrainSettings
-from fedlib.algorithms.registry import ALGORITHMS, make_algorithm, register
+from fedlib.algorithms.make import make_algorithm
+from fedlib.algorithms.registry import ALGORITHMS, register
 
 # Registration happens on import; keep this list sorted.
 from fedlib.algorithms import (  # noqa: E402,F401

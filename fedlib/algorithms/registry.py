@@ -1,11 +1,10 @@
-"""The algorithm registry: name -> class, filled by each method module's ``@register``; a user method
-(``user:<stem>``, a method file or an installed entry point: :mod:`fedlib.algorithms.loader`) is built from the
-``source`` its spec carries, in any process."""
+"""The algorithm registry: name -> class, filled by each method module's ``@register``. A method from a file or an
+installed entry point (``user:<stem>``, :mod:`fedlib.algorithms.loader`) is kept apart from it;
+:func:`fedlib.algorithms.make.make_algorithm` builds both."""
 
 from __future__ import annotations
 
 from fedlib.algorithms.base import Algorithm
-from fedlib.validation import ConfigError, from_dict
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
 
@@ -21,20 +20,3 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
                         f"{ALGORITHMS[name].__module__}.{ALGORITHMS[name].__name__}")
     ALGORITHMS[name] = cls
     return cls
-
-
-def make_algorithm(spec: dict) -> Algorithm:
-    """Build an algorithm from ``{"name": ..., **hyperparameters}``, validating every field. A user method
-    (``{"name": "user:<stem>", "source": <file or entry point>, "source_sha256": ..., ...}``) is imported from its
-    source first (:func:`fedlib.algorithms.loader.class_for`: a file whose bytes changed is refused)."""
-    spec = dict(spec)
-    name = spec.pop("name", None)
-    if isinstance(name, str) and name.startswith("user:"):
-        from fedlib.algorithms.loader import class_for
-
-        cls, spec = class_for(name, spec)
-        return from_dict(cls, spec, owner=f"algorithm ({name})")
-    if name not in ALGORITHMS:
-        raise ConfigError("algorithm.name", name, "one of " + ", ".join(sorted(ALGORITHMS))
-                          + " (or user:<stem> with algorithm.source, a method file: docs/your_method.md)")
-    return from_dict(ALGORITHMS[name], spec, owner=f"algorithm ({name})")

@@ -3,15 +3,15 @@
 It loads one setting of the benchmark (PFLlib's Fashion-MNIST Dir(0.1) split, :mod:`fedlib.papers.benchmark`),
 trains FedAvg and FedProto on it for a few rounds with a progress bar, draws their accuracy curves and the
 partition, then puts a method file (default the template shipped in ``docs/method_template.py``) through the
-contract check and against the archived benchmark (:mod:`fedlib.papers.your_method`): the ranked table, where it
-lands, the critical-difference diagram and the accuracy-vs-communication front, every method read at the same
-round.
+contract check and against the archived benchmark (:func:`fedlib.papers.benchmark.compare_yours`): the ranked
+table, where it lands, the critical-difference diagram and the accuracy-vs-communication front, every method read at
+the same round.
 
 Profiles: ``smoke`` (the benchmark's smoke setting: 1% of the data, 10 clients, 2 rounds; the method file under the
 smoke budget, about a minute in all) and ``quick`` (2% of the data, 20 clients, 5 rounds; the quick budget, a few
 minutes). The longer profiles (``converged``, ``paper``) run as ``quick`` here: the quickstart is for minutes, and
 ``python -m fedlib.papers.benchmark --method FILE --profile converged`` makes the evidence. Nothing is written but
-runs in the results folder (and the comparison beside them: :func:`fedlib.papers.your_method.default_out`).
+runs in the results folder (and the comparison beside them: :func:`fedlib.papers.benchmark.yours_out`).
 """
 
 from __future__ import annotations
@@ -71,7 +71,6 @@ def notebook(profile: str, rounds=None, method_file=None, method_rule=None, work
     contract, stops the notebook with one line: :class:`~fedlib.papers.notebook.ParameterError`), the kernel set
     up (:func:`fedlib.papers.notebook.start`) and a line on what the notebook will run."""
     from fedlib.config import read_yaml
-    from fedlib.papers import your_method
     from fedlib.papers.notebook import ParameterError, check_parameters, checkout_problem, start
     from fedlib.reproduce import PROFILES
     from fedlib.validation import ConfigError
@@ -87,9 +86,9 @@ def notebook(profile: str, rounds=None, method_file=None, method_rule=None, work
         check_parameters(workers, "tsne", device)
         start(backend)
         plan = benchmark.load_plan(budget_of(profile), methods=list(METHODS), rounds=rounds, device=device)
-        mine = your_method.load(template_path() if method_file is None else method_file, rule=method_rule,
+        mine = benchmark.load_yours(template_path() if method_file is None else method_file, rule=method_rule,
                                 field="method_file", rule_field="method_rule")
-        yours = your_method.load_plan(mine, budget_of(profile), results_dir=plan.results_dir, device=device,
+        yours = benchmark.yours_plan(mine, budget_of(profile), results_dir=plan.results_dir, device=device,
                                       field="profile")
     except ConfigError as exc:
         raise ParameterError(str(exc)) from None
@@ -183,32 +182,27 @@ def fig_curves(qs: Quickstart):
 
 def check_method(qs: Quickstart) -> None:
     """Print the method file's contract check (it ran in the set-up cell) and the settings it can run on."""
-    from fedlib.papers import your_method
-
     print(qs.yours.yours.line())
     for s in qs.yours.setting_names():
-        why = your_method.why_not(qs.yours, s)
+        why = benchmark.yours_why_not(qs.yours, s)
         print(f"{s}: " + ("runs" if why is None else f"does not run ({why})"))
 
 
 def _comparison(qs: Quickstart):
-    from fedlib.papers import your_method
-
-    return qs.once("comparison", lambda: your_method.compare(qs.yours, workers=qs.workers))
+    return qs.once("comparison", lambda: benchmark.compare_yours(qs.yours, workers=qs.workers))
 
 
 def show_ranked(qs: Quickstart):
     """Train the method file on every setting it can run on (the budget's rounds; cached runs are read), then the
     ranked table beside the archived benchmark (every method at the same round) and where it lands."""
     from fedlib.papers.notebook import Shown
-    from fedlib.papers.your_method import default_out
 
     result = _comparison(qs)
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
     if result.missing:
         out.append(f"left out (no run in the results folder or the archive): {'; '.join(result.missing)}")
-    written = result.save(default_out(qs.yours))
+    written = result.save(benchmark.yours_out(qs.yours))
     out += [result.ranked, f"Where {qs.yours.yours.label} lands:", result.landing,
             f"written: {written[0]} and {len(written) - 1} figures beside it"]
     return Shown(out)
