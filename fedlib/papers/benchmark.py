@@ -7,6 +7,11 @@ the methods and the profiles. :func:`configs` gives the validated config of ever
 :func:`scores` one row per (setting, seed, method) from finished runs, and the rest turns them into the
 ranked table, the critical-difference diagram, the accuracy-vs-cost scatter plots and the ledger.
 
+A method from outside the repository (a method file, or an installed entry point of group ``fedlib.methods``) is put
+against the archived runs of the 31 at the same round by the "your method" part below (:func:`load_yours`,
+:func:`yours_plan`, :func:`compare_yours`; ``python -m fedlib.papers.benchmark --method FILE``: :func:`main_yours`;
+docs/your_method.md).
+
 Metric (docs/benchmark.md): PFLlib's. Every client's model on its own test split, argmax over all classes,
 summed correct over summed test samples (sample-weighted), at the best round; the last round beside it. Each
 method is scored by the rule its own paper reports (``prototype_methods``: nearest global prototype; every other
@@ -621,8 +626,8 @@ class Yours:
         return {"name": self.key, **self.hyperparameters, "source": self.source, "source_sha256": self.sha256}
 
     def line(self) -> str:
-        """``my_method (user:my_method, /path/my_method.py, SHA-256 3d80ef1a25ac...): contract check passed (1.2 s);
-        scored by rule head``."""
+        """``my_method (my_method.py, SHA-256 3d80ef1a25ac...): contract check passed (1.2 s); scored by its rule
+        'head'``."""
         where = self.source if self.source.startswith("entry-point:") else Path(self.source).name
         extra = f", hyperparameters {self.hyperparameters}" if self.hyperparameters else ""
         return (f"{self.stem} ({where}, SHA-256 {self.sha256[:12]}...{extra}): contract check passed "
@@ -636,7 +641,7 @@ def yours_rule(cls) -> str:
 
 
 def load_yours(source, rule: str | None = None, hyperparameters: dict | None = None, field: str = "--method",
-         rule_field: str = "--rule") -> Yours:
+               rule_field: str = "--rule") -> Yours:
     """The method of ``source`` (a method file's path or an installed entry point's name), checked: an import
     error, a missing hook, a message off its declaration, a non-finite loss, ... is one line (:class:`ConfigError`,
     naming the file, the hook and what was expected) before any training. ``rule`` must be one of its ``RULES``;
@@ -702,9 +707,9 @@ class YoursPlan(Plan):
 
 
 def yours_plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, seeds: list[int] | None = None,
-              methods: list[str] | None = None, settings: list[str] | None = None,
-              results_dir: str | Path | None = None, data_root: str | None = None, device: str | None = None,
-              executor: str | None = None, field: str = "--profile") -> YoursPlan:
+               methods: list[str] | None = None, settings: list[str] | None = None,
+               results_dir: str | Path | None = None, data_root: str | None = None, device: str | None = None,
+               executor: str | None = None, field: str = "--profile") -> YoursPlan:
     """The comparison of ``yours`` under the budget of ``profile`` (one of :data:`YOURS_BUDGETS`): its rounds (or
     ``rounds``, at most the archived runs') and its number of seeds (or ``seeds``, a subset of the reference
     profile's: each setting takes the archived seeds at the same positions). ``methods``: the built-in methods shown
@@ -1156,7 +1161,7 @@ YOURS_LEAKAGE_PROFILES = {"smoke": "smoke", "quick": "quick"}
 
 
 def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = None, workers: int | None = None,
-            progress: bool = True) -> pd.DataFrame:
+                  progress: bool = True) -> pd.DataFrame:
     """The leakage study's headline (:func:`fedlib.papers.privacy.headline`: each method's best realistic attack on
     the target client's next upload, ranked by SSIM, with the three references) with the method as one more row,
     under the study's profile of ``budget`` (:data:`YOURS_LEAKAGE_PROFILES`): the method trains in the study's setting
