@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=[BarSafeHandler()])
 
     from fedlib.interrupts import stop_on_signals
-    from fedlib.validation import ConfigError
+    from fedlib.validation import ConfigError, os_error
 
     stop_on_signals()  # SIGINT and SIGTERM: the work in progress stops, finished work stays
     if args.command == "reproduce":  # the notebooks' kernels do the work: this process needs no torch
@@ -135,20 +135,6 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; finished rounds are checkpointed, run the same command to resume", file=sys.stderr)
         return 130
     return 0
-
-
-def os_error(exc: OSError) -> str:
-    """One line for an error of the file system met while working: a full disk says so, and that nothing finished
-    is lost (every round is checkpointed: the same command resumes once there is room)."""
-    import errno
-
-    where = exc.filename or ""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"disk full: could not write {where or 'a file'}; finished runs and checkpointed rounds are kept: "
-                "free some space and run the same command to resume")
-    reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
-    return (f"{where}: {reason}" if where else reason) + "; finished runs and checkpointed rounds are kept: run the " \
-        "same command to resume once it can be written"
 
 
 def partition_output(out: str | None, name: str):

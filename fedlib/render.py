@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         store.atomic_write(out, text)
     except OSError as exc:
-        from fedlib.__main__ import os_error
+        from fedlib.validation import os_error
 
         print(f"error: {os_error(exc)}", file=sys.stderr)
         return 1

@@ -257,3 +257,17 @@ def arg_type(rule: Interval | Options, convert=int):
         return value
 
     return parse
+
+
+def os_error(exc: OSError) -> str:
+    """One line for an error of the file system met while working: a full disk says so, and that nothing finished
+    is lost (every round is checkpointed: the same command resumes once there is room)."""
+    import errno
+
+    where = exc.filename or ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"disk full: could not write {where or 'a file'}; finished runs and checkpointed rounds are kept: "
+                "free some space and run the same command to resume")
+    reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return (f"{where}: {reason}" if where else reason) + "; finished runs and checkpointed rounds are kept: run the " \
+        "same command to resume once it can be written"
