@@ -63,8 +63,8 @@ def section_profile(name: str) -> str | None:
     return None
 
 
-def code_cells(name: str, notebooks: Path | None = None) -> list[str]:
-    """The notebook's code cells after its parameters cell, as source text."""
+def code_cells(name: str, notebooks: Path | None = None, parameters: bool = False) -> list[str]:
+    """The notebook's code cells after its parameters cell, as source text (``parameters``: that cell first)."""
     import jupytext
 
     from fedlib.paths import CHECKOUT
@@ -72,7 +72,7 @@ def code_cells(name: str, notebooks: Path | None = None) -> list[str]:
     nb = jupytext.read(Path(notebooks or CHECKOUT / "notebooks") / f"{name}.py")
     cells = [c for c in nb.cells if c.cell_type == "code"]
     first = next(i for i, c in enumerate(cells) if "parameters" in (c.metadata.get("tags") or []))
-    return [c.source for c in cells[first + 1:]]
+    return [c.source for c in cells[first if parameters else first + 1:]]
 
 
 @contextlib.contextmanager
@@ -96,11 +96,14 @@ def render_section(name: str, profile: str | None = None, figures: bool = False)
     if profile is None:
         return Section(name, "—", f"## {name}\n\nNo run of this study's long profiles is in the run archive.\n", [], [])
     captured: dict = {"claims": []}
-    namespace = {"profile": profile, "methods": None, "seeds": None, "rounds": None, "workers": 0, "embedding": "tsne",
-                 "device": "cpu", "backend": "local"}
+    cells = code_cells(name, parameters=True)
+    namespace: dict = {}
+    exec(compile(cells[0], f"<{name} notebook parameters>", "exec"), namespace)   # noqa: S102 - every default
+    namespace.update({"profile": profile, "methods": None, "seeds": None, "rounds": None, "workers": 0,
+                      "embedding": "tsne", "device": "cpu", "backend": "local"})
     skipped = []
     with results.archive_only(), report.rendering(draw=figures), notebook_mod.capturing(captured), quiet():
-        for source in code_cells(name):
+        for source in cells[1:]:
             try:
                 exec(compile(source, f"<{name} notebook cell>", "exec"), namespace)   # noqa: S102 - our notebook
             except results.NotArchived as exc:

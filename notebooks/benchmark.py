@@ -58,8 +58,7 @@ method_rule = None    # the rule your method is scored by (one of its RULES); No
 from fedlib.papers import benchmark as B
 
 nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, device=device, backend=backend,
-                # the report renderer runs these cells without the parameters cell, hence get
-                method_file=globals().get("method_file"), method_rule=globals().get("method_rule"))
+                method_file=method_file, method_rule=method_rule)
 
 # %% [markdown]
 # ## Settings
