@@ -19,7 +19,8 @@ checkpoint, so extending it trains its first rounds again, unless the results fo
 ``--run --budget 3h`` spends the budget on the cheapest extensions first (the planner's seeds actions change a
 profile's seeds and are listed, not run), in the background if wanted (``nohup nice -n 19 ...``), resumable after
 any interruption (each run resumes from its checkpoint, each extension step archives what it finished), and then
-prints which verdicts changed.
+prints which verdicts changed. ``--save-plan FILE`` writes the groups a GPU takes (:func:`gpu_groups`), and
+``--run --device cuda --plan FILE`` trains them there, each group's seeds stacked (scripts/gpu_evidence.sh).
 """
 
 from __future__ import annotations
