@@ -183,11 +183,13 @@ def render(names=SECTIONS, figures: bool = False) -> tuple[str, list[Section]]:
 
 
 def evidence_line(sections: list[Section]) -> str:
-    """The summary of the evidence planner (:mod:`fedlib.evidence`) over these sections' ledgers."""
-    from fedlib import evidence
+    """The summary of the evidence planner (:mod:`fedlib.evidence`) over these sections' ledgers, planned from the
+    archive alone (a machine's results folder, e.g. the checkpoints of runs under way, changes no line of it)."""
+    from fedlib import evidence, results
 
     ledgers_ = {s.name: s.claims for s in sections}
-    items = evidence.plan(ledgers_)
+    with results.archive_only():
+        items = evidence.plan(ledgers_)
     return "**Evidence.** " + evidence.summary(ledgers_, items) + " (`python -m fedlib evidence` lists them)."
 
 

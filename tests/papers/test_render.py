@@ -64,3 +64,14 @@ def test_a_section_leaves_out_what_the_archive_lacks_and_says_so(real_archive, m
     sec = render.render_section("benchmark", "converged")
     assert calls and sec.skipped and "not in the run archive" in sec.skipped[0][1]
     assert "**Ranked table" not in sec.markdown and "read from the run archive (archive/)" in sec.markdown
+
+
+def test_the_report_plans_the_evidence_from_the_archive_alone(monkeypatch):
+    """The summary line's costs count the rounds a run must train, less those a results folder's checkpoint holds:
+    in the report that folder is not read (a checkpoint of a run under way changed the line on one machine only)."""
+    from fedlib import archive, evidence
+
+    seen = []
+    monkeypatch.setattr(evidence, "plan", lambda ledgers: seen.append(archive.reading_only()) or [])
+    line = render.evidence_line([])
+    assert seen == [True] and line.startswith("**Evidence.** claims decided: 0 of 0 testable")
