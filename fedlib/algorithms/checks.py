@@ -258,14 +258,14 @@ def _plain(obj, where: str) -> None:
                                 "of tensors, numbers, strings: a model as weights(module), never the module)")
 
 
-def _same(a, b) -> bool:
+def same_state(a, b) -> bool:
     """Bitwise equality of two plain-data states."""
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
     if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        return type(a) is type(b) and len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
@@ -370,7 +370,7 @@ def check_rounds(algo: Algorithm, rounds: int = 3, clients: int = 3) -> None:
     except Exception as exc:  # noqa: BLE001
         raise ContractViolation("state", f"does not survive a weights_only checkpoint ({type(exc).__name__}: "
                                 f"{' '.join(str(exc).split())[:200]}); expected plain data") from None
-    if not (_same(back["clients"], state) and _same(back["server"], server)):
+    if not (same_state(back["clients"], state) and same_state(back["server"], server)):
         raise ContractViolation("state", "changed through a weights_only checkpoint; expected plain data kept bit "
                                 "for bit")
     before = copy.deepcopy((state, server))
@@ -389,7 +389,7 @@ def check_rounds(algo: Algorithm, rounds: int = 3, clients: int = 3) -> None:
                 raise ContractViolation("predict", f"rule {rule!r} gave {shape} ({where}); expected scores of shape "
                                         f"({n}, {C}) (test samples, classes)")
         _call("features", where, algo.features, ctx, cid, state[cid], msg, data.test[cid].x)
-    if not (_same(state, before[0]) and _same(server, before[1])):
+    if not (same_state(state, before[0]) and same_state(server, before[1])):
         raise ContractViolation("predict", "changed the client or server state; expected a pure predict (no update, "
                                 "no state kept on self)")
 

@@ -8,6 +8,7 @@ import torch
 
 from fedlib.algorithms import ALGORITHMS, make_algorithm
 from fedlib.algorithms.base import Round, check_message
+from fedlib.algorithms.checks import same_state
 from fedlib.data import FederatedData
 from fedlib.data.partition import label_partition, nway_kshot
 from fedlib.data.sources import Dataset
@@ -95,17 +96,6 @@ def _assert_plain(obj, where="state"):
         assert obj is None or isinstance(obj, (torch.Tensor, int, float, str, bool)), f"{where}: {type(obj)}"
 
 
-def _same(a, b):
-    """Bitwise equality of two plain-data states."""
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 # methods whose messages change from a later round on, made to reach it within the test's 3 rounds
 SHORT_SCHEDULE = {"gfpl": {"start": 2, "every": 1}}
 
@@ -149,7 +139,7 @@ def test_contract_v2_declared_messages_plain_state_and_pure_predict(name, tmp_pa
     _assert_plain(server, "server")
     torch.save({"clients": clients, "server": server}, tmp_path / "ckpt.pt")
     back = torch.load(tmp_path / "ckpt.pt", weights_only=True)
-    assert _same(back["clients"], clients) and _same(back["server"], server)
+    assert same_state(back["clients"], clients) and same_state(back["server"], server)
     # predict (and features) never change client or server state
     before = copy.deepcopy((clients, server))
     for cid in range(3):
@@ -158,7 +148,7 @@ def test_contract_v2_declared_messages_plain_state_and_pure_predict(name, tmp_pa
         assert set(scores) == set(algo.RULES)
         assert all(s.shape == (len(data.test[cid]), 4) for s in scores.values())
         algo.features(ctx, cid, clients[cid], msg, data.test[cid].x)
-    assert _same(clients, before[0]) and _same(server, before[1])
+    assert same_state(clients, before[0]) and same_state(server, before[1])
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
