@@ -13,22 +13,9 @@ from fedlib import results
 from fedlib.config import run_id
 from fedlib.papers import fedmps as S
 from fedlib.paths import CHECKOUT
-from tests.papers.conftest import ids
+from tests.papers.conftest import ids, sides
 
 BEST = "FedMPS has the highest accuracy of the eight methods on Fashion-MNIST"
-
-
-def sides(claim) -> set:
-    """The runs named by both sides of every comparison of ``claim``; every side must name its runs, scored on the
-    unweighted mean over clients (as every FedMPS table is)."""
-    out = set()
-    assert claim.tests, f"no comparison: {claim.claim}"
-    for t in claim.tests:
-        for side in (t.a_trend, t.b_trend):
-            assert side is not None and side.group is not None, f"{t.label}: a side without its runs"
-            assert side.group.stat == "mean"
-            out.add(ids(side.group.cfg, side.group.seeds))
-    return out
 
 
 def summaries(per_seed: dict[str, list[float]]) -> dict:

@@ -10,20 +10,7 @@ import pytest
 
 from fedlib import claims as C
 from fedlib.papers import mpfedcl as M
-from tests.papers.conftest import ids
-
-
-def sides(claim) -> set:
-    """The runs named by both sides of every comparison of ``claim``: ``{run ids of a group}``; every side must
-    name its runs, scored on the unweighted mean over clients (as every MP-FedCL cell is)."""
-    out = set()
-    assert claim.tests, f"no comparison: {claim.claim}"
-    for t in claim.tests:
-        for side in (t.a_trend, t.b_trend):
-            assert side is not None and side.group is not None, f"{t.label}: a side without its runs"
-            assert side.group.stat == "mean"
-            out.add(ids(side.group.cfg, side.group.seeds))
-    return out
+from tests.papers.conftest import ids, sides
 
 
 def row(seeds, rounds=60):
