@@ -34,19 +34,10 @@ def label_blocks(per_class: int, num_classes: int) -> np.ndarray:
 
 
 def tiny_image_dataset(per_class_train=40, per_class_test=10, num_classes=4, shape=(1, 8, 8), seed=0) -> Dataset:
-    """Separable synthetic images: class c has a bright patch at position c plus noise."""
-    g = torch.Generator().manual_seed(seed)
+    """Separable synthetic images: class c has a bright patch at position c plus noise (the contract check's data)."""
+    from fedlib.algorithms.checks import tiny_dataset
 
-    def draw(per_class):
-        y = torch.from_numpy(label_blocks(per_class, num_classes)).long()
-        x = 0.3 * torch.randn(len(y), *shape, generator=g)
-        for c in range(num_classes):
-            x[y == c, :, c % shape[1], :] += 2.0
-        return x, y
-
-    xtr, ytr = draw(per_class_train)
-    xte, yte = draw(per_class_test)
-    return Dataset("tiny", xtr, ytr, xte, yte, num_classes, "synthetic test images")
+    return tiny_dataset(per_class_train, per_class_test, num_classes, shape, seed, "synthetic test images")
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ def architecture_keys(cls: type) -> list[str]:
 
 # -- the tiny problem every check runs on ------------------------------------------------------------------------
 def tiny_dataset(per_class_train: int = 40, per_class_test: int = 10, num_classes: int = 4, shape=(1, 8, 8),
-                 seed: int = 0):
+                 seed: int = 0, description: str = "synthetic contract-check images"):
     """Separable synthetic images (class c: a bright row at c plus noise), ``num_classes`` classes; the same
     data as the test suite's ``tiny_image_dataset``."""
     import numpy as np
@@ -110,7 +110,7 @@ def tiny_dataset(per_class_train: int = 40, per_class_test: int = 10, num_classe
 
     xtr, ytr = draw(per_class_train)
     xte, yte = draw(per_class_test)
-    return Dataset("tiny", xtr, ytr, xte, yte, num_classes, "synthetic contract-check images")
+    return Dataset("tiny", xtr, ytr, xte, yte, num_classes, description)
 
 
 def tiny_context(num_clients: int, seed: int = 0, num_classes: int = 4) -> Context:
