@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
 
     if args.command == "archive":
-        from fedlib.papers.catalog import main as archive_main
+        from fedlib.archive_cli import main as archive_main
 
         return archive_main((["--check"] if args.check else []) + (["--root", args.root] if args.root else [])
                             + (["--replace"] if args.replace else []) + (["--index"] if args.index else []))

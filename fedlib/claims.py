@@ -3,8 +3,12 @@ and a verdict, so that a reader sees at once what was supported, what not, what 
 decide, and what was not tested here and why.
 
 Each paper study builds its ledger from the numbers its notebook computed
-(``fedlib.papers.<paper>.ledger``). Every verdict comes from one rule, :func:`verdict`, applied to
-our numbers (never the paper's):
+(``fedlib.papers.<paper>.ledger``). Where a paper's claims are data (``params/<paper>/claims.yaml``: FedIC,
+MP-FedCL), one engine judges them (:func:`evaluate`): each claim names its kind (:data:`CLAIM_KINDS`: ``best``,
+``sweep_best``, ``chain``, ``intermediate``, ``ratio``, ``threshold``, ``construction``, ``untested``), the table of
+named cells it reads (:class:`Cells`, which the study maps from its runs) and the templates of its evidence and note;
+the file is validated on reading (:func:`check_book`: one line naming the file, the claim and the field). Every
+verdict comes from one rule, :func:`verdict`, applied to our numbers (never the paper's):
 
 - **supported / not supported** need evidence from the paper protocol or the ``converged`` profile
   (:data:`DECISIVE_PROFILES`) and, for a measured difference, a margin beyond the seed spread (the larger
@@ -40,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import string
 from collections.abc import Sequence
 
 import numpy as np
@@ -367,7 +372,8 @@ def combine(tests: Sequence[Comparison], converged: bool) -> tuple[str, str]:
     against = [t for t in tests if state[t] == AGAINST]
     early = [t for t in tests if state[t] in (FOR, AGAINST) and t.behind is not None and not t.behind.plateaued]
     note = ("; decided before the curves plateaued (early decision): " + "; ".join(
-        f"{t.label}: {t.behind.text()}, at most +{t.behind.reach():.2f} to come" for t in early)) if converged and early else ""
+        f"{t.label}: {t.behind.text()}, at most +{t.behind.reach():.2f} to come" for t in early)
+            ) if converged and early else ""
     if against:
         return NOT_SUPPORTED, "beyond the seed spread against the claim: " + "; ".join(t.text() for t in against) + note
     within = [t for t in tests if state[t] == WITHIN]
@@ -569,3 +575,522 @@ def report_summary(sections: dict[str, str]) -> pd.DataFrame:
     frame.insert(0, "section profile", [extra[t][0] for t in frame.index])
     frame["verdict rule"] = [extra[t][1] for t in frame.index]
     return frame
+
+
+# ---------------------------------------------------------------------------------------------- claims as data
+# A claims file: ``claims:`` a list of claims, each ``{id, kind, claim, source, note?, untested?}`` and, for every kind
+# but ``untested``, ``table`` (the name of a :class:`Cells` the study gives), ``evidence`` (a template), and optionally
+# ``item`` / ``join`` (each cell of the table by a template, joined: ``{items}``), ``label`` (a comparison's label),
+# ``require`` (cells that must be present) and ``exact``; then the fields of its kind (:data:`KIND_FIELDS`). Templates
+# are Python format strings of the names :meth:`_Judge.names` gives (``{subject[value]:.2f}``,
+# ``{cells[fedavg][text]}``, ``{caveat}``, ``{seeds} seed{s}``, the table's ``text``); ``note`` may be a list, its
+# non-empty parts joined by "; ".
+# ``untested: {claim?, why, when}`` makes a claim whose table is ``absent`` or too ``short`` to judge "not tested".
+
+#: the kinds of claim a ``params/<paper>/claims.yaml`` names, each evaluated by one function of this module:
+#: ``best`` (a method beats every other of a table, or of each setting of it), ``sweep_best`` (best at every point of
+#: a sweep), ``chain`` (an ordered sequence a < b < c), ``intermediate`` (an interior value of a sweep is best),
+#: ``ratio`` (a per-seed ratio against a bound), ``threshold`` (a measured value against a bound), ``construction``
+#: (true by how the method is built, with its reason) and ``untested`` (with why)
+CLAIM_KINDS = ("best", "sweep_best", "chain", "intermediate", "ratio", "threshold", "construction", "untested")
+_KEY = (str, int, float)
+_NUMBER = (int, float)
+#: every field a claim may have: ``(types, what is allowed)``
+CLAIM_FIELDS = {
+    "id": (str, "a name for the claim, unique in the file"), "kind": (str, "one of " + ", ".join(CLAIM_KINDS)),
+    "claim": (str, "the paper's claim (a template)"), "source": (str, "where the paper says it"),
+    "note": ((str, list), "a template, or a list of templates joined by '; '"),
+    "untested": (dict, "a mapping {claim, why, when: [absent, short]}"), "exact": (bool, "true or false"),
+    "table": (str, "the name of a table the study gives"), "evidence": (str, "a template"),
+    "item": (str, "a template of one cell's fields"), "join": (str, "a separator"),
+    "label": (str, "a template of a comparison's label ({a}, {b}, {point})"),
+    "require": (list, "a list of the cells that must be present"),
+    "subject": (_KEY, "a cell's key"), "rival": (_KEY, "a cell's key"),
+    "direction": (str, "one of highest, lowest"), "among": (list, "a list of cells' keys"),
+    "against": (str, "one of strongest, every"), "margin": (_NUMBER, "a number (points added to the subject)"),
+    "strict": (bool, "true or false"), "tolerance": (_NUMBER, "a number"), "tie_note": (str, "a text"),
+    "per_point": (str, "one of each, first"), "point": (str, "a template of a point's key ({})"),
+    "min_points": (int, "a positive integer"), "max_point_above": (_NUMBER, "a number"),
+    "order": (list, "a list of at least two cells' keys, lowest first"), "field": (str, "a cell field"),
+    "below": (_NUMBER, "a number"), "fewer": (str, "a cell field (an exact count)"),
+    "at_most": ((int, float, dict), "a number or {field, plus}"),
+    "at_least": ((int, float, dict), "a number or {field, plus}"),
+    "reason": (str, "why the claim holds by construction"), "less": (list, "two cells' keys [smaller, larger]"),
+    "ratio": (list, "two cells' keys [numerator, denominator]"), "why": (str, "why it is not tested (a template)"),
+}
+_COMMON = ("id", "kind", "claim", "source", "note", "untested")
+_DATA = ("table", "evidence", "item", "join", "label", "require", "exact")
+#: per kind: ``(required fields, optional fields)`` beside :data:`_COMMON` (and :data:`_DATA` for all but untested)
+KIND_FIELDS = {
+    "best": (("subject",), ("direction", "among", "against", "margin", "strict", "tolerance", "tie_note", "per_point",
+                            "point")),
+    "sweep_best": (("subject",), ("rival", "margin", "strict", "tolerance", "point", "min_points", "max_point_above")),
+    "chain": (("order",), ()),
+    "intermediate": ((), ("min_points",)),
+    "ratio": (("subject", "rival", "field", "below"), ("fewer", "per_point", "point")),
+    "threshold": ((), ("at_most", "at_least")),
+    "construction": (("reason",), ("less", "ratio", "below")),
+    "untested": (("why",), ()),
+}
+
+
+@dataclasses.dataclass
+class Cells:
+    """One table a study gives the claims engine (:func:`evaluate`), by name: ``cells`` ``{key: cell}`` (a cell:
+    ``{"label", "value", "per_seed", "n", "trend", ...}``: the printed name, the number claims rank by, its per-seed
+    values (None where not at hand), seeds, :class:`Trend` (or None), and any further fields a template names), or
+    ``{(point, key): cell}`` for a sweep or a table of settings; the ``profile`` whose runs made them, the ``caveat`` a
+    note may name, ``seeds`` the verdict counts (default: the fewest of the cells a claim reads), ``points``
+    (``{point: label}``; default the claim's ``point`` template), ``text`` (further template fields) and ``rising``
+    (:func:`verdict`'s runs outside the comparisons still rising)."""
+
+    cells: dict
+    profile: str
+    caveat: str = ""
+    seeds: int | None = None
+    points: dict = dataclasses.field(default_factory=dict)
+    text: dict = dataclasses.field(default_factory=dict)
+    rising: str = ""
+
+
+@dataclasses.dataclass
+class Book:
+    """A paper's claims as read from ``source`` (``params/<paper>/claims.yaml``), validated (:func:`check_book`)."""
+
+    source: str
+    claims: list
+
+
+def load_book(paper: str, path=None) -> Book:
+    """The claims of ``paper``: ``params/<paper>/claims.yaml`` (or ``path``) read as every params file is
+    (:func:`fedlib.config.read_yaml`: a syntax error or an alias bomb is one line) and validated
+    (:func:`check_book`)."""
+    from pathlib import Path
+
+    from fedlib.config import read_yaml
+    from fedlib.paths import PARAMS
+
+    path = Path(path or PARAMS / paper / "claims.yaml")
+    source = f"{path.parent.name}/{path.name}"
+    return Book(source, check_book(read_yaml(path, source), source))
+
+
+def check_book(spec, source: str) -> list[dict]:
+    """The claims of a claims file (``{claims: [claim, ...]}``), each checked by :func:`check_claim`; the first bad
+    value is one :class:`~fedlib.validation.ConfigError` line naming the file, the claim and the field."""
+    from fedlib.validation import ConfigError
+
+    if not isinstance(spec, dict):
+        raise ConfigError(source, spec, "a mapping with one section, claims: a list of claims")
+    for key in spec:
+        if key != "claims":
+            raise ConfigError(f"{source}: {key}", "(a section)", "one of claims")
+    book = spec.get("claims")
+    if not isinstance(book, list) or not book:
+        raise ConfigError(f"{source}: claims", book, "a non-empty list of claims")
+    seen = set()
+    for i, c in enumerate(book):
+        check_claim(c, source, i)
+        if c["id"] in seen:
+            raise ConfigError(f"{source}: {c['id']}.id", c["id"], "a name no other claim of the file has")
+        seen.add(c["id"])
+    return book
+
+
+def _type_ok(value, types) -> bool:
+    types = types if isinstance(types, tuple) else (types,)
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
+def check_claim(c, source: str, index: int = 0) -> dict:
+    """One claim of a claims file: a known ``kind`` (:data:`CLAIM_KINDS`), only the fields of its kind
+    (:data:`KIND_FIELDS`), each of its type (:data:`CLAIM_FIELDS`), the required ones present, values in range."""
+    from fedlib.validation import ConfigError
+
+    if not isinstance(c, dict):
+        raise ConfigError(f"{source}: claims[{index}]", c, "a mapping of a claim's fields")
+    name = f"{source}: {c['id']}" if isinstance(c.get("id"), str) else f"{source}: claims[{index}]"
+    kind = c.get("kind")
+    if kind not in KIND_FIELDS:
+        raise ConfigError(f"{name}.kind", kind, CLAIM_FIELDS["kind"][1])
+    required, optional = KIND_FIELDS[kind]
+    data = () if kind == "untested" else _DATA
+    allowed = _COMMON + data + required + optional
+    for key, value in c.items():
+        if key not in allowed:
+            raise ConfigError(f"{name}.{key}", value, "one of " + ", ".join(allowed))
+        if not _type_ok(value, CLAIM_FIELDS[key][0]):
+            raise ConfigError(f"{name}.{key}", value, CLAIM_FIELDS[key][1])
+    for key in ("id", "claim", "source", *required, *(("table", "evidence") if data else ())):
+        if key not in c:
+            raise ConfigError(f"{name}.{key}", None, f"a value (every {kind} claim names its {key})")
+    _check_values(c, name)
+    return c
+
+
+_CHOICES = {"direction": ("highest", "lowest"), "against": ("strongest", "every"), "per_point": ("each", "first")}
+_TEMPLATES = ("claim", "evidence", "item", "label", "point", "why", "tie_note")
+
+
+def _check_values(c: dict, name: str) -> None:
+    """The values of a claim's fields that their type alone does not settle (choices, lengths, templates)."""
+    from fedlib.validation import ConfigError
+
+    def bad(key, allowed, value=None):
+        raise ConfigError(f"{name}.{key}", c.get(key) if value is None else value, allowed)
+
+    for key, choices in _CHOICES.items():
+        if key in c and c[key] not in choices:
+            bad(key, "one of " + ", ".join(choices))
+    if c.get("min_points", 1) < 1:
+        bad("min_points", CLAIM_FIELDS["min_points"][1])
+    for key, size in (("order", None), ("less", 2), ("ratio", 2), ("require", None), ("among", None)):
+        value = c.get(key)
+        if value is not None and (not value or (size and len(value) != size) or (key == "order" and len(value) < 2)
+                                  or not all(_type_ok(v, _KEY) for v in value)):
+            bad(key, CLAIM_FIELDS[key][1])
+    if c.get("margin") and c.get("direction") == "lowest":
+        bad("margin", "no margin with direction lowest")
+    if "ratio" in c and "below" not in c:
+        bad("below", "a number (a ratio claim's bound)", c.get("below"))
+    if c["kind"] == "threshold" and ("at_most" in c) == ("at_least" in c):
+        bad("at_most", "exactly one of at_most, at_least")
+    for key in ("at_most", "at_least"):
+        bound = c.get(key)
+        if isinstance(bound, dict) and (set(bound) - {"field", "plus"} or not isinstance(bound.get("field"), str)
+                                        or not _type_ok(bound.get("plus", 0), _NUMBER)):
+            bad(key, CLAIM_FIELDS[key][1])
+    _check_untested(c.get("untested"), name)
+    notes = c.get("note", [])
+    if not all(isinstance(x, str) for x in (notes if isinstance(notes, list) else [notes])):
+        bad("note", CLAIM_FIELDS["note"][1])
+    for key in _TEMPLATES + ("note",):
+        for text in (c[key] if isinstance(c.get(key), list) else [c[key]]) if key in c else ():
+            try:
+                list(string.Formatter().parse(text))
+            except ValueError as exc:
+                bad(key, f"a template ({exc})", text)
+
+
+def _check_untested(spec, name: str) -> None:
+    from fedlib.validation import ConfigError
+
+    if spec is None:
+        return
+    for key, value in spec.items():
+        if key not in ("claim", "why", "when"):
+            raise ConfigError(f"{name}.untested.{key}", value, "one of claim, why, when")
+    if not isinstance(spec.get("why"), str) or not spec["why"]:
+        raise ConfigError(f"{name}.untested.why", spec.get("why"), "why it is not tested (a template)")
+    when = spec.get("when", ["absent", "short"])
+    if not isinstance(when, list) or not when or not set(when) <= {"absent", "short"}:
+        raise ConfigError(f"{name}.untested.when", when, "a list of absent (no table), short (too little to judge)")
+
+
+_NO_CELL = {"label": "", "value": math.nan, "per_seed": None, "n": 1}
+
+
+@dataclasses.dataclass
+class _Judge:
+    """One claim of a book on its table: the templates' names, the comparisons and the :class:`Claim`."""
+
+    book: Book
+    spec: dict
+    table: Cells
+
+    def fail(self, key: str, value, allowed: str):
+        from fedlib.validation import ConfigError
+
+        return ConfigError(f"{self.book.source}: {self.spec['id']}.{key}", value, allowed)
+
+    def fmt(self, key: str, ns: dict, text: str | None = None, *args) -> str:
+        """``text`` (default the claim's field ``key``) filled from ``ns``; a name it lacks is one line naming the
+        file, the claim and the field."""
+        text = self.spec[key] if text is None else text
+        try:
+            return text.format(*args, **ns)
+        except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
+            raise self.fail(key, text, "a template of the fields " + ", ".join(sorted(ns))
+                            + f" ({type(exc).__name__}: {exc})") from None
+
+    def seeds(self, cells: dict) -> int:
+        """The seeds a verdict counts: the table's, else the fewest of ``cells``."""
+        if self.table.seeds is not None:
+            return self.table.seeds
+        return min((int(c.get("n", 1)) for c in cells.values()), default=1)
+
+    def names(self, cells: dict, **more) -> dict:
+        """What the claim's templates may name: the table's ``text``, ``caveat``, ``profile``, ``cells`` (these),
+        ``seeds``, ``s`` (the plural's s), ``items`` (each cell by the ``item`` template), then ``more``."""
+        seeds = more.pop("seeds") if "seeds" in more else self.seeds(cells)
+        return {**self.table.text, "caveat": self.table.caveat, "profile": self.table.profile, "cells": cells,
+                "items": self.items(cells), "seeds": seeds, "s": "s" if seeds > 1 else "", **more}
+
+    def items(self, cells: dict) -> str:
+        if "item" not in self.spec:
+            return ""
+        sep = ", " if self.spec["kind"] == "sweep_best" else self.spec.get("join", ", ")   # a sweep joins its points
+        return sep.join(self.fmt("item", {**c, "key": k}) for k, c in cells.items())
+
+    def note(self, ns: dict) -> str:
+        notes = self.spec.get("note", [])
+        return "; ".join(x for x in (self.fmt("note", ns, n) for n in (notes if isinstance(notes, list) else [notes]))
+                         if x)
+
+    def rows(self) -> dict:
+        """``{point: {key: cell}}`` of a table of ``(point, key)`` cells, points in the table's order."""
+        rows: dict = {}
+        for key, cell in self.table.cells.items():
+            if not isinstance(key, tuple) or len(key) != 2:
+                raise self.fail("table", self.spec["table"], "a table of (point, key) cells for a claim per point "
+                                f"or over a sweep; got the key {key!r}")
+            rows.setdefault(key[0], {})[key[1]] = cell
+        return rows
+
+    def point(self, p) -> str:
+        if p in self.table.points:
+            return self.table.points[p]
+        return self.fmt("point", {}, None, p) if "point" in self.spec else str(p)
+
+    def versus(self, a: dict, b: dict, ns: dict, shift: float = 0.0, a_label: str | None = None):
+        """``a`` (shifted by ``shift`` points) against ``b`` per seed (:func:`compare`, paired where they hold as
+        many seeds), with their trends; None where a side's per-seed values are not at hand."""
+        va, vb = a.get("per_seed"), b.get("per_seed")
+        if va is None or vb is None:
+            return None
+        va = [x + shift for x in va] if shift else va
+        label = self.fmt("label", {**ns, "a": a_label or a["label"], "b": b["label"]},
+                         self.spec.get("label", "{a} - {b}"))
+        return compare(label, va, vb, len(va) == len(vb), a.get("trend"), b.get("trend"))
+
+    def claim(self, ns: dict, holds, tests=(), evidence: str | None = None, construction: str = "") -> Claim:
+        tests = None if tests is None or any(t is None for t in tests) else tests
+        return claim(self.fmt("claim", ns), self.spec["source"],
+                     self.fmt("evidence", ns) if evidence is None else evidence, holds, self.table.profile,
+                     ns["seeds"], tests, self.note(ns), exact=self.spec.get("exact", False), construction=construction,
+                     rising=self.table.rising)
+
+
+def _ahead(spec: dict, s: float, r: float) -> bool:
+    """The subject's ``s`` ahead of the rival's ``r`` as the claim says: by ``margin`` points more (``strict``) or at
+    least (less ``tolerance``), or, with ``direction: lowest``, below it."""
+    strict, tol = spec.get("strict", True), spec.get("tolerance", 0.0)
+    if spec.get("direction") == "lowest":
+        return s < r if strict else s <= r + tol
+    m = spec.get("margin", 0.0)
+    return s > r - m if strict else s >= r - m - tol
+
+
+def _margin_text(m: float) -> str:
+    return f" + {m:g}" if m > 0 else f" - {-m:g}" if m < 0 else ""
+
+
+def _per_point(j: _Judge, one) -> list | None:
+    """``one(cells, names)`` on the table, or, with ``per_point``, on each point's cells (``first``: the first that
+    gives a claim); None (too little to judge) where the subject is in no point."""
+    if "per_point" not in j.spec:
+        got = one(j.table.cells, {})
+        return None if got is None else [got]
+    rows, out = j.rows(), []
+    for p, row in rows.items():
+        got = one(row, {"point": j.point(p)})
+        if got is not None:
+            out.append(got)
+            if j.spec["per_point"] == "first":
+                break
+    return out if out or any(j.spec["subject"] in r for r in rows.values()) else None
+
+
+def _best(j: _Judge) -> list | None:
+    """``best``: the subject ahead of every other cell (``among`` them), judged against the strongest rival (or,
+    ``against: every``, each), per seed."""
+    return _per_point(j, lambda cells, extra: _best_of(j, cells, extra))
+
+
+def _best_of(j: _Judge, cells: dict, extra: dict) -> Claim | None:
+    s, subj = j.spec, j.spec["subject"]
+    if subj not in cells:
+        return None
+    value = {k: c["value"] for k, c in cells.items()}
+    rivals = [k for k in s.get("among", list(cells)) if k != subj and k in cells and not math.isnan(value[k])]
+    if not rivals:
+        return None
+    low, tol = s.get("direction") == "lowest", s.get("tolerance", 0.0)
+    pick = min if low else max
+    rival, leader = pick(rivals, key=value.get), pick(cells, key=value.get)
+    top = value[leader]
+    tied = sum((v <= top + tol) if low else (v >= top - tol) for v in value.values())
+    tie = s.get("tie_note", "") if tied > 1 else ""
+    ns = j.names(cells, subject=cells[subj], rival=cells[rival], leader=cells[leader], tie=tie, **extra)
+    m = s.get("margin", 0.0)
+    against = rivals if s.get("against") == "every" else [rival]
+    if math.isnan(value[subj]):
+        tests = []
+    elif low:
+        tests = [j.versus(cells[k], cells[subj], ns) for k in against]
+    else:
+        tests = [j.versus(cells[subj], cells[k], ns, m, cells[subj]["label"] + _margin_text(m)) for k in against]
+    return j.claim(ns, _ahead(s, value[subj], value[rival]), tests)
+
+
+def _enough(spec: dict, keys: list) -> bool:
+    return len(keys) >= spec.get("min_points", 1) and (
+        "max_point_above" not in spec or max(keys) > spec["max_point_above"])
+
+
+def _sweep_best(j: _Judge) -> list | None:
+    """``sweep_best``: the subject ahead of the strongest other (or of ``rival``) at every point of a sweep of
+    ``(point, key)`` cells, one comparison per point; the evidence is the ``evidence`` template per point, joined."""
+    s, subj, fixed = j.spec, j.spec["subject"], j.spec.get("rival")
+    rows = j.rows()
+    judged = {p: r for p, r in rows.items() if subj in r and (fixed in r if fixed is not None else len(r) > 1)}
+    if not judged or not _enough(s, list(rows)):
+        return None
+    m = s.get("margin", 0.0)
+    holds, tests, lines = True, [], []
+    for p, row in rows.items():
+        ns = j.names(row, point=j.point(p), subject=_NO_CELL, rival=_NO_CELL, gap=math.nan)
+        if p in judged:
+            rival = fixed if fixed is not None else max((k for k in row if k != subj), key=lambda k: row[k]["value"])
+            a, b = row[subj], row[rival]
+            ns.update(subject=a, rival=b, gap=a["value"] - b["value"])
+            holds = _ahead(s, a["value"], b["value"]) and holds
+            tests.append(j.versus(a, b, ns, m, a["label"] + _margin_text(m)))
+        lines.append(j.fmt("evidence", ns))
+    ns = j.names({}, seeds=min(j.seeds(r) for r in judged.values()))
+    return [j.claim(ns, holds, tests, s.get("join", "; ").join(lines))]
+
+
+def _chain(j: _Judge) -> list | None:
+    """``chain``: the cells of ``order`` ascending, each step judged per seed."""
+    order, cells = j.spec["order"], j.table.cells
+    if any(k not in cells for k in order):
+        return None
+    ns = j.names(cells, seeds=j.seeds({k: cells[k] for k in order}))
+    steps = list(zip(order, order[1:], strict=False))
+    tests = [j.versus(cells[hi], cells[lo], ns) for lo, hi in steps]
+    return [j.claim(ns, all(cells[lo]["value"] < cells[hi]["value"] for lo, hi in steps), tests)]
+
+
+def _intermediate(j: _Judge) -> list | None:
+    """``intermediate``: the best of a sweep (cells keyed by the swept value) at an interior value, judged as the best
+    interior value against the better end."""
+    cells = j.table.cells
+    if len(cells) < j.spec.get("min_points", 3):
+        return None
+    value = {k: c["value"] for k, c in cells.items()}
+    lo, hi = min(cells), max(cells)
+    best = max(value, key=value.get)
+    inner = max((k for k in cells if lo < k < hi), key=value.get)
+    outer = max((lo, hi), key=value.get)
+    ns = j.names(cells)
+    return [j.claim(ns, lo < best < hi, [j.versus(cells[inner], cells[outer], ns)])]
+
+
+def _ratio(j: _Judge) -> list | None:
+    """``ratio``: the subject's per-seed ``field`` over the rival's below ``below`` (and, with ``fewer``, the subject's
+    exact count smaller), judged as ``below`` x rival - subject per seed."""
+    return _per_point(j, lambda cells, extra: _ratio_of(j, cells, extra))
+
+
+def _ratio_of(j: _Judge, cells: dict, extra: dict) -> Claim | None:
+    s, f = j.spec, j.spec["field"]
+    a, b = cells.get(s["subject"]), cells.get(s["rival"])
+    if a is None or b is None or f not in a or f not in b:
+        return None
+    k = min(len(a[f]), len(b[f]))
+    sa, sb, bound = a[f][:k], b[f][:k], s["below"]
+    ratio = [x / y for x, y in zip(sa, sb, strict=True)]
+    holds = np.mean(ratio) < bound
+    if "fewer" in s:
+        holds = a[s["fewer"]] < b[s["fewer"]] and holds
+    ns = j.names(cells, subject=a, rival=b, subject_mean=np.mean(sa), rival_mean=np.mean(sb), ratio=np.mean(ratio),
+                 seeds=k, **extra)
+    label = j.fmt("label", {**ns, "a": a["label"], "b": b["label"], "bound": bound},
+                  s.get("label", "{bound:g} x {b} - {a}"))
+    return j.claim(ns, holds, [compare(label, [bound * y for y in sb], sa)])
+
+
+def _threshold(j: _Judge) -> list | None:
+    """``threshold``: every cell's value ``at_most`` (or ``at_least``) a bound (a number, or a field of the cell plus
+    ``plus``), each cell a comparison of its per-seed values against the bound (cells with a NaN left out)."""
+    s, cells = j.spec, j.table.cells
+    most = "at_most" in s
+    spec = s["at_most"] if most else s["at_least"]
+    ns = j.names(cells)
+    holds, tests = True, []
+    for c in cells.values():
+        bound, v = (c[spec["field"]] + spec.get("plus", 0.0)) if isinstance(spec, dict) else spec, c["value"]
+        holds = holds and (v <= bound if most else v >= bound)
+        if math.isnan(v) or math.isnan(bound):
+            continue
+        values = c.get("per_seed") or [v]
+        label = j.fmt("label", {**ns, "a": c["label"]}, s.get("label", "{a}"))
+        tests.append(against_threshold(label, [bound - x if most else x - bound for x in values], 0.0, c.get("trend")))
+    return [j.claim(ns, holds, tests)]
+
+
+def _construction(j: _Judge) -> list | None:
+    """``construction``: true by how the method is built (``reason``), its measurement checked: ``less: [a, b]``
+    (a's value below b's) or ``ratio: [a, b]`` below ``below``."""
+    s, cells = j.spec, j.table.cells
+    if any(k not in cells for k in s.get("less", []) + s.get("ratio", [])):
+        return None
+    extra, holds = {}, True
+    if "less" in s:
+        holds = cells[s["less"][0]]["value"] < cells[s["less"][1]]["value"]
+    elif "ratio" in s:
+        extra["ratio"] = cells[s["ratio"][0]]["value"] / cells[s["ratio"][1]]["value"]
+        holds = extra["ratio"] < s["below"]
+    return [j.claim(j.names(cells, **extra), holds, construction=s["reason"])]
+
+
+_KINDS = {"best": _best, "sweep_best": _sweep_best, "chain": _chain, "intermediate": _intermediate, "ratio": _ratio,
+          "threshold": _threshold, "construction": _construction}
+
+
+def evaluate(book: Book, tables: dict) -> list[Claim]:
+    """Every claim of ``book`` (:func:`load_book`) judged on the study's ``tables`` (``{name: Cells or None}``, every
+    name a claim reads; None where the study has no such numbers), in the file's order, by :func:`claim`. A claim
+    whose table is absent (None, no cells) or too short to judge (its ``require``d cells missing, its subject in no
+    cell, too few points) is left out, or, with ``untested`` (``when`` absent and/or short), not tested and why."""
+    out = []
+    for spec in book.claims:
+        if spec["kind"] == "untested":
+            out.append(untested(spec["claim"], spec["source"], spec["why"]))
+            continue
+        if spec["table"] not in tables:
+            raise _Judge(book, spec, Cells({}, "")).fail("table", spec["table"],
+                                                         "one of the study's tables: " + ", ".join(tables))
+        table = tables[spec["table"]]
+        state, got = "absent", None
+        if table is not None and table.cells:
+            state = "short"
+            if all(k in table.cells for k in spec.get("require", ())):
+                got = _KINDS[spec["kind"]](_Judge(book, spec, table))
+        if got is not None:
+            out.extend(got)
+        elif spec.get("untested") and state in spec["untested"].get("when", ("absent", "short")):
+            out.append(_untested(_Judge(book, spec, table or Cells({}, ""))))
+    return out
+
+
+def _untested(j: _Judge) -> Claim:
+    """The ``untested`` claim of a claim too short to judge: ``why`` may name ``keys`` (the table's keys, sorted) and
+    ``points`` (its points' labels, for a table of ``(point, key)`` cells) and the table's ``text``."""
+    cells = j.table.cells
+    keys = list(cells)
+    try:
+        keys = sorted(keys)
+    except TypeError:
+        pass
+    points = ", ".join(j.point(p) for p in dict.fromkeys(k[0] for k in keys)) if keys and all(
+        isinstance(k, tuple) for k in keys) else ""
+    spec = j.spec["untested"]
+    return untested(spec.get("claim", j.spec["claim"]), j.spec["source"],
+                    j.fmt("untested", {**j.table.text, "keys": keys, "points": points}, spec["why"]))
+
+
+def ledger(paper: str, tables: dict) -> list[Claim]:
+    """``paper``'s claims (``params/<paper>/claims.yaml``) judged on its tables: :func:`evaluate`."""
+    return evaluate(load_book(paper), tables)

@@ -11,18 +11,27 @@ these holds.
 - :func:`cached`: many runs, training nothing -> the configs whose every seed has finished;
 - :func:`run_or_read`: many runs, training the missing ones;
 - :func:`rounds`: one run's per-round records, from wherever :func:`find` found it;
-- :func:`state`: one run's trained state (its checkpoint), training it here where only the archive holds it.
+- :func:`state`: one run's trained state (its checkpoint), training it here where only the archive holds it;
+- :func:`derived`: a value computed from one run's trained model, kept beside its record.
+
+The studies (:mod:`fedlib.papers`) reach the runs through this module alone (``tests/core/test_imports.py``), so it
+also holds the few doors that go on to the runner without looking elsewhere: :func:`train` and :func:`run_many`
+(train on the config's own placement, a finished run there a cache hit), :func:`finished_here` and
+:func:`rounds_here` (that placement's results folder only), and :func:`build`, :func:`split`, :func:`context` and
+:func:`one_thread` (a run's data, partition, model recipe and thread setting, for a figure; nothing trains).
 """
 
 from __future__ import annotations
 
 import json
 
-from fedlib import archive
+from fedlib import archive, runner
 
 NotArchived = archive.NotArchived
 archive_only = archive.only
 reading_archive_only = archive.reading_only
+RunState = runner.RunState      # a run brought back with its trained state (:func:`state`)
+RunsFailed = runner.RunsFailed  # some runs of a grid failed (:func:`train`, :func:`run_many`, :func:`run_or_read`)
 
 
 # Where a run can have been made: (device, executor). The same config on another placement is
@@ -49,12 +58,10 @@ def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tupl
     towards its plateau, :func:`fedlib.evidence.run`) is read instead of a shorter one, so a group's curve is
     its longest record (:func:`longer`). For each placement the results folder wins over the run archive (not
     looked at with ``archived=False``). The summary's ``machine`` and ``executor`` say where it ran."""
-    from fedlib.runner import cached_summary
-
     found, best = None, None
     from_archive = archived or archive.reading_only()
     for c in placements(cfg):
-        summary = cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if from_archive else None)
+        summary = runner.cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if from_archive else None)
         if summary is not None and (best is None or longer(summary, best)):
             found, best = c, summary
     return found, best
@@ -76,8 +83,6 @@ def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | No
     a fresh clone too). ``retrain_archived=True`` trains the archive's runs again (to check them: a run
     made again on the same machine equals its record). A line says how many runs were read and from
     where. ``{key: [summary per seed]}`` in the order of ``configs``."""
-    from fedlib.grid import run_many
-
     elsewhere, from_archive, todo = {}, {}, []
     for key, cfg in configs.items():
         for s in seeds or cfg["seeds"]:
@@ -101,6 +106,29 @@ def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | No
     return {key: [done[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
 
 
+def train(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
+          progress: bool = True, backend: str | None = None) -> dict:
+    """``{key: [summary per seed]}`` of ``configs`` (each for ``seeds``, default its own) in their order, trained on
+    each config's own device and executor (:func:`fedlib.grid.run_configs`: local processes or Ray, one progress
+    bar; a run finished there is a cache hit, an interrupted one resumes). Nothing is read from another placement
+    or the run archive (:func:`run_or_read` does that): the notebooks' own quick and smoke runs train on the machine
+    at hand. Failed runs raise :class:`RunsFailed` after the others have finished (and are kept)."""
+    from fedlib import grid
+
+    return grid.run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress, backend=backend)
+
+
+def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True, desc: str = "runs",
+             backend: str | None = None, stack: bool | None = None) -> list[dict]:
+    """The summaries of ``jobs`` (``(config, seed)`` pairs) in their order, as :func:`train` makes them
+    (:func:`fedlib.grid.run_many`: finished runs on their own placement are cache hits, the others train ``workers``
+    at a time; ``stack``: the seeds of a config in one stacked group, by default on CUDA). Failed runs raise
+    :class:`RunsFailed` after the others have finished."""
+    from fedlib import grid
+
+    return grid.run_many(jobs, workers=workers, progress=progress, desc=desc, backend=backend, stack=stack)
+
+
 def cached(configs: dict, seeds: list[int], archive_root=None) -> tuple[dict, int]:
     """What the cache already holds, training nothing: ``{key: [summary per seed]}`` for the
     configs whose every seed has finished, and how many of the ``len(configs) x len(seeds)``
@@ -121,12 +149,26 @@ def cached(configs: dict, seeds: list[int], archive_root=None) -> tuple[dict, in
 def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
     """The per-round records of a finished run, from the results folder or else the run archive, on
     ``cfg``'s placement or else another (:func:`find`); ``[]`` where it has not finished."""
-    from fedlib.runner import load_rounds
-
     c, summary = find(cfg, seed, archive_root)
     if summary is None:
         return []
-    return archive.rounds(c, seed, archive_root) if summary.get("archived") else load_rounds(c, seed)
+    return archive.rounds(c, seed, archive_root) if summary.get("archived") else runner.load_rounds(c, seed)
+
+
+def finished_here(cfg: dict, seed: int) -> dict | None:
+    """The summary of the run ``(cfg, seed)`` where it has finished in the results folder on ``cfg``'s own device and
+    executor, after the checks of a cache hit (:func:`fedlib.runner.cached_summary`), else ``None``; no other
+    placement and no archive looked at (while :func:`archive_only` is in force, the archive's record of this very
+    run). Trains nothing."""
+    return runner.cached_summary(cfg, seed)
+
+
+def rounds_here(cfg: dict, seed: int) -> list[dict]:
+    """The per-round records of the run ``(cfg, seed)`` in the results folder on ``cfg``'s own placement
+    (:func:`fedlib.runner.load_rounds`): of a finished run after the checks of a cache hit, of a run in progress the
+    rounds logged so far; no other placement (while :func:`archive_only` is in force, the archive's records of this
+    very run). :func:`rounds` reads wherever the run finished."""
+    return runner.load_rounds(cfg, seed)
 
 
 def state(cfg: dict, seed: int):
@@ -134,15 +176,13 @@ def state(cfg: dict, seed: int):
     state of its last round). The run archive keeps no checkpoint, so where the results folder has no finished run
     (a fresh clone reading a long profile from the archive) the run is trained here first, with a line saying so,
     or resumed from its checkpoint where an earlier attempt stopped: a half-trained model is never served."""
-    from fedlib.runner import cached_summary, load_state, run_one
-
     if archive.reading_only():
         raise NotArchived(f"{cfg['name']} seed {seed}: a trained model, which the run archive does not keep")
-    if cached_summary(cfg, seed) is None:
+    if runner.cached_summary(cfg, seed) is None:
         print(f"{cfg['name']} seed {seed}: the run archive keeps no model, so this figure trains the run here "
               f"({cfg['train']['rounds']} rounds; an interrupted attempt resumes)", flush=True)
-        run_one(cfg, seed, progress=False)
-    return load_state(cfg, seed)
+        runner.run_one(cfg, seed, progress=False)
+    return runner.load_state(cfg, seed)
 
 
 def derived(cfg: dict, seed: int, name: str, compute):
@@ -203,3 +243,30 @@ def _derived_ok(record: dict, cfg: dict, seed: int, name: str, folder) -> bool:
         return _json.loads((folder / store.SUMMARY).read_text())["integrity"]["log_sha256"] == record.get("log_sha256")
     except (OSError, ValueError, KeyError):
         return False
+
+
+def build(cfg: dict, seed: int):
+    """``(data, context, algorithm)`` of the run ``(cfg, seed)``, nothing trained or read (:func:`fedlib.runner.build`):
+    its :class:`~fedlib.data.FederatedData` (``data.partition``: the clients' split) on the run's device, its
+    :class:`~fedlib.algorithms.base.Context` (``ctx.new_model(cid)``) and its algorithm, checked as a run is before
+    it trains (every client holds data; one sample goes through every model)."""
+    return runner.build(cfg, seed)
+
+
+def split(cfg: dict, seed: int):
+    """``(dataset, partition)`` of the run ``(cfg, seed)`` (:func:`fedlib.runner.split`): the data (its ``fraction``
+    where set) and the clients' split, checked; kept for the next calls of this process with the same data."""
+    return runner.split(cfg, seed)
+
+
+def context(cfg: dict, seed: int):
+    """The :class:`~fedlib.algorithms.base.Context` of the run ``(cfg, seed)``: shapes, model recipe, training
+    settings (``.train``), seed and device (:func:`fedlib.runner.make_context` on :func:`split`)."""
+    ds, partition = split(cfg, seed)
+    return runner.make_context(cfg, ds, partition, seed)
+
+
+def one_thread():
+    """A context manager within which torch uses one thread, as every run trains (:func:`fedlib.runner.one_thread`),
+    so that a study's own small simulation gives the same numbers on any machine; the setting is restored after."""
+    return runner.one_thread()

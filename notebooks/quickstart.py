@@ -14,7 +14,7 @@
 # ---
 
 # %% [markdown]
-# # Quickstart: one setting, two methods, then your own method against all 31
+# # Quickstart: one setting, two methods, then your own method against the benchmark
 #
 # **How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about a minute (measured 2026-12-03: about 45 CPU-seconds for the whole notebook, which trains on one thread; its numbers mean nothing), **quick** a few minutes (the default). The longer profiles run as quick here: this notebook is for minutes, and the evidence for your method comes from `python -m fedlib.papers.benchmark --method my_method.py --profile converged`. Finished runs are cached in `results/`, so a second Run All only reads them.
 #
@@ -22,7 +22,7 @@
 #
 # 1. **A setting**: PFLlib's Fashion-MNIST protocol with a Dirichlet(0.1) label split, one of the benchmark's four settings (`params/benchmark/experiments.yaml`), and its partition;
 # 2. **two methods**: FedAvg (the clients train one shared model, the server averages it) and FedProto (each client keeps its own model and shares one feature prototype per class), trained for a few rounds with a progress bar, and their accuracy curves;
-# 3. **your method**: a method file from anywhere on disk (by default the 20-line template `docs/method_template.py`) goes through the contract check, trains on every benchmark setting its messages allow, and is ranked beside the 31 built-in methods' archived runs, every method read at the same round: the ranked table, where it lands, the critical-difference diagram, the accuracy-vs-communication front, and what the verdict rule says of "better".
+# 3. **your method**: a method file from anywhere on disk (by default the 20-line template `docs/method_template.py`) goes through the contract check, trains on every benchmark setting its messages allow, and is ranked beside every built-in method's archived runs, every method read at the same round: the ranked table, where it lands, the critical-difference diagram, the accuracy-vs-communication front, and what the verdict rule says of "better".
 #
 # To write your own method, copy `docs/method_template.py` anywhere, change it, and point `method_file` at it: [docs/your_method.md](../docs/your_method.md) explains the contract, the settings, the table and the diagram.
 

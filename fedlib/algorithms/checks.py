@@ -19,7 +19,8 @@ for bit; ``predict`` returns every rule's ``(n, C)`` scores and changes no state
 
 :func:`architecture_keys` reads a method's declarations for the keys whose tensors are weights of the client's own
 model: a method that sends any cannot run where clients have different architectures (the benchmark's ``hetero``
-setting; :func:`fedlib.papers.benchmark.Plan.why_not`).
+setting; :func:`fedlib.papers.benchmark.refusal`); :func:`feature_levels` the feature levels its features are read
+from (a setting whose model does not expose one of them refuses it).
 """
 
 from __future__ import annotations
@@ -88,6 +89,20 @@ def architecture_keys(cls: type) -> list[str]:
             if rule.replace(" ", "") == "float[...]" and name not in SHARED_ARCHITECTURE_KEYS and name not in out:
                 out.append(name)
     return out
+
+
+#: the feature levels a model may expose (``model.feature_dims``, :mod:`fedlib.models`)
+FEATURE_LEVELS = ("low", "high")
+
+
+def feature_levels(cls: type, level: str | None = None) -> list[str]:
+    """The feature levels ``cls`` reads from a client's model: its ``level`` hyperparameter (``level`` where given,
+    else its default; ``"high"`` for a method without one), and every level one of its declared message keys names
+    (FedMPS sends ``low`` and ``high`` prototypes), in :data:`FEATURE_LEVELS` order."""
+    own = level if level is not None else getattr(cls, "level", "high")
+    named = {key.rstrip("?") for spec in (cls.UPLOAD, cls.BROADCAST, cls.REPLY) for key in spec}
+    out = [lv for lv in FEATURE_LEVELS if lv == own or lv in named]
+    return out + ([own] if isinstance(own, str) and own not in out else [])
 
 
 # -- the tiny problem every check runs on ------------------------------------------------------------------------

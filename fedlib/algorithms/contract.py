@@ -189,7 +189,8 @@ class TrainedGroup:
 class Algorithm:
     """Base of every method: hyperparameters as dataclass fields, validated on creation.
 
-    Subclasses set ``name``, ``RULES`` (the inference rules ``predict`` returns),
+    Subclasses set ``name``, ``RULES`` (the inference rules ``predict`` returns; the last is the rule the method
+    reports: the progress bar shows it, and the benchmark scores by the nearest prototype where it is ``proto``),
     ``CONSTRAINTS`` ({field: Interval | Options}; merged with the parents'), ``UPLOAD`` and
     ``BROADCAST`` (the message declarations, see :func:`check_message`) and implement the
     six contract methods.

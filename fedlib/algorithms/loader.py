@@ -10,7 +10,7 @@ reads a run of the old one, and :func:`fedlib.algorithms.make_algorithm` in a fr
 pool, ``python -m fedlib run <run folder>/config.yaml``) imports the method again from ``source``, refusing a file
 whose bytes no longer hash to ``source_sha256`` with one line.
 
-User methods are kept apart from :data:`fedlib.algorithms.ALGORITHMS` (the 31 registered methods, which the
+User methods are kept apart from :data:`fedlib.algorithms.ALGORITHMS` (the registered methods, which the
 studies and tests enumerate); :func:`registered` lends one to it for a call that reads the registry by name
 (:func:`fedlib.privacy.what_server_holds`). :func:`checked_method` loads and runs the contract check
 (:func:`fedlib.algorithms.checks.check_method`) once per file version. docs/your_method.md is the author's guide.

@@ -74,7 +74,8 @@ class Plan:
 
     def metric(self, method: str) -> str:
         """The paper's scoring rule for ``method``: ``acc_proto`` (nearest prototype) for the methods listed
-        under ``prototype_methods`` in ``experiments.yaml``, ``acc_head`` for the others."""
+        under ``prototype_methods`` in ``experiments.yaml`` (or derived there by :meth:`complete`), ``acc_head`` for
+        the others."""
         return "acc_proto" if method in self.spec.get("prototype_methods", ()) else "acc_head"
 
     def label(self, method: str) -> str:
@@ -181,6 +182,7 @@ class Plan:
         if profile not in allowed:
             raise ConfigError("profile", profile, "one of " + ", ".join(allowed) + " (see params/profiles.yaml)")
         schema.check(spec, f"{source.parent.name}/{source.name}", cls.sections)
+        cls.complete(spec)
         if device is not None:
             resolve(device)
         if executor is not None:
@@ -191,6 +193,13 @@ class Plan:
             plan.settings["seeds"] = check_seeds(seeds)
         plan.override(**{k: v for k, v in overrides.items() if v is not None})
         return plan
+
+    @classmethod
+    def complete(cls, spec: dict) -> None:
+        """Fill in, on the checked ``experiments.yaml`` (``spec``) before the plan is made, what the study derives from
+        the registered methods' declarations rather than lists by hand (nothing by default; the benchmark: the
+        methods scored by the prototype rule; the privacy study: a leakage-table entry for every registered
+        method)."""
 
     def override(self, **overrides) -> None:
         """Apply the study's own parameters (``methods``, ``rounds``, ...); none by default."""
@@ -400,7 +409,7 @@ def command(main):
 
         from fedlib.data.sources import DatasetUnavailable
         from fedlib.interrupts import STOP, stop_on_signals
-        from fedlib.runner import RunsFailed
+        from fedlib.results import RunsFailed
 
         main_thread = threading.current_thread() is threading.main_thread()
         before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

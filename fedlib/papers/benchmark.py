@@ -8,15 +8,22 @@ the methods and the profiles. :func:`configs` gives the validated config of ever
 ranked table, the critical-difference diagram, the accuracy-vs-cost scatter plots and the ledger.
 
 A method from outside the repository (a method file, or an installed entry point of group ``fedlib.methods``) is put
-against the archived runs of the 31 at the same round by the "your method" part below (:func:`load_yours`,
-:func:`yours_plan`, :func:`compare_yours`; ``python -m fedlib.papers.benchmark --method FILE``: :func:`main_yours`;
-docs/your_method.md).
+against the archived runs of the built-in methods at the same round by the "your method" part below
+(:func:`load_yours`, :func:`yours_plan`, :func:`compare_yours`; ``python -m fedlib.papers.benchmark --method FILE``:
+:func:`main_yours`; docs/your_method.md).
 
 Metric (docs/benchmark.md): PFLlib's. Every client's model on its own test split, argmax over all classes,
 summed correct over summed test samples (sample-weighted), at the best round; the last round beside it. Each
-method is scored by the rule its own paper reports (``prototype_methods``: nearest global prototype; every other
-method: its head), named in every row. Communication: the floats every client uploads plus those the server
-sends, summed over clients, a mean round, counted from the messages; time: the median seconds of a round.
+method is scored by the rule its own paper reports (``prototype_methods``: nearest global prototype, the methods
+whose reported rule, the last of their ``RULES``, is ``proto``; every other method: its head), named in every row.
+Communication: the floats every client uploads plus those the server sends, summed over clients, a mean round,
+counted from the messages; time: the median seconds of a round.
+
+What derives from the methods' declarations rather than a list in the file (:meth:`Plan.complete`,
+:meth:`Plan.why_not`): which methods a setting runs (:func:`refusal`: a setting of heterogeneous models refuses a
+method that sends weights of the client's own model, a model that does not expose a feature level a method reads
+refuses it) and ``prototype_methods``. The file may still fix either by hand (a setting's ``only``, the top-level
+``prototype_methods``): an override. A method added to fedlib needs one line under the file's ``methods``.
 """
 
 from __future__ import annotations
@@ -36,12 +43,16 @@ from fedlib.validation import ConfigError, Options, check_value
 
 PFLLIB_COLUMNS = {"pat": "pathological", "dir": "dirichlet"}   # params/benchmark/paper.yaml's column per setting
 SETTING_KEYS = ("label", "partition", "base", "methods", "only", "why_not", "not_run")
+#: the rules of :func:`refusal` by which a setting's model refuses a method (a setting's ``why_not`` may word each)
+REFUSALS = ("architecture", "level")
 
 
 def check_settings(settings, field: str) -> None:
     """The ``settings`` section: each a partition of the file, an optional base and method entries of its own,
-    ``only`` (the methods it runs) with ``why_not`` (why the others do not), and ``not_run`` (methods it leaves
-    out, each with the reason)."""
+    ``why_not`` (the reason printed for a method its model refuses, :func:`refusal`: one string, or a mapping of
+    methods or of :data:`REFUSALS` to reasons; ``{level}`` stands for the level missing), ``not_run`` (methods it
+    leaves out, each with the reason) and, as an override of the derived methods, ``only`` (the methods it runs, by
+    hand; ``why_not`` then a string or a mapping with a ``default``)."""
     for name, entry in schema._mapping(settings, field).items():
         where = f"{field}.{name}"
         schema._keys(schema._mapping(entry, where), where, SETTING_KEYS)
@@ -53,6 +64,10 @@ def check_settings(settings, field: str) -> None:
         if "only" in entry and not (isinstance(why, str) or isinstance(why, dict) and "default" in why):
             raise ConfigError(f"{where}.why_not", why, "a reason the other methods do not run (with `only`): a "
                               "string, or a mapping of methods to reasons with a `default`")
+        if why is not None and not (isinstance(why, str) or isinstance(why, dict)
+                                    and all(isinstance(v, str) for v in why.values())):
+            raise ConfigError(f"{where}.why_not", why, "a reason (a string), or a mapping of methods or rules ("
+                              + ", ".join(REFUSALS) + ") to reasons")
 
 
 @dataclasses.dataclass
@@ -81,15 +96,49 @@ class Plan(papers.TablePlan):
     def setting_label(self, setting: str) -> str:
         return self.spec["settings"][setting]["label"]
 
+    @classmethod
+    def complete(cls, spec: dict) -> None:
+        """``prototype_methods``, where the file does not fix it: the methods whose reported rule is the nearest
+        global prototype (:func:`scored_by_prototype`), in the file's order."""
+        from fedlib.algorithms import ALGORITHMS
+
+        if "prototype_methods" not in spec:
+            spec["prototype_methods"] = [m for m, e in spec["methods"].items()
+                                         if (c := ALGORITHMS.get(e.get("algorithm", {}).get("name"))) is not None
+                                         and scored_by_prototype(c)]
+
     def why_not(self, method: str, setting: str) -> str | None:
-        """Why ``method`` does not run on ``setting`` (None: it runs)."""
+        """Why ``method`` does not run on ``setting`` (None: it runs): the setting's ``not_run`` reason for it; else,
+        where the setting lists ``only`` (an override), its ``why_not`` for a method not listed; else the reason
+        its declarations give (:meth:`refused`), worded by the setting's ``why_not`` (for the method, else for the
+        rule, else its ``default``) or by :func:`refusal` itself."""
         entry = self.spec["settings"][setting]
         if method in entry.get("not_run", {}):
             return entry["not_run"][method]
-        if "only" in entry and method not in entry["only"]:
-            why = entry["why_not"]
+        why = entry.get("why_not")
+        if "only" in entry:
+            if method in entry["only"]:
+                return None
             return why.get(method, why["default"]) if isinstance(why, dict) else why
-        return None
+        found = self.refused(method, setting)
+        if found is None:
+            return None
+        rule, what, reason = found
+        if isinstance(why, dict):
+            why = why.get(method, why.get(rule, why.get("default")))
+        return reason if why is None else why.replace("{level}", what)
+
+    def refused(self, method: str, setting: str) -> tuple[str, str, str] | None:
+        """:func:`refusal` of ``method`` (its entry, the setting's own entry of it replacing it) on the model of
+        ``setting``; None where its declarations allow it or it is no registered method."""
+        from fedlib.algorithms import ALGORITHMS
+
+        spec = self.spec["settings"][setting]
+        entry = {**self.method_entry(method), **spec.get("methods", {}).get(method, {})}
+        cls = ALGORITHMS.get(entry["algorithm"].get("name"))
+        if cls is None:
+            return None
+        return refusal(cls, entry["algorithm"], entry.get("model", spec.get("base", self.spec["base"])["model"]))
 
     def setting_text(self) -> str:
         """What made the numbers, for every caption."""
@@ -105,6 +154,40 @@ def load_plan(profile: str = "quick", **options) -> Plan:
     """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it, and ``results_dir``,
     ``data_root``, ``device`` and ``executor`` place the runs (:meth:`papers.Plan.load`)."""
     return Plan.load(profile, **options)
+
+
+def scored_by_prototype(cls) -> bool:
+    """Whether the benchmark scores method ``cls`` by the nearest global prototype (``prototype_methods``): where the
+    rule it reports, the last of its ``RULES`` (the one its progress bar shows), is ``proto`` (FedProto and the
+    methods built on its round, FedMPS, MP-FedCL); every other method by its head (FedProc reports its head, GFPL its
+    ETF classifier)."""
+    return cls.RULES[-1] == "proto"
+
+
+def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
+    """Whether a setting whose clients train ``model`` (a config's model section) can run method ``cls`` (with the
+    hyperparameters ``algorithm``), from its declarations alone: None where it can, else ``(rule, what, reason)``:
+
+    - ``architecture``: a model family (:data:`fedlib.models.FAMILIES`: the clients' models differ) refuses a method
+      that sends weights of the client's own model, whose shapes follow its architecture
+      (:func:`fedlib.algorithms.checks.architecture_keys`; ``what``: those keys);
+    - ``level``: a model that does not expose a feature level the method reads
+      (:func:`fedlib.algorithms.checks.feature_levels`: its ``level``, and FedMPS's ``low`` prototypes) refuses it
+      (``what``: that level)."""
+    from fedlib.algorithms.checks import architecture_keys, feature_levels
+    from fedlib.models import FAMILIES
+
+    if model["name"] in FAMILIES:
+        keys = architecture_keys(cls)
+        if keys:
+            return ("architecture", ", ".join(keys), f"sends {', '.join(keys)} (weights of the client's own model, "
+                    "whose shapes follow its architecture); the clients' models differ here")
+    have = _model_levels(model)
+    for level in feature_levels(cls, algorithm.get("level")):
+        if level not in have:
+            return ("level", level, f"its prototypes live on the {level!r} feature level, which {model['name']} does "
+                    "not expose")
+    return None
 
 
 def config(plan: Plan, method: str, setting: str, full: bool = False, rounds: int | None = None,
@@ -186,7 +269,6 @@ def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[t
     archive; :mod:`fedlib.results`), the missing ones trained when ``train``, else left out. A run that fails is
     named in a printed line and left out; the other settings still run."""
     from fedlib import results
-    from fedlib.runner import RunsFailed
 
     cfgs = configs(plan)
     out = {}
@@ -197,7 +279,7 @@ def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[t
         if train:
             try:
                 got = results.run_or_read(mine, seeds, workers=workers, desc=f"benchmark {setting}")
-            except RunsFailed as exc:   # the others finished: read them, say which failed, go on
+            except results.RunsFailed as exc:   # the others finished: read them, say which failed, go on
                 print(f"benchmark {setting}: {exc}")
         if got is None:
             got = {m: [results.find(c, s)[1] for s in seeds] for m, c in mine.items()}
@@ -563,7 +645,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
 # -- your method against the archived benchmark (docs/your_method.md) --------------------------------------------------
 # One method file (or an installed entry point of group ``fedlib.methods``, :mod:`fedlib.algorithms.loader`) on the
-# benchmark's settings, beside the 31 built-in methods' archived runs, with no file of the repository edited. The
+# benchmark's settings, beside the built-in methods' archived runs, with no file of the repository edited. The
 # comparison is made equal before anything is ranked:
 #
 # - settings: the archived benchmark's (YOURS_REFERENCE, the converged profile: the same data fraction, clients, split,
@@ -777,24 +859,13 @@ def _levels(model_json: str, input_shape: tuple, num_classes: int) -> tuple:
 
 
 def yours_why_not(plan: YoursPlan, setting: str) -> str | None:
-    """Why the method of ``plan`` cannot run on ``setting`` (None: it runs), from its declarations: a setting with
-    heterogeneous models (a model family) refuses a method that sends weights of the client's own model
-    (:func:`fedlib.algorithms.checks.architecture_keys`); a setting whose model does not expose the feature level the
-    method's prototypes live on (its ``level``) refuses it."""
-    from fedlib.algorithms.checks import architecture_keys
-    from fedlib.models import FAMILIES
-
-    cls = plan.yours.cls
+    """Why the method of ``plan`` cannot run on ``setting`` (None: it runs), from its declarations, by the rule every
+    built-in method's settings follow (:func:`refusal`): a setting with heterogeneous models refuses a method that
+    sends weights of the client's own model; a setting whose model does not expose the feature level the method's
+    prototypes live on (its ``level``) refuses it."""
     model = plan.spec["settings"][setting].get("base", plan.spec["base"])["model"]
-    if model["name"] in FAMILIES:
-        keys = architecture_keys(cls)
-        if keys:
-            return (f"sends {', '.join(keys)} (weights of the client's own model, whose shapes follow its "
-                    "architecture); the clients' models differ here")
-    level = getattr(cls, "level", "high")
-    if isinstance(level, str) and level not in _model_levels(model):
-        return f"its prototypes live on the {level!r} feature level, which {model['name']} does not expose"
-    return None
+    found = refusal(plan.yours.cls, plan.yours.hyperparameters, model)
+    return None if found is None else found[2]
 
 
 def yours_configs(plan: YoursPlan) -> dict[tuple[str, str], dict]:
@@ -841,13 +912,11 @@ def train_yours(plan: YoursPlan, workers: int | None = None, progress: bool = Tr
     """Train the method's runs that no results folder or the run archive holds (cached runs are read, an
     interrupted one resumes); returns one line per failed run (the others are kept)."""
     from fedlib import results
-    from fedlib.grid import run_many
-    from fedlib.runner import RunsFailed
 
     todo = [(c, s) for c, s in yours_jobs(plan) if results.find(c, s)[1] is None]
     try:
-        run_many(todo, workers=workers, progress=progress, desc=f"{plan.yours.stem} ({plan.budget})")
-    except RunsFailed as exc:
+        results.run_many(todo, workers=workers, progress=progress, desc=f"{plan.yours.stem} ({plan.budget})")
+    except results.RunsFailed as exc:
         return [str(exc)]
     return []
 
@@ -1168,8 +1237,8 @@ def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = No
     (MNIST, its MLP, its clients) beside the study's methods of that profile, and every attack its declared messages
     allow (:func:`fedlib.privacy.what_server_holds`) runs on it. The converged budget has none: the attacks need every
     method's trained model, which the run archive does not keep (one line says so)."""
+    from fedlib import results
     from fedlib.algorithms import loader
-    from fedlib.grid import run_many
     from fedlib.papers import privacy
 
     if budget not in YOURS_LEAKAGE_PROFILES:
@@ -1182,8 +1251,8 @@ def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = No
     if yours.rule == "proto":
         plan.spec["prototype_methods"] = [*plan.spec.get("prototype_methods", []), yours.key]
     with loader.registered(yours.cls):
-        run_many([(c, s) for c in privacy.table_configs(plan).values() for s in plan.seeds], workers=workers,
-                 progress=progress, desc=f"leakage ({plan.profile})")
+        results.run_many([(c, s) for c in privacy.table_configs(plan).values() for s in plan.seeds],
+                         workers=workers, progress=progress, desc=f"leakage ({plan.profile})")
         res = privacy.leakage(plan)
         return privacy.headline(plan, res)
 
@@ -1201,8 +1270,6 @@ def main(argv: list[str] | None = None) -> int:
     ``--profile`` (smoke, quick or converged), every built-in method read from the archive at the same round, the
     ranked table, where it lands, the CD diagrams and the accuracy-vs-cost fronts written to ``--out``."""
     from fedlib import report, results
-    from fedlib.grid import run_many
-    from fedlib.runner import RunsFailed
 
     parser = papers.cli("python -m fedlib.papers.benchmark", main.__doc__)
     g = parser.add_argument_group("your method against the archived benchmark (docs/your_method.md)")
@@ -1235,8 +1302,8 @@ def main(argv: list[str] | None = None) -> int:
           f"or run archive); training {len(todo)}")
     failed = None
     try:
-        run_many(todo, workers=args.workers, desc=f"benchmark {plan.profile}")
-    except RunsFailed as exc:   # the others finished: show them, name the failures, exit 1
+        results.run_many(todo, workers=args.workers, desc=f"benchmark {plan.profile}")
+    except results.RunsFailed as exc:   # the others finished: show them, name the failures, exit 1
         failed = exc
         print(f"benchmark: {exc}")
     table = scores(plan, obtain(plan, train=False))

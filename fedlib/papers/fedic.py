@@ -219,141 +219,69 @@ def prototype_distances(state, cls: int = 0) -> tuple[np.ndarray, list[int]]:
     return np.clip(1 - unit @ unit.T, 0, 2), ids
 
 
-def _vs_best(plan: Plan, row: dict, name: str) -> list:
-    """``name`` against the best other entry of ``row`` (``{key: cell}``) per seed, paired (the methods share
-    each seed's partition), with the trends of both sides (a cell's ``trend``, :func:`cells`). Built with one seed
-    too: the verdict then says "one seed", and the evidence planner sees which runs need more seeds."""
-    from fedlib.claims import versus_best
-
-    return [versus_best(plan.label(name), {plan.label(k): c["per_seed"] for k, c in row.items()},
-                        trends={plan.label(k): c["trend"] for k, c in row.items() if c.get("trend") is not None})]
+def _caveat(plan: Plan) -> str:
+    """What a claim's note says of the profile behind it: its setting, and whether its runs are short of converged."""
+    short = "" if plan.profile in ("paper", "converged") else "; not converged (the paper: 800 rounds)"
+    return plan.setting() + short
 
 
-def _sweep_claim(plan: Plan, cells_: dict, claim_: str, source: str, name: str, enough, note: str):
-    """"FedIC is best at every value" of a sweep ``{(value, method): cell}``; not tested when the profile's
-    values are not ``enough`` or FedIC has nobody to beat."""
-    from fedlib.claims import claim, untested
+def _claim_cells(plan: Plan, cells_: dict, order=None) -> dict:
+    """:func:`cells` as the claims engine reads them (:class:`fedlib.claims.Cells`): each with its ``label`` (``K 3``
+    for Fig. 2's, else the method's or the variant's), ``value`` (the best-round accuracy) and, where its records
+    were read, ``round_seconds`` (each seed's median seconds per round); keys of a table of ``(point, method)`` in
+    ``order`` of their points (default: ascending)."""
+    out = {}
+    for key, c in cells_.items():
+        name = key[-1] if isinstance(key, tuple) else key
+        out[key] = {**c, "label": f"K {name}" if isinstance(name, int) else plan.label(name), "value": c["best"]}
+        if "seconds" in c:
+            out[key]["round_seconds"] = c.get("seconds_per_seed") or [c["seconds"]]
+    if out and all(isinstance(k, tuple) for k in out):
+        points = order if order is not None else sorted({k[0] for k in out})
+        return {k: out[k] for p in points for k in out if k[0] == p}
+    return dict(sorted(out.items())) if all(isinstance(k, int) for k in out) else out
 
-    keys = sorted({k[0] for k in cells_})
-    rows = {v: {m: c for (vv, m), c in cells_.items() if vv == v} for v in keys}
-    rows = {v: r for v, r in rows.items() if "fedic" in r and len(r) > 1}
-    if not rows or not enough(keys):
-        return untested(claim_, source, f"the profile runs {', '.join(name.format(v) for v in keys)} with "
-                        + ", ".join(plan.sweep_methods()))
-    wins = [r["fedic"]["best"] >= max(c["best"] for m, c in r.items() if m != "fedic") for r in rows.values()]
-    evidence = "; ".join(name.format(v) + ": " + ", ".join(f"{plan.label(m)} {c['best']:.2f}"
-                                                           for (vv, m), c in cells_.items() if vv == v) for v in keys)
-    n = min(c["n"] for r in rows.values() for c in r.values())
-    tests = [t for r in rows.values() for t in _vs_best(plan, r, "fedic")]
-    return claim(claim_, source, evidence, all(wins), plan.profile, n, tests,
-                 note + "; methods: " + ", ".join(plan.sweep_methods()))
+
+def tables(plan: Plan, res: dict) -> dict:
+    """The tables FedIC's claims (``params/fedic/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`; None
+    where ``res`` lacks them), from ``res`` as :func:`ledger` takes it: Table 1 by setting (the profile's order), Figs.
+    2 and 4, the Tables 3-4 analogues under ``sweeps_plan`` (ascending), and the aggregation bias (one run)."""
+    from fedlib.claims import Cells
+
+    sweeps = res.get("sweeps_plan", plan)
+
+    def table(name, p=plan, order=None, **kw):
+        got = _claim_cells(p, res[name], order) if res.get(name) else None
+        return Cells(got, p.profile, _caveat(p), **kw) if got else None
+
+    methods = {"methods": ", ".join(sweeps.sweep_methods())}
+    partitions = plan.settings["partitions"]
+    bias = res.get("bias")
+    return {"table1": table("table1", order=partitions, points={p: plan.partition_label(p) for p in partitions}),
+            "k": table("k"), "ablation": table("ablation"),
+            "scale": table("scale", sweeps, text={
+                **methods, "partition": plan.partition_label(plan.settings["clients_partition"])}),
+            "alphas": table("alphas", sweeps, text=methods),
+            "bias": Cells({k: {"label": k, "value": bias[k]} for k in ("global", "cluster")}, plan.profile,
+                          _caveat(plan), seeds=1) if bias else None}
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """FedIC's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
+    """FedIC's claims (``params/fedic/claims.yaml``) with our evidence and a verdict each, judged by the claims engine
+    (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
 
     ``res`` (each key optional): ``table1`` (:func:`cells` of Table 1), ``k`` (``{K: cell}``), ``ablation``
     (``{variant: cell}``), ``scale`` (``{(clients, method): cell}``), ``alphas`` (``{(alpha, method): cell}``),
     ``bias`` (``{"global": x, "cluster": y}`` from FedIC's last round), ``sweeps_plan`` (the plan that made
     ``scale`` and ``alphas``, default ``plan``: a short profile's sweeps beside the converged profile's Table 1).
-    Accuracy claims compare per seed, paired
-    (every method and variant runs on the same seeds, so the same partitions), each comparison with the trends of
-    its two sides (the cells' ``trend``, :func:`cells`): under the ``converged`` profile they decide whether a margin
-    still stands once the side behind is still rising (:meth:`fedlib.claims.Comparison.status`), and they name the
-    runs for the evidence planner; comparisons are built with one seed too. Claim "clustering reduces the
-    aggregation bias" holds by construction."""
-    from fedlib.claims import claim, compare, untested
+    Accuracy claims compare per seed, paired (every method and variant runs on the same seeds, so the same
+    partitions), each comparison with the trends of its two sides (the cells' ``trend``, :func:`cells`): under the
+    ``converged`` profile they decide whether a margin still stands once the side behind is still rising
+    (:meth:`fedlib.claims.Comparison.status`), and they name the runs for the evidence planner; comparisons are built
+    with one seed too. Claim "clustering reduces the aggregation bias" holds by construction."""
+    from fedlib import claims
 
-    def caveat_of(p: Plan) -> str:
-        return p.setting() + ("" if p.profile in ("paper", "converged") else "; not converged (the paper: 800 rounds)")
-
-    prof, caveat = plan.profile, caveat_of(plan)
-    sweeps_plan = res.get("sweeps_plan", plan)
-    out = []
-    t1 = res.get("table1")
-    if t1 and any(k[-1] == "fedic" for k in t1):
-        for p in plan.settings["partitions"]:
-            row = {k[-1]: v for k, v in t1.items() if k[0] == p}
-            if "fedic" not in row or len(row) < 2:
-                continue
-            best = max((m for m in row if m != "fedic"), key=lambda m: row[m]["best"])
-            out.append(claim(f"FedIC beats every baseline on Fashion-MNIST {plan.partition_label(p)}", "Table 1",
-                             f"FedIC {row['fedic']['best']:.2f} vs best baseline {plan.label(best)} "
-                             f"{row[best]['best']:.2f} (best round, sample-weighted)",
-                             row["fedic"]["best"] > row[best]["best"], prof, row["fedic"]["n"],
-                             _vs_best(plan, row, "fedic"), caveat))
-        for p in plan.settings["partitions"]:
-            if (p, "fedpac") in t1 and (p, "fedic") in t1:
-                a, b = t1[(p, "fedic")], t1[(p, "fedpac")]
-                if "seconds" in a and "seconds" in b:
-                    # per seed (the runs of a seed share its partition): 1.5 x FedPAC's median seconds per round
-                    # minus FedIC's, positive where FedIC is under 1.5x; the traffic is an exact count beside it
-                    sa, sb = a.get("seconds_per_seed") or [a["seconds"]], b.get("seconds_per_seed") or [b["seconds"]]
-                    k = min(len(sa), len(sb))
-                    ratio = [x / y for x, y in zip(sa[:k], sb[:k], strict=True)]
-                    out.append(claim("FedIC's round costs at most moderately more time than FedPAC's (the "
-                                     "paper: 1.13x) and FedIC communicates less", "Table 1 (cost columns)",
-                                     f"{plan.partition_label(p)}: {np.mean(sa[:k]):.2f} vs {np.mean(sb[:k]):.2f} s "
-                                     f"per round ({np.mean(ratio):.2f}x, median round of each run, this kind of "
-                                     f"machine, {k} seed{'s' if k > 1 else ''}); {a['megabytes']:.2f} vs "
-                                     f"{b['megabytes']:.2f} MB per round",
-                                     a["megabytes"] < b["megabytes"] and np.mean(ratio) < 1.5, prof, k,
-                                     [compare("1.5 x FedPAC's seconds - FedIC's", [1.5 * y for y in sb[:k]], sa[:k])],
-                                     note="rule: less traffic (an exact count) and under 1.5x the time, per seed; "
-                                     "the runs' timings come from the machines that made them (one thread each); "
-                                     "FedPAC computes its statistics twice (before and after training), "
-                                     "FedIC once (docs/fedic.md, decision 5)"))
-                    break
-    else:
-        out.append(untested("FedIC beats every baseline", "Table 1", "not run"))
-    ks = res.get("k")
-    if ks and len(ks) >= 3:
-        accs = {k: c["best"] for k, c in ks.items()}
-        best = max(accs, key=accs.get)
-        inner = max((k for k in ks if min(ks) < k < max(ks)), key=accs.get)
-        outer = max((min(ks), max(ks)), key=accs.get)
-        n = min(c["n"] for c in ks.values())
-        tests = [compare(f"K {inner} - K {outer}", ks[inner]["per_seed"], ks[outer]["per_seed"],
-                         a_trend=ks[inner].get("trend"), b_trend=ks[outer].get("trend"))]
-        out.append(claim("An intermediate K is best (K = 3 on Fashion-MNIST)", "Fig. 2",
-                         ", ".join(f"K {k}: {a:.2f}" for k, a in sorted(accs.items())), min(accs) < best < max(accs),
-                         prof, n, tests, caveat + "; Pra"))
-    elif ks:
-        out.append(untested("An intermediate K is best", "Fig. 2", f"the profile runs K = {sorted(ks)}"))
-    ab = res.get("ablation")
-    if ab and len(ab) == 4:
-        a = {v: c["best"] for v, c in ab.items()}
-        steps = ("baseline", "clustering", "collaboration", "fedic")
-        n = min(c["n"] for c in ab.values())
-        tests = [compare(f"{plan.label(hi)} - {plan.label(lo)}", ab[hi]["per_seed"], ab[lo]["per_seed"],
-                         a_trend=ab[hi].get("trend"), b_trend=ab[lo].get("trend"))
-                 for lo, hi in zip(steps, steps[1:], strict=False)]
-        out.append(claim("baseline < + clustering < + collaboration < both", "Fig. 4",
-                         ", ".join(f"{plan.label(v)} {x:.2f}" for v, x in a.items()),
-                         all(a[lo] < a[hi] for lo, hi in zip(steps, steps[1:], strict=False)), prof, n, tests,
-                         caveat + "; the paper's ablation is on CIFAR-100, ours on Fashion-MNIST Pra"))
-    sweeps = (("scale", "FedIC stays best with 40 and 60 clients", "Table 3", "{} clients",
-               lambda keys: max(keys) > 20, "the paper's table is CIFAR, ours Fashion-MNIST "
-               + plan.partition_label(plan.settings["clients_partition"])),
-              ("alphas", "FedIC is best at every Dirichlet concentration", "Table 4", "alpha {:g}",
-               lambda keys: len(keys) > 1, "alpha 0.01 cannot give 20 clients 40 samples each on 10 classes "
-               "(PFLlib's resampling never ends): 0.05 instead"))
-    for key, claim_, source, name, enough, note in sweeps:
-        cells_ = res.get(key)
-        if cells_:
-            out.append(_sweep_claim(sweeps_plan, cells_, claim_, source, name, enough,
-                                    f"{caveat_of(sweeps_plan)}; {note}"))
-    bias = res.get("bias")
-    if bias:
-        out.append(claim("Clustering reduces the prototype aggregation bias", "Eqs. 4-5, Fig. 3a",
-                         f"mean distance of a client's prototype to its anchor: cluster {bias['cluster']:.3f} vs "
-                         f"global {bias['global']:.3f}", bias["cluster"] < bias["global"], prof, 1,
-                         note=caveat + "; FedIC's last round, Pra; whether accuracy follows is Fig. 4's question",
-                         construction="for K > 1 a client's prototype lies in its own group, so its group's anchor "
-                         "is nearer than the mean over all groups"))
-    out.append(untested("CIFAR-10, CIFAR-100 and TinyImageNet columns; ResNet backbones", "Tables 1-5",
-                        "the data are not on this machine"))
-    return out
+    return claims.ledger("fedic", tables(plan, res))
 
 
 CONVERGED_COMMAND = "python -m fedlib.papers.fedic --profile converged --figures"
@@ -484,9 +412,7 @@ def show_setting(nb):
 
 def _partitions(nb) -> dict:
     """The client partition of every split of the profile (Pat, Pra), first seed."""
-    from fedlib.runner import build
-
-    return nb.once("partitions", lambda: {p: build(config(nb.plan, "fedic", p), nb.seed0)[0].partition
+    return nb.once("partitions", lambda: {p: results.build(config(nb.plan, "fedic", p), nb.seed0)[0].partition
                                           for p in nb.plan.settings["partitions"]})
 
 
@@ -560,11 +486,9 @@ def show_table1(nb):
 
 def check_communication(nb) -> None:
     """Print the checks of the measured uplinks (last setting) against the model's and the prototypes' floats."""
-    from fedlib.runner import build
-
     p0 = nb.plan.settings["partitions"][-1]
     part, recs = _partitions(nb)[p0], _table1(nb)["records"]
-    model = build(config(nb.plan, "fedic"), nb.seed0)[1].new_model(None)
+    model = results.build(config(nb.plan, "fedic"), nb.seed0)[1].new_model(None)
     P = sum(v.numel() for v in model.state_dict().values() if v.is_floating_point())
     held = int((part.counts > 0).sum())
     M = part.num_clients

@@ -28,10 +28,10 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
 from fedlib.papers import check_methods, check_rounds
-from fedlib.runner import RunState
-from fedlib.grid import run_configs as run  # noqa: F401 (S.run in the notebook)
 from fedlib.validation import ConfigError
 from fedlib.privacy.attack import attacker_aux  # noqa: F401  (the notebook's S.attacker_aux)
+
+run = results.train   # the notebook's grids: trained on the plan's own device and executor (S.run in the notebook)
 
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
@@ -390,7 +390,7 @@ def seconds_per_round(records: list[dict]) -> float:
 
 
 # -- prototypes of a finished run (features, uploads, distances: fedlib.analysis) ----------
-def global_prototypes(state: RunState, level: str = "high") -> tuple[np.ndarray, np.ndarray]:
+def global_prototypes(state: results.RunState, level: str = "high") -> tuple[np.ndarray, np.ndarray]:
     """(classes, prototypes) the server holds for ``level`` (FedProto: its only level)."""
     msg = state.message(0)
     key = level if level in msg else "protos"
@@ -426,11 +426,10 @@ def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[
     from fedlib.algorithms import make_algorithm
     from fedlib.algorithms.base import Context, TrainSettings
     from fedlib.engine import Simulator
-    from fedlib.runner import one_thread
 
     data = cifar10_shaped()
     out = {}
-    with one_thread():
+    with results.one_thread():
         for m in methods or plan.methods:
             ctx = Context(num_classes=10, input_shape=(3, 32, 32), num_clients=20, model_name="cnn_cifar",
                           model_args={}, train=TrainSettings(local_epochs=1), seed=1234)
@@ -576,9 +575,7 @@ def introduction(nb) -> None:
 
 def _partition(nb):
     """The Table II partition of Table III's FedMPS run, first seed."""
-    from fedlib.runner import build
-
-    return nb.once("partition", lambda: build(config(nb.plan, "fedmps"), nb.seed0)[0].partition)
+    return nb.once("partition", lambda: results.build(config(nb.plan, "fedmps"), nb.seed0)[0].partition)
 
 
 def _pairs(nb) -> int:
@@ -1086,9 +1083,7 @@ def fig8_10(nb):
 
 def _states(nb) -> dict:
     """Every Table III method's trained state, first seed."""
-    from fedlib.runner import load_state
-
-    return nb.once("states", lambda: {m: load_state(cfg, nb.seed0) for m, cfg in table3_configs(nb.plan).items()})
+    return nb.once("states", lambda: {m: results.state(cfg, nb.seed0) for m, cfg in table3_configs(nb.plan).items()})
 
 
 def fig6(nb):

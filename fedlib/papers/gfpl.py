@@ -23,8 +23,6 @@ import numpy as np
 
 from fedlib.claims import sample_std
 from fedlib import claims, papers, results
-from fedlib.grid import run_configs
-from fedlib.runner import load_rounds
 
 @dataclasses.dataclass
 class Plan(papers.TablePlan):
@@ -130,13 +128,13 @@ def obtain(plan: Plan, configs: dict, seeds: list[int] | None = None, workers: i
     protocol from the runs the headless commands made and trains only what is missing."""
     if plan.profile == "paper":
         return results.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
-    return run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress)
+    return results.train(configs, seeds=seeds, workers=workers, desc=desc, progress=progress)
 
 
 def records(plan: Plan, cfg: dict, seed: int) -> list[dict]:
     """The per-round records of a run :func:`obtain` gave: under the ``paper`` profile wherever it finished
-    (:func:`fedlib.results.rounds`), otherwise from the results folder."""
-    return results.rounds(cfg, seed) if plan.profile == "paper" else load_rounds(cfg, seed)
+    (:func:`fedlib.results.rounds`), otherwise from the results folder (:func:`fedlib.results.rounds_here`)."""
+    return results.rounds(cfg, seed) if plan.profile == "paper" else results.rounds_here(cfg, seed)
 
 
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
@@ -793,20 +791,16 @@ def show_setting(nb):
 
 def run_all(nb) -> None:
     """Every run of the notebook to train or find; under ``paper`` the runs finished elsewhere are read below."""
-    from fedlib.grid import run_many
-
     jobs = notebook_jobs(nb.plan)
     print(f"{len(jobs)} runs to train or find in the results folder ({sum(c['train']['rounds'] for c, _ in jobs)} "
           "rounds in all" + (f"; {len(all_jobs(nb.plan)) - len(jobs)} more finished elsewhere, read below)"
                              if nb.profile == "paper" else ")"))
-    run_many(jobs, workers=nb.workers, desc="GFPL runs")
+    results.run_many(jobs, workers=nb.workers, desc="GFPL runs")
 
 
 def _partition(nb):
     """The w-way s-shot partition of MNIST-5k at w-bar 4, first seed."""
-    from fedlib.runner import build
-
-    return nb.once("partition", lambda: build(config(nb.plan, "gfpl"), nb.seed0)[0].partition)
+    return nb.once("partition", lambda: results.build(config(nb.plan, "gfpl"), nb.seed0)[0].partition)
 
 
 def fig_partition(nb):
@@ -1117,9 +1111,7 @@ def paper_protocol_figs(nb):
 
 def _gfpl_state(nb):
     """The first-seed GFPL run of MNIST-5k at w-bar 4, trained state (the figures' checkpoint)."""
-    from fedlib.runner import load_state
-
-    return nb.once("gfpl_state", lambda: load_state(_table1(nb)["configs"][("mnist5k", 4, "gfpl")], nb.seed0))
+    return nb.once("gfpl_state", lambda: results.state(_table1(nb)["configs"][("mnist5k", 4, "gfpl")], nb.seed0))
 
 
 def fig_components(nb):

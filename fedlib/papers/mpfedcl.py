@@ -19,10 +19,11 @@ import math
 import numpy as np
 
 from fedlib.claims import sample_std
-from fedlib import papers
+from fedlib import papers, results
 from fedlib.papers import check_methods
 from fedlib.papers.notebook import Shown
-from fedlib.grid import run_configs as run  # noqa: F401 (M.run in the notebook)
+
+run = results.train   # the notebook's grids: trained on the plan's own device and executor (M.run in the notebook)
 
 @dataclasses.dataclass
 class Plan(papers.Plan):
@@ -145,6 +146,17 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
 
 
 # -- reading results ---------------------------------------------------------------------------
+def obtain(plan: Plan, configs: dict, workers: int | None = None, desc: str = "runs",
+           retrain_archived: bool = False) -> dict:
+    """``{key: [summary per seed]}`` of Table VI's runs: trained on the plan's device and executor (:func:`run`; a
+    finished run is a cache hit). Under the ``paper`` profile a run finished on another placement or in the run
+    archive is read instead (:func:`fedlib.results.run_or_read`; ``retrain_archived``: the archive's runs train
+    again), so the paper protocol renders from the archived runs and trains only what is missing."""
+    if plan.profile == "paper":
+        return results.run_or_read(configs, workers=workers, desc=desc, retrain_archived=retrain_archived)
+    return run(configs, workers=workers, desc=desc)
+
+
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
     """A run's accuracy (%) under the method's rule, mean over clients, at the last (or best) round."""
     return 100.0 * summary["metrics"][plan.metric(method)][stat]
@@ -246,8 +258,77 @@ def _per_seed(v) -> list[float]:
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
 
 
+def _claim_cell(label: str, values, trend=None, **extra) -> dict:
+    """A cell as the claims engine reads it (:class:`fedlib.claims.Cells`) from an accuracy or its per-seed values."""
+    per = _per_seed(values)
+    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend, **extra}
+
+
+def _budget_cells(plan: Plan, bud: dict, tr: dict) -> tuple[dict, int]:
+    """Table VIII's cells (:func:`equal_budget` of one seed, or :func:`equal_budget_seeds`): the mean over the seeds
+    that reached an evaluated round within their budget (NaN where none did), each printed with its rounds; and the
+    fewest seeds of a cell."""
+    per = {m: {k: _per_seed(v[k]) for k in ("accuracy", "rounds")} for m, v in bud.items()}
+    n = min(len(v["accuracy"]) for v in per.values())
+    out = {}
+    for m, v in per.items():
+        acc = v["accuracy"]
+        mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
+        text = (f"{plan.label(m)} {mean:.2f} ({v['rounds'][0]:g} rounds)" if n == 1 else
+                f"{plan.label(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in v["rounds"])
+                + ")")
+        out[m] = {"label": plan.label(m), "value": mean, "per_seed": acc, "n": len(acc), "trend": tr.get(("budget", m)),
+                  "text": text}
+    return out, n
+
+
+def _attack_cells(atk: dict, tr: dict) -> dict:
+    """Per K, the best SSIM of the images decoded from the centroids (``value``) and of a class average's."""
+    out = {}
+    for k, frame in atk.items():
+        ssim = frame.set_index(["source", "levels"])["ssim"]
+        out[k] = {"label": f"K = {k}", "value": float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
+                  "class_average": float(ssim.get(("class_average", "-"), math.nan)), "trend": tr.get(("attack", k))}
+    return out
+
+
+def tables(plan: Plan, res: dict) -> dict:
+    """The tables MP-FedCL's claims (``params/mpfedcl/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`;
+    None where ``res`` lacks them), from ``res`` as :func:`ledger` takes it; every cell with the trend of its runs."""
+    from fedlib.claims import Cells
+
+    L, tr, prof = plan.label, res.get("trends") or {}, plan.profile
+    caveat = f"{prof} profile: rounds x {plan.settings['round_scale']:g}, seeds {plan.seeds}" if prof != "paper" else ""
+
+    def table(cells_, **kw):
+        return Cells(cells_, prof, caveat, **kw) if cells_ else None
+
+    def sweep(kind):
+        return {(x, m): _claim_cell(L(m), v, tr.get((kind, m, x))) for x, row in (res.get(kind) or {}).items()
+                for m, v in row.items()}
+
+    t6, comm, fs = res.get("table6") or {}, res.get("comm"), res.get("feature_skew") or {}
+    fs_seeds = res.get("feature_skew_seeds") or {}
+    budget, nb = _budget_cells(plan, res["budget"], tr) if res.get("budget") else ({}, None)
+    return {
+        "table6": table({m: {"label": L(m), "value": r["mean"], "per_seed": r["per_seed"], "n": r["n"],
+                             "trend": tr.get(("table6", m)), "rounds": r["rounds"],
+                             "text": f"{L(m)} {r['mean']:.2f} ± {r['std']:.2f}"} for m, r in t6.items()},
+                        seeds=t6["mpfedcl"]["n"] if "mpfedcl" in t6 else None),
+        "comm": table({k: {"label": k, "value": comm.get(k, math.nan)} for k in ("prototypes", "model", "full")},
+                      seeds=len(plan.seeds)) if comm else None,
+        "k": table({k: _claim_cell(f"K = {k}", v, tr.get(("k", k))) for k, v in (res.get("k") or {}).items()}),
+        "alpha": table(sweep("alpha")), "clients": table(sweep("clients")),
+        "budget": table(budget, seeds=nb, text={"over": "" if nb == 1 else f" (mean ± std over {nb} seeds)",
+                                                "each_seed": "" if nb == 1 else ", on each seed"}),
+        "feature_skew": table({m: {"label": L(m), "value": v, "per_seed": fs_seeds.get(m), "n": len(plan.seeds),
+                                   "trend": tr.get(("fs", m))} for m, v in fs.items()}, seeds=len(plan.seeds)),
+        "attack": table(_attack_cells(res.get("attack") or {}, tr), seeds=1)}
+
+
 def ledger(plan: Plan, res: dict) -> list:
-    """MP-FedCL's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
+    """MP-FedCL's claims (``params/mpfedcl/claims.yaml``) with our evidence and a verdict each, judged by the claims
+    engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
 
     ``res`` (each key optional): ``table6`` (:func:`table6` rows), ``comm`` (``{"model", "prototypes", "full"}``:
     model parameters, MP-FedCL's measured prototype floats per client and round, and K x C x d for a client of
@@ -264,194 +345,9 @@ def ledger(plan: Plan, res: dict) -> list:
     one seed: their claims rest on one comparison per value (one seed: inconclusive). Feature-skew means without their
     per-seed values are inconclusive.
     """
-    from fedlib.claims import against_threshold, claim, compare, untested, versus_best
+    from fedlib import claims
 
-    prof, n = plan.profile, len(plan.seeds)
-    short = prof != "paper"
-    caveat = f"{prof} profile: rounds x {plan.settings['round_scale']:g}, seeds {plan.seeds}" if short else ""
-    tr = res.get("trends") or {}
-    out = []
-    t6 = res.get("table6")
-    if t6 and "mpfedcl" in t6:
-        mp = t6["mpfedcl"]["mean"]
-        others = {m: r["mean"] for m, r in t6.items() if m != "mpfedcl"}
-        best = max(others, key=others.get)
-        n6 = t6["mpfedcl"]["n"]
-
-        def vs(a, b):  # a against b over the shared seeds (one seed: a comparison all the same, judged "one seed")
-            return [compare(f"{plan.label(a)} - {plan.label(b)}", t6[a]["per_seed"], t6[b]["per_seed"],
-                            a_trend=tr.get(("table6", a)), b_trend=tr.get(("table6", b)))]
-
-        def cell(m):  # as Table VI prints it: mean ± std over seeds
-            return f"{plan.label(m)} {t6[m]['mean']:.2f} ± {t6[m]['std']:.2f}"
-
-        out.append(claim("MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)", "Table VI",
-                         f"{cell('mpfedcl')} vs best other {cell(best)} (last round, {n6} seed{'s' if n6 > 1 else ''})",
-                         mp > others[best], prof, n6, vs("mpfedcl", best), caveat))
-        for other, what in (("spfedcl", "several prototypes per class beat one (MP above SP-FedCL)"),
-                            ("dpfedcl", "k-means beats DBSCAN (MP above DP-FedCL)")):
-            if other in t6:
-                out.append(claim(what[0].upper() + what[1:], "Table VI", f"{cell('mpfedcl')} vs {cell(other)}",
-                                 mp > t6[other]["mean"], prof, n6, vs("mpfedcl", other),
-                                 "; ".join(x for x in (caveat, "the paper's MNIST margin over SP-FedCL is 0.51 points, "
-                                                       "well inside its stds" if other == "spfedcl" else "") if x)))
-        if "fedavg" in t6:
-            out.append(claim("With 60 rounds MP-FedCL beats FedAvg after its 110 (half the communication rounds)",
-                             "Table VI", f"{cell('mpfedcl')} after {t6['mpfedcl']['rounds']} rounds vs "
-                             f"{cell('fedavg')} after {t6['fedavg']['rounds']}", mp > t6["fedavg"]["mean"], prof, n6,
-                             vs("mpfedcl", "fedavg"), caveat))
-        if "fedproto" in t6:
-            worst = min(t6, key=lambda m: t6[m]["mean"])
-            nxt = min((m for m in t6 if m != "fedproto"), key=lambda m: t6[m]["mean"])
-            out.append(claim("FedProto, which shares no model, is the weakest from scratch on MNIST", "Table VI",
-                             f"{cell('fedproto')}; lowest: {plan.label(worst)}, next: {cell(nxt)}",
-                             worst == "fedproto", prof, n6, vs(nxt, "fedproto"), caveat))
-    else:
-        out.append(untested("MP-FedCL has the best accuracy on MNIST under label skew", "Table VI", "not run"))
-    comm = res.get("comm")
-    if comm:
-        ratio = comm["prototypes"] / comm["model"]
-        out.append(claim("Prototype traffic is below a tenth of the model's (MNIST: 5,120 vs 798,474)", "Table II",
-                         f"{comm['prototypes']:,.0f} prototype floats (mean per client, measured from the uploads) "
-                         f"vs {comm['model']:,} model parameters per round (ratio {ratio:.4f}); a client of all ten "
-                         f"classes would send {comm.get('full', math.nan):,.0f}", ratio < 0.1, prof, n,
-                         construction="K x C x d floats of prototypes against the model's parameter count, both "
-                         "fixed by the architecture before any training"))
-    ks = res.get("k")
-    if ks and len(ks) > 1:
-        per = {k: _per_seed(v) for k, v in ks.items()}
-        mean = {k: float(np.mean(v)) for k, v in per.items()}
-        top = max(mean.values())
-        nk = min(len(v) for v in per.values())
-        # K = 2 against the best other K, paired per seed (every K runs on the same seeds' partitions)
-        tests = [versus_best("K = 2", {f"K = {k}": v for k, v in per.items()},
-                             trends={f"K = {k}": tr.get(("k", k)) for k in per})] if 2 in per else ()
-        out.append(claim("K = 2 is the best number of prototypes per class on MNIST", "Fig. 5",
-                         ", ".join(f"K = {k}: {v:.2f}" for k, v in mean.items()), 2 in mean and mean[2] >= top - 1e-6,
-                         prof, nk, tests, note="; ".join(x for x in (caveat, "a tie is not a win" if sum(
-                             v >= top - 1e-6 for v in mean.values()) > 1 else "") if x)))
-
-    def sweep_tests(sweep: dict, kind: str, what: str, shift: float = 0.0, rival=None) -> tuple[list, int]:
-        """One comparison per swept value: MP-FedCL (minus ``shift``) against ``rival`` (default the best other
-        method at that value), each side with its trend; and the fewest seeds of a cell."""
-        tests, seeds = [], []
-        for x, v in sweep.items():
-            others = [m for m in v if m != "mpfedcl"]
-            if "mpfedcl" not in v or not others:
-                continue
-            per = {m: _per_seed(a) for m, a in v.items()}
-            b = rival if rival is not None else max(others, key=lambda m: np.mean(per[m]))
-            if b not in per:
-                continue
-            label = f"MP-FedCL{f' - {shift:g}' if shift else ''} - {plan.label(b)} ({what(x)})"
-            tests.append(compare(label, [a - shift for a in per["mpfedcl"]], per[b],
-                                 a_trend=tr.get((kind, "mpfedcl", x)), b_trend=tr.get((kind, b, x))))
-            seeds.append(min(len(per["mpfedcl"]), len(per[b])))
-        return tests, min(seeds, default=1)
-
-    def mean_of(v) -> float:
-        return float(np.mean(_per_seed(v)))
-
-    al = res.get("alpha")
-    if al:
-        ok = all(mean_of(v.get("mpfedcl", -1)) >= max(mean_of(x) for x in v.values()) for v in al.values())
-        tests, ka = sweep_tests(al, "alpha", lambda a: f"alpha {a:g}")
-        out.append(claim("MP-FedCL stays ahead as label skew varies from Dir(1.0) to Dir(0.1)", "Fig. 8",
-                         "; ".join(f"alpha {a:g}: MP {mean_of(v.get('mpfedcl', math.nan)):.2f}, best other "
-                                   f"{max((mean_of(x) for m, x in v.items() if m != 'mpfedcl'), default=math.nan):.2f}"
-                                   for a, v in al.items()), ok, prof, ka, tests,
-                         note="MNIST here; the paper's panels are Digit-5 and Office-10"))
-    cl = res.get("clients")
-    if cl:
-        gaps = {k: mean_of(v["mpfedcl"]) - mean_of(v["fedavg"]) for k, v in cl.items()
-                if {"mpfedcl", "fedavg"} <= set(v)}
-        # "at least 7.2 points above": MP-FedCL - 7.2 against FedAvg at each N, per seed
-        tests, kc = sweep_tests(cl, "clients", lambda k: f"N = {k}", shift=7.2, rival="fedavg")
-        out.append(claim("MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients", "Fig. 9a",
-                         ", ".join(f"N = {k}: {g:+.2f}" for k, g in gaps.items()),
-                         all(g >= 7.2 for g in gaps.values()) if gaps else None, prof, kc, tests,
-                         note="MNIST-2000: 40 clients hold 50 training images each on average, one SGD step per round "
-                         "at batch 32; where FedAvg's final training loss stays near log 10 (the losses under "
-                         "Fig. 9) the gap measures nearest-prototype inference on barely trained features"))
-    bud = res.get("budget")
-    if bud and "mpfedcl" in bud:
-        per = {m: {k: _per_seed(v[k]) for k in ("accuracy", "rounds")} for m, v in bud.items()}
-        acc = {m: v["accuracy"] for m, v in per.items()}
-        mean = {m: float(np.nanmean(a)) if not np.isnan(a).all() else math.nan for m, a in acc.items()}
-        reached = [m for m in per if not math.isnan(mean[m])]
-        best = max(reached, key=mean.get)
-        rivals = [m for m in reached if m != "mpfedcl"]
-        # "within 1 point of the best": MP-FedCL + 1 against the best other method (mean over seeds), per seed, paired
-        # (each seed's runs share its partition and are cut at that seed's MP-FedCL training time)
-        tests = []
-        if rivals and not math.isnan(mean["mpfedcl"]):
-            r = max(rivals, key=mean.get)
-            a, b = [x + 1.0 for x in acc["mpfedcl"]], acc[r]
-            tests.append(compare(f"MP-FedCL + 1 - {plan.label(r)}", a, b, len(a) == len(b),
-                                 a_trend=tr.get(("budget", "mpfedcl")), b_trend=tr.get(("budget", r))))
-        nb_ = min(len(v) for v in acc.values())
-
-        def cell(m):
-            if nb_ == 1:
-                return f"{plan.label(m)} {mean[m]:.2f} ({per[m]['rounds'][0]:g} rounds)"
-            return (f"{plan.label(m)} {mean[m]:.2f} ± {sample_std(acc[m]):.2f} (rounds "
-                    + "/".join(f"{x:g}" for x in per[m]["rounds"]) + ")")
-
-        out.append(claim("Under the same training time MP-FedCL is best or near-best", "Table VIII",
-                         ", ".join(cell(m) for m in per) + ("" if nb_ == 1 else f" (mean ± std over {nb_} seeds)"),
-                         mean["mpfedcl"] >= mean[best] - 1.0, prof, nb_, tests,
-                         note="rule: within 1 point of the best; the budget is MP-FedCL's own training time here"
-                         + ("" if nb_ == 1 else ", on each seed")))
-    fs = res.get("feature_skew")
-    if fs and "mpfedcl" in fs:
-        table5 = [m for m in ("local", "fedavg", "fedprox", "fedproto") if m in fs]
-        best = max(table5, key=fs.get)
-        per = res.get("feature_skew_seeds") or {}
-
-        def paired(label, a, b, shift=0.0):  # a + shift against b, per seed; None: the per-seed values are missing
-            if a not in per or b not in per:
-                return None
-            return compare(label, [x + shift for x in per[a]], per[b], a_trend=tr.get(("fs", a)),
-                           b_trend=tr.get(("fs", b)))
-
-        beats = [paired(f"MP-FedCL - {plan.label(m)}", "mpfedcl", m) for m in table5]
-        out.append(claim("Under feature skew (one domain per client) MP-FedCL beats Local, FedAvg, FedProx and "
-                         "FedProto (+4.6% relative to FedProto on Digit-5)", "Table V",
-                         f"stand-in: MP-FedCL {fs['mpfedcl']:.2f} vs best other {plan.label(best)} {fs[best]:.2f}",
-                         fs["mpfedcl"] > fs[best], prof, n, None if None in beats else beats,
-                         "five digit domains built from MNIST and scikit-learn's digits through a frozen encoder "
-                         "pre-trained on Fashion-MNIST: a stand-in, not Digit-5"))
-        if {"spfedcl", "dpfedcl"} <= set(fs):
-            near = [paired(f"MP-FedCL + 1 - {plan.label(m)}", "mpfedcl", m, 1.0) for m in ("spfedcl", "dpfedcl")]
-            out.append(claim("Under feature skew MP-FedCL is on par with SP- and DP-FedCL (Digit-5: SP-FedCL "
-                             "0.41 above it)", "Table VII",
-                             f"stand-in: MP {fs['mpfedcl']:.2f}, SP {fs['spfedcl']:.2f}, DP {fs['dpfedcl']:.2f}",
-                             fs["mpfedcl"] >= max(fs["spfedcl"], fs["dpfedcl"]) - 1.0, prof, n,
-                             None if None in near else near,
-                             "rule: within 1 point of the better variant; stand-in, not Digit-5"))
-    else:
-        out.append(untested("Under feature skew MP-FedCL beats the baselines (+4.6% relative)", "Table V",
-                            "the feature-skew stand-in was not run"))
-    out.append(untested("Feature skew on Digit-5 and Office-10 with the DomainNet-pretrained ResNet-18",
-                        "Tables V, VII, VIII", "the data and the weights are not on this machine; "
-                        "dataset digit5 with encoder resnet18 runs them where the files are in the data root"))
-    atk = res.get("attack")
-    if atk:
-        cells = {}
-        for k, frame in atk.items():
-            ssim = frame.set_index(["source", "levels"])["ssim"]
-            cells[k] = (float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
-                        float(ssim.get(("class_average", "-"), math.nan)))
-        # "no more than a class average": the class average's SSIM + 0.02 above the centroids', per K (first seed)
-        tests = [against_threshold(f"class average + 0.02 - SSIM (K = {k})", [b + 0.02 - a], 0.0, tr.get(("attack", k)))
-                 for k, (a, b) in cells.items() if not math.isnan(b + a)]
-        out.append(claim("Prototypes are privacy-preserving: the centroids reveal no more than a class average",
-                         "§IV (qualitative)", "; ".join(f"K = {k}: SSIM {a:.3f} (class average {b:.3f})"
-                                                        for k, (a, b) in cells.items()),
-                         all(a <= b + 0.02 for a, b in cells.values()), prof, 1, tests,
-                         note="rule: reconstruction SSIM within 0.02 of the class average; fewer samples per centroid "
-                         "(larger K) could leak more"))
-    return out
+    return claims.ledger("mpfedcl", tables(plan, res))
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
@@ -463,13 +359,16 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 @papers.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.mpfedcl [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
-    run Table VI's MNIST column headless and print paper | ours | diff."""
+    run Table VI's MNIST column headless and print paper | ours | diff. Under ``--profile paper`` a run already
+    finished (another device, the run archive) is read, not trained again."""
     from fedlib import report
 
-    args, plan = papers.plan_from_cli(papers.cli("python -m fedlib.papers.mpfedcl", main.__doc__), load_plan, argv)
+    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.mpfedcl", main.__doc__))
+    args, plan = papers.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
-    rows = table6(plan, run(table6_configs(plan), workers=args.workers, desc="Table VI"))
+    rows = table6(plan, obtain(plan, table6_configs(plan), workers=args.workers, desc="Table VI",
+                               retrain_archived=args.retrain_archived))
     paper = report.load_paper("mpfedcl")["tables"]["table6"]
     df = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
     df["rounds"] = [rows[m]["rounds"] if m in rows else "" for m in df.index]
@@ -531,9 +430,7 @@ def show_setting(nb):
 
 def _partition(nb):
     """The label-skew partition of the first seed's MP-FedCL run."""
-    from fedlib.runner import build
-
-    return nb.once("partition", lambda: build(config(nb.plan, "mpfedcl"), nb.seed0)[0].partition)
+    return nb.once("partition", lambda: results.build(config(nb.plan, "mpfedcl"), nb.seed0)[0].partition)
 
 
 def fig6(nb):
@@ -561,7 +458,8 @@ def check_partition(nb) -> None:
 
 def _table6_rows(nb) -> dict:
     plan = nb.plan
-    return nb.once("table6", lambda: table6(plan, run(table6_configs(plan), workers=nb.workers, desc="Table VI")))
+    return nb.once("table6", lambda: table6(plan, obtain(plan, table6_configs(plan), workers=nb.workers,
+                                                          desc="Table VI")))
 
 
 def show_table6(nb):
@@ -587,10 +485,8 @@ MODEL_PARAMS = 798_474  # the MNIST MLP 784-512-512-256-10
 
 def check_communication(nb) -> None:
     """Print the checks of MP-FedCL's measured traffic against the counts of the model and the prototypes."""
-    from fedlib.runner import load_rounds
-
     part = _partition(nb)
-    recs_mp = load_rounds(table6_configs(nb.plan)["mpfedcl"], nb.seed0)
+    recs_mp = results.rounds(table6_configs(nb.plan)["mpfedcl"], nb.seed0)
     held = [int((part.counts[c] >= 2).sum()) for c in range(part.num_clients)]  # classes with >= K samples
     print("MP-FedCL uplink = 5 models + 2 x 256 floats per held class:",
           recs_mp[0]["up_params"] == 5 * MODEL_PARAMS + sum(2 * 256 * h for h in held))
@@ -600,11 +496,9 @@ def check_communication(nb) -> None:
 
 def _communication(nb) -> dict:
     """Table II's counts for the ledger: the model, MP-FedCL's measured prototype floats, a full client's."""
-    from fedlib.runner import load_rounds
-
     def make():
         clients = _partition(nb).num_clients
-        mp_up = load_rounds(table6_configs(nb.plan)["mpfedcl"], nb.seed0)[-1]["up_params"] / clients
+        mp_up = results.rounds(table6_configs(nb.plan)["mpfedcl"], nb.seed0)[-1]["up_params"] / clients
         return {"model": MODEL_PARAMS, "prototypes": mp_up - MODEL_PARAMS, "full": 2 * 10 * 256}
     return nb.once("comm", make)
 
@@ -613,11 +507,9 @@ def show_table2(nb):
     """Table II: floats per client and round, up and down, measured from the last round of the Table VI runs."""
     import pandas as pd
 
-    from fedlib.runner import load_rounds
-
     clients, cfgs, rows = _partition(nb).num_clients, table6_configs(nb.plan), {}
     for m in nb.plan.table6_methods():
-        last = load_rounds(cfgs[m], nb.seed0)[-1]
+        last = results.rounds(cfgs[m], nb.seed0)[-1]
         up = last["up_params"] / clients
         rows[nb.label(m)] = {"up per client": f"{up:,.0f}", "down per client": f"{last['down_params'] / clients:,.0f}",
                              "prototype floats up per client":
@@ -630,14 +522,12 @@ def show_table2(nb):
 
 def _feature_skew(nb) -> dict:
     """The feature-skew stand-in's runs, first-seed MP-FedCL state, per-domain accuracies and means."""
-    from fedlib.runner import load_rounds, load_state
-
     def make():
         plan = nb.plan
         cfgs = feature_skew_configs(plan)
         runs = run(cfgs, workers=nb.workers, desc="Table V stand-in")
-        state = load_state(cfgs["mpfedcl"], nb.seed0)
-        domains = {m: per_domain(plan, m, [load_rounds(cfg, s) for s in plan.seeds]) for m, cfg in cfgs.items()}
+        state = results.state(cfgs["mpfedcl"], nb.seed0)
+        domains = {m: per_domain(plan, m, [results.rounds(cfg, s) for s in plan.seeds]) for m, cfg in cfgs.items()}
         per_seed = {m: [accuracy(plan, m, s) for s in runs[m]] for m in cfgs}
         means = {m: float(np.mean(v)) for m, v in per_seed.items()}
         return {"configs": cfgs, "runs": runs, "state": state, "domains": domains, "mean": means,
@@ -678,11 +568,9 @@ def show_table5(nb):
 
 def check_feature_skew(nb) -> None:
     """Print the stand-in's checks: one domain per client, 10 images of every class, only the head sent."""
-    from fedlib.runner import load_rounds
-
     fs = _feature_skew(nb)
     data = fs["state"].data
-    recs = load_rounds(fs["configs"]["mpfedcl"], nb.seed0)
+    recs = results.rounds(fs["configs"]["mpfedcl"], nb.seed0)
     print("one domain per client:", [sorted(set(data.dataset.domain_train[t])) for t in
                                      data.partition.train] == [[c] for c in range(5)])
     print("every client holds 10 training images of every class:", bool((data.partition.counts == 10).all()))
@@ -694,8 +582,6 @@ def _curves(nb) -> dict:
     """The Table VI runs' round records of every seed of the profile, ``{method: [records per seed]}`` (the plan's
     seed order), wherever each run finished (:func:`fedlib.results.rounds`), after :func:`_table6_rows` has trained
     or read them."""
-    from fedlib import results
-
     def make():
         _table6_rows(nb)
         return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in table6_configs(nb.plan).items()}
@@ -803,7 +689,6 @@ def fig8_9(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.runner import load_rounds
 
     plan, L = nb.plan, nb.label
     alpha_acc, n_acc = _sweeps(nb)
@@ -819,7 +704,7 @@ def fig8_9(nb):
     for ax in axes:
         ax.legend(fontsize=8)
     nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST)", "fig8_9_sweeps")
-    n_loss = pd.DataFrame({L(m): {n: load_rounds(cfg, nb.seed0)[-1]["train_loss"] for (mm, n), cfg in
+    n_loss = pd.DataFrame({L(m): {n: results.rounds(cfg, nb.seed0)[-1]["train_loss"] for (mm, n), cfg in
                                   clients_configs(plan).items() if mm == m}
                            for m in plan.settings["sweep_methods"] if m != "local"}).round(3)
     n_loss.index.name = "clients"
@@ -838,12 +723,11 @@ def fig1(nb):
     import matplotlib.pyplot as plt
 
     from fedlib import analysis, plots
-    from fedlib.runner import load_state
 
     plan = nb.plan
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, (m, cfg) in zip(axes, fig1_configs(plan).items(), strict=False):
-        z, y = load_state(cfg, nb.seed0).collect("high", "train", clients=range(2))
+        z, y = results.state(cfg, nb.seed0).collect("high", "train", clients=range(2))
         keep = np.random.default_rng(0).permutation(len(y))[:plan.settings["tsne_points"]]
         plots.embedding_scatter(analysis.embed_2d(z[keep], nb.embedding), y[keep], ax=ax, num_classes=10,
                                 title=f"{nb.label(m)}: clients 1-2, Dir(0.1)")
@@ -858,9 +742,8 @@ def fig_pool(nb):
     import matplotlib.pyplot as plt
 
     from fedlib import analysis, plots
-    from fedlib.runner import load_state
 
-    protos, pclass = pool_of(load_state(table6_configs(nb.plan)["mpfedcl"], nb.seed0))
+    protos, pclass = pool_of(results.state(table6_configs(nb.plan)["mpfedcl"], nb.seed0))
     D = analysis.pairwise_distances(protos)
     fig, ax = plt.subplots(figsize=(7, 6))
     plots.distance_heatmap(D, [f"{c}" for c in pclass], ax=ax, title="MP-FedCL pool: distances (ticks: class)")
@@ -879,11 +762,10 @@ def _attack_one(nb, cfg: dict):
     from fedlib import analysis
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import model_query, prototype_attack
-    from fedlib.runner import load_state
 
     atk = nb.plan.spec["attack"]
     target = atk["client"]
-    st = load_state(cfg, nb.seed0)
+    st = results.state(cfg, nb.seed0)
     up = analysis.next_uploads(st, clients=[target])[target]
     test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
     others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])

@@ -194,15 +194,13 @@ class Notebook:
         core (``workers``); finished runs are cache hits, an interrupted run resumes, and a run the results folder
         lacks but the run archive (or another placement) holds is read, not trained (:func:`fedlib.results.find`)."""
         from fedlib import results
-        from fedlib.grid import run_many
-        from fedlib.runner import cached_summary
 
-        todo = [(c, s) for c, s in jobs if cached_summary(c, s) is not None or results.find(c, s)[1] is None]
+        todo = [(c, s) for c, s in jobs if results.finished_here(c, s) is not None or results.find(c, s)[1] is None]
         read = len(jobs) - len(todo)
         print(f"{len(jobs)} runs ({sum(c['train']['rounds'] for c, _ in jobs)} rounds in all)"
               + (f"; {read} finished elsewhere (the run archive or another device) are read, not trained" if read
                  else ""))
-        run_many(todo, workers=self.workers, desc=desc)
+        results.run_many(todo, workers=self.workers, desc=desc)
 
     def setting(self, rows: dict, title: str = "**Setting: paper vs this run.**"):
         """The setting table from ``{row: (the paper's, this run's)}``, into the report section."""

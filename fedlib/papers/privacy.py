@@ -55,6 +55,24 @@ class Plan(papers.TablePlan):
     rows_key = "methods"
     table_methods = papers.TablePlan.table1_methods
 
+    @classmethod
+    def complete(cls, spec: dict) -> None:
+        """An entry for every registered method (:data:`fedlib.algorithms.ALGORITHMS`) the file has none for: its
+        defaults and the label the benchmark prints (``params/benchmark/experiments.yaml``), after the file's own
+        entries, in name order. So a method added to fedlib is a row of the leakage table (a profile's ``methods:
+        all``) with no line here; a line here is for one that needs other settings (a model, hyperparameters)."""
+        from fedlib.algorithms import ALGORITHMS
+        from fedlib.config import read_yaml
+
+        named = {e.get("algorithm", {}).get("name", m) for m, e in spec["methods"].items()}
+        new = [m for m in sorted(ALGORITHMS) if m not in named and m not in spec["methods"]
+               and not m.startswith("user:")]   # a method file's, registered only for a call (loader.registered)
+        if new:
+            labels = read_yaml(papers.PARAMS_ROOT / "benchmark" / "experiments.yaml",
+                               "benchmark/experiments.yaml")["methods"]
+            for m in new:
+                spec["methods"][m] = {"label": labels.get(m, {}).get("label", m), "algorithm": {"name": m}}
+
     def attacks(self) -> list[str]:
         return list(self.settings["attacks"])
 
@@ -742,12 +760,12 @@ def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
     """Sample-level epsilon of a DP-SGD run (:func:`fedlib.privacy.defense.sample_level_epsilon`): the largest over
     its clients (each client's rate is batch / its samples, its steps those of its local epochs), so every
     client's data has at least this guarantee."""
+    from fedlib import results
     from fedlib.algorithms.loops import steps
     from fedlib.privacy.defense import sample_level_epsilon
-    from fedlib.runner import make_context, split
 
-    ds, partition = split(cfg, seed)
-    t = make_context(cfg, ds, partition, seed).train
+    partition = results.split(cfg, seed)[1]
+    t = results.context(cfg, seed).train
     sizes = {len(ix) for ix in partition.train}
     return max(sample_level_epsilon(noise, n, t.batch_size, steps(n, t) * t.local_epochs, plan.rounds,
                                     plan.spec["attack"]["delta"]) for n in sizes)

@@ -27,7 +27,6 @@ from fedlib import papers, results
 from fedlib.analysis import pairwise_distances
 from fedlib.config import run_id
 from fedlib.papers import check_methods, check_rounds, schema
-from fedlib.runner import RunState
 from fedlib.validation import ConfigError
 
 
@@ -100,13 +99,13 @@ def smallest_angle(protos: np.ndarray) -> float:
     return math.degrees(math.acos(cos.max()))
 
 
-def global_prototypes(state: RunState) -> tuple[np.ndarray, np.ndarray]:
+def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
     """(classes, prototypes) the server sends, as a client would use them for inference."""
     msg = state.message(0)
     return msg["classes"].numpy(), msg["protos"].numpy()
 
 
-def local_prototypes(state: RunState) -> list[tuple[int, int, np.ndarray]]:
+def local_prototypes(state: results.RunState) -> list[tuple[int, int, np.ndarray]]:
     """(client, class, prototype) of every client: class means of its training features
     under its final model (eval mode)."""
     out = []
@@ -119,7 +118,8 @@ def local_prototypes(state: RunState) -> list[tuple[int, int, np.ndarray]]:
     return out
 
 
-def test_representations(state: RunState, max_points: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def test_representations(state: results.RunState, max_points: int = 3000,
+                         seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """2-D features of every client's test points under its own model, pooled and subsampled."""
     z, y = state.collect("high", "test")
     if len(y) > max_points:
@@ -323,7 +323,7 @@ def simplex_distance(k: int) -> float:
     return math.sqrt(2 * k / (k - 1))
 
 
-def pa_history(state: RunState) -> np.ndarray:
+def pa_history(state: results.RunState) -> np.ndarray:
     """(1 + iterations, 3): min, mean and max pairwise distance of the global prototypes before
     PA (row 0) and after each PA iteration of the run's last round (needs ``algorithm.record_pa``)."""
     hist = state.server["history"]
@@ -649,9 +649,7 @@ def _gamma_runs(nb) -> dict:
 
 def _practical(nb):
     """The practical split of the Table 1 protocol (ProtoNorm's run, first seed), built."""
-    from fedlib.runner import build
-
-    return nb.once("practical", lambda: build(table1_config(nb.plan, "protonorm", "practical"), nb.seed0)[0])
+    return nb.once("practical", lambda: results.build(table1_config(nb.plan, "protonorm", "practical"), nb.seed0)[0])
 
 
 def _partitions(nb) -> dict:
@@ -782,7 +780,6 @@ def show_code_protocol(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.runner import build
 
     plan, ours1 = nb.plan, _table1_scores(nb)
     cp_cfgs = code_protocol_configs(plan)
@@ -792,7 +789,7 @@ def show_code_protocol(nb):
         rows[nb.label(m)] = {"paper protocol": report.fmt(a["mean"], a["std"] if a["n"] > 1 else math.nan),
                              "code protocol": report.fmt(b["mean"], b["std"] if b["n"] > 1 else math.nan),
                              "code - paper": report.fmt(b["mean"] - a["mean"], digits=2, sign=True)}
-    part_code = build(cp_cfgs[next(iter(cp_cfgs))], nb.seed0)[0].partition
+    part_code = results.build(cp_cfgs[next(iter(cp_cfgs))], nb.seed0)[0].partition
     same_split = all(np.array_equal(part_code.train[c], _practical(nb).partition.train[c])
                      for c in range(part_code.num_clients))
     min_size = plan.settings.get("code_min_size", 1)

@@ -106,9 +106,9 @@ def configs(qs: Quickstart) -> dict[str, dict]:
 
 
 def _partition(qs: Quickstart):
-    from fedlib.runner import split
+    from fedlib import results
 
-    return qs.once("partition", lambda: split(configs(qs)["fedavg"], qs.seed)[1])
+    return qs.once("partition", lambda: results.split(configs(qs)["fedavg"], qs.seed)[1])
 
 
 def show_setting(qs: Quickstart) -> pd.DataFrame:

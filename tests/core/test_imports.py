@@ -13,13 +13,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, known: set[str]) -> set[str]:
-    """The fedlib modules ``path`` imports, at module level or inside functions (a lazy import is still an
-    edge: it only hides the cycle until the call)."""
+def imports(path: Path, known: set[str], text: str | None = None) -> set[str]:
+    """The fedlib modules ``path`` imports (or ``text``, read as if it were that file), at module level or inside
+    functions (a lazy import is still an edge: it only hides the cycle until the call)."""
     here = module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -77,6 +77,33 @@ def test_the_graph_sees_lazy_and_package_imports():
 
 def test_fedlib_has_no_import_cycle():
     assert find_cycle(fedlib_graph()) is None
+
+
+#: what the studies may not import: they find, read and train runs through fedlib.results alone
+RUN_MACHINERY = {"fedlib.runner", "fedlib.grid", "fedlib.archive", "fedlib.store"}
+
+
+def test_the_studies_reach_the_runs_only_through_results():
+    # a study (or a notebook, through it) that imports the runner, the grid, the archive or the run store would
+    # bypass results' order of where a run is looked for (results folder, other placements, the archive)
+    graph = fedlib_graph()
+    studies = sorted(m for m in graph if m == "fedlib.papers" or m.startswith("fedlib.papers."))
+    assert len(studies) > 5
+    reaching = {m: sorted(graph[m] & RUN_MACHINERY) for m in studies if graph[m] & RUN_MACHINERY}
+    assert reaching == {}, "import fedlib.results instead: " + "; ".join(f"{m} imports {', '.join(v)}"
+                                                                       for m, v in reaching.items())
+
+
+def test_the_import_rule_sees_every_form_of_import():
+    known = RUN_MACHINERY | {"fedlib", "fedlib.papers", "fedlib.papers.study", "fedlib.results"}
+    study = ROOT / "papers" / "study.py"   # a study's path (not read: its text is given)
+    forms = {"from fedlib import runner": "fedlib.runner", "import fedlib.grid": "fedlib.grid",
+             "from fedlib.archive import only": "fedlib.archive", "from fedlib import store as s": "fedlib.store",
+             "def f():\n    from fedlib.runner import load_state": "fedlib.runner",
+             "from .. import grid": "fedlib.grid"}
+    for code, target in forms.items():
+        assert imports(study, known, code) & RUN_MACHINERY == {target}, code
+    assert imports(study, known, "from fedlib import results") == {"fedlib.results"}
 
 
 def test_the_notebooks_imports_leave_torchvision_until_a_model_needs_it():

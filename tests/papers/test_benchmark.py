@@ -249,7 +249,7 @@ def test_the_headless_command_trains_what_is_missing_anchor_included_in_one_pool
     done = {"metrics": {rule: {"best_weighted": 0.5, "last_weighted": 0.5} for rule in ("acc_head", "acc_proto")}}
     pools = []
 
-    def run_many(jobs, workers=None, desc=""):
+    def run_many(jobs, workers=None, desc="", **_):
         pools.append([(c["name"], s) for c, s in jobs])
         raise RunsFailed(f"1 of {len(jobs)} runs failed: {jobs[0][0]['name']} seed {jobs[0][1]}: KeyError")
 

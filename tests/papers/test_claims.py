@@ -155,7 +155,8 @@ def test_counts_summary_and_the_report_summary_table():
     up = C.compare("A - B", [90.0, 91.0, 92.0], [80.0, 81.0, 82.0])
     ledger = [C.claim("a", "T1", "x", True, "paper", 3, [up]), C.claim("b", "T1", "x", True, "quick", 1),
               C.claim("c", "T2", "x", True, "paper", 1, construction="by design"),
-              C.claim("d", "T3", "x", False, "converged", 3, [C.compare("B - A", [80.0, 81.0, 82.0], [90.0, 91.0, 92.0])]),
+              C.claim("d", "T3", "x", False, "converged", 3,
+                      [C.compare("B - A", [80.0, 81.0, 82.0], [90.0, 91.0, 92.0])]),
               C.untested("e", "T4", "no data")]
     assert C.counts(ledger) == {"supported": 1, "not supported": 1, "inconclusive": 1, "by construction": 1,
                                 "not tested": 1}
@@ -171,7 +172,8 @@ def test_counts_summary_and_the_report_summary_table():
 def test_a_section_judged_before_counts_became_by_construction_asks_for_a_re_render():
     head = ("## P\n\n_profile `quick` · commit abc_\n\n**Claims ledger (x).**\n\n"
             "| # | claim | source | evidence | profile | verdict | note |\n|---|---:|---:|---:|---:|---:|---:|\n")
-    old = head + "| 1 | fewer floats | Table V | 30 vs 1,240 | quick | supported | exact counts: independent of seed |\n"
+    old = (head + "| 1 | fewer floats | Table V | 30 vs 1,240 | quick | supported | exact counts: independent of "
+           "seed |\n")
     claims, current = C.parse_ledger(old)
     assert [c.verdict for c in claims] == ["supported"] and not current
     new = head + ("| 1 | fewer floats | Table V | 30 vs 1,240 | quick | by construction | exact counts, fixed by "

@@ -63,7 +63,8 @@ def test_a_margin_within_the_spread_asks_for_six_seeds_and_one_seed_for_three(gr
 def test_the_budget_takes_the_cheapest_claims_and_pays_a_shared_action_once(groups):
     g = groups
     share = E.Action("extend", g["A"], 200, 3, 100.0)
-    items = [E.Item("S", 1, None, "", [share]), E.Item("S", 2, None, "", [share, E.Action("extend", g["B"], 200, 3, 50.0)]),
+    items = [E.Item("S", 1, None, "", [share]),
+             E.Item("S", 2, None, "", [share, E.Action("extend", g["B"], 200, 3, 50.0)]),
              E.Item("S", 3, None, "", [E.Action("extend", g["C"], 200, 3, 500.0)]),
              E.Item("S", 4, None, "", [E.Action("seeds", g["C"], 100, 6, 10.0)])]
     chosen, actions, spent = E.within_budget(items, 200.0)

@@ -131,10 +131,22 @@ def test_the_headless_commands_read_archived_runs_and_train_them_again_on_reques
 
 
 def test_the_study_commands_take_retrain_archived(capsys):
-    from fedlib.papers import fedmps, gfpl
+    from fedlib.papers import fedmps, gfpl, mpfedcl
 
     cli = papers.add_retrain_archived(papers.cli("x", ""))
     assert cli.parse_args(["--retrain-archived"]).retrain_archived is True and not cli.parse_args([]).retrain_archived
-    for mod in (fedmps, gfpl):   # the option parses; the bad profile then ends the command with its one-line error
+    for mod in (fedmps, gfpl, mpfedcl):   # the option parses; the bad profile then ends with its one-line error
         assert mod.main(["--retrain-archived", "--profile", "nope"]) == 2
         assert capsys.readouterr().out.startswith("error: ")
+
+
+def test_mpfedcl_reads_its_archived_table_under_the_paper_profile(monkeypatch):
+    # Table VI's 18 paper-profile runs are archived: read (results.run_or_read), not trained again; the notebook's
+    # own quick runs still train on the machine at hand
+    from fedlib.papers import mpfedcl
+
+    monkeypatch.setattr(results, "run_or_read", lambda configs, **kw: ("read", kw["retrain_archived"]))
+    monkeypatch.setattr(mpfedcl, "run", lambda configs, **kw: "trained")
+    for profile, got in (("paper", ("read", False)), ("quick", "trained")):
+        plan = mpfedcl.load_plan(profile)
+        assert mpfedcl.obtain(plan, mpfedcl.table6_configs(plan)) == got
