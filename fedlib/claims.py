@@ -4,11 +4,12 @@ decide, and what was not tested here and why.
 
 Each paper study builds its ledger from the numbers its notebook computed
 (``fedlib.papers.<paper>.ledger``). Where a paper's claims are data (``params/<paper>/claims.yaml``: FedIC,
-MP-FedCL), one engine judges them (:func:`evaluate`): each claim names its kind (:data:`CLAIM_KINDS`: ``best``,
-``sweep_best``, ``chain``, ``intermediate``, ``ratio``, ``threshold``, ``construction``, ``untested``), the table of
-named cells it reads (:class:`Cells`, which the study maps from its runs) and the templates of its evidence and note;
-the file is validated on reading (:func:`check_book`: one line naming the file, the claim and the field). Every
-verdict comes from one rule, :func:`verdict`, applied to our numbers (never the paper's):
+MP-FedCL, ProtoNorm, the benchmark, GFPL, FedMPS), one engine judges them (:func:`evaluate`): each claim names its kind
+(:data:`CLAIM_KINDS`: ``best``, ``sweep_best``, ``chain``, ``intermediate``, ``ratio``, ``threshold``,
+``construction``, ``untested``, ``degrades``, ``head_to_head``, ``leads``, ``above``, ``family``, ``significant``),
+the table of named cells it reads (:class:`Cells`, which the study maps from its runs) and the templates of its evidence
+and note; the file is validated on reading (:func:`check_book`: one line naming the file, the claim and the field).
+Every verdict comes from one rule, :func:`verdict`, applied to our numbers (never the paper's):
 
 - **supported / not supported** need evidence from the paper protocol or the ``converged`` profile
   (:data:`DECISIVE_PROFILES`) and, for a measured difference, a margin beyond the seed spread (the larger
@@ -581,18 +582,27 @@ def report_summary(sections: dict[str, str]) -> pd.DataFrame:
 # A claims file: ``claims:`` a list of claims, each ``{id, kind, claim, source, note?, untested?}`` and, for every kind
 # but ``untested``, ``table`` (the name of a :class:`Cells` the study gives), ``evidence`` (a template), and optionally
 # ``item`` / ``join`` (each cell of the table by a template, joined: ``{items}``), ``label`` (a comparison's label),
-# ``require`` (cells that must be present) and ``exact``; then the fields of its kind (:data:`KIND_FIELDS`). Templates
+# ``require`` (cells that must be present), ``exact`` and ``reason`` (true by construction, and why: the claim's rule
+# checks the measurement, no comparison is made), ``compare: false`` (no comparison: the claim rests on one model, its
+# verdict inconclusive unless exact); then the fields of its kind (:data:`KIND_FIELDS`). Templates
 # are Python format strings of the names :meth:`_Judge.names` gives (``{subject[value]:.2f}``,
 # ``{cells[fedavg][text]}``, ``{caveat}``, ``{seeds} seed{s}``, the table's ``text``); ``note`` may be a list, its
 # non-empty parts joined by "; ".
 # ``untested: {claim?, why, when}`` makes a claim whose table is ``absent`` or too ``short`` to judge "not tested".
+# A claim of kind ``untested`` is not tested, always, or with ``table`` only where that table is absent or lacks a
+# ``require``d cell (its ``why`` may name the table's text).
 
 #: the kinds of claim a ``params/<paper>/claims.yaml`` names, each evaluated by one function of this module:
 #: ``best`` (a method beats every other of a table, or of each setting of it), ``sweep_best`` (best at every point of
 #: a sweep), ``chain`` (an ordered sequence a < b < c), ``intermediate`` (an interior value of a sweep is best),
 #: ``ratio`` (a per-seed ratio against a bound), ``threshold`` (a measured value against a bound), ``construction``
-#: (true by how the method is built, with its reason) and ``untested`` (with why)
-CLAIM_KINDS = ("best", "sweep_best", "chain", "intermediate", "ratio", "threshold", "construction", "untested")
+#: (true by how the method is built, with its reason) and ``untested`` (with why); ``degrades`` (larger keys of a
+#: sweep fall below the subject or fail) and ``head_to_head`` (a method ahead of its rival on each of some settings,
+#: paired on the seeds both finished); ``leads`` (ahead, highest or lowest, at every point of a table, exact counts
+#: too), ``above`` (pairs a > b, per point or on the table), ``family`` (every member above every other cell) and
+#: ``significant`` (the paper's rank-sum test against every other cell)
+CLAIM_KINDS = ("best", "sweep_best", "chain", "intermediate", "ratio", "threshold", "construction", "untested",
+               "degrades", "head_to_head", "leads", "above", "family", "significant")
 _KEY = (str, int, float)
 _NUMBER = (int, float)
 #: every field a claim may have: ``(types, what is allowed)``
@@ -617,9 +627,18 @@ CLAIM_FIELDS = {
     "at_least": ((int, float, dict), "a number or {field, plus}"),
     "reason": (str, "why the claim holds by construction"), "less": (list, "two cells' keys [smaller, larger]"),
     "ratio": (list, "two cells' keys [numerator, denominator]"), "why": (str, "why it is not tested (a template)"),
+    "keys_from": (_NUMBER, "a number (the smallest key of the cells judged)"),
+    "failed": (str, "a cell field (true where its run failed)"),
+    "at": (list, "a list of settings' keys (the table's points)"),
+    "outside": (list, "a list of settings' keys (every other setting of the table)"),
+    "compare": (bool, "true or false (false: no comparison, the claim rests on one model)"),
+    "times": (_NUMBER, "a positive number (how many times above or below)"),
+    "line": (str, "a template of one point's line ({lines})"), "behind_note": (str, "a text ({behind})"),
+    "lower_bound": (str, "a text ({bound})"), "pairs": (list, "a list of pairs of cells' keys [above, below]"),
+    "members": (list, "a list of cells' keys"),
 }
 _COMMON = ("id", "kind", "claim", "source", "note", "untested")
-_DATA = ("table", "evidence", "item", "join", "label", "require", "exact")
+_DATA = ("table", "evidence", "item", "join", "label", "require", "exact", "reason", "compare")
 #: per kind: ``(required fields, optional fields)`` beside :data:`_COMMON` (and :data:`_DATA` for all but untested)
 KIND_FIELDS = {
     "best": (("subject",), ("direction", "among", "against", "margin", "strict", "tolerance", "tie_note", "per_point",
@@ -628,9 +647,15 @@ KIND_FIELDS = {
     "chain": (("order",), ()),
     "intermediate": ((), ("min_points",)),
     "ratio": (("subject", "rival", "field", "below"), ("fewer", "per_point", "point")),
-    "threshold": ((), ("at_most", "at_least")),
+    "threshold": ((), ("at_most", "at_least", "among", "strict")),
     "construction": (("reason",), ("less", "ratio", "below")),
-    "untested": (("why",), ()),
+    "untested": (("why",), ("table", "require")),
+    "degrades": (("subject", "keys_from"), ("failed",)),
+    "head_to_head": (("subject",), ("rival", "at", "outside", "per_point")),
+    "leads": (("subject",), ("direction", "times", "strict", "point", "line", "behind_note", "lower_bound")),
+    "above": (("pairs",), ("per_point", "point")),
+    "family": (("members",), ()),
+    "significant": (("subject",), ("field",)),
 }
 
 
@@ -729,7 +754,7 @@ def check_claim(c, source: str, index: int = 0) -> dict:
 
 
 _CHOICES = {"direction": ("highest", "lowest"), "against": ("strongest", "every"), "per_point": ("each", "first")}
-_TEMPLATES = ("claim", "evidence", "item", "label", "point", "why", "tie_note")
+_TEMPLATES = ("claim", "evidence", "item", "label", "point", "why", "tie_note", "line", "behind_note", "lower_bound")
 
 
 def _check_values(c: dict, name: str) -> None:
@@ -744,7 +769,8 @@ def _check_values(c: dict, name: str) -> None:
             bad(key, "one of " + ", ".join(choices))
     if c.get("min_points", 1) < 1:
         bad("min_points", CLAIM_FIELDS["min_points"][1])
-    for key, size in (("order", None), ("less", 2), ("ratio", 2), ("require", None), ("among", None)):
+    for key, size in (("order", None), ("less", 2), ("ratio", 2), ("require", None), ("among", None), ("at", None),
+                      ("outside", None), ("members", None)):
         value = c.get(key)
         if value is not None and (not value or (size and len(value) != size) or (key == "order" and len(value) < 2)
                                   or not all(_type_ok(v, _KEY) for v in value)):
@@ -755,6 +781,12 @@ def _check_values(c: dict, name: str) -> None:
         bad("below", "a number (a ratio claim's bound)", c.get("below"))
     if c["kind"] == "threshold" and ("at_most" in c) == ("at_least" in c):
         bad("at_most", "exactly one of at_most, at_least")
+    if c["kind"] == "head_to_head" and ("at" in c) == ("outside" in c):
+        bad("at", "exactly one of at, outside")
+    if not all(isinstance(x, list) and len(x) == 2 and all(_type_ok(v, _KEY) for v in x) for x in c.get("pairs", [])):
+        bad("pairs", CLAIM_FIELDS["pairs"][1])
+    if c.get("times", 1) <= 0:
+        bad("times", CLAIM_FIELDS["times"][1])
     for key in ("at_most", "at_least"):
         bound = c.get(key)
         if isinstance(bound, dict) and (set(bound) - {"field", "plus"} or not isinstance(bound.get("field"), str)
@@ -864,11 +896,23 @@ class _Judge:
         return compare(label, va, vb, len(va) == len(vb), a.get("trend"), b.get("trend"))
 
     def claim(self, ns: dict, holds, tests=(), evidence: str | None = None, construction: str = "") -> Claim:
-        tests = None if tests is None or any(t is None for t in tests) else tests
+        construction = construction or self.spec.get("reason", "")   # stated, not counted: no comparison
+        tests = () if construction or self.spec.get("compare") is False else (
+            None if tests is None or any(t is None for t in tests) else tests)
         return claim(self.fmt("claim", ns), self.spec["source"],
                      self.fmt("evidence", ns) if evidence is None else evidence, holds, self.table.profile,
                      ns["seeds"], tests, self.note(ns), exact=self.spec.get("exact", False), construction=construction,
                      rising=self.table.rising)
+
+
+    def untested(self, ns: dict) -> list[Claim]:
+        """A kind's own "too short to judge": the claim's ``untested`` (where its ``when`` holds ``short``) filled from
+        ``ns``, its ``claim`` (default the claim's) and ``why``; [] without one."""
+        spec = self.spec.get("untested")
+        if spec is None or "short" not in spec.get("when", ("absent", "short")):
+            return []
+        return [untested(self.fmt("untested", ns, spec.get("claim", self.spec["claim"])), self.spec["source"],
+                         self.fmt("untested", ns, spec["why"]))]
 
 
 def _ahead(spec: dict, s: float, r: float) -> bool:
@@ -1012,21 +1056,25 @@ def _ratio_of(j: _Judge, cells: dict, extra: dict) -> Claim | None:
 
 
 def _threshold(j: _Judge) -> list | None:
-    """``threshold``: every cell's value ``at_most`` (or ``at_least``) a bound (a number, or a field of the cell plus
-    ``plus``), each cell a comparison of its per-seed values against the bound (cells with a NaN left out)."""
+    """``threshold``: every cell's value (of ``among``, default every cell) ``at_most`` (or ``at_least``) a bound (a
+    number, or a field of the cell plus ``plus``; ``strict``: below it, or above), each cell a comparison of its
+    per-seed values against the bound (cells with a NaN left out): ``at_most``, bound - value against 0;
+    ``at_least``, the values against the bound."""
     s, cells = j.spec, j.table.cells
-    most = "at_most" in s
+    most, strict = "at_most" in s, s.get("strict", False)
     spec = s["at_most"] if most else s["at_least"]
     ns = j.names(cells)
     holds, tests = True, []
-    for c in cells.values():
+    for c in (cells[k] for k in s.get("among", cells) if k in cells):
         bound, v = (c[spec["field"]] + spec.get("plus", 0.0)) if isinstance(spec, dict) else spec, c["value"]
-        holds = holds and (v <= bound if most else v >= bound)
+        holds = holds and ((v < bound if strict else v <= bound) if most else (v > bound if strict else v >= bound))
         if math.isnan(v) or math.isnan(bound):
             continue
         values = c.get("per_seed") or [v]
         label = j.fmt("label", {**ns, "a": c["label"]}, s.get("label", "{a}"))
-        tests.append(against_threshold(label, [bound - x if most else x - bound for x in values], 0.0, c.get("trend")))
+        tests.append(dataclasses.replace(against_threshold(label, [bound - x for x in values], 0.0, c.get("trend"))
+                                         if most else against_threshold(label, values, bound, c.get("trend")),
+                                         b_trend=c.get("b_trend")))   # a second group of runs behind the value
     return [j.claim(ns, holds, tests)]
 
 
@@ -1045,8 +1093,218 @@ def _construction(j: _Judge) -> list | None:
     return [j.claim(j.names(cells, **extra), holds, construction=s["reason"])]
 
 
+def _degrades(j: _Judge) -> list | None:
+    """``degrades``: every other cell whose key is at least ``keys_from`` below the subject's value, or failed (its
+    ``failed`` field true: counted as below, not compared), each compared per seed against the subject. No claim
+    without the subject and another cell; where no key is that large, not tested (``untested``: ``why`` may name
+    ``items``)."""
+    s, cells = j.spec, j.table.cells
+    subj = cells.get(s["subject"])
+    if subj is None or len(cells) < 2:
+        return []
+    ns = j.names(cells, subject=subj)
+    large = [k for k in cells if k != s["subject"] and k >= s["keys_from"]]
+    if not large:
+        return j.untested(ns)
+    ran = [k for k in large if not cells[k].get(s.get("failed", ""), False)]
+    holds = all(cells[k]["value"] < subj["value"] for k in ran)
+    return [j.claim(ns, holds, [j.versus(subj, cells[k], ns) for k in ran])]
+
+
+def _head_to_head(j: _Judge) -> list | None:
+    """``head_to_head``: on a table of ``(setting, key)`` cells, the subject ahead of a rival (``rival``, else the
+    strongest other cell there: :func:`_rival_of`) on each setting of ``at`` the table has (its ``points``, else its
+    cells'), or on every setting ``outside`` those where the subject and a rival ran; judged per seed on the seeds both
+    finished (a cell's ``by_seed``: ``{seed: value}``), paired (:func:`_head_to_head_of`). One claim over the settings,
+    or with ``per_point`` one per setting; none where no setting of ``at`` (or of ``outside``) is in the table. No
+    setting outside where it ran: not tested (``untested``)."""
+    s, rows = j.spec, j.rows()
+    known = list(j.table.points) or list(rows)
+    if "at" in s:
+        settings = [p for p in s["at"] if p in known]
+    elif not any(p in known for p in s["outside"]):   # the subject's own settings absent: nothing to set it against
+        return []
+    else:
+        settings = [p for p in known if p not in s["outside"] and s["subject"] in rows.get(p, {})
+                    and _rival_of(s, rows[p]) is not None]
+        if not settings:
+            return j.untested(j.names({}, settings="", setting="", point=""))
+    groups = [[p] for p in settings] if "per_point" in s else [settings] if settings else []
+    out = [c for g in groups for c in _head_to_head_of(j, rows, g)]
+    return out[:1] if s.get("per_point") == "first" else out
+
+
+def _rival_of(spec: dict, row: dict):
+    """The rival's key among one setting's cells: ``rival`` where it ran, else the other cell of the highest value (the
+    first of equals; NaN left out); None where there is none."""
+    if "rival" in spec:
+        return spec["rival"] if spec["rival"] in row else None
+    others = [k for k in row if k != spec["subject"] and not math.isnan(row[k]["value"])]
+    return max(others, key=lambda k: row[k]["value"]) if others else None
+
+
+def _head_to_head_of(j: _Judge, rows: dict, settings: list) -> list[Claim]:
+    """One ``head_to_head`` claim over ``settings``: its templates may name ``settings`` (joined), ``rivals`` (``on dir:
+    FedProto, on pat: FedAvg``), and per setting (``evidence``, joined by ``join``, and ``label``) ``setting``,
+    ``point`` (its label), ``subject``, ``rival``, ``subject_mean`` and ``rival_mean`` (over the seeds both finished).
+    The subject or its rival not run on one of them: not tested (``untested``, named by that setting); a pair with no
+    seed in common: not tested, saying so."""
+    s, pairs, named = j.spec, [], ", ".join(map(str, settings))
+    for p in settings:
+        row, rival = rows.get(p, {}), _rival_of(s, rows.get(p, {}))
+        if s["subject"] not in row or rival is None:
+            return j.untested(j.names({}, settings=named, setting=p, point=j.point(p)))
+        pairs.append((p, row[s["subject"]], row[rival]))
+    common = [sorted(set(a["by_seed"]) & set(b["by_seed"])) for _, a, b in pairs]
+    ns = j.names({}, seeds=min(map(len, common)), settings=named, setting=settings[0], point=j.point(settings[0]),
+                 rivals=", ".join(f"on {p}: {b['label']}" for p, _, b in pairs))
+    for (p, a, b), seeds in zip(pairs, common, strict=True):
+        if not seeds:
+            return [untested(j.fmt("claim", ns), s["source"], f"{a['label']} and {b['label']} share no finished seed "
+                             f"on {p}")]
+    holds, tests, lines = True, [], []
+    for (p, a, b), seeds in zip(pairs, common, strict=True):
+        va, vb = [a["by_seed"][k] for k in seeds], [b["by_seed"][k] for k in seeds]
+        pns = {**ns, "setting": p, "point": j.point(p), "subject": a, "rival": b, "subject_mean": np.mean(va),
+               "rival_mean": np.mean(vb)}
+        label = j.fmt("label", {**pns, "a": a["label"], "b": b["label"]}, s.get("label", "{a} - {b}"))
+        tests.append(compare(label, va, vb, True, a.get("trend"), b.get("trend")))
+        lines.append(j.fmt("evidence", pns))
+        holds = holds and np.mean(va) > np.mean(vb)
+    return [j.claim(ns, holds, tests, s.get("join", "; ").join(lines))]
+
+
+def _leads(j: _Judge) -> list | None:
+    """``leads``: the subject's value ahead at every point of a table of ``(point, key)`` cells (a table of cells: one
+    point), highest or, with ``direction: lowest``, lowest (``times``: that many times above or below; ``strict``),
+    against the other cell ahead there, per seed (:func:`_lead_of`). A point is judged where the subject and another
+    cell are and some cell there ``reached`` (a cell field, default true); none judged: not tested (holds None). The
+    templates may name ``subject``, ``rival``, ``leader`` (ahead of all), ``behind`` (``behind_note`` where the subject
+    is not the leader) and ``point`` per point (``line``: each point's line, joined by ``join`` as ``{lines}``), and
+    ``bound`` (``lower_bound`` where a compared cell is ``censored``: counted at a cap). No claim where the subject is
+    in no point; the verdict counts the seeds the comparisons hold (else the table's)."""
+    s, cells = j.spec, j.table.cells
+    flat = not all(isinstance(k, tuple) and len(k) == 2 for k in cells)
+    rows = {None: cells} if flat else j.rows()
+    if not any(s["subject"] in row for row in rows.values()):
+        return []
+    holds, tests, lines, censored, last = None, [], [], False, {}
+    for p, row in rows.items():
+        ns = j.names(row, point="" if flat else j.point(p), subject=row.get(s["subject"], _NO_CELL), rival=_NO_CELL)
+        got = _lead_of(j, row, ns)
+        if got is not None:
+            ahead, test = got
+            holds, last = (holds is not False) and ahead, {"subject": ns["subject"], "rival": ns["rival"]}
+            tests.append(test)
+            censored = censored or any(c.get("censored") for c in (ns["subject"], ns["rival"]))
+        leader = (min if s.get("direction") == "lowest" else max)(row, key=lambda k: row[k]["value"])
+        ns.update(leader=row[leader], behind="" if leader == s["subject"] else j.fmt("behind_note", ns, s.get(
+            "behind_note", "")))
+        lines.append(j.fmt("line", ns) if "line" in s else "")
+    seeds = min((t.n for t in tests if t is not None), default=j.seeds(cells))
+    names = {"subject": _NO_CELL, "rival": _NO_CELL, **last, "lines": s.get("join", "; ").join(lines),
+             "bound": j.fmt("lower_bound", dict(j.table.text)) if censored and "lower_bound" in s else ""}
+    return [j.claim(j.names(cells, seeds=seeds, **names), holds, tests)]
+
+
+def _lead_of(j: _Judge, row: dict, ns: dict) -> tuple | None:
+    """One point of :func:`_leads`: ``(ahead, comparison)`` of the subject against the other cell ahead there (the
+    first of equals), or None where the point is not judged; sets ``ns``'s ``rival``. The comparison is the leading
+    side - the other, per seed (None without per-seed values), paired where both hold as many seeds and share a finite
+    one, labelled by ``label`` (default ``{a} - {b}``)."""
+    s, subj = j.spec, j.spec["subject"]
+    others = [k for k in row if k != subj]
+    if subj not in row or not others or not any(c.get("reached", True) for c in row.values()):
+        return None
+    low, times = s.get("direction") == "lowest", s.get("times", 1)
+    a, b = row[subj], row[(min if low else max)(others, key=lambda k: row[k]["value"])]
+    ns["rival"] = b
+    sv, rv = a["value"], b["value"]
+    if low:
+        ahead = sv < rv / times if s.get("strict", True) else sv <= rv / times
+        a, b = b, a
+    else:
+        ahead = sv > rv * times if s.get("strict", True) else sv >= rv * times
+    va, vb = a.get("per_seed"), b.get("per_seed")
+    if va is None or vb is None:
+        return ahead, None
+    paired = len(va) == len(vb) and any(not (math.isnan(x) or math.isnan(y)) for x, y in zip(va, vb, strict=True))
+    label = j.fmt("label", {**ns, "a": a["label"], "b": b["label"]}, s.get("label", "{a} - {b}"))
+    return ahead, compare(label, va, vb, paired, a.get("trend"), b.get("trend"))
+
+
+def _above(j: _Judge) -> list | None:
+    """``above``: each of ``pairs`` (``[a, b]``: a's value above b's), per seed, one comparison a - b per pair; on the
+    table, or with ``per_point`` on each point of a table of ``(point, key)`` cells (one claim per point, ``first``: the
+    first); a table or point without every cell the pairs name is not judged (None where none is)."""
+    s = j.spec
+    keys = list(dict.fromkeys(k for pair in s["pairs"] for k in pair))
+    groups = j.rows() if "per_point" in s else {None: j.table.cells}
+    out = []
+    for p, cells in groups.items():
+        if any(k not in cells for k in keys):
+            continue
+        ns = j.names(cells, seeds=j.seeds({k: cells[k] for k in keys}), **({} if p is None else {"point": j.point(p)}))
+        tests = [j.versus(cells[a], cells[b], ns) for a, b in s["pairs"]]
+        out.append(j.claim(ns, all(cells[a]["value"] > cells[b]["value"] for a, b in s["pairs"]), tests))
+        if s.get("per_point") == "first":
+            break
+    return out or None
+
+
+def _family(j: _Judge) -> list | None:
+    """``family``: every cell of ``members`` above every other cell, judged as the weakest member (``weakest``) against
+    the strongest other (``strongest``), per seed; None without a member or another cell."""
+    cells, members = j.table.cells, j.spec["members"]
+    inside = [k for k in members if k in cells]
+    outside = [k for k in cells if k not in members]
+    if not inside or not outside:
+        return None
+    lo = min(inside, key=lambda k: cells[k]["value"])
+    hi = max(outside, key=lambda k: cells[k]["value"])
+    ns = j.names(cells, weakest=cells[lo], strongest=cells[hi])
+    return [j.claim(ns, cells[lo]["value"] > cells[hi]["value"], [j.versus(cells[lo], cells[hi], ns)])]
+
+
+def _significant(j: _Judge) -> list | None:
+    """``significant``: the subject significantly better than every other cell by the paper's test, the exact
+    two-sided rank-sum test at :data:`ALPHA` (a cell's ``field``, default ``p``: its p against the subject), each a
+    rank-sum comparison subject - cell (unpaired). A design whose smallest p (:func:`smallest_p`) cannot go below ALPHA
+    is inconclusive, saying so; one beyond the spread everywhere but not below ALPHA against every cell is inconclusive,
+    naming those. Templates may name ``significant`` (how many), ``total``, ``p_low`` and ``p_high``. Fewer than two
+    seeds (the table's) or a p missing: not tested (``untested``); no claim without the subject."""
+    s, cells = j.spec, j.table.cells
+    subj = cells.get(s["subject"])
+    if subj is None:
+        return []
+    others = {k: c for k, c in cells.items() if k != s["subject"]}
+    ps = {k: c.get(s.get("field", "p")) for k, c in others.items()}
+    n = j.seeds(cells)
+    if n < 2 or any(p is None for p in ps.values()):
+        return j.untested(j.names(cells))
+    sig = [k for k in others if others[k]["value"] < subj["value"] and ps[k] < ALPHA]
+    ns = j.names(cells, subject=subj, significant=len(sig), total=len(ps), p_low=min(ps.values()),
+                 p_high=max(ps.values()))
+    tests = [compare(j.fmt("label", {**ns, "a": subj["label"], "b": c["label"]}, s.get("label", "{a} - {b}")),
+                     subj["per_seed"], c["per_seed"], False, subj.get("trend"), c.get("trend"))
+             for c in others.values()]
+    floor = smallest_p(n, n)
+    if floor >= ALPHA:
+        note = "; ".join(x for x in (j.note(ns), f"{n} vs {n} runs: the exact two-sided rank-sum test cannot go below "
+                                     f"p = {floor:.2f}, so this design cannot show p < {ALPHA:g}") if x)
+        return [Claim(j.fmt("claim", ns), s["source"], j.fmt("evidence", ns), INCONCLUSIVE, note, j.table.profile,
+                      tuple(tests))]
+    got = j.claim(ns, len(sig) == len(ps), tests)
+    if got.verdict == SUPPORTED and len(sig) < len(ps):   # beyond the spread, but not below ALPHA everywhere
+        got = dataclasses.replace(got, verdict=INCONCLUSIVE, note=f"{got.note}; but exact p >= {ALPHA:g} against "
+                                  + ", ".join(c["label"] for k, c in others.items() if k not in sig))
+    return [got]
+
+
 _KINDS = {"best": _best, "sweep_best": _sweep_best, "chain": _chain, "intermediate": _intermediate, "ratio": _ratio,
-          "threshold": _threshold, "construction": _construction}
+          "threshold": _threshold, "construction": _construction, "degrades": _degrades,
+          "head_to_head": _head_to_head, "leads": _leads, "above": _above, "family": _family,
+          "significant": _significant}
 
 
 def evaluate(book: Book, tables: dict) -> list[Claim]:
@@ -1057,14 +1315,11 @@ def evaluate(book: Book, tables: dict) -> list[Claim]:
     out = []
     for spec in book.claims:
         if spec["kind"] == "untested":
-            out.append(untested(spec["claim"], spec["source"], spec["why"]))
+            out.extend(_standing(book, spec, tables))
             continue
-        if spec["table"] not in tables:
-            raise _Judge(book, spec, Cells({}, "")).fail("table", spec["table"],
-                                                         "one of the study's tables: " + ", ".join(tables))
-        table = tables[spec["table"]]
+        table = _table_of(book, spec, tables)
         state, got = "absent", None
-        if table is not None and table.cells:
+        if _present(table):
             state = "short"
             if all(k in table.cells for k in spec.get("require", ())):
                 got = _KINDS[spec["kind"]](_Judge(book, spec, table))
@@ -1073,6 +1328,30 @@ def evaluate(book: Book, tables: dict) -> list[Claim]:
         elif spec.get("untested") and state in spec["untested"].get("when", ("absent", "short")):
             out.append(_untested(_Judge(book, spec, table or Cells({}, ""))))
     return out
+
+
+def _table_of(book: Book, spec: dict, tables: dict) -> Cells | None:
+    if spec["table"] not in tables:
+        raise _Judge(book, spec, Cells({}, "")).fail("table", spec["table"],
+                                                     "one of the study's tables: " + ", ".join(tables))
+    return tables[spec["table"]]
+
+
+def _present(table: Cells | None) -> bool:
+    """A table is present where it has cells, or points (the settings a study ran, none finished: too short)."""
+    return table is not None and bool(table.cells or table.points)
+
+
+def _standing(book: Book, spec: dict, tables: dict) -> list[Claim]:
+    """An ``untested`` claim: not tested, and why; with ``table``, only where that table is absent or lacks a
+    ``require``d cell (its ``why`` may name the table's text), else nothing."""
+    if "table" not in spec:
+        return [untested(spec["claim"], spec["source"], spec["why"])]
+    table = _table_of(book, spec, tables)
+    if _present(table) and all(k in table.cells for k in spec.get("require", ())):
+        return []
+    j = _Judge(book, spec, table or Cells({}, ""))
+    return [untested(spec["claim"], spec["source"], j.fmt("why", dict(j.table.text)))]
 
 
 def _untested(j: _Judge) -> Claim:

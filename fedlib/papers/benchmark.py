@@ -550,87 +550,36 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None
     return fig
 
 
+def tables(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> dict:
+    """The table the benchmark's claims (``params/benchmark/claims.yaml``) read: ``runs``, every (setting, method) of
+    ``table`` (:func:`scores`) as a cell: its best-round accuracy by seed (``by_seed``, NaN left out), their mean
+    (``value``) and its trend (``rising``: :func:`trends`); points, the profile's settings by label; text, ``why_not``
+    (per method, why it does not run on each setting it does not run on)."""
+    from fedlib.claims import Cells
+
+    rising, cells = rising or {}, {}
+    for s, part in table.groupby("setting", sort=False):
+        means = part.groupby("method")["best"].mean()
+        for m, runs in part.groupby("method"):
+            seeds = runs.groupby("seed")["best"].mean().dropna()
+            cells[(s, m)] = {"label": plan.label(m), "value": means[m], "by_seed": dict(seeds.items()),
+                             "trend": rising.get((s, m))}
+    why = {m: "; ".join(f"{s}: {plan.why_not(m, s)}" for s in plan.setting_names() if plan.why_not(m, s))
+           for m in plan.spec["methods"]}
+    return {"runs": Cells(cells, plan.profile, points={s: plan.setting_label(s) for s in plan.setting_names()},
+                          text={"why_not": {m: f" ({w})" if w else "" for m, w in why.items()}})}
+
+
 def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
-    """The papers' cross-cutting claims judged on common ground (:mod:`fedlib.claims`): prototype methods vs
-    parameter sharing, several prototypes per class vs one, normalised vs raw prototypes, each paper's method
-    vs the field in its own setting and in the others'. ``rising`` (:func:`trends`) says where each side's curves
-    stand; each comparison is judged with them (:meth:`fedlib.claims.Comparison.status`), then combined."""
+    """The papers' cross-cutting claims judged on common ground (``params/benchmark/claims.yaml``, judged by the
+    claims engine, :func:`fedlib.claims.evaluate`, on :func:`tables`): prototype methods vs parameter sharing, several
+    prototypes per class vs one, normalised vs raw prototypes, each paper's method vs the field in its own setting
+    and in the others'. Each comparison is per seed on the seeds both sides finished, paired; ``rising``
+    (:func:`trends`) says where each side's curves stand, and each comparison is judged with them
+    (:meth:`fedlib.claims.Comparison.status`), then combined."""
     from fedlib import claims
 
-    prof, out = plan.profile, []
-
-    def per_seed(setting: str, method: str) -> list[float]:
-        part = table[(table.setting == setting) & (table.method == method)].sort_values("seed")
-        return list(part["best"])
-
-    def paired(setting: str, a: str, b: str) -> tuple[list[float], list[float]]:   # the seeds both finished
-        both = table[(table.setting == setting) & table.method.isin([a, b])].pivot_table(
-            index="seed", columns="method", values="best").dropna()
-        return (list(both[a]), list(both[b])) if a in both and b in both else ([], [])
-
-    def judge(text, source, a, b, setting):
-        return judge_all(text, source, [(a, b, setting)])
-
-    def judge_all(text, source, pairs):   # holds where a beats b on every (a, b, setting) of pairs
-        values = [paired(setting, a, b) for a, b, setting in pairs]
-        for (a, b, setting), (va, _) in zip(pairs, values, strict=True):
-            if not va:
-                return claims.untested(text, source, f"{plan.label(a)} and {plan.label(b)} share no finished seed on "
-                                       f"{setting}")
-        tests, evidence, holds, n = [], [], True, None
-        for (a, b, setting), (va, vb) in zip(pairs, values, strict=True):
-            tests.append(claims.compare(f"{plan.label(a)} vs {plan.label(b)} ({setting})", va, vb,
-                                        a_trend=(rising or {}).get((setting, a)),
-                                        b_trend=(rising or {}).get((setting, b))))
-            evidence.append(f"{plan.label(a)} {np.mean(va):.2f} vs {plan.label(b)} {np.mean(vb):.2f} on "
-                            f"{plan.setting_label(setting)}")
-            holds, n = holds and np.mean(va) > np.mean(vb), min(n or len(va), len(va), len(vb))
-        return claims.claim(text, source, "; ".join(evidence), holds, prof, n, tests=tests)
-
-    def rivals(pairs) -> str:   # "on pat: FedTGP, on dir: FedDistill"
-        return ", ".join(f"on {s}: {plan.label(b)}" for _, b, s in pairs)
-
-    def strongest(method, setting):   # the best other method on setting by mean best round (None: none ran)
-        part = table[(table.setting == setting) & (table.method != method)]
-        return part.groupby("method")["best"].mean().idxmax() if len(part) else None
-
-    shared = [s for s in ("dir", "pat") if s in plan.setting_names()]
-    for s in shared:
-        out.append(judge(f"Prototype sharing (FedProto) beats parameter sharing (FedAvg) on {s}",
-                         "FedProto, the premise of all five papers", "fedproto", "fedavg", s))
-    for s in shared:
-        out.append(judge(f"Several prototypes per class (MP-FedCL) beat one (FedProto) on {s}",
-                         "MP-FedCL, FedMPS", "mpfedcl", "fedproto", s))
-    if "hetero" in plan.setting_names():
-        out.append(judge("Normalised prototypes (ProtoNorm) beat raw ones (FedProto) with heterogeneous models",
-                         "ProtoNorm", "protonorm", "fedproto", "hetero"))
-    # each paper's own kind of setting: FedIC's Table 1 is Pat and Pra (pat, dir); MP-FedCL's label skew is
-    # Dirichlet; GFPL's w-way s-shot and FedMPS's n-way k-shot are nway; ProtoNorm's models are heterogeneous
-    own = {"fedmps": ("nway",), "fedic": ("pat", "dir"), "protonorm": ("hetero",), "gfpl": ("nway",),
-           "mpfedcl": ("dir",)}
-    for method, homes in own.items():
-        homes = [h for h in homes if h in plan.setting_names()]
-        if not homes:
-            continue
-        home = [(method, strongest(method, h), h) for h in homes]
-        if any(b is None or not per_seed(h, method) for _, b, h in home):
-            out.append(claims.untested(f"{plan.label(method)} is best in its own setting ({', '.join(homes)})",
-                                       plan.label(method), "not run in this profile"))
-        else:
-            out.append(judge_all(f"{plan.label(method)} beats every other method in its paper's kind of setting "
-                                 f"(strongest rival {rivals(home)})", plan.label(method), home))
-        # the same method off its own ground: against the strongest other method of each other setting it runs on
-        away = [(method, b, s) for s in plan.setting_names() if s not in homes and per_seed(s, method)
-                for b in [strongest(method, s)] if b is not None]
-        text = f"{plan.label(method)} also beats every other method outside its paper's kind of setting"
-        source = f"{plan.label(method)} (its state-of-the-art claim, on the other papers' settings)"
-        if not away:
-            why = "; ".join(f"{s}: {plan.why_not(method, s)}" for s in plan.setting_names() if plan.why_not(method, s))
-            out.append(claims.untested(text, source, f"{plan.label(method)} has no finished run outside its own kind "
-                                       "of setting" + (f" ({why})" if why else "")))
-        else:
-            out.append(judge_all(f"{text} (strongest rival {rivals(away)})", source, away))
-    return out
+    return claims.ledger("benchmark", tables(plan, table, rising))
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:

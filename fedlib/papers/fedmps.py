@@ -1259,7 +1259,8 @@ if __name__ == "__main__":
 
 # -- the claims ledger ---------------------------------------------------------------------------
 def ledger(plan: Plan, res: dict) -> list:
-    """FedMPS's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
+    """FedMPS's claims (``params/fedmps/claims.yaml``) with our evidence and a verdict each, judged by the claims
+    engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
 
     ``res`` holds what the notebook computed (each key optional; a missing one leaves its claims
     out or "not tested"): ``table3`` / ``table3_head`` (:func:`table3` rows), ``comm`` (uplink parameters
@@ -1278,109 +1279,191 @@ def ledger(plan: Plan, res: dict) -> list:
     Table VI, the sweeps and the attack run one seed: their claims rest on one comparison per value (one seed:
     inconclusive under any profile); traffic counts are exact.
     """
-    from fedlib.claims import against_threshold, claim, compare
+    from fedlib import claims
 
+    return claims.ledger("fedmps", tables(plan, res))
+
+
+def tables(plan: Plan, res: dict) -> dict:
+    """The tables FedMPS's claims (``params/fedmps/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`; None
+    where ``res``, as :func:`ledger` takes it, lacks them), every cell with the trend of its runs (``res["trends"]``),
+    and under a shorter profile the paper protocol's (:func:`_paper_tables`)."""
     R, seeds, prof = plan.settings["rounds"], plan.seeds, plan.profile
     short = prof != "paper"
-    where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}"
     caveat = "short runs: not converged" if short else ""
     tr = res.get("trends") or {}
-    out = []
-    out += _table3_claims(plan, prof, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds),
-                          "Table III", tr)
-    pp = res.get("table3_paper")
-    if pp and short:
+    where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}"
+    out = {**_table3_tables(plan, prof, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds), tr),
+           "comm_cifar10": _comm_table(plan, {m: c["up"] for m, c in (res.get("comm_cifar10") or {}).items()}),
+           "comm": _comm_table(plan, res.get("comm")),
+           "ways": _ways_table(plan, prof, res.get("ways"), f"seed {seeds[0]}", caveat, tr),
+           "ablation": _ablation_claim_table(prof, res.get("ablation"), caveat, tr),
+           "time": _time_table(plan, res.get("time"), R["main"], caveat, tr),
+           "stdev": _sweep_table(plan, "stdev", res.get("stdev"), R["sweep"], caveat, tr),
+           "clients": _sweep_table(plan, "clients", res.get("clients"), R["sweep"], caveat, tr),
+           "tau": _tau_table(plan, res.get("tau_std"), res.get("tau") or {}, caveat, tr),
+           "attack": _attack_table(plan, res.get("attack"), tr)}
+    return {**out, **_paper_tables(plan, res if short else {})}
+
+
+def _paper_tables(plan: Plan, res: dict) -> dict:
+    """The paper protocol's tables beside a shorter profile's (``*_paper``; None where ``res`` lacks them): Table III
+    (``table3_paper``), Table VI (``ways_paper``, first seed) and Table VII (``ablation_paper``, on the seeds its rows
+    were read on), each with the paper profile's rounds and seeds and its own trends."""
+    pp, pw, pa = res.get("table3_paper"), res.get("ways_paper"), res.get("ablation_paper")
+    out = dict.fromkeys(("table3_paper", "table3_head_paper", "ways_paper", "ablation_paper"))
+    if pp:
         pseeds = pp["plan"].seeds
-        out += _table3_claims(plan, "paper", pp["rows"], pp["head"], f"paper profile, "
-                              f"{pp['plan'].settings['rounds']['main']} rounds, seeds {pseeds}", "", len(pseeds),
-                              "Table III, paper protocol", pp.get("trends"))
-    cifar = res.get("comm_cifar10")
-    if cifar and "fedmps" in cifar:
-        params = {m: c["up"] for m, c in cifar.items() if m not in ("fedproto", "fedmps")}
-        out.append(claim("FedMPS sends far fewer parameters per round than methods that share the model",
-                         "Table V (CIFAR-10 setting)", f"FedMPS uplink {cifar['fedmps']['up']:,.0f} floats per round "
-                         f"vs at least {min(params.values()):,.0f} for the others (measured from the messages)",
-                         cifar["fedmps"]["up"] < min(params.values()) / 10, prof, len(seeds), exact=True,
-                         note="rule: at least 10 times fewer"))
-    comm = res.get("comm")
-    if comm and "fedmps" in comm:
-        params = {m: v for m, v in comm.items() if m not in ("fedproto", "fedmps")}
-        out.append(claim("(our check) FedMPS also sends far fewer parameters in the Fashion-MNIST setting",
-                         "Table V, Fashion-MNIST runs",
-                         f"FedMPS uplink {comm['fedmps']:,.0f} floats per round vs at least "
-                         f"{min(params.values()):,.0f} for the others (measured from the messages)",
-                         comm["fedmps"] < min(params.values()) / 10, prof, len(seeds), exact=True,
-                         note="rule: at least 10 times fewer; not a claim of the paper (Table V is CIFAR-10): here "
-                         "each held class costs 3136 + 1568 floats, large beside FedProto's small CNN"))
-    out += _ways_claims(plan, prof, res.get("ways"), f"seed {seeds[0]}", caveat, "Table VI", tr)
-    out += _ablation_claims(prof, res.get("ablation"), "Fashion-MNIST instead of the paper's CIFAR-10"
-                            + (f"; {caveat}" if short else ""), "Table VII", tr)
-    for key, label, what in (("ways_paper", "Table VI", "ways"), ("ablation_paper", "Table VII", "ablation")):
-        pp = res.get(key)
-        if pp and pp.get("rows") and short:
-            pr = pp["plan"]
-            if what == "ways":
-                acc = {n: {m: v[0] for m, v in row.items()} for n, row in pp["rows"].items()}
-                out += _ways_claims(plan, "paper", acc, f"paper profile, {pr.settings['rounds']['main']} rounds, "
-                                    f"seed {pr.seeds[0]}", "", f"{label}, paper protocol", pp.get("trends"))
-            else:
-                out += _ablation_claims("paper", pp["rows"], f"Fashion-MNIST instead of the paper's CIFAR-10; paper "
-                                        f"profile, {pr.settings['rounds']['ablation']} rounds, "
-                                        f"{_seeds_words(pp.get('seeds') or _row_seeds(pp['rows']) or pr.seeds[:1])}",
-                                        f"{label}, paper protocol", pp.get("trends"))
-    out += _time_claims(plan, res.get("time"), R["main"], caveat, tr)
-    for key, value, fig, short_name in (("stdev", "noise std", "Fig. 8", "std {}"),
-                                        ("clients", "number of clients N", "Fig. 9", "N = {}")):
-        sw = res.get(key)
-        if sw:
-            mean = {k: {m: float(np.mean(_per_seed(a))) for m, a in v.items()} for k, v in sw.items()}
-            ok = all(v.get("fedmps", -1) >= max(v.values()) for v in mean.values())
-            cells, tests, k_seeds = [], [], []
-            for k, v in mean.items():
-                other = max((x for m, x in v.items() if m != "fedmps"), default=float("nan"))
-                ours = v.get("fedmps", float("nan"))
-                cells.append(f"{value.split()[0]} {k}: FedMPS {ours:.2f}, best other {other:.2f}")
-                rivals = [m for m in v if m != "fedmps"]
-                if "fedmps" in v and rivals:   # at each value, FedMPS against the best other method
-                    rival = max(rivals, key=v.get)
-                    a, b = _per_seed(sw[k]["fedmps"]), _per_seed(sw[k][rival])
-                    tests.append(compare(f"FedMPS - {plan.label(rival)} ({short_name.format(k)})", a, b,
-                                         a_trend=tr.get((key, "fedmps", k)), b_trend=tr.get((key, rival, k))))
-                    k_seeds.append(min(len(a), len(b)))
-            out.append(claim(f"FedMPS stays ahead as the {value} varies", fig, ", ".join(cells), ok, prof,
-                             min(k_seeds, default=1), tests,
-                             note=f"{R['sweep']} rounds" + (f"; {caveat}" if short else "")))
-    tau = res.get("tau_std")
-    if tau:
-        per = {t: _per_seed(s) for t, s in tau.items()}
-        std = {t: float(np.mean(v)) for t, v in per.items()}
-        grid = res.get("tau") or {}
-        tests = []
-        for t, v in per.items():   # "std below 1 point": 1 - std above 0, per seed
-            if np.isnan(v).all():
-                continue
-            acc = grid.get(t) or {}
-            lo, hi = (min(acc, key=acc.get), max(acc, key=acc.get)) if acc else (None, None)
-            c = against_threshold(f"1 - std across the {t} grid", [1.0 - x for x in v], 0.0, tr.get(("tau", t, lo)))
-            tests.append(dataclasses.replace(c, b_trend=tr.get(("tau", t, hi))))  # the grid's lowest and highest runs
-        out.append(claim("FedMPS is insensitive to its temperatures (accuracy std across the grid: tau1 0.36, "
-                         "tau2 0.13 points on Fashion-MNIST)", "Fig. 10",
-                         f"std tau1 {std['tau1']:.2f}, tau2 {std['tau2']:.2f} points", max(std.values()) < 1.0, prof,
-                         min(len(v) for v in per.values()), tests,
-                         note="rule: std below 1 point" + (f"; {caveat}" if short else "")))
-    atk = res.get("attack")
-    if atk is not None:
-        ssim = atk.set_index(["source", "levels"])["ssim"]
-        proto = max(v for (src, _), v in ssim.items() if src == "prototype")
-        ref = ssim.get(("class_average", "-"))
-        tests = [] if ref is None else [against_threshold("class average + 0.02 - SSIM", [ref + 0.02 - proto], 0.0,
-                                                          tr.get(("attack",)))]
-        out.append(claim("Uploaded prototypes do not let the server reconstruct the client's images", "Fig. 11",
-                         f"best mean SSIM from prototypes {proto:.3f}; the attacker's own class average "
-                         f"{ref:.3f}" if ref is not None else f"best mean SSIM from prototypes {proto:.3f}",
-                         None if ref is None else proto <= ref + 0.02, prof, 1, tests,
-                         note="rule: no better than the class average (+0.02); the paper judges by eye"))
+        got = _table3_tables(plan, "paper", pp["rows"], pp["head"], f"paper profile, "
+                             f"{pp['plan'].settings['rounds']['main']} rounds, seeds {pseeds}", "", len(pseeds),
+                             pp.get("trends") or {})
+        out.update(table3_paper=got["table3"], table3_head_paper=got["table3_head"])
+    if pw and pw.get("rows"):
+        pr = pw["plan"]
+        acc = {n: {m: v[0] for m, v in row.items()} for n, row in pw["rows"].items()}
+        out["ways_paper"] = _ways_table(plan, "paper", acc, f"paper profile, {pr.settings['rounds']['main']} rounds, "
+                                        f"seed {pr.seeds[0]}", "", pw.get("trends") or {})
+    if pa and pa.get("rows"):
+        pr = pa["plan"]
+        seeds = _seeds_words(pa.get("seeds") or _row_seeds(pa["rows"]) or pr.seeds[:1])
+        out["ablation_paper"] = _ablation_claim_table("paper", pa["rows"], f"paper profile, "
+                                                      f"{pr.settings['rounds']['ablation']} rounds, {seeds}",
+                                                      pa.get("trends") or {})
     return out
+
+
+def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None, where: str, caveat: str,
+                   n_seeds: int, tr: dict) -> dict:
+    """Table III's tables from :func:`table3` rows: ``table3`` under the paper's convention (a cell's ``std``, ``p``
+    against FedMPS, trend ``("table3", m)``) and ``table3_head`` under the head over all classes (``("table3_head",
+    m)``), the verdicts counting the profile's ``n_seeds``; ``where`` (the profile, rounds and seeds) as text."""
+    from fedlib.claims import Cells
+
+    def table(rows, key):
+        return Cells({m: {"label": plan.label(m), "value": r["mean"], "std": r.get("std"), "per_seed": r["per_seed"],
+                          "p": r.get("p_vs_fedmps"), "trend": tr.get((key, m))} for m, r in rows.items()},
+                     profile, caveat, seeds=n_seeds, text={"where": where}) if rows else None
+
+    return {"table3": table(t3, "table3"), "table3_head": table(head, "table3_head")}
+
+
+def _comm_table(plan: Plan, up: dict | None):
+    """Table V's table (``up``: uplink floats per round per method): FedMPS and the methods that share the model
+    (FedProto left out), exact counts."""
+    from fedlib.claims import Cells
+
+    if not up:
+        return None
+    cells = {m: {"label": plan.label(m), "value": v} for m, v in up.items() if m != "fedproto"}
+    return Cells(cells, plan.profile, seeds=len(plan.seeds))
+
+
+def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, tr: dict):
+    """Table VI's table (``ways``: ``{n: {method: accuracy or [per seed]}}``): a cell per (n, method), labelled with its
+    n (``FedMPS (n = 3)``; ``name`` without), its trend ``("ways", m, n)``; the seeds the fewest of any cell."""
+    from fedlib.claims import Cells
+
+    if not ways:
+        return None
+    cells = {}
+    for n, row in ways.items():
+        for m, a in row.items():
+            per = _per_seed(a)
+            cells[(n, m)] = {"label": f"{plan.label(m)} (n = {n})", "name": plan.label(m), "value": float(np.mean(per)),
+                             "per_seed": per, "n": len(per), "trend": tr.get(("ways", m, n))}
+    return Cells(cells, profile, caveat, seeds=min(c["n"] for c in cells.values()), text={"where": where})
+
+
+def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict):
+    """Table VII's table from :func:`ablation_table` rows: per row its best-round accuracy (value, per seed: a row's
+    ``per_seed`` values, else its one value), last-round (``last``) and head (``head``) means, trend ``("ablation",
+    row)``; ``over`` says the means are over several seeds."""
+    from fedlib.claims import Cells
+
+    if not abl:
+        return None
+
+    def seeds_of(r, key):
+        return _per_seed((r.get("per_seed") or {}).get(key, r[key]))
+
+    cells = {row: {"label": str(row), "value": float(np.mean(seeds_of(r, "proto_own_best"))),
+                   "per_seed": seeds_of(r, "proto_own_best"), "n": len(seeds_of(r, "proto_own_best")),
+                   "last": float(np.mean(seeds_of(r, "proto_own_last"))),
+                   "head": float(np.mean(seeds_of(r, "head_last"))), "trend": tr.get(("ablation", row))}
+             for row, r in abl.items()}
+    over = " (mean over seeds)" if min(c["n"] for c in cells.values()) > 1 else ""
+    return Cells(cells, profile, caveat, text={"over": over})
+
+
+def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict):
+    """The time to target's table (``tt``: ``{method: [time_to_target per seed]}``, every method on the same seeds, or
+    one ``time_to_target`` per method: one seed): per method the rounds per seed, a seed that never reached the target
+    counted as ``rounds + 1`` (``censored``, a lower bound), their mean, whether any seed ``reached`` it, its trend
+    ``("time", m)`` and its printed ``text`` (``FedGKD 89/never/never (mean ≥ 97.0)``)."""
+    from fedlib.claims import Cells
+
+    if not tt:
+        return None
+    per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in tt.items()}
+    never, n = rounds + 1, min(len(v) for v in per.values())
+    cells = {}
+    for m, v in per.items():
+        got = [never if t["round"] is None else t["round"] for t in v]
+        missed = [t["round"] is None for t in v]
+        text = f"{plan.label(m)} " + "/".join("never" if x else str(t["round"]) for x, t in zip(missed, v, strict=True))
+        if len(v) > 1 and not all(missed):   # a never counts as rounds + 1: the mean is a lower bound
+            text += f" (mean {'≥ ' if any(missed) else ''}{float(np.mean(got)):.1f})"
+        cells[m] = {"label": plan.label(m), "value": float(np.mean(got)), "per_seed": got, "n": len(v),
+                    "reached": not all(missed), "censored": any(missed), "trend": tr.get(("time", m)), "text": text}
+    return Cells(cells, plan.profile, caveat, seeds=n,
+                 text={"per_seed": f" per seed (n = {n})" if n > 1 else "", "never": never})
+
+
+def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: str, tr: dict):
+    """Fig. 8's (``key`` ``stdev``) or Fig. 9's (``clients``) table (``sweep``: ``{value: {method: accuracy or [per
+    seed]}}``): a cell per (value, method) with the swept value ``x`` and the trend ``(key, m, value)``."""
+    from fedlib.claims import Cells
+
+    if not sweep:
+        return None
+    cells = {(k, m): {"label": plan.label(m), "value": float(np.mean(_per_seed(a))), "per_seed": _per_seed(a),
+                      "n": len(_per_seed(a)), "x": k, "trend": tr.get((key, m, k))}
+             for k, row in sweep.items() for m, a in row.items()}
+    return Cells(cells, plan.profile, caveat, text={"rounds": rounds})
+
+
+def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: dict):
+    """Fig. 10's table (``tau_std``: ``{"tau1": std, "tau2": std}`` in points, or per-seed lists): per temperature its
+    std (the mean over seeds, ``std``; ``value``: over the seeds that have one) and the trends of the grid's lowest
+    and highest runs (``grid``: ``{"tau1": {value: accuracy}}``)."""
+    from fedlib.claims import Cells
+
+    if not tau_std:
+        return None
+    cells = {}
+    for t, s in tau_std.items():
+        v = _per_seed(s)
+        acc = grid.get(t) or {}
+        lo, hi = (min(acc, key=acc.get), max(acc, key=acc.get)) if acc else (None, None)
+        cells[t] = {"label": t, "std": float(np.mean(v)), "per_seed": v, "n": len(v),
+                    "value": math.nan if np.isnan(v).all() else float(np.nanmean(v)),
+                    "trend": tr.get(("tau", t, lo)), "b_trend": tr.get(("tau", t, hi))}
+    return Cells(cells, plan.profile, caveat)
+
+
+def _attack_table(plan: Plan, atk, tr: dict):
+    """Fig. 11's table (the attack's summary frame): the best mean SSIM from the prototypes and the attacker's class
+    average's, on the attacked run (trend ``("attack",)``, one seed)."""
+    from fedlib.claims import Cells
+
+    if atk is None:
+        return None
+    ssim = atk.set_index(["source", "levels"])["ssim"]
+    proto = max(v for (src, _), v in ssim.items() if src == "prototype")
+    ref = ssim.get(("class_average", "-"))
+    cells = {"prototypes": {"label": "prototypes", "value": proto, "class_average": math.nan if ref is None else ref,
+                            "trend": tr.get(("attack",))}}
+    return Cells(cells, plan.profile, seeds=1)
 
 
 def _seeds_words(seeds) -> str:
@@ -1392,180 +1475,3 @@ def _seeds_words(seeds) -> str:
 def _row_seeds(rows: dict | None) -> list:
     """The seeds :func:`ablation_table` rows were read on (``[]`` where they do not say)."""
     return list(next(iter(rows.values())).get("seeds") or []) if rows else []
-
-
-def _time_claims(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict) -> list:
-    """The fewest-rounds claim from the time to target (``tt``: ``{method: [time_to_target per seed]}``, every method
-    on the same seeds, or one ``time_to_target`` per method: one seed). Per seed, a run that never reached the target
-    counts as ``rounds + 1`` rounds, a lower bound; FedMPS's rounds against those of the fastest other method (fewest
-    rounds on the mean over seeds), paired by seed (the methods share each seed's partition), with the trends of both
-    sides (``tr``: ``("time", m)``), oriented so that a positive margin means FedMPS needs fewer rounds."""
-    from fedlib.claims import claim, compare
-
-    if not tt or "fedmps" not in tt:
-        return []
-    per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in tt.items()}
-    never = rounds + 1
-    got = {m: [never if t["round"] is None else t["round"] for t in v] for m, v in per.items()}
-    mean = {m: float(np.mean(v)) for m, v in got.items()}
-    reached = any(t["round"] is not None for v in per.values() for t in v)
-    rivals = [m for m in per if m != "fedmps"]
-    tests, bound = [], ""
-    if reached and rivals:
-        rival = min(rivals, key=mean.get)
-        a, b = got[rival], got["fedmps"]
-        tests.append(compare(f"{plan.label(rival)} - FedMPS (rounds to target)", a, b, len(a) == len(b),
-                             a_trend=tr.get(("time", rival)), b_trend=tr.get(("time", "fedmps"))))
-        if any(t["round"] is None for t in per[rival] + per["fedmps"]):
-            bound = f"never reached: counted as {never} rounds, a lower bound"
-    n = min(len(v) for v in per.values())
-
-    def cell(m):
-        each = "/".join("never" if t["round"] is None else str(t["round"]) for t in per[m])
-        if len(per[m]) == 1 or all(t["round"] is None for t in per[m]):
-            return f"{plan.label(m)} {each}"
-        lower = "≥ " if any(t["round"] is None for t in per[m]) else ""   # a never counts as rounds + 1
-        return f"{plan.label(m)} {each} (mean {lower}{mean[m]:.1f})"
-
-    seeds = f" per seed (n = {n})" if n > 1 else ""
-    holds = None if not reached else (any(t["round"] is not None for t in per["fedmps"])
-                                      and mean["fedmps"] <= min((mean[m] for m in rivals), default=math.inf))
-    return [claim("FedMPS converges fastest (fewest rounds to a target accuracy)", "Figs. 4-5",
-                  f"rounds to target{seeds}: " + ", ".join(cell(m) for m in per), holds, plan.profile, n, tests,
-                  note="; ".join(x for x in (caveat, bound) if x))]
-
-
-def _ways_claims(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, source: str,
-                 trends: dict | None = None) -> list:
-    """Table VI's claim: FedMPS is best for every n (``ways``: ``{n: {method: accuracy}}``, one seed), on one
-    comparison per n: FedMPS against the best other method there, with their trends (``("ways", m, n)``)."""
-    from fedlib.claims import claim, versus_best
-
-    if not ways:
-        return []
-    tr = trends or {}
-    per = {n: {m: _per_seed(a) for m, a in v.items()} for n, v in ways.items()}
-    ways = {n: {m: float(np.mean(a)) for m, a in v.items()} for n, v in per.items()}
-    wins = {n: max(v, key=v.get) == "fedmps" for n, v in ways.items()}
-    tests = [versus_best(f"FedMPS (n = {n})", {f"{plan.label(m)} (n = {n})": a for m, a in v.items()},
-                         trends={f"{plan.label(m)} (n = {n})": tr.get(("ways", m, n)) for m in v})
-             for n, v in per.items() if "fedmps" in v and len(v) > 1]
-    return [claim("FedMPS is the best method for every average number of classes n", source,
-                  ", ".join(f"n = {n}: best {plan.label(max(v, key=v.get))} {max(v.values()):.2f}"
-                            + ("" if wins[n] else f", FedMPS {v.get('fedmps', float('nan')):.2f}")
-                            for n, v in ways.items()) + f" ({where})",
-                  all(wins.values()), profile, min(len(a) for v in per.values() for a in v.values()), tests,
-                  note=caveat)]
-
-
-def _ablation_claims(profile: str, abl: dict | None, note: str, source: str, trends: dict | None = None) -> list:
-    """Table VII's claims (each term alone above cross-entropy; soft labels on top of both contrastive terms)
-    from :func:`ablation_table` rows, each row against its reference at the best round (the paper's rule), per seed
-    and paired (every row runs on the same seeds: a row's ``per_seed`` values, else its one value), with the rows'
-    trends (``("ablation", row)``)."""
-    from fedlib.claims import claim, compare
-
-    if not abl:
-        return []
-    tr = trends or {}
-
-    def seeds_of(r, key):
-        return _per_seed((r.get("per_seed") or {}).get(key, r[key]))
-
-    best = {row: seeds_of(r, "proto_own_best") for row, r in abl.items()}
-    a = {row: float(np.mean(v)) for row, v in best.items()}
-    last = {row: float(np.mean(seeds_of(r, "proto_own_last"))) for row, r in abl.items()}
-    head = {row: float(np.mean(seeds_of(r, "head_last"))) for row, r in abl.items()}
-
-    def vs(row, ref):
-        x, y = best[row], best[ref]
-        return compare(f"({row}) - ({ref}), best round", x, y, len(x) == len(y), a_trend=tr.get(("ablation", row)),
-                       b_trend=tr.get(("ablation", ref)))
-
-    def n_of(rows):
-        return min(len(best[r]) for r in rows)
-
-    rows = [r for r in (1, 2, 3, 4) if r in a]
-    mean = " (mean over seeds)" if n_of(rows) > 1 else ""
-    out = [claim("Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)", source,
-                 f"best round{mean} " + ", ".join(f"({r}) {a[r]:.2f}" for r in rows) + "; last round "
-                 + ", ".join(f"({r}) {last[r]:.2f}" for r in rows),
-                 all(a[r] > a[1] for r in (2, 3, 4) if r in a), profile, n_of(rows),
-                 [vs(r, 1) for r in (2, 3, 4) if r in a and 1 in a], note=note)]
-    if 5 in a and 6 in a:
-        mean = " (mean over seeds)" if n_of((5, 6)) > 1 else ""
-        out.append(claim("Soft labels add accuracy on top of both contrastive terms (row 6 above row 5)", source,
-                         f"best round{mean} (6) {a[6]:.2f} vs (5) {a[5]:.2f}; last round (6) {last[6]:.2f} vs (5) "
-                         f"{last[5]:.2f}; head (6) {head[6]:.2f} vs (5) {head[5]:.2f}",
-                         a[6] > a[5] or last[6] > last[5], profile, n_of((5, 6)), [vs(6, 5)], note=f"{note}; the "
-                         "soft-label term acts from round 2 on and on the head"))
-    return out
-
-
-def _table3_claims(plan: Plan, profile: str, t3: dict | None, head: dict | None, where: str, caveat: str,
-                   n_seeds: int, source: str, trends: dict | None = None) -> list:
-    """Table III's claims (ranking, significance, prototype vs parameter methods, our common-rule check); every
-    method runs on the same seeds, so each seed's partition is shared and the comparisons are paired, except the
-    significance claim's, which are the paper's unpaired rank-sum test. Each comparison carries the trends of its
-    sides (``trends``: ``("table3", m)`` under the paper's convention, ``("table3_head", m)`` under the head)."""
-    from fedlib.claims import (ALPHA, INCONCLUSIVE, SUPPORTED, Claim, claim, compare, smallest_p, untested,
-                               versus_best)
-
-    if not (t3 and "fedmps" in t3):
-        return [untested("FedMPS has the highest accuracy of the eight methods", source, "not run")]
-    tr = trends or {}
-    out = []
-    fm = t3["fedmps"]["mean"]
-    others = {m: r["mean"] for m, r in t3.items() if m != "fedmps"}
-    best = max(others, key=others.get)
-    seeds = {plan.label(m): r["per_seed"] for m, r in t3.items()}
-    rule = {plan.label(m): tr.get(("table3", m)) for m in t3}
-    out.append(claim("FedMPS has the highest accuracy of the eight methods on Fashion-MNIST", source,
-                     f"FedMPS {fm:.2f} ± {t3['fedmps']['std']:.2f} vs best other {plan.label(best)} "
-                     f"{others[best]:.2f} ± {t3[best]['std']:.2f} ({where})", fm > others[best], profile, n_seeds,
-                     [versus_best(plan.label("fedmps"), seeds, trends=rule)], caveat))
-    ps = {m: r["p_vs_fedmps"] for m, r in t3.items() if m != "fedmps"}
-    text = "FedMPS is significantly better than every baseline (Wilcoxon rank-sum, p < 0.05)"
-    if n_seeds > 1 and all(p is not None for p in ps.values()):
-        sig = [m for m in ps if t3[m]["mean"] < fm and ps[m] < ALPHA]
-        floor = smallest_p(n_seeds, n_seeds)
-        evidence = (f"exact p < 0.05 against {len(sig)} of {len(ps)} baselines (smallest p "
-                    f"{min(ps.values()):.3f}, largest {max(ps.values()):.3f}); {n_seeds} seeds")
-        # the paper's test: FedMPS against each baseline, unpaired rank-sum
-        tests = [compare(f"FedMPS - {plan.label(m)}", t3["fedmps"]["per_seed"], t3[m]["per_seed"], paired=False,
-                         a_trend=tr.get(("table3", "fedmps")), b_trend=tr.get(("table3", m))) for m in ps]
-        if floor >= ALPHA:
-            out.append(Claim(text, source, evidence, INCONCLUSIVE, "; ".join(x for x in (
-                caveat, f"{n_seeds} vs {n_seeds} runs: the exact two-sided rank-sum test cannot go below p = "
-                f"{floor:.2f}, so this design cannot show p < 0.05") if x), profile, tuple(tests)))
-        else:
-            judged = claim(text, source, evidence, len(sig) == len(ps), profile, n_seeds, tests, note=caveat)
-            if judged.verdict == SUPPORTED and len(sig) < len(ps):   # beyond the spread, but not p < 0.05 everywhere
-                judged = dataclasses.replace(judged, verdict=INCONCLUSIVE, note=f"{judged.note}; but exact p >= 0.05 "
-                                             "against " + ", ".join(plan.label(m) for m in ps if m not in sig))
-            out.append(judged)
-    else:
-        out.append(untested(text, source, f"needs several seeds; this profile runs {n_seeds}"))
-    protos = [m for m in ("fedproto", "fedmps") if m in t3]
-    params = [m for m in t3 if m not in protos]
-    if protos and params:
-        lo = min(protos, key=lambda m: t3[m]["mean"])
-        hi = max(params, key=lambda m: t3[m]["mean"])
-        tests = [compare(f"{plan.label(lo)} - {plan.label(hi)}", t3[lo]["per_seed"], t3[hi]["per_seed"],
-                         a_trend=tr.get(("table3", lo)), b_trend=tr.get(("table3", hi)))]
-        out.append(claim("The prototype methods (FedProto, FedMPS) beat every parameter-sharing method",
-                         source, f"lowest prototype method {plan.label(lo)} {t3[lo]['mean']:.2f} vs best parameter "
-                         f"method {plan.label(hi)} {t3[hi]['mean']:.2f} (paper's rule: nearest prototype among own "
-                         "classes vs head over all classes)", t3[lo]["mean"] > t3[hi]["mean"], profile, n_seeds, tests,
-                         caveat))
-    if head and "fedmps" in head:
-        hb = max((m for m in head if m != "fedmps"), key=lambda m: head[m]["mean"])
-        tests = [versus_best(plan.label("fedmps"), {plan.label(m): r["per_seed"] for m, r in head.items()},
-                             trends={plan.label(m): tr.get(("table3_head", m)) for m in head})]
-        out.append(claim("(our check) FedMPS still wins under one common rule, the head over all classes",
-                         source + ", common rule", f"FedMPS {head['fedmps']['mean']:.2f} vs {plan.label(hb)} "
-                         f"{head[hb]['mean']:.2f} (column 'ours, head over all classes')",
-                         head["fedmps"]["mean"] > head[hb]["mean"], profile, n_seeds, tests,
-                         "; ".join(x for x in (caveat, "not a claim of the paper: the evaluation convention is part "
-                                               "of its result") if x)))
-    return out

@@ -435,7 +435,8 @@ def merge_stats(records: list[dict]) -> dict:
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """GFPL's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
+    """GFPL's claims (``params/gfpl/claims.yaml``) with our evidence and a verdict each, judged by the claims engine
+    (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
 
     ``res`` (each key optional): ``table1`` (:func:`table1` cells), ``ablation`` (``{(s, variant): accuracy}``, or
     per-seed lists), ``n`` (``{n: accuracy}``), ``thresholds`` (``{S_C: (accuracy, merge rate)}``), ``attack`` (the
@@ -451,216 +452,143 @@ def ledger(plan: Plan, res: dict) -> list:
     ``n_trends``, ``threshold_trends``, and the paper parts' ``trends``, ``n_trends``, ``threshold_trends``), which
     name the runs for the evidence planner.
     """
-    from fedlib.claims import claim, untested
+    return claims.ledger("gfpl", tables(plan, res))
 
+
+def tables(plan: Plan, res: dict) -> dict:
+    """The tables GFPL's claims (``params/gfpl/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`; None where
+    ``res``, as :func:`ledger` takes it, lacks them): Table 1's (:func:`_table1_tables`), Table 2, Figs. 3b and 6 and
+    the attack, and under a shorter profile the paper protocol's (:func:`_paper_tables`)."""
     short = plan.profile != "paper"
     caveat = f"{plan.profile} profile: {plan.rounds} rounds, seeds {plan.seeds}" if short else ""
-    out = _table1_claims(plan, res.get("table1"), caveat, "Table 1")
-    pp = res.get("table1_paper")
-    if pp and pp["cells"] and short:
-        pplan = pp["plan"]
-        out += _table1_claims(pplan, pp["cells"], f"paper profile: {pplan.rounds} rounds, seeds {pplan.seeds}; "
-                              "columns " + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pp["columns"]),
-                              "Table 1, paper protocol")
-    out += _ablation_claims(plan, res.get("ablation"), caveat, "Table 2", res.get("ablation_trends"))
-    out += _n_claims(plan.profile, res.get("n"), caveat, "Fig. 3b", res.get("n_trends"))
-    out += _threshold_claims(plan.profile, res.get("thresholds"), caveat, "Fig. 6", res.get("threshold_trends"))
-    pa, pf = res.get("ablation_paper"), res.get("figs_paper")
-    if short and pa and pa.get("acc"):
-        pr = pa["plan"]
-        out += _ablation_claims(pr, pa.get("per_seed") or pa["acc"], f"paper profile: {pr.rounds} rounds, seeds "
-                                f"{pr.seeds}; {pr.dataset_label(pr.settings['ablation']['dataset'])}",
-                                "Table 2, paper protocol", pa.get("trends"))
-    if short and pf:
-        def where(seeds):
-            seeds = list(seeds or pf["plan"].figs_seeds())
-            return (f"paper profile: {pf['plan'].rounds} rounds, seed{'s' if len(seeds) > 1 else ''} "
-                    f"{', '.join(map(str, seeds))}")
-        if pf.get("n"):
-            out += _n_claims("paper", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
-                             "Fig. 3b, paper protocol", pf.get("n_trends"))
-        if pf.get("thresholds"):
-            per = pf.get("threshold_per_seed") or {}
-            out += _threshold_claims("paper", {t: (per.get(t, v[0]), v[1]) for t, v in pf["thresholds"].items()},
-                                     where(pf.get("threshold_seeds")), "Fig. 6, paper protocol",
-                                     pf.get("threshold_trends"))
-    atk = res.get("attack")
-    if atk is not None:
-        ssim = atk.set_index(["source", "levels"])["ssim"]
-        got = {i[0]: float(v) for i, v in ssim.items() if i[0] in ("prototype", "samples")}
-        proto = max(got.values())
-        base = float(ssim.get(("class_average", "-"), np.nan))
-        out.append(claim("The uploaded Gaussian components cannot be turned back into data", "§4.2, Appendix B",
-                         "reconstruction SSIM " + ", ".join(f"{'component means' if k == 'prototype' else k} {v:.3f}"
-                                                            for k, v in got.items())
-                         + f" vs class average {base:.3f}", proto <= base + 0.02, plan.profile, 1,
-                         note="rule: within 0.02 of what the class alone gives; the paper's argument is theoretical; "
-                         "one trained model attacked"))
-    out.append(untested("FEMNIST, CIFAR-10 and CIFAR-100 columns", "Tables 1-2",
-                        "the data (and a ResNet-18) are not on this machine"))
+    return {**_table1_tables(plan, res.get("table1"), caveat),
+            "ablation": _ablation_table(plan, res.get("ablation"), caveat, res.get("ablation_trends")),
+            "n": _sweep_table(plan.profile, "n", res.get("n"), caveat, res.get("n_trends")),
+            "thresholds": _sweep_table(plan.profile, "S_C", res.get("thresholds"), caveat, res.get("threshold_trends")),
+            "attack": _attack_table(plan, res.get("attack")), **_paper_tables(res if short else {})}
+
+
+def _paper_tables(res: dict) -> dict:
+    """The paper protocol's tables beside a shorter profile's (``*_paper``; None where ``res`` lacks them): Table 1 from
+    ``table1_paper``'s cells, Table 2 from ``ablation_paper`` (per seed where at hand) and Figs. 3b and 6 from
+    ``figs_paper``, each with its caveat: the paper profile's rounds and seeds (and Table 1's columns)."""
+    pp, pa, pf = res.get("table1_paper"), res.get("ablation_paper"), res.get("figs_paper") or {}
+    out = {f"{k}_paper": v for k, v in _table1_tables(None, None, "").items()}
+    if pp and pp["cells"]:
+        p = pp["plan"]
+        cols = ", ".join(f"{p.dataset_label(d)} w{w}" for d, w in pp["columns"])
+        out.update({f"{k}_paper": v for k, v in _table1_tables(
+            p, pp["cells"], f"paper profile: {p.rounds} rounds, seeds {p.seeds}; columns {cols}").items()})
+    out["ablation_paper"] = None
+    if pa and pa.get("acc"):
+        p = pa["plan"]
+        where = f"seeds {p.seeds}; {p.dataset_label(p.settings['ablation']['dataset'])}"
+        out["ablation_paper"] = _ablation_table(p, pa.get("per_seed") or pa["acc"],
+                                                f"paper profile: {p.rounds} rounds, {where}", pa.get("trends"))
+
+    def where(seeds):
+        seeds = list(seeds or pf["plan"].figs_seeds())
+        return (f"paper profile: {pf['plan'].rounds} rounds, seed{'s' if len(seeds) > 1 else ''} "
+                f"{', '.join(map(str, seeds))}")
+
+    per = pf.get("threshold_per_seed") or {}
+    out["n_paper"] = _sweep_table("paper", "n", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
+                                  pf.get("n_trends")) if pf.get("n") else None
+    out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in pf[
+        "thresholds"].items()}, where(pf.get("threshold_seeds")), pf.get("threshold_trends")) if pf.get(
+        "thresholds") else None
     return out
 
 
-def _table1_claims(plan: Plan, t1: dict | None, caveat: str, source: str) -> list:
-    """Table 1's claims: best accuracy in every column (GFPL against the best other method per column, per seed,
-    paired: the methods share each seed's partition), fewest rounds (per seed, GFPL against the method with the
-    fewest among the others, paired) and fewest parameters (exact counts, the uplink; up + down beside it)."""
-    from fedlib.claims import claim, untested, versus_best
+def _table1_tables(plan: Plan | None, t1: dict | None, caveat: str) -> dict:
+    """Table 1's tables from :func:`table1` cells, columns ascending (all None without cells): ``table1``, the accuracy
+    in each column where GFPL and another method have one (a method diverged on every seed left out); ``rounds``, each
+    seed's rounds to converge (a cell's ``rounds_per_seed``, else its one ``rounds_to_converge``; NaN: none), Local and
+    methods with none left out; ``traffic``, the uplink and up + down per round, Local left out, with the communication
+    table's column (MNIST-5k w4 where run) as text and whether GFPL's up + down is the fewest too in every column."""
+    from fedlib.claims import Cells
 
-    if not (t1 and any(k[-1] == "gfpl" for k in t1)):
-        return [untested("GFPL has the best accuracy in every column of Table 1", source, "not run")]
-    profile, n_seeds = plan.profile, len(plan.seeds)
+    if not t1:
+        return dict.fromkeys(("table1", "rounds", "traffic"))
     cols = sorted({k[:2] for k in t1})
-
-    def trends_of(row, *methods) -> dict:   # {label: Trend} of the cells that carry one
-        return {plan.label(m): row[m]["trend"] for m in methods if row[m].get("trend") is not None}
-
-    tests, cells = [], []
-    for d, w in cols:
-        row = {k[-1]: v for k, v in t1.items() if k[:2] == (d, w) and not math.isnan(v["mean"])}
-        if "gfpl" not in row or len(row) < 2:
-            continue
-        best = max((m for m in row if m != "gfpl"), key=lambda m: row[m]["mean"])
-        tests.append(versus_best(plan.label("gfpl"), {plan.label(m): row[m]["per_seed"] for m in ("gfpl", best)},
-                                 trends=trends_of(row, "gfpl", best)))
-        cells.append(f"{plan.dataset_label(d)} w{w}: GFPL {row['gfpl']['mean']:.2f} (seed std "
-                     f"{row['gfpl']['seed_std']:.2f}) vs {plan.label(best)} {row[best]['mean']:.2f} (seed std "
-                     f"{row[best]['seed_std']:.2f})")
-    out = [claim("GFPL has the best accuracy in every column of Table 1", source, "; ".join(cells),
-                 all(t.margin > 0 for t in tests) if tests else None, profile, n_seeds, tests, caveat)]
-    out.append(_rounds_claim(plan, t1, cols, caveat, source))
-    traffic = {k: (v["comm"]["up_per_round"], v["comm"]["down_per_round"]) for k, v in t1.items() if k[-1] != "local"}
-    lowest, both = [], []
-    for d, w in cols:
-        row = {k[-1]: c for k, c in traffic.items() if k[:2] == (d, w)}
-        if "gfpl" in row and len(row) > 1:
-            lowest.append(row["gfpl"][0] <= min(c[0] for c in row.values()))
-            both.append(sum(row["gfpl"]) <= min(sum(c) for c in row.values()))
-    d0, w0 = ("mnist5k", 4) if ("mnist5k", 4) in cols else cols[0]  # the column of the communication table
-    row0 = {k[-1]: c for k, c in traffic.items() if k[:2] == (d0, w0)}
-    out.append(claim("GFPL communicates the fewest parameters (2 x 10^3 per round on MNIST)",
-                     f"{source} (Comm. Param.)",
-                     f"{plan.dataset_label(d0)} w{w0}, floats uploaded per round (summed over clients, mean over "
-                     "rounds; up + down in brackets): " + ", ".join(
-                         f"{plan.label(m)} {u:,.0f} ({u + dn:,.0f})" for m, (u, dn) in row0.items()),
-                     all(lowest) if lowest else None, profile, n_seeds, exact=True,
-                     note="rule: the uplink, what the paper's column counts (the floats the clients upload per round, "
-                     "summed over the clients as the paper's 430 x 10^3 for FedAvg's 20 models is; GFPL uploads only "
-                     "every S_T rounds, so the mean over all rounds), every column; up + down, GFPL is "
-                     f"{'the' if both and all(both) else 'not the'} fewest"))
-    return out
-
-
-def _rounds_claim(plan: Plan, t1: dict, cols: list, caveat: str, source: str):
-    """"GFPL converges in the fewest rounds": per column, the rounds each seed needs (:func:`converged_round` of the
-    seed's own curve; a cell's ``rounds_per_seed``, else its one ``rounds_to_converge``), GFPL against the method
-    with the fewest (mean over seeds) among the others (Local left out: it sends nothing; a diverged seed left out),
-    paired by seed, oriented so that a positive margin means GFPL needs fewer rounds."""
-    from fedlib.claims import claim, compare
-
-    tests, holds, evidence = [], [], []
-    for d, w in cols:
-        row = {k[-1]: c for k, c in t1.items() if k[:2] == (d, w) and k[-1] != "local"}
-        per = {}
+    acc, rounds, traffic = {}, {}, {}
+    for col in cols:
+        row = {k[-1]: c for k, c in t1.items() if k[:2] == col}
+        ok = {m: c for m, c in row.items() if not math.isnan(c["mean"])}
+        if "gfpl" in ok and len(ok) > 1:
+            acc.update({(col, m): {"label": plan.label(m), "value": c["mean"], "seed_std": c["seed_std"],
+                                   "per_seed": c["per_seed"], "trend": c.get("trend")} for m, c in ok.items()})
         for m, c in row.items():
-            got = c.get("rounds_per_seed", [c.get("rounds_to_converge")])
-            got = [math.nan if r is None else float(r) for r in got]
+            if m == "local":
+                continue
+            up, down = c["comm"]["up_per_round"], c["comm"]["down_per_round"]
+            traffic[(col, m)] = {"label": plan.label(m), "value": up, "total": up + down}
+            got = [math.nan if r is None else float(r) for r in c.get("rounds_per_seed", [c.get("rounds_to_converge")])]
             if not all(math.isnan(r) for r in got):
-                per[m] = got
-        if not per:
-            continue
-        mean = {m: float(np.nanmean(v)) for m, v in per.items()}
-        evidence.append(f"{plan.dataset_label(d)} w{w}: " + ", ".join(f"{plan.label(m)} {r:.1f}"
-                                                                      for m, r in mean.items()))
-        if "gfpl" not in per or len(per) < 2:
-            continue
-        rival = min((m for m in per if m != "gfpl"), key=mean.get)
-        a, b = per[rival], per["gfpl"]
-        paired = len(a) == len(b) and any(not (math.isnan(x) or math.isnan(y)) for x, y in zip(a, b, strict=True))
-        tests.append(compare(f"rounds {plan.label(rival)} - GFPL ({plan.dataset_label(d)} w{w})", a, b, paired,
-                             a_trend=row[rival].get("trend"), b_trend=row["gfpl"].get("trend")))
-        holds.append(mean["gfpl"] <= mean[rival])
-    n = min((t.n for t in tests), default=len(plan.seeds))
-    return claim("GFPL converges in the fewest rounds", f"{source} (Comm. Round)", "; ".join(evidence),
-                 all(holds) if holds else None, plan.profile, n, tests,
-                 note="; ".join(x for x in (caveat, "rule: per seed, the first round from which the seed's accuracy "
-                                            "stays within 1 point of its last round (mean over seeds shown); GFPL "
-                                            "against the method with the fewest among the others (Local left out), "
-                                            "paired by seed; a positive margin: GFPL needs fewer rounds") if x))
+                rounds[(col, m)] = {"label": plan.label(m), "value": float(np.nanmean(got)), "per_seed": got,
+                                    "trend": c.get("trend")}
+    first = ("mnist5k", 4) if ("mnist5k", 4) in cols else cols[0]   # the column of the communication table
+    both = [c["total"] <= min(x["total"] for k, x in traffic.items() if k[0] == col)
+            for (col, m), c in traffic.items() if m == "gfpl" and sum(k[0] == col for k in traffic) > 1]
+    text = {"column": f"{plan.dataset_label(first[0])} w{first[1]}", "both": "the" if both and all(both) else "not the",
+            "uploads": ", ".join(f"{c['label']} {c['value']:,.0f} ({c['total']:,.0f})"
+                                 for (col, _), c in traffic.items() if col == first)}
+    points = {col: f"{plan.dataset_label(col[0])} w{col[1]}" for col in cols}
+    kw = {"seeds": len(plan.seeds), "points": points}
+    return {"table1": Cells(acc, plan.profile, caveat, **kw), "rounds": Cells(rounds, plan.profile, caveat, **kw),
+            "traffic": Cells(traffic, plan.profile, caveat, text=text, **kw)}
 
 
-def _ablation_claims(plan: Plan, ab: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
-    """Table 2's claim per s-hat (``ab``: ``{(s-hat, variant): accuracy}``, or per-seed lists whose seeds pair up:
-    then each of the four orderings is a paired comparison, with the trends of its sides (``trends_``:
-    ``{(s-hat, variant): Trend}``); without per-seed values the margins cannot be judged)."""
-    from fedlib.claims import claim, compare
+def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | None = None):
+    """Table 2's table (``ab``: ``{(s-hat, variant): accuracy}``, or per-seed lists whose seeds pair up), s-hat
+    ascending: each variant's mean, per-seed values (None for one accuracy: the margins cannot be judged) and seeds
+    (the plan's for one accuracy), with the trend of its runs (``trends_``: ``{(s-hat, variant): Trend}``)."""
+    from fedlib.claims import Cells
 
-    trends_ = trends_ or {}
-    out = []
-    for s in sorted({k[0] for k in ab or {}}):
-        row = {v: a for (ss, v), a in ab.items() if ss == s}
-        if {"gfpl", "no_dcs", "no_pfg", "no_dcs_no_pfg"} <= set(row):
-            per_seed = all(isinstance(a, (list, tuple, np.ndarray)) for a in row.values())
-            seeds = {v: list(np.atleast_1d(a)) for v, a in row.items()}
-            mean = {v: float(np.mean(a)) for v, a in seeds.items()}
-            order = mean["gfpl"] > max(mean["no_dcs"], mean["no_pfg"]) and \
-                min(mean["no_dcs"], mean["no_pfg"]) > mean["no_dcs_no_pfg"]
-            n = min(len(a) for a in seeds.values())
-            pairs = (("gfpl", "no_dcs"), ("gfpl", "no_pfg"), ("no_dcs", "no_dcs_no_pfg"), ("no_pfg", "no_dcs_no_pfg"))
-            tests = [compare(f"{plan.label(a)} - {plan.label(b)}", seeds[a], seeds[b], a_trend=trends_.get((s, a)),
-                             b_trend=trends_.get((s, b))) for a, b in pairs] if per_seed else None
-            out.append(claim(f"Each component helps and both together are best (s-hat {s})", source,
-                             ", ".join(f"{plan.label(v)} {a:.2f}" for v, a in mean.items()), order, plan.profile,
-                             n if per_seed else len(plan.seeds), tests, caveat))
-    return out
+    if not ab:
+        return None
+    trends_, cells = trends_ or {}, {}
+    for s in sorted({k[0] for k in ab}):
+        for (ss, v), a in ab.items():
+            if ss == s:
+                per, values = isinstance(a, (list, tuple, np.ndarray)), list(np.atleast_1d(a))
+                cells[(s, v)] = {"label": plan.label(v), "value": float(np.mean(values)),
+                                 "per_seed": values if per else None, "n": len(values) if per else len(plan.seeds),
+                                 "trend": trends_.get((s, v))}
+    return Cells(cells, plan.profile, caveat)
 
 
-def _n_claims(profile: str, ns: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
-    """Fig. 3b's claim (``ns``: ``{n: accuracy}``, one seed, or per-seed lists, every n on the same seeds): n = 8
-    against the best other n (on the mean over seeds), paired by seed, with the trends of both (``trends_``:
-    ``{n: Trend}``)."""
-    from fedlib.claims import claim, compare, untested
+def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trends_: dict | None = None):
+    """Fig. 3b's table (``name`` ``n``; ``sweep``: ``{n: accuracy}``) or Fig. 6's (``S_C``; ``{S_C: (accuracy, merge
+    rate)}``): each value's accuracy (one seed, or per-seed values, every value on the same seeds), labelled ``n 8`` /
+    ``S_C 10``, with its :func:`seeds_text`, merge rate and the trend of its runs (``trends_``: ``{value: Trend}``)."""
+    from fedlib.claims import Cells
 
-    if ns and 8 not in ns:
-        return [untested("n = 8 components per class is best", source, f"the profile runs n = {sorted(ns)}")]
-    if not ns or len(ns) < 2:
-        return []
-    trends_ = trends_ or {}
-    per = {n: list(np.atleast_1d(a)) for n, a in ns.items()}
-    acc = {n: float(np.mean(a)) for n, a in per.items()}
-    best = max(acc, key=acc.get)
-    rival = max((n for n in acc if n != 8), key=acc.get)
-    test = compare(f"n 8 - n {rival}", per[8], per[rival], len(per[8]) == len(per[rival]), a_trend=trends_.get(8),
-                   b_trend=trends_.get(rival))
-    return [claim("n = 8 components per class is best (Fig. 3b)", source, sweep_text(per, "n ="),
-                  acc[8] >= acc[best] - 1e-6, profile,
-                  min(len(a) for a in per.values()), [test],
-                  note="; ".join(x for x in (caveat, "MNIST-5k; a tie counts as best") if x))]
+    if not sweep:
+        return None
+    trends_, cells = trends_ or {}, {}
+    for k, v in sweep.items():
+        acc, rate = v if name == "S_C" else (v, None)
+        per = list(np.atleast_1d(acc))
+        cells[k] = {"label": f"S_C {k:g}" if name == "S_C" else f"n {k}", "value": float(np.mean(per)),
+                    "per_seed": per, "n": len(per), "trend": trends_.get(k), "text": seeds_text(per),
+                    "merge_rate": rate}
+    return Cells(cells, profile, caveat)
 
 
-def _threshold_claims(profile: str, th: dict | None, caveat: str, source: str, trends_: dict | None = None) -> list:
-    """Fig. 6's claim (``th``: ``{S_C: (accuracy, merge rate)}``; the accuracy may be per-seed values, every S_C on
-    the same seeds, the merge rate their mean): the best interior S_C against the better of the two ends (on the mean
-    over seeds), paired by seed, with the trends of both (``trends_``: ``{S_C: Trend}``)."""
-    from fedlib.claims import claim, compare, untested
+def _attack_table(plan: Plan, atk):
+    """The attack's table (its summary frame): the SSIM of the images decoded from the component means (``prototype``
+    rows) and from samples of the components (``samples``), each source's last level, beside the class average's."""
+    from fedlib.claims import Cells
 
-    if not th:
-        return []
-    if len(th) < 3:
-        return [untested("An intermediate S_C is best", source, f"the profile runs S_C = {sorted(th)}: no interior "
-                         "value")]
-    trends_ = trends_ or {}
-    per = {t: list(np.atleast_1d(a)) for t, (a, _) in th.items()}
-    accs = {t: float(np.mean(a)) for t, a in per.items()}
-    best = max(accs, key=accs.get)
-    inner = max((t for t in th if min(th) < t < max(th)), key=accs.get)
-    outer = max((min(th), max(th)), key=accs.get)
-    test = compare(f"S_C {inner:g} - S_C {outer:g}", per[inner], per[outer], len(per[inner]) == len(per[outer]),
-                   a_trend=trends_.get(inner), b_trend=trends_.get(outer))
-    return [claim("An intermediate S_C is best (accuracy against merging)", source,
-                  ", ".join(f"S_C {t:g}: {seeds_text(per[t])} (merge rate {r:.2f})" for t, (_, r) in th.items()),
-                  min(th) < best < max(th), profile, min(len(a) for a in per.values()), [test],
-                  note="; ".join(x for x in (caveat, "MNIST-5k") if x))]
+    if atk is None:
+        return None
+    ssim = atk.set_index(["source", "levels"])["ssim"]
+    base = float(ssim.get(("class_average", "-"), np.nan))
+    got = {i[0]: float(v) for i, v in ssim.items() if i[0] in ("prototype", "samples")}
+    cells = {k: {"label": "component means" if k == "prototype" else k, "value": v, "class_average": base}
+             for k, v in got.items()}
+    return Cells(cells, plan.profile, seeds=1, text={"class_average": base})
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import torch
 
-from fedlib.claims import sample_std
+from fedlib.claims import Cells, sample_std
 from fedlib import papers, results
 from fedlib.analysis import pairwise_distances
 from fedlib.config import run_id
@@ -586,8 +586,8 @@ def show_spiral(nb):
                               "accuracy, nearest global prototype (%)": _cell(v["acc"]),
                               "accuracy, head (%)": _cell(v["head"])} for k, v in sp["per_seed"].items()}
     seeds = ", ".join(map(str, sp["seeds"]))
-    return nb.table(f"**Spiral study (ours; the paper shows pictures only), {nb.plan.settings['spiral_rounds']} rounds, "
-                    f"seeds {seeds}: mean ± std over seeds.**", pd.DataFrame(rows).T.rename_axis(report.DASH))
+    return nb.table(f"**Spiral study (ours; the paper shows pictures only), {nb.plan.settings['spiral_rounds']} "
+                    f"rounds, seeds {seeds}: mean ± std over seeds.**", pd.DataFrame(rows).T.rename_axis(report.DASH))
 
 
 def _cell(values) -> str:
@@ -939,8 +939,8 @@ def show_converged(nb):
         f"best round) beside the paper's CIFAR-10 columns** (another dataset: no difference is taken) · "
         f"{data['found']} of {data['total']} runs of Tables 1, 3, 4-5 and the code protocol finished · "
         f"{data['made_by']}", pd.DataFrame(rows).T,
-        papers.PLATEAU_RULE + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; `{CONVERGED_COMMAND}` goes on "
-           "where the archive ends." if waiting else ""))]
+        papers.PLATEAU_RULE + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; "
+                               f"`{CONVERGED_COMMAND}` goes on where the archive ends." if waiting else ""))]
     if data["code"] and "practical" in t1:
         code = {L(m): {"paper protocol": cell(t1["practical"][m]), "code protocol": cell(r),
                        "code - paper": report.fmt(r["mean"] - t1["practical"][m]["mean"], digits=2, sign=True)}
@@ -1184,12 +1184,16 @@ def show_ledger(nb):
     T1, part = nb.plan.table1, nb.part
     sp = part(lambda: _spiral(nb))
     pa_phase = part(lambda: _pa_phase(nb)[0])
+
+    def pa_iterations_per_seed():
+        cfgs = table1_configs(nb.plan)
+        return {p: [pa_iterations(results.rounds(cfgs[("protonorm", p)], s)) for s in nb.plan.seeds]
+                for p in T1["partitions"] if "protonorm" in T1["methods"]}
+
     res = {"spiral": sp and sp["per_seed"], "table1": part(lambda: _table1_scores(nb)),
            "homogeneous": part(lambda: _homogeneous_accuracy(nb)),
            "gamma": part(lambda: _gamma_results(nb)),  # every seed's accuracy (per_seed): the verdict weighs the spread
-           "pa_iterations": part(lambda: {p: [pa_iterations(results.rounds(table1_configs(nb.plan)[("protonorm", p)], s))
-                                              for s in nb.plan.seeds]
-                                          for p in T1["partitions"] if "protonorm" in T1["methods"]}),
+           "pa_iterations": part(pa_iterations_per_seed),
            "pa_phase": None if pa_phase is None else (pa_phase, 10),
            "margins": part(lambda: {m: float(margins(global_prototypes(_states(nb)[m])[1]).min())
                                     for m in _prototype_methods(nb)}),
@@ -1203,22 +1207,161 @@ def show_ledger(nb):
     res["rising"] = nb.once("plateaus", lambda: plateaus(nb.plan))
     return nb.ledger(ledger(nb.plan, res), record=False)
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+
+# -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
+def _seeds(value) -> list:
+    """One value (one seed) or per-seed values, as a list."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-# -- the claims ledger ---------------------------------------------------------------------------
-NOT_RUN_DATASETS = {  # dataset: (name, why not run)
-    "cifar10": ("CIFAR-10", "the data are not in the data root (Table 1 runs them where present)"),
-    "cifar100": ("CIFAR-100", "the data are not in the data root (Table 1 runs them where present)"),
-    "flowers102": ("Flowers102", "the data are not on this machine and fedlib has no loader for them"),
-    "tinyimagenet": ("TinyImageNet", "the data are not on this machine and fedlib has no loader for them")}
+def _spiral_tables(profile: str, sp: dict | None) -> dict:
+    """Figs. 1, 2 and 6: each panel's smallest angle (``spiral``: its accuracy beside it) and accuracy
+    (``spiral_accuracy``), per seed, labelled by the panel's key."""
+    if not sp:
+        return {"spiral": None, "spiral_accuracy": None}
+    per = {key: {w: _seeds(v[w]) for w in ("angle", "acc")} for key, v in sp.items()}
+    k = min(len(v["angle"]) for v in per.values())
+
+    def cell(key, what, **extra):
+        return {"label": key, "value": float(np.mean(per[key][what])), "per_seed": per[key][what],
+                "n": len(per[key][what]), **extra}
+
+    angles = {key: cell(key, "angle", acc=float(np.mean(per[key]["acc"]))) for key in per}
+    collapsed = angles["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says where ours collapse too
+    text = {"over": f", mean of {k} seeds" if k > 1 else "",
+            "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
+    return {"spiral": Cells(angles, profile, seeds=k, text=text),
+            "spiral_accuracy": Cells({key: cell(key, "acc") for key in per}, profile, seeds=k)}
+
+
+def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
+    """Table 1: one table per split (``table1_<split>``: each method's score, per-seed values where the profile runs
+    several seeds, the trend of its runs) and ``table1``, every split (None: not run)."""
+    n = len(plan.seeds)
+
+    def cells(p, rows):
+        return {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
+                    "per_seed": r["per_seed"] if n > 1 else None, "trend": rising.get(("table1", p, m))}
+                for m, r in rows.items()}
+
+    per = {p: Cells(cells(p, rows), plan.profile, caveat, seeds=n, text={"where": where})
+           for p, rows in (tab or {}).items()}
+    out = {f"table1_{p}": per.get(p) for p in plan.spec["partitions"]}
+    every = {(p, m): c for p, t in per.items() for m, c in t.cells.items()}
+    return {**out, "table1": Cells(every, plan.profile) if per else None}
+
+
+def _homogeneous_table(plan: Plan, homo: dict | None, rising: dict, caveat: str):
+    """Table 3: each method's accuracy over its seeds (per-seed values where every method has two or more)."""
+    if not homo:
+        return None
+    per = {m: _seeds(v) for m, v in homo.items()}
+    k = min(len(v) for v in per.values())
+    return Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
+                      "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
+                 plan.profile, caveat, seeds=k, text={"over": f", mean of {k} seeds" if k > 1 else ""})
+
+
+def _gamma_cells(gam: list, method: str, rising: dict, default: float | None = None) -> dict:
+    """``{gamma: cell}`` of one method's Tables 4-5 records, by gamma (``default``: that gamma's key is
+    ``"default"``), each with its per-seed values (where it has two or more), ``failed`` (diverged), ``shown`` (its
+    accuracy or "diverged") and ``diverged`` (" (diverged on i of n seeds)" or "")."""
+    rows = {r["gamma"]: r for r in gam if r["method"] == method}
+    out = {}
+    for g, r in sorted(rows.items()):
+        seeds = r.get("per_seed") or [r["acc"]]
+        div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
+                                            if r.get("diverged_seeds") else " (diverged)")
+        out["default" if g == default else g] = {
+            "label": f"gamma {g:g}", "value": r["acc"], "gamma": g, "per_seed": seeds if len(seeds) > 1 else None,
+            "n": len(seeds), "trend": rising.get(("gamma", method, float(g))), "failed": r["diverged"],
+            "shown": "diverged" if r["diverged"] else f"{r['acc']:.2f}", "diverged": div}
+    return out
+
+
+def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> dict:
+    """Table 4 (ProtoNorm over gamma, the dataset's own gamma keyed ``default``) and Table 5 (FedProto, FedTGP; per-seed
+    values only where each of the method's gammas has two or more seeds)."""
+    if not gam:
+        return {"table4": None, "table5_fedproto": None, "table5_fedtgp": None}
+    short = plan.profile not in ("paper", "converged")
+    default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"])
+    far = "; at lambda 1 the upscaled target is far from the features after few rounds" if short else ""
+    table4 = _gamma_cells(gam, "protonorm", rising, default)
+    out = {"table4": Cells(table4, plan.profile, caveat + far) if table4 else None}
+    for m in ("fedproto", "fedtgp"):
+        cells = _gamma_cells(gam, m, rising)
+        if cells and min(c["n"] for c in cells.values()) < 2:
+            cells = {g: {**c, "per_seed": None} for g, c in cells.items()}
+        out[f"table5_{m}"] = Cells(cells, plan.profile, caveat) if cells else None
+    return out
+
+
+def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
+    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds (cells ``(split, "first" | "last")``, per
+    seed) of the runs of at least 6 rounds; a split without one leaves the table without cells (too short)."""
+    if not its:
+        return None
+    def seeds_of(a):   # one array (one seed) or a list of per-seed arrays
+        return [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)]
+
+    runs = {p: xs for p, a in its.items() if (xs := [x for x in seeds_of(a) if len(x) >= 6])}
+    cells = {}
+    for p, xs in runs.items():
+        over = f" (mean of {len(xs)} seeds)" if len(xs) > 1 else ""
+        for end, part in (("first", slice(None, 3)), ("last", slice(-3, None))):
+            v = [float(np.mean(x[part])) for x in xs]
+            cells[(p, end)] = {"label": end, "value": float(np.mean(v)), "per_seed": v, "n": len(xs), "over": over}
+    k = min((len(xs) for xs in runs.values()), default=0)
+    short = splan.profile not in ("paper", "converged")
+    caveat = f"{splan.table1['rounds']} rounds of the paper's 300" if short else ""
+    return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
+
+
+def _construction_tables(plan: Plan, profile: str, res: dict) -> dict:
+    """Fig. 4 (one PA phase: its final mean pairwise distance's distance from the simplex's), Fig. 5 (each method's
+    smallest normalised margin) and Supp. D (the floats each method sends beyond the formula's)."""
+    out = {"pa_phase": None, "margins": None, "comm": None}
+    if res.get("pa_phase") is not None:
+        hist, k = res["pa_phase"]
+        target = simplex_distance(k)
+        pa = {"label": "PA", "value": abs(hist[-1, 1] - target), "simplex": target, "mean_before": hist[0, 1],
+              "mean_after": hist[-1, 1], "smallest_before": hist[0, 0], "smallest_after": hist[-1, 0]}
+        out["pa_phase"] = Cells({"pa": pa}, profile, seeds=1)
+    if res.get("margins"):
+        out["margins"] = Cells({m: {"label": plan.label(m), "value": v} for m, v in res["margins"].items()}, profile,
+                               seeds=1)
+    if res.get("comm"):
+        out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
+                             for m, (a, f) in res["comm"].items()}, profile, seeds=1)
+    return out
+
+
+def tables(plan: Plan, res: dict) -> dict:
+    """The tables ProtoNorm's claims (``params/protonorm/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`;
+    None where ``res`` lacks them), from ``res`` as :func:`ledger` takes it: Tables 1, 3 and 4-5 under ``plan``, the
+    spiral, Figs. 4-5 and Supp. D under ``short_plan``, Fig. 3a under ``plan`` where several seeds ran, and which
+    datasets and protocol the profile runs."""
+    t1, splan, rising = plan.table1, res.get("short_plan", plan), res.get("rising") or {}
+    where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
+    caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
+    full = t1["model"] == "ht0" and t1["fraction"] >= 1 and t1["rounds"] >= 300
+    ran = res.get("datasets") or ()
+    return {**_spiral_tables(splan.profile, res.get("spiral")),
+            **_table1_tables(plan, res.get("table1"), rising, caveat, where),
+            "homogeneous": _homogeneous_table(plan, res.get("homogeneous"), rising, caveat),
+            **_gamma_tables(plan, res.get("gamma"), rising, caveat),
+            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")),
+            **_construction_tables(plan, splan.profile, res),
+            "datasets": Cells({d: {"label": d} for d in ran}, plan.profile) if ran else None,
+            "full_protocol": Cells({"ht0": {"label": "Ht0"}} if full else {}, plan.profile, text={"where": where})}
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """ProtoNorm's claims with our evidence and a verdict each, by :func:`fedlib.claims.verdict`.
+    """ProtoNorm's claims (``params/protonorm/claims.yaml``) with our evidence and a verdict each, judged by the claims
+    engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
 
-    ``res`` (each key optional; a missing one leaves its claims "not tested"): ``spiral``
+    ``res`` (each key optional; a missing one leaves its claims out, or "not tested"): ``spiral``
     (``{run key: {"angle", "acc"}}`` of :func:`spiral_configs`' runs), ``table1`` (``{partition:
     {method: score}}``), ``homogeneous`` (``{method: accuracy or [accuracy per seed]}``), ``gamma`` (records
     ``{"method": key, "gamma", "acc", "diverged"}``, with ``per_seed`` where several seeds ran),
@@ -1227,185 +1370,15 @@ def ledger(plan: Plan, res: dict) -> list:
     ``comm`` (``{method: (measured uplink floats, Supp. D's formula)}``), ``datasets`` (the extra datasets
     whose Table 1 ran; the others are listed as not tested), ``short_plan`` (the plan whose runs gave the spiral,
     Fig. 3a, Fig. 4, Fig. 5 and Supp. D evidence, default ``plan``: a short profile's beside the converged profile's
-    tables), ``rising`` (:func:`plateaus`: the run groups whose curves had not plateaued, named in the claims
-    that rest on them; under the converged profile they make those claims inconclusive). Table 1, Table 3 and
-    Tables 4-5 compare per seed, paired (the methods share each seed's partition)
-    where several seeds ran; the spiral and Fig. 3a run one seed; PA's geometry (Figs. 2, 4, 5) and the message
-    sizes (Supp. D) hold by construction.
+    tables), ``rising`` (:func:`plateaus`: the trends of the run groups, carried by the comparisons that rest on them;
+    under the converged profile a side still rising can leave a comparison open). Table 1, Table 3 and Tables 4-5
+    compare per seed, paired (the methods share each seed's partition) where several seeds ran; the spiral and
+    Fig. 3a run one seed; PA's geometry (Figs. 2, 4, 5) and the message sizes (Supp. D) hold by construction.
     """
-    from fedlib.claims import against_threshold, claim, compare, untested, versus_best
+    from fedlib import claims
 
-    t1 = plan.table1
-    prof, n = plan.profile, len(plan.seeds)
-    splan = res.get("short_plan", plan)
-    sprof = splan.profile
-    short = prof not in ("paper", "converged")
-    where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
-    caveat = "short runs: not converged" if short else ""
-    trend_of = res.get("rising") or {}
+    return claims.ledger("protonorm", tables(plan, res))
 
-    def trends(*keys) -> dict:   # {label in the ledger: Trend} of the run groups a comparison rests on
-        return {plan.label(k[-2] if k[0] == "gamma" else k[-1]): trend_of[k] for k in keys if k in trend_of}
 
-    def trend(key):
-        return trend_of.get(key)
-    out = []
-    sp = res.get("spiral")
-    if sp:
-        def per(key, what):   # per-seed values of a spiral panel (one number: one seed)
-            v = sp[key][what]
-            return list(v) if isinstance(v, (list, tuple)) else [v]
-
-        k = min(len(per(key, "angle")) for key in sp)
-        mean = {key: {w: float(np.mean(per(key, w))) for w in ("angle", "acc")} for key in sp}
-        noniid, iid = per("fedproto_noniid", "angle"), per("fedproto_iid", "angle")
-        out.append(claim("Under non-IID clients FedProto's global prototypes collapse towards each other", "Fig. 1",
-                         f"smallest angle between global prototypes: non-IID {mean['fedproto_noniid']['angle']:.1f} "
-                         f"deg, IID {mean['fedproto_iid']['angle']:.1f} deg (60 = even spread of 6 classes)"
-                         + (f", mean of {k} seeds" if k > 1 else ""),
-                         mean["fedproto_noniid"]["angle"] < 20, sprof, k,
-                         [against_threshold("20 deg - non-IID angle", [20 - a for a in noniid], 0.0)],
-                         note="rule: below 20 deg"))
-        out.append(claim("Under IID clients FedProto's global prototypes stay well separated", "Fig. 1",
-                         f"IID smallest angle {mean['fedproto_iid']['angle']:.1f} deg, accuracy "
-                         f"{mean['fedproto_iid']['acc']:.1f}%", mean["fedproto_iid"]["angle"] >= 30, sprof, k,
-                         [against_threshold("IID angle - 30 deg", iid, 30.0)],
-                         note="rule: at least 30 deg" + ("; ours collapse too: the IID panel does not reproduce"
-                                                         if mean["fedproto_iid"]["angle"] < 30 else "")))
-        out.append(claim("Prototype Alignment spreads the global prototypes evenly", "Fig. 2",
-                         f"PA {mean['pa']['angle']:.1f} deg, PA + PU {mean['pa_pu']['angle']:.1f} deg",
-                         min(mean["pa"]["angle"], mean["pa_pu"]["angle"]) >= 55, sprof, k,
-                         note="rule: at least 55 of 60 deg",
-                         construction="PA is an optimisation that drives the prototypes apart on the sphere"))
-        best_other = max((key for key in sp if key != "pa_pu"), key=lambda key: mean[key]["acc"])
-        out.append(claim("Alignment plus Upscaling gives the best spiral accuracy", "Figs. 2, 6",
-                         ", ".join(f"{key} {v['acc']:.1f}%" for key, v in mean.items()),
-                         mean["pa_pu"]["acc"] >= mean[best_other]["acc"] - 0.5, sprof, k,
-                         [compare(f"PA + PU + 0.5 - {best_other}", [a + 0.5 for a in per("pa_pu", "acc")],
-                                  per(best_other, "acc"))],
-                         note="rule: within 0.5 points of the best panel"))
-    tab = res.get("table1")
-    if tab:
-        for p, rows in tab.items():
-            others = {m: r["mean"] for m, r in rows.items() if not m.startswith("protonorm")}
-            best = max(others, key=others.get)
-            for v in [m for m in rows if m.startswith("protonorm")]:
-                mine = rows[v]["mean"]
-                tag = "" if v == "protonorm" else " (our check: the code's lambda 10)"
-                tests = [versus_best(plan.label(v), {plan.label(v): rows[v]["per_seed"],
-                                                     plan.label(best): rows[best]["per_seed"]},
-                                     trends=trends(("table1", p, v), ("table1", p, best)))] if n > 1 else ()
-                out.append(claim(f"ProtoNorm beats every baseline, {p} split{tag}", "Table 1",
-                                 f"{plan.label(v)} {mine:.2f} ± {rows[v]['std']:.2f} vs best baseline "
-                                 f"{plan.label(best)} {others[best]:.2f} ± {rows[best]['std']:.2f} ({where})",
-                                 mine > others[best], prof, n, tests, caveat))
-            if "protonorm" in rows and {"fedproto", "fedtgp"} <= set(rows):
-                mine = rows["protonorm"]["mean"]
-                tests = [versus_best(plan.label("protonorm"), {plan.label(m): rows[m]["per_seed"] for m in (
-                    "protonorm", "fedproto", "fedtgp")}, trends=trends(*(("table1", p, m) for m in (
-                        "protonorm", "fedproto", "fedtgp"))))] if n > 1 else ()
-                out.append(claim(f"ProtoNorm beats the prototype methods FedProto and FedTGP, {p} split", "Table 1",
-                                 f"ProtoNorm {mine:.2f}, FedProto {rows['fedproto']['mean']:.2f}, FedTGP "
-                                 f"{rows['fedtgp']['mean']:.2f}", mine > max(rows["fedproto"]["mean"],
-                                                                             rows["fedtgp"]["mean"]),
-                                 prof, n, tests, caveat))
-    else:
-        out.append(untested("ProtoNorm beats every baseline", "Table 1", "not run"))
-    homo = res.get("homogeneous")
-    if homo and "protonorm" in homo:
-        per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
-        mean = {m: float(np.mean(v)) for m, v in per.items()}
-        k = min(len(v) for v in per.values())
-        tests = [versus_best(plan.label("protonorm"), {plan.label(m): v for m, v in per.items()},
-                             trends=trends(*(("homogeneous", m) for m in per)))] if k > 1 else ()
-        out.append(claim("With homogeneous models ProtoNorm beats FedNH and FedUV", "Table 3",
-                         ", ".join(f"{plan.label(m)} {v:.2f}" for m, v in mean.items()) + " (4-layer CNN, practical"
-                         + (f", mean of {k} seeds)" if k > 1 else ")"),
-                         mean["protonorm"] > max(v for m, v in mean.items() if m != "protonorm"), prof, k, tests,
-                         note=caveat))
-    gam = res.get("gamma")
-    if gam:
-        pn = {r["gamma"]: r["acc"] for r in gam if r["method"] == "protonorm"}
-        div = {r["gamma"]: r for r in gam if r["method"] == "protonorm" and r["diverged"]}
-
-        def diverged_text(g):
-            r = div.get(g)
-            if r is None:
-                return ""
-            n = len(r.get("per_seed") or [r["acc"]])
-            return f" (diverged on {len(r['diverged_seeds'])} of {n} seeds)" if r.get("diverged_seeds") else " (diverged)"
-        seeds_of = {(r["method"], r["gamma"]): r.get("per_seed") or [r["acc"]] for r in gam}
-        default = table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"]
-        if 1.0 in pn and default in pn:
-            a, b = seeds_of[("protonorm", default)], seeds_of[("protonorm", 1.0)]
-            k = min(len(a), len(b))
-            tests = [compare(f"gamma {default:g} - gamma 1", a, b, a_trend=trend(("gamma", "protonorm", float(default))),
-                             b_trend=trend(("gamma", "protonorm", 1.0)))] if k > 1 else ()
-            out.append(claim("Prototype Upscaling is what makes the gain: gamma > 1 beats gamma = 1", "Table 4",
-                             ", ".join(f"gamma {g:g}: {a:.2f}{diverged_text(g)}" for g, a in sorted(pn.items())),
-                             pn[default] > pn[1.0], prof, k, tests, note=caveat + (
-                                 "; at lambda 1 the upscaled target is far from the features after few rounds"
-                                 if short else "")))
-        for m in ("fedproto", "fedtgp"):
-            mg = {r["gamma"]: (r["acc"], r["diverged"]) for r in gam if r["method"] == m}
-            if 1.0 in mg and len(mg) > 1:
-                big = [g for g in mg if g >= 1.3]
-                ok = all(mg[g][1] or mg[g][0] < mg[1.0][0] for g in big) if big else None
-                text = f"{plan.label(m)} is sensitive to scaling: gamma >= 1.3 hurts or diverges"
-                evidence = ", ".join(f"gamma {g:g}: {'diverged' if d else f'{a:.2f}'}"
-                                     for g, (a, d) in sorted(mg.items()))
-                k = min(len(seeds_of[(m, g)]) for g in mg)
-                tests = [compare(f"gamma 1 - gamma {g:g}", seeds_of[(m, 1.0)], seeds_of[(m, g)],  # + = hurts
-                                 a_trend=trend(("gamma", m, 1.0)), b_trend=trend(("gamma", m, float(g))))
-                         for g in big if not mg[g][1]] if k > 1 else ()
-                out.append(untested(text, "Table 5", f"no gamma >= 1.3 in this profile ({evidence})") if ok is None
-                           else claim(text, "Table 5", evidence, ok, prof, k, tests, note=caveat))
-    its = res.get("pa_iterations")
-    if its:
-        def seeds_of(a):   # one array (one seed) or a list of per-seed arrays
-            return [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)]
-
-        runs = {p: [x for x in seeds_of(a) if len(x) >= 6] for p, a in its.items()}
-        runs = {p: xs for p, xs in runs.items() if xs}
-        text = "PA needs fewer iterations as training goes on"
-        k = min((len(xs) for xs in runs.values()), default=0)
-        tests = [compare(f"{p}: first 3 rounds - last 3 rounds", [float(np.mean(x[:3])) for x in xs],
-                         [float(np.mean(x[-3:])) for x in xs]) for p, xs in runs.items()]
-        out.append(claim(text, "Fig. 3a", "; ".join(
-            f"{p}: first rounds {np.mean([np.mean(x[:3]) for x in xs]):.0f}, last rounds "
-            f"{np.mean([np.mean(x[-3:]) for x in xs]):.0f}" + (f" (mean of {len(xs)} seeds)" if len(xs) > 1 else "")
-            for p, xs in runs.items()),
-                         all(t.margin > 0 for t in tests), prof if k > 1 else sprof, k, tests,
-                         note=f"{splan.table1['rounds']} rounds of the paper's 300"
-                         if sprof not in ("paper", "converged") else "") if runs
-                   else untested(text, "Fig. 3a", "fewer than 6 rounds"))
-    pa = res.get("pa_phase")
-    if pa is not None:
-        hist, k = pa
-        target = simplex_distance(k)
-        out.append(claim("One PA phase drives the prototypes to the simplex (evenly spread) distance", "Fig. 4",
-                         f"mean pairwise distance {hist[0, 1]:.4f} -> {hist[-1, 1]:.4f} (simplex {target:.4f}); "
-                         f"smallest {hist[0, 0]:.4f} -> {hist[-1, 0]:.4f}", abs(hist[-1, 1] - target) < 0.01, sprof, 1,
-                         construction="PA minimises the prototypes' largest pairwise similarity, whose optimum is "
-                         "the simplex"))
-    mar = res.get("margins")
-    if mar and "protonorm" in mar:
-        out.append(claim("ProtoNorm's global prototypes have the most uniform margins", "Fig. 5",
-                         ", ".join(f"{plan.label(m)} {v:.2f}" for m, v in mar.items())
-                         + " (smallest normalised margin)", mar["protonorm"] >= max(mar.values()), sprof, 1,
-                         construction="PA places the global prototypes evenly, so their margins are equal"))
-    comm = res.get("comm")
-    if comm:
-        out.append(claim("PBFL methods send (K_i + K) x d floats per client and round", "Supp. D",
-                         ", ".join(f"{plan.label(m)} {a:,}" for m, (a, _) in comm.items()),
-                         all(measured == formula for measured, formula in comm.values()), sprof, 1,
-                         note="measured from the messages, compared with the formula",
-                         construction="the messages hold one d-vector per held class up and per class down"))
-    ran = set(res.get("datasets") or ())
-    for key, (name, why) in NOT_RUN_DATASETS.items():
-        if key not in ran:
-            out.append(untested(f"{name} columns", "Tables 1-5", why))
-    if t1["model"] != "ht0" or t1["fraction"] < 1 or t1["rounds"] < 300:
-        out.append(untested("Full Ht0 protocol (ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0; all of the "
-                            "data, 300 rounds)", "Table 1", f"too slow for 2 CPU cores: this profile runs {where}"))
-    return out
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -454,7 +454,7 @@ def test_table1_a_diverged_seed_has_no_last_round_accuracy():
     assert frame.loc[("GFPL", "w3"), "diverged"] == "—"
     assert frame.loc[("FedFA", "w3"), "rounds to converge (ours, one seed; paper)"] == "—; 110"
     # the ledger's best-in-column claim compares the methods that have an accuracy
-    claims = G._table1_claims(plan, cells, "", "Table 1")
+    claims = G.ledger(plan, {"table1": cells})
     assert claims[0].verdict == "supported"
     assert claims[0].evidence == ("Fashion-MNIST, s-bar 100 w3: GFPL 90.00 (seed std 0.00) vs FedAvg 85.00 (seed "
                                   "std 0.00)")

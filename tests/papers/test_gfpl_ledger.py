@@ -27,7 +27,7 @@ def _cell(acc, rounds, up=0.0, down=0.0, curve_rounds=None):
 
 def _ledger(cells):
     plan = G.load_plan("paper")
-    return {c.claim: c for c in G._table1_claims(plan, cells, "", "Table 1")}
+    return {c.claim: c for c in G.ledger(plan, {"table1": cells})}
 
 
 def test_fewest_rounds_within_the_seed_spread_is_inconclusive():
