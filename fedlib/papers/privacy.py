@@ -1150,8 +1150,9 @@ def ledger(plan: Plan, res: dict) -> list:
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
     """The paper-profile runs the report reads (:mod:`fedlib.papers.catalog`): the leakage table's and the
-    privacy-utility curve's. The archive keeps their records (accuracy); the attacks need checkpoints, which it
-    does not keep, so their numbers are kept in figures/privacy/report.json."""
+    privacy-utility curve's. The archive keeps their records and, beside each, the values derived from its trained
+    model (attack scores per seed, pictures, references, the samples-per-prototype curve), so the section renders
+    from the archive alone."""
     pp = load_plan("paper")
     return [("Privacy leakage table (paper profile)", table_configs(pp), pp.seeds),
             ("Privacy-utility curve (paper profile)", {f"{m}/noise{s:g}": c for (m, s), c in
@@ -1456,21 +1457,24 @@ def show_ledger(nb):
 
 
 def closing_note(nb) -> None:
-    """The closing note: the leakage table's top and bottom rows and how long this Run All took; writes the
-    report section."""
+    """The closing note: the leakage table's top and bottom rows and how long this Run All took (left out where the
+    section is rendered from the run archive, whose render must not depend on the clock); writes the report
+    section."""
+    from fedlib import results
+
     plan, leak = nb.plan, _leakage(nb)[1]
     ranked = leak[leak["rank"] != "—"]
     attacked = ranked[ranked.method != "—"]
     top, bottom, last = attacked.iloc[0], attacked.iloc[-1], ranked.iloc[-1]
+    below = ("" if ranked.index[-1] == attacked.index[-1] else
+             f"; below it the {last.attack.removeprefix('reference: ')} reference, SSIM {last.ssim:.3f}")
+    took = ("" if results.reading_archive_only() else
+            f" This Run All took {(time.perf_counter() - nb.results['t_start']) / 60:.1f} minutes, reading the runs "
+            "and attacks that had finished before (from an empty results folder: the first cell's times).")
     closing = (f"**Closing note ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}).** Top of the leakage "
-               f"table (realistic attacks): {top.method}, "
-               f"{top.attack}: SSIM {top.ssim:.3f}, PSNR {top.psnr:.2f} dB, label accuracy "
-               f"{top.label_acc:.2f}. Bottom attack row: {bottom.method}, {bottom.attack}: SSIM {bottom.ssim:.3f}, "
-               f"PSNR {bottom.psnr:.2f} dB" + ("" if last is bottom else
-                                               f"; below it the {last.attack.removeprefix('reference: ')} "
-                                               f"reference, SSIM {last.ssim:.3f}") + ". This Run All took "
-               f"{(time.perf_counter() - nb.results['t_start']) / 60:.1f} minutes, reading the runs and attacks that "
-               "had finished before (from an empty results folder: the first cell's times).")
+               f"table (realistic attacks): {top.method}, {top.attack}: SSIM {top.ssim:.3f}, PSNR {top.psnr:.2f} dB, "
+               f"label accuracy {top.label_acc:.2f}. Bottom attack row: {bottom.method}, {bottom.attack}: SSIM "
+               f"{bottom.ssim:.3f}, PSNR {bottom.psnr:.2f} dB{below}.{took}")
     nb.section.text(closing)
     print(closing)
     print("report section:", nb.section.write())

@@ -321,3 +321,40 @@ def test_the_statistics_vs_models_claims_rest_on_the_realistic_attacks(tmp_path)
     assert "on FedAvg's model upload 0.210 (gradient_inversion (B 32, 6 steps), the client's real batch)" in got.evidence
     assert "decoder:means" in got.evidence
     assert "the batch-1 gradient inversion (iDLG), an upper bound no real round offers, reaches 0.991" in got.note
+
+
+def _closing(monkeypatch, rows, archive_only: bool) -> str:
+    """The closing note of a stub notebook whose leakage table is ``rows`` (method, attack, rank, ssim, psnr, ...)."""
+    import types
+
+    from fedlib import results
+
+    leak = pd.DataFrame(rows)
+    monkeypatch.setattr(P, "_leakage", lambda nb: ({}, leak))
+    written = []
+    nb = types.SimpleNamespace(plan=types.SimpleNamespace(rounds=30, seeds=[0, 1, 2]), profile="paper",
+                               results={"t_start": 0.0},
+                               section=types.SimpleNamespace(text=written.append, write=lambda: "section"))
+    if archive_only:
+        with results.archive_only():
+            P.closing_note(nb)
+    else:
+        P.closing_note(nb)
+    return written[0]
+
+
+def test_the_closing_note_names_a_reference_below_only_where_there_is_one(monkeypatch):
+    row = dict(psnr=10.0, label_acc=0.5)
+    attacks = [dict(method="A", attack="imprint", rank=1, ssim=0.7, **row),
+               dict(method="B", attack="decoder", rank=2, ssim=0.2, **row)]
+    reference = [dict(method="—", attack="reference: class average", rank=3, ssim=0.1, **row)]
+    assert "below it" not in _closing(monkeypatch, attacks, True)   # the bottom attack row is the last ranked row
+    note = _closing(monkeypatch, attacks + reference, True)
+    assert "Bottom attack row: B, decoder: SSIM 0.200" in note and "below it the class average reference, SSIM 0.100" \
+        in note
+
+
+def test_the_closing_note_rendered_from_the_archive_does_not_read_the_clock(monkeypatch):
+    rows = [dict(method="A", attack="imprint", rank=1, ssim=0.7, psnr=10.0, label_acc=0.5)]
+    assert "Run All took" not in _closing(monkeypatch, rows, True)
+    assert "Run All took" in _closing(monkeypatch, rows, False)
