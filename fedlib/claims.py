@@ -4,11 +4,12 @@ decide, and what was not tested here and why.
 
 Each paper study builds its ledger from the numbers its notebook computed
 (``fedlib.papers.<paper>.ledger``). Where a paper's claims are data (``params/<paper>/claims.yaml``: FedIC,
-MP-FedCL, ProtoNorm, the benchmark, GFPL, FedMPS), one engine judges them (:func:`evaluate`): each claim names its kind
-(:data:`CLAIM_KINDS`: ``best``, ``sweep_best``, ``chain``, ``intermediate``, ``ratio``, ``threshold``,
-``construction``, ``untested``, ``degrades``, ``head_to_head``, ``leads``, ``above``, ``family``, ``significant``),
-the table of named cells it reads (:class:`Cells`, which the study maps from its runs) and the templates of its evidence
-and note; the file is validated on reading (:func:`check_book`: one line naming the file, the claim and the field).
+MP-FedCL, ProtoNorm, the benchmark, GFPL, FedMPS, the privacy study), one engine judges them (:func:`evaluate`): each
+claim names its kind (:data:`CLAIM_KINDS`: ``best``, ``sweep_best``, ``chain``, ``intermediate``, ``ratio``,
+``threshold``, ``construction``, ``untested``, ``degrades``, ``head_to_head``, ``leads``, ``above``, ``family``,
+``significant``), the table of named cells it reads (:class:`Cells`, which the study maps from its runs) and the
+templates of its evidence and note; the file is validated on reading (:func:`check_book`: one line naming the file,
+the claim and the field).
 Every verdict comes from one rule, :func:`verdict`, applied to our numbers (never the paper's):
 
 - **supported / not supported** need evidence from the paper protocol or the ``converged`` profile

@@ -14,7 +14,8 @@ added to ``experiments.yaml`` enters the table with no new code. The outputs:
 - :func:`utility`: accuracy against the best attack's SSIM at each noise level of the two defences (clip + noise
   on every upload; sample-level DP-SGD in local training where the model is the upload), with the
   (epsilon, delta) of Opacus's RDP accountant;
-- :func:`ledger`: the three papers' privacy claims, judged by :func:`fedlib.claims.verdict`.
+- :func:`ledger`: the three papers' privacy claims (``params/privacy/claims.yaml``), judged by the claims
+  engine on :func:`tables`.
 
 Threat models per attack: docs/privacy.md. Attack results are values derived from the attacked run's trained model
 (:func:`fedlib.results.derived`), named by the attack settings: kept in the run's folder, archived with the run (its
@@ -1058,11 +1059,6 @@ REALISTIC_MODEL_ATTACKS = ("gradient_inversion (B ", "imprint")
 UPPER_BOUND_ATTACKS = ("gradient_inversion (batch 1",)
 
 
-def _per_seed_best(res: dict, method: str, kinds: tuple[str, ...] | None = None) -> list[float]:
-    """The best SSIM over a method's attacks (those whose name starts with one of ``kinds``), per seed."""
-    return _best_attack(res, method, kinds)[0]
-
-
 def _best_attack(res: dict, method: str, kinds: tuple[str, ...] | None = None) -> tuple[list[float], str]:
     """The best SSIM over a method's attacks (those whose name starts with one of ``kinds``), per seed, and the
     attack that gave it (the most frequent over the seeds; ``""`` where none ran)."""
@@ -1077,74 +1073,72 @@ def _best_attack(res: dict, method: str, kinds: tuple[str, ...] | None = None) -
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """The three papers' privacy claims with our evidence, each judged by :func:`fedlib.claims.verdict`.
+    """The three papers' privacy claims (``params/privacy/claims.yaml``) with our evidence and a verdict each, judged
+    by the claims engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on
+    :func:`tables`. ``res``: :func:`leakage`'s result (``missing``: why the attack scores are absent, where they are).
+    Rules: "cannot be inverted" holds where the best attack's SSIM is within 0.02 of the attacker's class average;
+    "compact statistics are safer than models" holds where the best attack on the statistics has a lower SSIM than
+    the best realistic attack on a model upload (the method's own model where it sends one, else FedAvg's). Short
+    profiles and one seed give inconclusive."""
+    from fedlib import claims
 
-    ``res``: :func:`leakage`'s result. Rules: "cannot be inverted" holds where the best attack's SSIM is within
-    0.02 of the attacker's class average; "compact statistics are safer than models" holds where the best
-    attack on the statistics has a lower SSIM than the best attack on a model upload (FedAvg's, and the
-    method's own model where it sends one). Short profiles and one seed give inconclusive.
-    """
-    from fedlib.claims import claim, compare, untested
+    return claims.ledger("privacy", tables(plan, res))
+
+
+def tables(plan: Plan, res: dict) -> dict:
+    """The tables the privacy claims (``params/privacy/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`):
+    ``upload`` (FedMPS's declared messages; None where FedMPS is not in the profile), ``fedmps_inverted`` and
+    ``safer_<method>`` (per-seed best attacks; without cells, and the reason as ``why``, where the rows lack them)."""
+    from fedlib.claims import Cells
 
     prof, n = plan.profile, len(plan.seeds)
     caveat = f"{prof} profile: {plan.rounds} rounds, seeds {plan.seeds}" if prof != "paper" else ""
-    refs = res["refs"]
+    refs, methods = res["refs"], set(res["rows"].method)
     avg = refs[refs.attack == "reference: class average"].sort_values("seed")["ssim"].tolist()
-    out = []
-    methods = set(res["rows"].method)
 
-    def tests(label, a, b):
-        return [compare(label, a, b)] if n > 1 and len(a) == len(b) == n else ()
+    def table(cells: dict | None = None, why: str = "", **text) -> Cells:
+        return Cells(cells or {}, prof, caveat, n, text={"why": res.get("missing") or why, **text})
 
+    def cell(label: str, values: list, others: list, **extra) -> dict:
+        """Per-seed values compared only where both sides hold every seed of the profile."""
+        per_seed = list(values) if n > 1 and len(values) == len(others) == n else None
+        return {"label": label, "value": np.mean(values), "per_seed": per_seed, "n": n, **extra}
+
+    out = {"upload": None}
     if "fedmps" in plan.table_methods():
         v = res["holds"]["fedmps"]
-        out.append(claim("FedMPS's upload gives the server neither a model update nor the extractor", "FedMPS §III",
-                         f"declared upload: {', '.join(v.upload)}; server holds {v.summary()}; attacks that apply: "
-                         f"{', '.join(v.attacks)}", not v.holds_extractor and "gradient_inversion" not in v.attacks,
-                         prof, n, construction="read from FedMPS's UPLOAD / BROADCAST declarations, which the "
-                         "contract test holds every real message to"))
+        leaks = int(v.holds_extractor) + int("gradient_inversion" in v.attacks)
+        out["upload"] = table({"fedmps": {"label": "FedMPS", "value": leaks, "per_seed": None, "n": n}},
+                              upload=", ".join(v.upload), summary=v.summary(), attacks=", ".join(v.attacks))
+    out["fedmps_inverted"] = table(why="FedMPS not in this profile")
     if "fedmps" in methods:
-        best = _per_seed_best(res, "fedmps")
-        out.append(claim("FedMPS's prototypes cannot be inverted into the client's images", "FedMPS Fig. 11",
-                         f"best attack SSIM {np.mean(best):.3f} (decoder with query access) vs the attacker's "
-                         f"class average {np.mean(avg):.3f}", np.mean(best) <= np.mean(avg) + 0.02, prof, n,
-                         tests("class average + 0.02 - FedMPS best", [a + 0.02 for a in avg], best),
-                         note="; ".join(x for x in ("rule: within 0.02 SSIM of the class average", caveat) if x)))
-    else:
-        out.append(untested("FedMPS's prototypes cannot be inverted", "FedMPS Fig. 11",
-                            res.get("missing") or "FedMPS not in this profile"))
+        best, _ = _best_attack(res, "fedmps")
+        bar = [a + 0.02 for a in avg]
+        out["fedmps_inverted"] = table({
+            "fedmps": cell("FedMPS best", best, bar),
+            "average": {**cell("class average + 0.02", bar, best), "value": np.mean(avg) + 0.02,
+                        "average": np.mean(avg)}})
     # the models' side under the realistic attacks (the client's real batch, the imprint); the batch-1 upper bound
     # is named beside it, not judged on
     model_best, model_attack = (_best_attack(res, "fedavg", REALISTIC_MODEL_ATTACKS) if "fedavg" in methods
                                 else ([], ""))
-    for m, paper, what in (("mpfedcl", "MP-FedCL §IV", "k-means centroids"),
-                           ("gfpl", "GFPL §3", "Gaussian mixture components")):
+    for m in ("mpfedcl", "gfpl"):
+        label = plan.label(m)
+        out[f"safer_{m}"] = table(why=f"{label} or FedAvg not in this profile")
         if m not in methods or not model_best:
-            out.append(untested(f"{plan.label(m)}: {what} are safer to share than models", paper,
-                                res.get("missing") or f"{plan.label(m)} or FedAvg not in this profile"))
             continue
         stats, stats_attack = _best_attack(res, m, ("feature_inversion", "decoder"))
         own, own_attack = _best_attack(res, m, REALISTIC_MODEL_ATTACKS)
         ref, ref_attack = (own, own_attack) if own else (model_best, model_attack)
-        bound = _per_seed_best(res, m if own else "fedavg", UPPER_BOUND_ATTACKS)
-        whose = f"{plan.label(m)}'s own model upload" if own else "FedAvg's model upload"
-        out.append(claim(f"{plan.label(m)}: {what} are safer to share than models", paper,
-                         f"best SSIM on the statistics {np.mean(stats):.3f} ({stats_attack}) vs on {whose} "
-                         f"{np.mean(ref):.3f} ({ref_attack}, the client's real batch)"
-                         + (f" (FedAvg's {np.mean(model_best):.3f})" if own else ""), np.mean(stats) < np.mean(ref),
-                         prof, n,
-                         tests(f"{whose} ({ref_attack}) - {plan.label(m)} statistics ({stats_attack})", ref, stats),
-                         note="; ".join(x for x in (
-                             "rule: lower best-attack SSIM on the statistics than on the model upload, under the "
-                             "attacks a server meets (gradient inversion of the client's real batch and local steps, "
-                             "the imprint)",
-                             f"the batch-1 gradient inversion (iDLG), an upper bound no real round offers, reaches "
-                             f"{np.mean(bound):.3f} on the model upload and is not judged on" if bound else "",
-                             caveat, "MP-FedCL uploads its model too, so its upload as a whole leaks what the model "
-                             "leaks" if own else "") if x)))
-    out.append(untested("FSHA's full feature-space hijacking (a server training the client's model towards its "
-                        "own decoder over many rounds)", "not implemented (docs/privacy.md, Not covered)",
-                        "the active server here crafts one broadcast (the imprint); docs/privacy.md, Not covered"))
+        bound = _best_attack(res, m if own else "fedavg", UPPER_BOUND_ATTACKS)[0]
+        whose = f"{label}'s own model upload" if own else "FedAvg's model upload"
+        out[f"safer_{m}"] = table(
+            {"statistics": cell(f"{label} statistics ({stats_attack})", stats, ref, attack=stats_attack),
+             "model": cell(f"{whose} ({ref_attack})", ref, stats, attack=ref_attack, whose=whose)},
+            fedavg=f" (FedAvg's {np.mean(model_best):.3f})" if own else "",
+            bound=(f"the batch-1 gradient inversion (iDLG), an upper bound no real round offers, reaches "
+                   f"{np.mean(bound):.3f} on the model upload and is not judged on") if bound else "",
+            own="MP-FedCL uploads its model too, so its upload as a whole leaks what the model leaks" if own else "")
     return out
 
 

@@ -1,6 +1,6 @@
-"""Hand-made inputs of the FedIC, MP-FedCL, ProtoNorm, benchmark, GFPL and FedMPS ledgers, every branch of their
-claims: the cases whose ledgers ``tests/papers/data/ledger_golden.json`` holds (made by the hand-written ledgers that
-params/<paper>/claims.yaml replaced), so that the claims engine is checked to judge them exactly as those did
+"""Hand-made inputs of the FedIC, MP-FedCL, ProtoNorm, benchmark, GFPL, FedMPS and privacy ledgers, every branch of
+their claims: the cases whose ledgers ``tests/papers/data/ledger_golden.json`` holds (made by the hand-written ledgers
+that params/<paper>/claims.yaml replaced), so that the claims engine is checked to judge them exactly as those did
 (test_claims_engine.py).
 
 Each case is ``(name, paper, plan, res)`` (:func:`ledger` runs it); MP-FedCL's, the benchmark's and FedMPS's trends
@@ -518,6 +518,62 @@ def _fedmps_cases():
     ]
 
 
+def pv_frame(rows: dict, seeds=(0, 1, 2)) -> pd.DataFrame:
+    """Attack rows as :func:`fedlib.papers.privacy.leakage` gives them: ``{(method, attack): [ssim per seed]}``."""
+    out = [{"method": m, "attack": a, "seed": s, "psnr": 10.0 + v, "ssim": v, "label_acc": 0.5, "images": 4,
+            "seconds": 1.0} for (m, a), vs in rows.items() for s, v in zip(seeds, vs, strict=True)]
+    return pd.DataFrame(out, columns=["method", "attack", "seed", "psnr", "ssim", "label_acc", "images", "seconds"])
+
+
+def pv_refs(average, seeds=(0, 1, 2)) -> pd.DataFrame:
+    """The three references per seed, the class average's SSIM ``average`` per seed."""
+    out = [{"attack": a, "seed": s, "psnr": 12.0, "ssim": v, "label_acc": 0.9}
+           for s, avg in zip(seeds, average, strict=True)
+           for a, v in (("reference: class average", avg), ("reference: random image", 0.05),
+                        ("reference: other image", 0.1))]
+    return pd.DataFrame(out)
+
+
+def _privacy_cases():
+    from fedlib.papers import privacy as P
+    from fedlib.privacy import what_server_holds
+
+    paper, quick, smoke = P.load_plan("paper"), P.load_plan("quick"), P.load_plan("smoke")
+
+    def holds(plan):
+        return {m: what_server_holds(m) for m in plan.table_methods()}
+
+    gi, b1 = "gradient_inversion (B 32, 10 steps)", "gradient_inversion (batch 1, 1 image)"
+    full = {("fedmps", "decoder"): [0.30, 0.31, 0.29],
+            ("fedavg", gi): [0.60, 0.62, 0.58], ("fedavg", "imprint"): [0.55, 0.70, 0.50],
+            ("fedavg", b1): [0.95, 0.96, 0.94],
+            ("mpfedcl", "feature_inversion"): [0.20, 0.22, 0.21], ("mpfedcl", "decoder"): [0.25, 0.18, 0.24],
+            ("mpfedcl", "gradient_inversion (B 32, 12 steps)"): [0.50, 0.52, 0.48],
+            ("mpfedcl", "imprint"): [0.45, 0.60, 0.40], ("mpfedcl", b1): [0.90, 0.91, 0.89],
+            ("gfpl", "decoder"): [0.55, 0.75, 0.60]}
+    behind = {("fedmps", "decoder"): [0.40, 0.42, 0.41], ("fedmps", "feature_inversion"): [0.10, 0.45, 0.12],
+              ("fedavg", gi): [0.30, 0.32, 0.31], ("fedavg", "imprint"): [0.20, 0.21, 0.22],
+              ("gfpl", "decoder"): [0.50, 0.52, 0.51]}
+    return [
+        ("paper, every method, three seeds", paper, {
+            "rows": pv_frame(full), "refs": pv_refs([0.30, 0.29, 0.31]), "holds": holds(paper),
+            "classifier_acc": {0: 0.9, 1: 0.9, 2: 0.9}}),
+        ("paper, FedMPS above the class average, GFPL worse than FedAvg, no bound", paper, {
+            "rows": pv_frame(behind), "refs": pv_refs([0.30, 0.29, 0.31]), "holds": holds(paper)}),
+        ("archive without the attack scores", paper, {
+            "rows": pd.DataFrame(columns=["method", "attack", "seed", "ssim"]),
+            "refs": pd.DataFrame(columns=["attack", "seed", "ssim"]), "holds": holds(paper),
+            "missing": "the attack scores are not in the run archive (python -m fedlib.papers.privacy --profile "
+                       "paper makes them; python -m fedlib archive keeps them)"}),
+        ("quick, one seed", quick, {
+            "rows": pv_frame({k: v[:1] for k, v in full.items()}, (0,)), "refs": pv_refs([0.30], (0,)),
+            "holds": holds(quick)}),
+        ("smoke: no FedMPS, MP-FedCL without FedAvg", smoke, {
+            "rows": pv_frame({k: v[:1] for k, v in full.items() if k[0] == "mpfedcl"}, (0,)),
+            "refs": pv_refs([0.30], (0,)), "holds": holds(smoke)}),
+    ]
+
+
 def cases() -> list[tuple[str, str, object, dict]]:
     """Every case: ``(name, paper, plan, res)``."""
     return ([(name, "fedic", plan, res) for name, plan, res in _fedic_cases()]
@@ -525,7 +581,8 @@ def cases() -> list[tuple[str, str, object, dict]]:
             + [(name, "protonorm", plan, res) for name, plan, res in _protonorm_cases()]
             + [(name, "benchmark", plan, res) for name, plan, res in _benchmark_cases()]
             + [(name, "gfpl", plan, res) for name, plan, res in _gfpl_cases()]
-            + [(name, "fedmps", plan, res) for name, plan, res in _fedmps_cases()])
+            + [(name, "fedmps", plan, res) for name, plan, res in _fedmps_cases()]
+            + [(name, "privacy", plan, res) for name, plan, res in _privacy_cases()])
 
 
 def ledger(paper: str, plan, res: dict) -> list:
