@@ -5,7 +5,8 @@ Each study module declares ``archived_tables()``: the long profiles' tables its 
 ``(name, configs, seeds)``. Their runs take hours on a CPU and ``results/`` is not committed, so the
 archive (:mod:`fedlib.archive`, plain storage) keeps their records in the repository and
 :mod:`fedlib.results` reads them on a fresh clone. This module sits above every study (only the
-archive command, :mod:`fedlib.archive_cli`, imports it), so the studies never import each other.
+archive command, :mod:`fedlib.archive_cli`, imports it), so no study imports the catalog; where one study
+uses another's figure the import is listed in docs/architecture.md.
 """
 
 from __future__ import annotations

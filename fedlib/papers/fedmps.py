@@ -283,7 +283,7 @@ def paper_table3(plan: Plan) -> dict:
     their run groups. The runs come from
     ``python -m fedlib.papers.fedmps --profile paper`` (or the paper profile's notebook) into the
     same results folder, on ``plan``'s device and executor or else another (:func:`fedlib.results.find`);
-    a run the results folder lacks is read from the run archive (:mod:`fedlib.archive`)."""
+    a run the results folder lacks is read from the run archive (through :mod:`fedlib.results`)."""
     pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
     done, found = results.cached(configs, pplan.seeds)
