@@ -10,7 +10,9 @@ from pathlib import Path
 from fedlib import backends
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser():
+    """The command line's parser: ``run``, ``reproduce``, ``partition``, ``archive`` (``report`` and ``evidence``
+    are listed; their own parsers read their options)."""
     from fedlib.device import device_arg
     from fedlib.validation import Parser
 
@@ -49,64 +51,75 @@ def main(argv: list[str] | None = None) -> int:
                    add_help=False)
     sub.add_parser("evidence", help="what would decide each open claim and its CPU cost; --run --budget 3h runs the "
                                     "cheapest decisive extensions", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] in ("report", "evidence"):   # their own parsers (python -m fedlib report --help)
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-        if argv[0] == "report":
-            from fedlib.render import main as report_main
+        from fedlib import render
 
-            return report_main(argv[1:])
-        from fedlib.render import evidence_main
-
-        return evidence_main(argv[1:])
-    args, extra = parser.parse_known_args(argv)
+        return (render.main if argv[0] == "report" else render.evidence_main)(argv[1:])
+    cli = parser()
+    args, extra = cli.parse_known_args(argv)
     if args.command in ("run", "partition"):   # key=value after a flag (run CFG --no-progress train.rounds=5)
         args.overrides += [a for a in extra if not a.startswith("-")]
         extra = [a for a in extra if a.startswith("-")]
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        cli.error(f"unrecognized arguments: {' '.join(extra)}")
     from fedlib.logs import BarSafeHandler
 
     logging.basicConfig(level=logging.WARNING, handlers=[BarSafeHandler()])
 
     from fedlib.interrupts import stop_on_signals
-    from fedlib.validation import ConfigError, os_error
 
     stop_on_signals()  # SIGINT and SIGTERM: the work in progress stops, finished work stays
     if args.command == "reproduce":  # the notebooks' kernels do the work: this process needs no torch
-        from fedlib.reproduce import reproduce
-        from fedlib.report import CHECKOUT
-
-        try:
-            backends.apply(args)
-            code = reproduce(args.profile, notebooks=args.notebooks or CHECKOUT / "notebooks",
-                             root=args.root or CHECKOUT, only=args.only, progress=not args.no_progress,
-                             log_output=args.log_output, device=args.device)
-            if args.profile != "smoke" and (args.root is None or Path(args.root).resolve() == CHECKOUT.resolve()):
-                from fedlib.render import main as render_main   # REPORT.md: the render of the run archive
-
-                code = max(code, render_main([]))
-            return code
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        except OSError as exc:
-            print(f"error: {os_error(exc)}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("interrupted; finished experiments are cached, run the same command to go on", file=sys.stderr)
-            return 130
-
+        return reproduce_command(args)
     if args.command == "archive":
         from fedlib.archive_cli import main as archive_main
 
         return archive_main((["--check"] if args.check else []) + (["--root", args.root] if args.root else [])
                             + (["--replace"] if args.replace else []) + (["--index"] if args.index else []))
+    return run_command(args)
 
-    from fedlib.data.sources import DatasetUnavailable
+
+def reproduce_command(args) -> int:
+    """``python -m fedlib reproduce``: the notebooks headless, then REPORT.md rendered from the archive (a profile
+    other than smoke, written into the checkout)."""
+    from fedlib.report import CHECKOUT
+    from fedlib.reproduce import reproduce
+    from fedlib.validation import ConfigError, os_error
+
+    try:
+        backends.apply(args)
+        code = reproduce(args.profile, notebooks=args.notebooks or CHECKOUT / "notebooks",
+                         root=args.root or CHECKOUT, only=args.only, progress=not args.no_progress,
+                         log_output=args.log_output, device=args.device)
+        if args.profile != "smoke" and (args.root is None or Path(args.root).resolve() == CHECKOUT.resolve()):
+            from fedlib.render import main as render_main   # REPORT.md: the render of the run archive
+
+            code = max(code, render_main([]))
+        return code
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {os_error(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; finished experiments are cached, run the same command to go on", file=sys.stderr)
+        return 130
+
+
+def run_command(args) -> int:
+    """``python -m fedlib run`` (every seed of a config, then its summary) and ``python -m fedlib partition``."""
     from fedlib.config import load_config
-    from fedlib.runner import build, format_summary, run_experiment
+    from fedlib.data.sources import DatasetUnavailable
+    from fedlib.runner import format_summary, run_experiment
+    from fedlib.validation import ConfigError, os_error
 
     try:
         cfg = load_config(args.config, args.overrides)
@@ -114,17 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             summaries = run_experiment(cfg, progress=not args.no_progress)
             print(format_summary(cfg, summaries))
         else:
-            from fedlib.plots import partition_heatmap
-
-            out = partition_output(args.out, cfg["name"])   # checked before any data is loaded
-            data, _, _ = build(cfg, cfg["seeds"][0])
-            out.parent.mkdir(parents=True, exist_ok=True)
-            partition_heatmap(data.partition, title=cfg["name"]).figure.savefig(out, dpi=120, bbox_inches="tight")
-            counts = data.partition.counts
-            print(f"{cfg['name']}: {data.num_clients} clients, {int(counts.sum())} train samples, "
-                  f"hash {data.partition.hash}; heatmap -> {out}")
-            for cid, row in enumerate(counts):
-                print(f"  client {cid:3d}: " + " ".join(f"{c}:{n}" for c, n in enumerate(row) if n))
+            draw_partition(cfg, args.out)
     except (ConfigError, DatasetUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -135,6 +138,22 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; finished rounds are checkpointed, run the same command to resume", file=sys.stderr)
         return 130
     return 0
+
+
+def draw_partition(cfg: dict, out: str | None) -> None:
+    """``python -m fedlib partition``: the partition's heatmap into ``out`` and its counts per client."""
+    from fedlib.plots import partition_heatmap
+    from fedlib.runner import build
+
+    path = partition_output(out, cfg["name"])   # checked before any data is loaded
+    data, _, _ = build(cfg, cfg["seeds"][0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partition_heatmap(data.partition, title=cfg["name"]).figure.savefig(path, dpi=120, bbox_inches="tight")
+    counts = data.partition.counts
+    print(f"{cfg['name']}: {data.num_clients} clients, {int(counts.sum())} train samples, "
+          f"hash {data.partition.hash}; heatmap -> {path}")
+    for cid, row in enumerate(counts):
+        print(f"  client {cid:3d}: " + " ".join(f"{c}:{n}" for c, n in enumerate(row) if n))
 
 
 def partition_output(out: str | None, name: str):

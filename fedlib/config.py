@@ -220,45 +220,9 @@ def validate(raw: dict, source: str = "config") -> dict:
     allowed. Checks that need the data (shots vs samples per class, clients vs samples,
     model vs input shape) happen when the run is built, before anything is written.
     """
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError("config", raw, "a mapping of " + ", ".join(TOP_KEYS))
-    for key in raw:
-        if key not in TOP_KEYS:
-            raise unknown_key_error("config", key, list(TOP_KEYS))
-    missing = [k for k in REQUIRED if raw.get(k) is None]
-    if missing:
-        raise ConfigError(missing[0], None, "required", message=(
-            f"{source}: missing {', '.join(repr(k) for k in missing)}; a config names dataset, model, partition "
-            "(with its scheme), algorithm and train (see params/fedproto_fmnist.yaml)"))
-    name = "experiment" if raw.get("name") is None else raw["name"]
-    if isinstance(name, (list, dict, set, tuple, bytes)):
-        raise ConfigError("name", name, "a name (a string)")
-    cfg: dict[str, Any] = {"name": str(name)}
-    if not cfg["name"].isprintable():   # it is printed on progress bars and in summaries, and may name a file
-        raise ConfigError("name", cfg["name"], "a name of printable characters (no newline, tab or control character)")
-
-    ds = _as_spec(raw["dataset"], "dataset")
-    if set(ds) - {"name", "fraction", "encoder"}:
-        raise unknown_key_error("dataset", next(iter(set(ds) - {"name", "fraction", "encoder"})),
-                                ["name", "fraction", "encoder"])
-    if "fraction" in ds:
-        fr = ds["fraction"]
-        if isinstance(fr, bool) or not isinstance(fr, (int, float)) or not 0 < fr <= 1:
-            raise ConfigError("dataset.fraction", fr, "a number in (0, 1] (a stratified subsample of both splits)")
-    if ds.get("name") not in LOADERS:
-        raise ConfigError("dataset.name", ds.get("name"), "one of " + ", ".join(sorted(LOADERS)))
-    if "encoder" in ds:
-        from fedlib.data.domains import ENCODERS
-        from fedlib.data.sources import DOMAIN_DATASETS
-
-        if ds["name"] not in DOMAIN_DATASETS:
-            raise ConfigError("dataset.encoder", ds["encoder"],
-                              f"only with {' or '.join(DOMAIN_DATASETS)} (not {ds['name']})")
-        if ds["encoder"] not in ENCODERS:
-            raise ConfigError("dataset.encoder", ds["encoder"], "one of " + ", ".join(ENCODERS))
-    cfg["dataset"] = ds
+    raw = _top_level(raw, source)
+    cfg: dict[str, Any] = {"name": _name(raw.get("name"))}
+    cfg["dataset"] = _dataset(_as_spec(raw["dataset"], "dataset"))
 
     cfg["model"] = _model(_as_spec(raw["model"], "model"))
 
@@ -284,6 +248,64 @@ def validate(raw: dict, source: str = "config") -> dict:
             raise ConfigError(key, raw[key], "a folder path (a string)")
     cfg["data_root"] = None if raw.get("data_root") is None else str(raw["data_root"])
     cfg["results_dir"] = str(raw.get("results_dir") or "results")
+    _placement(cfg, raw)
+    return cfg
+
+
+def _top_level(raw, source: str) -> dict:
+    """``raw`` as a mapping of known top-level keys holding every required one (None: an empty config)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("config", raw, "a mapping of " + ", ".join(TOP_KEYS))
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise unknown_key_error("config", key, list(TOP_KEYS))
+    missing = [k for k in REQUIRED if raw.get(k) is None]
+    if missing:
+        raise ConfigError(missing[0], None, "required", message=(
+            f"{source}: missing {', '.join(repr(k) for k in missing)}; a config names dataset, model, partition "
+            "(with its scheme), algorithm and train (see params/fedproto_fmnist.yaml)"))
+    return raw
+
+
+def _name(name) -> str:
+    """The experiment's name (default ``experiment``): a string of printable characters."""
+    name = "experiment" if name is None else name
+    if isinstance(name, (list, dict, set, tuple, bytes)):
+        raise ConfigError("name", name, "a name (a string)")
+    name = str(name)
+    if not name.isprintable():   # it is printed on progress bars and in summaries, and may name a file
+        raise ConfigError("name", name, "a name of printable characters (no newline, tab or control character)")
+    return name
+
+
+def _dataset(ds: dict) -> dict:
+    """The ``dataset`` section checked: a known loader, a fraction in (0, 1], an encoder only for domain data."""
+    if set(ds) - {"name", "fraction", "encoder"}:
+        raise unknown_key_error("dataset", next(iter(set(ds) - {"name", "fraction", "encoder"})),
+                                ["name", "fraction", "encoder"])
+    if "fraction" in ds:
+        fr = ds["fraction"]
+        if isinstance(fr, bool) or not isinstance(fr, (int, float)) or not 0 < fr <= 1:
+            raise ConfigError("dataset.fraction", fr, "a number in (0, 1] (a stratified subsample of both splits)")
+    if ds.get("name") not in LOADERS:
+        raise ConfigError("dataset.name", ds.get("name"), "one of " + ", ".join(sorted(LOADERS)))
+    if "encoder" in ds:
+        from fedlib.data.domains import ENCODERS
+        from fedlib.data.sources import DOMAIN_DATASETS
+
+        if ds["name"] not in DOMAIN_DATASETS:
+            raise ConfigError("dataset.encoder", ds["encoder"],
+                              f"only with {' or '.join(DOMAIN_DATASETS)} (not {ds['name']})")
+        if ds["encoder"] not in ENCODERS:
+            raise ConfigError("dataset.encoder", ds["encoder"], "one of " + ", ".join(ENCODERS))
+    return ds
+
+
+def _placement(cfg: dict, raw: dict) -> None:
+    """``cfg``'s device and executor (``auto``: batched on CUDA, else sequential) and its ``defense``, if any
+    (DP-SGD: the sequential executor, on a method it applies to)."""
     from fedlib.device import resolve
 
     cfg["device"] = resolve(raw.get("device", "auto"))
@@ -299,7 +321,6 @@ def validate(raw: dict, source: str = "config") -> dict:
             if executor == "auto":
                 cfg["executor"] = "sequential"
             check_dp_sgd_run(cfg)
-    return cfg
 
 
 def check_seeds(seeds: Any, field: str = "seeds") -> list[int]:

@@ -495,29 +495,6 @@ class Batched:
             teachers[name].eval()
             T[name] = stack(list(first.teachers[name]), [tasks[c].teachers[name] for c in cids])
 
-        def make_step(kw: dict):
-            def one(p, b, x, y, e, tw, d, epoch):
-                a = algo
-                if swept:  # this row's own run's values of the swept hyperparameters (0-d tensors under vmap)
-                    a = copy.copy(algo)
-                    for f in swept:
-                        object.__setattr__(a, f, e[SWEPT + f])
-                    e = {k: v for k, v in e.items() if not k.startswith(SWEPT)}
-                w = {**p, **b}
-                out = functional_call(model, w, (x,))
-                with torch.no_grad():
-                    t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
-                e = {**e, **d}
-                if first.head_on:
-                    hw = {n[len("head."):]: v for n, v in w.items() if n.startswith("head.")}
-                    e.update({f"head({k})": functional_call(model.head, hw, (e[k],)) for k in first.head_on})
-                loss, parts = a.batch_loss(out, y, epoch, e, t_out, p, rnd, **kw)
-                return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
-                              {lv: collected(out, lv).detach() for lv in first.collect})
-
-            return vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, 0, None),
-                        randomness="same" if same else "different")
-
         # torchvision's stochastic depth (EfficientNet) draws into an unbatched tensor: vmap can only give
         # every client of the group the same draw there
         same = any(type(m).__name__ == "StochasticDepth" for m in model.modules())
@@ -544,7 +521,8 @@ class Batched:
                 P = {n: v for n, v in W.items() if n in trained}
                 held = _Held({n: v for n, v in W.items() if n not in trained})
                 B = held.views
-                step = make_step({"phase": ph.part} if first.phases else {})
+                step = _step_function(algo, model, teachers, first, rnd, swept, same,
+                                      {"phase": ph.part} if first.phases else {})
                 lr = t.round_lr(rnd) if ph.lr is None else ph.lr
                 if ph.lr is None and lrs is not None and len(set(lrs)) > 1:  # sweep points of the learning rate
                     lr = torch.tensor(lrs, dtype=next(iter(P.values())).dtype, device=dev)
@@ -567,17 +545,7 @@ class Batched:
                         self._odd_step(step, opt, P, B, E, T, odd_draws.get(g, {}), acc, S, K, X[idx], Y[idx], g, C,
                                        epoch, collect)
                 W = {n: P[n] if n in P else B[n] for n in W}
-        host = acc.to_host(K, dims, C)
-        sizes = {lv: [len(r) for r in rows] for lv, rows in host["seen"].items()}
-        sums = {lv: GroupSums(S[lv][:G * C], K[lv][:G * C], _seen_cells(K[lv], sizes[lv], G * C), sizes[lv], C)
-                for lv in dims}
-        rows = {n: v.unbind(0) for n, v in W.items()}  # each client's weights: views, one op per tensor
-        states = {cid: {n: r[g] for n, r in rows.items()} for g, cid in enumerate(cids)}
-        epochs = {"train_loss": phases[-1].epochs, **{f"{ph.part}_loss": ph.epochs for ph in phases}}
-        total = sum(ph.epochs for ph in phases)
-        metrics = {cid: {k: v[g] / (plan.steps_of[g] * epochs.get(k, total)) for k, v in host["sums"].items()}
-                   for g, cid in enumerate(cids)}
-        return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, W, sums, metrics)
+        return _trained_group(cids, tasks, W, acc, S, K, dims, C, phases, plan)
 
     def _epoch(self, step, opt, plan, held, P, B, E, T, D, acc, S, xs, ys, cells, epoch, C) -> None:
         """The lockstep steps of one epoch (``D``: the per-step draws (steps, G, ...); ``cells``: where the
@@ -761,3 +729,47 @@ class Batched:
                 own[g, tests[c].classes] = True
             self._stacked[key] = (torch.stack(xs), torch.stack(ys), torch.stack(valid), own)
         return self._stacked[key]
+
+
+def _step_function(algo, model, teachers: dict, first, rnd, swept: list, same: bool, kw: dict):
+    """One lockstep step of :meth:`_train_stacked` for every row at once: the gradient of each row's loss
+    (:meth:`~fedlib.algorithms.contract.Algorithm.batch_loss` on its weights, batch, extras, teachers' outputs and
+    draws) with its loss, parts and collected features, vmapped over the rows (``same``: one random draw for all)."""
+    def one(p, b, x, y, e, tw, d, epoch):
+        a = algo
+        if swept:  # this row's own run's values of the swept hyperparameters (0-d tensors under vmap)
+            a = copy.copy(algo)
+            for f in swept:
+                object.__setattr__(a, f, e[SWEPT + f])
+            e = {k: v for k, v in e.items() if not k.startswith(SWEPT)}
+        w = {**p, **b}
+        out = functional_call(model, w, (x,))
+        with torch.no_grad():
+            t_out = {name: functional_call(teachers[name], tw[name], (x,)) for name in teachers}
+        e = {**e, **d}
+        if first.head_on:
+            hw = {n[len("head."):]: v for n, v in w.items() if n.startswith("head.")}
+            e.update({f"head({k})": functional_call(model.head, hw, (e[k],)) for k in first.head_on})
+        loss, parts = a.batch_loss(out, y, epoch, e, t_out, p, rnd, **kw)
+        return loss, (loss.detach(), {k: v.detach() for k, v in parts.items()},
+                      {lv: collected(out, lv).detach() for lv in first.collect})
+
+    return vmap(grad(one, has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, 0, None),
+                randomness="same" if same else "different")
+
+
+def _trained_group(cids, tasks, W, acc, S, K, dims, C, phases, plan) -> TrainedGroup:
+    """What :meth:`_train_stacked` returns: each row's weights (views), its per-class feature sums and its mean
+    losses per step (per phase, and over every epoch)."""
+    G = len(cids)
+    host = acc.to_host(K, dims, C)
+    sizes = {lv: [len(r) for r in rows] for lv, rows in host["seen"].items()}
+    sums = {lv: GroupSums(S[lv][:G * C], K[lv][:G * C], _seen_cells(K[lv], sizes[lv], G * C), sizes[lv], C)
+            for lv in dims}
+    rows = {n: v.unbind(0) for n, v in W.items()}  # each client's weights: views, one op per tensor
+    states = {cid: {n: r[g] for n, r in rows.items()} for g, cid in enumerate(cids)}
+    epochs = {"train_loss": phases[-1].epochs, **{f"{ph.part}_loss": ph.epochs for ph in phases}}
+    total = sum(ph.epochs for ph in phases)
+    metrics = {cid: {k: v[g] / (plan.steps_of[g] * epochs.get(k, total)) for k, v in host["sums"].items()}
+               for g, cid in enumerate(cids)}
+    return TrainedGroup(cids, {}, {c: tasks[c] for c in cids}, states, W, sums, metrics)

@@ -24,8 +24,7 @@ import json
 import os
 from pathlib import Path
 
-#: the studies, in the report's order, with their notebook and module
-SECTIONS = ("benchmark", "fedic", "fedmps", "gfpl", "mpfedcl", "privacy", "protonorm")
+from fedlib.papers.catalog import NAMES as SECTIONS   # the studies, in the report's order (one section each)
 #: profiles a section may be rendered under, strongest first
 STRONG_PROFILES = ("paper", "converged")
 
@@ -42,9 +41,10 @@ class Section:
 
 
 def study(name: str):
-    import importlib
+    """The study ``name``, checked against the study interface (:func:`fedlib.papers.catalog.load`)."""
+    from fedlib.papers import catalog
 
-    return importlib.import_module(f"fedlib.papers.{name}")
+    return catalog.load(name)
 
 
 def section_profile(name: str) -> str | None:

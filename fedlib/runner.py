@@ -660,9 +660,6 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     one stacked group (:mod:`fedlib.stacked`), a stack being one unit of work (of the calling process, or of a
     worker).
     """
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
     from tqdm.auto import tqdm
 
     summaries: list[dict | None] = [None] * len(jobs)
@@ -687,69 +684,84 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     tracker = Progress(desc, len(jobs), len(jobs) - len(todo), total)
     tracker.write(0, 0)
     if todo and in_process:
-        try:
-            counted = 0   # rounds done over the grid (the bar's own count stays 0 when it is disabled)
-            started = 0   # runs of the units before this one
-            for unit in units:
-                before = counted
-                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + started}/{len(jobs)}", refresh=False)
-
-                def one_round(_j, _r, started=started):   # the bar moves with every round trained, not only per run
-                    nonlocal counted
-                    counted += 1
-                    bar.update(1)
-                    tracker.write(started, counted)
-
-                for i, got in zip(unit, _train_unit([jobs[i] for i in unit], on_round=one_round), strict=True):
-                    if isinstance(got, BaseException):  # keep going, as the pool does
-                        failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(got).__name__}: {got}"))
-                    else:
-                        summaries[i] = got
-                started += len(unit)
-                counted = before + sum(_rounds_done(*jobs[i]) for i in unit)   # a resumed run's earlier rounds too
-                bar.n = counted
-                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + started}/{len(jobs)}", refresh=False)
-                bar.refresh()
-                tracker.write(started, counted)
-        except BaseException:
-            bar.close()
-            raise
+        _run_here(jobs, todo, units, summaries, failures, bar, tracker)
     elif todo:
-        pool = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
-        try:
-            futures = {(pool.submit(_worker, *jobs[unit[0]]) if len(unit) == 1 else
-                        pool.submit(_stack_worker, [jobs[i] for i in unit])): unit for unit in units}
-            pending = set(futures)
-            while pending:
-                done, pending = cf.wait(pending, timeout=2.0)
-                for f in done:
-                    unit = futures[f]
-                    try:
-                        got = f.result()
-                        got = [got] if len(unit) == 1 else got
-                    except Exception as exc:  # keep going: the other runs' work is not lost
-                        got = [exc] * len(unit)
-                    for i, v in zip(unit, got, strict=True):
-                        if isinstance(v, BaseException):
-                            failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(v).__name__}: {v}"))
-                        else:
-                            summaries[i] = v
-                bar.n = sum(_rounds_done(*jobs[i]) for i in todo)
-                finished = sum(summaries[i] is not None for i in todo) + len(failures)
-                bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}", refresh=False)
-                bar.refresh()
-                tracker.write(finished, bar.n)
-        except BaseException:  # Ctrl-C, SIGTERM, a notebook's interrupt: stop now, not after the queue
-            bar.close()
-            _stop_pool(pool, [jobs[i] for i in todo])
-            raise
-        pool.shutdown()
+        _run_pool(jobs, todo, units, workers, summaries, failures, bar, tracker)
     tracker.write(len(todo), total)
     bar.close()
     if failures:
         lines = "\n".join(f"  {name} seed {seed}: {why}" for name, seed, why in failures)
         raise RunsFailed(f"{len(failures)} of {len(jobs)} runs failed (finished runs are cached):\n{lines}")
     return summaries  # type: ignore[return-value]
+
+
+def _run_here(jobs, todo, units, summaries, failures, bar, tracker) -> None:
+    """:func:`run_many` with ``workers=0``: the units one after the other in this process, the bar moving with every
+    round; a finished run's summary into ``summaries``, a failed one into ``failures``."""
+    try:
+        counted = 0   # rounds done over the grid (the bar's own count stays 0 when it is disabled)
+        started = 0   # runs of the units before this one
+        for unit in units:
+            before = counted
+            bar.set_postfix_str(f"runs {len(jobs) - len(todo) + started}/{len(jobs)}", refresh=False)
+
+            def one_round(_j, _r, started=started):   # the bar moves with every round trained, not only per run
+                nonlocal counted
+                counted += 1
+                bar.update(1)
+                tracker.write(started, counted)
+
+            for i, got in zip(unit, _train_unit([jobs[i] for i in unit], on_round=one_round), strict=True):
+                if isinstance(got, BaseException):  # keep going, as the pool does
+                    failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(got).__name__}: {got}"))
+                else:
+                    summaries[i] = got
+            started += len(unit)
+            counted = before + sum(_rounds_done(*jobs[i]) for i in unit)   # a resumed run's earlier rounds too
+            bar.n = counted
+            bar.set_postfix_str(f"runs {len(jobs) - len(todo) + started}/{len(jobs)}", refresh=False)
+            bar.refresh()
+            tracker.write(started, counted)
+    except BaseException:
+        bar.close()
+        raise
+
+
+def _run_pool(jobs, todo, units, workers, summaries, failures, bar, tracker) -> None:
+    """:func:`run_many` with workers: the units in a pool of ``workers`` spawned processes, polled every 2 s for the
+    bar; an interrupt stops the pool within seconds (:func:`_stop_pool`) and propagates."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    pool = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+    try:
+        futures = {(pool.submit(_worker, *jobs[unit[0]]) if len(unit) == 1 else
+                    pool.submit(_stack_worker, [jobs[i] for i in unit])): unit for unit in units}
+        pending = set(futures)
+        while pending:
+            done, pending = cf.wait(pending, timeout=2.0)
+            for f in done:
+                unit = futures[f]
+                try:
+                    got = f.result()
+                    got = [got] if len(unit) == 1 else got
+                except Exception as exc:  # keep going: the other runs' work is not lost
+                    got = [exc] * len(unit)
+                for i, v in zip(unit, got, strict=True):
+                    if isinstance(v, BaseException):
+                        failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(v).__name__}: {v}"))
+                    else:
+                        summaries[i] = v
+            bar.n = sum(_rounds_done(*jobs[i]) for i in todo)
+            finished = sum(summaries[i] is not None for i in todo) + len(failures)
+            bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}", refresh=False)
+            bar.refresh()
+            tracker.write(finished, bar.n)
+    except BaseException:  # Ctrl-C, SIGTERM, a notebook's interrupt: stop now, not after the queue
+        bar.close()
+        _stop_pool(pool, [jobs[i] for i in todo])
+        raise
+    pool.shutdown()
 
 
 @dataclasses.dataclass

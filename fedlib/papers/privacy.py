@@ -252,114 +252,175 @@ def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise:
     :func:`fedlib.privacy.pictures.spread`) and, beside each, the private image it was scored against (the best
     match the score took: of its class for a per-class statistic or a batch image, among all the client's images
     for an imprint bin, the image itself for the batch-1 bound), with the SSIM of each pair (:func:`_picture`)."""
-    from fedlib.data.federated import ClientData
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
-    from fedlib.privacy import (attack_upload, craft_imprint, model_query, reconstruct, recover_imprint,
-                                score, train_inversion, what_server_holds)
-    from fedlib.privacy.defense import defend_upload
-    from fedlib.privacy.table import feature_targets, logits_layer, update_gradient
+    from fedlib.privacy import what_server_holds
 
-    s, atk = plan.settings, plan.spec["attack"]
+    atk = plan.spec["attack"]
     cid = atk["client"]
-    view = what_server_holds(method)
-    todo = [a for a in plan.attacks() if a in view.attacks]
+    todo = [a for a in plan.attacks() if a in what_server_holds(method).attacks]
     private = state.data.train[cid]
-    x, y = private.x, private.y
-    shape = tuple(x.shape[1:])
-    mean, std = MNIST_MEAN, MNIST_STD
-    aux_x, aux_y = aux
     spec = None if noise is None else {**plan.spec["defense"], "noise_multiplier": float(noise)}
+    a = _Attacker(plan, state, method, cid, private.x, private.y, tuple(private.x.shape[1:]), aux, classifier,
+                  spec, seed, pictures, MNIST_MEAN, MNIST_STD)
+    broadcast, upload = capture(state, cid)
+    upload = a.defended(broadcast, upload, 1)
+    if "feature_inversion" in todo:
+        a.feature_inversion(broadcast, upload)
+    if "gradient_inversion" in todo:
+        a.gradient_inversion(broadcast, upload)
+        a.batch_one(broadcast, upload)
+    if "decoder" in todo:
+        a.decoder(upload, atk)
+    if "imprint" in todo:
+        a.imprint(broadcast)
+    return (a.rows, a.kept) if pictures else a.rows
 
-    def defended(b, u, tag):
-        if spec is None:
+
+@dataclasses.dataclass
+class _Attacker:
+    """The attacks of :func:`attack_method` on one client's next round of one finished run, each adding its row
+    (and, with ``pictures``, its picture) as it finishes."""
+
+    plan: Plan
+    state: object
+    method: str
+    cid: int
+    x: torch.Tensor
+    y: torch.Tensor
+    shape: tuple
+    aux: tuple
+    classifier: object
+    spec: dict | None
+    seed: int
+    pictures: int | None
+    mean: object
+    std: object
+    rows: list = dataclasses.field(default_factory=list)
+    kept: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def kw(self) -> dict:
+        s = self.plan.settings
+        return dict(steps=s["attack_steps"], restarts=s["restarts"], mean=self.mean, std=self.std, seed=self.seed)
+
+    @property
+    def lr(self) -> float:
+        t = self.state.ctx.train
+        return t.lr * t.lr_decay ** self.state.round
+
+    def defended(self, b, u, tag):
+        """The upload ``u`` through the defence (its own noise draw per ``tag``), or as it is without one."""
+        from fedlib.privacy.defense import defend_upload
+
+        if self.spec is None:
             return u
-        g = torch.Generator().manual_seed(seed * 1000 + tag)
-        return defend_upload(b, u, spec, g)
+        return defend_upload(b, u, self.spec, torch.Generator().manual_seed(self.seed * 1000 + tag))
 
-    rows, kept = [], {}
-
+    @staticmethod
     def usable(images) -> bool:  # a diverged run's NaN weights give no reconstruction
         return images is not None and len(images) > 0 and bool(torch.isfinite(images).all())
 
-    def add(name, t0, images, picture=None, **scores):
-        rows.append(_finite({"method": method, "attack": name, **scores, "images": int(images),
-                             "seconds": time.perf_counter() - t0}))
-        if pictures and picture is not None:
-            kept[name] = _picture(*picture, mean=mean, std=std, n=pictures)
+    def add(self, name, t0, images, picture=None, **scores):
+        self.rows.append(_finite({"method": self.method, "attack": name, **scores, "images": int(images),
+                                  "seconds": time.perf_counter() - t0}))
+        if self.pictures and picture is not None:
+            self.kept[name] = _picture(*picture, mean=self.mean, std=self.std, n=self.pictures)
 
-    broadcast, upload = capture(state, cid)
-    upload = defended(broadcast, upload, 1)
-    kw = dict(steps=s["attack_steps"], restarts=s["restarts"], mean=mean, std=std, seed=seed)
-    lr = state.ctx.train.lr * state.ctx.train.lr_decay ** state.round
-    if "feature_inversion" in todo:
+    def scored(self, name, t0, images, classes):
+        """Add the row of per-class or per-image reconstructions ``images`` of ``classes``, where usable."""
+        from fedlib.privacy import score
+
+        x, y = self.x, self.y
+        if self.usable(images):
+            self.add(name, t0, len(images), (images, x, y, classes),
+                     **score(images, x, y, classes, self.classifier, self.mean, self.std))
+
+    def feature_inversion(self, broadcast, upload) -> None:
+        from fedlib.privacy import attack_upload
+
         t0 = time.perf_counter()
-        out = attack_upload(method, broadcast, upload, state.model(cid), shape, loss="cosine", **kw)
+        out = attack_upload(self.method, broadcast, upload, self.state.model(self.cid), self.shape, loss="cosine",
+                            **self.kw)
         for name, (rec, classes) in out.items():
-            images, classes = held_classes(rec.images, classes, y)
-            if usable(images):
-                add(name, t0, len(images), (images, x, y, classes),
-                    **score(images, x, y, classes, classifier, mean, std))
+            images, classes = held_classes(rec.images, classes, self.y)
+            self.scored(name, t0, images, classes)
             t0 = time.perf_counter()
-    if "gradient_inversion" in todo:
-        t0 = time.perf_counter()
-        steps = max(1, len(y) // state.ctx.train.batch_size) * state.ctx.train.local_epochs
-        out = attack_upload(method, broadcast, upload, state.model(cid), shape, batch=len(y), labels=y.clone(),
-                            lr=lr, local_steps=steps, **kw)
-        if "gradient_inversion" in out and usable(out["gradient_inversion"][0].images):
-            rec = out["gradient_inversion"][0]
-            add(f"gradient_inversion (B {state.ctx.train.batch_size}, {steps} steps)", t0, len(y),
-                (rec.images, x, y, y.clone()), **score(rec.images, x, y, y.clone(), classifier, mean, std))
-        t0 = time.perf_counter()
-        parts, ones, C = [], [], state.ctx.num_classes
+
+    def gradient_inversion(self, broadcast, upload) -> None:
+        """The realistic gradient inversion: the client's whole round of local steps at its own batch size."""
+        from fedlib.privacy import attack_upload
+
+        t0, t, y = time.perf_counter(), self.state.ctx.train, self.y
+        steps = max(1, len(y) // t.batch_size) * t.local_epochs
+        out = attack_upload(self.method, broadcast, upload, self.state.model(self.cid), self.shape, batch=len(y),
+                            labels=y.clone(), lr=self.lr, local_steps=steps, **self.kw)
+        if "gradient_inversion" in out:
+            self.scored(f"gradient_inversion (B {t.batch_size}, {steps} steps)", t0,
+                        out["gradient_inversion"][0].images, y.clone())
+
+    def batch_one(self, broadcast, upload) -> None:
+        """The batch-1 upper bound: one image per round, its label read from the logits layer (iDLG) where the
+        upload has one, else given."""
+        from fedlib.data.federated import ClientData
+        from fedlib.privacy import attack_upload, score
+        from fedlib.privacy.table import logits_layer, update_gradient
+
+        t0, x, y, cid = time.perf_counter(), self.x, self.y, self.cid
+        parts, ones, C = [], [], self.state.ctx.num_classes
         # the method's upload layout decides it once: FedPer, FedNH send no layer with C outputs to read a label from
-        no_head = logits_layer(update_gradient(state.model(cid), broadcast, upload, lr, 1), C) is None
-        label = "known label" if no_head else "iDLG label"
-        for i in range(min(s["batch1_images"], len(y))):
+        no_head = logits_layer(update_gradient(self.state.model(cid), broadcast, upload, self.lr, 1), C) is None
+        for i in range(min(self.plan.settings["batch1_images"], len(y))):
             one = ClientData(cid, x[i:i + 1], y[i:i + 1], y[i:i + 1].clone())
-            b1, u1 = capture(state, cid, data=one, batch_size=1)
-            u1 = defended(b1, u1, 100 + i)
+            b1, u1 = capture(self.state, cid, data=one, batch_size=1)
+            u1 = self.defended(b1, u1, 100 + i)
             known = y[i:i + 1].clone() if no_head else None
-            rec = attack_upload(method, b1, u1, state.model(cid), shape, batch=1, labels=known, lr=lr,
-                                local_steps=1, num_classes=C, **kw)["gradient_inversion"][0]
-            if usable(rec.images):
-                parts.append(score(rec.images, x[i:i + 1], y[i:i + 1], None, classifier, mean, std))
+            rec = attack_upload(self.method, b1, u1, self.state.model(cid), self.shape, batch=1, labels=known,
+                                lr=self.lr, local_steps=1, num_classes=C, **self.kw)["gradient_inversion"][0]
+            if self.usable(rec.images):
+                parts.append(score(rec.images, x[i:i + 1], y[i:i + 1], None, self.classifier, self.mean, self.std))
                 ones.append((i, rec.images))
         if parts:
             idx = [i for i, _ in ones]
-            add(f"gradient_inversion (batch 1, {label})", t0, len(parts),
-                (torch.cat([r for _, r in ones]), x[idx], y[idx], None, True),
-                **{k: float(np.mean([min(p[k], 100.0) for p in parts])) for k in ("psnr", "ssim", "label_acc")})
-    if "decoder" in todo:
-        model = state.model(cid)
-        normalize = ("high",) if state.cfg["algorithm"]["name"] == "mpfedcl" else ()
-        query = model_query(model, normalize=normalize)
+            self.add(f"gradient_inversion (batch 1, {'known label' if no_head else 'iDLG label'})", t0, len(parts),
+                     (torch.cat([r for _, r in ones]), x[idx], y[idx], None, True),
+                     **{k: float(np.mean([min(p[k], 100.0) for p in parts])) for k in ("psnr", "ssim", "label_acc")})
+
+    def decoder(self, upload, atk: dict) -> None:
+        """A decoder trained on the auxiliary images inverts each uploaded feature statistic."""
+        from fedlib.privacy import model_query, reconstruct, train_inversion
+        from fedlib.privacy.table import feature_targets
+
+        normalize = ("high",) if self.state.cfg["algorithm"]["name"] == "mpfedcl" else ()
+        query = model_query(self.state.model(self.cid), normalize=normalize)
         for key, (stats, classes) in feature_targets(upload).items():
             level = key if key in ("low", "high") else "high"
             t0 = time.perf_counter()
-            res = train_inversion(query, aux_x, levels=(level,), steps=s["decoder_steps"],
-                                  batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
+            res = train_inversion(query, self.aux[0], levels=(level,), steps=self.plan.settings["decoder_steps"],
+                                  batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=self.seed,
+                                  progress=False)
             with torch.no_grad():
                 images = reconstruct(res, {level: stats})
-            images, classes = held_classes(images, classes, y)
-            if usable(images):
-                add(f"decoder:{key}", t0, len(images), (images, x, y, classes),
-                    **score(images, x, y, classes, classifier, mean, std))
-    if "imprint" in todo:
-        model = state.model(cid)
-        layers = _mlp_layers(model, shape)
-        if layers is not None and all(f"w.{n}.weight" in broadcast for n in layers):
-            t0 = time.perf_counter()
-            honest = {k[2:]: v for k, v in broadcast.items() if k.startswith("w.")}
-            crafted = {**broadcast, **{f"w.{k}": v for k, v in craft_imprint(honest, aux_x, *layers).items()}}
-            b, u = capture(state, cid, broadcast=crafted)
-            u = defended(b, u, 2)
-            grads = {k[2:]: b[k] - u[k] for k in u if k.startswith("w.") and k in b}
-            images = recover_imprint(grads, shape, layers[0])
-            images = torch.maximum(torch.minimum(images, _box(mean, std)[1]), _box(mean, std)[0])
-            if usable(images):
-                add("imprint (crafted broadcast)", t0, len(images), (images, x, y, None),
-                    **_best_over(images, x, y, classifier, mean, std))
-    return (rows, kept) if pictures else rows
+            images, classes = held_classes(images, classes, self.y)
+            self.scored(f"decoder:{key}", t0, images, classes)
+
+    def imprint(self, broadcast) -> None:
+        """A malicious server's crafted first layer: the update's bins give back single images."""
+        from fedlib.privacy import craft_imprint, recover_imprint
+
+        layers = _mlp_layers(self.state.model(self.cid), self.shape)
+        if layers is None or not all(f"w.{n}.weight" in broadcast for n in layers):
+            return
+        t0 = time.perf_counter()
+        honest = {k[2:]: v for k, v in broadcast.items() if k.startswith("w.")}
+        crafted = {**broadcast, **{f"w.{k}": v for k, v in craft_imprint(honest, self.aux[0], *layers).items()}}
+        b, u = capture(self.state, self.cid, broadcast=crafted)
+        u = self.defended(b, u, 2)
+        grads = {k[2:]: b[k] - u[k] for k in u if k.startswith("w.") and k in b}
+        images = recover_imprint(grads, self.shape, layers[0])
+        images = torch.maximum(torch.minimum(images, _box(self.mean, self.std)[1]), _box(self.mean, self.std)[0])
+        if self.usable(images):
+            self.add("imprint (crafted broadcast)", t0, len(images), (images, self.x, self.y, None),
+                     **_best_over(images, self.x, self.y, self.classifier, self.mean, self.std))
 
 
 #: how many of an attack's reconstructions the leakage study keeps as pictures (:func:`attack_method`)

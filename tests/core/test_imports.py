@@ -73,7 +73,7 @@ def test_the_cycle_finder_finds_a_cycle_and_accepts_a_tree():
 def test_the_graph_sees_lazy_and_package_imports():
     graph = fedlib_graph()
     assert "fedlib.algorithms.registry" in graph["fedlib.algorithms.fedproto"]   # `from ... import register`
-    assert {"fedlib.papers.fedmps", "fedlib.papers.gfpl"} <= graph["fedlib.papers.catalog"]  # `from pkg import mod`
+    assert "fedlib.papers.catalog" in graph["fedlib.archive_cli"]  # `from pkg import mod`
     assert "fedlib.paths" in graph["fedlib.runner"]   # a function-level import is an edge
 
 

@@ -21,7 +21,7 @@ def damaged(module, change) -> dict:
     return spec
 
 
-@pytest.mark.parametrize("module", catalog.STUDIES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+@pytest.mark.parametrize("module", catalog.studies(), ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_every_study_file_passes_the_one_schema(module):
     spec = spec_of(module)
     assert schema.check(spec, "x.yaml", module.Plan.sections) is spec
@@ -101,3 +101,28 @@ def test_changes_apply_in_the_documented_order():
 def test_an_unknown_method_is_one_line_naming_the_choices():
     with pytest.raises(ConfigError, match=r"^variant: got 'gfpll'; allowed: one of no_dcs_no_pfg, no_dcs"):
         gfpl.config(gfpl.load_plan("smoke"), "gfpll", variant=True)
+
+
+def test_every_study_declares_the_study_interface_and_a_module_that_does_not_is_refused(monkeypatch):
+    """The catalog's one list of studies: each is a module with every member of catalog.Study beside its plan,
+    claims and notebook files; the render and the archive command reach the studies through it."""
+    import types
+
+    from fedlib import render
+    from fedlib.paths import CHECKOUT
+
+    assert render.SECTIONS == catalog.NAMES and set(catalog.ARCHIVE_ORDER) == set(catalog.NAMES)
+    assert set(catalog.MEMBERS) == {"load_plan", "all_jobs", "archived_tables", "tables", "ledger", "notebook", "main"}
+    for name, module in zip(catalog.NAMES, catalog.studies(), strict=True):
+        assert isinstance(module, catalog.Study) and module.__name__ == f"fedlib.papers.{name}"
+        for path in (f"params/{name}/experiments.yaml", f"params/{name}/claims.yaml", f"notebooks/{name}.py"):
+            assert (CHECKOUT / path).is_file(), path
+    with pytest.raises(KeyError, match="no study 'fedmpss': the studies are benchmark, fedic"):
+        catalog.load("fedmpss")
+    broken = types.ModuleType("fedlib.papers.broken")
+    broken.load_plan = broken.all_jobs = broken.main = lambda *a, **k: None
+    monkeypatch.setattr(catalog, "NAMES", (*catalog.NAMES, "broken"))
+    monkeypatch.setitem(__import__("sys").modules, "fedlib.papers.broken", broken)
+    with pytest.raises(TypeError, match="fedlib.papers.broken is not a study: it lacks archived_tables, tables, "
+                                        "ledger, notebook"):
+        catalog.load("broken")
