@@ -9,7 +9,8 @@ what would decide it (:func:`plan`):
   up to :data:`fedlib.plateau.CAP` rounds);
 - a margin **within the seed spread** (or one seed): more seeds for both sides; with 3 seeds the margin is judged
   against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact sign-flip test reach
-  p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed);
+  p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed; twice the seeds a
+  side has where 6 or more still leave the margin within the spread);
 - a claim judged on a short profile only, or on runs the ledger does not name: the profile or command that makes
   its runs.
 
@@ -146,8 +147,8 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
             continue
         if t.n < 2:
             state, want = "one seed", SEEDS_FOR_SPREAD
-        else:
-            want = SEEDS_FOR_TEST
+        else:   # a margin still within the spread at 6 paired seeds: twice as many (the test's p halves per seed)
+            want = SEEDS_FOR_TEST if t.n < SEEDS_FOR_TEST else 2 * t.n
         whys.append(f"{t.label}: {state}")
         if state == C.OPEN:
             if t.behind is None or t.behind.group is None:

@@ -112,9 +112,16 @@ def train(configs: dict, seeds: list[int] | None = None, workers: int | None = N
     each config's own device and executor (:func:`fedlib.grid.run_configs`: local processes or Ray, one progress
     bar; a run finished there is a cache hit, an interrupted one resumes). Nothing is read from another placement
     or the run archive (:func:`run_or_read` does that): the notebooks' own quick and smoke runs train on the machine
-    at hand. Failed runs raise :class:`RunsFailed` after the others have finished (and are kept)."""
+    at hand. Failed runs raise :class:`RunsFailed` after the others have finished (and are kept). While the archive
+    alone is read (the report's render) each run is its own placement's record, as training would give it, else
+    another placement's (a GPU's stacked seeds beside a CPU's; :func:`find`); none is :class:`NotArchived`."""
     from fedlib import grid
 
+    if archive.reading_only():
+        got = {(key, s): runner.cached_summary(cfg, s) or find(cfg, s)[1]
+               for key, cfg in configs.items() for s in seeds or cfg["seeds"]}
+        runner.refuse_to_train([(configs[key], s) for (key, s), summary in got.items() if summary is None])
+        return {key: [got[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
     return grid.run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress, backend=backend)
 
 

@@ -40,10 +40,18 @@ class Plan(papers.TablePlan):
         """The seeds of Figs. 3b and 6: the profile's ``figs_seeds`` (``all``: every seed of the profile, after a
         ``seeds`` override; or a list of seeds), else its first seed, so that a profile without the setting keeps its
         one-seed runs and their run ids."""
-        value = self.settings.get("figs_seeds")
+        return self._seeds_of("figs_seeds", self.seeds[:1])
+
+    def ablation_seeds(self) -> list[int]:
+        """The seeds of Table 2: the profile's ``ablation_seeds`` (``all`` or a list, as ``figs_seeds``), else every
+        seed of the profile."""
+        return self._seeds_of("ablation_seeds", self.seeds)
+
+    def _seeds_of(self, key: str, default: list[int]) -> list[int]:
+        value = self.settings.get(key)
         if value is None:
-            return self.seeds[:1]
-        return self.seeds if value == "all" else papers.check_seeds(value, f"{self.profile}.figs_seeds")
+            return list(default)
+        return self.seeds if value == "all" else papers.check_seeds(value, f"{self.profile}.{key}")
 
     def adjust(self, raw: dict) -> None:
         """Room in each client's class block for the largest shot count the partition draws."""
@@ -97,7 +105,7 @@ def threshold_configs(plan: Plan) -> dict[float, dict]:
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
     jobs = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
-    jobs += [(c, s) for c in ablation_configs(plan).values() for s in plan.seeds]
+    jobs += [(c, s) for c in ablation_configs(plan).values() for s in plan.ablation_seeds()]
     for cfgs in (n_configs(plan), threshold_configs(plan)):
         jobs += [(c, s) for c in cfgs.values() for s in plan.figs_seeds()]
 
@@ -358,14 +366,15 @@ def paper_table2(plan: Plan) -> dict:
     ``None`` while none has."""
     pplan = _paper_plan(plan)
     configs = ablation_configs(pplan)
-    done, found = results.cached(configs, pplan.seeds)
+    done, found = results.cached(configs, pplan.ablation_seeds())
     complete = [s for s in pplan.settings["ablation"]["shots_stdev"]
                 if all((s, v) in done for v in pplan.spec["variants"])]
     keep = {k: v for k, v in done.items() if k[0] in complete}
     acc, std = ablation_values(pplan, keep) if keep else (None, None)
     per_seed = ablation_per_seed(pplan, keep) if keep else None
-    return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "acc": acc, "std": std,
-            "per_seed": per_seed, "trends": trends(pplan, {k: configs[k] for k in keep}, pplan.seeds),
+    seeds = pplan.ablation_seeds()
+    return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "acc": acc, "std": std,
+            "per_seed": per_seed, "trends": trends(pplan, {k: configs[k] for k in keep}, seeds),
             "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
 
 
@@ -482,7 +491,7 @@ def _paper_tables(res: dict) -> dict:
     out["ablation_paper"] = None
     if pa and pa.get("acc"):
         p = pa["plan"]
-        where = f"seeds {p.seeds}; {p.dataset_label(p.settings['ablation']['dataset'])}"
+        where = f"seeds {p.ablation_seeds()}; {p.dataset_label(p.settings['ablation']['dataset'])}"
         out["ablation_paper"] = _ablation_table(p, pa.get("per_seed") or pa["acc"],
                                                 f"paper profile: {p.rounds} rounds, {where}", pa.get("trends"))
 
@@ -597,7 +606,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     figs = {**{("n", n): c for n, c in n_configs(gp).items()},
             **{("sc", t): c for t, c in threshold_configs(gp).items()}}
     return [("GFPL Table 1 (paper profile)", table1_configs(gp), gp.seeds),
-            ("GFPL Table 2 (paper profile)", ablation_configs(gp), gp.seeds),
+            ("GFPL Table 2 (paper profile)", ablation_configs(gp), gp.ablation_seeds()),
             ("GFPL Figs. 3b and 6 (paper profile)", figs, gp.figs_seeds())]
 
 
@@ -625,9 +634,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     where = f"profile {args.profile}: {plan.rounds} rounds"
     if args.table == "2":
-        acc, std = ablation_values(plan, obtain(ablation_configs(plan), workers=args.workers, desc="Table 2"))
+        acc, std = ablation_values(plan, obtain(ablation_configs(plan), plan.ablation_seeds(), workers=args.workers, desc="Table 2"))
         print(f"GFPL Table 2, {plan.dataset_label(plan.settings['ablation']['dataset'])}, w-bar 4, {where}, seeds "
-              f"{plan.seeds}; last round, mean ± std across clients (%), averaged over seeds")
+              f"{plan.ablation_seeds()}; last round, mean ± std across clients (%), averaged over seeds")
         for (s_hat, v), a in acc.items():
             print(f"s-hat {s_hat:>2}  {plan.label(v):<16} {a:6.2f} ± {std[(s_hat, v)]:.2f}")
         return 0
@@ -887,7 +896,7 @@ def fig_accuracy(nb):
 
 
 def _ablation_runs(nb) -> dict:
-    return nb.once("ablation_runs", lambda: obtain(nb.plan, ablation_configs(nb.plan), workers=nb.workers,
+    return nb.once("ablation_runs", lambda: obtain(nb.plan, ablation_configs(nb.plan), nb.plan.ablation_seeds(), workers=nb.workers,
                                                    desc="Table 2"))
 
 
@@ -1235,7 +1244,7 @@ def show_ledger(nb):
     sw = part(lambda: _sweeps(nb))
     res = {"table1": part(lambda: _table1(nb)["cells"]), "table1_paper": part(lambda: _paper_table1(nb)),
            "ablation": part(lambda: ablation_per_seed(plan, _ablation_runs(nb))),
-           "ablation_trends": part(lambda: trends(plan, ablation_configs(plan), plan.seeds)),
+           "ablation_trends": part(lambda: trends(plan, ablation_configs(plan), plan.ablation_seeds())),
            "n": sw and sw["n_per_seed"], "n_trends": sw and trends(plan, n_configs(plan), sw["n_seeds"], "n"),
            "thresholds": sw and {t: (sw["threshold_per_seed"][t], r) for t, (_, r, _) in sw["thresholds"].items()},
            "threshold_trends": sw and trends(plan, threshold_configs(plan), sw["threshold_seeds"], "sc"),

@@ -60,6 +60,20 @@ def test_a_margin_within_the_spread_asks_for_six_seeds_and_one_seed_for_three(gr
     assert E.plan_claim("S", 5, decided) is None
 
 
+def test_six_seeds_still_within_the_spread_ask_for_twice_as_many(groups, monkeypatch):
+    """A side that already has the 6 seeds the plan asks for must not be asked for 6 again at no cost."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    six = {k: plateau.Group(k, groups[k].cfg, tuple(range(6)), "acc_proto") for k in ("A", "B")}
+    a, b = [90.0, 92.0, 88.0, 91.0, 87.0, 90.5], [89.0, 91.5, 88.5, 90.0, 88.0, 89.0]
+    within = C.compare("A - B", a, b, a_trend=C.trend("A", [[90.0] * 100] * 6, six["A"]),
+                       b_trend=C.trend("B", [[89.0] * 100] * 6, six["B"]))
+    c = C.claim("A beats B", "T1", "x", True, "paper", 6, [within])
+    assert c.verdict == C.INCONCLUSIVE
+    it = E.plan_claim("S", 6, c)
+    assert [(x.group.label, x.seeds) for x in it.actions] == [("A", 12), ("B", 12)]
+    assert it.cost == pytest.approx(2 * 6 * 100) and "A: 12 seeds (has 6)" in it.actions[0].text()
+
+
 def test_the_budget_takes_the_cheapest_claims_and_pays_a_shared_action_once(groups):
     g = groups
     share = E.Action("extend", g["A"], 200, 3, 100.0)

@@ -52,6 +52,26 @@ def test_reading_the_archive_alone_trains_nothing_and_ignores_the_results_folder
         A.ARCHIVE = before
 
 
+def test_the_render_reads_a_run_another_placement_archived(tmp_path, monkeypatch):
+    """A study that trains its grids on its own placement (results.train) reads, in the render, a seed that only
+    another placement archived (a GPU's stacked seeds beside a CPU's); before, it was refused as not archived."""
+    cfg = load_config(DATA / "spiral_fedproto.yaml", {"results_dir": str(tmp_path / "r"), "train.rounds": 2})
+    other = {**cfg, "executor": "batched"}
+    assert other["executor"] != cfg.get("executor", "sequential")
+    run_one(other, 1, progress=False)
+    monkeypatch.setattr(archive, "ARCHIVE", tmp_path / "archive")
+    assert archive.add(other, 1)
+    with results.archive_only():
+        got = results.train({"k": cfg}, seeds=[1], progress=False)
+        assert got["k"][0]["archived"] and got["k"][0]["executor"] == "batched" and got["k"][0]["rounds"] == 2
+        with pytest.raises(results.NotArchived, match="1 run not in the run archive: spiral_test seed 2"):
+            results.train({"k": cfg}, seeds=[2], progress=False)
+    run_one(cfg, 1, progress=False)   # the run's own placement archived too: its record is read, as training would
+    assert archive.add(cfg, 1)
+    with results.archive_only():
+        assert results.train({"k": cfg}, seeds=[1], progress=False)["k"][0]["executor"] == "sequential"
+
+
 def test_a_section_leaves_out_what_the_archive_lacks_and_says_so(real_archive, monkeypatch):
     """A cell that needs a run the archive lacks is left out of the section (the render lists it), never trained."""
     calls = []
