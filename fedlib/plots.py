@@ -131,3 +131,30 @@ def partition_bubbles(partition, ax=None, title: str | None = None):
     ax.set_xlim(-0.7, partition.num_clients - 0.3)
     ax.set_ylim(-0.7, counts.shape[1] - 0.3)
     return ax
+
+
+def mean_curve(records_by_seed: list[list[dict]], metric: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """``(rounds, mean, std)``: the seed-mean accuracy curve (%, unweighted mean over clients) of per-seed round
+    records over the rounds every seed evaluated, and the sample std (ddof 1) over seeds per round (NaN with one)."""
+    curves = [{r["round"]: 100 * r["acc"][metric]["mean"] for r in recs if "acc" in r and metric in r["acc"]}
+              for recs in records_by_seed]
+    rounds = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    y = np.array([[c[t] for t in rounds] for c in curves], float)
+    std = y.std(axis=0, ddof=1) if len(curves) > 1 else np.full(len(rounds), np.nan)
+    return rounds, y.mean(axis=0) if len(curves) else np.array([]), std
+
+
+def curve_panel(ax, by_method: dict, metric_of, label_of) -> None:
+    """Each method's seed-mean curve on ``ax`` (``by_method``: ``{method: [records per seed]}``, scored by
+    ``metric_of(method)``, labelled ``label_of(method)``) with a band of ± the sample std over seeds (none with one
+    seed); the FedMPS, MP-FedCL and GFPL accuracy figures draw theirs with it."""
+    for i, (m, per_seed) in enumerate(by_method.items()):
+        rounds, mean, std = mean_curve(per_seed, metric_of(m))
+        if not rounds:
+            continue
+        line, = ax.plot(rounds, mean, label=label_of(m), marker=MARKERS[i % len(MARKERS)],
+                        ls=DASHES[i % len(DASHES)], ms=4 if len(rounds) < 15 else 0, alpha=0.85)
+        if not np.isnan(std).all():
+            ax.fill_between(rounds, mean - std, mean + std, color=line.get_color(), alpha=0.12, lw=0)
+    ax.set_xlabel("round")
+    ax.legend(fontsize=8)

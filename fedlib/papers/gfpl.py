@@ -634,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     where = f"profile {args.profile}: {plan.rounds} rounds"
     if args.table == "2":
-        acc, std = ablation_values(plan, obtain(ablation_configs(plan), plan.ablation_seeds(), workers=args.workers, desc="Table 2"))
+        acc, std = ablation_values(plan, obtain(ablation_configs(plan), plan.ablation_seeds(), workers=args.workers,
+                                                desc="Table 2"))
         print(f"GFPL Table 2, {plan.dataset_label(plan.settings['ablation']['dataset'])}, w-bar 4, {where}, seeds "
               f"{plan.ablation_seeds()}; last round, mean ± std across clients (%), averaged over seeds")
         for (s_hat, v), a in acc.items():
@@ -873,7 +874,7 @@ def fig_accuracy(nb):
     (mean over seeds)."""
     import matplotlib.pyplot as plt
 
-    from fedlib.papers.fedmps import curve_panel
+    from fedlib.plots import curve_panel
 
     plan, L, every, inter = nb.plan, nb.label, _table1(nb)["every"], _interaction_rounds(nb)
     seeds = plan.seeds
@@ -896,8 +897,8 @@ def fig_accuracy(nb):
 
 
 def _ablation_runs(nb) -> dict:
-    return nb.once("ablation_runs", lambda: obtain(nb.plan, ablation_configs(nb.plan), nb.plan.ablation_seeds(), workers=nb.workers,
-                                                   desc="Table 2"))
+    return nb.once("ablation_runs", lambda: obtain(nb.plan, ablation_configs(nb.plan), nb.plan.ablation_seeds(),
+                                                   workers=nb.workers, desc="Table 2"))
 
 
 def _ablation(nb) -> tuple[dict, dict]:

@@ -599,7 +599,7 @@ def fig10(nb):
     profile, with a band of ± the sample std over seeds."""
     import matplotlib.pyplot as plt
 
-    from fedlib.papers.fedmps import curve_panel
+    from fedlib.plots import curve_panel
 
     fig, ax = plt.subplots(figsize=(7, 4))
     curve_panel(ax, _curves(nb), nb.plan.metric, nb.label)

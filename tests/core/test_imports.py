@@ -145,10 +145,6 @@ LAYER_EXCEPTIONS = {
     ("fedlib.papers.quickstart", "fedlib.reproduce"): "its set-up cell reads the profile list at `reproduce.PROFILES`",
     ("fedlib.papers.quickstart", "fedlib.papers.benchmark"):
         "it ranks a method file with the benchmark's plan and comparison",
-    ("fedlib.papers.gfpl", "fedlib.papers.fedmps"):
-        "it draws its seed-mean accuracy curves with FedMPS's `curve_panel`",
-    ("fedlib.papers.mpfedcl", "fedlib.papers.fedmps"):
-        "it draws its seed-mean accuracy curves with FedMPS's `curve_panel`",
     ("fedlib.papers.fedic", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.gfpl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.mpfedcl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",

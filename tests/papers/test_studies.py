@@ -10,7 +10,7 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.config import load_config, run_id
 from fedlib.runner import CUDA_WORKERS, RunState, default_workers, load_state, run_many, run_one
-from fedlib import papers, results
+from fedlib import papers, plots, results
 from fedlib.papers import fedmps as S
 from tests.conftest import DATA, tiny_image_dataset
 
@@ -211,9 +211,9 @@ def test_fedmps_figs_4_and_5_read_every_seed():
     the target as mean ± sample std (n), a seed that never reached it counted as rounds + 1 and marked as a bound."""
     def recs(values):
         return [{"round": r, "acc": {"m": {"mean": v}}} for r, v in enumerate(values, 1)]
-    rounds, mean, std = S.mean_curve([recs([0.5, 0.7, 0.9]), recs([0.7, 0.9, 0.9]), recs([0.6, 0.8])], "m")
+    rounds, mean, std = plots.mean_curve([recs([0.5, 0.7, 0.9]), recs([0.7, 0.9, 0.9]), recs([0.6, 0.8])], "m")
     assert rounds == [1, 2] and mean == pytest.approx([60.0, 80.0]) and std == pytest.approx([10.0, 10.0])
-    assert np.isnan(S.mean_curve([recs([0.5, 0.7])], "m")[2]).all()   # one seed: no band
+    assert np.isnan(plots.mean_curve([recs([0.5, 0.7])], "m")[2]).all()   # one seed: no band
     assert S._rounds_cell([{"round": 2}, {"round": 8}, {"round": 3}], 101) == "4.33 ± 3.21 (n = 3)"
     assert S._rounds_cell([{"round": 89}, {"round": None}, {"round": None}], 101) == "≥ 97.00 ± 6.93 (n = 3)"
     assert S._rounds_cell([{"round": None}] * 3, 101) == "never (n = 3)"
