@@ -614,9 +614,9 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--ways W ...]
     [--methods M ...] [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1
-    (paper | ours per dataset and w-bar, the default; ``--ways`` picks its columns), Table 2 (the ablation, every
-    seed) or Figs. 3b and 6 (n and S_C, the profile's ``figs_seeds``: the paper profile every seed, else the
-    first)."""
+    (paper | ours per dataset and w-bar, the default; ``--ways`` picks its columns), Table 2 (the ablation, the
+    profile's ``ablation_seeds``) or Figs. 3b and 6 (n and S_C, the profile's ``figs_seeds``; both six seeds under
+    the paper profile; without the setting every seed and the first seed)."""
     from fedlib import report
 
     parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.gfpl", main.__doc__))
@@ -642,18 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"s-hat {s_hat:>2}  {plan.label(v):<16} {a:6.2f} ± {std[(s_hat, v)]:.2f}")
         return 0
     if args.table == "figs":
-        seeds = plan.figs_seeds()
-        n_per = sweep_per_seed(plan, obtain(n_configs(plan), seeds=seeds, workers=args.workers, desc="Fig. 3b"))
-        t_cfgs = threshold_configs(plan)
-        t_runs = obtain(t_cfgs, seeds=seeds, workers=args.workers, desc="Fig. 6")
-        th, t_per = threshold_values(plan, t_runs, t_cfgs), sweep_per_seed(plan, t_runs)
-        print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, seed{'s' if len(seeds) > 1 else ''} "
-              f"{', '.join(map(str, seeds))}; last round, mean over clients (%)"
-              + ("; mean ± std over seeds" if len(seeds) > 1 else ""))
-        print("Fig. 3b: " + sweep_text(n_per, "n ="))
-        for t, (_, rate, down) in th.items():
-            print(f"Fig. 6: S_C {t:g}: {seeds_text(t_per[t])}, merge rate {rate:.3f}, {down:,.0f} floats down per "
-                  "round")
+        _print_figs(plan, obtain, args.workers, where)
         return 0
     if args.datasets:
         if not set(args.datasets) <= set(plan.spec["datasets"]):
@@ -677,6 +666,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+def _print_figs(plan: Plan, obtain, workers, where: str) -> None:
+    """``--table figs``: Figs. 3b and 6 over the profile's ``figs_seeds``, one line per n and per S_C."""
+    seeds = plan.figs_seeds()
+    n_per = sweep_per_seed(plan, obtain(n_configs(plan), seeds=seeds, workers=workers, desc="Fig. 3b"))
+    t_cfgs = threshold_configs(plan)
+    t_runs = obtain(t_cfgs, seeds=seeds, workers=workers, desc="Fig. 6")
+    th, t_per = threshold_values(plan, t_runs, t_cfgs), sweep_per_seed(plan, t_runs)
+    print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, seed{'s' if len(seeds) > 1 else ''} "
+          f"{', '.join(map(str, seeds))}; last round, mean over clients (%)"
+          + ("; mean ± std over seeds" if len(seeds) > 1 else ""))
+    print("Fig. 3b: " + sweep_text(n_per, "n ="))
+    for t, (_, rate, down) in th.items():
+        print(f"Fig. 6: S_C {t:g}: {seeds_text(t_per[t])}, merge rate {rate:.3f}, {down:,.0f} floats down per round")
 
 # The notebook (notebooks/gfpl.py): one function per cell, each adding its table or figure to the report section
 # and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
