@@ -49,20 +49,23 @@ def placements(cfg: dict) -> list[dict]:
     return [cfg] + [{**cfg, "device": d, "executor": e} for d, e in others]
 
 
-def find(cfg: dict, seed: int, archive_root=None, archived: bool = True) -> tuple[dict | None, dict | None]:
+def find(cfg: dict, seed: int, archive_root=None, archived: bool = True,
+         longest: bool = True) -> tuple[dict | None, dict | None]:
     """``(config, summary)`` of the finished run ``(cfg, seed)``, training nothing: on ``cfg``'s own
     device and executor if it has finished there, else on the first other placement (:func:`placements`)
     that has it, e.g. paper-profile runs made on a GPU (``cuda``, ``batched``) and copied into the
     results folder of a CPU machine; ``(None, None)`` where none has. One exception to that order: a run
     another placement extended further (``train.extend_to``, :mod:`fedlib.plateau`; a GPU taking a group on
     towards its plateau, :func:`fedlib.evidence.run`) is read instead of a shorter one, so a group's curve is
-    its longest record (:func:`longer`). For each placement the results folder wins over the run archive (not
-    looked at with ``archived=False``). The summary's ``machine`` and ``executor`` say where it ran."""
+    its longest record (:func:`longer`); ``longest=False`` (a table at a fixed protocol, whose runs an evidence
+    step may have extended elsewhere: FedMPS's Table III runs are the benchmark's ``nway`` runs) keeps that order.
+    For each placement the results folder wins over the run archive (not looked at with ``archived=False``). The
+    summary's ``machine`` and ``executor`` say where it ran."""
     found, best = None, None
     from_archive = archived or archive.reading_only()
     for c in placements(cfg):
         summary = runner.cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if from_archive else None)
-        if summary is not None and (best is None or longer(summary, best)):
+        if summary is not None and (best is None or longest and longer(summary, best)):
             found, best = c, summary
     return found, best
 
@@ -76,17 +79,17 @@ def longer(summary: dict, than: dict) -> bool:
 
 
 def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-                progress: bool = True, archive_root=None, retrain_archived: bool = False) -> dict:
+                progress: bool = True, archive_root=None, retrain_archived: bool = False, longest: bool = True) -> dict:
     """:func:`fedlib.grid.run_configs` for the headless study commands, except that a run already
     finished is read, not trained again: on another device or executor (:func:`find`), or in the run
     archive (:mod:`fedlib.archive`; so a paper-profile job goes on from where the committed archive ends, on
     a fresh clone too). ``retrain_archived=True`` trains the archive's runs again (to check them: a run
     made again on the same machine equals its record). A line says how many runs were read and from
-    where. ``{key: [summary per seed]}`` in the order of ``configs``."""
+    where. ``longest``: as :func:`find`. ``{key: [summary per seed]}`` in the order of ``configs``."""
     elsewhere, from_archive, todo = {}, {}, []
     for key, cfg in configs.items():
         for s in seeds or cfg["seeds"]:
-            c, summary = find(cfg, s, archive_root, not retrain_archived)
+            c, summary = find(cfg, s, archive_root, not retrain_archived, longest)
             if summary is not None and c is cfg and not summary.get("archived"):
                 c, summary = None, None   # this placement's own finished run: run_many reads it from the cache
             if summary is not None and summary.get("archived"):

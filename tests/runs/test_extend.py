@@ -153,6 +153,10 @@ def test_a_longer_extension_made_on_another_placement_is_read_in_place_of_the_sh
     assert len(results.rounds(cfg, 1)) == 5
     out = results.run_or_read({"k": cfg}, seeds=[1], progress=False)
     assert out["k"][0]["rounds"] == 5 and out["k"][0]["executor"] == "batched"
+    # a table at a fixed protocol keeps the placement order: its own 3-round run
+    found, summary = results.find(cfg, 1, archived=False, longest=False)
+    assert found is cfg and summary["rounds"] == 3
+    assert results.run_or_read({"k": cfg}, seeds=[1], progress=False, longest=False)["k"][0]["rounds"] == 3
     # the same length elsewhere does not displace the placement's own run
     run_one(plateau.extended(cfg, 5), 1, progress=False)
     found, summary = results.find(cfg, 1, archived=False)
