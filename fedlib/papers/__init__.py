@@ -191,6 +191,9 @@ class Plan:
                    str(results_dir or report.results_dir()), data_root, device, executor)
         if seeds is not None:
             plan.settings["seeds"] = check_seeds(seeds)
+            for key, value in plan.settings.items():   # a table's own list of seeds (figs_seeds: [0, ...]) too
+                if key.endswith("_seeds") and isinstance(value, list):
+                    plan.settings[key] = "all"
         plan.override(**{k: v for k, v in overrides.items() if v is not None})
         return plan
 

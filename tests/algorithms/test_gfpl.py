@@ -303,8 +303,8 @@ def test_paper_protocol_table2_and_figs_in_a_short_profile(tmp_path):
 
     smoke = G.load_plan("smoke", results_dir=str(tmp_path))
     t2, figs = G.paper_table2(smoke), G.paper_figs(smoke)  # the cache only: nothing finished, nothing trained
-    assert (t2["found"], t2["total"], t2["acc"]) == (0, 2 * 4 * 3, None)  # s-hat 1, 20 x 4 variants x 3 seeds
-    assert (figs["found"], figs["total"], figs["n"], figs["thresholds"]) == (0, (5 + 5) * 3, None, None)  # figs_seeds
+    assert (t2["found"], t2["total"], t2["acc"]) == (0, 2 * 4 * 6, None)  # s-hat 1, 20 x 4 variants x 6 seeds
+    assert (figs["found"], figs["total"], figs["n"], figs["thresholds"]) == (0, (5 + 5) * 6, None, None)  # figs_seeds
     assert not any(tmp_path.iterdir())
     pplan = t2["plan"]
     assert pplan.settings["ablation"]["dataset"] == "fmnist" and pplan.rounds == 100
@@ -473,7 +473,8 @@ def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, m
     plan = G.load_plan("paper", results_dir=str(tmp_path))
     jobs = G.notebook_jobs(plan)
     assert jobs == [(G.config(plan, "gfpl", "mnist5k", 4), 0)]
-    assert len(G.all_jobs(plan)) == 180 + 24 + 8 * 3   # Figs. 3b / 6 (every seed) share their n = 4 / S_C = 1 run
+    # Table 2 and Figs. 3b / 6 on six seeds; n = 4 and S_C = 1 are one config, Table 1's GFPL run on seeds 0-2
+    assert len(G.all_jobs(plan)) == 180 + 8 * 6 + 9 * 6 - 3
     cfgs = {k: c for k, c in G.table1_configs(plan).items() if k[:2] == ("fmnist", 5)}
     got = G.obtain(plan, cfgs, workers=1, progress=False)   # reads, trains nothing (the folder stays empty)
     assert not any(tmp_path.iterdir())
@@ -487,7 +488,7 @@ def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, m
 
 
 def test_the_paper_profile_runs_figs_3b_and_6_on_every_seed_and_reads_the_finished_ones(tmp_path, monkeypatch):
-    """``figs_seeds: all`` in the paper profile only: Figs. 3b and 6 run every seed there (n 4 and S_C 1 are Table 1's
+    """``figs_seeds`` in the paper profile only: Figs. 3b and 6 run its six seeds there (n 4 and S_C 1 are Table 1's
     GFPL run), the other profiles keep their first-seed runs (same run ids). A short profile's paper-protocol part
     reads each sweep over the seeds on which all its values have finished, paired by seed, and says which."""
     from fedlib import archive, results
@@ -496,9 +497,12 @@ def test_the_paper_profile_runs_figs_3b_and_6_on_every_seed_and_reads_the_finish
     from fedlib.paths import ARCHIVE
 
     paper, quick = G.load_plan("paper"), G.load_plan("quick")
-    assert paper.figs_seeds() == [0, 1, 2] and quick.figs_seeds() == [0] and G.load_plan("smoke").figs_seeds() == [0]
-    assert G.load_plan("paper", seeds=[5]).figs_seeds() == [5]
-    assert G.archived_tables()[2][0] == "GFPL Figs. 3b and 6 (paper profile)" and G.archived_tables()[2][2] == [0, 1, 2]
+    six = [0, 1, 2, 3, 4, 5]
+    assert paper.figs_seeds() == six and quick.figs_seeds() == [0] and G.load_plan("smoke").figs_seeds() == [0]
+    assert paper.ablation_seeds() == six and paper.seeds == [0, 1, 2] and quick.ablation_seeds() == quick.seeds
+    # a seeds override applies to every table, the figures' and the ablation's own lists too
+    assert G.load_plan("paper", seeds=[5]).figs_seeds() == [5] == G.load_plan("paper", seeds=[5]).ablation_seeds()
+    assert G.archived_tables()[2][0] == "GFPL Figs. 3b and 6 (paper profile)" and G.archived_tables()[2][2] == six
     figs = {**G.n_configs(paper), **{("sc", t): c for t, c in G.threshold_configs(paper).items()}}
     assert all(archive.entry(c, 0, ARCHIVE).exists() for c in figs.values())   # the archived seed-0 runs keep their ids
     assert run_id(G.n_configs(paper)[4], 1) == run_id(G.config(paper, "gfpl", "mnist5k", 4), 1)
@@ -524,7 +528,7 @@ def test_the_paper_profile_runs_figs_3b_and_6_on_every_seed_and_reads_the_finish
     got = G.paper_figs(G.load_plan("smoke", results_dir=str(tmp_path)))
     assert got["n_seeds"] == [0, 1] and got["threshold_seeds"] == []
     assert got["n_per_seed"][8] == pytest.approx([90.8, 91.8]) and got["n"][8] == pytest.approx(91.3)
-    assert got["thresholds"] is None and got["total"] == 30
+    assert got["thresholds"] is None and got["total"] == 60   # (5 n + 5 S_C) x 6 seeds
     by = {c.claim: c for c in G.ledger(G.load_plan("smoke"), {"figs_paper": got})}
     n8 = by["n = 8 components per class is best (Fig. 3b)"]
     # n 8 against n 16 per seed: 90.8 - 91.6, 91.8 - 92.6: -0.8 on both seeds, beyond the spread of 0.71: not supported
