@@ -41,8 +41,8 @@
 # CIFAR-10 and CIFAR-100 are not on this machine.
 #
 # **Profiles** (`params/gfpl/experiments.yaml`): `smoke` (tests, seconds), `quick` (the main command: MNIST-5k, 40
-# rounds, one seed), `paper` (both datasets, 100 rounds, seeds 0-2). Paper numbers are reference data from
-# `params/gfpl/paper.yaml`, always shown beside ours.
+# rounds, one seed), `paper` (both datasets, 100 rounds, seeds 0-2; Table 2 and Figs. 3b and 6 seeds 0-5). Paper
+# numbers are reference data from `params/gfpl/paper.yaml`, always shown beside ours.
 
 # %% tags=["parameters"]
 import os

@@ -39,7 +39,7 @@
 # Fashion-MNIST), never reported as Digit-5.
 #
 # **Profiles** (`params/mpfedcl/experiments.yaml`): `smoke` (tests, seconds), `quick` (the main command: half the
-# paper's rounds, one seed, short sweeps), `paper` (Table VI at the paper's rounds, seeds 0-2; the sweeps one seed).
+# paper's rounds, one seed, short sweeps), `paper` (Table VI at the paper's rounds, seeds 0-5; the sweeps one seed).
 # Paper numbers are reference data from `params/mpfedcl/paper.yaml`, always shown beside ours.
 
 # %% tags=["parameters"]
