@@ -121,8 +121,7 @@ def train(configs: dict, seeds: list[int] | None = None, workers: int | None = N
     from fedlib import grid
 
     if archive.reading_only():
-        got = {(key, s): runner.cached_summary(cfg, s) or find(cfg, s)[1]
-               for key, cfg in configs.items() for s in seeds or cfg["seeds"]}
+        got = {(key, s): find(cfg, s, longest=False)[1] for key, cfg in configs.items() for s in seeds or cfg["seeds"]}
         runner.refuse_to_train([(configs[key], s) for (key, s), summary in got.items() if summary is None])
         return {key: [got[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
     return grid.run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress, backend=backend)
