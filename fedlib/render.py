@@ -90,7 +90,7 @@ def render_section(name: str, profile: str | None = None, figures: bool = False)
 
     matplotlib.use("Agg")
     from fedlib import report, results
-    from fedlib.papers import notebook as notebook_mod
+    from fedlib.study import notebook as notebook_mod
 
     profile = profile or section_profile(name)
     if profile is None:
@@ -257,7 +257,7 @@ def evidence_main(argv: list[str] | None = None) -> int:
     """``python -m fedlib evidence [--run] [--budget 3h] [--workers N]``: the evidence planner's command
     (:mod:`fedlib.evidence`) over the ledgers rendered from the archive."""
     from fedlib import evidence
-    from fedlib.papers import command
+    from fedlib.study import command
     from fedlib.report import to_markdown
     from fedlib.device import device_arg, resolve
     from fedlib.validation import POSITIVE_INT, Interval, Parser, arg_type

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fedlib import papers
-from fedlib.papers import schema
+from fedlib import study
+from fedlib.study import schema
 from fedlib.validation import ConfigError, Options, check_value
 
 PFLLIB_COLUMNS = {"pat": "pathological", "dir": "dirichlet"}   # params/benchmark/paper.yaml's column per setting
@@ -71,13 +71,13 @@ def check_settings(settings, field: str) -> None:
 
 
 @dataclasses.dataclass
-class Plan(papers.TablePlan):
+class Plan(study.TablePlan):
     """The benchmark under one profile; its methods are the profile's ``methods``."""
 
     paper = "benchmark"
     sections = {"settings": check_settings, "anchor": None}
     rows_key = "methods"
-    method_names = papers.TablePlan.table1_methods
+    method_names = study.TablePlan.table1_methods
 
     def setting_names(self) -> list[str]:
         return list(self.settings["settings"])
@@ -152,7 +152,7 @@ class Plan(papers.TablePlan):
 
 def load_plan(profile: str = "quick", **options) -> Plan:
     """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it, and ``results_dir``,
-    ``data_root``, ``device`` and ``executor`` place the runs (:meth:`papers.Plan.load`)."""
+    ``data_root``, ``device`` and ``executor`` place the runs (:meth:`study.Plan.load`)."""
     return Plan.load(profile, **options)
 
 
@@ -258,7 +258,7 @@ def jobs(plan: Plan) -> list[tuple[dict, int]]:
     cfgs = configs(plan)
     out = [(c, s) for (setting, _), c in cfgs.items() for s in plan.setting_seeds(setting)]
     out += [(c, plan.spec["anchor"]["seed"]) for c in anchor_configs(plan).values()]
-    return papers.unique_jobs(out, lambda c: c["train"]["rounds"] * c["dataset"].get("fraction", 1.0))
+    return study.unique_jobs(out, lambda c: c["train"]["rounds"] * c["dataset"].get("fraction", 1.0))
 
 
 all_jobs = jobs   # the name every study gives its whole grid
@@ -311,7 +311,7 @@ def trends(plan: Plan, table: pd.DataFrame) -> dict:
     out = {}
     for (s, m), part in table.groupby(["setting", "method"], sort=False):
         if (s, m) in cfgs:
-            t = papers.trend(f"{plan.label(m)} ({s})", cfgs[(s, m)], sorted(part.seed), plan.metric(m))
+            t = study.trend(f"{plan.label(m)} ({s})", cfgs[(s, m)], sorted(part.seed), plan.metric(m))
             if t is not None:
                 out[(s, m)] = t
     return out
@@ -746,8 +746,8 @@ def yours_plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, 
     profile's: each setting takes the archived seeds at the same positions). ``methods``: the built-in methods shown
     (default all); ``settings``: the settings taken (default every one the method can run on). Runs go to
     ``results_dir`` (default the output root's ``results/``)."""
-    from fedlib.papers import check_seeds
-    from fedlib.papers.schema import check_rounds
+    from fedlib.study import check_seeds
+    from fedlib.study.schema import check_rounds
 
     check_yours_budget(profile, field)
     budget = load_plan(profile)
@@ -1156,7 +1156,7 @@ def yours_cells(result: YoursComparison):
     method lands, the figures and the ledger, in that order; written under the results folder as well
     (:func:`yours_out`, a line says where). Nothing goes into a report section or ``figures/``."""
     from fedlib import claims
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
@@ -1206,7 +1206,7 @@ def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = No
         return privacy.headline(plan, res)
 
 
-@papers.command
+@study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.benchmark [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train every
     run of the profile the results folder and the run archive lack (every (setting, method, seed) and the anchor's,
@@ -1220,7 +1220,7 @@ def main(argv: list[str] | None = None) -> int:
     ranked table, where it lands, the CD diagrams and the accuracy-vs-cost fronts written to ``--out``."""
     from fedlib import report, results
 
-    parser = papers.cli("python -m fedlib.papers.benchmark", main.__doc__)
+    parser = study.cli("python -m fedlib.papers.benchmark", main.__doc__)
     g = parser.add_argument_group("your method against the archived benchmark (docs/your_method.md)")
     g.add_argument("--method", help="a method file (path/to/my_method.py) or an installed entry point of group "
                    "fedlib.methods; --profile is then its budget: smoke (2 rounds, 1 seed), quick (5 rounds, 1 seed) "
@@ -1272,12 +1272,12 @@ if __name__ == "__main__":
 # -- the notebook's cells (notebooks/benchmark.py): one call each ----------------------------------------------------
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None,
              method_file=None, method_rule=None):
-    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
     take, ``nb.paper`` the whole params/benchmark/paper.yaml. ``method_file`` (a method file's path or an installed
     entry point's name) is loaded and put through the contract check here, before any work: a violation stops the
     notebook with its one line; the "Your method" cell then ranks it against the archived benchmark under the
     profile's budget (:func:`compare_yours`), scored by ``method_rule`` (default its head)."""
-    from fedlib.papers.notebook import ParameterError, open_notebook
+    from fedlib.study.notebook import ParameterError, open_notebook
 
     if method_rule is not None and method_file is None:
         raise ParameterError(f"method_rule: got {method_rule!r}; allowed: None without a method_file")
@@ -1299,7 +1299,7 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 def show_settings(nb):
     """The settings every method of a setting shares, and the (setting, method) pairs that do not run, with why."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     settings = nb.table("**Settings.** " + nb.plan.setting_text(), settings_table(nb.plan))
     gaps = missing(nb.plan)
@@ -1324,7 +1324,7 @@ def results(nb) -> pd.DataFrame:
     """Every (setting, seed, method) of the profile: finished runs read, the others trained (the "All runs" cell)."""
     def make():
         summaries = obtain(nb.plan, workers=nb.workers)
-        nb.section.text(f"_{len(summaries)} runs · made by {papers.made_by(summaries.values())}_")
+        nb.section.text(f"_{len(summaries)} runs · made by {study.made_by(summaries.values())}_")
         return scores(nb.plan, summaries)
     return nb.once("scores", make)
 
@@ -1347,7 +1347,7 @@ def _trends(nb) -> dict:
 def fig_cd(nb):
     """The critical-difference diagrams: over every setting (the methods that run on all of them), and over the
     settings with one model for all (:func:`homogeneous_settings`: every method that runs on each of them)."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     table = results(nb)
     out = [nb.figure(cd_figure(nb.plan, table), "Critical-difference diagram, every setting (mean ranks, Nemenyi CD)",
@@ -1361,7 +1361,7 @@ def fig_cd(nb):
 
 def figs_costs(nb):
     """Accuracy against floats per round and against seconds per round, per setting, with the Pareto fronts."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     out = []
     for setting in nb.plan.setting_names():
@@ -1382,7 +1382,7 @@ def show_anchor(nb):
     """The external anchor: our full-data FedAvg and FedProto curves on PFLlib's pathological split against PFLlib's
     2,000-round numbers, with a table of our best and last rounds beside them (or a line saying which profile runs
     it)."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     plan = nb.plan
     anchor = plan.spec["anchor"]

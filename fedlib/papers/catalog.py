@@ -27,7 +27,7 @@ class Study(Protocol):
     """What a study module declares (module-level functions; ``self`` is the module)."""
 
     def load_plan(self, profile: str = "quick", **options) -> Any:
-        """The plan of ``profile`` (a :class:`fedlib.papers.Plan`): its configs' settings, seeds and rounds."""
+        """The plan of ``profile`` (a :class:`fedlib.study.Plan`): its configs' settings, seeds and rounds."""
 
     def all_jobs(self, plan) -> list[tuple[dict, int]]:
         """Every ``(config, seed)`` the notebook runs under ``plan``."""
@@ -42,7 +42,7 @@ class Study(Protocol):
         """The claims of ``params/<name>/claims.yaml`` judged on :meth:`tables` (:func:`fedlib.claims.ledger`)."""
 
     def notebook(self, profile: str, **options) -> Any:
-        """The notebook's set-up cell: the state (:class:`fedlib.papers.notebook.Notebook`) its other cells take."""
+        """The notebook's set-up cell: the state (:class:`fedlib.study.notebook.Notebook`) its other cells take."""
 
     def main(self, argv: list[str] | None = None) -> int:
         """The headless command ``python -m fedlib.papers.<name>``: an exit status."""

@@ -18,11 +18,11 @@ import dataclasses
 
 import numpy as np
 
-from fedlib import papers, results
+from fedlib import results, study
 
 
 @dataclasses.dataclass
-class Plan(papers.TablePlan):
+class Plan(study.TablePlan):
     """The FedIC experiments under one profile."""
 
     paper = "fedic"
@@ -43,7 +43,7 @@ class Plan(papers.TablePlan):
 
 def load_plan(profile: str = "quick", **options) -> Plan:
     """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it, and ``results_dir``,
-    ``data_root``, ``device`` and ``executor`` place the runs (:meth:`papers.Plan.load`)."""
+    ``data_root``, ``device`` and ``executor`` place the runs (:meth:`study.Plan.load`)."""
     return Plan.load(profile, **options)
 
 
@@ -114,7 +114,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     def cost(cfg):
         return cfg["train"]["rounds"] * (1 + (cfg["algorithm"]["name"] in two_phase))
 
-    return papers.unique_jobs(jobs, cost)
+    return study.unique_jobs(jobs, cost)
 
 
 # -- reading results ---------------------------------------------------------------------------
@@ -141,7 +141,7 @@ def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict
     """``{key: {"best", "last", "n", "per_seed", "best_round", **cost, "plateau", "trend"}}`` of finished runs
     (``key[-1]`` or ``key`` is the method/variant): accuracies (%) averaged over seeds, ``best_std`` their sample std
     (ddof 1; NaN with one seed); where ``records`` are given (one run's records, or every seed's as a list of lists),
-    the cost of the first seed's run and ``plateau`` (:func:`fedlib.papers.plateau_text` of the records, every
+    the cost of the first seed's run and ``plateau`` (:func:`fedlib.study.plateau_text` of the records, every
     seed's: of their mean curve; "" once plateaued); where ``configs`` are given (``{key: config}``), ``trend``
     (:func:`fedlib.papers.trend` of the runs' config and seeds under the cell's scoring rule, sample-weighted: where
     the curves stand, for the ledger's comparisons and the evidence planner; absent where no run could be read)."""
@@ -161,10 +161,10 @@ def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict
             every = recs if recs and isinstance(recs[0], list) else [recs]
             out[key].update(cost(every[0]))
             out[key]["seconds_per_seed"] = [cost(r)["seconds"] for r in every if r]
-            out[key]["plateau"] = papers.plateau_text(recs, mt, "weighted")
+            out[key]["plateau"] = study.plateau_text(recs, mt, "weighted")
         if configs is not None and key in configs:
             seeds = [s["seed"] for s in runs] if all("seed" in s for s in runs) else configs[key]["seeds"]
-            t = papers.trend(key_label(plan, key), configs[key], seeds, mt, "weighted")
+            t = study.trend(key_label(plan, key), configs[key], seeds, mt, "weighted")
             if t is not None:
                 out[key]["trend"] = t
     return out
@@ -179,7 +179,7 @@ def key_label(plan: Plan, key) -> str:
 
 
 def rising_text(plan: Plan, cells_: dict) -> str:
-    """The runs of ``cells_`` whose seed-mean curve had not plateaued (:func:`fedlib.papers.plateau_text` of the
+    """The runs of ``cells_`` whose seed-mean curve had not plateaued (:func:`fedlib.study.plateau_text` of the
     records :func:`cells` was given), named with their rise, ``""`` where all had or none was checked (the ledger
     judges on the cells' trends instead: :func:`ledger`)."""
     return "; ".join(f"{key_label(plan, k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau"))
@@ -318,7 +318,7 @@ def converged_runs(plan: Plan) -> dict:
     recs = results.rounds(parts["table1"][pra], cp.seeds[0]) if pra in out["table1"] else []
     out["bias"] = ({"global": recs[-1]["server"]["bias_global"], "cluster": recs[-1]["server"]["bias_cluster"]}
                    if recs else None)
-    out["made_by"] = papers.made_by(made.values()) if made else ""
+    out["made_by"] = study.made_by(made.values()) if made else ""
     return out
 
 
@@ -330,7 +330,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             ("FedIC Fig. 4 (converged profile)", ablation_configs(cp), cp.seeds)]
 
 
-@papers.command
+@study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedic [--profile P] [--dataset D] [--methods M ...] [--seeds S ...] [--rounds N]
     [--figures]``: run Table 1 headless and print paper | ours per setting (best round, sample-weighted); with
@@ -338,12 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     finished (results folder, another device, the run archive) is read, not trained again."""
     from fedlib import report
 
-    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.fedic", main.__doc__))
+    parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.fedic", main.__doc__))
     parser.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10 or cifar100 (their files "
                         "must be in the data root; nothing is downloaded)")
     parser.add_argument("--figures", action="store_true", help="also run Fig. 2 (K) and Fig. 4 (the ablation) on "
                         "Fashion-MNIST Pra, every seed of the profile")
-    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    args, plan = study.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
     if args.dataset not in plan.spec["datasets"]:
@@ -372,13 +372,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The notebook (notebooks/fedic.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
     take."""
-    from fedlib.papers.notebook import open_notebook
+    from fedlib.study.notebook import open_notebook
 
     return open_notebook("fedic", load_plan, profile, lambda plan: (
         f"{plan.rounds} (every method)", config(plan, "fedic")["device"], plan.setting()),
@@ -460,7 +460,7 @@ def show_table1(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     plan, L, paper, t1 = nb.plan, nb.label, nb.paper["table1"], _table1(nb)["cells"]
     cmp = report.compare(paper, ours_table(plan, t1))
@@ -551,7 +551,7 @@ def fig4(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     cfgs = ablation_configs(nb.plan)
     ab_cells = _sweep(nb, "ablation", ablation_configs, "Fig. 4")
@@ -573,7 +573,7 @@ def show_converged(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     data, early = nb.paper_protocol("Table 1 and Figs. 2 and 4", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
@@ -584,7 +584,7 @@ def show_converged(nb):
     if cmp.index.nlevels == 1:
         cmp.index = pd.MultiIndex.from_tuples([(r, f"{cp.settings['partitions'][0]}_fmnist") for r in cmp.index])
     cmp = cmp[[(c[:3], m) in t1 for m, c in cmp.index]]   # a paper number never stands beside an unfinished cell
-    cmp["plateau"] = [papers.plateau_cell(t1[(c[:3], m)].get("plateau"), t1[(c[:3], m)].get("trend"))
+    cmp["plateau"] = [study.plateau_cell(t1[(c[:3], m)].get("plateau"), t1[(c[:3], m)].get("trend"))
                       for m, c in cmp.index]
     cmp.index = pd.MultiIndex.from_tuples([(L(m), c) for m, c in cmp.index], names=["method", "setting"])
     waiting = [f"{L(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"] for m in cp.table1_methods()
@@ -592,7 +592,7 @@ def show_converged(nb):
     head = (f"**Table 1 under the converged profile ({cp.setting()}; n = {len(cp.seeds)} seeds per cell, mean ± std "
             f"over seeds, best round, sample-weighted, %)** · {data['found']} of {data['total']} runs of Table 1 and "
             f"Figs. 2 and 4 finished · {data['made_by']}")
-    more = [papers.PLATEAU_RULE] + ([f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `"
+    more = [study.PLATEAU_RULE] + ([f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `"
                               f"{CONVERGED_COMMAND}` goes on where the archive ends."] if waiting else [])
     nb.table(head, cmp, *more)
     shown = [cmp]
@@ -618,7 +618,7 @@ def show_converged(nb):
         rows = {**{f"K {k}": c for k, c in data["k"].items()}, **{L(v): c for v, c in data["ablation"].items()}}
         df = pd.DataFrame({name: {"best round (mean ± std)": report.fmt(c["best"], c["best_std"], n=c["n"]),
                                   "last round": f"{c['last']:.2f}", "n": c["n"],
-                                  "plateau": papers.plateau_cell(c.get("plateau"), c.get("trend"))}
+                                  "plateau": study.plateau_cell(c.get("plateau"), c.get("trend"))}
                            for name, c in rows.items()}).T
         shown += [fig, nb.table("**Figs. 2 and 4 under the converged profile (Pra, accuracy %).**", df)]
     return Shown(tuple(shown))
@@ -630,7 +630,7 @@ def show_tables3_4(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     plan, L = nb.plan, nb.label
     sc = _sweep(nb, "scale", scale_configs, "Table 3")
@@ -748,7 +748,7 @@ def fig_class_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     per_class = class_prototype_distances(_fedic_state(nb))
     top = max([float(v["distance"].max()) for v in per_class.values()] + [1e-6])

@@ -21,13 +21,13 @@ import numpy as np
 import torch
 
 from fedlib.claims import sample_std
-from fedlib import papers, results
+from fedlib import results, study
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
 from fedlib.config import run_id
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
-from fedlib.papers import check_methods, check_rounds
+from fedlib.study import check_methods, check_rounds
 from fedlib.validation import ConfigError
 from fedlib.privacy.attack import attacker_aux  # noqa: F401  (the notebook's S.attacker_aux)
 
@@ -39,7 +39,7 @@ TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed b
 
 
 @dataclasses.dataclass
-class Plan(papers.Plan):
+class Plan(study.Plan):
     """The FedMPS experiments under one profile."""
 
     paper = "fedmps"
@@ -56,7 +56,7 @@ class Plan(papers.Plan):
         value = self.settings.get("ablation_seeds")
         if value is None:
             return self.seeds[:1]
-        return self.seeds if value == "all" else papers.check_seeds(value, f"{self.profile}.ablation_seeds")
+        return self.seeds if value == "all" else study.check_seeds(value, f"{self.profile}.ablation_seeds")
 
     def paper_metric(self, method: str) -> str:
         """The paper's convention for ``method`` (see the module docstring; a variant follows its method)."""
@@ -196,7 +196,7 @@ def trends(plan: Plan, keys=None, seeds: list[int] | None = None) -> dict:
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
         label, cfg, own, metric = groups[key]
-        t = papers.trend(label, cfg, own if seeds is None else seeds, metric, "mean")
+        t = study.trend(label, cfg, own if seeds is None else seeds, metric, "mean")
         if t is not None:
             out[key] = t
     return out
@@ -288,7 +288,7 @@ def paper_table3(plan: Plan) -> dict:
     configs = table3_configs(pplan)
     done, found = results.cached(configs, pplan.seeds)
     out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
-           "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else ""}
+           "made_by": study.made_by(s for runs in done.values() for s in runs) if done else ""}
     if done:
         out["rows"], out["head"] = table3(pplan, done), table3(pplan, done, metric=COMMON_METRIC)
     out["trends"] = trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])
@@ -316,7 +316,7 @@ def paper_table6(plan: Plan) -> dict:
     done, found = results.cached(configs, [seed0])
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
     return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
-            "missing": missing, "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else "",
+            "missing": missing, "made_by": study.made_by(s for runs in done.values() for s in runs) if done else "",
             "trends": trends(pplan, [("ways", m, n) for m, n in done])}
 
 
@@ -328,11 +328,11 @@ def paper_table7(plan: Plan) -> dict:
     pplan = _paper_plan(plan)
     configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
     _, found = results.cached(configs, seeds)
-    done_seeds = papers.finished_seeds(configs, seeds)
+    done_seeds = study.finished_seeds(configs, seeds)
     done = results.cached(configs, done_seeds)[0] if done_seeds else {}
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "seeds": done_seeds,
             "rows": ablation_table(pplan, done, configs) if done else None,
-            "made_by": papers.made_by(s for runs in done.values() for s in runs) if done else "",
+            "made_by": study.made_by(s for runs in done.values() for s in runs) if done else "",
             "trends": trends(pplan, [("ablation", row) for row in done], done_seeds) if done else {}}
 
 
@@ -448,7 +448,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.ablation_seeds())]
 
 
-@papers.command
+@study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedmps [--profile P] [--table III|VI|VII] [--methods M ...] [--seeds S ...]
     [--rounds N]``: run one table headless (no notebook) and print paper | ours | diff. Table III runs
@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     ``ablation_seeds`` (the paper profile: every seed; else the first)."""
     from fedlib import report
 
-    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.fedmps", main.__doc__))
+    parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.fedmps", main.__doc__))
     parser.add_argument("--table", default="III", choices=["III", "VI", "VII"],
                         help="III (default: every method, every seed), VI (n = 3, 4, 5) or VII (the loss ablation)")
     args = parser.parse_args(argv)
@@ -544,14 +544,14 @@ def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> 
 
 
 # The notebook (notebooks/fedmps.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`), ``nb.paper`` the whole
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`), ``nb.paper`` the whole
 # params/fedmps/paper.yaml.
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
     take, ``nb.paper`` the whole params/fedmps/paper.yaml."""
-    from fedlib.papers.notebook import open_notebook
+    from fedlib.study.notebook import open_notebook
 
     def about(plan):
         R = plan.settings["rounds"]
@@ -711,7 +711,7 @@ def _paper_protocol(nb, key: str, load):
 
 def _from_paper_runs(roman: str, load, flag: str = ""):
     """A cell that shows Table ``roman`` under the paper protocol from the paper profile's finished runs (trains
-    nothing): it gets ``(nb, data)``, or returns what :meth:`~fedlib.papers.notebook.Notebook.paper_protocol`
+    nothing): it gets ``(nb, data)``, or returns what :meth:`~fedlib.study.notebook.Notebook.paper_protocol`
     says where this profile is the paper protocol or nothing has finished."""
     import functools
 
@@ -822,7 +822,7 @@ def fig5(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     target, tt_all, per = nb.plan.spec["time_target"], _time_to_target(nb), _curves_all(nb)
     never, pct, seeds = nb.plan.settings["rounds"]["main"] + 1, f"{100 * target:.0f}%", nb.plan.seeds
@@ -910,7 +910,7 @@ def _ablation(nb) -> dict:
     archived, where the report is rendered from the archive alone)."""
     def make():
         cfgs = ablation_configs(nb.plan)
-        seeds = papers.seeds_at_hand(cfgs, nb.plan.ablation_seeds())
+        seeds = study.seeds_at_hand(cfgs, nb.plan.ablation_seeds())
         return ablation_table(nb.plan, run(cfgs, seeds=seeds, workers=nb.workers, desc="Table VII"), cfgs)
     return nb.once("ablation", make)
 
@@ -1019,7 +1019,7 @@ def fig8_10(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     plan, L, acc_of, R = nb.plan, nb.label, _sweeps(nb), nb.plan.settings["rounds"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
@@ -1102,7 +1102,7 @@ def fig_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 9))
     summary = {}
@@ -1148,7 +1148,7 @@ def fig11(nb):
     """Fig. 11: the client's classes reconstructed from its FedMPS prototypes and the decoders' loss curves;
     returns the figure and the PSNR / SSIM scores."""
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
     from fedlib.privacy import attack_figure
 
     attack, target = _attack(nb), nb.plan.spec["attack"]["client"]
@@ -1199,7 +1199,7 @@ def show_summary(nb):
 def show_ledger(nb):
     """The claims ledger: every claim the paper makes about Fashion-MNIST-sized settings, our evidence and a
     verdict; writes the report section. Each part is left out where it needs a run or a trained model that the run
-    archive lacks while the report is rendered from the archive alone (:meth:`~fedlib.papers.notebook.Notebook.part`):
+    archive lacks while the report is rendered from the archive alone (:meth:`~fedlib.study.notebook.Notebook.part`):
     the ledger then judges the claims whose evidence it has. Every comparison carries the trends of its two sides
     (:func:`trends`), which name the runs behind it."""
     plan, part = nb.plan, nb.part

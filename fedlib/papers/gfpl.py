@@ -22,10 +22,10 @@ import dataclasses
 import numpy as np
 
 from fedlib.claims import sample_std
-from fedlib import claims, papers, results
+from fedlib import claims, results, study
 
 @dataclasses.dataclass
-class Plan(papers.TablePlan):
+class Plan(study.TablePlan):
     """The GFPL experiments under one profile."""
 
     paper = "gfpl"
@@ -51,7 +51,7 @@ class Plan(papers.TablePlan):
         value = self.settings.get(key)
         if value is None:
             return list(default)
-        return self.seeds if value == "all" else papers.check_seeds(value, f"{self.profile}.{key}")
+        return self.seeds if value == "all" else study.check_seeds(value, f"{self.profile}.{key}")
 
     def adjust(self, raw: dict) -> None:
         """Room in each client's class block for the largest shot count the partition draws."""
@@ -61,7 +61,7 @@ class Plan(papers.TablePlan):
 
 def load_plan(profile: str = "quick", **options) -> Plan:
     """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it (e.g. from the notebook), and
-    ``results_dir``, ``data_root``, ``device`` and ``executor`` place the runs (:meth:`papers.Plan.load`)."""
+    ``results_dir``, ``data_root``, ``device`` and ``executor`` place the runs (:meth:`study.Plan.load`)."""
     return Plan.load(profile, **options)
 
 
@@ -112,7 +112,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     def cost(cfg):
         return cfg["train"]["rounds"] * cfg["partition"]["shots"] * (1 + (cfg["algorithm"]["name"] == "fedrep"))
 
-    return papers.unique_jobs(jobs, cost)
+    return study.unique_jobs(jobs, cost)
 
 
 # -- reading results ---------------------------------------------------------------------------
@@ -216,7 +216,7 @@ def table1(plan: Plan, results: dict, records: dict, configs: dict | None = None
                     "converge_seeds": len(recs) if recs and isinstance(recs[0], list) else 1,
                     "comm": communication(recs[0] if recs and isinstance(recs[0], list) else recs)}
         if configs is not None and key in configs:
-            t = papers.trend(group_label(plan, key), configs[key], _seeds(runs, configs[key]), metric, "mean")
+            t = study.trend(group_label(plan, key), configs[key], _seeds(runs, configs[key]), metric, "mean")
             if t is not None:
                 out[key]["trend"] = t
     return out
@@ -249,7 +249,7 @@ def trends(plan: Plan, configs: dict, seeds: list[int] | None = None, prefix: st
     for key, cfg in configs.items():
         method = key[-1] if isinstance(key, tuple) else "gfpl"
         label = group_label(plan, (prefix, key) if prefix else key)
-        t = papers.trend(label, cfg, seeds or cfg["seeds"], plan.metric(method), "mean")
+        t = study.trend(label, cfg, seeds or cfg["seeds"], plan.metric(method), "mean")
         if t is not None:
             out[key] = t
     return out
@@ -375,7 +375,7 @@ def paper_table2(plan: Plan) -> dict:
     seeds = pplan.ablation_seeds()
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "acc": acc, "std": std,
             "per_seed": per_seed, "trends": trends(pplan, {k: configs[k] for k in keep}, seeds),
-            "made_by": papers.made_by(s for runs in keep.values() for s in runs) if keep else ""}
+            "made_by": study.made_by(s for runs in keep.values() for s in runs) if keep else ""}
 
 
 def paper_figs(plan: Plan) -> dict:
@@ -389,7 +389,7 @@ def paper_figs(plan: Plan) -> dict:
     seeds = pplan.figs_seeds()
     n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
     n_found, t_found = results.cached(n_cfgs, seeds)[1], results.cached(t_cfgs, seeds)[1]
-    n_seeds, t_seeds = papers.finished_seeds(n_cfgs, seeds), papers.finished_seeds(t_cfgs, seeds)
+    n_seeds, t_seeds = study.finished_seeds(n_cfgs, seeds), study.finished_seeds(t_cfgs, seeds)
     n_done = results.cached(n_cfgs, n_seeds)[0] if n_seeds else {}
     t_done = results.cached(t_cfgs, t_seeds)[0] if t_seeds else {}
     used = [s for done in (n_done, t_done) for runs in done.values() for s in runs]
@@ -400,7 +400,7 @@ def paper_figs(plan: Plan) -> dict:
             "threshold_per_seed": sweep_per_seed(pplan, t_done) if t_done else None,
             "n_trends": trends(pplan, n_cfgs, n_seeds, "n") if n_done else {},
             "threshold_trends": trends(pplan, t_cfgs, t_seeds, "sc") if t_done else {},
-            "made_by": papers.made_by(used) if used else ""}
+            "made_by": study.made_by(used) if used else ""}
 
 
 def paper_table1(plan: Plan) -> dict:
@@ -419,7 +419,7 @@ def paper_table1(plan: Plan) -> dict:
     cells = table1(pplan, {k: done[k] for k in keys}, {k: [results.rounds(configs[k], s) for s in pplan.seeds]
                                                        for k in keys}, configs)
     return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "columns": columns,
-            "cells": cells, "made_by": papers.made_by(s for k in keys for s in done[k]) if keys else ""}
+            "cells": cells, "made_by": study.made_by(s for k in keys for s in done[k]) if keys else ""}
 
 
 def client_components(state, cid: int) -> dict:
@@ -610,7 +610,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
             ("GFPL Figs. 3b and 6 (paper profile)", figs, gp.figs_seeds())]
 
 
-@papers.command
+@study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.gfpl [--profile P] [--table 1|2|figs] [--datasets D ...] [--ways W ...]
     [--methods M ...] [--seeds S ...] [--rounds N]``: run one table headless (no notebook) and print it: Table 1
@@ -619,13 +619,13 @@ def main(argv: list[str] | None = None) -> int:
     the paper profile; without the setting every seed and the first seed)."""
     from fedlib import report
 
-    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.gfpl", main.__doc__))
+    parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.gfpl", main.__doc__))
     parser.add_argument("--table", default="1", choices=["1", "2", "figs"],
                         help="1 (default), 2 (the ablation) or figs (Figs. 3b and 6)")
     parser.add_argument("--datasets", nargs="+", help="Table 1's datasets (default: the profile's: mnist5k, fmnist)")
     parser.add_argument("--ways", type=int, nargs="+",
                         help="Table 1's w-bar columns (default: the profile's, e.g. 3 4 5): one column at a time")
-    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    args, plan = study.plan_from_cli(parser, load_plan, argv)
 
     def obtain(*a, **kw):  # a finished run (another device, the run archive) is read, not retrained
         return results.run_or_read(*a, retrain_archived=args.retrain_archived, **kw)
@@ -682,13 +682,13 @@ def _print_figs(plan: Plan, obtain, workers, where: str) -> None:
         print(f"Fig. 6: S_C {t:g}: {seeds_text(t_per[t])}, merge rate {rate:.3f}, {down:,.0f} floats down per round")
 
 # The notebook (notebooks/gfpl.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
     take."""
-    from fedlib.papers.notebook import open_notebook
+    from fedlib.study.notebook import open_notebook
 
     def about(plan):
         sched = plan.settings["schedule"]
@@ -790,7 +790,7 @@ def _table1(nb) -> dict:
 
 def show_table1(nb):
     """Table 1, one frame per dataset: paper (MNIST) | ours | diff per method and w-bar, rounds to convergence."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     plan, cells = nb.plan, _table1(nb)["cells"]
     shown = []
@@ -820,7 +820,7 @@ def paper_protocol_table1(nb):
         return nb.markdown(f"This profile is the paper protocol: Table 1 above is it ({pt1['found']} of "
                            f"{pt1['total']} runs; {pt1['made_by']}).")
     if not pt1["columns"]:
-        return nb.markdown(papers.not_run_text("Table 1", pt1["found"], pt1["total"],
+        return nb.markdown(study.not_run_text("Table 1", pt1["found"], pt1["total"],
                                                "python -m fedlib.papers.gfpl --profile paper"))
     text = (f"**Table 1 under the paper protocol (profile `paper`: {pplan.rounds} rounds, seeds {pplan.seeds}), "
             f"from finished runs: {pt1['found']} of {pt1['total']}; {pt1['made_by']}.** Finished columns: "
@@ -956,7 +956,7 @@ def _sweeps(nb) -> dict:
     def make():
         plan = nb.plan
         n_cfgs, t_cfgs = n_configs(plan), threshold_configs(plan)
-        n_seeds, t_seeds = (papers.seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
+        n_seeds, t_seeds = (study.seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
         n_runs = obtain(plan, n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b")
         t_runs = obtain(plan, t_cfgs, seeds=t_seeds, workers=nb.workers, desc="Fig. 6")
         return {"n": n_values(plan, n_runs), "n_per_seed": sweep_per_seed(plan, n_runs), "n_seeds": n_seeds,
@@ -994,7 +994,7 @@ def fig3b_6(nb):
     Fig. 6's numbers."""
     import matplotlib.pyplot as plt
 
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     sw = _sweeps(nb)
     n_acc, th, n_per, t_per = sw["n"], sw["thresholds"], sw["n_per_seed"], sw["threshold_per_seed"]
@@ -1119,7 +1119,7 @@ def fig_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     D, gc = component_distances(_gfpl_state(nb).server)
     side = min(9.0, max(5.0, 0.09 * len(gc) + 3.5))

@@ -19,14 +19,14 @@ import math
 import numpy as np
 
 from fedlib.claims import sample_std
-from fedlib import papers, results
-from fedlib.papers import check_methods
-from fedlib.papers.notebook import Shown
+from fedlib import results, study
+from fedlib.study import check_methods
+from fedlib.study.notebook import Shown
 
 run = results.train   # the notebook's grids: trained on the plan's own device and executor (M.run in the notebook)
 
 @dataclasses.dataclass
-class Plan(papers.Plan):
+class Plan(study.Plan):
     """The MP-FedCL experiments under one profile."""
 
     paper = "mpfedcl"
@@ -46,7 +46,7 @@ class Plan(papers.Plan):
         if methods is not None:
             self.settings["table6_methods"] = check_methods(methods, self.methods)
         if rounds is not None:
-            self.settings["fixed_rounds"] = papers.check_rounds(rounds)
+            self.settings["fixed_rounds"] = study.check_rounds(rounds)
 
 
 def load_plan(profile: str = "quick", results_dir: str | None = None, data_root: str | None = None,
@@ -142,7 +142,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     jobs += [(c, s) for c in feature_skew_configs(plan).values() for s in plan.seeds]
     for cfgs in (alpha_configs(plan), clients_configs(plan), fig1_configs(plan), attack_configs(plan)):
         jobs += [(c, seed0) for c in cfgs.values()]
-    return papers.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
+    return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
 # -- reading results ---------------------------------------------------------------------------
@@ -247,7 +247,7 @@ def trends(plan: Plan, keys=None) -> dict:
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
         label, cfg, seeds, m = groups[key]
-        t = papers.trend(label, cfg, seeds, plan.metric(m), "mean")
+        t = study.trend(label, cfg, seeds, plan.metric(m), "mean")
         if t is not None:
             out[key] = t
     return out
@@ -356,15 +356,15 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     return [("MP-FedCL Table VI (paper profile)", table6_configs(pp), pp.seeds)]
 
 
-@papers.command
+@study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.mpfedcl [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table VI's MNIST column headless and print paper | ours | diff. Under ``--profile paper`` a run already
     finished (another device, the run archive) is read, not trained again."""
     from fedlib import report
 
-    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.mpfedcl", main.__doc__))
-    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.mpfedcl", main.__doc__))
+    args, plan = study.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
     rows = table6(plan, obtain(plan, table6_configs(plan), workers=args.workers, desc="Table VI",
@@ -381,13 +381,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The notebook (notebooks/mpfedcl.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
     take."""
-    from fedlib.papers.notebook import open_notebook
+    from fedlib.study.notebook import open_notebook
 
     def about(plan):
         return (", ".join(f"{plan.label(m)} {plan.rounds(m)}" for m in plan.table6_methods()),
@@ -808,7 +808,7 @@ def fig_attack_pictures(nb):
 def show_ledger(nb):
     """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Each part
     is left out where it needs a run or a trained model that the run archive lacks while the report is rendered from
-    the archive alone (:meth:`~fedlib.papers.notebook.Notebook.part`): the ledger then judges the claims whose
+    the archive alone (:meth:`~fedlib.study.notebook.Notebook.part`): the ledger then judges the claims whose
     evidence it has. Every comparison carries the trends of its two sides (:func:`trends`), which name the runs
     behind it."""
     part = nb.part

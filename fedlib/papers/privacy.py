@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedlib import papers
-from fedlib.papers import check_methods
+from fedlib import study
+from fedlib.study import check_methods
 from fedlib.privacy.attack import attacker_aux
 from fedlib.privacy.dpsgd import DP_SGD_METHODS
 from fedlib.validation import ConfigError
@@ -48,13 +48,13 @@ CURVE_KINDS = ("mean", "kmeans", "gmm")
 
 
 @dataclasses.dataclass
-class Plan(papers.TablePlan):
+class Plan(study.TablePlan):
     """The privacy study under one profile; the leakage table's rows are the profile's ``methods``."""
 
     paper = "privacy"
     sections = {"defense": None, "dp_sgd": None}   # its own sections of experiments.yaml
     rows_key = "methods"
-    table_methods = papers.TablePlan.table1_methods
+    table_methods = study.TablePlan.table1_methods
 
     @classmethod
     def complete(cls, spec: dict) -> None:
@@ -69,7 +69,7 @@ class Plan(papers.TablePlan):
         new = [m for m in sorted(ALGORITHMS) if m not in named and m not in spec["methods"]
                and not m.startswith("user:")]   # a method file's, registered only for a call (loader.registered)
         if new:
-            labels = read_yaml(papers.PARAMS_ROOT / "benchmark" / "experiments.yaml",
+            labels = read_yaml(study.PARAMS_ROOT / "benchmark" / "experiments.yaml",
                                "benchmark/experiments.yaml")["methods"]
             for m in new:
                 spec["methods"][m] = {"label": labels.get(m, {}).get("label", m), "algorithm": {"name": m}}
@@ -96,9 +96,9 @@ def check_spec(plan: Plan) -> None:
             isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in s["noise"]):
         raise ConfigError(f"{where}.noise", s.get("noise"), "a non-empty list of noise multipliers >= 0")
     for key in ("attack_steps", "restarts", "batch1_images", "decoder_steps", "aux_images", "curve_groups"):
-        papers.check_value(f"{where}.{key}", s.get(key), papers.POSITIVE_INT)
+        study.check_value(f"{where}.{key}", s.get(key), study.POSITIVE_INT)
     sizes = s.get("curve_sizes")
-    if not isinstance(sizes, list) or not sizes or any(not papers.POSITIVE_INT.ok(n) for n in sizes):
+    if not isinstance(sizes, list) or not sizes or any(not study.POSITIVE_INT.ok(n) for n in sizes):
         raise ConfigError(f"{where}.curve_sizes", sizes, "a non-empty list of positive integers")
 
 
@@ -152,7 +152,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     jobs = [(c, s) for c in table_configs(plan).values() for s in plan.seeds]
     jobs += [(c, s) for c in defense_configs(plan).values() for s in plan.seeds]
     jobs += [(c, s) for c in dp_sgd_configs(plan).values() for s in plan.seeds]
-    return papers.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
+    return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
 def metric(plan: Plan, method: str) -> str:
@@ -1083,7 +1083,7 @@ def paper_pictures(nb, method: str, paper_table: dict):
     missing, as the study trains them): one grid, attack families as groups, the two methods as rows. Into the
     notebook's report section; returns the figure and its scores (the leakage table's numbers for that seed)."""
     from fedlib import results
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     profile = study_profile(nb.profile)
     probe = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root)
@@ -1215,15 +1215,15 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
              | {f"{m}/dpsgd{s:g}": c for (m, s), c in dp_sgd_configs(pp).items() if s > 0}, pp.seeds)]
 
 
-@papers.command
+@study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.privacy [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train the
     runs, attack every method's upload and print the ranked leakage table, the privacy-utility curve and the
     ledger."""
     from fedlib import claims, report, results
 
-    parser = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.privacy", main.__doc__))
-    args, plan = papers.plan_from_cli(parser, load_plan, argv)
+    parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.privacy", main.__doc__))
+    args, plan = study.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
     torch.set_num_threads(1)
@@ -1242,7 +1242,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.to_markdown(headline(plan, res, leak).round(3)))
     print("\nEvery attack (ranked over the realistic attacks and the references; the batch-1 upper bound unranked)")
     print(report.to_markdown(leak.round(3)))
-    print(f"runs: {papers.made_by(s for runs in summaries.values() for s in runs)}")
+    print(f"runs: {study.made_by(s for runs in summaries.values() for s in runs)}")
     print("\nSamples per prototype (SSIM; first seed)")
     print(report.to_markdown(curve(plan, plan.seeds[0]).pivot_table(index="n", columns=["attack", "kind"],
                                                                     values="ssim").round(3)))
@@ -1257,12 +1257,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The notebook (notebooks/privacy.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None):
-    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
     take (its clock starts here, for the closing note)."""
-    from fedlib.papers.notebook import open_notebook
+    from fedlib.study.notebook import open_notebook
 
     t_start = time.perf_counter()
     return open_notebook("privacy", load_plan, profile, lambda plan: (
@@ -1345,7 +1345,7 @@ def show_leakage(nb):
     plan, (res, leak) = nb.plan, _leakage(nb)
     shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3, BOUND_COLUMN: 3}).set_index("rank")
     acc = ", ".join(f"seed {k}: {100 * v:.1f}%" for k, v in res["classifier_acc"].items())
-    made_by = papers.made_by(s for runs in nb.results["summaries"].values() for s in runs)
+    made_by = study.made_by(s for runs in nb.results["summaries"].values() for s in runs)
     nb.table(f"**The leakage table ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}; client "
              f"{plan.spec['attack']['client']}'s next round).** PSNR (dB, capped at 100), SSIM and the held-out "
              f"classifier's label accuracy on the reconstructions (that classifier's accuracy on the client's real "
@@ -1387,7 +1387,7 @@ def fig_reconstructions(nb):
     """What the leakage table's attacks reconstruct: one grid per attack family (realistic ones, then the batch-1
     upper bound), rows the methods grouped by what the server holds, the attacked client's images beside the
     reconstructions with SSIM under each; returns the figures."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     figs, shown = [], {}
     for fam, fig, layout in picture_figures(nb.plan, _pictures(nb), nb.seed0):
@@ -1413,7 +1413,7 @@ def fig_reconstructions_defended(nb):
     """The same pictures under the strongest upload defence (clip + noise) that keeps each utility method's accuracy
     within :data:`DEFENCE_TOLERANCE` points of its undefended run: one grid, attack families as groups, the utility
     methods as rows; returns the figure and the noise chosen per method."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
     from fedlib.privacy import epsilon
 
     plan = nb.plan
@@ -1449,7 +1449,7 @@ def fig_samples_per_prototype(nb):
     the figure and its numbers."""
     import matplotlib.pyplot as plt
 
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     spp = curve(nb.plan, nb.seed0)
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -1474,7 +1474,7 @@ def fig_utility(nb):
     the figure and its numbers."""
     import matplotlib.pyplot as plt
 
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     dsum, dpsum = nb.results["defense"], nb.results["dp_sgd"]
     util = utility(nb.plan, dsum, dp_summaries=dpsum)
@@ -1492,7 +1492,7 @@ def fig_utility(nb):
              f"gradient clipped to {clip:g}, epsilon per sample (the least-protected client's), shuffled batches "
              "accounted as Poisson sampling at rate batch / samples. A run whose loss stopped being finite is not "
              "drawn; its row says so.", shown,
-             f"_Runs: {papers.made_by(s for d in (dsum, dpsum) for runs in d.values() for s in runs)}._")
+             f"_Runs: {study.made_by(s for d in (dsum, dpsum) for runs in d.values() for s in runs)}._")
     nb.section.record(utility=util.to_dict(orient="records"))
     return Shown((fig, shown))
 

@@ -23,15 +23,15 @@ import numpy as np
 import torch
 
 from fedlib.claims import Cells, sample_std
-from fedlib import papers, results
+from fedlib import results, study
 from fedlib.analysis import pairwise_distances
 from fedlib.config import run_id
-from fedlib.papers import check_methods, check_rounds, schema
+from fedlib.study import check_methods, check_rounds, schema
 from fedlib.validation import ConfigError
 
 
 @dataclasses.dataclass
-class Plan(papers.Plan):
+class Plan(study.Plan):
     """The ProtoNorm experiments under one profile."""
 
     paper = "protonorm"
@@ -364,7 +364,7 @@ def plateaus(plan: Plan, done: dict | None = None) -> dict:
         finished = done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]
         for k in finished:
             full = (name, *key(k))
-            t = papers.trend(group_label(plan, full), cfgs[k], plan.seeds, metric(k))
+            t = study.trend(group_label(plan, full), cfgs[k], plan.seeds, metric(k))
             if t is not None:
                 out[full] = t
     return out
@@ -382,7 +382,7 @@ def converged_runs(plan: Plan) -> dict:
     profile from finished runs only (the results folder, else the run archive: :func:`fedlib.results.cached`;
     trains nothing), for any profile's report: ``{"plan", "found", "total", "complete", "made_by", "table1"
     ({partition: {method: score}} over the rows whose every seed finished, each with ``plateau``: "" or
-    :func:`fedlib.papers.plateau_text` of its seed-mean curve), "rising" (:func:`plateaus`), "code"
+    :func:`fedlib.study.plateau_text` of its seed-mean curve), "rising" (:func:`plateaus`), "code"
     ({method: score}), "homogeneous"
     (:func:`homogeneous_accuracy`), "gamma" (:func:`gamma_results`)}``; ``complete`` once every run of Table 1,
     Table 3 and Tables 4-5 has finished."""
@@ -411,7 +411,7 @@ def converged_runs(plan: Plan) -> dict:
     out["code"] = {m: score(cp, m, sums) for m, sums in done["code"].items()}
     out["homogeneous"] = homogeneous_accuracy(done["homogeneous"])
     out["gamma"] = gamma_results(cp, done["gamma"])
-    out["made_by"] = papers.made_by(made) if made else ""
+    out["made_by"] = study.made_by(made) if made else ""
     return out
 
 
@@ -426,7 +426,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
              spiral_configs(cp), cp.seeds)]
 
 
-@papers.command
+@study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.protonorm [--profile P] [--methods M ...] [--partitions ...] [--all-tables]``:
     run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10; with
@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     another device, the run archive) is read, not trained again."""
     from fedlib import report
 
-    ap = papers.add_retrain_archived(papers.cli("python -m fedlib.papers.protonorm", main.__doc__))
+    ap = study.add_retrain_archived(study.cli("python -m fedlib.papers.protonorm", main.__doc__))
     ap.add_argument("--partitions", nargs="+", help="default: the profile's partitions")
     ap.add_argument("--all-tables", action="store_true", help="also run the code protocol, Table 3 and Tables 4-5 "
                     "on Fashion-MNIST, every seed of the profile (the runs the converged profile keeps in the run "
@@ -490,13 +490,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The notebook (notebooks/protonorm.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.papers.notebook.Notebook`).
+# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: str = "tsne", device=None,
              backend=None):
-    """The set-up cell (:func:`fedlib.papers.notebook.open_notebook`): returns the notebook state the other cells
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
     take."""
-    from fedlib.papers.notebook import open_notebook
+    from fedlib.study.notebook import open_notebook
 
     def about(plan):
         T1 = plan.table1
@@ -723,7 +723,7 @@ def show_table1(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     T1, L, ours1, t1 = nb.plan.table1, nb.label, _table1_scores(nb), _table1_runs(nb)
     tab = {}
@@ -756,7 +756,7 @@ def show_table1(nb):
 def show_extra_datasets(nb):
     """Table 1 on the paper's own datasets whose torchvision files are in the data root (nothing is downloaded):
     ours vs paper per dataset and split; says so when there are none."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     plan, T1, shown = nb.plan, nb.plan.table1, []
     for ds_name in extra_datasets():
@@ -868,7 +868,7 @@ def fig_gamma(nb):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     L, paper = nb.label, nb.paper
     gamma_df = pd.DataFrame([{"method": L(r["method"]), "gamma": r["gamma"], "accuracy (%)": r["acc"],
@@ -908,7 +908,7 @@ def show_converged(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     data, early = nb.paper_protocol("Tables 1, 3 and 4-5", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
@@ -928,7 +928,7 @@ def show_converged(nb):
         for p in T1["partitions"]:
             r = t1.get(p, {}).get(m)
             row[f"ours: Fashion-MNIST {p}"] = cell(r) if r else "not finished"
-            row[f"plateau {p}"] = papers.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
+            row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
             ref = nb.paper["table1"]["rows"].get(m)
             row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
         rows[L(m)] = row
@@ -939,7 +939,7 @@ def show_converged(nb):
         f"best round) beside the paper's CIFAR-10 columns** (another dataset: no difference is taken) · "
         f"{data['found']} of {data['total']} runs of Tables 1, 3, 4-5 and the code protocol finished · "
         f"{data['made_by']}", pd.DataFrame(rows).T,
-        papers.PLATEAU_RULE + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; "
+        study.PLATEAU_RULE + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; "
                                f"`{CONVERGED_COMMAND}` goes on where the archive ends." if waiting else ""))]
     if data["code"] and "practical" in t1:
         code = {L(m): {"paper protocol": cell(t1["practical"][m]), "code protocol": cell(r),
@@ -1054,7 +1054,7 @@ def fig5(nb):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     pbfl, states = _prototype_methods(nb), _states(nb)
     fig, ax = plt.subplots(figsize=(9, 3.8))
@@ -1083,7 +1083,7 @@ def fig_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     pbfl, states = _prototype_methods(nb), _states(nb)
     fig, axes = plt.subplots(1, max(1, len(pbfl)), figsize=(5.5 * max(1, len(pbfl)), 4.5), squeeze=False)

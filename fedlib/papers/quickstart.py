@@ -68,10 +68,10 @@ class Quickstart:
 def notebook(profile: str, rounds=None, method_file=None, method_rule=None, workers=None, device=None,
              backend=None) -> Quickstart:
     """The set-up cell: every parameter checked before any work (a bad one, or a method file that breaks the
-    contract, stops the notebook with one line: :class:`~fedlib.papers.notebook.ParameterError`), the kernel set
-    up (:func:`fedlib.papers.notebook.start`) and a line on what the notebook will run."""
+    contract, stops the notebook with one line: :class:`~fedlib.study.notebook.ParameterError`), the kernel set
+    up (:func:`fedlib.study.notebook.start`) and a line on what the notebook will run."""
     from fedlib.config import read_yaml
-    from fedlib.papers.notebook import ParameterError, check_parameters, checkout_problem, start
+    from fedlib.study.notebook import ParameterError, check_parameters, checkout_problem, start
     from fedlib.reproduce import PROFILES
     from fedlib.validation import ConfigError
 
@@ -195,7 +195,7 @@ def _comparison(qs: Quickstart):
 def show_ranked(qs: Quickstart):
     """Train the method file on every setting it can run on (the budget's rounds; cached runs are read), then the
     ranked table beside the archived benchmark (every method at the same round) and where it lands."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     result = _comparison(qs)
     out = [f"{result.caption()}."]
@@ -210,7 +210,7 @@ def show_ranked(qs: Quickstart):
 
 def fig_cd(qs: Quickstart):
     """The critical-difference diagrams of the comparison (the method highlighted)."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     return Shown([fig for fig, _, name in _comparison(qs).figures if name.startswith("cd")])
 
@@ -218,7 +218,7 @@ def fig_cd(qs: Quickstart):
 def fig_costs(qs: Quickstart):
     """Accuracy against floats sent per round on the setting of the first half, the Pareto front drawn (the method
     highlighted)."""
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     return Shown([fig for fig, _, name in _comparison(qs).figures if name == f"{SETTING}_communication"])
 

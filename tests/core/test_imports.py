@@ -89,7 +89,7 @@ def test_the_studies_reach_the_runs_only_through_results():
     # a study (or a notebook, through it) that imports the runner, the grid, the archive or the run store would
     # bypass results' order of where a run is looked for (results folder, other placements, the archive)
     graph = fedlib_graph()
-    studies = sorted(m for m in graph if m == "fedlib.papers" or m.startswith("fedlib.papers."))
+    studies = sorted(m for m in graph if m.split(".")[:2] in (["fedlib", "papers"], ["fedlib", "study"]))
     assert len(studies) > 5
     reaching = {m: sorted(graph[m] & RUN_MACHINERY) for m in studies if graph[m] & RUN_MACHINERY}
     assert reaching == {}, "import fedlib.results instead: " + "; ".join(f"{m} imports {', '.join(v)}"
@@ -124,7 +124,7 @@ LAYERS = {
     "runs": ("fedlib.runner", "fedlib.grid", "fedlib.ray_backend", "fedlib.archive"),
     "results": ("fedlib.results",),
     "judging": ("fedlib.analysis", "fedlib.report", "fedlib.claims", "fedlib.plateau", "fedlib.evidence"),
-    "study base": ("fedlib.papers", "fedlib.papers.schema", "fedlib.papers.notebook"),
+    "study base": ("fedlib.study.*",),
     "studies": ("fedlib.papers.*",),
     "commands": ("fedlib.papers.catalog", "fedlib.reproduce", "fedlib.render", "fedlib.archive_cli", "fedlib.bench",
                  "fedlib.flower", "fedlib.__main__"),
@@ -140,7 +140,7 @@ LAYER_EXCEPTIONS = {
         "DP-SGD replaces the local loop's optimiser steps; imported only when a run asks for it",
     ("fedlib.algorithms.checks", "fedlib.engine"):
         "the determinism check (also run on a user's method file) trains a tiny run twice in the engine",
-    ("fedlib.papers", "fedlib.reproduce"):
+    ("fedlib.study", "fedlib.reproduce"):
         "`Plan.load` reads the profile list at `reproduce.PROFILES` (`params/profiles.yaml`)",
     ("fedlib.papers.quickstart", "fedlib.reproduce"): "its set-up cell reads the profile list at `reproduce.PROFILES`",
     ("fedlib.papers.quickstart", "fedlib.papers.benchmark"):

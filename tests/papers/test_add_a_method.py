@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import fedlib.algorithms as algorithms
-from fedlib import papers
+from fedlib import study
 from fedlib.algorithms import ALGORITHMS
 from fedlib.papers import benchmark as B
 from fedlib.papers import privacy as P
@@ -70,7 +70,7 @@ WHOLE_MODEL = "uploads a whole model, or a part whose shape depends on the archi
 @pytest.fixture
 def added(tmp_path, monkeypatch):
     """The two toy methods added: their modules registered by the package's own import step, and a copy of
-    ``params/`` whose benchmark plan has their lines, read by every study (``papers.PARAMS_ROOT``)."""
+    ``params/`` whose benchmark plan has their lines, read by every study (``study.PARAMS_ROOT``)."""
     folder = tmp_path / "algorithms"
     folder.mkdir()
     (folder / "toyproto.py").write_text(TOY_PROTO)
@@ -82,7 +82,7 @@ def added(tmp_path, monkeypatch):
     first = "  local:      {label: Local, algorithm: {name: local}}\n"   # the methods block's first line
     assert text.count(first) == 1
     plan_file.write_text(text.replace(first, LINES + first))
-    monkeypatch.setattr(papers, "PARAMS_ROOT", params)
+    monkeypatch.setattr(study, "PARAMS_ROOT", params)
     monkeypatch.setattr(algorithms, "__path__", [*algorithms.__path__, str(folder)])
     before = dict(ALGORITHMS)
     try:

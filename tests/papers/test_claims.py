@@ -206,7 +206,7 @@ def test_seed_mean_plateau_leaves_out_runs_that_diverged():
     """A run the engine stopped at a diverged round (shorter records, the last flagged ``diverged``) has ended:
     the seed-mean curve is that of the other seeds, and a group whose every seed diverged reports no rising
     curve. Before, the shorter curve made the seed mean fail (curves of different lengths)."""
-    from fedlib import papers
+    from fedlib import study
 
     def recs(curve, diverged_at=None):
         out = [{"round": r + 1, "acc": {"acc_proto": {"weighted": a / 100}}} for r, a in enumerate(curve)]
@@ -216,12 +216,12 @@ def test_seed_mean_plateau_leaves_out_runs_that_diverged():
 
     rising = list(np.linspace(50, 90, 20))   # +8.42 over the last 4 of 20 rounds
     flat = [50.0] * 8 + [90.0] * 12
-    assert papers.plateau_text([recs(rising), recs(flat, 13), recs(flat, 12)], "acc_proto", "weighted") == \
+    assert study.plateau_text([recs(rising), recs(flat, 13), recs(flat, 12)], "acc_proto", "weighted") == \
         "not plateaued (+8.42 in the last 20% of rounds)"
-    assert papers.plateau_text([recs(flat), recs(rising, 13)], "acc_proto", "weighted") == ""
-    assert papers.plateau_text([recs(rising, 13), recs(rising, 12)], "acc_proto", "weighted") == ""
+    assert study.plateau_text([recs(flat), recs(rising, 13)], "acc_proto", "weighted") == ""
+    assert study.plateau_text([recs(rising, 13), recs(rising, 12)], "acc_proto", "weighted") == ""
     # seeds of one group extended to different lengths (an extension step cut short): judged on their common rounds
-    assert papers.plateau_text([recs(rising), recs(rising)[:10]], "acc_proto", "weighted") == \
+    assert study.plateau_text([recs(rising), recs(rising)[:10]], "acc_proto", "weighted") == \
         C.plateau_text(rising[:10])
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from fedlib.papers import benchmark, fedic, fedmps, gfpl, mpfedcl, privacy, protonorm
-from fedlib.papers.notebook import ParameterError, checkout_problem
+from fedlib.study.notebook import ParameterError, checkout_problem
 from tests.conftest import ROOT
 
 STUDIES = {"benchmark": benchmark, "fedic": fedic, "fedmps": fedmps, "gfpl": gfpl, "mpfedcl": mpfedcl,

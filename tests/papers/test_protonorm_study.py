@@ -256,7 +256,7 @@ def test_converged_tables_beside_a_short_profiles_figures_keep_each_its_profile(
 
 
 def test_the_converged_cell_shows_finished_rows_only_with_their_plateau(monkeypatch):
-    from fedlib.papers.notebook import Shown
+    from fedlib.study.notebook import Shown
 
     nb = P.notebook("smoke")
     cp = P.load_plan("converged")

@@ -10,7 +10,7 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.config import load_config, run_id
 from fedlib.runner import CUDA_WORKERS, RunState, default_workers, load_state, run_many, run_one
-from fedlib import papers, plots, results
+from fedlib import plots, results, study
 from fedlib.papers import fedmps as S
 from tests.conftest import DATA, tiny_image_dataset
 
@@ -68,7 +68,7 @@ def test_a_small_grid_in_this_process_gives_the_pools_numbers(tmp_path):
     for (cfg, seed), (other, _) in zip(here, pool, strict=True):
         strip_t = lambda rows: [{k: v for k, v in r.items() if "seconds" not in k} for r in rows]  # noqa: E731
         assert strip_t(results.rounds(cfg, seed)) == strip_t(results.rounds(other, seed))
-    with pytest.raises(papers.ConfigError, match=r"^workers: got -1; allowed: an integer in \[0, inf\)$"):
+    with pytest.raises(study.ConfigError, match=r"^workers: got -1; allowed: an integer in \[0, inf\)$"):
         run_many(here, workers=-1, progress=False)
 
 
@@ -270,7 +270,7 @@ def test_local_prototypes_by_class_groups_uploads():
 
 @pytest.mark.slow
 def test_cached_reads_finished_runs_only_and_counts_them(tmp_path):
-    from fedlib import papers
+    from fedlib import study
 
     cfg = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2})
     other = load_config(CFG, {"results_dir": str(tmp_path), "train.rounds": 2, "algorithm.lam": 0.5})
@@ -281,16 +281,16 @@ def test_cached_reads_finished_runs_only_and_counts_them(tmp_path):
     assert [s["run_id"] for s in done["a"]] == [made[0]["run_id"], made[1]["run_id"]]
     assert results.cached({"a": cfg, "b": other}, [1, 2]) == (done, found)  # reading trains nothing
     assert len(list(tmp_path.iterdir())) == 3
-    text = papers.made_by(done["a"])
+    text = study.made_by(done["a"])
     assert text.startswith(f"commit {made[0]['code']}") and made[0]["machine"]["cpu_capability"] in text
     older = [{**done["a"][0], "code": "abc1234"}, {k: v for k, v in done["a"][1].items() if k != "code"}]
-    assert papers.made_by(older).startswith("commit abc1234, 1 of 2 runs made before runs recorded their commit · ")
-    assert papers.made_by([older[1]]).startswith("1 of 1 runs made before runs recorded their commit · CPU ")
+    assert study.made_by(older).startswith("commit abc1234, 1 of 2 runs made before runs recorded their commit · ")
+    assert study.made_by([older[1]]).startswith("1 of 1 runs made before runs recorded their commit · CPU ")
     timed = [{"code": "abc1234", "machine": {"cpu": "X", "cpu_capability": "AVX2"}, "rounds": 100,
               "seconds_per_round_median": sec} for sec in (36.0, 72.0)]
-    assert papers.made_by(timed) == "commit abc1234 · CPU X (AVX2) · run time 3.0 h summed over 2 runs"
-    assert papers.made_by([{**timed[0], "rounds": 50}]).endswith(" · run time 30 min summed over 1 run")
-    assert papers.made_by([{**timed[0], "rounds": 1}]).endswith(" · run time 36 s summed over 1 run")
+    assert study.made_by(timed) == "commit abc1234 · CPU X (AVX2) · run time 3.0 h summed over 2 runs"
+    assert study.made_by([{**timed[0], "rounds": 50}]).endswith(" · run time 30 min summed over 1 run")
+    assert study.made_by([{**timed[0], "rounds": 1}]).endswith(" · run time 36 s summed over 1 run")
 
 
 def test_paper_table3_in_a_short_profile_trains_nothing(tmp_path):
@@ -442,11 +442,11 @@ def test_headless_command_runs_tables_6_and_7(tmp_path, monkeypatch, capsys):
 
 
 def test_not_run_text_counts_the_runs_and_names_the_command():
-    from fedlib import papers
+    from fedlib import study
 
-    assert papers.not_run_text("Table VI", 1, 24, "python -m fedlib.papers.fedmps --profile paper --table VI") == (
+    assert study.not_run_text("Table VI", 1, 24, "python -m fedlib.papers.fedmps --profile paper --table VI") == (
         "**Table VI under the paper protocol: not run here** (1 of 24 runs finished in this results folder or the "
         "run archive). `python -m fedlib.papers.fedmps --profile paper --table VI` makes them; this cell then shows "
         "them without training.")
-    assert papers.not_run_text("Table 1", 0, 81, "c", "the converged profile").startswith(
+    assert study.not_run_text("Table 1", 0, 81, "c", "the converged profile").startswith(
         "**Table 1 under the converged profile: not run here** (0 of 81 runs")

@@ -1,4 +1,4 @@
-"""The one schema of params/<study>/experiments.yaml (fedlib/papers/schema.py) and the one config builder
+"""The one schema of params/<study>/experiments.yaml (fedlib/study/schema.py) and the one config builder
 (Plan.config): every study file passes, a damaged one fails with one line naming the field, references
 resolve to the setting's values, and the order of changes is the documented one."""
 
@@ -7,7 +7,8 @@ import copy
 import pytest
 import yaml
 
-from fedlib.papers import catalog, fedic, fedmps, gfpl, schema
+from fedlib.papers import catalog, fedic, fedmps, gfpl
+from fedlib.study import schema
 from fedlib.validation import ConfigError
 
 

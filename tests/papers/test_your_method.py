@@ -14,7 +14,7 @@ import pytest
 from fedlib import archive, paths, results
 from fedlib.config import run_id
 from fedlib.papers import benchmark as B
-from fedlib.papers.notebook import ParameterError
+from fedlib.study.notebook import ParameterError
 from fedlib.validation import ConfigError
 from tests.algorithms.test_checks import BROKEN, GOOD
 from tests.conftest import ROOT

@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from fedlib import archive, papers, results, store
+from fedlib import archive, results, store, study
 from fedlib.papers import catalog
 from fedlib.config import load_config
 from fedlib.runner import load_rounds, run_one
@@ -40,7 +40,7 @@ def test_a_fresh_clone_reads_the_archived_runs(finished):
         assert got["metrics"] == want["metrics"] and got["run_id"] == want["run_id"]
     assert results.rounds(fresh, 1, archive_root=root) == load_rounds(cfg, 1)
     assert len(results.rounds(fresh, 1, archive_root=root)) == 3
-    assert "2 of 2 runs read from the run archive" in papers.made_by(done["m"])
+    assert "2 of 2 runs read from the run archive" in study.made_by(done["m"])
 
 
 @pytest.mark.slow
@@ -48,7 +48,7 @@ def test_the_results_folder_wins_and_is_not_labelled_archived(finished):
     cfg, _, root, _ = finished
     done, _ = results.cached({"m": cfg}, [1, 2], archive_root=root)
     assert not any(s.get("archived") for s in done["m"])
-    assert "archive" not in papers.made_by(done["m"])
+    assert "archive" not in study.made_by(done["m"])
 
 
 @pytest.mark.slow
@@ -157,7 +157,7 @@ def test_a_notebook_reads_archived_runs_instead_of_training_them(monkeypatch, fi
     _, fresh, root, _ = finished
     monkeypatch.setattr(archive, "ARCHIVE", root)
     fresh = {**fresh, "results_dir": str(tmp_path)}
-    from fedlib.papers.notebook import Notebook
+    from fedlib.study.notebook import Notebook
 
     Notebook(plan=None, section=None, paper={}, workers=1).run_all([(fresh, 1), (fresh, 2), (fresh, 3)], "toy")
     assert "3 runs (9 rounds in all); 2 finished elsewhere (the run archive or another device) are read, not " \

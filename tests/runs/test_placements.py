@@ -6,7 +6,7 @@ commands read them where the table's own placement has no run, and say so."""
 import pytest
 import torch
 
-from fedlib import archive, papers, results, store
+from fedlib import archive, results, store, study
 from fedlib.papers import catalog
 from fedlib.algorithms import make_algorithm
 from fedlib.__main__ import main as fedlib_main
@@ -46,7 +46,7 @@ def test_a_run_on_another_placement_is_read_where_the_own_is_missing(tmp_path, c
     assert c["executor"] == "batched" and summary["run_id"] == made["run_id"] != run_id(cfg, 1)
     done, found = results.cached({"m": cfg}, [1])
     assert found == 1 and done["m"][0]["run_id"] == made["run_id"]
-    assert ", batched clients" in papers.made_by(done["m"])
+    assert ", batched clients" in study.made_by(done["m"])
     assert results.rounds(cfg, 1) == load_rounds(other, 1) and len(results.rounds(cfg, 1)) == 2
     # the headless commands read it and train only what no placement has
     got = results.run_or_read({"m": cfg}, seeds=[1, 2], workers=1, progress=False, desc="Toy")
@@ -56,7 +56,7 @@ def test_a_run_on_another_placement_is_read_where_the_own_is_missing(tmp_path, c
     # the table's own placement wins once it has the run
     own = run_one(cfg, 1, progress=False)
     assert results.find(cfg, 1)[1]["run_id"] == own["run_id"]
-    assert "batched" not in papers.made_by(results.cached({"m": cfg}, [1])[0]["m"])
+    assert "batched" not in study.made_by(results.cached({"m": cfg}, [1])[0]["m"])
 
 
 @pytest.mark.slow
@@ -101,7 +101,7 @@ def test_a_method_the_batched_executor_cannot_batch_is_recorded_as_trained_seque
     s = run_one(proc, 1, progress=False)
     assert s["executor"] == "sequential"
     assert s["run_id"] == run_id(proc, 1) != run_id({**proc, "executor": "sequential"}, 1)   # identity unchanged
-    assert "batched" not in papers.made_by([s])
+    assert "batched" not in study.made_by([s])
     assert run_one(other, 1, progress=False)["executor"] == "batched"
 
 
@@ -133,7 +133,7 @@ def test_the_headless_commands_read_archived_runs_and_train_them_again_on_reques
 def test_the_study_commands_take_retrain_archived(capsys):
     from fedlib.papers import fedmps, gfpl, mpfedcl
 
-    cli = papers.add_retrain_archived(papers.cli("x", ""))
+    cli = study.add_retrain_archived(study.cli("x", ""))
     assert cli.parse_args(["--retrain-archived"]).retrain_archived is True and not cli.parse_args([]).retrain_archived
     for mod in (fedmps, gfpl, mpfedcl):   # the option parses; the bad profile then ends with its one-line error
         assert mod.main(["--retrain-archived", "--profile", "nope"]) == 2

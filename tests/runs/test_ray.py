@@ -191,9 +191,9 @@ def test_the_command_line_puts_the_backend_in_the_environment(monkeypatch):
 
 
 def test_a_study_command_exits_1_and_counts_the_failed_runs(capsys):
-    from fedlib import papers
+    from fedlib import study
 
-    @papers.command
+    @study.command
     def main(argv=None):
         raise RunsFailed("2 of 8 runs failed (finished runs are kept):\n  a seed 1: ValueError: x")
 

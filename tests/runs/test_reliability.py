@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedlib import archive, papers, results, store
+from fedlib import archive, results, store, study
 from fedlib.__main__ import main as fedlib_main
 from fedlib.algorithms import ALGORITHMS
 from fedlib.config import MODEL_RULES, TRAIN_RULES, TrainConfig, load_config
@@ -182,7 +182,7 @@ GRID = """
 import signal
 import sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal or a Jupyter kernel has it
-from fedlib import papers
+from fedlib import study
 from fedlib.config import load_config
 from fedlib.runner import run_many
 
@@ -191,7 +191,7 @@ def grid(argv=None):
     run_many([(cfg, s) for s in (1, 2, 3)], workers=1, progress=False)
     return 0
 
-sys.exit(papers.command(grid)() if {command} else grid())
+sys.exit(study.command(grid)() if {command} else grid())
 """
 
 
@@ -200,7 +200,7 @@ sys.exit(papers.command(grid)() if {command} else grid())
 def test_an_interrupt_stops_a_grid_within_seconds(tmp_path, sig, command):
     """A grid of three long runs on one worker, interrupted in its first run: back within 10 s, the queued
     runs never started, the started one resumable (log and checkpoint, no summary), no temporary file.
-    Without ``papers.command`` the interrupt reaches the caller (a notebook's cell) as KeyboardInterrupt."""
+    Without ``study.command`` the interrupt reaches the caller (a notebook's cell) as KeyboardInterrupt."""
     results = tmp_path / "results"
     script = GRID.format(cfg=str(CFG), results=str(results), command=command)
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -226,7 +226,7 @@ def test_an_interrupt_stops_a_grid_within_seconds(tmp_path, sig, command):
     assert store.resume_point(folder, 400).done >= 1    # its checkpoint (the log may be one round ahead)
     if command:
         # first line ours; multiprocessing's resource tracker may add its "leaked semaphore" warning at exit
-        assert proc.returncode == 130 and err.splitlines()[0] == papers.INTERRUPTED, err
+        assert proc.returncode == 130 and err.splitlines()[0] == study.INTERRUPTED, err
     else:
         # the traceback ends in KeyboardInterrupt (the resource tracker's warning may follow it at exit)
         assert proc.returncode != 0 and "KeyboardInterrupt" in err.splitlines(), err

@@ -656,7 +656,7 @@ GRID = """
 import signal
 import sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from fedlib import papers
+from fedlib import study
 from fedlib.config import load_config
 from fedlib.runner import run_many
 
@@ -666,13 +666,13 @@ def grid(argv=None):
     return 0
 
 if __name__ == "__main__":
-    sys.exit(papers.command(grid)())
+    sys.exit(study.command(grid)())
 """
 
 
 @pytest.mark.slow
 def test_ctrl_c_of_a_pool_prints_one_line_and_no_leaked_semaphore(tmp_path):
-    from fedlib import papers
+    from fedlib import study
 
     results = tmp_path / "results"
     script = tmp_path / "grid.py"
@@ -686,7 +686,7 @@ def test_ctrl_c_of_a_pool_prints_one_line_and_no_leaked_semaphore(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert err.strip().splitlines() == [papers.INTERRUPTED], err
+    assert err.strip().splitlines() == [study.INTERRUPTED], err
 
 
 @pytest.mark.parametrize("override, meant", [

@@ -120,7 +120,7 @@ def check_entries(entries: Any, field: str, required: tuple[str, ...] = ()) -> N
 
 
 def check_profiles(profiles: Any, field: str, methods: list[str]) -> None:
-    """Every profile: seeds, round counts (:func:`fedlib.papers.check_plan_settings`), ``overrides`` a mapping
+    """Every profile: seeds, round counts (:func:`fedlib.study.check_plan_settings`), ``overrides`` a mapping
     of dotted keys, ``method_changes`` a mapping of known methods to such mappings."""
     for name, settings in _mapping(profiles, field).items():
         where = f"{field}.{name}"

@@ -149,7 +149,7 @@ class Shown(tuple):
 
 @dataclasses.dataclass
 class Notebook:
-    """One paper notebook's state: ``plan`` (the study's :class:`~fedlib.papers.Plan`), ``section`` (its
+    """One paper notebook's state: ``plan`` (the study's :class:`~fedlib.study.Plan`), ``section`` (its
     :class:`~fedlib.report.ReportSection`), ``paper`` (``params/<paper>/paper.yaml``), the parameters ``workers``
     and ``embedding``, and ``results``: what cells computed, by name."""
 
@@ -256,7 +256,7 @@ class Notebook:
         runs found and who made them) or none of the runs has finished (the command that makes them).
         ``load(plan)`` reads the runs once (under ``key``), ``finished(data)`` says whether any table part is
         complete."""
-        from fedlib import papers
+        from fedlib import study
 
         data = self.once(key, lambda: load(self.plan))
         name = "the paper protocol" if profile == "paper" else f"the {profile} profile"
@@ -265,7 +265,7 @@ class Notebook:
             verb = "are" if what.startswith("Figs") else "is"
             return data, self.markdown(f"This profile is {name}: {what} above {verb} it{tail}.")
         if not finished(data):
-            return data, self.markdown(papers.not_run_text(what, data["found"], data["total"], command, name))
+            return data, self.markdown(study.not_run_text(what, data["found"], data["total"], command, name))
         return data, None
 
     def ledger(self, claims: list, record: bool = True, write: bool = True):
