@@ -14,7 +14,8 @@ See :mod:`fedlib.privacy.attack` for the threat model.
 The attack library (docs/privacy.md): :mod:`.holds` (what the server holds of each method, from its
 declared messages), :mod:`.inversion` (white-box feature inversion, samples per prototype),
 :mod:`.gradients` (Inverting Gradients, DLG, iDLG), :mod:`.active` (the imprint server),
-:mod:`.defense` (clipping + Gaussian noise, Opacus's RDP accountant), :mod:`.table` (the leakage table).
+:mod:`.defense` (clipping + Gaussian noise, Opacus's RDP accountant), :mod:`.table` (the leakage table),
+:mod:`.rounds` (every attack the server holds the inputs of, on one client's next round of a finished run).
 """
 
 from fedlib.privacy.attack import (

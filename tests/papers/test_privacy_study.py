@@ -257,7 +257,7 @@ def test_the_engine_aggregates_the_defended_uploads():
 
 def test_only_classes_the_client_holds_are_scored():
     # FedFA uploads one anchor per class of the task; the target client holds classes 0 and 2 only
-    from fedlib.papers.privacy import held_classes
+    from fedlib.privacy.rounds import held_classes
     from fedlib.privacy import score
 
     images = torch.rand(4, 1, 8, 8, generator=torch.Generator().manual_seed(0))
