@@ -15,9 +15,9 @@
   on the stacked tensors. Heterogeneous families form one group per architecture. A task's
   training phases (each with its trainable part and learning rate) and per-step draws run in
   the same lockstep loop. The method finishes the whole group at once where it can
-  (:meth:`~fedlib.algorithms.base.Algorithm.finish_group`). Evaluation is batched the same way
+  (:meth:`~fedlib.algorithms.batching.Batching.finish_group`). Evaluation is batched the same way
   (test sets padded; eval mode has no batch statistics), scored per group where the method
-  can (:meth:`~fedlib.algorithms.base.Algorithm.scores_group`) and read in one transfer.
+  can (:meth:`~fedlib.algorithms.batching.Batching.scores_group`) and read in one transfer.
 
 Two differences from the sequential executor, both documented in the equivalence tests:
 gradients come from batched kernels (they agree to ~1e-7 relative, not bit for bit), and
@@ -37,7 +37,8 @@ import time
 import torch
 from torch.func import functional_call, grad, vmap
 
-from fedlib.algorithms.contract import Algorithm, Context, Phase, Round, TrainedGroup, derive_seed
+from fedlib.algorithms.batching import TrainedGroup
+from fedlib.algorithms.contract import Algorithm, Context, Phase, Round, derive_seed
 from fedlib.algorithms.loops import collected, phase_parameters, steps
 from fedlib.counting import phase
 from fedlib.metrics import client_accuracies, group_accuracies
@@ -420,7 +421,7 @@ class Batched:
         one stacked group (runs x clients, rows run after run), each client with its own run's generator, and each
         run's method finishes its part of the group. Returns each run's ``{cid: (state, upload, metrics)}``.
         The loss function, ``rnd``, the model recipe and the training settings are the first run's, except each
-        row's :attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE` values and learning rate (its own run's):
+        row's :attr:`~fedlib.algorithms.batching.Batching.SWEEPABLE` values and learning rate (its own run's):
         the runs must differ only there or where it does not matter (:func:`fedlib.stacked.stack_key`). With
         one run: :meth:`local_updates`."""
         algo, ctx, _, rnd = runs[0]
@@ -475,7 +476,7 @@ class Batched:
         """One group trained in lockstep. ``cids``: the group's rows, client ids or ``(run, cid)`` pairs (the runs
         of :meth:`local_updates_runs`); ``gens``: each row's batch-order generator (default: ``rnd``'s);
         ``algos`` and ``lrs``: each row's run's method and learning rate, where the runs are sweep points (each
-        row's loss reads its own run's :attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE` values, each row
+        row's loss reads its own run's :attr:`~fedlib.algorithms.batching.Batching.SWEEPABLE` values, each row
         steps with its own rate; default: ``algo``'s and ``ctx``'s for every row)."""
         t = ctx.train
         G, first = len(cids), tasks[cids[0]]
@@ -648,7 +649,7 @@ class Batched:
     def evaluate(self, algo: Algorithm, ctx: Context, jobs: dict, tests: dict) -> dict:
         """``{cid: (accuracies, test size)}`` for ``jobs[cid] = (client, msg)`` on ``tests[cid]``: one vmapped
         forward per architecture over the padded test sets, the method's scores and the accuracies of the
-        whole group at once (:meth:`~fedlib.algorithms.contract.Algorithm.scores_group`, else per client), and
+        whole group at once (:meth:`~fedlib.algorithms.batching.Batching.scores_group`, else per client), and
         every client's accuracies read in one transfer."""
         return self.evaluate_runs([(algo, ctx, jobs, tests)])[0]
 

@@ -257,7 +257,7 @@ def config_text(cfg: dict, seed: int, folder: Path) -> str:
 
 def trained_by(cfg: dict, algo) -> str:
     """The executor that trained the run's clients: the config's, except that a method the batched
-    executor cannot batch (:meth:`~fedlib.algorithms.base.Algorithm.batch_support`) trained sequentially
+    executor cannot batch (:meth:`~fedlib.algorithms.batching.Batching.batch_support`) trained sequentially
     under it (the run's identity keeps the config's executor; its summary and "made by" line say how)."""
     executor = cfg.get("executor", "sequential")
     return "sequential" if executor == "batched" and algo.batch_support() else executor

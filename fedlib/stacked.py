@@ -20,10 +20,10 @@ catches up (requests of the earliest round go first). No randomness is shared: e
 from its own seed (:mod:`fedlib.engine`).
 
 Sweep points stack too: runs that differ only in their learning rate or in their method's
-:attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE` fields (each row's loss reads its own run's values and
+:attr:`~fedlib.algorithms.batching.Batching.SWEEPABLE` fields (each row's loss reads its own run's values and
 each row steps with its own run's rate). What does not stack, trained one run after another with one log line
 saying why: a config whose executor is not ``batched`` (the sequential reference stays exactly as it was), a
-method the batched executor cannot batch (:meth:`~fedlib.algorithms.contract.Algorithm.batch_support`), a
+method the batched executor cannot batch (:meth:`~fedlib.algorithms.batching.Batching.batch_support`), a
 config with a ``defense``, and a config alone in its stack. Runs that differ in anything else (another
 hyperparameter, model or dataset) form separate stacks.
 
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 def stack_key(cfg: dict) -> str:
     """Runs whose configs give the same key train in one stack: the config without its seeds, its learning
     rate (each row steps with its own run's) and its method's sweepable hyperparameters
-    (:attr:`~fedlib.algorithms.contract.Algorithm.SWEEPABLE`: each row's loss reads its own run's)."""
+    (:attr:`~fedlib.algorithms.batching.Batching.SWEEPABLE`: each row's loss reads its own run's)."""
     from fedlib.algorithms import make_algorithm
 
     free = make_algorithm(cfg["algorithm"]).SWEEPABLE if "algorithm" in cfg else ()

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from fedlib.algorithms.batching import Batching, TrainedGroup, contract_default
 from fedlib.algorithms.loops import train_task
 from fedlib.algorithms.params import weights
 from fedlib.counting import phase
@@ -167,33 +168,17 @@ class Phase:
     lr: float | None = None
 
 
-@dataclasses.dataclass
-class TrainedGroup:
-    """Clients of one architecture that the batched executor trained together, as
-    :meth:`Algorithm.finish_group` gets them (client ``cids[g]`` is row g of every stacked tensor).
-
-    ``jobs``: ``{cid: (client state, message, data)}``; ``tasks``: ``{cid: LocalTask}``; ``states``: each
-    client's trained ``state_dict`` (views of ``stacked``, ``{name: (G, ...)}``; read only);
-    ``sums``: ``{level: GroupSums}`` of the collected levels; ``metrics``: ``{cid: metrics}``.
-    """
-
-    cids: list
-    jobs: dict
-    tasks: dict
-    states: dict
-    stacked: dict
-    sums: dict
-    metrics: dict
-
-
-class Algorithm:
+class Algorithm(Batching):
     """Base of every method: hyperparameters as dataclass fields, validated on creation.
 
     Subclasses set ``name``, ``RULES`` (the inference rules ``predict`` returns; the last is the rule the method
     reports: the progress bar shows it, and the benchmark scores by the nearest prototype where it is ``proto``),
     ``CONSTRAINTS`` ({field: Interval | Options}; merged with the parents'), ``UPLOAD`` and
-    ``BROADCAST`` (the message declarations, see :func:`check_message`) and implement the
-    six contract methods.
+    ``BROADCAST`` (the message declarations, see :func:`check_message`) and implement the hooks that define a
+    method: ``init_server``, ``broadcast``, ``local_update`` (or its parts ``task``, ``batch_loss``, ``finish``),
+    ``aggregate``, and where the defaults do not fit ``init_client``, ``reply`` / ``receive``, ``scores``. What the
+    batched executor asks beyond these (``SWEEPABLE``, ``batch_support``, ``finish_group``, ``scores_group``) is
+    :class:`~fedlib.algorithms.batching.Batching`, inherited with defaults that serve every method.
     """
 
     name: ClassVar[str] = ""
@@ -209,11 +194,6 @@ class Algorithm:
     # Fields added after runs existed, with the value that reproduces the method without them:
     # left out of run ids at that value (see fedlib.config.run_id).
     NEUTRAL: ClassVar[dict] = {}
-    # Fields whose values may differ between the runs of one stacked group (fedlib.stacked: sweep points
-    # trained together): each is read by batch_loss only in arithmetic (the batched executor gives each row
-    # its own run's value as a tensor) or not at all (the server, task and finish are each run's own).
-    # A field read in Python control flow inside batch_loss must not be listed (vmap refuses it).
-    SWEEPABLE: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -237,6 +217,7 @@ class Algorithm:
     def broadcast(self, ctx: Context, server: Any, cid: int, rnd: Round) -> Message:
         raise NotImplementedError
 
+    @contract_default
     def local_update(self, ctx: Context, cid: int, client: Any, msg: Message, data: ClientData,
                      rnd: Round) -> tuple[Any, Message, Metrics]:
         """Default: :meth:`task`, the SGD loop on :meth:`batch_loss` (:func:`train_task`), :meth:`finish`.
@@ -267,25 +248,6 @@ class Algorithm:
         per-class ``sums`` (``{level: ProtoAccumulator}``)."""
         raise NotImplementedError
 
-    def finish_group(self, ctx: Context, rnd: Round, group: TrainedGroup) -> dict:
-        """``{cid: (client state, upload, metrics)}`` of a group of clients the batched executor trained
-        together. Default: :meth:`finish` per client on a module holding its trained weights; a method
-        whose finish needs no module can answer for the group at once (:class:`TrainedGroup`)."""
-        out = {}
-        for g, cid in enumerate(group.cids):
-            client, msg, data = group.jobs[cid]
-            with phase("setup"):
-                model = self.module(ctx, cid, group.states[cid])
-            sums = {lv: acc.client(g) for lv, acc in group.sums.items()}
-            out[cid] = self.finish(ctx, cid, client, msg, data, rnd, group.tasks[cid], model, sums, group.metrics[cid])
-        return out
-
-    def batch_support(self) -> str | None:
-        """``None`` when :mod:`fedlib.executors`' batched executor can train this method, else why not."""
-        if type(self).local_update is not Algorithm.local_update:
-            return "it trains with its own loop (several modules or a round-dependent loss)"
-        return None
-
     def aggregate(self, ctx: Context, server: Any, uploads: dict[int, Message], rnd: Round) -> tuple[Any, Metrics]:
         raise NotImplementedError
 
@@ -307,6 +269,7 @@ class Algorithm:
         logits, feats = self.predict_model(ctx, cid, client, msg)(x)
         return self.scores(ctx, cid, client, msg, logits, feats)
 
+    @contract_default
     def scores(self, ctx: Context, cid: int, client: Any, msg: Message, logits: torch.Tensor,
                feats: dict) -> dict[str, torch.Tensor]:
         """``{rule: (n, C) scores}`` from the predicting model's outputs. Default: the head."""
@@ -339,13 +302,6 @@ class Algorithm:
         if state is not None:
             mod.load_state_dict(state)
         return mod
-
-    def scores_group(self, ctx: Context, cids: list, clients: list, msgs: list, logits: torch.Tensor,
-                     feats: dict) -> dict[str, torch.Tensor] | None:
-        """:meth:`scores` of G clients at once from their stacked outputs (``logits`` (G, n, C), ``feats``
-        ``{level: (G, n, d)}``; test sets padded to n): ``{rule: (G, n, C)}``, or ``None`` where the
-        method scores client by client. Default: the head, where :meth:`scores` is the default."""
-        return {"head": logits} if type(self).scores is Algorithm.scores else None
 
     def predict_weights(self, ctx: Context, cid: int, client: Any, msg: Message) -> dict:
         """The ``state_dict`` client ``cid`` predicts with. Default: its own ``model``."""

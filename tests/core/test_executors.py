@@ -245,3 +245,29 @@ def test_the_captured_step_equals_the_eager_one_on_cuda(name, hp):
             assert torch.equal(v, out["graph"][1][cid]["model"][k]), (cid, k)
         assert rel_diff(out["loop"][1][cid]["model"], out["graph"][1][cid]["model"]) < 1e-5, cid
     assert [r["clients"] for r in out["fixed"][0]] == [r["clients"] for r in out["graph"][0]]
+
+
+def test_the_executor_hooks_live_apart_from_the_method_hooks():
+    # a method author reads Algorithm for the hooks that define a method; the batched executor's questions are
+    # Batching's, inherited with defaults, and a method that replaces the contract's own loop or scores is seen
+    from fedlib.algorithms.base import Algorithm
+    from fedlib.algorithms.batching import Batching
+
+    executor_hooks = {"SWEEPABLE", "batch_support", "finish_group", "scores_group"}
+    assert executor_hooks <= set(vars(Batching))
+    assert not executor_hooks & set(vars(Algorithm))
+    assert issubclass(Algorithm, Batching)
+
+    class OwnLoop(Algorithm):
+        def local_update(self, ctx, cid, client, msg, data, rnd):
+            return super().local_update(ctx, cid, client, msg, data, rnd)
+
+    class OwnScores(Algorithm):
+        def scores(self, ctx, cid, client, msg, logits, feats):
+            return {"head": -logits}
+
+    logits = torch.zeros(2, 3, 4)
+    assert Algorithm().batch_support() is None and OwnScores().batch_support() is None
+    assert "its own loop" in OwnLoop().batch_support()   # even one that calls the contract's loop through super()
+    assert Algorithm().scores_group(None, [0, 1], [], [], logits, {}) == {"head": logits}
+    assert OwnScores().scores_group(None, [0, 1], [], [], logits, {}) is None
