@@ -1053,7 +1053,14 @@ def _ratio_of(j: _Judge, cells: dict, extra: dict) -> Claim | None:
                  seeds=k, **extra)
     label = j.fmt("label", {**ns, "a": a["label"], "b": b["label"], "bound": bound},
                   s.get("label", "{bound:g} x {b} - {a}"))
-    return j.claim(ns, holds, [compare(label, [bound * y for y in sb], sa)])
+    return j.claim(ns, holds, [compare(label, [bound * y for y in sb], sa, True, fixed_budget(b.get("trend")),
+                                       fixed_budget(a.get("trend")))])
+
+
+def fixed_budget(trend: Trend | None) -> Trend | None:
+    """``trend`` for a per-round measure (seconds, megabytes of a round): no best-so-far curve to project, so it
+    counts as plateaued; it still names its runs, so that the evidence planner can cost more seeds of them."""
+    return None if trend is None else dataclasses.replace(trend, plateaued=True, rise=0.0, gain=0.0, tail=0.0)
 
 
 def _threshold(j: _Judge) -> list | None:

@@ -122,3 +122,27 @@ def test_a_gpu_takes_the_plan_from_its_costliest_end_and_a_saved_plan_reads_back
     path.write_text('[{"label": "x"}]')
     with pytest.raises(ConfigError, match=r"^--plan: .*plan\.json is not an evidence plan \(KeyError"):
         E.load_plan(path)
+
+
+def test_a_per_round_cost_on_rising_curves_is_judged_now_and_its_seeds_are_costed(groups, monkeypatch):
+    # FedIC's round-time claim (a `ratio` of seconds per round): the accuracy curves of its runs may still rise, but
+    # a round's seconds are no best-so-far curve: never "open"; within the spread, the planner asks for more seeds of
+    # both sides' runs (it once said "the ledger does not name the runs of every side")
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    rising = {k: trend(groups[k], list(np.linspace(50, 90, 100))) for k in ("A", "B")}
+    spec = {"id": "c", "claim": "A costs at most 1.5x B", "source": "T1", "table": "t", "kind": "ratio",
+            "subject": "a", "rival": "b", "field": "secs", "below": 1.5, "evidence": "{ratio:.2f}x"}
+    book = C.Book("x/claims.yaml", C.check_book({"claims": [spec]}, "x/claims.yaml"))
+
+    def cells(secs_a):
+        return {"a": {"label": "A", "value": 0.0, "secs": secs_a, "trend": rising["A"]},
+                "b": {"label": "B", "value": 0.0, "secs": [1.0, 1.0, 1.0], "trend": rising["B"]}}
+
+    (fast,) = C.evaluate(book, {"t": C.Cells(cells([1.0, 1.1, 0.9]), "converged")})
+    assert fast.verdict == C.SUPPORTED                       # decided although both accuracy curves still rise
+    (near,) = C.evaluate(book, {"t": C.Cells(cells([1.4, 0.5, 2.2]), "converged")})
+    assert near.verdict == C.INCONCLUSIVE and near.tests[0].status(True) == C.WITHIN
+    it = E.plan_claim("S", 3, near)
+    assert it.need == "" and {(a.kind, a.group.label, a.seeds) for a in it.actions} == {
+        ("seeds", "A", 6), ("seeds", "B", 6)}
+    assert sum(a.cost for a in it.actions) == pytest.approx(2 * 3 * 100 * 1.0)   # 3 more seeds each, 100 rounds
