@@ -39,6 +39,7 @@ import pandas as pd
 
 from fedlib import study
 from fedlib.study import schema
+from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError, Options, check_value
 
 PFLLIB_COLUMNS = {"pat": "pathological", "dir": "dirichlet"}   # params/benchmark/paper.yaml's column per setting
@@ -1156,7 +1157,6 @@ def yours_cells(result: YoursComparison):
     method lands, the figures and the ledger, in that order; written under the results folder as well
     (:func:`yours_out`, a line says where). Nothing goes into a report section or ``figures/``."""
     from fedlib import claims
-    from fedlib.study.notebook import Shown
 
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
@@ -1299,8 +1299,6 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 def show_settings(nb):
     """The settings every method of a setting shares, and the (setting, method) pairs that do not run, with why."""
-    from fedlib.study.notebook import Shown
-
     settings = nb.table("**Settings.** " + nb.plan.setting_text(), settings_table(nb.plan))
     gaps = missing(nb.plan)
     if len(gaps):
@@ -1347,8 +1345,6 @@ def _trends(nb) -> dict:
 def fig_cd(nb):
     """The critical-difference diagrams: over every setting (the methods that run on all of them), and over the
     settings with one model for all (:func:`homogeneous_settings`: every method that runs on each of them)."""
-    from fedlib.study.notebook import Shown
-
     table = results(nb)
     out = [nb.figure(cd_figure(nb.plan, table), "Critical-difference diagram, every setting (mean ranks, Nemenyi CD)",
                      "cd")]
@@ -1361,8 +1357,6 @@ def fig_cd(nb):
 
 def figs_costs(nb):
     """Accuracy against floats per round and against seconds per round, per setting, with the Pareto fronts."""
-    from fedlib.study.notebook import Shown
-
     out = []
     for setting in nb.plan.setting_names():
         for kind, fig in zip(("communication", "time"), cost_figures(nb.plan, results(nb), setting) or (),
@@ -1382,8 +1376,6 @@ def show_anchor(nb):
     """The external anchor: our full-data FedAvg and FedProto curves on PFLlib's pathological split against PFLlib's
     2,000-round numbers, with a table of our best and last rounds beside them (or a line saying which profile runs
     it)."""
-    from fedlib.study.notebook import Shown
-
     plan = nb.plan
     anchor = plan.spec["anchor"]
     curves = anchor_curves(plan, workers=nb.workers)

@@ -19,6 +19,7 @@ import dataclasses
 import numpy as np
 
 from fedlib import results, study
+from fedlib.study.notebook import Shown
 
 
 @dataclasses.dataclass
@@ -460,7 +461,6 @@ def show_table1(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.study.notebook import Shown
 
     plan, L, paper, t1 = nb.plan, nb.label, nb.paper["table1"], _table1(nb)["cells"]
     cmp = report.compare(paper, ours_table(plan, t1))
@@ -551,7 +551,6 @@ def fig4(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.study.notebook import Shown
 
     cfgs = ablation_configs(nb.plan)
     ab_cells = _sweep(nb, "ablation", ablation_configs, "Fig. 4")
@@ -573,7 +572,6 @@ def show_converged(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.study.notebook import Shown
 
     data, early = nb.paper_protocol("Table 1 and Figs. 2 and 4", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
@@ -630,7 +628,6 @@ def show_tables3_4(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.study.notebook import Shown
 
     plan, L = nb.plan, nb.label
     sc = _sweep(nb, "scale", scale_configs, "Table 3")
@@ -748,7 +745,6 @@ def fig_class_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.study.notebook import Shown
 
     per_class = class_prototype_distances(_fedic_state(nb))
     top = max([float(v["distance"].max()) for v in per_class.values()] + [1e-6])

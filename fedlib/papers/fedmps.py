@@ -20,16 +20,17 @@ import math
 import numpy as np
 import torch
 
-from fedlib.claims import sample_std
 from fedlib import results, study
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
+from fedlib.claims import sample_std
 from fedlib.config import run_id
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
-from fedlib.study import check_methods, check_rounds
-from fedlib.validation import ConfigError
 from fedlib.privacy.attack import attacker_aux  # noqa: F401  (the notebook's S.attacker_aux)
+from fedlib.study import check_methods, check_rounds
+from fedlib.study.notebook import Shown
+from fedlib.validation import ConfigError
 
 run = results.train   # the notebook's grids: trained on the plan's own device and executor (S.run in the notebook)
 
@@ -822,7 +823,6 @@ def fig5(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.study.notebook import Shown
 
     target, tt_all, per = nb.plan.spec["time_target"], _time_to_target(nb), _curves_all(nb)
     never, pct, seeds = nb.plan.settings["rounds"]["main"] + 1, f"{100 * target:.0f}%", nb.plan.seeds
@@ -1019,7 +1019,6 @@ def fig8_10(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.study.notebook import Shown
 
     plan, L, acc_of, R = nb.plan, nb.label, _sweeps(nb), nb.plan.settings["rounds"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
@@ -1102,7 +1101,6 @@ def fig_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.study.notebook import Shown
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 9))
     summary = {}
@@ -1148,7 +1146,6 @@ def fig11(nb):
     """Fig. 11: the client's classes reconstructed from its FedMPS prototypes and the decoders' loss curves;
     returns the figure and the PSNR / SSIM scores."""
     from fedlib import report
-    from fedlib.study.notebook import Shown
     from fedlib.privacy import attack_figure
 
     attack, target = _attack(nb), nb.plan.spec["attack"]["client"]

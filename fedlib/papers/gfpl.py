@@ -16,13 +16,15 @@ per seed.
 
 from __future__ import annotations
 
-import math
 import dataclasses
+import math
 
 import numpy as np
 
-from fedlib.claims import sample_std
 from fedlib import claims, results, study
+from fedlib.claims import sample_std
+from fedlib.study.notebook import Shown
+
 
 @dataclasses.dataclass
 class Plan(study.TablePlan):
@@ -790,8 +792,6 @@ def _table1(nb) -> dict:
 
 def show_table1(nb):
     """Table 1, one frame per dataset: paper (MNIST) | ours | diff per method and w-bar, rounds to convergence."""
-    from fedlib.study.notebook import Shown
-
     plan, cells = nb.plan, _table1(nb)["cells"]
     shown = []
     for d in plan.settings["datasets"]:
@@ -994,8 +994,6 @@ def fig3b_6(nb):
     Fig. 6's numbers."""
     import matplotlib.pyplot as plt
 
-    from fedlib.study.notebook import Shown
-
     sw = _sweeps(nb)
     n_acc, th, n_per, t_per = sw["n"], sw["thresholds"], sw["n_per_seed"], sw["threshold_per_seed"]
 
@@ -1119,7 +1117,6 @@ def fig_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.study.notebook import Shown
 
     D, gc = component_distances(_gfpl_state(nb).server)
     side = min(9.0, max(5.0, 0.09 * len(gc) + 3.5))

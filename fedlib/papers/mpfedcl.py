@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from fedlib.claims import sample_std
 from fedlib import results, study
+from fedlib.claims import sample_std
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
 

@@ -37,10 +37,11 @@ import pandas as pd
 import torch
 
 from fedlib import study
-from fedlib.study import check_methods
 from fedlib.privacy.attack import attacker_aux
 from fedlib.privacy.dpsgd import DP_SGD_METHODS
 from fedlib.privacy.rounds import PICTURES, attack_round, finite_scores, held_out_classifier
+from fedlib.study import check_methods
+from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
 
 TITLE = "What the uploads leak: one leakage study across the suite"
@@ -445,10 +446,9 @@ def curve(plan: Plan, seed: int, attacker: Attacker | None = None) -> pd.DataFra
     feature inversion (cosine, the profile's attack settings) and the decoder (trained on the attacker's
     auxiliary images with query access, the profile's decoder steps). The images are the training images of the
     whole federation (a class must hold max(n) of them). Column ``attack`` names the attack."""
-    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib import results
-    from fedlib.privacy import (feature_fn, invert_features, model_query, reconstruct, train_inversion,
-                                what_server_holds)
+    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
+    from fedlib.privacy import feature_fn, invert_features, model_query, reconstruct, train_inversion, what_server_holds
 
     holder = next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
                    and plan.spec["methods"][m].get("model") is None), None)
@@ -788,7 +788,6 @@ def paper_pictures(nb, method: str, paper_table: dict):
     missing, as the study trains them): one grid, attack families as groups, the two methods as rows. Into the
     notebook's report section; returns the figure and its scores (the leakage table's numbers for that seed)."""
     from fedlib import results
-    from fedlib.study.notebook import Shown
 
     profile = study_profile(nb.profile)
     probe = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root)
@@ -1092,8 +1091,6 @@ def fig_reconstructions(nb):
     """What the leakage table's attacks reconstruct: one grid per attack family (realistic ones, then the batch-1
     upper bound), rows the methods grouped by what the server holds, the attacked client's images beside the
     reconstructions with SSIM under each; returns the figures."""
-    from fedlib.study.notebook import Shown
-
     figs, shown = [], {}
     for fam, fig, layout in picture_figures(nb.plan, _pictures(nb), nb.seed0):
         figs.append(nb.figure(fig, f"{fam.heading}: the attacked client's images beside the reconstructions, SSIM "
@@ -1118,7 +1115,6 @@ def fig_reconstructions_defended(nb):
     """The same pictures under the strongest upload defence (clip + noise) that keeps each utility method's accuracy
     within :data:`DEFENCE_TOLERANCE` points of its undefended run: one grid, attack families as groups, the utility
     methods as rows; returns the figure and the noise chosen per method."""
-    from fedlib.study.notebook import Shown
     from fedlib.privacy import epsilon
 
     plan = nb.plan
@@ -1154,8 +1150,6 @@ def fig_samples_per_prototype(nb):
     the figure and its numbers."""
     import matplotlib.pyplot as plt
 
-    from fedlib.study.notebook import Shown
-
     spp = curve(nb.plan, nb.seed0)
     fig, ax = plt.subplots(figsize=(6, 4))
     curve_figure(spp, ax)
@@ -1178,8 +1172,6 @@ def fig_utility(nb):
     """Privacy-utility: accuracy against the best attack's SSIM under clip + noise, per noise multiplier; returns
     the figure and its numbers."""
     import matplotlib.pyplot as plt
-
-    from fedlib.study.notebook import Shown
 
     dsum, dpsum = nb.results["defense"], nb.results["dp_sgd"]
     util = utility(nb.plan, dsum, dp_summaries=dpsum)

@@ -22,11 +22,12 @@ import math
 import numpy as np
 import torch
 
-from fedlib.claims import Cells, sample_std
 from fedlib import results, study
 from fedlib.analysis import pairwise_distances
+from fedlib.claims import Cells, sample_std
 from fedlib.config import run_id
 from fedlib.study import check_methods, check_rounds, schema
+from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
 
 
@@ -723,7 +724,6 @@ def show_table1(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.study.notebook import Shown
 
     T1, L, ours1, t1 = nb.plan.table1, nb.label, _table1_scores(nb), _table1_runs(nb)
     tab = {}
@@ -756,8 +756,6 @@ def show_table1(nb):
 def show_extra_datasets(nb):
     """Table 1 on the paper's own datasets whose torchvision files are in the data root (nothing is downloaded):
     ours vs paper per dataset and split; says so when there are none."""
-    from fedlib.study.notebook import Shown
-
     plan, T1, shown = nb.plan, nb.plan.table1, []
     for ds_name in extra_datasets():
         dspec = plan.spec["datasets"][ds_name]
@@ -868,8 +866,6 @@ def fig_gamma(nb):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from fedlib.study.notebook import Shown
-
     L, paper = nb.label, nb.paper
     gamma_df = pd.DataFrame([{"method": L(r["method"]), "gamma": r["gamma"], "accuracy (%)": r["acc"],
                               "diverged": r["diverged"], "best round": r["best_round"]} for r in _gamma_results(nb)])
@@ -908,7 +904,6 @@ def show_converged(nb):
     import pandas as pd
 
     from fedlib import report
-    from fedlib.study.notebook import Shown
 
     data, early = nb.paper_protocol("Tables 1, 3 and 4-5", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
@@ -1054,8 +1049,6 @@ def fig5(nb):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from fedlib.study.notebook import Shown
-
     pbfl, states = _prototype_methods(nb), _states(nb)
     fig, ax = plt.subplots(figsize=(9, 3.8))
     width = 0.8 / max(1, len(pbfl))
@@ -1083,7 +1076,6 @@ def fig_distances(nb):
     import pandas as pd
 
     from fedlib import plots
-    from fedlib.study.notebook import Shown
 
     pbfl, states = _prototype_methods(nb), _states(nb)
     fig, axes = plt.subplots(1, max(1, len(pbfl)), figsize=(5.5 * max(1, len(pbfl)), 4.5), squeeze=False)

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from fedlib.papers import benchmark
+from fedlib.study.notebook import Shown
 
 #: the benchmark setting the first half runs on, and the two methods it compares
 SETTING = "dir"
@@ -71,8 +72,8 @@ def notebook(profile: str, rounds=None, method_file=None, method_rule=None, work
     contract, stops the notebook with one line: :class:`~fedlib.study.notebook.ParameterError`), the kernel set
     up (:func:`fedlib.study.notebook.start`) and a line on what the notebook will run."""
     from fedlib.config import read_yaml
-    from fedlib.study.notebook import ParameterError, check_parameters, checkout_problem, start
     from fedlib.reproduce import PROFILES
+    from fedlib.study.notebook import ParameterError, check_parameters, checkout_problem, start
     from fedlib.validation import ConfigError
 
     problem = checkout_problem()
@@ -195,8 +196,6 @@ def _comparison(qs: Quickstart):
 def show_ranked(qs: Quickstart):
     """Train the method file on every setting it can run on (the budget's rounds; cached runs are read), then the
     ranked table beside the archived benchmark (every method at the same round) and where it lands."""
-    from fedlib.study.notebook import Shown
-
     result = _comparison(qs)
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
@@ -210,16 +209,12 @@ def show_ranked(qs: Quickstart):
 
 def fig_cd(qs: Quickstart):
     """The critical-difference diagrams of the comparison (the method highlighted)."""
-    from fedlib.study.notebook import Shown
-
     return Shown([fig for fig, _, name in _comparison(qs).figures if name.startswith("cd")])
 
 
 def fig_costs(qs: Quickstart):
     """Accuracy against floats sent per round on the setting of the first half, the Pareto front drawn (the method
     highlighted)."""
-    from fedlib.study.notebook import Shown
-
     return Shown([fig for fig, _, name in _comparison(qs).figures if name == f"{SETTING}_communication"])
 
 
