@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fedlib import study
+from fedlib import claims, ranking, report, study
+from fedlib.claims import Cells
 from fedlib.study import schema
 from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError, Options, check_value
@@ -345,8 +346,6 @@ def ranked(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> pd.Da
     rank. With ``rising`` (:func:`trends`), a ``plateaued`` column: on how many of its settings the method's
     seed-mean curve plateaued, the rounds of those extended past the profile's, and the rise of those that did
     not."""
-    from fedlib import ranking
-
     if table.empty:
         return pd.DataFrame()
     blocks = accuracy_blocks(table)
@@ -389,8 +388,6 @@ def _mean_std(groups, method: str) -> str:
 
 def top(plan: Plan, table: pd.DataFrame, n: int = 5) -> dict[str, list[str]]:
     """Each setting's ``n`` best methods by mean rank over its seeds (equal mean ranks: higher mean accuracy)."""
-    from fedlib import ranking
-
     out = {}
     for setting in plan.setting_names():
         if not (table.setting == setting).any():
@@ -404,8 +401,6 @@ def top(plan: Plan, table: pd.DataFrame, n: int = 5) -> dict[str, list[str]]:
 def significance(table: pd.DataFrame) -> dict:
     """Friedman's test over the complete (setting, seed) blocks of the methods every block has, and the Nemenyi
     critical difference of their mean ranks (alpha 0.05)."""
-    from fedlib import ranking
-
     blocks = accuracy_blocks(table).dropna(axis=1)
     if blocks.shape[1] < 2 or blocks.shape[0] < 2:
         return {"methods": blocks.shape[1], "blocks": blocks.shape[0], "statistic": float("nan"), "p": float("nan"),
@@ -419,8 +414,6 @@ def cd_figure(plan: Plan, table: pd.DataFrame, settings: list[str] | None = None
     """The critical-difference diagram of the methods every (setting, seed) block has, over ``settings`` (default:
     all of the table's); ``highlight``: the label of a method drawn apart (a method from a file,
     the section "your method against the archived benchmark")."""
-    from fedlib import ranking
-
     if settings is not None:
         table = table[table.setting.isin(settings)]
     sig = significance(table)
@@ -452,8 +445,6 @@ def costs(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
 def cost_figures(plan: Plan, table: pd.DataFrame, setting: str, highlight: str | None = None):
     """Accuracy vs floats sent per round and vs seconds per round on ``setting``, Pareto fronts drawn; ``highlight``:
     the label of a method drawn apart."""
-    from fedlib import ranking
-
     part = costs(plan, table)
     part = part[part.setting == setting].set_index("label")
     if part.empty:
@@ -470,8 +461,6 @@ def cost_figures(plan: Plan, table: pd.DataFrame, setting: str, highlight: str |
 def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
     """PFLlib's published Fashion-MNIST numbers (reference data, ``params/benchmark/paper.yaml``) beside ours on
     the pat and dir settings for the methods both have, with both budgets stated."""
-    from fedlib import report
-
     ref = report.load_paper("benchmark")["pfllib"]
     rows = []
     for method, cols in ref["methods"].items():
@@ -528,8 +517,6 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from fedlib import report
-
     ref = report.load_paper("benchmark")["pfllib"]["methods"]
     key = PFLLIB_COLUMNS[plan.spec["anchor"]["setting"]]
     fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -556,8 +543,6 @@ def tables(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> dict:
     ``table`` (:func:`scores`) as a cell: its best-round accuracy by seed (``by_seed``, NaN left out), their mean
     (``value``) and its trend (``rising``: :func:`trends`); points, the profile's settings by label; text, ``why_not``
     (per method, why it does not run on each setting it does not run on)."""
-    from fedlib.claims import Cells
-
     rising, cells = rising or {}, {}
     for s, part in table.groupby("setting", sort=False):
         means = part.groupby("method")["best"].mean()
@@ -578,8 +563,6 @@ def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
     and in the others'. Each comparison is per seed on the seeds both sides finished, paired; ``rising``
     (:func:`trends`) says where each side's curves stand, and each comparison is judged with them
     (:meth:`fedlib.claims.Comparison.status`), then combined."""
-    from fedlib import claims
-
     return claims.ledger("benchmark", tables(plan, table, rising))
 
 
@@ -947,8 +930,6 @@ def yours_ranked(plan: YoursPlan, table: pd.DataFrame) -> pd.DataFrame:
 def yours_landing(plan: YoursPlan, table: pd.DataFrame) -> pd.DataFrame:
     """Where the method lands, per setting it runs on: its mean rank among the methods of that setting, its best
     round's mean (%), the best other method and its mean, and the difference."""
-    from fedlib import ranking
-
     out = {}
     key = plan.yours.key
     for s in yours_runs_on(plan):
@@ -1023,8 +1004,6 @@ def yours_ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
     <setting>", judged against the strongest other method there by the suite's one verdict rule
     (:mod:`fedlib.claims`): decided only under the converged budget, with at least two seeds, a margin beyond the
     seed spread and, for a curve still rising, the early decision (:meth:`fedlib.claims.Comparison.status`)."""
-    from fedlib import claims
-
     key, out = plan.yours.key, []
     for s in yours_runs_on(plan):
         part = table[table.setting == s]
@@ -1067,7 +1046,6 @@ class YoursComparison:
     def save(self, folder: str | Path, leakage: pd.DataFrame | None = None) -> list[Path]:
         """Write the ranked table (markdown), where it lands, the leakage table where given and the figures (PNG)
         into ``folder`` (created); returns the paths written."""
-        from fedlib import report
         from fedlib.validation import check_writable
 
         folder = Path(folder)
@@ -1156,8 +1134,6 @@ def yours_cells(result: YoursComparison):
     """A notebook cell's display of ``result``: the caption, the failed and missing runs, the ranked table, where the
     method lands, the figures and the ledger, in that order; written under the results folder as well
     (:func:`yours_out`, a line says where). Nothing goes into a report section or ``figures/``."""
-    from fedlib import claims
-
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
     if result.missing:

@@ -17,8 +17,10 @@ import copy
 import dataclasses
 
 import numpy as np
+import pandas as pd
 
-from fedlib import results, study
+from fedlib import report, results, study
+from fedlib.claims import Cells
 from fedlib.study.notebook import Shown
 
 
@@ -247,8 +249,6 @@ def tables(plan: Plan, res: dict) -> dict:
     """The tables FedIC's claims (``params/fedic/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`; None
     where ``res`` lacks them), from ``res`` as :func:`ledger` takes it: Table 1 by setting (the profile's order), Figs.
     2 and 4, the Tables 3-4 analogues under ``sweeps_plan`` (ascending), and the aggregation bias (one run)."""
-    from fedlib.claims import Cells
-
     sweeps = res.get("sweeps_plan", plan)
 
     def table(name, p=plan, order=None, **kw):
@@ -337,8 +337,6 @@ def main(argv: list[str] | None = None) -> int:
     [--figures]``: run Table 1 headless and print paper | ours per setting (best round, sample-weighted); with
     ``--figures`` also Figs. 2 and 4 (the runs the converged profile keeps in the run archive). A run already
     finished (results folder, another device, the run archive) is read, not trained again."""
-    from fedlib import report
-
     parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.fedic", main.__doc__))
     parser.add_argument("--dataset", default="fmnist", help="fmnist (default), cifar10 or cifar100 (their files "
                         "must be in the data root; nothing is downloaded)")
@@ -458,10 +456,6 @@ def _table1(nb) -> dict:
 def show_table1(nb):
     """Table 1 on Fashion-MNIST: accuracy paper | ours | diff with the last and best round, then the cost columns
     (seconds and megabytes per round)."""
-    import pandas as pd
-
-    from fedlib import report
-
     plan, L, paper, t1 = nb.plan, nb.label, nb.paper["table1"], _table1(nb)["cells"]
     cmp = report.compare(paper, ours_table(plan, t1))
     last = {(m, f"{p}_fmnist"): f"{c['last']:.2f}" for (p, m), c in t1.items()}
@@ -548,7 +542,6 @@ def fig2(nb):
 def fig4(nb):
     """Fig. 4, the ablation on Pra: accuracy per round of each variant, and its best and last round."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     from fedlib import plots
 
@@ -569,9 +562,6 @@ def show_converged(nb):
     plateau checked on the seed-mean curve) from finished runs: the results folder, else the run archive, so a fresh
     clone shows them; trains nothing (:func:`converged_runs`)."""
     import matplotlib.pyplot as plt
-    import pandas as pd
-
-    from fedlib import report
 
     data, early = nb.paper_protocol("Table 1 and Figs. 2 and 4", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
@@ -625,10 +615,6 @@ def show_converged(nb):
 def show_tables3_4(nb):
     """The Table 3 and Table 4 analogues on Fashion-MNIST: best-round accuracy over the number of clients and over
     the Dirichlet concentration."""
-    import pandas as pd
-
-    from fedlib import report
-
     plan, L = nb.plan, nb.label
     sc = _sweep(nb, "scale", scale_configs, "Table 3")
     al = _sweep(nb, "alphas", alpha_configs, "Table 4")
@@ -742,7 +728,6 @@ def fig_class_distances(nb):
     import math
 
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     from fedlib import plots
 

@@ -18,11 +18,12 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import torch
 
-from fedlib import results, study
+from fedlib import claims, report, results, study
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
-from fedlib.claims import sample_std
+from fedlib.claims import Cells, sample_std
 from fedlib.config import run_id
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
@@ -211,8 +212,6 @@ def _per_seed(v) -> list[float]:
 def mean_std_n(values, digits: int = 2) -> str:
     """``84.21 ± 3.39 (n = 3)``: the mean and sample std (ddof 1) over seeds with their number; ``84.21 (n = 1)`` for
     one seed, ``—`` for none (NaN seeds left out)."""
-    from fedlib import report
-
     v = [float(x) for x in values if x is not None and not np.isnan(x)]
     if not v:
         return report.DASH
@@ -225,8 +224,6 @@ def paper_vs_ours(paper: dict, table: str | None, ours: dict):
     of paper.yaml's ``table`` (``None``: no paper block, ours alone) with ``ours`` (``{method: {"fmnist":
     value}}``), plus the reference runs of the authors' code where paper.yaml has them for ``table``
     (:func:`fedlib.report.reference_column`; docs/fedmps.md, decision 27)."""
-    from fedlib import report
-
     df = report.compare(paper["tables"][table] if table else {"rows": {}}, ours)
     return report.reference_column(df, paper, table, "fmnist") if table else df
 
@@ -455,8 +452,6 @@ def main(argv: list[str] | None = None) -> int:
     [--rounds N]``: run one table headless (no notebook) and print paper | ours | diff. Table III runs
     every seed of the profile; Table VI its first seed (the paper's "same random seed"); Table VII the profile's
     ``ablation_seeds`` (the paper profile: every seed; else the first)."""
-    from fedlib import report
-
     parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.fedmps", main.__doc__))
     parser.add_argument("--table", default="III", choices=["III", "VI", "VII"],
                         help="III (default: every method, every seed), VI (n = 3, 4, 5) or VII (the loss ablation)")
@@ -617,8 +612,6 @@ def print_table5(nb) -> None:
 
 def show_table5(nb):
     """Table V (CIFAR-10 setting): parameters per round, paper vs measured in the paper's direction."""
-    from fedlib import report
-
     comm = _communication_cifar(nb)
     direction = {m: ("down" if m == "fedgkd" else "up") for m in comm}
     df = report.compare(nb.paper["tables"]["table5"], {m: {"params": c[direction[m]]} for m, c in comm.items()},
@@ -641,8 +634,6 @@ def _table3(nb) -> dict:
 def _table3_columns(df, rows: dict, head: dict) -> None:
     """Add Table III's last columns to ``df`` (indexed by method): the Wilcoxon p against FedMPS, and ours under
     the head over all classes."""
-    from fedlib import report
-
     df["p vs FedMPS"] = [("—" if rows.get(m, {}).get("p_vs_fedmps") is None else f"{rows[m]['p_vs_fedmps']:.3g}")
                          for m in df.index]
     df["ours, head over all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head
@@ -652,8 +643,6 @@ def _table3_columns(df, rows: dict, head: dict) -> None:
 def show_table3(nb):
     """Table III (Fashion-MNIST): accuracy of the eight methods under the paper's convention and under the head
     over all classes, with the Wilcoxon rank-sum p against FedMPS."""
-    from fedlib import report
-
     t3 = _table3(nb)
     rows3, head3 = t3["rows"], t3["head"]
     ours = {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows3.items()}
@@ -688,8 +677,6 @@ def check_table3(nb) -> None:
 
 def show_conventions(nb):
     """Table III's methods under four evaluation conventions, with the rank under two of them."""
-    import pandas as pd
-
     L, t3 = nb.label, _table3(nb)
     runs, rows3, head3 = t3["runs"], t3["rows"], t3["head"]
     conv = pd.DataFrame({
@@ -730,8 +717,6 @@ def _from_paper_runs(roman: str, load, flag: str = ""):
 @_from_paper_runs("III", paper_table3, "")
 def paper_protocol_table3(nb, pt3):
     """Table III under the paper protocol, from the paper profile's finished runs (trains nothing)."""
-    from fedlib import report
-
     rows = pt3["rows"]
     df = paper_vs_ours(nb.paper, "table3", {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
     _table3_columns(df, rows, pt3["head"])
@@ -747,8 +732,6 @@ def paper_protocol_table3(nb, pt3):
 def show_variants(nb):
     """Paper-faithful vs code-faithful: each variant's accuracy beside its paper-faithful Table III row (first
     seed)."""
-    import pandas as pd
-
     plan, L, seed0, t3 = nb.plan, nb.label, nb.seed0, _table3(nb)["runs"]
     rows = {}
     for v, runs in run(variant_configs(plan), seeds=[seed0], workers=nb.workers, desc="variants").items():
@@ -820,9 +803,6 @@ def fig5(nb):
     """Fig. 5: seconds per round and time to the target accuracy of every method (every seed of the profile: mean ±
     sample std over seeds, with n, and the rounds of each seed); returns the figure and its numbers."""
     import matplotlib.pyplot as plt
-    import pandas as pd
-
-    from fedlib import report
 
     target, tt_all, per = nb.plan.spec["time_target"], _time_to_target(nb), _curves_all(nb)
     never, pct, seeds = nb.plan.settings["rounds"]["main"] + 1, f"{100 * target:.0f}%", nb.plan.seeds
@@ -873,10 +853,6 @@ def _ways(nb) -> dict:
 
 def show_table6(nb):
     """Table VI: accuracy per average number of classes per client n, paper | ours | diff, one block per n."""
-    import pandas as pd
-
-    from fedlib import report
-
     tables = {}
     for n, ours in _ways(nb).items():
         df = report.short_run(paper_vs_ours(nb.paper, TABLE6_BLOCKS.get(n), ours), nb.profile)
@@ -889,8 +865,6 @@ def show_table6(nb):
 @_from_paper_runs("VI", paper_table6, " --table VI")
 def paper_protocol_table6(nb, pt6):
     """Table VI under the paper protocol: per n, the methods finished so far (trains nothing)."""
-    from fedlib import report
-
     pp6 = pt6["plan"]
     text = (f"**Table VI under the paper protocol (profile `paper`: {pp6.settings['rounds']['main']} rounds, "
             f"seed {pp6.seeds[0]}), from finished runs: {pt6['found']} of {pt6['total']}; {pt6['made_by']}.**"
@@ -919,10 +893,6 @@ def _table7_rows(nb, rows7: dict, paper_column: bool = True):
     """Table VII as shown, one row per ablation row: the paper's gain over row (1) and ours. With one seed, ours are
     that seed's values, ± the std across clients; with several, the mean ± the sample std over seeds (n), the gain
     over row (1) the mean ± std of the per-seed (paired) gains, and the std across clients in a column of its own."""
-    import pandas as pd
-
-    from fedlib import report
-
     comp, prow7 = nb.paper["tables"]["table7"]["components"], nb.paper["tables"]["table7"]["rows"]
     by_number, paper_base = {v["number"]: k for k, v in comp.items()}, prow7["sup"]["acc"][0]
     table = {}
@@ -987,8 +957,6 @@ def check_table7(nb) -> None:
 @_from_paper_runs("VII", paper_table7, " --table VII")
 def paper_protocol_table7(nb, pt7):
     """Table VII under the paper protocol, over the seeds on which all six rows have finished (trains nothing)."""
-    from fedlib import report
-
     pp7 = pt7["plan"]
     left = [s for s in pp7.ablation_seeds() if s not in pt7["seeds"]]
     return nb.markdown(f"**Table VII under the paper protocol (profile `paper`: {pp7.settings['rounds']['ablation']} "
@@ -1016,9 +984,6 @@ def fig8_10(nb):
     """Figs. 8-10: accuracy over the noise std, over the number of clients, and over FedMPS's temperatures; returns
     the figure and Fig. 10's sensitivity (std of accuracy across the temperature grid) beside the paper's."""
     import matplotlib.pyplot as plt
-    import pandas as pd
-
-    from fedlib import report
 
     plan, L, acc_of, R = nb.plan, nb.label, _sweeps(nb), nb.plan.settings["rounds"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
@@ -1098,7 +1063,6 @@ def fig_distances(nb):
     """Prototype-distance heatmaps of FedProto and FedMPS: the global high-level prototypes, and the local
     prototypes of the most held class; returns the figure and its numbers."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     from fedlib import plots
 
@@ -1145,7 +1109,6 @@ def _attack(nb):
 def fig11(nb):
     """Fig. 11: the client's classes reconstructed from its FedMPS prototypes and the decoders' loss curves;
     returns the figure and the PSNR / SSIM scores."""
-    from fedlib import report
     from fedlib.privacy import attack_figure
 
     attack, target = _attack(nb), nb.plan.spec["attack"]["client"]
@@ -1250,8 +1213,6 @@ def ledger(plan: Plan, res: dict) -> list:
     Table VI, the sweeps and the attack run one seed: their claims rest on one comparison per value (one seed:
     inconclusive under any profile); traffic counts are exact.
     """
-    from fedlib import claims
-
     return claims.ledger("fedmps", tables(plan, res))
 
 
@@ -1308,8 +1269,6 @@ def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None,
     """Table III's tables from :func:`table3` rows: ``table3`` under the paper's convention (a cell's ``std``, ``p``
     against FedMPS, trend ``("table3", m)``) and ``table3_head`` under the head over all classes (``("table3_head",
     m)``), the verdicts counting the profile's ``n_seeds``; ``where`` (the profile, rounds and seeds) as text."""
-    from fedlib.claims import Cells
-
     def table(rows, key):
         return Cells({m: {"label": plan.label(m), "value": r["mean"], "std": r.get("std"), "per_seed": r["per_seed"],
                           "p": r.get("p_vs_fedmps"), "trend": tr.get((key, m))} for m, r in rows.items()},
@@ -1321,8 +1280,6 @@ def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None,
 def _comm_table(plan: Plan, up: dict | None):
     """Table V's table (``up``: uplink floats per round per method): FedMPS and the methods that share the model
     (FedProto left out), exact counts."""
-    from fedlib.claims import Cells
-
     if not up:
         return None
     cells = {m: {"label": plan.label(m), "value": v} for m, v in up.items() if m != "fedproto"}
@@ -1332,8 +1289,6 @@ def _comm_table(plan: Plan, up: dict | None):
 def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, tr: dict):
     """Table VI's table (``ways``: ``{n: {method: accuracy or [per seed]}}``): a cell per (n, method), labelled with its
     n (``FedMPS (n = 3)``; ``name`` without), its trend ``("ways", m, n)``; the seeds the fewest of any cell."""
-    from fedlib.claims import Cells
-
     if not ways:
         return None
     cells = {}
@@ -1349,8 +1304,6 @@ def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict)
     """Table VII's table from :func:`ablation_table` rows: per row its best-round accuracy (value, per seed: a row's
     ``per_seed`` values, else its one value), last-round (``last``) and head (``head``) means, trend ``("ablation",
     row)``; ``over`` says the means are over several seeds."""
-    from fedlib.claims import Cells
-
     if not abl:
         return None
 
@@ -1371,8 +1324,6 @@ def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict)
     one ``time_to_target`` per method: one seed): per method the rounds per seed, a seed that never reached the target
     counted as ``rounds + 1`` (``censored``, a lower bound), their mean, whether any seed ``reached`` it, its trend
     ``("time", m)`` and its printed ``text`` (``FedGKD 89/never/never (mean ≥ 97.0)``)."""
-    from fedlib.claims import Cells
-
     if not tt:
         return None
     per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in tt.items()}
@@ -1393,8 +1344,6 @@ def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict)
 def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: str, tr: dict):
     """Fig. 8's (``key`` ``stdev``) or Fig. 9's (``clients``) table (``sweep``: ``{value: {method: accuracy or [per
     seed]}}``): a cell per (value, method) with the swept value ``x`` and the trend ``(key, m, value)``."""
-    from fedlib.claims import Cells
-
     if not sweep:
         return None
     cells = {(k, m): {"label": plan.label(m), "value": float(np.mean(_per_seed(a))), "per_seed": _per_seed(a),
@@ -1407,8 +1356,6 @@ def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: di
     """Fig. 10's table (``tau_std``: ``{"tau1": std, "tau2": std}`` in points, or per-seed lists): per temperature its
     std (the mean over seeds, ``std``; ``value``: over the seeds that have one) and the trends of the grid's lowest
     and highest runs (``grid``: ``{"tau1": {value: accuracy}}``)."""
-    from fedlib.claims import Cells
-
     if not tau_std:
         return None
     cells = {}
@@ -1425,8 +1372,6 @@ def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: di
 def _attack_table(plan: Plan, atk, tr: dict):
     """Fig. 11's table (the attack's summary frame): the best mean SSIM from the prototypes and the attacker's class
     average's, on the attacked run (trend ``("attack",)``, one seed)."""
-    from fedlib.claims import Cells
-
     if atk is None:
         return None
     ssim = atk.set_index(["source", "levels"])["ssim"]

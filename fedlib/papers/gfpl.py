@@ -20,9 +20,10 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 
-from fedlib import claims, results, study
-from fedlib.claims import sample_std
+from fedlib import claims, report, results, study
+from fedlib.claims import Cells, sample_std
 from fedlib.study.notebook import Shown
 
 
@@ -270,10 +271,6 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
     """One dataset's Table 1 as rendered: paper | ours | diff per (method, w-bar), and rounds to convergence
     (ours; paper). ± is the std across clients (the paper's), so no seed count goes with it. A short profile's
     diff column says that the runs are not converged."""
-    import pandas as pd
-
-    from fedlib import report
-
     ours = {m: {f"w{w}": (c["mean"], c["std"]) for (d, w, mm), c in cells.items() if d == dataset and mm == m}
             for m in plan.table1_methods()}
     df = report.compare(paper_table, ours)
@@ -517,8 +514,6 @@ def _table1_tables(plan: Plan | None, t1: dict | None, caveat: str) -> dict:
     seed's rounds to converge (a cell's ``rounds_per_seed``, else its one ``rounds_to_converge``; NaN: none), Local and
     methods with none left out; ``traffic``, the uplink and up + down per round, Local left out, with the communication
     table's column (MNIST-5k w4 where run) as text and whether GFPL's up + down is the fewest too in every column."""
-    from fedlib.claims import Cells
-
     if not t1:
         return dict.fromkeys(("table1", "rounds", "traffic"))
     cols = sorted({k[:2] for k in t1})
@@ -554,8 +549,6 @@ def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | No
     """Table 2's table (``ab``: ``{(s-hat, variant): accuracy}``, or per-seed lists whose seeds pair up), s-hat
     ascending: each variant's mean, per-seed values (None for one accuracy: the margins cannot be judged) and seeds
     (the plan's for one accuracy), with the trend of its runs (``trends_``: ``{(s-hat, variant): Trend}``)."""
-    from fedlib.claims import Cells
-
     if not ab:
         return None
     trends_, cells = trends_ or {}, {}
@@ -573,8 +566,6 @@ def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trend
     """Fig. 3b's table (``name`` ``n``; ``sweep``: ``{n: accuracy}``) or Fig. 6's (``S_C``; ``{S_C: (accuracy, merge
     rate)}``): each value's accuracy (one seed, or per-seed values, every value on the same seeds), labelled ``n 8`` /
     ``S_C 10``, with its :func:`seeds_text`, merge rate and the trend of its runs (``trends_``: ``{value: Trend}``)."""
-    from fedlib.claims import Cells
-
     if not sweep:
         return None
     trends_, cells = trends_ or {}, {}
@@ -590,8 +581,6 @@ def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trend
 def _attack_table(plan: Plan, atk):
     """The attack's table (its summary frame): the SSIM of the images decoded from the component means (``prototype``
     rows) and from samples of the components (``samples``), each source's last level, beside the class average's."""
-    from fedlib.claims import Cells
-
     if atk is None:
         return None
     ssim = atk.set_index(["source", "levels"])["ssim"]
@@ -619,8 +608,6 @@ def main(argv: list[str] | None = None) -> int:
     (paper | ours per dataset and w-bar, the default; ``--ways`` picks its columns), Table 2 (the ablation, the
     profile's ``ablation_seeds``) or Figs. 3b and 6 (n and S_C, the profile's ``figs_seeds``; both six seeds under
     the paper profile; without the setting every seed and the first seed)."""
-    from fedlib import report
-
     parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.gfpl", main.__doc__))
     parser.add_argument("--table", default="1", choices=["1", "2", "figs"],
                         help="1 (default), 2 (the ablation) or figs (Figs. 3b and 6)")
@@ -812,8 +799,6 @@ def _paper_table1(nb) -> dict:
 
 def paper_protocol_table1(nb):
     """Table 1 under the paper protocol, from finished runs only (this trains nothing)."""
-    from fedlib import report
-
     pt1 = _paper_table1(nb)
     pplan = pt1["plan"]
     if nb.profile == "paper":
@@ -858,8 +843,6 @@ def check_communication(nb) -> None:
 
 def show_communication(nb):
     """Table 1's "Comm. Param." column: floats up and down per round (MNIST-5k, w-bar 4, measured)."""
-    import pandas as pd
-
     rows = {}
     for m in nb.plan.table1_methods():
         c = _table1(nb)["cells"][("mnist5k", 4, m)]["comm"]
@@ -910,8 +893,6 @@ def _ablation(nb) -> tuple[dict, dict]:
 
 def show_table2(nb):
     """Table 2, the ablation (w-bar 4, w-hat 1): ours per s-hat, the paper's CIFAR-10 and FEMNIST columns."""
-    import pandas as pd
-
     plan, L = nb.plan, nb.label
     ab_acc, ab_std = _ablation(nb)
     df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
@@ -930,10 +911,6 @@ def _paper_table2(nb) -> dict:
 
 def paper_protocol_table2(nb):
     """Table 2 under the paper protocol, the s-hat values whose every variant has finished (trains nothing)."""
-    import pandas as pd
-
-    from fedlib import report
-
     pt2, early = nb.paper_protocol("Table 2", "paper_table2", paper_table2, lambda d: d["acc"],
                                    "python -m fedlib.papers.gfpl --profile paper --table 2", counts=True)
     if early is not None:
@@ -968,8 +945,6 @@ def _sweeps(nb) -> dict:
 def sweep_frame(thresholds: dict, per_seed: dict | None = None):
     """Fig. 6's numbers per S_C: accuracy, merge rate and downlink floats per round (means over seeds); with
     ``per_seed`` (``{S_C: [accuracy per seed]}``) of several seeds the accuracy is their mean ± sample std (n)."""
-    import pandas as pd
-
     per_seed = per_seed or {}
 
     def acc(t, a):
@@ -1029,8 +1004,6 @@ def _paper_figs(nb) -> dict:
 def paper_protocol_figs(nb):
     """Figs. 3b and 6 under the paper protocol, each sweep over the seeds on which all its values have finished
     (trains nothing)."""
-    from fedlib import report
-
     pfg, early = nb.paper_protocol("Figs. 3b and 6", "paper_figs", paper_figs, lambda d: d["n"] or d["thresholds"],
                                    "python -m fedlib.papers.gfpl --profile paper --table figs", counts=True)
     if early is not None:
@@ -1114,7 +1087,6 @@ def fig_distances(nb):
     returns the figure and, per class, its components and their mean distance within the class and to the nearest
     other class's component."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     from fedlib import plots
 
@@ -1222,8 +1194,6 @@ def _attack(nb) -> dict:
 
 def show_attack(nb):
     """Privacy: PSNR / SSIM of the images decoded from a client's uploaded components and from their samples."""
-    import pandas as pd
-
     df = pd.concat({k: s.set_index(["source", "levels"]) for k, s in _attack(nb).items()}).round(3)
     return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s uploaded components: PSNR "
                     f"(dB) / SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "
@@ -1234,8 +1204,6 @@ def show_ledger(nb):
     """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Parts
     whose runs or trained models the run archive lacks (rendering the report from it) are left out: their claims
     are then not judged."""
-    import pandas as pd
-
     part, plan = nb.part, nb.plan
 
     def attack():

@@ -17,9 +17,10 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 
-from fedlib import results, study
-from fedlib.claims import sample_std
+from fedlib import claims, report, results, study
+from fedlib.claims import Cells, sample_std
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
 
@@ -295,8 +296,6 @@ def _attack_cells(atk: dict, tr: dict) -> dict:
 def tables(plan: Plan, res: dict) -> dict:
     """The tables MP-FedCL's claims (``params/mpfedcl/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`;
     None where ``res`` lacks them), from ``res`` as :func:`ledger` takes it; every cell with the trend of its runs."""
-    from fedlib.claims import Cells
-
     L, tr, prof = plan.label, res.get("trends") or {}, plan.profile
     caveat = f"{prof} profile: rounds x {plan.settings['round_scale']:g}, seeds {plan.seeds}" if prof != "paper" else ""
 
@@ -345,8 +344,6 @@ def ledger(plan: Plan, res: dict) -> list:
     one seed: their claims rest on one comparison per value (one seed: inconclusive). Feature-skew means without their
     per-seed values are inconclusive.
     """
-    from fedlib import claims
-
     return claims.ledger("mpfedcl", tables(plan, res))
 
 
@@ -361,8 +358,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.mpfedcl [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``:
     run Table VI's MNIST column headless and print paper | ours | diff. Under ``--profile paper`` a run already
     finished (another device, the run archive) is read, not trained again."""
-    from fedlib import report
-
     parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.mpfedcl", main.__doc__))
     args, plan = study.plan_from_cli(parser, load_plan, argv)
     if plan is None:
@@ -465,8 +460,6 @@ def _table6_rows(nb) -> dict:
 def show_table6(nb):
     """Table VI (MNIST column): accuracy of the six methods, paper | ours | diff, with rounds, rule and the best
     round."""
-    from fedlib import report
-
     plan, rows6, paper = nb.plan, _table6_rows(nb), nb.paper["table6"]
     df6 = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows6.items()})
     df6 = df6.loc[[i for i in df6.index if i in rows6]]
@@ -505,8 +498,6 @@ def _communication(nb) -> dict:
 
 def show_table2(nb):
     """Table II: floats per client and round, up and down, measured from the last round of the Table VI runs."""
-    import pandas as pd
-
     clients, cfgs, rows = _partition(nb).num_clients, table6_configs(nb.plan), {}
     for m in nb.plan.table6_methods():
         last = results.rounds(cfgs[m], nb.seed0)[-1]
@@ -538,10 +529,6 @@ def _feature_skew(nb) -> dict:
 def show_table5(nb):
     """Tables V and VII (feature non-IID) on the stand-in: accuracy per client (domain) and average, then the
     paper's Digit-5 Tables V and VII for orientation; returns the three frames."""
-    import pandas as pd
-
-    from fedlib import report
-
     plan, L, fs, paper = nb.plan, nb.label, _feature_skew(nb), nb.paper
     names = fs["state"].data.dataset.domain_names
     rows = {}
@@ -619,8 +606,6 @@ def _equal_budget(nb) -> tuple[list[float], dict]:
 def show_table8(nb):
     """Table VIII analogue: each method's accuracy within MP-FedCL's own training time on this machine, on every seed
     (mean ± sample std over seeds, with n, and the rounds each seed reached)."""
-    import pandas as pd
-
     budgets, eq = _equal_budget(nb)
     seeds = nb.plan.seeds
     if len(seeds) == 1:
@@ -639,8 +624,6 @@ def show_table8(nb):
 
 def _mean_std_n(values) -> str:
     """``79.00 ± 1.20 (n = 3)`` over the seeds with a value (NaN left out), ``—`` where none has."""
-    from fedlib import report
-
     v = [float(x) for x in values if not math.isnan(x)]
     if not v:
         return report.DASH
@@ -658,7 +641,6 @@ def _k_sweep(nb) -> dict:
 def fig5(nb):
     """Fig. 5: MP-FedCL accuracy over K, the number of prototypes per class; returns the figure and its numbers."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     per = _k_sweep(nb)
     k_acc, k_std = {k: float(np.mean(v)) for k, v in per.items()}, {k: sample_std(v) for k, v in per.items()}
@@ -686,9 +668,6 @@ def fig8_9(nb):
     """Figs. 8 and 9a on MNIST: accuracy over label skew (Dirichlet alpha) and over the number of clients; returns
     the figure, the final training loss per number of clients and the accuracies."""
     import matplotlib.pyplot as plt
-    import pandas as pd
-
-    from fedlib import report
 
     plan, L = nb.plan, nb.label
     alpha_acc, n_acc = _sweeps(nb)
@@ -788,8 +767,6 @@ def _attack(nb) -> dict:
 
 def show_attack(nb):
     """Privacy: PSNR / SSIM of the images a curious server decodes from a client's centroids, per K."""
-    import pandas as pd
-
     df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in _attack(nb).items()}).round(3)
     return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s centroids: PSNR (dB) / "
                     f"SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedlib import study
+from fedlib import claims, report, results, study
+from fedlib.claims import Cells
 from fedlib.privacy.attack import attacker_aux
 from fedlib.privacy.dpsgd import DP_SGD_METHODS
 from fedlib.privacy.rounds import PICTURES, attack_round, finite_scores, held_out_classifier
@@ -203,8 +204,6 @@ class Attacker:
 
     def _build(self):
         if self._built is None:
-            from fedlib import results
-
             plan, seed = self.plan, self.seed
             state = results.state(table_configs(plan)[plan.table_methods()[0]], seed)
             atk = plan.spec["attack"]
@@ -231,8 +230,6 @@ class Attacker:
     def classifier_acc(self) -> float:
         """The held-out classifier's accuracy on the target client's private images (kept with the seed's first
         run, :func:`fedlib.results.derived`)."""
-        from fedlib import results
-
         cfg = table_configs(self.plan)[self.plan.table_methods()[0]]
         return results.derived(cfg, self.seed, f"privacy-classifier-{_settings_key(self.plan)}",
                                lambda _state: self._build()[3])
@@ -255,8 +252,6 @@ def attacks(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, n
     """:func:`attack_method` on the finished run ``(cfg, seed)``: a value derived from its trained model, read where
     it was computed before or archived (:func:`fedlib.results.derived`). Computed, it is the rows of the same call
     that kept the pictures (:func:`pictures`), which are kept beside it."""
-    from fedlib import results
-
     return results.derived(cfg, seed, attacks_name(plan, noise),
                            lambda _state: pictures(plan, cfg, method, seed, attacker, noise)["rows"])
 
@@ -267,8 +262,6 @@ def pictures(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, 
     :data:`PICTURES` images per attack beside the private images they were scored against), a value derived from
     the run's trained model (:func:`fedlib.results.derived`, named :func:`pictures_name`), so that the figures are
     drawn from the run archive without the model."""
-    from fedlib import results
-
     def make(state):
         rows, kept = attack_method(plan, state, method, attacker.aux, attacker.classifier, noise, seed,
                                    pictures=PICTURES)
@@ -281,7 +274,6 @@ def reference_rows(plan: Plan, seed: int, attacker: Attacker) -> list[dict]:
     """The three references on the target client's private images: the attacker's class average, the best
     match in its auxiliary data, and the white-box inversion of each private image's own feature (a statistic
     of one sample) through the first table method whose server holds the extractor."""
-    from fedlib import results
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import feature_fn, invert_features, references, what_server_holds
 
@@ -446,7 +438,6 @@ def curve(plan: Plan, seed: int, attacker: Attacker | None = None) -> pd.DataFra
     feature inversion (cosine, the profile's attack settings) and the decoder (trained on the attacker's
     auxiliary images with query access, the profile's decoder steps). The images are the training images of the
     whole federation (a class must hold max(n) of them). Column ``attack`` names the attack."""
-    from fedlib import results
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import feature_fn, invert_features, model_query, reconstruct, train_inversion, what_server_holds
 
@@ -527,7 +518,6 @@ def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
     """Sample-level epsilon of a DP-SGD run (:func:`fedlib.privacy.defense.sample_level_epsilon`): the largest over
     its clients (each client's rate is batch / its samples, its steps those of its local epochs), so every
     client's data has at least this guarantee."""
-    from fedlib import results
     from fedlib.algorithms.loops import steps
     from fedlib.privacy.defense import sample_level_epsilon
 
@@ -787,8 +777,6 @@ def paper_pictures(nb, method: str, paper_table: dict):
     (:func:`load_plan` of the notebook's profile, :func:`study_profile`; its first seed; the runs trained where
     missing, as the study trains them): one grid, attack families as groups, the two methods as rows. Into the
     notebook's report section; returns the figure and its scores (the leakage table's numbers for that seed)."""
-    from fedlib import results
-
     profile = study_profile(nb.profile)
     probe = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root)
     baseline = strongest_baseline(probe, paper_table, method)
@@ -845,8 +833,6 @@ def ledger(plan: Plan, res: dict) -> list:
     "compact statistics are safer than models" holds where the best attack on the statistics has a lower SSIM than
     the best realistic attack on a model upload (the method's own model where it sends one, else FedAvg's). Short
     profiles and one seed give inconclusive."""
-    from fedlib import claims
-
     return claims.ledger("privacy", tables(plan, res))
 
 
@@ -854,8 +840,6 @@ def tables(plan: Plan, res: dict) -> dict:
     """The tables the privacy claims (``params/privacy/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`):
     ``upload`` (FedMPS's declared messages; None where FedMPS is not in the profile), ``fedmps_inverted`` and
     ``safer_<method>`` (per-seed best attacks; without cells, and the reason as ``why``, where the rows lack them)."""
-    from fedlib.claims import Cells
-
     prof, n = plan.profile, len(plan.seeds)
     caveat = f"{prof} profile: {plan.rounds} rounds, seeds {plan.seeds}" if prof != "paper" else ""
     refs, methods = res["refs"], set(res["rows"].method)
@@ -978,8 +962,6 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 def show_setting(nb):
     """The study's setting: data, model, training, the attacked client, the attacker's data, attacks, defence."""
-    from fedlib import report
-
     plan = nb.plan
     cfg0, atk, s = config(plan, plan.table_methods()[0]), plan.spec["attack"], plan.settings
     defense, part = plan.spec["defense"], cfg0["partition"]
@@ -1009,8 +991,6 @@ def show_setting(nb):
 
 def run_all(nb) -> None:
     """Every run of the study, then the leakage and defence runs read back (the cells below use them)."""
-    from fedlib import results
-
     nb.run_all(all_jobs(nb.plan), desc="privacy runs")
     nb.results["summaries"] = results.run_or_read(table_configs(nb.plan), workers=nb.workers, desc="leakage runs",
                                                   progress=False)
@@ -1212,8 +1192,6 @@ def closing_note(nb) -> None:
     """The closing note: the leakage table's top and bottom rows and how long this Run All took (left out where the
     section is rendered from the run archive, whose render must not depend on the clock); writes the report
     section."""
-    from fedlib import results
-
     plan, leak = nb.plan, _leakage(nb)[1]
     ranked = leak[leak["rank"] != "—"]
     attacked = ranked[ranked.method != "—"]

@@ -20,9 +20,10 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import torch
 
-from fedlib import results, study
+from fedlib import report, results, study
 from fedlib.analysis import pairwise_distances
 from fedlib.claims import Cells, sample_std
 from fedlib.config import run_id
@@ -433,8 +434,6 @@ def main(argv: list[str] | None = None) -> int:
     run the Table 1 protocol on Fashion-MNIST headless and print it beside the paper's CIFAR-10; with
     ``--all-tables`` also the code protocol, Table 3 and Tables 4-5. A run already finished (results folder,
     another device, the run archive) is read, not trained again."""
-    from fedlib import report
-
     ap = study.add_retrain_archived(study.cli("python -m fedlib.papers.protonorm", main.__doc__))
     ap.add_argument("--partitions", nargs="+", help="default: the profile's partitions")
     ap.add_argument("--all-tables", action="store_true", help="also run the code protocol, Table 3 and Tables 4-5 "
@@ -578,10 +577,6 @@ def fig_spiral(nb):
 def show_spiral(nb):
     """The spiral study's numbers (the paper shows pictures only): smallest angle between the global prototypes and
     the last round's accuracies, mean ± std (sample) over the plan's seeds."""
-    import pandas as pd
-
-    from fedlib import report
-
     sp = _spiral(nb)
     rows = {sp["labels"][k]: {"smallest angle between global prototypes (deg)": _cell(v["angle"]),
                               "accuracy, nearest global prototype (%)": _cell(v["acc"]),
@@ -592,8 +587,6 @@ def show_spiral(nb):
 
 
 def _cell(values) -> str:
-    from fedlib import report
-
     return report.fmt(float(np.mean(values)), sample_std(values), n=len(values))
 
 
@@ -721,10 +714,6 @@ def _claims(nb) -> dict:
 def show_table1(nb):
     """Table 1 protocol on Fashion-MNIST beside the paper's CIFAR-10 columns, ProtoNorm under its three inference
     rules, and the paper's claim ours vs paper; returns the three frames."""
-    import pandas as pd
-
-    from fedlib import report
-
     T1, L, ours1, t1 = nb.plan.table1, nb.label, _table1_scores(nb), _table1_runs(nb)
     tab = {}
     for m in T1["methods"]:
@@ -775,10 +764,6 @@ def show_extra_datasets(nb):
 def show_code_protocol(nb):
     """The paper's protocol vs the official code's (practical split): each prototype method under both; prints
     whether both protocols drew the same split."""
-    import pandas as pd
-
-    from fedlib import report
-
     plan, ours1 = nb.plan, _table1_scores(nb)
     cp_cfgs = code_protocol_configs(plan)
     rows = {}
@@ -816,10 +801,6 @@ def table3_frame(plan: Plan, runs: dict, paper: dict):
     """Table 3 from finished runs ``{method: [summary per seed]}``: every method's best round over the same seeds,
     mean ± sample std (``n`` given where one seed), its scoring rule, the paper's CIFAR-100 CNN column beside it.
     (Before, FedNH and FedUV showed their first seed beside ProtoNorm's mean of three, unlabelled.)"""
-    import pandas as pd
-
-    from fedlib import report
-
     per = homogeneous_accuracy(runs) or {}
     rows = {}
     for m, vals in per.items():
@@ -864,7 +845,6 @@ def fig_gamma(nb):
     """Tables 4-5 over gamma: ProtoNorm (Table 4) and FedProto and FedTGP scaled on the server (Table 5), ours
     beside the paper's other datasets; returns the figure and the table of accuracies."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     L, paper = nb.label, nb.paper
     gamma_df = pd.DataFrame([{"method": L(r["method"]), "gamma": r["gamma"], "accuracy (%)": r["acc"],
@@ -901,10 +881,6 @@ def show_converged(nb):
     """Table 1 (both splits, every method, lambda 1 and 10), the code protocol, Table 3 and Tables 4-5 under the
     converged profile (three seeds, 100 rounds, plateau checked on the seed-mean curve) from finished runs: the
     results folder, else the run archive, so a fresh clone shows them; trains nothing (:func:`converged_runs`)."""
-    import pandas as pd
-
-    from fedlib import report
-
     data, early = nb.paper_protocol("Tables 1, 3 and 4-5", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
     if early is not None:
@@ -1047,7 +1023,6 @@ def fig5(nb):
     """Fig. 5: per class, the normalised margin to the nearest other global prototype; returns the figure and its
     numbers."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     pbfl, states = _prototype_methods(nb), _states(nb)
     fig, ax = plt.subplots(figsize=(9, 3.8))
@@ -1073,7 +1048,6 @@ def fig_distances(nb):
     """Distances between the unit-normalised global prototypes of each prototype method (practical); returns
     the figure and its numbers."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     from fedlib import plots
 
@@ -1135,8 +1109,6 @@ def _communication_check(nb) -> dict:
 
 def show_communication(nb):
     """Floats sent in the last round by all clients (up) and by the server (down), measured (practical)."""
-    import pandas as pd
-
     cfgs, rows = table1_configs(nb.plan), {}
     for m in nb.plan.table1["methods"]:
         last = results.rounds(cfgs[(m, "practical")], nb.seed0)[-1]

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from fedlib import claims, results
 from fedlib.papers import benchmark
 from fedlib.study.notebook import Shown
 
@@ -107,8 +108,6 @@ def configs(qs: Quickstart) -> dict[str, dict]:
 
 
 def _partition(qs: Quickstart):
-    from fedlib import results
-
     return qs.once("partition", lambda: results.split(configs(qs)["fedavg"], qs.seed)[1])
 
 
@@ -143,8 +142,6 @@ def fig_partition(qs: Quickstart):
 
 
 def _runs(qs: Quickstart) -> dict:
-    from fedlib import results
-
     return qs.once("runs", lambda: results.run_or_read(configs(qs), seeds=[qs.seed], workers=qs.workers,
                                                         desc=" and ".join(qs.plan.label(m) for m in METHODS)))
 
@@ -220,6 +217,4 @@ def fig_costs(qs: Quickstart):
 
 def show_claims(qs: Quickstart) -> pd.DataFrame:
     """The claim "it beats every other method" on each setting, by the suite's verdict rule (fedlib.claims)."""
-    from fedlib import claims
-
     return claims.table(_comparison(qs).claims)
