@@ -7,8 +7,8 @@ A study is a module ``fedlib/papers/<name>.py`` beside its plan (``params/<name>
 checks that it declares every member of :class:`Study`. ``archived_tables()`` names the long profiles' tables its
 report reads, as ``(name, configs, seeds)``: their runs take hours on a CPU and ``results/`` is not committed, so the
 run archive (``archive/``, ``python -m fedlib archive``) keeps their records in the repository and
-:mod:`fedlib.results` reads them on a fresh clone. This module sits above every study (in the commands layer), so no study imports it; where one study
-uses another's figure the import is listed in docs/architecture.md.
+:mod:`fedlib.results` reads them on a fresh clone. This module sits above every study (in the commands layer), so no
+study imports it; where one study uses another's figure the import is listed in docs/architecture.md.
 """
 
 from __future__ import annotations
