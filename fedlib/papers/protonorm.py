@@ -1,16 +1,6 @@
-"""The ProtoNorm study (Lee, Shin, Choi, arXiv 2507.04310): configs and analyses.
-
-- The spiral study of Figs. 1, 2 and 6: FedProto on IID and non-IID (Dir 0.1) spirals,
-  ProtoNorm with Prototype Alignment, and with Alignment plus Upscaling, all with a 2-D
-  decision layer so prototypes and features can be drawn.
-- The Table 1 protocol on Fashion-MNIST (20 clients, practical Dir(0.1) and pathological,
-  heterogeneous models, the six baselines), the gamma sweeps of Tables 4 and 5, the
-  homogeneous Table 3 and the analyses of Figs. 3-5.
-
-Scoring (docs/protonorm.md, decisions 1, 16, 26): the pooled test accuracy over all
-clients (sum of correct / sum of test samples) per round, best round; FedProto, FedTGP and
-ProtoNorm predict by the nearest global prototype over all classes (``acc_proto``), the
-other methods by their own head (``acc_head``).
+"""The ProtoNorm study: G. Lee, J. Shin, D. Choi, "Heterogeneous Federated Learning with Prototype Alignment and
+Upscaling", arXiv 2507.04310. Draws the spiral study (Figs. 1, 2, 6), Table 1 on Fashion-MNIST, Tables 3-5,
+Figs. 3-5 and 7-8, and the claims ledger; every decision (scoring: 1, 16, 26) is in docs/protonorm.md.
 """
 
 from __future__ import annotations
@@ -26,7 +16,6 @@ import torch
 from fedlib import report, results, study
 from fedlib.analysis import pairwise_distances
 from fedlib.claims import Cells, sample_std
-from fedlib.config import run_id
 from fedlib.study import check_methods, check_rounds, schema
 from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
@@ -75,9 +64,7 @@ def check_spiral_section(spiral, field: str) -> None:
 def load_plan(profile: str = "quick", results_dir: str | None = None, methods: list[str] | None = None,
               rounds: int | None = None, seeds: list[int] | None = None, data_root: str | None = None,
               device: str | None = None, executor: str | None = None) -> Plan:
-    """The plan of ``profile``; ``methods`` (Table 1 rows), ``rounds`` (Table 1 protocol) and
-    ``seeds`` override the profile, ``device`` and ``executor`` place every run, e.g. from the
-    notebook's parameters cell."""
+    """The plan of ``profile``; ``methods`` (Table 1 rows), ``rounds`` (Table 1 protocol) and ``seeds`` override it."""
     return Plan.load(profile, results_dir, data_root, seeds, device=device, executor=executor, methods=methods,
                      rounds=rounds)
 
@@ -108,8 +95,7 @@ def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
 
 
 def local_prototypes(state: results.RunState) -> list[tuple[int, int, np.ndarray]]:
-    """(client, class, prototype) of every client: class means of its training features
-    under its final model (eval mode)."""
+    """(client, class, prototype): class means of each client's training features under its final model."""
     out = []
     with torch.no_grad():
         for cid in range(state.data.num_clients):
@@ -120,22 +106,10 @@ def local_prototypes(state: results.RunState) -> list[tuple[int, int, np.ndarray
     return out
 
 
-def test_representations(state: results.RunState, max_points: int = 3000,
-                         seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """2-D features of every client's test points under its own model, pooled and subsampled."""
-    z, y = state.collect("high", "test")
-    if len(y) > max_points:
-        keep = np.sort(np.random.default_rng(seed).choice(len(y), max_points, replace=False))
-        z, y = z[keep], y[keep]
-    return z, y
-
-
 # -- the Table 1 protocol on Fashion-MNIST (Tables 1, 3, 4, 5; Figs. 3-5, 7-8) -------------
 def table1_config(plan: Plan, method: str, partition: str = "practical", homogeneous: bool = False,
                   rounds: int | None = None, name: str | None = None, dataset: str = "fmnist", **changes) -> dict:
-    """The validated config of ``method`` under the Table 1 protocol and this profile's
-    sizes (model family, data fraction, rounds) on ``dataset`` (its gamma and pathological
-    classes per client from the params file, by reference); ``changes`` are dotted overrides."""
+    """The validated config of ``method`` under the Table 1 protocol and this profile's sizes on ``dataset``."""
     t = plan.table1
     dspec = plan.entry("datasets", dataset, "dataset")
     pspec = plan.entry("partitions", partition, "partition")
@@ -158,11 +132,7 @@ def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str],
 
 
 def code_protocol_configs(plan: Plan) -> dict[str, dict]:
-    """The prototype methods on the practical split under the official code's protocol (``code_protocol`` in
-    ``experiments.yaml``: least_samples 1, unshuffled batches), for the paper- vs code-faithful table; methods
-    the profile does not run are left out. A profile's ``code_min_size`` replaces the least_samples (``null``
-    in smoke and quick: PFLlib's, as the paper protocol; at 1-5% of the data the code's 1 gives a client a
-    single sample and no test split)."""
+    """The profile's prototype methods on the practical split under the official code's protocol (decision 27)."""
     cp = plan.spec["code_protocol"]
     changes = dict(cp["changes"])
     if plan.settings.get("code_min_size", 1) is None:   # PFLlib's least_samples, as the paper protocol
@@ -189,8 +159,7 @@ def homogeneous_configs(plan: Plan) -> dict[str, dict]:
 
 
 def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
-    """Tables 4-5 on the practical split: ProtoNorm over the profile's gamma grid and FedProto /
-    FedTGP over small gammas (their gamma 1 and ProtoNorm's default gamma are Table 1's runs)."""
+    """Tables 4-5 (practical): ProtoNorm over the gamma grid, FedProto / FedTGP over small gammas."""
     t = plan.table1
     out = {}
     if "protonorm" in t["methods"]:
@@ -213,37 +182,19 @@ def pa_phase_config(plan: Plan) -> dict:
                          **{"algorithm.record_pa": True})
 
 
-def run(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-        progress: bool = True) -> dict:
-    """``{key: [summary per seed]}`` of ``configs`` (``seeds``, default each config's own): a run already
-    finished is read (the results folder, another placement, the run archive:
-    :func:`fedlib.results.run_or_read`), the others train."""
-    return results.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
-
-
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """Every (config, seed) of the Table 1 protocol part of the notebook, unique, costliest
-    first (rounds x data, heterogeneous before homogeneous) so the workers finish together."""
-    seed0 = plan.seeds[0]
+    """Every (config, seed) of the Table 1 protocol part of the notebook, unique, costliest first."""
     jobs_ = [(c, s) for c in list(table1_configs(plan).values()) + list(code_protocol_configs(plan).values())
              + list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values()) for s in plan.seeds]
-    jobs_.append((pa_phase_config(plan), seed0))
+    jobs_.append((pa_phase_config(plan), plan.seeds[0]))
     for ds in extra_datasets():
         jobs_ += [(c, s) for c in table1_configs(plan, ds).values() for s in plan.seeds]
-    unique = {}
-    for cfg, seed in jobs_:
-        unique.setdefault(run_id(cfg, seed), (cfg, seed))
-
-    def cost(job):
-        cfg = job[0]
-        return cfg["train"]["rounds"] * (4 if cfg["model"]["name"].startswith("ht0") else 1)
-
-    return sorted(unique.values(), key=cost, reverse=True)
+    return study.unique_jobs(jobs_, lambda cfg: cfg["train"]["rounds"]   # rounds x data, heterogeneous first
+                             * (4 if cfg["model"]["name"].startswith("ht0") else 1))
 
 
 def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
-    """The paper's number for one table cell: best round of the pooled accuracy (%) under the
-    method's scoring rule, mean and std over seeds and each seed's value, plus the best round of each seed."""
+    """One table cell: best-round pooled accuracy (%) under the method's rule over seeds, each seed's best round."""
     metric = plan.metric(method)
     vals = np.array([100 * s["metrics"][metric]["best_weighted"] if metric in s["metrics"] else np.nan
                      for s in summaries])
@@ -255,13 +206,7 @@ def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
 
 def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
            paper_label: str = "paper CIFAR-10") -> dict:
-    """The paper's Table 1 claim in numbers, ours and the paper's side by side: for each
-    partition and each ProtoNorm row, its margin (points) over FedProto, FedTGP and the best
-    baseline, and its rank among the baselines plus itself.
-
-    ``ours`` = ``{partition: {method: accuracy}}``; ``paper_rows`` = Table 1's rows of
-    ``params/protonorm/paper.yaml``; ``paper_column`` maps a partition to the paper's column.
-    Keys of the result: ``(partition, "ours" | paper_label, label)``."""
+    """Table 1's claim, ours and the paper's: ``{(partition, "ours" | paper_label, label): margins and rank}``."""
     out = {}
     variants = [m for m in plan.table1["methods"] if m.startswith("protonorm")]
     for p, vals_ours in ours.items():
@@ -281,16 +226,13 @@ def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, pape
 
 
 def diverged(records: list[dict]) -> bool:
-    """True when the run diverged: the engine stopped it at a round whose training loss was not
-    finite (the paper's '-': failed to converge)."""
+    """True when the run's training loss stopped being finite (the paper's '-': failed to converge)."""
     return any(r.get("diverged") or not math.isfinite(r.get("train_loss") or 0.0) for r in records)
 
 
 def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
-    """PA on K synthetic prototypes in R^d that look like class means of post-ReLU features
-    (non-negative, sharing one common component: |b| + 0.5 |e_k| with b, e_k standard normal):
-    ``(min/mean/max pairwise distance before PA and after each iteration, iterations)``. Stands in for Fig. 4b's
-    CIFAR-100 phase, as only 10-class data is on the machine."""
+    """PA on K synthetic post-ReLU-like prototypes (|b| + 0.5 |e_k|), standing in for Fig. 4b's CIFAR-100:
+    ``(distance summary before PA and after each iteration, iterations)``."""
     from fedlib.prototypes import thomson_align
 
     g = torch.Generator().manual_seed(seed)
@@ -311,8 +253,7 @@ def _distance_summary(hist) -> np.ndarray:
 
 
 def margins(protos: np.ndarray) -> np.ndarray:
-    """ProtoNorm Fig. 5 (FedTGP's margin): per class, the smallest Euclidean distance from its
-    global prototype to another class's, divided by the largest of these."""
+    """Fig. 5: per class, the distance to the nearest other global prototype over the largest of these."""
     d = pairwise_distances(np.asarray(protos, dtype=np.float64))
     np.fill_diagonal(d, np.inf)
     m = d.min(1)
@@ -320,14 +261,12 @@ def margins(protos: np.ndarray) -> np.ndarray:
 
 
 def simplex_distance(k: int) -> float:
-    """Pairwise distance of K unit vectors forming a regular simplex, sqrt(2K/(K-1)): the
-    minimum-energy arrangement for K <= d + 1 (docs/protonorm.md, decision 9; sqrt(2) only as K grows)."""
+    """Pairwise distance sqrt(2K/(K-1)) of K unit vectors forming a regular simplex (decision 9)."""
     return math.sqrt(2 * k / (k - 1))
 
 
 def pa_history(state: results.RunState) -> np.ndarray:
-    """(1 + iterations, 3): min, mean and max pairwise distance of the global prototypes before
-    PA (row 0) and after each PA iteration of the run's last round (needs ``algorithm.record_pa``)."""
+    """Min, mean and max pairwise global-prototype distance before and after each PA iteration of the last round."""
     hist = state.server["history"]
     if not hist:
         raise ConfigError("algorithm.record_pa", state.cfg["algorithm"].get("record_pa"),
@@ -340,23 +279,11 @@ def pa_iterations(records: list[dict]) -> np.ndarray:
     return np.array([r["server"]["pa_iterations"] for r in records if "server" in r])
 
 
-def accuracy_curve(plan: Plan, method: str, records: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """(rounds, pooled accuracy %) under the method's scoring rule (Fig. 3b)."""
-    metric = plan.metric(method)
-    ev = [r for r in records if "acc" in r]
-    return (np.array([r["round"] for r in ev]), np.array([100 * r["acc"][metric]["weighted"] for r in ev]))
-
-
 CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all-tables"
 
 
 def plateaus(plan: Plan, done: dict | None = None) -> dict:
-    """``{key: Trend}`` (:func:`fedlib.papers.trend`: where the seed curves stand, the method's scoring rule,
-    sample-weighted) of every run group of Table 1 (key ``("table1", partition, method)``), Table 3
-    (``("homogeneous", method)``) and Tables 4-5 (``("gamma", method, gamma)``) whose every seed has finished
-    (results folder, else the run archive; trains nothing; ``done``: the finished runs per group where the caller
-    has already looked them up, ``{"table1" | "homogeneous" | "gamma": {key: summaries}}``). The ledger judges
-    each comparison with the trends of its sides (:meth:`fedlib.claims.Comparison.status`)."""
+    """``{key: Trend}`` of every finished run group of Tables 1, 3 and 4-5 (``done``: its finished runs, if known)."""
     groups = {"table1": (table1_configs(plan), lambda k: (k[1], k[0]), lambda k: plan.metric(k[0])),
               "homogeneous": (homogeneous_configs(plan), lambda k: (k,),
                               lambda k: "acc_proto" if k == "protonorm" else "acc_head"),
@@ -373,21 +300,13 @@ def plateaus(plan: Plan, done: dict | None = None) -> dict:
 
 
 def group_label(plan: Plan, key: tuple) -> str:
-    """``ProtoNorm (lambda 1, paper) (practical)``, ``FedProto gamma 1.2``, ``FedNH``: a run group of
-    :func:`plateaus` named as the ledger names it."""
+    """A run group of :func:`plateaus` named as the ledger names it."""
     return (plan.label(key[-2] if key[0] == "gamma" else key[-1])
             + (f" gamma {key[-1]:g}" if key[0] == "gamma" else f" ({key[1]})" if key[0] == "table1" else ""))
 
 
 def converged_runs(plan: Plan) -> dict:
-    """Table 1 (both splits, every method), the code protocol, Table 3 and Tables 4-5 under the ``converged``
-    profile from finished runs only (the results folder, else the run archive: :func:`fedlib.results.cached`;
-    trains nothing), for any profile's report: ``{"plan", "found", "total", "complete", "made_by", "table1"
-    ({partition: {method: score}} over the rows whose every seed finished, each with ``plateau``: "" or
-    :func:`fedlib.study.plateau_text` of its seed-mean curve), "rising" (:func:`plateaus`), "code"
-    ({method: score}), "homogeneous"
-    (:func:`homogeneous_accuracy`), "gamma" (:func:`gamma_results`)}``; ``complete`` once every run of Table 1,
-    Table 3 and Tables 4-5 has finished."""
+    """Tables 1, 3, 4-5 and the code protocol under the ``converged`` profile from finished runs only."""
     cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device,
                    executor=plan.executor)
     parts = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
@@ -400,16 +319,15 @@ def converged_runs(plan: Plan) -> dict:
         if name != "code":
             out["complete"] &= len(done[name]) == len(cfgs)
         made += [x for runs in done[name].values() for x in runs]
-    out["table1"], out["rising"] = {}, plateaus(cp, done)
-    for (m, p), sums in done["table1"].items():
-        sc = score(cp, m, sums)
+    out["table1"], out["rising"], t1 = None, plateaus(cp, done), done["table1"]
+
+    def scored(m, p):
         t = out["rising"].get(("table1", p, m))
-        sc["plateau"] = t.plateau_text() if t is not None else ""
-        sc["trend"] = t
-        sc["rounds"] = t.rounds if t is not None else cp.table1["rounds"]
-        out["table1"].setdefault(p, {})[m] = sc
-    out["table1"] = {p: {m: out["table1"][p][m] for m in cp.table1["methods"] if m in out["table1"][p]}
-                     for p in cp.table1["partitions"] if p in out["table1"]}
+        return {**score(cp, m, t1[(m, p)]), "plateau": t.plateau_text() if t is not None else "", "trend": t,
+                "rounds": t.rounds if t is not None else cp.table1["rounds"]}
+
+    out["table1"] = {p: row for p in cp.table1["partitions"]
+                     if (row := {m: scored(m, p) for m in cp.table1["methods"] if (m, p) in t1})}
     out["code"] = {m: score(cp, m, sums) for m, sums in done["code"].items()}
     out["homogeneous"] = homogeneous_accuracy(done["homogeneous"])
     out["gamma"] = gamma_results(cp, done["gamma"])
@@ -456,16 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.dataset not in plan.spec["datasets"]:
         raise ConfigError("--dataset", args.dataset, "one of " + ", ".join(plan.spec["datasets"]))
     dspec = plan.spec["datasets"][args.dataset]
-    def obtain(configs, desc):  # a finished run (another device, the run archive) is read, not retrained
-        return results.run_or_read(configs, plan.seeds, workers=args.workers, desc=desc,
-                                   retrain_archived=args.retrain_archived)
-
-    configs = table1_configs(plan, args.dataset)
-    res = obtain(configs, "Table 1")
+    grids = [("Table 1", table1_configs(plan, args.dataset))]
     if args.all_tables:
-        for what, cfgs in (("code protocol", code_protocol_configs(plan)), ("Table 3", homogeneous_configs(plan)),
-                           ("Tables 4-5", gamma_configs(plan))):
-            obtain(cfgs, what)
+        grids += [("code protocol", code_protocol_configs(plan)), ("Table 3", homogeneous_configs(plan)),
+                  ("Tables 4-5", gamma_configs(plan))]
+    res = {what: results.run_or_read(cfgs, plan.seeds, workers=args.workers, desc=what,
+                                     retrain_archived=args.retrain_archived) for what, cfgs in grids}["Table 1"]
     paper = report.load_paper("protonorm")["tables"]["table1"]
     t = plan.table1
     print(f"ProtoNorm Table 1 protocol on {dspec['label']}, profile {args.profile}: model {t['model']}, "
@@ -488,14 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 # The notebook (notebooks/protonorm.py): one function per cell, each adding its table or figure to the report section
 # and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: str = "tsne", device=None,
              backend=None):
-    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
-    take."""
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): the notebook state the other cells take."""
     from fedlib.study.notebook import open_notebook
 
     def about(plan):
@@ -521,47 +433,41 @@ def run_all(nb) -> None:
     print(f"{len(jobs)} runs ready in {(time.time() - t_start) / 60:.1f} min")
 
 
-SPIRAL_ANGLE = "spiral-smallest-angle"   # the derived value (fedlib.results.derived) each spiral run keeps
-
-
-def spiral_numbers(plan: Plan, workers: int | None = None) -> dict:
-    """The spiral runs of every seed of the plan (read or trained through :mod:`fedlib.results`) and their numbers:
-    ``{"configs", "labels", "seeds", "per_seed": {key: {"angle": [...], "acc": [...], "head": [...]}}}``, the
-    smallest angle between the global prototypes (derived from the trained model and kept with the run,
-    :func:`fedlib.results.derived`) and the last round's accuracies (%), one value per seed."""
-    cfgs = spiral_configs(plan)
-    done = results.run_or_read(cfgs, plan.seeds, workers=workers, desc="spiral")
-    per_seed = {}
-    for key, cfg in cfgs.items():
-        angles = [results.derived(cfg, s, SPIRAL_ANGLE, lambda st: smallest_angle(global_prototypes(st)[1]))
-                  for s in plan.seeds]
-        per_seed[key] = {"angle": angles,
-                         "acc": [100 * x["metrics"]["acc_proto"]["last"] for x in done[key]],
-                         "head": [100 * x["metrics"]["acc_head"]["last"] for x in done[key]]}
-    return {"configs": cfgs, "seeds": list(plan.seeds), "per_seed": per_seed,
-            "labels": {k: plan.spec["spiral"]["runs"][k]["label"] for k in cfgs}}
-
-
 def _spiral(nb) -> dict:
-    return nb.once("spiral", lambda: spiral_numbers(nb.plan, nb.workers))
+    """The spiral runs of every seed and, per seed, the smallest angle between the global prototypes (derived from
+    the trained model, kept with the run) and the last round's accuracies (%)."""
+    def make():
+        plan = nb.plan
+        cfgs = spiral_configs(plan)
+        done = results.run_or_read(cfgs, plan.seeds, workers=nb.workers, desc="spiral")
+        per_seed = {key: {"angle": [results.derived(cfg, s, "spiral-smallest-angle",
+                                                    lambda st: smallest_angle(global_prototypes(st)[1]))
+                                    for s in plan.seeds],
+                          "acc": [100 * x["metrics"]["acc_proto"]["last"] for x in done[key]],
+                          "head": [100 * x["metrics"]["acc_head"]["last"] for x in done[key]]}
+                    for key, cfg in cfgs.items()}
+        return {"configs": cfgs, "seeds": list(plan.seeds), "per_seed": per_seed,
+                "labels": {k: plan.spec["spiral"]["runs"][k]["label"] for k in cfgs}}
+    return nb.once("spiral", make)
 
 
 def fig_spiral(nb):
-    """Figs. 1, 2 and 6, the spiral study: each run's test features, global prototypes (stars) and local
-    prototypes (x) in the 2-D feature space, for the first seed (its trained models)."""
+    """Figs. 1, 2 and 6: each spiral run's test features, global (stars) and local (x) prototypes, first seed."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
+    from fedlib import analysis
 
     sp = _spiral(nb)
     palette = sns.color_palette("tab10", 6)
     fig, axes = plt.subplots(1, 4, figsize=(20, 5))
     for ax, (key, cfg) in zip(axes, sp["configs"].items(), strict=False):
         st = results.state(cfg, nb.seed0)
-        z, y = test_representations(st)
+        f = analysis.test_features(st, "high", max_points=3000, seed=0)
         classes, g = global_prototypes(st)
         gamma = cfg["algorithm"].get("gamma", 1.0) if cfg["algorithm"]["name"] == "protonorm" else 1.0
         for c in range(6):
-            ax.scatter(*z[y == c].T, s=2, color=palette[c], alpha=0.4)
+            ax.scatter(*f["z"][f["y"] == c].T, s=2, color=palette[c], alpha=0.4)
         for _cid, c, p in local_prototypes(st):
             ax.scatter(*p, marker="x", s=25, color=palette[c], linewidths=1)
         for c, p in zip(classes, g, strict=False):
@@ -575,19 +481,18 @@ def fig_spiral(nb):
 
 
 def show_spiral(nb):
-    """The spiral study's numbers (the paper shows pictures only): smallest angle between the global prototypes and
-    the last round's accuracies, mean ± std (sample) over the plan's seeds."""
+    """The spiral's smallest angles and last-round accuracies, mean ± std over seeds (the paper shows pictures)."""
     sp = _spiral(nb)
-    rows = {sp["labels"][k]: {"smallest angle between global prototypes (deg)": _cell(v["angle"]),
-                              "accuracy, nearest global prototype (%)": _cell(v["acc"]),
-                              "accuracy, head (%)": _cell(v["head"])} for k, v in sp["per_seed"].items()}
+
+    def cell(values):
+        return report.fmt(float(np.mean(values)), sample_std(values), n=len(values))
+
+    rows = {sp["labels"][k]: {"smallest angle between global prototypes (deg)": cell(v["angle"]),
+                              "accuracy, nearest global prototype (%)": cell(v["acc"]),
+                              "accuracy, head (%)": cell(v["head"])} for k, v in sp["per_seed"].items()}
     seeds = ", ".join(map(str, sp["seeds"]))
     return nb.table(f"**Spiral study (ours; the paper shows pictures only), {nb.plan.settings['spiral_rounds']} "
                     f"rounds, seeds {seeds}: mean ± std over seeds.**", pd.DataFrame(rows).T.rename_axis(report.DASH))
-
-
-def _cell(values) -> str:
-    return report.fmt(float(np.mean(values)), sample_std(values), n=len(values))
 
 
 def check_spiral(nb) -> None:
@@ -624,21 +529,16 @@ def show_setting(nb):
 
 def collect(nb) -> None:
     """Read the Table 1 protocol's runs (Table 1, Table 3, the gamma sweeps) and say how many there are."""
-    plan = nb.plan
-    t1, homo, gam = _table1_runs(nb), _homogeneous(nb), _gamma_runs(nb)
-    print(f"Table 1: {len(t1)} configs x {len(plan.seeds)} seed(s); Table 3: {len(homo)}; gamma sweeps: {len(gam)}")
+    t1, homo, gam = _runs(nb, "table1"), _runs(nb, "homogeneous"), _runs(nb, "gamma")
+    print(f"Table 1: {len(t1)} configs x {len(nb.plan.seeds)} seed(s); Table 3: {len(homo)}; gamma sweeps: {len(gam)}")
 
 
-def _table1_runs(nb) -> dict:
-    return nb.once("table1", lambda: run(table1_configs(nb.plan), progress=False))
-
-
-def _homogeneous(nb) -> dict:
-    return nb.once("homogeneous", lambda: run(homogeneous_configs(nb.plan), seeds=nb.plan.seeds, progress=False))
-
-
-def _gamma_runs(nb) -> dict:
-    return nb.once("gamma", lambda: run(gamma_configs(nb.plan), seeds=nb.plan.seeds, progress=False))
+def _runs(nb, grid: str) -> dict:
+    """``{key: [summary per seed]}`` of the Table 1 protocol's ``grid`` ("table1", "homogeneous" or "gamma")."""
+    configs = {"table1": table1_configs, "homogeneous": homogeneous_configs, "gamma": gamma_configs}[grid]
+    seeds = None if grid == "table1" else nb.plan.seeds
+    return nb.once(grid, lambda: results.run_or_read(configs(nb.plan), seeds, workers=None, desc="runs",
+                                                     progress=False))
 
 
 def _practical(nb):
@@ -655,12 +555,8 @@ def _partitions(nb) -> dict:
         y_tr, y_te = ds.y_train.numpy(), ds.y_test.numpy()
         specs = {f"practical, Dir({a:g})": dict(scheme="dirichlet", alpha=a) for a in (0.1, 0.5, 1.0)}
         specs["pathological, 2 classes"] = dict(scheme="pathological", classes_per_client=2)
-        out = {}
-        for name, spec in specs.items():
-            spec = dict(spec)
-            scheme = spec.pop("scheme")
-            out[name] = label_partition(scheme, y_tr, y_te, 10, num_clients=20, seed=1, split="merge", **spec)
-        return out
+        return {name: label_partition(spec.pop("scheme"), y_tr, y_te, 10, num_clients=20, seed=1, split="merge",
+                                      **spec) for name, spec in specs.items()}
     return nb.once("partitions", make)
 
 
@@ -699,7 +595,7 @@ PAPER_COLUMN = {p: f"{p}_cifar10" for p in ("practical", "pathological")}
 
 def _table1_scores(nb) -> dict:
     """Table 1's scores (:func:`score`) per split and method."""
-    T1, t1 = nb.plan.table1, _table1_runs(nb)
+    T1, t1 = nb.plan.table1, _runs(nb, "table1")
     return nb.once("table1_scores", lambda: {p: {m: score(nb.plan, m, t1[(m, p)]) for m in T1["methods"]}
                                              for p in T1["partitions"]})
 
@@ -711,51 +607,66 @@ def _claims(nb) -> dict:
                   nb.paper["table1"]["rows"], {p: PAPER_COLUMN[p] for p in T1["partitions"]})
 
 
-def show_table1(nb):
-    """Table 1 protocol on Fashion-MNIST beside the paper's CIFAR-10 columns, ProtoNorm under its three inference
-    rules, and the paper's claim ours vs paper; returns the three frames."""
-    T1, L, ours1, t1 = nb.plan.table1, nb.label, _table1_scores(nb), _table1_runs(nb)
-    tab = {}
+def _fmt(r: dict, n: bool = False) -> str:
+    """A :func:`score` as ``mean ± std``; one seed: its value (``n``: with ``(n=1)``)."""
+    return report.fmt(r["mean"], r["std"] if n or r["n"] > 1 else math.nan, n=r["n"] if n else math.nan)
+
+
+def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
+    """Table 1's rows, ours per split beside the paper's CIFAR-10 (``converged``: finished rows, their plateaus)."""
+    T1, rows = plan.table1, {}
     for m in T1["methods"]:
+        if converged and not any(m in scores.get(p, {}) for p in T1["partitions"]):
+            continue
         row = {}
         for p in T1["partitions"]:
-            r = ours1[p][m]
-            row[f"ours: Fashion-MNIST {p}"] = report.fmt(r["mean"], r["std"] if r["n"] > 1 else math.nan)
+            r = scores.get(p, {}).get(m)
+            row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) if r else "not finished"
+            if converged:
+                row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
             ref = nb.paper["table1"]["rows"].get(m)
             row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
-        tab[L(m)] = row
+        rows[nb.label(m)] = row
+    return rows
+
+
+def _code_rows(nb, paper: dict, code: dict, n: bool = False) -> dict:
+    """Each method's score under the paper's protocol and the code's, and the difference."""
+    return {nb.label(m): {"paper protocol": _fmt(paper[m], n), "code protocol": _fmt(r, n),
+                          "code - paper": report.fmt(r["mean"] - paper[m]["mean"], digits=2, sign=True)}
+            for m, r in code.items() if m in paper}
+
+
+def show_table1(nb):
+    """Table 1 beside the paper's CIFAR-10, ProtoNorm under its three inference rules (decision 1), the claim."""
+    T1, L, ours1, t1 = nb.plan.table1, nb.label, _table1_scores(nb), _runs(nb, "table1")
     longer = [f"{L(m)} {p} {n} rounds" for (m, p), runs in sorted(t1.items()) if m in T1["methods"]
               and (n := max(s["rounds"] for s in runs)) > T1["rounds"]]
     longer = f"; curves still rising extended towards their plateau: {', '.join(longer)}" if longer else ""
     table1_df = nb.table(f"**Table 1 protocol on Fashion-MNIST (ours, {T1['model']}, {T1['rounds']} rounds{longer}) "
                          "beside the paper's CIFAR-10 columns** (pooled accuracy %, best round; the paper's numbers "
-                         "are another dataset: no difference is taken).", pd.DataFrame(tab).T)
+                         "are another dataset: no difference is taken).",
+                         pd.DataFrame(_table1_rows(nb, nb.plan, ours1)).T)
     claims_df = nb.table("**The paper's claim, ours vs paper (percentage points).**", pd.DataFrame(_claims(nb)).T)
     nb.section.record(table1={p: {m: r for m, r in ours1[p].items()} for p in ours1})
-    # ProtoNorm's inference rules (decision 1): global prototypes (the code; scored above), local (Eq. 6), head
-    rules = {}
-    for p in T1["partitions"]:
-        for v in [m for m in T1["methods"] if m.startswith("protonorm")]:
-            met = t1[(v, p)][0]["metrics"]
-            rules[(p, L(v))] = {name: round(100 * met[key]["best_weighted"], 2) for name, key in
-                                (("nearest global prototype (code)", "acc_proto"),
-                                 ("nearest local prototype (Eq. 6)", "acc_proto_local"), ("head", "acc_head"))}
+    rules = {(p, L(v)): {name: round(100 * t1[(v, p)][0]["metrics"][key]["best_weighted"], 2) for name, key in
+                         (("nearest global prototype (code)", "acc_proto"),
+                          ("nearest local prototype (Eq. 6)", "acc_proto_local"), ("head", "acc_head"))}
+             for p in T1["partitions"] for v in [m for m in T1["methods"] if m.startswith("protonorm")]}
     rules_df = nb.table("**ProtoNorm under its three inference rules (ours, best round, pooled %).**",
                         pd.DataFrame(rules).T)
     return Shown((table1_df, rules_df, claims_df))
 
 
 def show_extra_datasets(nb):
-    """Table 1 on the paper's own datasets whose torchvision files are in the data root (nothing is downloaded):
-    ours vs paper per dataset and split; says so when there are none."""
+    """Table 1 on the paper's CIFAR-10/100 where their files are in the data root: ours vs paper."""
     plan, T1, shown = nb.plan, nb.plan.table1, []
     for ds_name in extra_datasets():
         dspec = plan.spec["datasets"][ds_name]
-        res = run(table1_configs(plan, ds_name), workers=nb.workers, desc=dspec["label"])
+        res = results.run_or_read(table1_configs(plan, ds_name), None, workers=nb.workers, desc=dspec["label"])
         for p in T1["partitions"]:
-            ours = {m: score(plan, m, res[(m, p)]) for m in T1["methods"]}
-            col = f"{p}_{dspec['paper_column']}"
-            table = {m: {col: (r["mean"], r["std"])} for m, r in ours.items()}
+            table = {m: {f"{p}_{dspec['paper_column']}": (r["mean"], r["std"])}
+                     for m, r in {m: score(plan, m, res[(m, p)]) for m in T1["methods"]}.items()}
             caption = f"Table 1, {dspec['label']} {p} (ours vs paper, same dataset)"
             shown.append(nb.section.table(nb.paper["table1"], table, caption=caption, key=f"table1_{ds_name}_{p}"))
     if not shown:
@@ -765,16 +676,10 @@ def show_extra_datasets(nb):
 
 
 def show_code_protocol(nb):
-    """The paper's protocol vs the official code's (practical split): each prototype method under both; prints
-    whether both protocols drew the same split."""
+    """The prototype methods under the paper's protocol and the official code's (practical; decision 27)."""
     plan, ours1 = nb.plan, _table1_scores(nb)
     cp_cfgs = code_protocol_configs(plan)
-    rows = {}
-    for m, sums in run(cp_cfgs, progress=False).items():
-        a, b = ours1["practical"][m], score(plan, m, sums)
-        rows[nb.label(m)] = {"paper protocol": report.fmt(a["mean"], a["std"] if a["n"] > 1 else math.nan),
-                             "code protocol": report.fmt(b["mean"], b["std"] if b["n"] > 1 else math.nan),
-                             "code - paper": report.fmt(b["mean"] - a["mean"], digits=2, sign=True)}
+    code = {m: score(plan, m, sums) for m, sums in results.run_or_read(cp_cfgs, None, progress=False).items()}
     part_code = results.build(cp_cfgs[next(iter(cp_cfgs))], nb.seed0)[0].partition
     same_split = all(np.array_equal(part_code.train[c], _practical(nb).partition.train[c])
                      for c in range(part_code.num_clients))
@@ -784,27 +689,21 @@ def show_code_protocol(nb):
                   + ("at least 1 sample" if min_size == 1 else "PFLlib's least_samples, as the paper protocol (the "
                      "code's 1 leaves a client one sample and no test split at this data fraction: decision 27)")
                   + ", unshuffled batches).** The two protocols' splits are "
-                  + ("the same draw here." if same_split else "different draws."), pd.DataFrame(rows).T)
+                  + ("the same draw here." if same_split else "different draws."),
+                  pd.DataFrame(_code_rows(nb, ours1["practical"], code)).T)
     print("same Dirichlet split under both protocols:", same_split)
     return df
 
 
 def homogeneous_accuracy(runs: dict) -> dict | None:
-    """Table 3 from finished runs ``{method: [summary per seed]}``: ``{method: [best-round accuracy (%) per seed]}``
-    (ProtoNorm by its nearest global prototype, FedNH and FedUV by their heads), ``None`` without runs."""
+    """Table 3: ``{method: [best-round accuracy (%) per seed]}`` under each method's rule, ``None`` without runs."""
     return ({m: [100 * x["metrics"]["acc_proto" if m == "protonorm" else "acc_head"]["best_weighted"] for x in s]
              for m, s in runs.items()} if runs else None)
 
 
-def _homogeneous_accuracy(nb) -> dict | None:
-    return homogeneous_accuracy(_homogeneous(nb))
-
-
-def table3_frame(plan: Plan, runs: dict, paper: dict):
-    """Table 3 from finished runs ``{method: [summary per seed]}``: every method's best round over the same seeds,
-    mean ± sample std (``n`` given where one seed), its scoring rule, the paper's CIFAR-100 CNN column beside it.
-    (Before, FedNH and FedUV showed their first seed beside ProtoNorm's mean of three, unlabelled.)"""
-    per = homogeneous_accuracy(runs) or {}
+def table3_frame(plan: Plan, runs: dict | None, paper: dict, accuracies: dict | None = None):
+    """Table 3 (mean ± sample std over the same seeds, rule, the paper's CIFAR-100 CNN) from runs or ``accuracies``."""
+    per = accuracies if accuracies is not None else homogeneous_accuracy(runs) or {}
     rows = {}
     for m, vals in per.items():
         pm, ps = paper["table3"]["rows"][m]["cnn_cifar100"]
@@ -816,9 +715,8 @@ def table3_frame(plan: Plan, runs: dict, paper: dict):
 
 
 def show_table3(nb):
-    """Table 3 (homogeneous 4-layer CNN): ours on Fashion-MNIST, mean ± std over the same seeds for every method,
-    beside the paper's CIFAR-100 CNN column."""
-    homo = _homogeneous(nb)
+    """Table 3 (homogeneous 4-layer CNN) on Fashion-MNIST beside the paper's CIFAR-100 CNN column."""
+    homo = _runs(nb, "homogeneous")
     if not homo:
         print("this profile runs no homogeneous table")
         return None
@@ -827,9 +725,7 @@ def show_table3(nb):
 
 
 def gamma_results(plan: Plan, runs: dict) -> list[dict]:
-    """Tables 4-5 from finished runs ``{(method, gamma): [summary per seed]}``: every gamma's method, gamma, accuracy
-    (mean over seeds, and ``per_seed``: a diverged seed's is its best round before the engine stopped it), whether
-    a seed's run diverged (``diverged``, and ``diverged_seeds``: which) and the first seed's best round."""
+    """Tables 4-5: per (method, gamma) its accuracy over seeds, which seeds diverged, the first seed's best round."""
     cfgs, out = gamma_configs(plan), []
     for (m, g), sums in runs.items():
         s = score(plan, m, sums)
@@ -840,13 +736,11 @@ def gamma_results(plan: Plan, runs: dict) -> list[dict]:
 
 
 def _gamma_results(nb) -> list[dict]:
-    """Tables 4-5: :func:`gamma_results` of the notebook's gamma runs."""
-    return nb.once("gamma_results", lambda: gamma_results(nb.plan, _gamma_runs(nb)))
+    return nb.once("gamma_results", lambda: gamma_results(nb.plan, _runs(nb, "gamma")))
 
 
 def fig_gamma(nb):
-    """Tables 4-5 over gamma: ProtoNorm (Table 4) and FedProto and FedTGP scaled on the server (Table 5), ours
-    beside the paper's other datasets; returns the figure and the table of accuracies."""
+    """Tables 4-5 over gamma, ours beside the paper's other datasets; returns the figure and the table."""
     import matplotlib.pyplot as plt
 
     L, paper = nb.label, nb.paper
@@ -881,52 +775,30 @@ def fig_gamma(nb):
 
 
 def show_converged(nb):
-    """Table 1 (both splits, every method, lambda 1 and 10), the code protocol, Table 3 and Tables 4-5 under the
-    converged profile (three seeds, 100 rounds, plateau checked on the seed-mean curve) from finished runs: the
-    results folder, else the run archive, so a fresh clone shows them; trains nothing (:func:`converged_runs`)."""
+    """Tables 1, 3, 4-5 and the code protocol under the converged profile, from :func:`converged_runs`."""
     data, early = nb.paper_protocol("Tables 1, 3 and 4-5", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
     if early is not None:
         return early
     cp, L, t1 = data["plan"], nb.label, data["table1"]
     T1 = cp.table1
-
-    def cell(r):
-        return report.fmt(r["mean"], r["std"], n=r["n"])
-
-    rows = {}
-    for m in T1["methods"]:
-        if not any(m in t1.get(p, {}) for p in T1["partitions"]):
-            continue
-        row = {}
-        for p in T1["partitions"]:
-            r = t1.get(p, {}).get(m)
-            row[f"ours: Fashion-MNIST {p}"] = cell(r) if r else "not finished"
-            row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
-            ref = nb.paper["table1"]["rows"].get(m)
-            row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
-        rows[L(m)] = row
     waiting = [L(m) for m in T1["methods"] if not any(m in t1.get(p, {}) for p in T1["partitions"])]
     where = f"{T1['model']}, {100 * T1['fraction']:g}% of Fashion-MNIST, {T1['rounds']} rounds, seeds {cp.seeds}"
     shown = [nb.table(
         f"**Table 1 under the converged profile ({where}; mean ± std over {len(cp.seeds)} seeds, pooled accuracy %, "
         f"best round) beside the paper's CIFAR-10 columns** (another dataset: no difference is taken) · "
         f"{data['found']} of {data['total']} runs of Tables 1, 3, 4-5 and the code protocol finished · "
-        f"{data['made_by']}", pd.DataFrame(rows).T,
+        f"{data['made_by']}", pd.DataFrame(_table1_rows(nb, cp, t1, converged=True)).T,
         study.PLATEAU_RULE + (f" Not finished yet (every seed), so not shown: {', '.join(waiting)}; "
                                f"`{CONVERGED_COMMAND}` goes on where the archive ends." if waiting else ""))]
     if data["code"] and "practical" in t1:
-        code = {L(m): {"paper protocol": cell(t1["practical"][m]), "code protocol": cell(r),
-                       "code - paper": report.fmt(r["mean"] - t1["practical"][m]["mean"], digits=2, sign=True)}
-                for m, r in data["code"].items() if m in t1["practical"]}
         shown.append(nb.table("**Paper protocol vs the official code's under the converged profile (practical, "
-                              "pooled accuracy %, best round, mean ± std over seeds).**", pd.DataFrame(code).T))
+                              "pooled accuracy %, best round, mean ± std over seeds).**",
+                              pd.DataFrame(_code_rows(nb, t1["practical"], data["code"], n=True)).T))
     if data["homogeneous"]:
-        homo = {L(m): {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(v)), sample_std(v), n=len(v)),
-                       "paper: CIFAR-100 (CNN)": report.fmt(*nb.paper["table3"]["rows"][m]["cnn_cifar100"])}
-                for m, v in data["homogeneous"].items()}
         shown.append(nb.table("**Table 3 under the converged profile (homogeneous 4-layer CNN, mean ± std over "
-                              "seeds).**", pd.DataFrame(homo).T))
+                              "seeds).**", table3_frame(cp, None, nb.paper, data["homogeneous"])
+                              .drop(columns=["seeds", "rule"])))
     if data["gamma"]:
         gam = pd.DataFrame([{"method": L(r["method"]), "gamma": f"gamma {r['gamma']:g}",
                              "acc": ("diverged" if r["diverged"] else
@@ -937,32 +809,28 @@ def show_converged(nb):
     return Shown(tuple(shown))
 
 
-def _pa_iterations(nb, partition: str):
-    return pa_iterations(results.rounds(table1_configs(nb.plan)[("protonorm", partition)], nb.seed0))
-
-
 def fig3(nb):
-    """Fig. 3: (a) PA iterations per round, (b) pooled test accuracy per round of every Table 1 method
-    (practical); prints the practical split's PA iterations."""
+    """Fig. 3: (a) PA iterations per round, (b) accuracy per round of every Table 1 method (practical)."""
     import matplotlib.pyplot as plt
 
-    T1, cfgs = nb.plan.table1, table1_configs(nb.plan)
+    T1 = nb.plan.table1
+    its = {p: pa_iterations(_rounds(nb, "protonorm", p)) for p in T1["partitions"] if "protonorm" in T1["methods"]}
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
-    for p, color in zip(T1["partitions"], ("C3", "C1"), strict=False):
-        if "protonorm" in T1["methods"]:
-            it = _pa_iterations(nb, p)
-            axes[0].plot(np.arange(1, len(it) + 1), it, color=color, label=f"ProtoNorm, {p}")
+    for (p, it), color in zip(its.items(), ("C3", "C1"), strict=False):
+        axes[0].plot(np.arange(1, len(it) + 1), it, color=color, label=f"ProtoNorm, {p}")
     axes[0].set(xlabel="round", ylabel="PA iterations until the stopping rule",
                 title="Fig. 3a: PA iterations per round")
     axes[0].legend(fontsize=8)
     for m in T1["methods"]:
-        r, acc = accuracy_curve(nb.plan, m, results.rounds(cfgs[(m, "practical")], nb.seed0))
-        axes[1].plot(r, acc, label=nb.label(m), lw=2 if m == "protonorm" else 1)
+        ev = [r for r in _rounds(nb, m) if "acc" in r]
+        axes[1].plot(np.array([r["round"] for r in ev]),
+                     np.array([100 * r["acc"][nb.plan.metric(m)]["weighted"] for r in ev]),
+                     label=nb.label(m), lw=2 if m == "protonorm" else 1)
     axes[1].set(xlabel="round", ylabel="pooled test accuracy (%)", title="Fig. 3b: accuracy per round (practical)")
     axes[1].legend(fontsize=7)
     nb.figure(fig, "Fig. 3: PA iterations per round (a) and accuracy per round (b), ours", "fig3_convergence")
     if "protonorm" in T1["methods"]:
-        it = _pa_iterations(nb, "practical")
+        it = its["practical"]
         print(f"PA iterations per round (practical): first {it[:5].tolist()}, last {it[-5:].tolist()}, "
               f"min {it.min()}, max {it.max()}")
     return fig
@@ -975,8 +843,7 @@ def _pa_phase(nb):
 
 
 def fig4(nb):
-    """Fig. 4: pairwise global-prototype distances during one PA phase (Fashion-MNIST K = 10, synthetic K = 100)
-    against the regular simplex; prints both phases' numbers."""
+    """Fig. 4: pairwise global-prototype distances during one PA phase (K = 10 and synthetic K = 100)."""
     import matplotlib.pyplot as plt
 
     hist10, hist100, it100 = _pa_phase(nb)
@@ -1023,8 +890,7 @@ def _prototype_methods(nb) -> list[str]:
 
 
 def fig5(nb):
-    """Fig. 5: per class, the normalised margin to the nearest other global prototype; returns the figure and its
-    numbers."""
+    """Fig. 5: per class, the normalised margin to the nearest other global prototype; the figure and numbers."""
     import matplotlib.pyplot as plt
 
     pbfl, states = _prototype_methods(nb), _states(nb)
@@ -1048,8 +914,7 @@ def fig5(nb):
 
 
 def fig_distances(nb):
-    """Distances between the unit-normalised global prototypes of each prototype method (practical); returns
-    the figure and its numbers."""
+    """Distances between each prototype method's unit-normalised global prototypes; the figure and numbers."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -1073,9 +938,7 @@ def fig_distances(nb):
 
 
 def fig_attack_pictures(nb):
-    """The leakage study's attacks on ProtoNorm's upload and on its strongest baseline's (the paper's best-scoring
-    baseline in Table 1 that an image attack applies to), from the study's runs and derived values
-    (:func:`fedlib.papers.privacy.paper_pictures`); returns the figure and the scores."""
+    """The leakage study's attacks on ProtoNorm and its strongest baseline (:func:`fedlib.papers.privacy`)."""
     from fedlib.papers import privacy
 
     return privacy.paper_pictures(nb, "protonorm", nb.paper["table1"])
@@ -1102,21 +965,22 @@ def fig_features(nb):
     return nb.figure(fig, f"{nb.embedding} of the test features of every method (practical)", "feature_embedding")
 
 
+def _rounds(nb, method: str, partition: str = "practical", seed: int | None = None) -> list[dict]:
+    """The round log of a Table 1 run (default: the first seed)."""
+    return results.rounds(table1_configs(nb.plan)[(method, partition)], nb.seed0 if seed is None else seed)
+
+
 def _communication_check(nb) -> dict:
     """Per prototype method: floats up + down in the last round, and Supp. D's sum_i (K_i + K) x d."""
-    cfgs, held = table1_configs(nb.plan), (_practical(nb).partition.counts > 0).sum(1)  # K_i: classes held
-    return {m: (results.rounds(cfgs[(m, "practical")], nb.seed0)[-1]["up_params"]
-                + results.rounds(cfgs[(m, "practical")], nb.seed0)[-1]["down_params"], int(((held + 10) * 512).sum()))
+    held = (_practical(nb).partition.counts > 0).sum(1)  # K_i: classes held
+    return {m: ((last := _rounds(nb, m)[-1])["up_params"] + last["down_params"], int(((held + 10) * 512).sum()))
             for m in _prototype_methods(nb)}
 
 
 def show_communication(nb):
     """Floats sent in the last round by all clients (up) and by the server (down), measured (practical)."""
-    cfgs, rows = table1_configs(nb.plan), {}
-    for m in nb.plan.table1["methods"]:
-        last = results.rounds(cfgs[(m, "practical")], nb.seed0)[-1]
-        rows[nb.label(m)] = {"up (floats, all clients)": last["up_params"],
-                             "down (floats, all clients)": last["down_params"]}
+    rows = {nb.label(m): {"up (floats, all clients)": (last := _rounds(nb, m)[-1])["up_params"],
+                          "down (floats, all clients)": last["down_params"]} for m in nb.plan.table1["methods"]}
     return nb.table("**Communication per round (last round, practical; measured from the messages).** Supp. D: PBFL "
                     "methods send sum_i (K_i + K) x d floats, FedDistill sum_i (K_i + K) x K, the others model parts.",
                     pd.DataFrame(rows).T)
@@ -1145,22 +1009,16 @@ def show_summary(nb) -> None:
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim the paper makes that this machine can test, our evidence and a verdict;
-    writes the report section. Once every converged-profile run of Tables 1, 3 and 4-5 has finished, a shorter
-    profile's ledger judges those tables' claims on them (:func:`converged_runs`) and the rest on its own runs."""
-    T1, part = nb.plan.table1, nb.part
+    """The claims ledger; once every converged-profile run of Tables 1, 3, 4-5 has finished, those tables' claims
+    are judged on them (:func:`converged_runs`), the rest on this profile's runs."""
+    T1, part, plan = nb.plan.table1, nb.part, nb.plan
     sp = part(lambda: _spiral(nb))
     pa_phase = part(lambda: _pa_phase(nb)[0])
-
-    def pa_iterations_per_seed():
-        cfgs = table1_configs(nb.plan)
-        return {p: [pa_iterations(results.rounds(cfgs[("protonorm", p)], s)) for s in nb.plan.seeds]
-                for p in T1["partitions"] if "protonorm" in T1["methods"]}
-
     res = {"spiral": sp and sp["per_seed"], "table1": part(lambda: _table1_scores(nb)),
-           "homogeneous": part(lambda: _homogeneous_accuracy(nb)),
+           "homogeneous": part(lambda: homogeneous_accuracy(_runs(nb, "homogeneous"))),
            "gamma": part(lambda: _gamma_results(nb)),  # every seed's accuracy (per_seed): the verdict weighs the spread
-           "pa_iterations": part(pa_iterations_per_seed),
+           "pa_iterations": part(lambda: {p: [pa_iterations(_rounds(nb, "protonorm", p, s)) for s in plan.seeds]
+                                          for p in T1["partitions"] if "protonorm" in T1["methods"]}),
            "pa_phase": None if pa_phase is None else (pa_phase, 10),
            "margins": part(lambda: {m: float(margins(global_prototypes(_states(nb)[m])[1]).min())
                                     for m in _prototype_methods(nb)}),
@@ -1182,8 +1040,7 @@ def _seeds(value) -> list:
 
 
 def _spiral_tables(profile: str, sp: dict | None) -> dict:
-    """Figs. 1, 2 and 6: each panel's smallest angle (``spiral``: its accuracy beside it) and accuracy
-    (``spiral_accuracy``), per seed, labelled by the panel's key."""
+    """Figs. 1, 2 and 6: each panel's smallest angle (``spiral``) and accuracy (``spiral_accuracy``), per seed."""
     if not sp:
         return {"spiral": None, "spiral_accuracy": None}
     per = {key: {w: _seeds(v[w]) for w in ("angle", "acc")} for key, v in sp.items()}
@@ -1202,8 +1059,7 @@ def _spiral_tables(profile: str, sp: dict | None) -> dict:
 
 
 def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
-    """Table 1: one table per split (``table1_<split>``: each method's score, per-seed values where the profile runs
-    several seeds, the trend of its runs) and ``table1``, every split (None: not run)."""
+    """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run)."""
     n = len(plan.seeds)
 
     def cells(p, rows):
@@ -1235,9 +1091,7 @@ def _homogeneous_table(plan: Plan, homo: dict | None, rising: dict, caveat: str)
 
 
 def _gamma_cells(gam: list, method: str, rising: dict, default: float | None = None) -> dict:
-    """``{gamma: cell}`` of one method's Tables 4-5 records, by gamma (``default``: that gamma's key is
-    ``"default"``), each with its per-seed values (where it has two or more), ``failed`` (diverged), ``shown`` (its
-    accuracy or "diverged") and ``diverged`` (" (diverged on i of n seeds)" or "")."""
+    """``{gamma: cell}`` of one method's Tables 4-5 records (``default``: that gamma keyed ``"default"``)."""
     rows = {r["gamma"]: r for r in gam if r["method"] == method}
     out = {}
     for g, r in sorted(rows.items()):
@@ -1252,8 +1106,7 @@ def _gamma_cells(gam: list, method: str, rising: dict, default: float | None = N
 
 
 def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> dict:
-    """Table 4 (ProtoNorm over gamma, the dataset's own gamma keyed ``default``) and Table 5 (FedProto, FedTGP; per-seed
-    values only where each of the method's gammas has two or more seeds)."""
+    """Table 4 (ProtoNorm over gamma) and Table 5 (FedProto, FedTGP; per-seed values where every gamma has two)."""
     if not gam:
         return {"table4": None, "table5_fedproto": None, "table5_fedtgp": None}
     short = plan.profile not in ("paper", "converged")
@@ -1270,8 +1123,7 @@ def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> di
 
 
 def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
-    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds (cells ``(split, "first" | "last")``, per
-    seed) of the runs of at least 6 rounds; a split without one leaves the table without cells (too short)."""
+    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds, per seed, of runs of 6 rounds or more."""
     if not its:
         return None
     def seeds_of(a):   # one array (one seed) or a list of per-seed arrays
@@ -1291,8 +1143,7 @@ def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
 
 
 def _construction_tables(plan: Plan, profile: str, res: dict) -> dict:
-    """Fig. 4 (one PA phase: its final mean pairwise distance's distance from the simplex's), Fig. 5 (each method's
-    smallest normalised margin) and Supp. D (the floats each method sends beyond the formula's)."""
+    """Fig. 4 (the PA phase's final mean distance from the simplex's), Fig. 5 (margins), Supp. D (floats sent)."""
     out = {"pa_phase": None, "margins": None, "comm": None}
     if res.get("pa_phase") is not None:
         hist, k = res["pa_phase"]
@@ -1310,10 +1161,8 @@ def _construction_tables(plan: Plan, profile: str, res: dict) -> dict:
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables ProtoNorm's claims (``params/protonorm/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`;
-    None where ``res`` lacks them), from ``res`` as :func:`ledger` takes it: Tables 1, 3 and 4-5 under ``plan``, the
-    spiral, Figs. 4-5 and Supp. D under ``short_plan``, Fig. 3a under ``plan`` where several seeds ran, and which
-    datasets and protocol the profile runs."""
+    """The tables ProtoNorm's claims read, by name (None where ``res`` lacks them): Tables 1, 3, 4-5 under ``plan``,
+    the spiral, Figs. 3a-5 and Supp. D under ``short_plan``."""
     t1, splan, rising = plan.table1, res.get("short_plan", plan), res.get("rising") or {}
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
@@ -1330,23 +1179,9 @@ def tables(plan: Plan, res: dict) -> dict:
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """ProtoNorm's claims (``params/protonorm/claims.yaml``) with our evidence and a verdict each, judged by the claims
-    engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
-
-    ``res`` (each key optional; a missing one leaves its claims out, or "not tested"): ``spiral``
-    (``{run key: {"angle", "acc"}}`` of :func:`spiral_configs`' runs), ``table1`` (``{partition:
-    {method: score}}``), ``homogeneous`` (``{method: accuracy or [accuracy per seed]}``), ``gamma`` (records
-    ``{"method": key, "gamma", "acc", "diverged"}``, with ``per_seed`` where several seeds ran),
-    ``pa_iterations`` (``{partition: array}``), ``pa_phase``
-    (:func:`pa_history` of round 1 and K), ``margins`` (``{method: smallest normalised margin}``),
-    ``comm`` (``{method: (measured uplink floats, Supp. D's formula)}``), ``datasets`` (the extra datasets
-    whose Table 1 ran; the others are listed as not tested), ``short_plan`` (the plan whose runs gave the spiral,
-    Fig. 3a, Fig. 4, Fig. 5 and Supp. D evidence, default ``plan``: a short profile's beside the converged profile's
-    tables), ``rising`` (:func:`plateaus`: the trends of the run groups, carried by the comparisons that rest on them;
-    under the converged profile a side still rising can leave a comparison open). Table 1, Table 3 and Tables 4-5
-    compare per seed, paired (the methods share each seed's partition) where several seeds ran; the spiral and
-    Fig. 3a run one seed; PA's geometry (Figs. 2, 4, 5) and the message sizes (Supp. D) hold by construction.
-    """
+    """ProtoNorm's claims (``params/protonorm/claims.yaml``) judged on :func:`tables`. ``res`` (each key optional):
+    ``spiral``, ``table1``, ``homogeneous``, ``gamma``, ``pa_iterations``, ``pa_phase``, ``margins``, ``comm``,
+    ``datasets``, ``short_plan`` and ``rising`` (:func:`plateaus`), as :func:`show_ledger` builds them."""
     from fedlib import claims
 
     return claims.ledger("protonorm", tables(plan, res))
