@@ -167,9 +167,7 @@ def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
                for g in t["protonorm_gamma"]}
         default = table1_config(plan, "protonorm", "practical")
         out[("protonorm", float(default["algorithm"]["gamma"]))] = default
-    for m in ("fedproto", "fedtgp"):
-        if m not in t["methods"]:   # a profile that leaves a method out of Table 1 sweeps it neither
-            continue
+    for m in (m for m in ("fedproto", "fedtgp") if m in t["methods"]):   # a method out of Table 1 is not swept
         out.update({(m, float(g)): table1_config(plan, m, "practical", **{"algorithm.gamma": float(g)})
                     for g in t["pbfl_gamma"]})
         out[(m, 1.0)] = table1_config(plan, m, "practical")
@@ -231,8 +229,7 @@ def diverged(records: list[dict]) -> bool:
 
 
 def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
-    """PA on K synthetic post-ReLU-like prototypes (|b| + 0.5 |e_k|), standing in for Fig. 4b's CIFAR-100:
-    ``(distance summary before PA and after each iteration, iterations)``."""
+    """Fig. 4b's stand-in: (distances per PA iteration, iterations) of K post-ReLU-like prototypes |b| + 0.5 |e_k|."""
     from fedlib.prototypes import thomson_align
 
     g = torch.Generator().manual_seed(seed)
@@ -244,12 +241,8 @@ def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
 
 
 def _distance_summary(hist) -> np.ndarray:
-    out = []
-    for d in hist:
-        d = np.asarray(d, dtype=np.float64)
-        iu = np.triu_indices(len(d), 1)
-        out.append((d[iu].min(), d[iu].mean(), d[iu].max()))
-    return np.array(out)
+    pairs = [np.asarray(d, dtype=np.float64)[np.triu_indices(len(d), 1)] for d in hist]
+    return np.array([(x.min(), x.mean(), x.max()) for x in pairs])
 
 
 def margins(protos: np.ndarray) -> np.ndarray:
@@ -434,8 +427,7 @@ def run_all(nb) -> None:
 
 
 def _spiral(nb) -> dict:
-    """The spiral runs of every seed and, per seed, the smallest angle between the global prototypes (derived from
-    the trained model, kept with the run) and the last round's accuracies (%)."""
+    """The spiral runs and, per seed, the smallest angle between the global prototypes and the last accuracies."""
     def make():
         plan = nb.plan
         cfgs = spiral_configs(plan)
@@ -490,9 +482,9 @@ def show_spiral(nb):
     rows = {sp["labels"][k]: {"smallest angle between global prototypes (deg)": cell(v["angle"]),
                               "accuracy, nearest global prototype (%)": cell(v["acc"]),
                               "accuracy, head (%)": cell(v["head"])} for k, v in sp["per_seed"].items()}
-    seeds = ", ".join(map(str, sp["seeds"]))
     return nb.table(f"**Spiral study (ours; the paper shows pictures only), {nb.plan.settings['spiral_rounds']} "
-                    f"rounds, seeds {seeds}: mean ± std over seeds.**", pd.DataFrame(rows).T.rename_axis(report.DASH))
+                    f"rounds, seeds {', '.join(map(str, sp['seeds']))}: mean ± std over seeds.**",
+                    pd.DataFrame(rows).T.rename_axis(report.DASH))
 
 
 def check_spiral(nb) -> None:
@@ -780,8 +772,7 @@ def show_converged(nb):
                                     CONVERGED_COMMAND, counts=True, profile="converged")
     if early is not None:
         return early
-    cp, L, t1 = data["plan"], nb.label, data["table1"]
-    T1 = cp.table1
+    cp, L, t1, T1 = data["plan"], nb.label, data["table1"], data["plan"].table1
     waiting = [L(m) for m in T1["methods"] if not any(m in t1.get(p, {}) for p in T1["partitions"])]
     where = f"{T1['model']}, {100 * T1['fraction']:g}% of Fashion-MNIST, {T1['rounds']} rounds, seeds {cp.seeds}"
     shown = [nb.table(
@@ -1009,8 +1000,7 @@ def show_summary(nb) -> None:
 
 
 def show_ledger(nb):
-    """The claims ledger; once every converged-profile run of Tables 1, 3, 4-5 has finished, those tables' claims
-    are judged on them (:func:`converged_runs`), the rest on this profile's runs."""
+    """The claims ledger: Tables 1, 3, 4-5 on the converged profile once it is complete, the rest on this one."""
     T1, part, plan = nb.plan.table1, nb.part, nb.plan
     sp = part(lambda: _spiral(nb))
     pa_phase = part(lambda: _pa_phase(nb)[0])
@@ -1034,16 +1024,12 @@ def show_ledger(nb):
 
 
 # -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
-def _seeds(value) -> list:
-    """One value (one seed) or per-seed values, as a list."""
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 def _spiral_tables(profile: str, sp: dict | None) -> dict:
     """Figs. 1, 2 and 6: each panel's smallest angle (``spiral``) and accuracy (``spiral_accuracy``), per seed."""
     if not sp:
         return {"spiral": None, "spiral_accuracy": None}
-    per = {key: {w: _seeds(v[w]) for w in ("angle", "acc")} for key, v in sp.items()}
+    per = {key: {w: list(v[w]) if isinstance(v[w], (list, tuple)) else [v[w]] for w in ("angle", "acc")}
+           for key, v in sp.items()}   # one value (one seed) or per-seed values
     k = min(len(v["angle"]) for v in per.values())
 
     def cell(key, what, **extra):
@@ -1083,7 +1069,7 @@ def _homogeneous_table(plan: Plan, homo: dict | None, rising: dict, caveat: str)
     """Table 3: each method's accuracy over its seeds (per-seed values where every method has two or more)."""
     if not homo:
         return None
-    per = {m: _seeds(v) for m, v in homo.items()}
+    per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
     k = min(len(v) for v in per.values())
     return Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
                       "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
@@ -1109,9 +1095,9 @@ def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> di
     """Table 4 (ProtoNorm over gamma) and Table 5 (FedProto, FedTGP; per-seed values where every gamma has two)."""
     if not gam:
         return {"table4": None, "table5_fedproto": None, "table5_fedtgp": None}
-    short = plan.profile not in ("paper", "converged")
     default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"])
-    far = "; at lambda 1 the upscaled target is far from the features after few rounds" if short else ""
+    far = ("; at lambda 1 the upscaled target is far from the features after few rounds"
+           if plan.profile not in ("paper", "converged") else "")
     table4 = _gamma_cells(gam, "protonorm", rising, default)
     out = {"table4": Cells(table4, plan.profile, caveat + far) if table4 else None}
     for m in ("fedproto", "fedtgp"):
@@ -1137,8 +1123,8 @@ def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
             v = [float(np.mean(x[part])) for x in xs]
             cells[(p, end)] = {"label": end, "value": float(np.mean(v)), "per_seed": v, "n": len(xs), "over": over}
     k = min((len(xs) for xs in runs.values()), default=0)
-    short = splan.profile not in ("paper", "converged")
-    caveat = f"{splan.table1['rounds']} rounds of the paper's 300" if short else ""
+    caveat = (f"{splan.table1['rounds']} rounds of the paper's 300" if splan.profile not in ("paper", "converged")
+              else "")
     return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
 
 
@@ -1161,8 +1147,7 @@ def _construction_tables(plan: Plan, profile: str, res: dict) -> dict:
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables ProtoNorm's claims read, by name (None where ``res`` lacks them): Tables 1, 3, 4-5 under ``plan``,
-    the spiral, Figs. 3a-5 and Supp. D under ``short_plan``."""
+    """The tables ProtoNorm's claims read, by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks them)."""
     t1, splan, rising = plan.table1, res.get("short_plan", plan), res.get("rising") or {}
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
