@@ -529,8 +529,7 @@ def _runs(nb, grid: str) -> dict:
     """``{key: [summary per seed]}`` of the Table 1 protocol's ``grid`` ("table1", "homogeneous" or "gamma")."""
     configs = {"table1": table1_configs, "homogeneous": homogeneous_configs, "gamma": gamma_configs}[grid]
     seeds = None if grid == "table1" else nb.plan.seeds
-    return nb.once(grid, lambda: results.run_or_read(configs(nb.plan), seeds, workers=None, desc="runs",
-                                                     progress=False))
+    return nb.once(grid, lambda: results.run_or_read(configs(nb.plan), seeds, progress=False))
 
 
 def _practical(nb):
