@@ -41,7 +41,7 @@
 # %% tags=["parameters"]
 import os
 
-profile = os.environ.get("FEDLIB_PROFILE", "quick")  # smoke | quick | extended | paper (params/protonorm/experiments.yaml)
+profile = os.environ.get("FEDLIB_PROFILE", "quick")  # smoke, quick, extended, paper (params/protonorm/experiments.yaml)
 methods = None      # Table 1 rows, e.g. ["fedproto", "fedtgp", "protonorm"] (default: the profile's)
 rounds = None       # rounds of every Table 1-protocol run (default: the profile's)
 workers = None      # runs in parallel (default: one per CPU core; a small grid, as smoke's, in the kernel)
