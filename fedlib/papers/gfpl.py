@@ -440,13 +440,10 @@ def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | No
     if not ab:
         return None
     trends_, cells = trends_ or {}, {}
-    for s in sorted({k[0] for k in ab}):
-        for (ss, v), a in ab.items():
-            if ss == s:
-                per, values = isinstance(a, (list, tuple, np.ndarray)), list(np.atleast_1d(a))
-                cells[(s, v)] = {"label": plan.label(v), "value": float(np.mean(values)),
-                                 "per_seed": values if per else None, "n": len(values) if per else len(plan.seeds),
-                                 "trend": trends_.get((s, v))}
+    for (s, v), a in sorted(ab.items(), key=lambda item: item[0][0]):
+        per, values = isinstance(a, (list, tuple, np.ndarray)), list(np.atleast_1d(a))
+        cells[(s, v)] = {"label": plan.label(v), "value": float(np.mean(values)), "per_seed": values if per else None,
+                         "n": len(values) if per else len(plan.seeds), "trend": trends_.get((s, v))}
     return Cells(cells, plan.profile, caveat)
 
 
@@ -538,7 +535,6 @@ def main(argv: list[str] | None = None) -> int:
               "mean ± std across clients (%)")
         print(report.to_markdown(table1_frame(plan, cells, d, paper)))
     return 0
-
 
 
 def _print_figs(plan: Plan, obtain, workers, where: str) -> None:
@@ -760,16 +756,21 @@ def _ablation_runs(nb) -> dict:
 
 def show_table2(nb):
     """Table 2, the ablation: ours per s-hat beside the paper's columns."""
-    plan, L = nb.plan, nb.label
-    ab_acc, ab_std = nb.once("ablation", lambda: ablation_values(nb.plan, _ablation_runs(nb)))
-    df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
-                       {L(v): f"{ab_acc[(s, v)]:.2f} ± {ab_std[(s, v)]:.2f}" for (ss, v) in ab_acc if ss == s}
-                       for s in plan.settings["ablation"]["shots_stdev"]})
+    plan = nb.plan
+    acc, std = nb.once("ablation", lambda: ablation_values(plan, _ablation_runs(nb)))
+    df = _table2_frame(nb, plan, acc, std, plan.settings["ablation"]["shots_stdev"],
+                       f"{plan.dataset_label(plan.settings['ablation']['dataset'])}, ")
     t2 = nb.paper["table2"]["rows"]
     for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
         df[f"paper {col}"] = [f"{t2[v][col][0]:.2f} ± {t2[v][col][1]:.2f}" for v in plan.spec["variants"]]
     return nb.table("**Table 2: ablation (accuracy %, last round, ± std over clients).** Paper columns for "
                     "orientation (other datasets).", df)
+
+
+def _table2_frame(nb, plan: Plan, acc: dict, std: dict, shats, where: str = ""):
+    """Table 2's frame: ``accuracy ± std`` per variant (rows) and s-hat (columns)."""
+    return pd.DataFrame({f"ours, {where}s-hat {s}": {nb.label(v): f"{acc[(s, v)]:.2f} ± {std[(s, v)]:.2f}"
+                                                     for v in plan.spec["variants"]} for s in shats})
 
 
 def paper_protocol_table2(nb):
@@ -779,9 +780,7 @@ def paper_protocol_table2(nb):
     if early is not None:
         return early
     pp2 = pt2["plan"]
-    shats = sorted({k[0] for k in pt2["acc"]})
-    df = pd.DataFrame({f"ours, s-hat {s}": {nb.label(v): f"{pt2['acc'][(s, v)]:.2f} ± {pt2['std'][(s, v)]:.2f}"
-                                             for v in pp2.spec["variants"]} for s in shats})
+    df = _table2_frame(nb, pp2, pt2["acc"], pt2["std"], sorted({k[0] for k in pt2["acc"]}))
     return nb.markdown(f"**Table 2 under the paper protocol ({pp2.dataset_label(pp2.settings['ablation']['dataset'])}, "
                        f"{pp2.rounds} rounds, seeds {pp2.seeds}; accuracy %, last round, ± std over clients, averaged "
                        f"over seeds), from finished runs: {pt2['found']} of {pt2['total']}; {pt2['made_by']}.**\n\n"
@@ -835,14 +834,13 @@ def fig3b_6(nb):
     axes[0].errorbar([str(n) for n in n_acc], list(n_acc.values()), yerr=err(n_per, n_acc), marker="o", capsize=3)
     axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)",
                 title=f"Fig. 3b on MNIST-5k ({len(sw['n_seeds'])} seed{'s' if len(sw['n_seeds']) > 1 else ''})")
-    ts = list(th)
+    ts, xt = list(th), [f"{t:g}" for t in th]
     ax2 = axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
-    ax2.plot([f"{t:g}" for t in ts], [th[t][1] for t in ts], marker="s", ls="--", color="C1",
-             label="merge rate (right)")
+    ax2.plot(xt, [th[t][1] for t in ts], marker="s", ls="--", color="C1", label="merge rate (right)")
     ax2.set_ylabel("merge rate", color="C1")
     axes[1].set_zorder(ax2.get_zorder() + 1)
     axes[1].patch.set_visible(False)
-    axes[1].errorbar([f"{t:g}" for t in ts], [th[t][0] for t in ts], yerr=err(t_per, ts), marker="o", color="C0",
+    axes[1].errorbar(xt, [th[t][0] for t in ts], yerr=err(t_per, ts), marker="o", color="C0",
                      capsize=3, label="accuracy (%, left)")
     axes[1].set(xlabel="S_C", ylabel="accuracy (%)", title="Fig. 6 on MNIST-5k")
     lines = axes[1].get_lines()[:1] + ax2.get_lines()
@@ -947,23 +945,18 @@ def fig_distances(nb):
     ax.title.set_fontsize(10)
     nb.figure(fig, "GFPL: distances between the fused global Gaussian components' means, in class blocks (MNIST-5k, "
               "w-bar 4, last interaction round)", "component_distances")
-    def row(own: np.ndarray, pairs_within: np.ndarray) -> dict:
-        other = D[own][:, ~own] if (~own).any() else np.zeros(0)
-        return {"components": int(own.sum()),
-                "mean distance within the class": pairs_within.mean() if pairs_within.size else np.nan,
-                "mean distance to other classes": other.mean() if other.size else np.nan,
-                "nearest other-class component": other.min() if other.size else np.nan}
 
-    rows = {}
-    for c in sorted(set(gc.tolist())):
-        own = gc == c
-        rows[str(c)] = row(own, D[np.ix_(own, own)][~np.eye(int(own.sum()), dtype=bool)])
+    def row(own: np.ndarray, within: np.ndarray, other: np.ndarray) -> dict:
+        def stat(f, a):
+            return f(a) if a.size else np.nan
+        return {"components": int(own.sum()), "mean distance within the class": stat(np.mean, within),
+                "mean distance to other classes": stat(np.mean, other),
+                "nearest other-class component": stat(np.min, other)}
+
+    rows = {str(c): row(gc == c, D[np.ix_(gc == c, gc == c)][~np.eye(int((gc == c).sum()), dtype=bool)],
+                        D[gc == c][:, gc != c]) for c in sorted(set(gc.tolist()))}
     same, off = gc[:, None] == gc[None, :], ~np.eye(len(gc), dtype=bool)
-    every = row(np.ones(len(gc), dtype=bool), D[same & off])
-    between = D[~same]
-    every.update({"mean distance to other classes": between.mean() if between.size else np.nan,
-                  "nearest other-class component": between.min() if between.size else np.nan})
-    rows["all"] = every
+    rows["all"] = row(np.ones(len(gc), dtype=bool), D[same & off], D[~same])
     df = pd.DataFrame(rows).T.astype({"components": int})
     df.index.name = "class"
     df = nb.table("**Distances between the fused components' means, per class** (row `all`: over every pair of "
