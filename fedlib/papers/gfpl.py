@@ -393,12 +393,11 @@ def _paper_tables(res: dict) -> dict:
         return (f"paper profile: {pf['plan'].rounds} rounds, seed{'s' if len(seeds) > 1 else ''} "
                 f"{', '.join(map(str, seeds))}")
 
-    per = pf.get("threshold_per_seed") or {}
+    per, th = pf.get("threshold_per_seed") or {}, pf.get("thresholds")
     out["n_paper"] = _sweep_table("paper", "n", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
                                   pf.get("n_trends")) if pf.get("n") else None
-    out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in pf[
-        "thresholds"].items()}, where(pf.get("threshold_seeds")), pf.get("threshold_trends")) if pf.get(
-        "thresholds") else None
+    out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in th.items()},
+                                           where(pf.get("threshold_seeds")), pf.get("threshold_trends")) if th else None
     return out
 
 
@@ -1017,14 +1016,11 @@ def _attack(nb) -> dict:
         per_class = atk["samples_per_component"] * config(nb.plan, "gfpl")["algorithm"]["n_components"]
         draws, draw_y = mixtures.sample(up["means"], up["vars"], up["weights"], up["classes"], per_class,
                                         torch.Generator().manual_seed(0))
-        frames = {}
-        for what, rows, cls in (("component means", up["means"], up["classes"]), ("samples", draws, draw_y)):
-            rep = prototype_attack(st.model(target), aux_x, {"high": rows}, cls, aux_y=aux_y, client_x=private.x,
-                                   client_y=private.y, levels_options=[("high",)],
-                                   steps=nb.plan.settings["attack_steps"], batch_size=atk["batch_size"], lr=atk["lr"],
-                                   seed=0, mean=MNIST_MEAN, std=MNIST_STD, progress=False)
-            frames[what] = rep.summary()
-        return frames
+        return {what: prototype_attack(
+            st.model(target), aux_x, {"high": rows}, cls, aux_y=aux_y, client_x=private.x, client_y=private.y,
+            levels_options=[("high",)], steps=nb.plan.settings["attack_steps"], batch_size=atk["batch_size"],
+            lr=atk["lr"], seed=0, mean=MNIST_MEAN, std=MNIST_STD, progress=False).summary()
+            for what, rows, cls in (("component means", up["means"], up["classes"]), ("samples", draws, draw_y))}
     return nb.once("attack", make)
 
 
