@@ -1,18 +1,5 @@
-"""The GFPL study (Lu et al., arXiv 2602.21873): configs, tables, analyses.
-
-``load_plan(profile)`` reads ``params/gfpl/experiments.yaml``; the ``*_configs`` functions give the
-validated configs of Table 1 (per dataset and average ways w-bar), Table 2 (the ablation), Fig. 3b
-(components per class n) and Fig. 6 (the fusion threshold S_C); the rest turns finished runs into
-the paper's numbers.
-
-Scoring (docs/gfpl.md): each client's accuracy on the test images of its own classes (FedProto's
-setting), argmax over all classes, unweighted mean over the 20 clients at the last round; ± is the
-std across clients (the paper's convention), and with several seeds the mean of both over seeds.
-FedProto predicts by its nearest global prototype, every other method by its head (GFPL: g).
-"Rounds to convergence" is the first round from which the accuracy stays within 1 point of the
-last round's (the paper does not define it): the table shows it for the seed-mean curve, the ledger compares it
-per seed.
-"""
+"""The GFPL study's tables and figures: S. Lu et al., "GFPL: Generative Federated Prototype Learning for
+Resource-Constrained and Data-Imbalanced Vision Task", arXiv 2602.21873. Decisions and scoring: docs/gfpl.md."""
 
 from __future__ import annotations
 
@@ -34,20 +21,17 @@ class Plan(study.TablePlan):
     paper = "gfpl"
 
     def dataset_label(self, name: str) -> str:
-        """The dataset's label, with the profile's own shot count where its ``overrides`` change it."""
+        """The dataset's label, with the profile's shot count where its ``overrides`` change it."""
         label = self.spec["datasets"][name]["label"]
         shots = self.settings.get("overrides", {}).get("partition.shots")
         return label if shots is None else f"{label.split(', s-bar')[0]}, s-bar {shots} ({self.profile} profile)"
 
     def figs_seeds(self) -> list[int]:
-        """The seeds of Figs. 3b and 6: the profile's ``figs_seeds`` (``all``: every seed of the profile, after a
-        ``seeds`` override; or a list of seeds), else its first seed, so that a profile without the setting keeps its
-        one-seed runs and their run ids."""
+        """Figs. 3b and 6's seeds: the profile's ``figs_seeds`` (``all`` or a list), else its first seed."""
         return self._seeds_of("figs_seeds", self.seeds[:1])
 
     def ablation_seeds(self) -> list[int]:
-        """The seeds of Table 2: the profile's ``ablation_seeds`` (``all`` or a list, as ``figs_seeds``), else every
-        seed of the profile."""
+        """Table 2's seeds: the profile's ``ablation_seeds`` (``all`` or a list), else every seed."""
         return self._seeds_of("ablation_seeds", self.seeds)
 
     def _seeds_of(self, key: str, default: list[int]) -> list[int]:
@@ -63,16 +47,13 @@ class Plan(study.TablePlan):
 
 
 def load_plan(profile: str = "quick", **options) -> Plan:
-    """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it (e.g. from the notebook), and
-    ``results_dir``, ``data_root``, ``device`` and ``executor`` place the runs (:meth:`study.Plan.load`)."""
+    """The plan of ``profile``, with the overrides and placement of :meth:`study.Plan.load`."""
     return Plan.load(profile, **options)
 
 
 def config(plan: Plan, method: str, dataset: str = "mnist5k", ways: int = 4, name: str | None = None,
            variant: bool = False, **changes) -> dict:
-    """The validated config of ``method`` (or, with ``variant``, a Table 2 variant) on ``dataset`` at
-    average ways ``ways``: the dataset's changes and ``ways`` first, then the profile's overrides and
-    ``changes``. GFPL runs take the profile's interaction schedule (t_1, S_T) by reference."""
+    """The validated config of ``method`` (or a Table 2 ``variant``) on ``dataset`` at average ways ``ways``."""
     entry = plan.method_entry(method, variant=variant, field="variant" if variant else "method")
     dspec = plan.entry("datasets", dataset, "dataset")
     return plan.config(entry, name or f"gfpl-study/{dataset}/w{ways}/{method}", method=method, rounds=plan.rounds,
@@ -80,13 +61,13 @@ def config(plan: Plan, method: str, dataset: str = "mnist5k", ways: int = 4, nam
 
 
 def table1_configs(plan: Plan) -> dict[tuple[str, int, str], dict]:
-    """Table 1: ``{(dataset, w-bar, method): config}`` for the profile's datasets, w-bars and methods."""
+    """Table 1: ``{(dataset, w-bar, method): config}``."""
     return {(d, w, m): config(plan, m, d, w) for d in plan.settings["datasets"] for w in plan.settings["ways"]
             for m in plan.table1_methods()}
 
 
 def ablation_configs(plan: Plan) -> dict[tuple[int, str], dict]:
-    """Table 2: ``{(s-hat, variant): config}`` at w-bar 4, w-hat 1 on the profile's ablation dataset."""
+    """Table 2: ``{(s-hat, variant): config}`` at w-bar 4, w-hat 1 on the ablation dataset."""
     ab = plan.settings["ablation"]
     return {(s, v): config(plan, v, ab["dataset"], 4, name=f"gfpl-study/{ab['dataset']}/ablation/s{s}/{v}",
                            variant=True, **{"partition.stdev": s, "partition.ways_stdev": 1})
@@ -94,13 +75,13 @@ def ablation_configs(plan: Plan) -> dict[tuple[int, str], dict]:
 
 
 def n_configs(plan: Plan) -> dict[int, dict]:
-    """Fig. 3b: GFPL with n Gaussian components per class (MNIST-5k, w-bar 4; seeds :meth:`Plan.figs_seeds`)."""
+    """Fig. 3b: ``{n: config}``, GFPL with n Gaussian components per class (MNIST-5k, w-bar 4)."""
     return {n: config(plan, "gfpl", name=f"gfpl-study/mnist5k/n{n}", **{"algorithm.n_components": n})
             for n in plan.settings["n_values"]}
 
 
 def threshold_configs(plan: Plan) -> dict[float, dict]:
-    """Fig. 6: GFPL with fusion threshold S_C (MNIST-5k, w-bar 4; seeds :meth:`Plan.figs_seeds`)."""
+    """Fig. 6: ``{S_C: config}``, GFPL with fusion threshold S_C (MNIST-5k, w-bar 4)."""
     return {t: config(plan, "gfpl", name=f"gfpl-study/mnist5k/sc{t:g}", **{"algorithm.threshold": float(t)})
             for t in plan.settings["thresholds"]}
 
@@ -120,10 +101,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
 
 # -- reading results ---------------------------------------------------------------------------
 def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """The runs the notebook trains up front (:func:`all_jobs`). Under the ``paper`` profile a run that has
-    finished elsewhere (the headless commands' batched runs, a GPU's, the run archive of a fresh clone;
-    :func:`fedlib.results.find`) is left out, to be read by :func:`obtain`, except the Table 1 GFPL run at
-    MNIST-5k, w-bar 4 and the first seed: the figures load its checkpoint, which only the results folder keeps."""
+    """The runs the notebook trains up front; under ``paper`` only those not finished elsewhere."""
     jobs = all_jobs(plan)
     if plan.profile != "paper":
         return jobs
@@ -133,35 +111,26 @@ def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
 
 def obtain(plan: Plan, configs: dict, seeds: list[int] | None = None, workers: int | None = None,
            desc: str = "runs", progress: bool = True) -> dict:
-    """``{key: [summary per seed]}`` of the notebook's runs: trained on the plan's device and executor (a
-    finished run is a cache hit). Under the ``paper`` profile a run finished on another placement or in the
-    run archive is read instead (:func:`fedlib.results.run_or_read`), so the notebook renders the paper
-    protocol from the runs the headless commands made and trains only what is missing."""
+    """``{key: [summary per seed]}``, trained here (under ``paper``: read where finished elsewhere)."""
     if plan.profile == "paper":
         return results.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
     return results.train(configs, seeds=seeds, workers=workers, desc=desc, progress=progress)
 
 
 def records(plan: Plan, cfg: dict, seed: int) -> list[dict]:
-    """The per-round records of a run :func:`obtain` gave: under the ``paper`` profile wherever it finished
-    (:func:`fedlib.results.rounds`), otherwise from the results folder (:func:`fedlib.results.rounds_here`)."""
+    """The per-round records of a run :func:`obtain` gave."""
     return results.rounds(cfg, seed) if plan.profile == "paper" else results.rounds_here(cfg, seed)
 
 
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
-    """A run's accuracy (%) under the method's rule, mean over clients, at the last (or best) round. A run
-    that diverged (its training loss stopped being finite) has no last-round accuracy: NaN, not the accuracy
-    of the last finite round (its ``best`` is still read)."""
+    """A run's accuracy (%) under the method's rule at the last (NaN if diverged) or best round."""
     if stat == "last" and summary.get("diverged_at"):
         return math.nan
     return 100.0 * summary["metrics"][plan.metric(method)][stat]
 
 
 def converged_round(records: list[dict] | list[list[dict]], metric: str, tol: float = 1.0) -> int | None:
-    """The first round from which the accuracy (%, mean over clients) stays within ``tol`` points of the
-    last round's. ``records``: one run's round records, or a list of every seed's, whose seed-mean curve
-    is then used (a single seed's curve is noisier and settles late). ``None`` where a run diverged (it has
-    no last round to converge to)."""
+    """First round from which the (seed-mean) accuracy stays within ``tol`` of the last; None if diverged."""
     runs = records if records and isinstance(records[0], list) else [records]
     if any(r.get("diverged") for recs in runs for r in recs):
         return None
@@ -177,8 +146,7 @@ def converged_round(records: list[dict] | list[list[dict]], metric: str, tol: fl
 
 
 def communication(records: list[dict]) -> dict:
-    """Measured traffic of a run (floats, summed over clients): per round on average, per communicating
-    round, and in total, up and down."""
+    """Measured traffic of a run (floats summed over clients): per round, per sending round, total."""
     up = np.array([r["up_params"] for r in records], dtype=float)
     down = np.array([r["down_params"] for r in records], dtype=float)
     active = up > 0
@@ -188,20 +156,11 @@ def communication(records: list[dict]) -> dict:
 
 
 def table1(plan: Plan, results: dict, records: dict, configs: dict | None = None) -> dict[tuple, dict]:
-    """Table 1 cells: ``{(dataset, w-bar, method): {"mean", "std", "seed_std", "n", "per_seed",
-    "rounds_to_converge", "rounds_per_seed", "comm", "trend"}}``: last-round accuracy (%) averaged over seeds, the
-    std across clients (the paper's ±, averaged over seeds), the std over seeds, rounds to convergence
-    (:func:`converged_round`: of the seed-mean curve, and of each seed's own curve, NaN for a diverged seed) and
-    :func:`communication` (of the first seed; traffic does not depend on it). ``results``: the run summaries per key
-    (:func:`run`); ``records``: per key, every seed's round records (a list per seed: the rounds to converge then
-    come from the seed-mean curve), or one seed's (then from that seed's curve). With ``configs`` (``{key:
-    config}``), ``trend``: where the runs' curves stand (:func:`fedlib.papers.trend` under the method's rule, mean
-    over clients), which names them for the evidence planner."""
+    """Table 1 cells ``{(dataset, w-bar, method): {...}}``: accuracy, spreads, rounds to converge, traffic, trend."""
     out = {}
     for key, runs in results.items():
-        m = key[-1]
+        m, recs = key[-1], records[key]
         metric = plan.metric(m)
-        recs = records[key]
         acc = np.array([accuracy(plan, m, s) for s in runs])
         ok = ~np.isnan(acc)
         spread = np.array([100 * s["metrics"][metric]["last_std"] for s, good in zip(runs, ok, strict=True) if good])
@@ -216,23 +175,17 @@ def table1(plan: Plan, results: dict, records: dict, configs: dict | None = None
                     "diverged_at": diverged if any(diverged) else None,
                     "rounds_to_converge": converged_round(records[key], metric),
                     "rounds_per_seed": [math.nan if r is None else float(r) for r in per_seed_rounds],
-                    "converge_seeds": len(recs) if recs and isinstance(recs[0], list) else 1,
-                    "comm": communication(recs[0] if recs and isinstance(recs[0], list) else recs)}
+                    "converge_seeds": len(every), "comm": communication(every[0])}
         if configs is not None and key in configs:
-            t = study.trend(group_label(plan, key), configs[key], _seeds(runs, configs[key]), metric, "mean")
+            seeds = [s["seed"] for s in runs] if runs and all("seed" in s for s in runs) else configs[key]["seeds"]
+            t = study.trend(group_label(plan, key), configs[key], list(seeds), metric, "mean")
             if t is not None:
                 out[key]["trend"] = t
     return out
 
 
-def _seeds(runs: list[dict], cfg: dict) -> list[int]:
-    """The seeds of a key's finished runs (their summaries'), else the config's."""
-    return [s["seed"] for s in runs] if runs and all("seed" in s for s in runs) else list(cfg["seeds"])
-
-
 def group_label(plan: Plan, key) -> str:
-    """A run group named as the ledger names it: ``GFPL (MNIST-5k, s-bar 18 w4)`` (Table 1), ``w/o DCS (s-hat 1)``
-    (Table 2), ``GFPL n 8`` (Fig. 3b), ``GFPL S_C 10`` (Fig. 6)."""
+    """A run group as the ledger names it, e.g. ``GFPL (MNIST-5k, s-bar 18 w4)`` or ``GFPL n 8``."""
     if isinstance(key, tuple) and len(key) == 3:
         return f"{plan.label(key[-1])} ({plan.dataset_label(key[0])} w{key[1]})"
     if isinstance(key, tuple) and len(key) == 2 and key[0] in ("n", "sc"):
@@ -243,11 +196,7 @@ def group_label(plan: Plan, key) -> str:
 
 
 def trends(plan: Plan, configs: dict, seeds: list[int] | None = None, prefix: str | None = None) -> dict:
-    """``{key: Trend}`` of finished runs of ``configs`` (:func:`fedlib.papers.trend`, reading the results folder or
-    the run archive, training nothing; the GFPL rule ``acc_head``, mean over clients, for every variant and sweep
-    value): where the curves of each run group stand, for the ledger's comparisons and the evidence planner.
-    ``prefix`` (``"n"``, ``"sc"``) names a sweep's groups (:func:`group_label`); keys without a finished run are
-    left out."""
+    """``{key: Trend}`` of the finished runs of ``configs`` (``prefix`` ``n``/``sc`` names a sweep's groups)."""
     out = {}
     for key, cfg in configs.items():
         method = key[-1] if isinstance(key, tuple) else "gfpl"
@@ -259,7 +208,7 @@ def trends(plan: Plan, configs: dict, seeds: list[int] | None = None, prefix: st
 
 
 def diverged_text(cell: dict) -> str:
-    """``diverged at rounds 33, 48, 50 (best 76.5 before)``, or ``""`` where no seed diverged."""
+    """``diverged at rounds 33, 48 (...)``, or ``""`` where no seed diverged."""
     rounds = [r for r in cell.get("diverged_at") or [] if r]
     if not rounds:
         return ""
@@ -268,9 +217,7 @@ def diverged_text(cell: dict) -> str:
 
 
 def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
-    """One dataset's Table 1 as rendered: paper | ours | diff per (method, w-bar), and rounds to convergence
-    (ours; paper). ± is the std across clients (the paper's), so no seed count goes with it. A short profile's
-    diff column says that the runs are not converged."""
+    """One dataset's Table 1: paper | ours | diff per (method, w-bar), and rounds to convergence."""
     ours = {m: {f"w{w}": (c["mean"], c["std"]) for (d, w, mm), c in cells.items() if d == dataset and mm == m}
             for m in plan.table1_methods()}
     df = report.compare(paper_table, ours)
@@ -295,8 +242,7 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
 
 
 def _paper_plan(plan: Plan) -> Plan:
-    """The ``paper`` profile on ``plan``'s results folder, data, device kind and executor, with the Table 1
-    methods ``plan`` selected."""
+    """The ``paper`` profile on ``plan``'s placement, with the Table 1 methods ``plan`` selected."""
     pplan = load_plan("paper", results_dir=plan.results_dir, data_root=plan.data_root, device=plan.device,
                       executor=plan.executor)
     pplan.settings["table1_methods"] = plan.table1_methods()
@@ -304,41 +250,31 @@ def _paper_plan(plan: Plan) -> Plan:
 
 
 def ablation_values(plan: Plan, results: dict) -> tuple[dict, dict]:
-    """Table 2 from finished runs (:func:`ablation_configs` keys): ``({(s-hat, variant): accuracy},
-    {(s-hat, variant): std across clients})`` at the last round, each averaged over seeds (%)."""
+    """Table 2: ``({(s-hat, variant): accuracy}, {...: std across clients})``, means over seeds (%)."""
     acc = {k: float(np.mean([accuracy(plan, "gfpl", s) for s in runs])) for k, runs in results.items()}
     std = {k: float(np.mean([100 * s["metrics"]["acc_head"]["last_std"] for s in runs])) for k, runs in results.items()}
     return acc, std
 
 
-def ablation_per_seed(plan: Plan, results: dict) -> dict:
-    """Table 2's accuracy (%) per seed, ``{(s-hat, variant): [per seed]}``: the ledger's paired tests need them."""
-    return {k: [accuracy(plan, "gfpl", s) for s in runs] for k, runs in results.items()}
-
-
 def n_values(plan: Plan, results: dict) -> dict[int, float]:
-    """Fig. 3b from finished runs (:func:`n_configs` keys, a summary per seed): ``{n: accuracy (%)}``, the mean over
-    seeds (:func:`sweep_per_seed`: the per-seed values)."""
+    """Fig. 3b: ``{n: accuracy (%)}``, the mean over seeds."""
     return {n: float(np.mean(v)) for n, v in sweep_per_seed(plan, results).items()}
 
 
 def sweep_per_seed(plan: Plan, results: dict) -> dict:
-    """A sweep's accuracy (%) per seed from finished runs (``{key: [summary per seed]}``, every key on the same
-    seeds): ``{key: [accuracy per seed]}``, what the ledger's paired comparisons take."""
+    """``{key: [GFPL accuracy (%) per seed]}`` of finished runs."""
     return {k: [accuracy(plan, "gfpl", s) for s in runs] for k, runs in results.items()}
 
 
 def threshold_values(plan: Plan, finished: dict, configs: dict) -> dict[float, tuple[float, float, float]]:
-    """Fig. 6 from finished runs (:func:`threshold_configs` keys, a summary per seed): ``{S_C: (accuracy (%), merge
-    rate, downlink floats per round)}``, each the mean over seeds (:func:`sweep_per_seed`: the per-seed accuracies);
-    the merge rate (1 - fused / uploaded components) is the mean over the interaction rounds."""
+    """Fig. 6: ``{S_C: (accuracy (%), merge rate, downlink floats per round)}``, means over seeds."""
     out = {}
     for t, runs in finished.items():
         acc, rates, down = [], [], []
         for summary in runs:
             recs = results.rounds(configs[t], summary["seed"])
-            merges = merge_stats(recs)
-            rates.append(float(np.mean([v["merge_rate"] for v in merges.values()])) if merges else float("nan"))
+            merges = [r["server"] for r in recs if r.get("server") and "clusters" in r["server"]]
+            rates.append(float(np.mean([v["merge_rate"] for v in merges])) if merges else float("nan"))
             acc.append(accuracy(plan, "gfpl", summary))
             down.append(communication(recs)["down_per_round"])
         out[t] = (float(np.mean(acc)), float(np.mean(rates)), float(np.mean(down)))
@@ -346,8 +282,7 @@ def threshold_values(plan: Plan, finished: dict, configs: dict) -> dict[float, t
 
 
 def seeds_text(values) -> str:
-    """``94.43 ± 0.50 (n = 3)``: per-seed values as their mean ± sample std (ddof 1) and count; one seed's value
-    alone (``94.43``)."""
+    """``94.43 ± 0.50 (n = 3)``: per-seed values as mean ± sample std and count; one seed: its value."""
     v = list(np.atleast_1d(values))
     return f"{v[0]:.2f}" if len(v) == 1 else f"{np.mean(v):.2f} ± {sample_std(v):.2f} (n = {len(v)})"
 
@@ -358,11 +293,7 @@ def sweep_text(per_seed: dict, name: str) -> str:
 
 
 def paper_table2(plan: Plan) -> dict:
-    """Table 2 under the ``paper`` profile (the ablation on its dataset, s-hat 1 and 20, every seed) from
-    finished runs only (trains nothing): ``{"plan", "found", "total", "acc", "std", "per_seed", "made_by"}`` with
-    ``acc`` / ``std`` (:func:`ablation_values`) and ``per_seed`` (``{key: [accuracy per seed]}``) over the
-    s-hat values whose every variant has finished every seed,
-    ``None`` while none has."""
+    """Table 2 under the ``paper`` profile from finished runs only, over the complete s-hat values."""
     pplan = _paper_plan(plan)
     configs = ablation_configs(pplan)
     done, found = results.cached(configs, pplan.ablation_seeds())
@@ -370,7 +301,7 @@ def paper_table2(plan: Plan) -> dict:
                 if all((s, v) in done for v in pplan.spec["variants"])]
     keep = {k: v for k, v in done.items() if k[0] in complete}
     acc, std = ablation_values(pplan, keep) if keep else (None, None)
-    per_seed = ablation_per_seed(pplan, keep) if keep else None
+    per_seed = sweep_per_seed(pplan, keep) if keep else None
     seeds = pplan.ablation_seeds()
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "acc": acc, "std": std,
             "per_seed": per_seed, "trends": trends(pplan, {k: configs[k] for k in keep}, seeds),
@@ -378,12 +309,7 @@ def paper_table2(plan: Plan) -> dict:
 
 
 def paper_figs(plan: Plan) -> dict:
-    """Figs. 3b and 6 under the ``paper`` profile (MNIST-5k, w-bar 4, the profile's rounds and :meth:`Plan.figs_seeds`)
-    from finished runs only (trains nothing): ``{"plan", "found", "total", "n", "n_seeds", "n_per_seed", "thresholds",
-    "threshold_seeds", "threshold_per_seed", "n_trends", "threshold_trends", "made_by"}`` with ``n``
-    (:func:`n_values`) and ``thresholds`` (:func:`threshold_values`) over the seeds on which every value of the sweep
-    has finished (``*_seeds``; ``*_per_seed``: :func:`sweep_per_seed`), else ``None``, and their :func:`trends`
-    (``{}`` until then)."""
+    """Figs. 3b and 6 under the ``paper`` profile from finished runs only, over each sweep's complete seeds."""
     pplan = _paper_plan(plan)
     seeds = pplan.figs_seeds()
     n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
@@ -403,12 +329,7 @@ def paper_figs(plan: Plan) -> dict:
 
 
 def paper_table1(plan: Plan) -> dict:
-    """Table 1 under the ``paper`` profile from finished runs only (trains nothing), for a shorter
-    profile's report: ``{"plan", "found", "total", "columns", "cells", "made_by"}`` where ``columns``
-    lists the (dataset, w-bar) columns whose every method has finished every seed and ``cells`` holds
-    their :func:`table1` cells. The runs come from the paper profile's notebook or
-    ``python -m fedlib.papers.gfpl --profile paper`` into the same results folder, on any device and executor
-    (:func:`fedlib.results.find`)."""
+    """Table 1 under the ``paper`` profile from finished runs only, over its complete (dataset, w-bar) columns."""
     pplan = _paper_plan(plan)
     configs = table1_configs(pplan)
     done, found = results.cached(configs, pplan.seeds)
@@ -422,9 +343,7 @@ def paper_table1(plan: Plan) -> dict:
 
 
 def client_components(state, cid: int) -> dict:
-    """What client ``cid`` of a finished GFPL run would upload at the next interaction round: its Gaussian
-    components (``means``, ``vars``, ``weights``, ``classes``) after one more local update (the run's saved
-    states are not modified). The message an honest-but-curious server receives."""
+    """What client ``cid`` of a finished GFPL run would upload next: its Gaussian components."""
     import torch
 
     from fedlib.algorithms.base import Round, derive_seed
@@ -437,36 +356,13 @@ def client_components(state, cid: int) -> dict:
     return up
 
 
-def merge_stats(records: list[dict]) -> dict:
-    """GFPL's fusion per interaction round: ``{round: {"components", "clusters", "merge_rate"}}``."""
-    return {r["round"]: r["server"] for r in records if r.get("server") and "clusters" in r["server"]}
-
-
 def ledger(plan: Plan, res: dict) -> list:
-    """GFPL's claims (``params/gfpl/claims.yaml``) with our evidence and a verdict each, judged by the claims engine
-    (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
-
-    ``res`` (each key optional): ``table1`` (:func:`table1` cells), ``ablation`` (``{(s, variant): accuracy}``, or
-    per-seed lists), ``n`` (``{n: accuracy}``), ``thresholds`` (``{S_C: (accuracy, merge rate)}``), ``attack`` (the
-    attack's summary frame: rows ``prototype`` for the component means, ``samples`` for draws from the components,
-    ``class_average``), and a short profile's paper-protocol parts ``table1_paper`` (:func:`paper_table1`),
-    ``ablation_paper`` (:func:`paper_table2`) and ``figs_paper`` (:func:`paper_figs`), whose claims stand beside the
-    short run's. Figs. 3b and 6 run the profile's ``figs_seeds`` (the paper profile: every seed; else the first, then
-    inconclusive) and their accuracies may be per-seed lists (``n`` / ``thresholds``' accuracy); the attack runs one
-    seed: inconclusive under any profile.
-
-    Every measured claim rests on per-seed comparisons (built with one seed too: the verdict then says so), each
-    with the trends of its two sides where known (:func:`trends`: Table 1 cells' ``trend``, ``ablation_trends``,
-    ``n_trends``, ``threshold_trends``, and the paper parts' ``trends``, ``n_trends``, ``threshold_trends``), which
-    name the runs for the evidence planner.
-    """
+    """GFPL's claims (``params/gfpl/claims.yaml``) with our evidence and verdicts, judged on :func:`tables`."""
     return claims.ledger("gfpl", tables(plan, res))
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables GFPL's claims (``params/gfpl/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`; None where
-    ``res``, as :func:`ledger` takes it, lacks them): Table 1's (:func:`_table1_tables`), Table 2, Figs. 3b and 6 and
-    the attack, and under a shorter profile the paper protocol's (:func:`_paper_tables`)."""
+    """The tables GFPL's claims read, by name (None where ``res`` lacks them)."""
     short = plan.profile != "paper"
     caveat = f"{plan.profile} profile: {plan.rounds} rounds, seeds {plan.seeds}" if short else ""
     return {**_table1_tables(plan, res.get("table1"), caveat),
@@ -477,9 +373,7 @@ def tables(plan: Plan, res: dict) -> dict:
 
 
 def _paper_tables(res: dict) -> dict:
-    """The paper protocol's tables beside a shorter profile's (``*_paper``; None where ``res`` lacks them): Table 1 from
-    ``table1_paper``'s cells, Table 2 from ``ablation_paper`` (per seed where at hand) and Figs. 3b and 6 from
-    ``figs_paper``, each with its caveat: the paper profile's rounds and seeds (and Table 1's columns)."""
+    """The paper protocol's tables beside a shorter profile's (``*_paper``), each with its caveat."""
     pp, pa, pf = res.get("table1_paper"), res.get("ablation_paper"), res.get("figs_paper") or {}
     out = {f"{k}_paper": v for k, v in _table1_tables(None, None, "").items()}
     if pp and pp["cells"]:
@@ -499,21 +393,16 @@ def _paper_tables(res: dict) -> dict:
         return (f"paper profile: {pf['plan'].rounds} rounds, seed{'s' if len(seeds) > 1 else ''} "
                 f"{', '.join(map(str, seeds))}")
 
-    per = pf.get("threshold_per_seed") or {}
+    per, th = pf.get("threshold_per_seed") or {}, pf.get("thresholds")
     out["n_paper"] = _sweep_table("paper", "n", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
                                   pf.get("n_trends")) if pf.get("n") else None
-    out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in pf[
-        "thresholds"].items()}, where(pf.get("threshold_seeds")), pf.get("threshold_trends")) if pf.get(
-        "thresholds") else None
+    out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in th.items()},
+                                           where(pf.get("threshold_seeds")), pf.get("threshold_trends")) if th else None
     return out
 
 
 def _table1_tables(plan: Plan | None, t1: dict | None, caveat: str) -> dict:
-    """Table 1's tables from :func:`table1` cells, columns ascending (all None without cells): ``table1``, the accuracy
-    in each column where GFPL and another method have one (a method diverged on every seed left out); ``rounds``, each
-    seed's rounds to converge (a cell's ``rounds_per_seed``, else its one ``rounds_to_converge``; NaN: none), Local and
-    methods with none left out; ``traffic``, the uplink and up + down per round, Local left out, with the communication
-    table's column (MNIST-5k w4 where run) as text and whether GFPL's up + down is the fewest too in every column."""
+    """Table 1's ``table1`` (accuracy), ``rounds`` (to converge) and ``traffic`` tables."""
     if not t1:
         return dict.fromkeys(("table1", "rounds", "traffic"))
     cols = sorted({k[:2] for k in t1})
@@ -546,26 +435,19 @@ def _table1_tables(plan: Plan | None, t1: dict | None, caveat: str) -> dict:
 
 
 def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | None = None):
-    """Table 2's table (``ab``: ``{(s-hat, variant): accuracy}``, or per-seed lists whose seeds pair up), s-hat
-    ascending: each variant's mean, per-seed values (None for one accuracy: the margins cannot be judged) and seeds
-    (the plan's for one accuracy), with the trend of its runs (``trends_``: ``{(s-hat, variant): Trend}``)."""
+    """Table 2's table: each variant's mean, per-seed values and trend, s-hat ascending."""
     if not ab:
         return None
     trends_, cells = trends_ or {}, {}
-    for s in sorted({k[0] for k in ab}):
-        for (ss, v), a in ab.items():
-            if ss == s:
-                per, values = isinstance(a, (list, tuple, np.ndarray)), list(np.atleast_1d(a))
-                cells[(s, v)] = {"label": plan.label(v), "value": float(np.mean(values)),
-                                 "per_seed": values if per else None, "n": len(values) if per else len(plan.seeds),
-                                 "trend": trends_.get((s, v))}
+    for (s, v), a in sorted(ab.items(), key=lambda item: item[0][0]):
+        per, values = isinstance(a, (list, tuple, np.ndarray)), list(np.atleast_1d(a))
+        cells[(s, v)] = {"label": plan.label(v), "value": float(np.mean(values)), "per_seed": values if per else None,
+                         "n": len(values) if per else len(plan.seeds), "trend": trends_.get((s, v))}
     return Cells(cells, plan.profile, caveat)
 
 
 def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trends_: dict | None = None):
-    """Fig. 3b's table (``name`` ``n``; ``sweep``: ``{n: accuracy}``) or Fig. 6's (``S_C``; ``{S_C: (accuracy, merge
-    rate)}``): each value's accuracy (one seed, or per-seed values, every value on the same seeds), labelled ``n 8`` /
-    ``S_C 10``, with its :func:`seeds_text`, merge rate and the trend of its runs (``trends_``: ``{value: Trend}``)."""
+    """Fig. 3b's table (``name`` ``n``) or Fig. 6's (``S_C``: with merge rates)."""
     if not sweep:
         return None
     trends_, cells = trends_ or {}, {}
@@ -579,8 +461,7 @@ def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trend
 
 
 def _attack_table(plan: Plan, atk):
-    """The attack's table (its summary frame): the SSIM of the images decoded from the component means (``prototype``
-    rows) and from samples of the components (``samples``), each source's last level, beside the class average's."""
+    """The attack's SSIM from the component means and from their samples, beside the class average's."""
     if atk is None:
         return None
     ssim = atk.set_index(["source", "levels"])["ssim"]
@@ -592,7 +473,7 @@ def _attack_table(plan: Plan, atk):
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
-    """The paper-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
+    """The paper-profile tables the report reads: ``(name, configs, seeds)``."""
     gp = load_plan("paper")
     figs = {**{("n", n): c for n, c in n_configs(gp).items()},
             **{("sc", t): c for t, c in threshold_configs(gp).items()}}
@@ -655,9 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 def _print_figs(plan: Plan, obtain, workers, where: str) -> None:
-    """``--table figs``: Figs. 3b and 6 over the profile's ``figs_seeds``, one line per n and per S_C."""
+    """``--table figs``: Figs. 3b and 6, one line per n and per S_C."""
     seeds = plan.figs_seeds()
     n_per = sweep_per_seed(plan, obtain(n_configs(plan), seeds=seeds, workers=workers, desc="Fig. 3b"))
     t_cfgs = threshold_configs(plan)
@@ -675,8 +555,7 @@ def _print_figs(plan: Plan, obtain, workers, where: str) -> None:
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
-    take."""
+    """The set-up cell: returns the notebook state the other cells take."""
     from fedlib.study.notebook import open_notebook
 
     def about(plan):
@@ -690,7 +569,7 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 
 def show_setting(nb):
-    """The setting table: the paper's setting beside this run's, row by row."""
+    """The setting table: the paper's setting beside this run's."""
     plan, L, cfg0, sched = nb.plan, nb.label, config(nb.plan, "gfpl"), nb.plan.settings["schedule"]
     alg, part = cfg0["algorithm"], cfg0["partition"]
     return nb.setting({
@@ -720,7 +599,7 @@ def show_setting(nb):
 
 
 def run_all(nb) -> None:
-    """Every run of the notebook to train or find; under ``paper`` the runs finished elsewhere are read below."""
+    """Every run of the notebook to train or find."""
     jobs = notebook_jobs(nb.plan)
     print(f"{len(jobs)} runs to train or find in the results folder ({sum(c['train']['rounds'] for c, _ in jobs)} "
           "rounds in all" + (f"; {len(all_jobs(nb.plan)) - len(jobs)} more finished elsewhere, read below)"
@@ -734,7 +613,7 @@ def _partition(nb):
 
 
 def fig_partition(nb):
-    """Training samples per client and class of the w-way s-shot partition (MNIST-5k, w-bar 4), as bubbles."""
+    """Training samples per client and class (MNIST-5k, w-bar 4), as bubbles."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -747,8 +626,7 @@ def fig_partition(nb):
 
 
 def check_partition(nb) -> None:
-    """Print the partition's checks: classes and shots per client in FedProto's ranges, test images of the
-    client's classes only."""
+    """Print the partition's checks against FedProto's ranges."""
     part, p = _partition(nb), config(nb.plan, "gfpl")["partition"]
     ways = (part.counts > 0).sum(1)
     shots = np.array([part.counts[c][part.counts[c] > 0].max() for c in range(p["num_clients"])])
@@ -764,9 +642,7 @@ def check_partition(nb) -> None:
 
 
 def _table1(nb) -> dict:
-    """Table 1's configs, first-seed round records (``records``: the traffic checks), every seed's (``every``: the
-    accuracy figure's seed-mean curves) and cells (:func:`table1`, whose rounds to converge come from the seed-mean
-    curve of every seed that ran)."""
+    """Table 1's configs, first-seed records, every seed's records and cells."""
     def make():
         cfgs = table1_configs(nb.plan)
         runs = obtain(nb.plan, cfgs, workers=nb.workers, desc="Table 1")
@@ -778,7 +654,7 @@ def _table1(nb) -> dict:
 
 
 def show_table1(nb):
-    """Table 1, one frame per dataset: paper (MNIST) | ours | diff per method and w-bar, rounds to convergence."""
+    """Table 1, one frame per dataset."""
     plan, cells = nb.plan, _table1(nb)["cells"]
     shown = []
     for d in plan.settings["datasets"]:
@@ -793,20 +669,13 @@ def show_table1(nb):
     return Shown(shown)
 
 
-def _paper_table1(nb) -> dict:
-    return nb.once("paper_table1", lambda: paper_table1(nb.plan))
-
-
 def paper_protocol_table1(nb):
-    """Table 1 under the paper protocol, from finished runs only (this trains nothing)."""
-    pt1 = _paper_table1(nb)
+    """Table 1 under the paper protocol, from finished runs only."""
+    pt1, early = nb.paper_protocol("Table 1", "paper_table1", paper_table1, lambda d: d["columns"],
+                                   "python -m fedlib.papers.gfpl --profile paper", counts=True)
+    if early is not None:
+        return early
     pplan = pt1["plan"]
-    if nb.profile == "paper":
-        return nb.markdown(f"This profile is the paper protocol: Table 1 above is it ({pt1['found']} of "
-                           f"{pt1['total']} runs; {pt1['made_by']}).")
-    if not pt1["columns"]:
-        return nb.markdown(study.not_run_text("Table 1", pt1["found"], pt1["total"],
-                                               "python -m fedlib.papers.gfpl --profile paper"))
     text = (f"**Table 1 under the paper protocol (profile `paper`: {pplan.rounds} rounds, seeds {pplan.seeds}), "
             f"from finished runs: {pt1['found']} of {pt1['total']}; {pt1['made_by']}.** Finished columns: "
             + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pt1["columns"])
@@ -824,8 +693,7 @@ def _interaction_rounds(nb) -> list[int]:
 
 
 def check_communication(nb) -> None:
-    """Print the checks of the measured traffic (MNIST-5k, w-bar 4) against GFPL's schedule and the counts of
-    components, ETF, models and prototypes."""
+    """Print the checks of the measured traffic against GFPL's schedule and message sizes."""
     d_feat, recs, sched = 50, _table1(nb)["records"], nb.plan.settings["schedule"]
     part, recs_g, inter = _partition(nb), recs[("mnist5k", 4, "gfpl")], _interaction_rounds(nb)
     held = [int((part.counts[c] > 0).sum()) for c in range(len(part.counts))]
@@ -842,7 +710,7 @@ def check_communication(nb) -> None:
 
 
 def show_communication(nb):
-    """Table 1's "Comm. Param." column: floats up and down per round (MNIST-5k, w-bar 4, measured)."""
+    """Table 1's "Comm. Param." column: floats up and down per round (MNIST-5k, w-bar 4)."""
     rows = {}
     for m in nb.plan.table1_methods():
         c = _table1(nb)["cells"][("mnist5k", 4, m)]["comm"]
@@ -855,9 +723,7 @@ def show_communication(nb):
 
 
 def fig_accuracy(nb):
-    """Accuracy per round of the Table 1 runs (MNIST-5k, w-bar 4) with GFPL's interaction rounds: the seed-mean curve
-    of every seed, with a band of ± the sample std over seeds; prints the ETF head's lead over head g at those rounds
-    (mean over seeds)."""
+    """Accuracy per round of the Table 1 runs (MNIST-5k, w-bar 4); prints the ETF head's lead over g."""
     import matplotlib.pyplot as plt
 
     from fedlib.plots import curve_panel
@@ -887,17 +753,12 @@ def _ablation_runs(nb) -> dict:
                                                    workers=nb.workers, desc="Table 2"))
 
 
-def _ablation(nb) -> tuple[dict, dict]:
-    return nb.once("ablation", lambda: ablation_values(nb.plan, _ablation_runs(nb)))
-
-
 def show_table2(nb):
-    """Table 2, the ablation (w-bar 4, w-hat 1): ours per s-hat, the paper's CIFAR-10 and FEMNIST columns."""
-    plan, L = nb.plan, nb.label
-    ab_acc, ab_std = _ablation(nb)
-    df = pd.DataFrame({f"ours, {plan.dataset_label(plan.settings['ablation']['dataset'])}, s-hat {s}":
-                       {L(v): f"{ab_acc[(s, v)]:.2f} ± {ab_std[(s, v)]:.2f}" for (ss, v) in ab_acc if ss == s}
-                       for s in plan.settings["ablation"]["shots_stdev"]})
+    """Table 2, the ablation: ours per s-hat beside the paper's columns."""
+    plan = nb.plan
+    acc, std = nb.once("ablation", lambda: ablation_values(plan, _ablation_runs(nb)))
+    df = _table2_frame(nb, plan, acc, std, plan.settings["ablation"]["shots_stdev"],
+                       f"{plan.dataset_label(plan.settings['ablation']['dataset'])}, ")
     t2 = nb.paper["table2"]["rows"]
     for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
         df[f"paper {col}"] = [f"{t2[v][col][0]:.2f} ± {t2[v][col][1]:.2f}" for v in plan.spec["variants"]]
@@ -905,20 +766,20 @@ def show_table2(nb):
                     "orientation (other datasets).", df)
 
 
-def _paper_table2(nb) -> dict:
-    return nb.once("paper_table2", lambda: paper_table2(nb.plan))
+def _table2_frame(nb, plan: Plan, acc: dict, std: dict, shats, where: str = ""):
+    """Table 2's frame: ``accuracy ± std`` per variant (rows) and s-hat (columns)."""
+    return pd.DataFrame({f"ours, {where}s-hat {s}": {nb.label(v): f"{acc[(s, v)]:.2f} ± {std[(s, v)]:.2f}"
+                                                     for v in plan.spec["variants"]} for s in shats})
 
 
 def paper_protocol_table2(nb):
-    """Table 2 under the paper protocol, the s-hat values whose every variant has finished (trains nothing)."""
+    """Table 2 under the paper protocol, from finished runs only."""
     pt2, early = nb.paper_protocol("Table 2", "paper_table2", paper_table2, lambda d: d["acc"],
                                    "python -m fedlib.papers.gfpl --profile paper --table 2", counts=True)
     if early is not None:
         return early
     pp2 = pt2["plan"]
-    shats = sorted({k[0] for k in pt2["acc"]})
-    df = pd.DataFrame({f"ours, s-hat {s}": {nb.label(v): f"{pt2['acc'][(s, v)]:.2f} ± {pt2['std'][(s, v)]:.2f}"
-                                             for v in pp2.spec["variants"]} for s in shats})
+    df = _table2_frame(nb, pp2, pt2["acc"], pt2["std"], sorted({k[0] for k in pt2["acc"]}))
     return nb.markdown(f"**Table 2 under the paper protocol ({pp2.dataset_label(pp2.settings['ablation']['dataset'])}, "
                        f"{pp2.rounds} rounds, seeds {pp2.seeds}; accuracy %, last round, ± std over clients, averaged "
                        f"over seeds), from finished runs: {pt2['found']} of {pt2['total']}; {pt2['made_by']}.**\n\n"
@@ -926,10 +787,7 @@ def paper_protocol_table2(nb):
 
 
 def _sweeps(nb) -> dict:
-    """Fig. 3b's and Fig. 6's runs on the plan's :meth:`Plan.figs_seeds` (those whose every value is archived, where
-    the report is rendered from the archive alone): ``{"n": {n: accuracy}, "thresholds": {S_C: (accuracy, merge rate,
-    downlink)}`` (means over seeds), ``"n_per_seed"`` / ``"threshold_per_seed"`` (:func:`sweep_per_seed`) and
-    ``"n_seeds"`` / ``"threshold_seeds"``."""
+    """Fig. 3b's and Fig. 6's values, per-seed accuracies and seeds on :meth:`Plan.figs_seeds`."""
     def make():
         plan = nb.plan
         n_cfgs, t_cfgs = n_configs(plan), threshold_configs(plan)
@@ -943,8 +801,7 @@ def _sweeps(nb) -> dict:
 
 
 def sweep_frame(thresholds: dict, per_seed: dict | None = None):
-    """Fig. 6's numbers per S_C: accuracy, merge rate and downlink floats per round (means over seeds); with
-    ``per_seed`` (``{S_C: [accuracy per seed]}``) of several seeds the accuracy is their mean ± sample std (n)."""
+    """Fig. 6's numbers per S_C: accuracy (mean ± std over seeds where several), merge rate, downlink."""
     per_seed = per_seed or {}
 
     def acc(t, a):
@@ -964,9 +821,7 @@ def _seeds_words(seeds) -> str:
 
 
 def fig3b_6(nb):
-    """Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C) on MNIST-5k, w-bar 4, on the plan's
-    :meth:`Plan.figs_seeds` (several: the mean with error bars of ± the sample std over seeds); returns the figure and
-    Fig. 6's numbers."""
+    """Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C): the figure and Fig. 6's numbers."""
     import matplotlib.pyplot as plt
 
     sw = _sweeps(nb)
@@ -978,14 +833,13 @@ def fig3b_6(nb):
     axes[0].errorbar([str(n) for n in n_acc], list(n_acc.values()), yerr=err(n_per, n_acc), marker="o", capsize=3)
     axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)",
                 title=f"Fig. 3b on MNIST-5k ({len(sw['n_seeds'])} seed{'s' if len(sw['n_seeds']) > 1 else ''})")
-    ts = list(th)
+    ts, xt = list(th), [f"{t:g}" for t in th]
     ax2 = axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
-    ax2.plot([f"{t:g}" for t in ts], [th[t][1] for t in ts], marker="s", ls="--", color="C1",
-             label="merge rate (right)")
+    ax2.plot(xt, [th[t][1] for t in ts], marker="s", ls="--", color="C1", label="merge rate (right)")
     ax2.set_ylabel("merge rate", color="C1")
     axes[1].set_zorder(ax2.get_zorder() + 1)
     axes[1].patch.set_visible(False)
-    axes[1].errorbar([f"{t:g}" for t in ts], [th[t][0] for t in ts], yerr=err(t_per, ts), marker="o", color="C0",
+    axes[1].errorbar(xt, [th[t][0] for t in ts], yerr=err(t_per, ts), marker="o", color="C0",
                      capsize=3, label="accuracy (%, left)")
     axes[1].set(xlabel="S_C", ylabel="accuracy (%)", title="Fig. 6 on MNIST-5k")
     lines = axes[1].get_lines()[:1] + ax2.get_lines()
@@ -997,13 +851,8 @@ def fig3b_6(nb):
     return Shown((fig, df))
 
 
-def _paper_figs(nb) -> dict:
-    return nb.once("paper_figs", lambda: paper_figs(nb.plan))
-
-
 def paper_protocol_figs(nb):
-    """Figs. 3b and 6 under the paper protocol, each sweep over the seeds on which all its values have finished
-    (trains nothing)."""
+    """Figs. 3b and 6 under the paper protocol, from finished runs only."""
     pfg, early = nb.paper_protocol("Figs. 3b and 6", "paper_figs", paper_figs, lambda d: d["n"] or d["thresholds"],
                                    "python -m fedlib.papers.gfpl --profile paper --table figs", counts=True)
     if early is not None:
@@ -1022,13 +871,12 @@ def paper_protocol_figs(nb):
 
 
 def _gfpl_state(nb):
-    """The first-seed GFPL run of MNIST-5k at w-bar 4, trained state (the figures' checkpoint)."""
+    """The first-seed GFPL run of MNIST-5k at w-bar 4, trained state."""
     return nb.once("gfpl_state", lambda: results.state(_table1(nb)["configs"][("mnist5k", 4, "gfpl")], nb.seed0))
 
 
 def fig_components(nb):
-    """The fused global Gaussian components of the last interaction round: means on two principal axes with their
-    one-std ellipses, and their Bhattacharyya distances; prints the median distances within and between classes."""
+    """The fused global components (two principal axes) and their Bhattacharyya distances."""
     import matplotlib.pyplot as plt
     import torch
     from matplotlib.patches import Ellipse
@@ -1070,8 +918,7 @@ def fig_components(nb):
 
 
 def component_distances(server: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The fused global Gaussian components of a GFPL server state, ordered by class (stable): the Euclidean
-    distances between their means (components x components) and each component's class."""
+    """Euclidean distances between the fused components' means, and their classes, by class."""
     import torch
 
     from fedlib import analysis
@@ -1082,10 +929,7 @@ def component_distances(server: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fig_distances(nb):
-    """Prototype distances for GFPL: the pairwise Euclidean distances between the means of the fused global Gaussian
-    components of the last interaction round (the trained server state), components x components in class blocks;
-    returns the figure and, per class, its components and their mean distance within the class and to the nearest
-    other class's component."""
+    """Distances between the fused components' means in class blocks, and a table per class."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -1100,23 +944,18 @@ def fig_distances(nb):
     ax.title.set_fontsize(10)
     nb.figure(fig, "GFPL: distances between the fused global Gaussian components' means, in class blocks (MNIST-5k, "
               "w-bar 4, last interaction round)", "component_distances")
-    def row(own: np.ndarray, pairs_within: np.ndarray) -> dict:
-        other = D[own][:, ~own] if (~own).any() else np.zeros(0)
-        return {"components": int(own.sum()),
-                "mean distance within the class": pairs_within.mean() if pairs_within.size else np.nan,
-                "mean distance to other classes": other.mean() if other.size else np.nan,
-                "nearest other-class component": other.min() if other.size else np.nan}
 
-    rows = {}
-    for c in sorted(set(gc.tolist())):
-        own = gc == c
-        rows[str(c)] = row(own, D[np.ix_(own, own)][~np.eye(int(own.sum()), dtype=bool)])
+    def row(own: np.ndarray, within: np.ndarray, other: np.ndarray) -> dict:
+        def stat(f, a):
+            return f(a) if a.size else np.nan
+        return {"components": int(own.sum()), "mean distance within the class": stat(np.mean, within),
+                "mean distance to other classes": stat(np.mean, other),
+                "nearest other-class component": stat(np.min, other)}
+
+    rows = {str(c): row(gc == c, D[np.ix_(gc == c, gc == c)][~np.eye(int((gc == c).sum()), dtype=bool)],
+                        D[gc == c][:, gc != c]) for c in sorted(set(gc.tolist()))}
     same, off = gc[:, None] == gc[None, :], ~np.eye(len(gc), dtype=bool)
-    every = row(np.ones(len(gc), dtype=bool), D[same & off])
-    between = D[~same]
-    every.update({"mean distance to other classes": between.mean() if between.size else np.nan,
-                  "nearest other-class component": between.min() if between.size else np.nan})
-    rows["all"] = every
+    rows["all"] = row(np.ones(len(gc), dtype=bool), D[same & off], D[~same])
     df = pd.DataFrame(rows).T.astype({"components": int})
     df.index.name = "class"
     df = nb.table("**Distances between the fused components' means, per class** (row `all`: over every pair of "
@@ -1125,17 +964,14 @@ def fig_distances(nb):
 
 
 def fig_attack_pictures(nb):
-    """The leakage study's attacks on GFPL's upload and on its strongest baseline's (the paper's best-scoring baseline
-    in Table 1, MNIST), from the study's runs and derived values (:func:`fedlib.papers.privacy.paper_pictures`);
-    returns the figure and the scores."""
+    """The leakage study's attacks on GFPL's and its strongest baseline's uploads."""
     from fedlib.papers import privacy
 
     return privacy.paper_pictures(nb, "gfpl", nb.paper["table1_mnist"])
 
 
 def fig_etf(nb):
-    """t-SNE (or UMAP) of two clients' projections h with the ten ETF anchors; prints the mean cosines of h to
-    its class's anchor and to the others."""
+    """t-SNE (or UMAP) of two clients' projections h with the ten ETF anchors."""
     import matplotlib.pyplot as plt
 
     from fedlib import analysis, plots
@@ -1160,8 +996,7 @@ def fig_etf(nb):
 
 
 def _attack(nb) -> dict:
-    """A curious server's decoder applied to one client's component means and to samples of its components:
-    each attack's summary table."""
+    """A curious server's decoder on one client's component means and on their samples: summary tables."""
     import torch
 
     from fedlib import mixtures
@@ -1181,19 +1016,16 @@ def _attack(nb) -> dict:
         per_class = atk["samples_per_component"] * config(nb.plan, "gfpl")["algorithm"]["n_components"]
         draws, draw_y = mixtures.sample(up["means"], up["vars"], up["weights"], up["classes"], per_class,
                                         torch.Generator().manual_seed(0))
-        frames = {}
-        for what, rows, cls in (("component means", up["means"], up["classes"]), ("samples", draws, draw_y)):
-            rep = prototype_attack(st.model(target), aux_x, {"high": rows}, cls, aux_y=aux_y, client_x=private.x,
-                                   client_y=private.y, levels_options=[("high",)],
-                                   steps=nb.plan.settings["attack_steps"], batch_size=atk["batch_size"], lr=atk["lr"],
-                                   seed=0, mean=MNIST_MEAN, std=MNIST_STD, progress=False)
-            frames[what] = rep.summary()
-        return frames
+        return {what: prototype_attack(
+            st.model(target), aux_x, {"high": rows}, cls, aux_y=aux_y, client_x=private.x, client_y=private.y,
+            levels_options=[("high",)], steps=nb.plan.settings["attack_steps"], batch_size=atk["batch_size"],
+            lr=atk["lr"], seed=0, mean=MNIST_MEAN, std=MNIST_STD, progress=False).summary()
+            for what, rows, cls in (("component means", up["means"], up["classes"]), ("samples", draws, draw_y))}
     return nb.once("attack", make)
 
 
 def show_attack(nb):
-    """Privacy: PSNR / SSIM of the images decoded from a client's uploaded components and from their samples."""
+    """Privacy: PSNR / SSIM of the images decoded from a client's uploaded components."""
     df = pd.concat({k: s.set_index(["source", "levels"]) for k, s in _attack(nb).items()}).round(3)
     return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s uploaded components: PSNR "
                     f"(dB) / SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "
@@ -1201,9 +1033,7 @@ def show_attack(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Parts
-    whose runs or trained models the run archive lacks (rendering the report from it) are left out: their claims
-    are then not judged."""
+    """The claims ledger; writes the report section (parts the archive lacks are left out)."""
     part, plan = nb.part, nb.plan
 
     def attack():
@@ -1211,14 +1041,15 @@ def show_ledger(nb):
         return pd.concat([frames["component means"],
                           frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
     sw = part(lambda: _sweeps(nb))
-    res = {"table1": part(lambda: _table1(nb)["cells"]), "table1_paper": part(lambda: _paper_table1(nb)),
-           "ablation": part(lambda: ablation_per_seed(plan, _ablation_runs(nb))),
+    res = {"table1": part(lambda: _table1(nb)["cells"]),
+           **{f"{k}_paper": part(lambda f=f: nb.once(f.__name__, lambda: f(plan)))
+              for k, f in (("table1", paper_table1), ("ablation", paper_table2), ("figs", paper_figs))},
+           "ablation": part(lambda: sweep_per_seed(plan, _ablation_runs(nb))),
            "ablation_trends": part(lambda: trends(plan, ablation_configs(plan), plan.ablation_seeds())),
            "n": sw and sw["n_per_seed"], "n_trends": sw and trends(plan, n_configs(plan), sw["n_seeds"], "n"),
            "thresholds": sw and {t: (sw["threshold_per_seed"][t], r) for t, (_, r, _) in sw["thresholds"].items()},
            "threshold_trends": sw and trends(plan, threshold_configs(plan), sw["threshold_seeds"], "sc"),
-           "attack": part(attack), "ablation_paper": part(lambda: _paper_table2(nb)),
-           "figs_paper": part(lambda: _paper_figs(nb))}
+           "attack": part(attack)}
     return nb.ledger(ledger(plan, {k: v for k, v in res.items() if v is not None}))
 
 
