@@ -1073,7 +1073,8 @@ def _paper_tables(plan: Plan, res: dict) -> dict:
                                         f"seed {pr.seeds[0]}", "", pw.get("trends") or {})
     if pa and pa.get("rows"):
         pr = pa["plan"]
-        seeds = _seeds_words(pa.get("seeds") or _row_seeds(pa["rows"]) or pr.seeds[:1])
+        seeds = list(pa.get("seeds") or _row_seeds(pa["rows"]) or pr.seeds[:1])
+        seeds = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
         out["ablation_paper"] = _ablation_claim_table("paper", pa["rows"], f"paper profile, "
                                                       f"{pr.settings['rounds']['ablation']} rounds, {seeds}",
                                                       pa.get("trends") or {})
@@ -1185,12 +1186,6 @@ def _attack_table(plan: Plan, atk, tr: dict):
     cells = {"prototypes": {"label": "prototypes", "value": proto, "class_average": math.nan if ref is None else ref,
                             "trend": tr.get(("attack",))}}
     return Cells(cells, plan.profile, seeds=1)
-
-
-def _seeds_words(seeds) -> str:
-    """``seed 1234`` or ``seeds 1234, 1235, 1236``."""
-    seeds = list(seeds)
-    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
 def _row_seeds(rows: dict | None) -> list:
