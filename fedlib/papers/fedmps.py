@@ -1,20 +1,11 @@
-"""The FedMPS study (Yang et al., TNNLS 2025) on Fashion-MNIST: configs, tables, analyses.
-
-``load_plan(profile)`` reads ``params/fedmps/experiments.yaml``; the ``*_configs``
-functions give the validated experiment configs of each table and figure; the
-remaining functions turn finished runs into numbers (Table III with Wilcoxon rank-sum
-tests, Tables V-VII, time to a target accuracy) and into the inputs of the t-SNE,
-prototype-distance and privacy figures.
-
-Evaluation conventions (docs/fedmps.md, decision 11): the paper scores FedProto and
-FedMPS by the nearest global prototype among the client's own classes
-(``acc_proto_own``) and every other method by its head over all classes
-(``acc_head``); the "common" convention scores every method by ``acc_head``.
-"""
+"""FedMPS (W. Yang et al., "FedMPS: Federated Learning in a Synergy of Multi-Level Prototype-Based Contrastive
+Learning and Soft Label Generation", IEEE TNNLS 2025) on Fashion-MNIST: the configs, Tables III and V-VII, Figs. 3-11
+and the claims ledger. Every decision (the evaluation conventions: decision 11) is in docs/fedmps.md."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -22,22 +13,22 @@ import pandas as pd
 import torch
 
 from fedlib import claims, report, results, study
-from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features  # noqa: F401 (re-exported)
+from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features
 from fedlib.claims import Cells, sample_std
-from fedlib.config import run_id
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
-from fedlib.privacy.attack import attacker_aux  # noqa: F401  (the notebook's S.attacker_aux)
+from fedlib.privacy.attack import attacker_aux
 from fedlib.study import check_methods, check_rounds
 from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
 
-run = results.train   # the notebook's grids: trained on the plan's own device and executor (S.run in the notebook)
+run = results.train   # the notebook's grids: trained on the plan's own device and executor
 
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
 TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
+TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
 
 
 @dataclasses.dataclass
@@ -52,22 +43,19 @@ class Plan(study.Plan):
         return self.methods if value == "all" else list(value)
 
     def ablation_seeds(self) -> list[int]:
-        """Table VII's seeds: the profile's ``ablation_seeds`` (``all``: every seed of the profile, after a ``seeds``
-        override; or a list of seeds), else its first seed, so that a profile without the setting keeps its one-seed
-        runs and their run ids."""
+        """Table VII's seeds: the profile's ``ablation_seeds`` (``all`` or a list), else its first seed."""
         value = self.settings.get("ablation_seeds")
         if value is None:
             return self.seeds[:1]
         return self.seeds if value == "all" else study.check_seeds(value, f"{self.profile}.ablation_seeds")
 
     def paper_metric(self, method: str) -> str:
-        """The paper's convention for ``method`` (see the module docstring; a variant follows its method)."""
+        """The paper's rule for ``method`` (decision 11; a variant follows its method)."""
         method = self.spec.get("variants", {}).get(method, {}).get("of", method)
         return PAPER_METRIC_PROTO if method in self.spec["prototype_methods"] else COMMON_METRIC
 
     def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
-        """``methods`` (Table III rows; the sweeps keep those of theirs that remain) and ``rounds``
-        (every study) replace the profile's settings."""
+        """``methods`` (Table III rows; the sweeps keep those of theirs that remain) and ``rounds`` (every study)."""
         if methods is not None:
             methods = check_methods(methods, self.methods, ("fedproto", "fedmps"), " (the figures compare them)")
             self.settings["table3_methods"] = list(methods)
@@ -80,18 +68,13 @@ class Plan(study.Plan):
 def load_plan(profile: str = "quick", results_dir: str | None = None, data_root: str | None = None,
               methods: list[str] | None = None, seeds: list[int] | None = None, rounds: int | None = None,
               device: str | None = None, executor: str | None = None) -> Plan:
-    """The plan of ``profile``; ``methods`` (Table III rows), ``seeds`` and ``rounds`` (every
-    study) override the profile's settings, ``device`` and ``executor`` place every run, e.g.
-    from a notebook's parameters cell."""
+    """The plan of ``profile``, with the notebook's parameters as overrides."""
     return Plan.load(profile, results_dir, data_root, seeds, device=device, executor=executor, methods=methods,
                      rounds=rounds)
 
 
 def config(plan: Plan, method: str, rounds: str = "main", name: str | None = None, **changes) -> dict:
-    """The validated config of ``method`` (a Table III method or a code-faithful variant) in this
-    plan; ``changes`` are dotted overrides (``{"partition.ways": 4}``) applied after the
-    profile's own overrides. A profile's ``method_changes`` rescale a schedule written for the
-    paper's 100 rounds to the run's rounds in the short profiles (FedProc's CE ramp)."""
+    """The validated config of ``method`` (or a variant); ``changes``: dotted overrides after the profile's."""
     variants = plan.spec.get("variants", {})
     if method not in plan.spec["methods"] and method not in variants:
         raise ConfigError("method", method, "one of " + ", ".join(plan.methods + list(variants)))
@@ -100,87 +83,69 @@ def config(plan: Plan, method: str, rounds: str = "main", name: str | None = Non
                        rounds=plan.settings["rounds"][rounds], changes=changes)
 
 
-def jobs(configs: dict, seeds: list[int] | None = None) -> list[tuple[dict, int]]:
-    """(config, seed) pairs for :func:`fedlib.experiments.run_many`."""
-    return [(cfg, s) for cfg in configs.values() for s in (seeds or cfg["seeds"])]
-
-
 # -- the configs of each table and figure ----------------------------------------------
 def table3_configs(plan: Plan) -> dict[str, dict]:
-    """Table III: every method in the paper's setting (n = 3), all seeds of the profile."""
+    """Table III: every method in the paper's setting (n = 3)."""
     return {m: config(plan, m) for m in plan.selected("table3_methods")}
 
 
 def variant_configs(plan: Plan) -> dict[str, dict]:
-    """Code-faithful variants of the profile on Table III's setting (run with the first seed)."""
+    """The code-faithful variants on Table III's setting."""
     return {v: config(plan, v, name=f"fedmps-study/{v}") for v in plan.settings.get("variants", [])}
 
 
+def _grid(plan: Plan, methods, key: str, tag: str, field: str, rounds: str = "sweep") -> dict:
+    """``{(method, value): config}`` over the profile's ``key`` values of the partition ``field``."""
+    return {(m, v): config(plan, m, rounds=rounds, name=f"fedmps-study/{m}/{tag}{v}", **{field: v})
+            for m in methods for v in plan.settings[key]}
+
+
 def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Table VI: n in the profile's ``ways``; one seed ("under the same random seed")."""
-    return {(m, n): config(plan, m, name=f"fedmps-study/{m}/n{n}", **{"partition.ways": n})
-            for m in plan.selected("sweep_methods") for n in plan.settings["ways"]}
+    """Table VI: n in the profile's ``ways`` ("under the same random seed")."""
+    return _grid(plan, plan.selected("sweep_methods"), "ways", "n", "partition.ways", rounds="main")
 
 
 def stdev_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 8: FedProto and FedMPS under the noise std of n and k (values: docs/fedmps.md, decision 21)."""
-    return {(m, s): config(plan, m, rounds="sweep", name=f"fedmps-study/{m}/std{s}", **{"partition.stdev": s})
-            for m in ("fedproto", "fedmps") for s in plan.settings["stdev"]}
+    """Fig. 8: FedProto and FedMPS under the noise std of n and k (decision 21)."""
+    return _grid(plan, ("fedproto", "fedmps"), "stdev", "std", "partition.stdev")
 
 
 def clients_configs(plan: Plan) -> dict[tuple[str, int], dict]:
     """Fig. 9: the number of clients N."""
-    return {(m, n): config(plan, m, rounds="sweep", name=f"fedmps-study/{m}/N{n}", **{"partition.num_clients": n})
-            for m in plan.selected("sweep_methods") for n in plan.settings["clients"]}
+    return _grid(plan, plan.selected("sweep_methods"), "clients", "N", "partition.num_clients")
 
 
 def temperature_configs(plan: Plan) -> dict[tuple[str, float], dict]:
     """Fig. 10: FedMPS under tau1 (contrastive) and tau2 (soft-label) values."""
-    out = {}
-    for t in plan.settings["tau1"]:
-        out[("tau1", t)] = config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/tau1={t}",
-                                  **{"algorithm.tau1": float(t)})
-    for t in plan.settings["tau2"]:
-        out[("tau2", t)] = config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/tau2={t}",
-                                  **{"algorithm.tau2": float(t)})
-    return out
+    return {(t, x): config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/{t}={x}",
+                           **{f"algorithm.{t}": float(x)}) for t in ("tau1", "tau2") for x in plan.settings[t]}
 
 
 def ablation_configs(plan: Plan) -> dict[int, dict]:
-    """Table VII: FedMPS with each loss term switched on or off (alpha, beta, mu = 0 or the
-    Fashion-MNIST value)."""
-    algo = plan.spec["methods"]["fedmps"]["algorithm"]
-    out = {}
-    for row in plan.spec["ablation"]:
-        changes = {"algorithm.alpha": algo["alpha"] * row["low"], "algorithm.beta": algo["beta"] * row["high"],
-                   "algorithm.mu": algo["mu"] * row["soft"]}
-        out[row["row"]] = config(plan, "fedmps", rounds="ablation", name=f"fedmps-study/ablation{row['row']}",
-                                 **changes)
-    return out
+    """Table VII: FedMPS with each loss term (alpha, beta, mu) off or at its Fashion-MNIST value."""
+    a = plan.spec["methods"]["fedmps"]["algorithm"]
+    return {r["row"]: config(plan, "fedmps", rounds="ablation", name=f"fedmps-study/ablation{r['row']}",
+                             **{"algorithm.alpha": a["alpha"] * r["low"], "algorithm.beta": a["beta"] * r["high"],
+                                "algorithm.mu": a["mu"] * r["soft"]})
+            for r in plan.spec["ablation"]}
 
 
 def trend_groups(plan: Plan) -> dict:
-    """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on, keyed as the ledger
-    looks its trend up: ``("table3", m)`` (Table III, every seed, the paper's convention) and ``("table3_head", m)``
-    (the same runs under the head over all classes), ``("time", m)`` (Table III, every seed: the time to target is
-    read per seed), ``("attack",)`` (Table III's first seed: the attack reads its trained model), ``("ways", m, n)``
-    (Table VI, first seed), ``("ablation", row)`` (Table VII, :meth:`Plan.ablation_seeds`), ``("stdev", m, std)``,
-    ``("clients", m, N)`` and ``("tau", "tau1" | "tau2", value)`` (Figs. 8-10), those first seed."""
-    L, seed0 = plan.label, plan.seeds[:1]
+    """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on (Table III every seed,
+    Table VII :meth:`Plan.ablation_seeds`, the rest the first seed)."""
+    L, seed0, pm = plan.label, plan.seeds[:1], plan.paper_metric
     out = {}
     for m, c in table3_configs(plan).items():
-        out[("table3", m)] = (f"{L(m)} (Table III)", c, plan.seeds, plan.paper_metric(m))
+        out[("table3", m)] = (f"{L(m)} (Table III)", c, plan.seeds, pm(m))
         out[("table3_head", m)] = (f"{L(m)} (Table III, head)", c, plan.seeds, COMMON_METRIC)
-        out[("time", m)] = (f"{L(m)} (Table III)", c, plan.seeds, plan.paper_metric(m))
+        out[("time", m)] = (f"{L(m)} (Table III)", c, plan.seeds, pm(m))
         if m == "fedmps":
-            out[("attack",)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, plan.paper_metric(m))
-    out.update({("ways", m, n): (f"{L(m)} n = {n}", c, seed0, plan.paper_metric(m))
-                for (m, n), c in ways_configs(plan).items()})
+            out[("attack",)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, pm(m))
+    out.update({("ways", m, n): (f"{L(m)} n = {n}", c, seed0, pm(m)) for (m, n), c in ways_configs(plan).items()})
     out.update({("ablation", row): (f"FedMPS ablation row {row}", c, plan.ablation_seeds(), PAPER_METRIC_PROTO)
                 for row, c in ablation_configs(plan).items()})
-    out.update({("stdev", m, s): (f"{L(m)} std {s}", c, seed0, plan.paper_metric(m))
-                for (m, s), c in stdev_configs(plan).items()})
-    out.update({("clients", m, n): (f"{L(m)} N = {n}", c, seed0, plan.paper_metric(m))
+    out.update({("stdev", m, s): (f"{L(m)} std {s}", c, seed0, pm(m)) for (m, s), c in stdev_configs(plan).items()})
+    out.update({("clients", m, n): (f"{L(m)} N = {n}", c, seed0, pm(m))
                 for (m, n), c in clients_configs(plan).items()})
     out.update({("tau", t, x): (f"FedMPS {t} = {x:g}", c, seed0, PAPER_METRIC_PROTO)
                 for (t, x), c in temperature_configs(plan).items()})
@@ -188,12 +153,8 @@ def trend_groups(plan: Plan) -> dict:
 
 
 def trends(plan: Plan, keys=None, seeds: list[int] | None = None) -> dict:
-    """``{key: Trend}`` (:func:`fedlib.papers.trend`) of the run groups of :func:`trend_groups` (``keys``: only
-    those) that have a finished run (results folder, else the run archive; trains nothing), judged on the unweighted
-    mean over clients (``stat="mean"``, the accuracy every FedMPS table reports) under each cell's rule. Each trend
-    names its runs (:class:`fedlib.plateau.Group`), so that the evidence planner can give them more seeds.
-    ``seeds``: the seeds a table actually read, in place of each group's own (a table shown on the seeds finished so
-    far names those runs, so that the planner counts what it has)."""
+    """``{key: Trend}`` of the finished run groups of :func:`trend_groups` (``keys``: only those; ``seeds``: in place
+    of each group's own), on the unweighted mean over clients; trains nothing."""
     groups = trend_groups(plan)
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
@@ -205,13 +166,12 @@ def trends(plan: Plan, keys=None, seeds: list[int] | None = None) -> dict:
 
 
 def _per_seed(v) -> list[float]:
-    """A cell's per-seed values: a list as given, a single value (one seed) as a list of one."""
+    """A cell's per-seed values (a single value: one seed)."""
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
 
 
 def mean_std_n(values, digits: int = 2) -> str:
-    """``84.21 ± 3.39 (n = 3)``: the mean and sample std (ddof 1) over seeds with their number; ``84.21 (n = 1)`` for
-    one seed, ``—`` for none (NaN seeds left out)."""
+    """``84.21 ± 3.39 (n = 3)`` over seeds (sample std), ``84.21 (n = 1)``, ``—`` for none (NaN left out)."""
     v = [float(x) for x in values if x is not None and not np.isnan(x)]
     if not v:
         return report.DASH
@@ -220,37 +180,20 @@ def mean_std_n(values, digits: int = 2) -> str:
 
 # -- reading results -------------------------------------------------------------------
 def paper_vs_ours(paper: dict, table: str | None, ours: dict):
-    """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column: :func:`fedlib.report.compare`
-    of paper.yaml's ``table`` (``None``: no paper block, ours alone) with ``ours`` (``{method: {"fmnist":
-    value}}``), plus the reference runs of the authors' code where paper.yaml has them for ``table``
-    (:func:`fedlib.report.reference_column`; docs/fedmps.md, decision 27)."""
+    """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column (``table`` None: ours alone; decision
+    27)."""
     df = report.compare(paper["tables"][table] if table else {"rows": {}}, ours)
     return report.reference_column(df, paper, table, "fmnist") if table else df
 
 
 def accuracy(summary: dict, metric: str, stat: str = "best") -> float:
-    """A run's accuracy in % (``stat``: best or last round, mean over clients)."""
+    """A run's accuracy in % (``stat``: best or last round; ``best_std``: the std across clients)."""
     return 100.0 * summary["metrics"][metric][stat]
 
 
-def client_std(summary: dict, metric: str, stat: str = "best") -> float:
-    """Std across clients (%) at the best or last round (Tables VI-VII report it)."""
-    return 100.0 * summary["metrics"][metric][f"{stat}_std"]
-
-
 def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = None) -> dict:
-    """Table III rows ``{method: {"mean", "std", "per_seed", "p_vs_fedmps", "metric"}}``.
-
-    ``summaries[method]`` holds one summary per seed. Mean and sample std (ddof 1,
-    :func:`fedlib.claims.sample_std`) over seeds of the best-round accuracy (unweighted mean over
-    clients); ``p_vs_fedmps`` is the exact two-sided Wilcoxon-Mann-Whitney rank-sum
-    test against FedMPS (:func:`fedlib.claims.rank_sum_p`), ``None`` with fewer than two seeds. With
-    3 vs 3 runs it cannot go below 0.10 (:func:`fedlib.claims.smallest_p`); the paper's p < 0.05
-    with 3 vs 3 runs is the floor of the normal approximation (0.0495), not an exact p.
-    ``metric=None`` uses the paper's convention per method.
-    """
-    from fedlib.claims import rank_sum_p
-
+    """Table III rows ``{method: {"mean", "std", "n", "per_seed", "metric", "p_vs_fedmps"}}`` over seeds, the p the
+    exact rank-sum test against FedMPS (docs/fedmps.md: its floor); ``metric`` None: the paper's rule."""
     rows = {}
     for m, runs in summaries.items():
         key = metric or plan.paper_metric(m)
@@ -261,32 +204,29 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
     for m, row in rows.items():
         row["p_vs_fedmps"] = None
         if ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1:
-            row["p_vs_fedmps"] = rank_sum_p(row["per_seed"], ref["per_seed"])
+            row["p_vs_fedmps"] = claims.rank_sum_p(row["per_seed"], ref["per_seed"])
     return rows
 
 
 def _paper_plan(plan: Plan) -> Plan:
-    """The ``paper`` profile on ``plan``'s results folder, device kind and executor, with the
-    methods ``plan`` selected (a short profile's report reads the paper profile's runs from it)."""
+    """The ``paper`` profile on ``plan``'s folders, device and executor, with its Table III methods."""
     pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
     pplan.override(methods=plan.selected("table3_methods"))
     return pplan
 
 
+def _made_by(done: dict) -> str:
+    return study.made_by(s for runs in done.values() for s in runs) if done else ""
+
+
 def paper_table3(plan: Plan) -> dict:
-    """Table III under the ``paper`` profile from finished runs only (trains nothing), for a
-    shorter profile's report: ``{"plan", "found", "total", "rows", "head", "made_by", "trends"}``, with
-    ``rows``/``head`` (:func:`table3`, the paper's convention / head over all classes) over the
-    methods whose every seed has finished, ``None`` while none has, and ``trends`` (:func:`trends`) of
-    their run groups. The runs come from
-    ``python -m fedlib.papers.fedmps --profile paper`` (or the paper profile's notebook) into the
-    same results folder, on ``plan``'s device and executor or else another (:func:`fedlib.results.find`);
-    a run the results folder lacks is read from the run archive (through :mod:`fedlib.results`)."""
+    """Table III under the ``paper`` profile from finished runs (trains nothing): ``rows``/``head`` over the methods
+    whose every seed has finished (``None`` while none has)."""
     pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
     done, found = results.cached(configs, pplan.seeds)
     out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
-           "made_by": study.made_by(s for runs in done.values() for s in runs) if done else ""}
+           "made_by": _made_by(done)}
     if done:
         out["rows"], out["head"] = table3(pplan, done), table3(pplan, done, metric=COMMON_METRIC)
     out["trends"] = trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])
@@ -294,58 +234,41 @@ def paper_table3(plan: Plan) -> dict:
 
 
 def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[int, dict]:
-    """Table VI: ``{n: {method: (accuracy, std across clients)}}`` at the best round under the
-    paper's convention per method, from one seed's runs (:func:`ways_configs` keys)."""
+    """Table VI: ``{n: {method: (accuracy, std across clients)}}`` at the best round, one seed."""
     rows: dict[int, dict] = {}
     for (m, n), runs in summaries.items():
         key = plan.paper_metric(m)
-        rows.setdefault(n, {})[m] = (accuracy(runs[0], key), client_std(runs[0], key))
+        rows.setdefault(n, {})[m] = (accuracy(runs[0], key), accuracy(runs[0], key, "best_std"))
     return rows
 
 
 def paper_table6(plan: Plan) -> dict:
-    """Table VI under the ``paper`` profile from finished runs only (trains nothing):
-    ``{"plan", "found", "total", "rows", "missing", "made_by", "trends"}`` with ``rows`` (:func:`ways_rows`) over
-    the methods finished so far for each n (the first seed, as the paper's "same random seed"; ``None``
-    while none has), ``missing``: ``{n: [methods not finished]}`` and ``trends`` (:func:`trends`) of the finished
-    runs. n = 3 is Table III's first seed."""
+    """Table VI under the ``paper`` profile from finished runs (trains nothing), first seed: ``rows`` (``None`` while
+    none) and ``missing`` (``{n: [methods not finished]}``)."""
     pplan = _paper_plan(plan)
     configs, seed0 = ways_configs(pplan), pplan.seeds[0]
     done, found = results.cached(configs, [seed0])
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
     return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
-            "missing": missing, "made_by": study.made_by(s for runs in done.values() for s in runs) if done else "",
-            "trends": trends(pplan, [("ways", m, n) for m, n in done])}
+            "missing": missing, "made_by": _made_by(done), "trends": trends(pplan, [("ways", m, n) for m, n in done])}
 
 
 def paper_table7(plan: Plan) -> dict:
-    """Table VII under the ``paper`` profile from finished runs only (trains nothing):
-    ``{"plan", "found", "total", "seeds", "rows", "made_by", "trends"}`` with ``rows`` (:func:`ablation_table`) and
-    ``trends`` (:func:`trends`) over ``seeds``, the seeds of the profile's :meth:`Plan.ablation_seeds` on which every
-    row has finished (``rows`` ``None`` while none has; row 6, every term on, is Table III's FedMPS run)."""
+    """Table VII under the ``paper`` profile from finished runs (trains nothing), over the ``seeds`` on which every row
+    has finished (``rows`` ``None`` while none)."""
     pplan = _paper_plan(plan)
     configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
     _, found = results.cached(configs, seeds)
     done_seeds = study.finished_seeds(configs, seeds)
     done = results.cached(configs, done_seeds)[0] if done_seeds else {}
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "seeds": done_seeds,
-            "rows": ablation_table(pplan, done, configs) if done else None,
-            "made_by": study.made_by(s for runs in done.values() for s in runs) if done else "",
+            "rows": ablation_table(pplan, done, configs) if done else None, "made_by": _made_by(done),
             "trends": trends(pplan, [("ablation", row) for row in done], done_seeds) if done else {}}
 
 
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
-    """Table VII rows: the paper's rule (nearest prototype, own classes) at the best round and at
-    the last round, the head over all classes (the soft-label term acts on the head), each with
-    the std across clients, and the mean soft-label loss l_soft over the rounds that had soft labels
-    (``None`` where the term is off). Best-round selection alone can hide a term that only acts
-    after round 1 (soft labels exist from round 2): the last-round columns show it.
-
-    ``summaries[row]`` holds one summary per seed (every row on the same seeds, so the rows pair up by seed): each
-    value is the mean over seeds (the std across clients too), ``per_seed`` holds the per-seed values of the
-    accuracies (``proto_own_best``, ``proto_own_last``, ``head_best``, ``head_last``), ``seed_std`` the sample std
-    (ddof 1) over seeds of ``proto_own_best`` (NaN with one seed), ``n`` and ``seeds`` the seeds, and ``best_round``
-    the best round (a list per seed where there are several)."""
+    """Table VII rows: the paper's rule at the best and last round, the head, the std across clients and the mean
+    l_soft (docs/fedmps.md: why the last round), means over seeds with ``per_seed`` values and their ``seed_std``."""
     rows = {}
     accs = ("proto_own_best", "proto_own_last", "head_best", "head_last")
     for row, runs in summaries.items():
@@ -354,7 +277,7 @@ def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[i
             recs = results.rounds(configs[row], s["seed"])
             soft = [r["local"]["l_soft"] for r in recs if "l_soft" in r.get("local", {})]
             per["proto_own_best"].append(accuracy(s, PAPER_METRIC_PROTO))
-            per["proto_own_best_std"].append(client_std(s, PAPER_METRIC_PROTO))
+            per["proto_own_best_std"].append(accuracy(s, PAPER_METRIC_PROTO, "best_std"))
             per["best_round"].append(s["metrics"][PAPER_METRIC_PROTO]["best_round"])
             per["proto_own_last"].append(accuracy(s, PAPER_METRIC_PROTO, "last"))
             per["head_best"].append(accuracy(s, COMMON_METRIC))
@@ -370,8 +293,7 @@ def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[i
 
 
 def time_to_target(records: list[dict], metric: str, target: float) -> dict:
-    """Rounds and cumulative training+evaluation seconds until ``metric`` first reaches
-    ``target`` (a fraction); ``None`` when it never does (FedMPS Fig. 5)."""
+    """Fig. 5: the round and cumulative seconds at which ``metric`` first reaches ``target`` (``None``: never)."""
     elapsed = 0.0
     for r in records:
         elapsed += r["seconds"]
@@ -381,13 +303,10 @@ def time_to_target(records: list[dict], metric: str, target: float) -> dict:
 
 
 def seconds_per_round(records: list[dict]) -> float:
-    """Median wall seconds of the local training + aggregation of a round (round 1 skipped
-    when there are more, since it includes warm-up)."""
-    vals = [r["train_seconds"] for r in records[1:] or records]
-    return float(np.median(vals))
+    """Median training seconds a round (round 1, the warm-up, skipped where there are more)."""
+    return float(np.median([r["train_seconds"] for r in records[1:] or records]))
 
 
-# -- prototypes of a finished run (features, uploads, distances: fedlib.analysis) ----------
 def global_prototypes(state: results.RunState, level: str = "high") -> tuple[np.ndarray, np.ndarray]:
     """(classes, prototypes) the server holds for ``level`` (FedProto: its only level)."""
     msg = state.message(0)
@@ -395,15 +314,8 @@ def global_prototypes(state: results.RunState, level: str = "high") -> tuple[np.
     return msg["classes"].numpy(), msg[key].numpy()
 
 
-# -- Table V in the paper's CIFAR-10 setting (labels and shapes only) --------------------
 def cifar10_shaped(seed: int = 1234, shots: int = 2) -> FederatedData:
-    """CIFAR-10's label layout (5,000 train / 1,000 test images per class) with constant
-    3x32x32 images, partitioned as in FedMPS Table II (n = 3, std 1, 20 clients).
-
-    Communication counts depend on the model and on which classes each client holds,
-    not on the pixels or on k, so a 2-shot partition gives the paper's counts
-    (n_list is drawn before k_list from the same seed) at a fraction of the cost.
-    """
+    """Table V: CIFAR-10's label layout with constant images, partitioned as in Table II (docs/fedmps.md)."""
     y_tr = torch.arange(10).repeat(5000)
     y_te = torch.arange(10).repeat(1000)
     img = torch.zeros(1, 3, 32, 32)
@@ -415,12 +327,7 @@ def cifar10_shaped(seed: int = 1234, shots: int = 2) -> FederatedData:
 
 
 def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[str, dict]:
-    """Parameters per round measured from the messages of two rounds of every method on the
-    CIFAR-10 setting with the CNN of MOON/FedMPS (62,006 parameters).
-
-    Returns ``{method: {"up": ..., "down": ...}}`` from round 2 (round 1 has no global
-    knowledge to send for the prototype methods).
-    """
+    """Table V: ``{method: {"up", "down", ...}}`` parameters of round 2 on the CIFAR-10 setting (MOON's CNN)."""
     from fedlib.algorithms import make_algorithm
     from fedlib.algorithms.base import Context, TrainSettings
     from fedlib.engine import Simulator
@@ -439,7 +346,7 @@ def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
-    """The paper-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
+    """The paper-profile tables the report reads: ``(name, configs, seeds)``."""
     pp = load_plan("paper")
     return [("FedMPS Table III (paper profile)", table3_configs(pp), pp.seeds),
             ("FedMPS Table VI (paper profile)", ways_configs(pp), pp.seeds[:1]),
@@ -457,24 +364,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="III (default: every method, every seed), VI (n = 3, 4, 5) or VII (the loss ablation)")
     args = parser.parse_args(argv)
 
-    def obtain(*a, **kw):  # a finished run (another device, the run archive) is read, not retrained; at the
-        # paper's rounds: Table III's runs are the benchmark's nway runs, which an evidence step may extend elsewhere
+    def obtain(*a, **kw):  # a finished run is read, not retrained; at the paper's rounds (longest=False)
         return results.run_or_read(*a, retrain_archived=args.retrain_archived, longest=False, **kw)
 
     plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device, executor=args.executor)
     if args.methods:
         methods = check_methods(args.methods, plan.methods)
         plan.settings["table3_methods"] = plan.settings["sweep_methods"] = methods
-    full = report.load_paper("fedmps")
-    seed0, R = plan.seeds[0], plan.settings["rounds"]
+    full, seed0, R = report.load_paper("fedmps"), plan.seeds[0], plan.settings["rounds"]
     if args.table == "VI":
         rows = ways_rows(plan, obtain(ways_configs(plan), seeds=[seed0], workers=args.workers, desc="Table VI"))
         for n, ours in sorted(rows.items()):
             print(f"FedMPS Table VI, n = {n}, profile {args.profile}: {R['main']} rounds, seed {seed0}; best round, "
                   "mean ± std across clients (%)")
-            df = paper_vs_ours(full, TABLE6_BLOCKS.get(n), {m: {"fmnist": v} for m, v in ours.items()})
-            df.index = [plan.label(m) for m in df.index]
-            print(report.to_markdown(df))
+            print(report.to_markdown(_table6_frame(full, plan.label, n, ours)))
         return 0
     if args.table == "VII":
         configs, seeds = ablation_configs(plan), plan.ablation_seeds()
@@ -493,43 +396,26 @@ def main(argv: list[str] | None = None) -> int:
     configs = table3_configs(plan)
     rows = table3(plan, obtain(configs, workers=args.workers, desc="Table III"))
     head = table3(plan, obtain(configs, workers=args.workers, progress=False), metric=COMMON_METRIC)
-    df = paper_vs_ours(full, "table3", {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
-    df["rule"] = [rows[m]["metric"] if m in rows else "" for m in df.index]
-    df["ours, head all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head else "—"
-                                    for m in df.index]
-    df["p vs FedMPS"] = [f"{rows[m]['p_vs_fedmps']:.3g}" if rows.get(m, {}).get("p_vs_fedmps") is not None else "—"
-                         for m in df.index]
-    df.index = [plan.label(m) for m in df.index]
     print(f"FedMPS Table III, Fashion-MNIST, profile {args.profile}: {R['main']} rounds, "
           f"seeds {plan.seeds}; best round, unweighted mean over clients (%)")
-    print(report.to_markdown(df))
+    print(report.to_markdown(_table3_frame(full, plan.label, rows, head, args.profile)))
     return 0
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """Every (config, seed) the notebook needs, longest first (rounds x local epochs x
-    clients x ways, a proxy for cost), so parallel workers stay busy until the end."""
-    seed0 = plan.seeds[0]
-    jobs_ = jobs(table3_configs(plan))
-    for configs, seeds in ((variant_configs(plan), [seed0]), (ways_configs(plan), [seed0]),
-                           (ablation_configs(plan), plan.ablation_seeds()), (stdev_configs(plan), [seed0]),
-                           (clients_configs(plan), [seed0]), (temperature_configs(plan), [seed0])):
-        jobs_ += [(c, s) for c in configs.values() for s in seeds]
-    unique = {}
-    for cfg, seed in jobs_:
-        unique.setdefault(run_id(cfg, seed), (cfg, seed))
-
-    def cost(job):
-        cfg = job[0]
-        p, t = cfg["partition"], cfg["train"]
-        return t["rounds"] * t["local_epochs"] * p.get("num_clients", 20) * p.get("ways", 3)
-
-    return sorted(unique.values(), key=cost, reverse=True)
+    """Every (config, seed) the notebook needs, longest first (rounds x epochs x clients x ways)."""
+    seed0 = [plan.seeds[0]]
+    jobs = [(c, s) for c in table3_configs(plan).values() for s in c["seeds"]]
+    for configs, seeds in ((variant_configs(plan), seed0), (ways_configs(plan), seed0),
+                           (ablation_configs(plan), plan.ablation_seeds()), (stdev_configs(plan), seed0),
+                           (clients_configs(plan), seed0), (temperature_configs(plan), seed0)):
+        jobs += [(c, s) for c in configs.values() for s in seeds]
+    return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * c["train"]["local_epochs"]
+                             * c["partition"].get("num_clients", 20) * c["partition"].get("ways", 3))
 
 
 def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> dict[int, list[tuple[int, np.ndarray]]]:
-    """``{class: [(client, local prototype), ...]}`` from uploads (FedMPS ``high``/``low``,
-    FedProto ``protos``)."""
+    """``{class: [(client, local prototype), ...]}`` from uploads (FedMPS ``high``/``low``, FedProto ``protos``)."""
     owners: dict[int, list] = {}
     for cid, up in uploads.items():
         rows = up[level] if level in up else up["protos"]
@@ -538,15 +424,13 @@ def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> 
     return owners
 
 
-
 # The notebook (notebooks/fedmps.py): one function per cell, each adding its table or figure to the report section
 # and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`), ``nb.paper`` the whole
 # params/fedmps/paper.yaml.
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
-    take, ``nb.paper`` the whole params/fedmps/paper.yaml."""
+    """The set-up cell: the notebook state the other cells take."""
     from fedlib.study.notebook import open_notebook
 
     def about(plan):
@@ -576,7 +460,6 @@ def _partition(nb):
 
 
 def _pairs(nb) -> int:
-    """The (client, class) pairs of the partition."""
     return int((_partition(nb).counts > 0).sum())
 
 
@@ -600,12 +483,11 @@ def check_partition(nb) -> None:
 
 
 def _communication_cifar(nb) -> dict:
-    plan = nb.plan
-    return nb.once("comm_cifar", lambda: communication_cifar10(plan, plan.selected("table3_methods")))
+    return nb.once("comm_cifar", lambda: communication_cifar10(nb.plan, nb.plan.selected("table3_methods")))
 
 
 def print_table5(nb) -> None:
-    """Print Table V's measured parameters per round, up and down, of the Table III rows (CIFAR-10 setting)."""
+    """Print Table V's measured parameters per round, up and down (CIFAR-10 setting)."""
     for m, c in _communication_cifar(nb).items():
         print(f"{nb.label(m):9} up {c['up']:>10,}   down {c['down']:>10,}")
 
@@ -624,35 +506,34 @@ def show_table5(nb):
 
 
 def _table3(nb) -> dict:
-    """Table III's runs and rows under the paper's convention and under the head over all classes."""
+    """Table III's runs and rows under the paper's rule and under the head over all classes."""
     def make():
         runs = run(table3_configs(nb.plan), workers=nb.workers, desc="Table III")
         return {"runs": runs, "rows": table3(nb.plan, runs), "head": table3(nb.plan, runs, metric=COMMON_METRIC)}
     return nb.once("table3", make)
 
 
-def _table3_columns(df, rows: dict, head: dict) -> None:
-    """Add Table III's last columns to ``df`` (indexed by method): the Wilcoxon p against FedMPS, and ours under
-    the head over all classes."""
+def _table3_frame(paper: dict, label, rows: dict, head: dict, profile: str | None = None):
+    """Table III as shown: paper | ours | diff (with ``profile``: the rule), the p against FedMPS, the head's."""
+    df = paper_vs_ours(paper, "table3", {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
+    if profile:
+        df = report.short_run(df, profile)
+        df["rule (paper's convention)"] = [rows[m]["metric"] if m in rows else "" for m in df.index]
     df["p vs FedMPS"] = [("—" if rows.get(m, {}).get("p_vs_fedmps") is None else f"{rows[m]['p_vs_fedmps']:.3g}")
                          for m in df.index]
     df["ours, head over all classes"] = [report.fmt(head[m]["mean"], head[m]["std"], n=head[m]["n"]) if m in head
                                          else "—" for m in df.index]
+    df.index = [label(m) for m in df.index]
+    return df
 
 
 def show_table3(nb):
-    """Table III (Fashion-MNIST): accuracy of the eight methods under the paper's convention and under the head
-    over all classes, with the Wilcoxon rank-sum p against FedMPS."""
+    """Table III (Fashion-MNIST) under the paper's rule and the head over all classes, with the p against FedMPS."""
     t3 = _table3(nb)
-    rows3, head3 = t3["rows"], t3["head"]
-    ours = {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows3.items()}
-    df3 = report.short_run(paper_vs_ours(nb.paper, "table3", ours), nb.profile)
-    df3["rule (paper's convention)"] = [rows3[m]["metric"] if m in rows3 else "" for m in df3.index]
-    _table3_columns(df3, rows3, head3)
-    df3.index = [nb.label(m) for m in df3.index]
-    nb.section.record(table3=rows3, table3_head=head3)
+    nb.section.record(table3=t3["rows"], table3_head=t3["head"])
     return nb.table("**Table III (Fashion-MNIST): accuracy (%), mean ± std over seeds; paper's evaluation convention, "
-                    "and the head over all classes for every method.**", df3)
+                    "and the head over all classes for every method.**",
+                    _table3_frame(nb.paper, nb.label, t3["rows"], t3["head"], nb.profile))
 
 
 def _uplinks(nb) -> dict:
@@ -662,8 +543,7 @@ def _uplinks(nb) -> dict:
 
 
 def check_table3(nb) -> None:
-    """Print Table III's checks: no two methods share a code path, prototype methods upload less, the prototype
-    uplinks match the (client, class) pairs."""
+    """Print Table III's checks: distinct code paths, smaller prototype uplinks that match the (client, class) pairs."""
     rows3, fm_comm = _table3(nb)["rows"], _uplinks(nb)
     proto_methods = [m for m in ("fedproto", "fedmps") if m in fm_comm]
     param_methods = [m for m in fm_comm if m not in proto_methods]
@@ -693,45 +573,32 @@ def show_conventions(nb):
                     conv)
 
 
-def _paper_protocol(nb, key: str, load):
-    return nb.once(key, lambda: load(nb.plan))
-
-
 def _from_paper_runs(roman: str, load, flag: str = ""):
-    """A cell that shows Table ``roman`` under the paper protocol from the paper profile's finished runs (trains
-    nothing): it gets ``(nb, data)``, or returns what :meth:`~fedlib.study.notebook.Notebook.paper_protocol`
-    says where this profile is the paper protocol or nothing has finished."""
-    import functools
-
+    """A cell showing Table ``roman`` from the paper profile's finished runs (``fn(nb, data)``; trains nothing), or
+    what :meth:`~fedlib.study.notebook.Notebook.paper_protocol` says instead."""
     def wrap(fn):
         @functools.wraps(fn)
         def cell(nb):
-            data, early = nb.paper_protocol(f"Table {roman}", f"paper_{load.__name__.removeprefix('paper_')}", load,
-                                            lambda d: d["rows"], "python -m fedlib.papers.fedmps --profile paper"
-                                            + flag)
+            data, early = nb.paper_protocol(f"Table {roman}", load.__name__, load, lambda d: d["rows"],
+                                            "python -m fedlib.papers.fedmps --profile paper" + flag)
             return early if early is not None else fn(nb, data)
         return cell
     return wrap
 
 
-@_from_paper_runs("III", paper_table3, "")
+@_from_paper_runs("III", paper_table3)
 def paper_protocol_table3(nb, pt3):
     """Table III under the paper protocol, from the paper profile's finished runs (trains nothing)."""
-    rows = pt3["rows"]
-    df = paper_vs_ours(nb.paper, "table3", {m: {"fmnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
-    _table3_columns(df, rows, pt3["head"])
-    df.index = [nb.label(m) for m in df.index]
     missing = [nb.label(m) for m in table3_configs(pt3["plan"]) if m not in pt3["rows"]]
     return nb.markdown(f"**Table III under the paper protocol (profile `paper`: "
                        f"{pt3['plan'].settings['rounds']['main']} rounds, seeds {pt3['plan'].seeds}), from finished "
                        f"runs: {pt3['found']} of {pt3['total']}; {pt3['made_by']}.**"
                        + (f" Not finished yet: {', '.join(missing)}." if missing else "")
-                       + "\n\n" + report.to_markdown(df))
+                       + "\n\n" + report.to_markdown(_table3_frame(nb.paper, nb.label, pt3["rows"], pt3["head"])))
 
 
 def show_variants(nb):
-    """Paper-faithful vs code-faithful: each variant's accuracy beside its paper-faithful Table III row (first
-    seed)."""
+    """Paper-faithful vs code-faithful: each variant beside its Table III row (first seed)."""
     plan, L, seed0, t3 = nb.plan, nb.label, nb.seed0, _table3(nb)["runs"]
     rows = {}
     for v, runs in run(variant_configs(plan), seeds=[seed0], workers=nb.workers, desc="variants").items():
@@ -746,9 +613,7 @@ def show_variants(nb):
 
 
 def _curves_all(nb) -> dict:
-    """Table III's round records of every seed of the profile, ``{method: [records per seed]}`` (the plan's seed
-    order), wherever each run finished (:func:`fedlib.results.rounds`: the results folder, another placement or the
-    run archive), after :func:`_table3` has trained or read them."""
+    """Table III's round records, ``{method: [records per seed]}``, after :func:`_table3` trained or read them."""
     def make():
         _table3(nb)
         return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in table3_configs(nb.plan).items()}
@@ -756,8 +621,7 @@ def _curves_all(nb) -> dict:
 
 
 def fig4(nb):
-    """Fig. 4: mean client accuracy per round, under the paper's convention and under the head over all
-    classes: the seed-mean curve of every seed of the profile, with a band of ± the sample std over seeds."""
+    """Fig. 4: mean client accuracy per round under the paper's rule and the head, seed mean ± sample std."""
     import matplotlib.pyplot as plt
 
     from fedlib.plots import curve_panel
@@ -778,20 +642,17 @@ def fig4(nb):
 
 
 def times_to_target(plan: Plan, records: dict[str, list[list[dict]]]) -> dict[str, list[dict]]:
-    """Per method, the time to the profile's target accuracy (:func:`time_to_target`) of each seed's run
-    (``records``: ``{method: [records per seed]}``), under the method's paper convention."""
+    """``{method: [time_to_target per seed]}`` under each method's paper rule."""
     target = plan.spec["time_target"]
     return {m: [time_to_target(recs, plan.paper_metric(m), target) for recs in per] for m, per in records.items()}
 
 
 def _time_to_target(nb) -> dict:
-    """Per method, the time to the profile's target accuracy of every seed's run (:func:`times_to_target`)."""
     return nb.once("time", lambda: times_to_target(nb.plan, _curves_all(nb)))
 
 
 def _rounds_cell(times: list[dict], never: int) -> str:
-    """Rounds to the target over seeds: ``2.33 ± 0.58 (n = 3)``; a seed that never reached it counts as ``never``
-    rounds (a lower bound, marked ``≥``); ``never (n = 3)`` where none did."""
+    """Rounds to the target over seeds, a seed that never reached it counted as ``never`` (``≥``: a lower bound)."""
     got = [t["round"] for t in times]
     if all(r is None for r in got):
         return f"never (n = {len(got)})"
@@ -800,8 +661,7 @@ def _rounds_cell(times: list[dict], never: int) -> str:
 
 
 def fig5(nb):
-    """Fig. 5: seconds per round and time to the target accuracy of every method (every seed of the profile: mean ±
-    sample std over seeds, with n, and the rounds of each seed); returns the figure and its numbers."""
+    """Fig. 5: seconds per round and time to the target accuracy of every method; returns the figure and numbers."""
     import matplotlib.pyplot as plt
 
     target, tt_all, per = nb.plan.spec["time_target"], _time_to_target(nb), _curves_all(nb)
@@ -837,29 +697,25 @@ def fig5(nb):
     return Shown((fig, timing))
 
 
-TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
-
-
 def _ways(nb) -> dict:
-    """Table VI: per n, per method, (accuracy, std across clients) at the best round, first seed."""
-    def make():
-        out = {}
-        for (m, n), runs in run(ways_configs(nb.plan), seeds=[nb.seed0], workers=nb.workers, desc="Table VI").items():
-            s, key = runs[0], nb.plan.paper_metric(m)
-            out.setdefault(n, {})[m] = {"fmnist": (accuracy(s, key), client_std(s, key))}
-        return out
-    return nb.once("ways", make)
+    """Table VI's :func:`ways_rows`, first seed."""
+    return nb.once("ways", lambda: ways_rows(nb.plan, run(ways_configs(nb.plan), seeds=[nb.seed0], workers=nb.workers,
+                                                          desc="Table VI")))
+
+
+def _table6_frame(paper: dict, label, n: int, ours: dict):
+    """Table VI's block for ``n``: paper | ours | diff (``ours``: ``{method: (accuracy, std across clients)}``)."""
+    df = paper_vs_ours(paper, TABLE6_BLOCKS.get(n), {m: {"fmnist": v} for m, v in ours.items()})
+    df.index = [label(m) for m in df.index]
+    return df
 
 
 def show_table6(nb):
     """Table VI: accuracy per average number of classes per client n, paper | ours | diff, one block per n."""
-    tables = {}
-    for n, ours in _ways(nb).items():
-        df = report.short_run(paper_vs_ours(nb.paper, TABLE6_BLOCKS.get(n), ours), nb.profile)
-        df.index = [nb.label(m) for m in df.index]
-        tables[n] = nb.table(f"**Table VI, n = {n}{TABLE6_NOTES.get(n, '')}: accuracy (%) mean ± std across "
-                             f"clients, seed {nb.seed0}.**", df)
-    return pd.concat(tables, names=["n"])
+    return pd.concat({n: nb.table(f"**Table VI, n = {n}{TABLE6_NOTES.get(n, '')}: accuracy (%) mean ± std across "
+                                  f"clients, seed {nb.seed0}.**",
+                                  report.short_run(_table6_frame(nb.paper, nb.label, n, ours), nb.profile))
+                      for n, ours in _ways(nb).items()}, names=["n"])
 
 
 @_from_paper_runs("VI", paper_table6, " --table VI")
@@ -871,17 +727,14 @@ def paper_protocol_table6(nb, pt6):
             + "".join(f" n = {n}: not finished yet: {', '.join(nb.label(m) for m in left)}." if n in pt6["rows"]
                       else f" n = {n}: no run finished yet." for n, left in pt6["missing"].items() if left))
     for n, ours in sorted(pt6["rows"].items()):
-        df = paper_vs_ours(nb.paper, TABLE6_BLOCKS.get(n), {m: {"fmnist": v} for m, v in ours.items()})
-        df.index = [nb.label(m) for m in df.index]
         partial = " (not every method has finished)" if pt6["missing"][n] else ""
         text += (f"\n\n**Table VI, paper protocol, n = {n}{TABLE6_NOTES.get(n, '')}: accuracy (%) mean ± std across "
-                 f"clients{partial}.**\n\n" + report.to_markdown(df))
+                 f"clients{partial}.**\n\n" + report.to_markdown(_table6_frame(nb.paper, nb.label, n, ours)))
     return nb.markdown(text)
 
 
 def _ablation(nb) -> dict:
-    """Table VII's rows (:func:`ablation_table`) over the plan's :meth:`Plan.ablation_seeds` (those whose every row is
-    archived, where the report is rendered from the archive alone)."""
+    """Table VII's rows over :meth:`Plan.ablation_seeds` (those at hand, rendering from the archive)."""
     def make():
         cfgs = ablation_configs(nb.plan)
         seeds = study.seeds_at_hand(cfgs, nb.plan.ablation_seeds())
@@ -890,16 +743,13 @@ def _ablation(nb) -> dict:
 
 
 def _table7_rows(nb, rows7: dict, paper_column: bool = True):
-    """Table VII as shown, one row per ablation row: the paper's gain over row (1) and ours. With one seed, ours are
-    that seed's values, ± the std across clients; with several, the mean ± the sample std over seeds (n), the gain
-    over row (1) the mean ± std of the per-seed (paired) gains, and the std across clients in a column of its own."""
+    """Table VII as shown: the paper's gain over row (1) and ours (several seeds: mean ± sample std, paired gains)."""
     comp, prow7 = nb.paper["tables"]["table7"]["components"], nb.paper["tables"]["table7"]["rows"]
     by_number, paper_base = {v["number"]: k for k, v in comp.items()}, prow7["sup"]["acc"][0]
     table = {}
     for row, r in rows7.items():
         k = by_number[row]
-        many = r.get("n", 1) > 1
-        if many:
+        if r.get("n", 1) > 1:
             ps, base = r["per_seed"], rows7[1]["per_seed"]["proto_own_best"]
             gains = [a - b for a, b in zip(ps["proto_own_best"], base, strict=True)]
             ours = {"ours: best round": mean_std_n(ps["proto_own_best"]),
@@ -924,9 +774,8 @@ def _table7_rows(nb, rows7: dict, paper_column: bool = True):
 
 
 def _seeds_text(rows7: dict) -> str:
-    """``seed 1234; mean ± std across clients`` or ``seeds 1234, 1235, 1236 (n = 3); mean ± sample std over seeds``:
-    what Table VII's numbers are."""
-    seeds = next(iter(rows7.values())).get("seeds") or []
+    """What Table VII's numbers are: ``seed 1234; mean ± std across clients`` or the seeds and sample std."""
+    seeds = _row_seeds(rows7)
     if len(seeds) > 1:
         return (f"seeds {', '.join(map(str, seeds))} (n = {len(seeds)}); mean ± sample std over seeds, the std across "
                 "clients (mean over seeds) in its own column")
@@ -967,52 +816,54 @@ def paper_protocol_table7(nb, pt7):
                        + report.to_markdown(_table7_rows(nb, pt7["rows"], paper_column=False)))
 
 
-def _sweeps(nb):
-    """Figs. 8-10's runs, first seed; returns ``acc_of(key, method)``, the accuracy of one of them under the
-    method's paper rule."""
+def _sweeps(nb) -> dict:
+    """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev": {std: {method: acc}}, "clients": {N:
+    {method: acc}}, "tau": {"tau1" | "tau2": {value: acc}}}``."""
     def make():
-        sweeps = {}
-        for kind, cfgs in (("std", stdev_configs(nb.plan)), ("N", clients_configs(nb.plan)),
-                           ("tau", temperature_configs(nb.plan))):
-            sweeps.update({(kind, *k): c for k, c in cfgs.items()})
-        return run(sweeps, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10")
-    sw = nb.once("sweeps", make)
-    return lambda key, method: accuracy(sw[key][0], nb.plan.paper_metric(method))
+        plan, sw = nb.plan, {}
+        for kind, cfgs in (("std", stdev_configs(plan)), ("N", clients_configs(plan)),
+                           ("tau", temperature_configs(plan))):
+            sw.update({(kind, *k): c for k, c in cfgs.items()})
+        runs = run(sw, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10")
+
+        def acc(key, m):
+            return accuracy(runs[key][0], plan.paper_metric(m))
+        return {"stdev": {s: {m: acc(("std", m, s), m) for m in ("fedproto", "fedmps")}
+                          for s in plan.settings["stdev"]},
+                "clients": {n: {m: acc(("N", m, n), m) for m in plan.selected("sweep_methods")}
+                            for n in plan.settings["clients"]},
+                "tau": {t: {x: acc(("tau", t, x), "fedmps") for x in plan.settings[t]} for t in ("tau1", "tau2")}}
+    return nb.once("sweeps", make)
 
 
 def fig8_10(nb):
-    """Figs. 8-10: accuracy over the noise std, over the number of clients, and over FedMPS's temperatures; returns
-    the figure and Fig. 10's sensitivity (std of accuracy across the temperature grid) beside the paper's."""
+    """Figs. 8-10: accuracy over the noise std, the number of clients and FedMPS's temperatures; returns the figure
+    and Fig. 10's sensitivity (std of accuracy across the temperature grid) beside the paper's."""
     import matplotlib.pyplot as plt
 
-    plan, L, acc_of, R = nb.plan, nb.label, _sweeps(nb), nb.plan.settings["rounds"]
+    plan, sw = nb.plan, _sweeps(nb)
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-    for m in ("fedproto", "fedmps"):
-        xs = plan.settings["stdev"]
-        axes[0].plot(xs, [acc_of(("std", m, s), m) for s in xs], marker="o", label=L(m))
-    axes[0].set_xlabel("noise std of n and k")
-    axes[0].set_title("Fig. 8: accuracy vs std")
-    for m in plan.selected("sweep_methods"):
-        xs = plan.settings["clients"]
-        axes[1].plot(xs, [acc_of(("N", m, n), m) for n in xs], marker="o", label=L(m))
-    axes[1].set_xlabel("clients N")
-    axes[1].set_title("Fig. 9: accuracy vs number of clients")
+    for ax, key, methods, xlabel, title in (
+            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k", "Fig. 8: accuracy vs std"),
+            (axes[1], "clients", plan.selected("sweep_methods"), "clients N", "Fig. 9: accuracy vs number of clients")):
+        for m in methods:
+            ax.plot(plan.settings[key], [sw[key][x][m] for x in plan.settings[key]], marker="o", label=nb.label(m))
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
     for t, ax_label in (("tau1", "tau1 (contrastive)"), ("tau2", "tau2 (soft labels)")):
-        xs = plan.settings[t]
-        axes[2].plot(range(len(xs)), [acc_of(("tau", t, x), "fedmps") for x in xs], marker="o", label=ax_label)
-        for i, x in enumerate(xs):
-            axes[2].annotate(f"{x:g}", (i, acc_of(("tau", t, x), "fedmps")), fontsize=7)
+        ys = [sw["tau"][t][x] for x in plan.settings[t]]
+        axes[2].plot(range(len(ys)), ys, marker="o", label=ax_label)
+        for i, x in enumerate(plan.settings[t]):
+            axes[2].annotate(f"{x:g}", (i, ys[i]), fontsize=7)
     axes[2].set_xlabel("grid position (value annotated)")
     axes[2].set_title("Fig. 10: FedMPS temperature sensitivity")
     for ax in axes:
         ax.set_ylabel("accuracy (%), paper's convention")
         ax.legend(fontsize=8)
-    fig.suptitle(f"Fashion-MNIST, {R['sweep']} rounds, seed {nb.seed0}")
+    fig.suptitle(f"Fashion-MNIST, {plan.settings['rounds']['sweep']} rounds, seed {nb.seed0}")
     nb.figure(fig, "Figs. 8-10: accuracy vs noise std, number of clients, and FedMPS temperatures", "fig8_10_sweeps")
-    sens = {}
-    for t in ("tau1", "tau2"):
-        vals = [acc_of(("tau", t, x), "fedmps") for x in plan.settings[t]]
-        sens[t] = {"fedmps": {"fmnist": float(np.std(vals)) if len(vals) > 1 else float("nan")}}
+    sens = {t: [sw["tau"][t][x] for x in plan.settings[t]] for t in ("tau1", "tau2")}
+    sens = {t: {"fedmps": {"fmnist": float(np.std(v)) if len(v) > 1 else float("nan")}} for t, v in sens.items()}
     df10 = pd.concat({t: report.short_run(report.compare(nb.paper["tables"][f"{t}_sensitivity"], sens[t]), nb.profile)
                       for t in ("tau1", "tau2")}, names=["temperature"])
     nb.table("**Fig. 10 sensitivity: std (%) of FedMPS accuracy across the temperature grid.**", df10)
@@ -1060,8 +911,8 @@ def fig7(nb):
 
 
 def fig_distances(nb):
-    """Prototype-distance heatmaps of FedProto and FedMPS: the global high-level prototypes, and the local
-    prototypes of the most held class; returns the figure and its numbers."""
+    """Prototype-distance heatmaps of FedProto and FedMPS (global prototypes; the most held class's local ones);
+    returns the figure and its numbers."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -1084,8 +935,7 @@ def fig_distances(nb):
                          f"local (class {c_star}): mean distance": Dl[~np.eye(len(Dl), dtype=bool)].mean()}
     nb.figure(fig, "Prototype distances: global prototypes (left), one class's local prototypes (right)",
               "prototype_distances")
-    df = nb.table("**Prototype distances (high level).**", pd.DataFrame(summary).T.round(3))
-    return Shown((fig, df))
+    return Shown((fig, nb.table("**Prototype distances (high level).**", pd.DataFrame(summary).T.round(3))))
 
 
 def _attack(nb):
@@ -1122,8 +972,9 @@ def fig11(nb):
 
 
 def show_summary(nb):
-    """The summary: FedMPS vs FedProto against the paper, the best parameter-sharing method, the attack's SSIM,
-    what the profile means."""
+    """The summary: FedMPS vs FedProto against the paper, the best parameter-sharing method, the attack's SSIM."""
+    from IPython.display import Markdown
+
     rows3, head3 = _table3(nb)["rows"], _table3(nb)["head"]
     L, R, T, attack = nb.label, nb.plan.settings["rounds"], nb.paper["tables"], _attack(nb)
     fm, fp = rows3["fedmps"], rows3["fedproto"]
@@ -1151,35 +1002,23 @@ def show_summary(nb):
                      "or Table III alone: `python -m fedlib.papers.fedmps --profile paper`.")
     text = "\n".join(f"- {x}" for x in lines)
     nb.section.text("**Summary.**\n\n" + text)
-    from IPython.display import Markdown
-
     return Markdown(text)
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim the paper makes about Fashion-MNIST-sized settings, our evidence and a
-    verdict; writes the report section. Each part is left out where it needs a run or a trained model that the run
-    archive lacks while the report is rendered from the archive alone (:meth:`~fedlib.study.notebook.Notebook.part`):
-    the ledger then judges the claims whose evidence it has. Every comparison carries the trends of its two sides
-    (:func:`trends`), which name the runs behind it."""
+    """The claims ledger: each claim, our evidence and a verdict, from the parts the results or the run archive
+    have (:meth:`~fedlib.study.notebook.Notebook.part`); writes the report section."""
     plan, part = nb.plan, nb.part
-    acc_of = part(lambda: _sweeps(nb))
-    t3 = part(lambda: _table3(nb))
-    pt3, pt6, pt7 = (_paper_protocol(nb, f"paper_{k}", f) for k, f in
-                     (("table3", paper_table3), ("table6", paper_table6), ("table7", paper_table7)))
+    sw, t3 = part(lambda: _sweeps(nb)), part(lambda: _table3(nb))
+    pt3, pt6, pt7 = (nb.once(f.__name__, lambda f=f: f(plan)) for f in (paper_table3, paper_table6, paper_table7))
     res = {"table3": t3 and t3["rows"], "table3_head": t3 and t3["head"], "comm": t3 and _uplinks(nb),
-           "ways": part(lambda: {n: {m: v["fmnist"][0] for m, v in rows.items()} for n, rows in _ways(nb).items()}),
+           "ways": part(lambda: {n: {m: v[0] for m, v in rows.items()} for n, rows in _ways(nb).items()}),
            "ablation": part(lambda: _ablation(nb)), "time": part(lambda: _time_to_target(nb)),
            "attack": part(lambda: _attack(nb).summary()), "comm_cifar10": _communication_cifar(nb),
            "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
            "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7}
-    if acc_of is not None:
-        tau = {t: {x: acc_of(("tau", t, x), "fedmps") for x in plan.settings[t]} for t in ("tau1", "tau2")}
-        res.update(stdev={s: {m: acc_of(("std", m, s), m) for m in ("fedproto", "fedmps")}
-                          for s in plan.settings["stdev"]},
-                   clients={n: {m: acc_of(("N", m, n), m) for m in plan.selected("sweep_methods")}
-                            for n in plan.settings["clients"]},
-                   tau=tau, tau_std={t: float(np.std(list(v.values()))) for t, v in tau.items()})  # across each grid
+    if sw is not None:
+        res.update(sw, tau_std={t: float(np.std(list(v.values()))) for t, v in sw["tau"].items()})  # across each grid
     res = {k: v for k, v in res.items() if v is not None}
     res["trends"] = dict(nb.once("trends", lambda: trends(plan)))
     if res.get("ablation"):   # Table VII's rows name the seeds they were read on
@@ -1187,39 +1026,17 @@ def show_ledger(nb):
                                     _row_seeds(res["ablation"]) or None))
     return nb.ledger(ledger(plan, res), record=False)
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 # -- the claims ledger ---------------------------------------------------------------------------
 def ledger(plan: Plan, res: dict) -> list:
-    """FedMPS's claims (``params/fedmps/claims.yaml``) with our evidence and a verdict each, judged by the claims
-    engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
-
-    ``res`` holds what the notebook computed (each key optional; a missing one leaves its claims
-    out or "not tested"): ``table3`` / ``table3_head`` (:func:`table3` rows), ``comm`` (uplink parameters
-    per round per method, Fashion-MNIST runs), ``ways`` (``{n: {method: accuracy}}``), ``ablation``
-    (:func:`ablation_table`, one seed or several), ``comm_cifar10`` (:func:`communication_cifar10`), ``time``
-    (``{method: [time_to_target per seed]}``, :func:`times_to_target`; or ``{method: time_to_target}``, one seed),
-    ``stdev`` and ``clients``
-    (``{value: {method: accuracy}}``; also ``[accuracy per seed]``), ``tau_std`` (``{"tau1": std, "tau2": std}`` of
-    FedMPS's accuracy in points across each grid, or ``[std per seed]``), ``tau`` (``{"tau1": {value: accuracy}}``:
-    which grid runs set the spread), ``attack`` (the attack's summary frame), ``trends`` (:func:`trends`: where the
-    curves of the runs behind each cell stand; each comparison carries the trends of its two sides, so that the
-    evidence planner knows which runs need more seeds), and the paper protocol's parts under a shorter profile
-    (``table3_paper``, ``ways_paper``, ``ablation_paper``: :func:`paper_table3`, :func:`paper_table6`,
-    :func:`paper_table7`, each with its own ``trends``). The time to target is read on every seed of Table III and
-    Table VII on the profile's ``ablation_seeds`` (the paper profile: every seed), each compared per seed, paired;
-    Table VI, the sweeps and the attack run one seed: their claims rest on one comparison per value (one seed:
-    inconclusive under any profile); traffic counts are exact.
-    """
+    """FedMPS's claims (params/fedmps/claims.yaml) judged by :func:`fedlib.claims.ledger` on :func:`tables` of ``res``,
+    what the notebook computed (each key optional; docs/fedmps.md, "The claims ledger", lists them)."""
     return claims.ledger("fedmps", tables(plan, res))
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables FedMPS's claims (``params/fedmps/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`; None
-    where ``res``, as :func:`ledger` takes it, lacks them), every cell with the trend of its runs (``res["trends"]``),
-    and under a shorter profile the paper protocol's (:func:`_paper_tables`)."""
+    """The tables FedMPS's claims read, by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks them), every
+    cell with its trend, and under a shorter profile the paper protocol's."""
     R, seeds, prof = plan.settings["rounds"], plan.seeds, plan.profile
     short = prof != "paper"
     caveat = "short runs: not converged" if short else ""
@@ -1239,9 +1056,8 @@ def tables(plan: Plan, res: dict) -> dict:
 
 
 def _paper_tables(plan: Plan, res: dict) -> dict:
-    """The paper protocol's tables beside a shorter profile's (``*_paper``; None where ``res`` lacks them): Table III
-    (``table3_paper``), Table VI (``ways_paper``, first seed) and Table VII (``ablation_paper``, on the seeds its rows
-    were read on), each with the paper profile's rounds and seeds and its own trends."""
+    """The paper protocol's Tables III, VI and VII beside a shorter profile's (``*_paper``; None where ``res`` lacks
+    them)."""
     pp, pw, pa = res.get("table3_paper"), res.get("ways_paper"), res.get("ablation_paper")
     out = dict.fromkeys(("table3_paper", "table3_head_paper", "ways_paper", "ablation_paper"))
     if pp:
@@ -1257,7 +1073,8 @@ def _paper_tables(plan: Plan, res: dict) -> dict:
                                         f"seed {pr.seeds[0]}", "", pw.get("trends") or {})
     if pa and pa.get("rows"):
         pr = pa["plan"]
-        seeds = _seeds_words(pa.get("seeds") or _row_seeds(pa["rows"]) or pr.seeds[:1])
+        seeds = list(pa.get("seeds") or _row_seeds(pa["rows"]) or pr.seeds[:1])
+        seeds = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
         out["ablation_paper"] = _ablation_claim_table("paper", pa["rows"], f"paper profile, "
                                                       f"{pr.settings['rounds']['ablation']} rounds, {seeds}",
                                                       pa.get("trends") or {})
@@ -1266,9 +1083,7 @@ def _paper_tables(plan: Plan, res: dict) -> dict:
 
 def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None, where: str, caveat: str,
                    n_seeds: int, tr: dict) -> dict:
-    """Table III's tables from :func:`table3` rows: ``table3`` under the paper's convention (a cell's ``std``, ``p``
-    against FedMPS, trend ``("table3", m)``) and ``table3_head`` under the head over all classes (``("table3_head",
-    m)``), the verdicts counting the profile's ``n_seeds``; ``where`` (the profile, rounds and seeds) as text."""
+    """Table III's tables from :func:`table3` rows: ``table3`` (the paper's rule) and ``table3_head``."""
     def table(rows, key):
         return Cells({m: {"label": plan.label(m), "value": r["mean"], "std": r.get("std"), "per_seed": r["per_seed"],
                           "p": r.get("p_vs_fedmps"), "trend": tr.get((key, m))} for m, r in rows.items()},
@@ -1278,17 +1093,15 @@ def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None,
 
 
 def _comm_table(plan: Plan, up: dict | None):
-    """Table V's table (``up``: uplink floats per round per method): FedMPS and the methods that share the model
-    (FedProto left out), exact counts."""
+    """Table V's table from uplink floats per round: FedMPS and the methods that share the model (exact counts)."""
     if not up:
         return None
-    cells = {m: {"label": plan.label(m), "value": v} for m, v in up.items() if m != "fedproto"}
-    return Cells(cells, plan.profile, seeds=len(plan.seeds))
+    return Cells({m: {"label": plan.label(m), "value": v} for m, v in up.items() if m != "fedproto"}, plan.profile,
+                 seeds=len(plan.seeds))
 
 
 def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, tr: dict):
-    """Table VI's table (``ways``: ``{n: {method: accuracy or [per seed]}}``): a cell per (n, method), labelled with its
-    n (``FedMPS (n = 3)``; ``name`` without), its trend ``("ways", m, n)``; the seeds the fewest of any cell."""
+    """Table VI's table (``{n: {method: accuracy or [per seed]}}``): a cell per (n, method)."""
     if not ways:
         return None
     cells = {}
@@ -1301,9 +1114,7 @@ def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat:
 
 
 def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict):
-    """Table VII's table from :func:`ablation_table` rows: per row its best-round accuracy (value, per seed: a row's
-    ``per_seed`` values, else its one value), last-round (``last``) and head (``head``) means, trend ``("ablation",
-    row)``; ``over`` says the means are over several seeds."""
+    """Table VII's table from :func:`ablation_table` rows: best-round value per seed, last-round and head means."""
     if not abl:
         return None
 
@@ -1320,10 +1131,8 @@ def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict)
 
 
 def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict):
-    """The time to target's table (``tt``: ``{method: [time_to_target per seed]}``, every method on the same seeds, or
-    one ``time_to_target`` per method: one seed): per method the rounds per seed, a seed that never reached the target
-    counted as ``rounds + 1`` (``censored``, a lower bound), their mean, whether any seed ``reached`` it, its trend
-    ``("time", m)`` and its printed ``text`` (``FedGKD 89/never/never (mean ≥ 97.0)``)."""
+    """The time to target's table (``{method: [time_to_target per seed]}`` or one per method): rounds per seed, a
+    never counted as ``rounds + 1`` (``censored``), and the printed ``text``."""
     if not tt:
         return None
     per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in tt.items()}
@@ -1342,8 +1151,7 @@ def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict)
 
 
 def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: str, tr: dict):
-    """Fig. 8's (``key`` ``stdev``) or Fig. 9's (``clients``) table (``sweep``: ``{value: {method: accuracy or [per
-    seed]}}``): a cell per (value, method) with the swept value ``x`` and the trend ``(key, m, value)``."""
+    """Fig. 8's (``stdev``) or Fig. 9's (``clients``) table (``{value: {method: accuracy or [per seed]}}``)."""
     if not sweep:
         return None
     cells = {(k, m): {"label": plan.label(m), "value": float(np.mean(_per_seed(a))), "per_seed": _per_seed(a),
@@ -1353,9 +1161,8 @@ def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: 
 
 
 def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: dict):
-    """Fig. 10's table (``tau_std``: ``{"tau1": std, "tau2": std}`` in points, or per-seed lists): per temperature its
-    std (the mean over seeds, ``std``; ``value``: over the seeds that have one) and the trends of the grid's lowest
-    and highest runs (``grid``: ``{"tau1": {value: accuracy}}``)."""
+    """Fig. 10's table (``{"tau1": std, "tau2": std}`` or per-seed lists), with the trends of each grid's lowest and
+    highest runs (``grid``: ``{"tau1": {value: accuracy}}``)."""
     if not tau_std:
         return None
     cells = {}
@@ -1370,8 +1177,7 @@ def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: di
 
 
 def _attack_table(plan: Plan, atk, tr: dict):
-    """Fig. 11's table (the attack's summary frame): the best mean SSIM from the prototypes and the attacker's class
-    average's, on the attacked run (trend ``("attack",)``, one seed)."""
+    """Fig. 11's table: the best mean SSIM from the prototypes and the attacker's class average's (one seed)."""
     if atk is None:
         return None
     ssim = atk.set_index(["source", "levels"])["ssim"]
@@ -1382,12 +1188,10 @@ def _attack_table(plan: Plan, atk, tr: dict):
     return Cells(cells, plan.profile, seeds=1)
 
 
-def _seeds_words(seeds) -> str:
-    """``seed 1234`` or ``seeds 1234, 1235, 1236``."""
-    seeds = list(seeds)
-    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
-
-
 def _row_seeds(rows: dict | None) -> list:
     """The seeds :func:`ablation_table` rows were read on (``[]`` where they do not say)."""
     return list(next(iter(rows.values())).get("seeds") or []) if rows else []
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
