@@ -155,7 +155,8 @@ def _load_idx_pair(folder: Path, remedy: str = "", num_classes: int = 10) -> tup
     (n, 28, 28), labels (n,) in 0..``num_classes - 1``, as many labels as images."""
     out = []
     for split in ("train", "t10k"):
-        images, labels = _find_idx(folder, f"{split}-images-idx3-ubyte"), _find_idx(folder, f"{split}-labels-idx1-ubyte")
+        images = _find_idx(folder, f"{split}-images-idx3-ubyte")
+        labels = _find_idx(folder, f"{split}-labels-idx1-ubyte")
         if images is None or labels is None:
             missing = folder / f"{split}-{'images-idx3' if images is None else 'labels-idx1'}-ubyte"
             raise DatasetDamaged(f"{missing}(.gz): missing beside the other IDX files of {folder}; get a good copy"

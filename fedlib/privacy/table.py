@@ -57,8 +57,8 @@ def attack_upload(method: str, broadcast: Mapping, upload: Mapping, model: nn.Mo
     ``gradient_inversion`` when ``batch`` (the number of images behind the update) is given (with
     ``labels`` for batch > 1; batch 1 infers the label, iDLG; ``lr`` and ``local_steps`` of the run
     make the pseudo-gradient; with ``num_classes`` the label is read from the layer with that many outputs,
-    :func:`logits_layer`, else from the last 2-D weight). ``loss``: the feature inversion's distance (``"cosine"`` for statistics of
-    L2-normalised features, see :func:`invert_features`). The decoder and the
+    :func:`logits_layer`, else from the last 2-D weight). ``loss``: the feature inversion's distance
+    (``"cosine"`` for statistics of L2-normalised features, see :func:`invert_features`). The decoder and the
     active attacks need auxiliary data or a crafted round: :mod:`fedlib.privacy.attack`, :mod:`.active`.
     """
     view = what_server_holds(method)

@@ -318,7 +318,8 @@ def test_the_statistics_vs_models_claims_rest_on_the_realistic_attacks(tmp_path)
            "holds": {m: what_server_holds(m) for m in plan.table_methods()}}
     got = {c.claim: c for c in P.ledger(plan, res)}["GFPL: Gaussian mixture components are safer to share than models"]
     assert got.verdict == C.NOT_SUPPORTED
-    assert "on FedAvg's model upload 0.210 (gradient_inversion (B 32, 6 steps), the client's real batch)" in got.evidence
+    want = "on FedAvg's model upload 0.210 (gradient_inversion (B 32, 6 steps), the client's real batch)"
+    assert want in got.evidence
     assert "decoder:means" in got.evidence
     assert "the batch-1 gradient inversion (iDLG), an upper bound no real round offers, reaches 0.991" in got.note
 

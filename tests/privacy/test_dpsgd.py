@@ -28,8 +28,9 @@ def client_data(n=16, seed=0):
     return ClientData(0, x, torch.arange(n) % 4, torch.arange(4))
 
 
-def fedavg_update(ctx, data, msg=None, rnd=Round(1, 1, 0)):
+def fedavg_update(ctx, data, msg=None, rnd=None):
     """FedAvg's upload after one local update of client 0 from the server's initial model (or ``msg``)."""
+    rnd = Round(1, 1, 0) if rnd is None else rnd
     algo = make_algorithm({"name": "fedavg"})
     msg = msg if msg is not None else algo.broadcast(ctx, algo.init_server(ctx), 0, rnd)
     _, upload, _ = algo.local_update(ctx, 0, algo.init_client(ctx, 0), msg, data, rnd)

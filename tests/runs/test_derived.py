@@ -46,5 +46,6 @@ def test_a_derived_value_is_computed_once_archived_and_read_from_the_archive_alo
     other = tmp_path / "r" / run_id(cfg, 2) / archive.DERIVED
     run_one(cfg, 2, progress=False)
     other.mkdir(parents=True)
-    (other / "classes.json").write_text((tmp_path / "r" / run_id(cfg, 1) / archive.DERIVED / "classes.json").read_text())
+    derived = tmp_path / "r" / run_id(cfg, 1) / archive.DERIVED
+    (other / "classes.json").write_text((derived / "classes.json").read_text())
     assert results.derived(cfg, 2, "classes", count_classes)["round"] == 2 and calls == [2, 3, 2]

@@ -12,7 +12,6 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -474,7 +473,8 @@ def _regz(path: Path, change) -> None:
 
 DAMAGE = {   # (what is done, the file named)
     "truncated gz": (lambda f: _cut(f / "train-images-idx3-ubyte.gz", 0.5), "train-images-idx3-ubyte.gz"),
-    "not gzip": (lambda f: (f / "train-images-idx3-ubyte.gz").write_bytes(b"plain bytes"), "train-images-idx3-ubyte.gz"),
+    "not gzip": (lambda f: (f / "train-images-idx3-ubyte.gz").write_bytes(b"plain bytes"),
+                 "train-images-idx3-ubyte.gz"),
     "bad magic": (lambda f: (f / "train-labels-idx1-ubyte").write_bytes(
         b"\x08\x03" + (f / "train-labels-idx1-ubyte").read_bytes()[2:]), "train-labels-idx1-ubyte"),
     "half images": (lambda f: _regz(f / "train-images-idx3-ubyte.gz", lambda d: d[:16 + (len(d) - 16) // 2]),
@@ -690,7 +690,8 @@ def test_ctrl_c_of_a_pool_prints_one_line_and_no_leaked_semaphore(tmp_path):
 
 
 @pytest.mark.parametrize("override, meant", [
-    ("algorithm.name=fedprotoo", "fedproto"), ("dataset.name=fmnst", "fmnist"), ("model.name=mlp_spiraal", "mlp_spiral"),
+    ("algorithm.name=fedprotoo", "fedproto"), ("dataset.name=fmnst", "fmnist"),
+    ("model.name=mlp_spiraal", "mlp_spiral"),
     ("executor=batch", "batched"), ("partition.scheme=dirichelt", "dirichlet"), ("device=cpuu", "cpu"),
 ])
 def test_a_misspelt_name_gets_a_suggestion(override, meant, capsys, no_data):
