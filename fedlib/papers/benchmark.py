@@ -80,15 +80,13 @@ class Plan(study.TablePlan):
     def complete(cls, spec: dict) -> None:
         """``prototype_methods``, where the file does not fix it (:func:`scored_by_prototype`), in the file's order."""
         from fedlib.algorithms import ALGORITHMS
-
         if "prototype_methods" not in spec:
             spec["prototype_methods"] = [m for m, e in spec["methods"].items()
                                          if (c := ALGORITHMS.get(e.get("algorithm", {}).get("name"))) is not None
                                          and scored_by_prototype(c)]
 
     def why_not(self, method: str, setting: str) -> str | None:
-        """Why ``method`` does not run on ``setting`` (None: it runs): ``not_run``, ``only``, else :meth:`refused`
-        worded by the setting's ``why_not``."""
+        """Why ``method`` does not run on ``setting`` (None: it runs): ``not_run``, ``only``, else :meth:`refused`."""
         entry = self.spec["settings"][setting]
         if method in entry.get("not_run", {}):
             return entry["not_run"][method]
@@ -108,7 +106,6 @@ class Plan(study.TablePlan):
     def refused(self, method: str, setting: str) -> tuple[str, str, str] | None:
         """:func:`refusal` of ``method`` (the setting's own entry of it replacing its entry) on ``setting``'s model."""
         from fedlib.algorithms import ALGORITHMS
-
         spec = self.spec["settings"][setting]
         entry = {**self.method_entry(method), **spec.get("methods", {}).get(method, {})}
         cls = ALGORITHMS.get(entry["algorithm"].get("name"))
@@ -132,18 +129,14 @@ def load_plan(profile: str = "quick", **options) -> Plan:
 
 
 def scored_by_prototype(cls) -> bool:
-    """Whether the benchmark scores ``cls`` by the nearest global prototype: its reported rule (the last of its
-    ``RULES``) is ``proto`` (docs/benchmark.md, section 4)."""
+    """Whether ``cls`` is scored by the nearest global prototype: its reported rule (last of ``RULES``) is ``proto``."""
     return cls.RULES[-1] == "proto"
 
 
 def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
-    """None where clients training ``model`` can run ``cls``, else ``(rule, what, reason)``: ``architecture`` (a
-    model family refuses a method that sends weights of the client's own model) or ``level`` (a feature level the
-    method reads that the model does not expose); docs/benchmark.md, section 3."""
+    """None where clients of ``model`` can run ``cls``, else ``(rule, what, reason)`` (docs/benchmark.md, section 3)."""
     from fedlib.algorithms.checks import architecture_keys, feature_levels
     from fedlib.models import FAMILIES
-
     if model["name"] in FAMILIES:
         keys = architecture_keys(cls)
         if keys:
@@ -161,7 +154,6 @@ def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
 def _levels(model_json: str, input_shape: tuple = (1, 28, 28), num_classes: int = 10) -> tuple:
     """The feature levels every member of a config's model section (as JSON) exposes."""
     from fedlib.models import FAMILIES, build_model
-
     model = json.loads(model_json)
     args = {k: v for k, v in model.items() if k != "name"}
     levels = None
@@ -173,8 +165,7 @@ def _levels(model_json: str, input_shape: tuple = (1, 28, 28), num_classes: int 
 
 def config(plan: Plan, method: str, setting: str, full: bool = False, rounds: int | None = None,
            name: str | None = None, **changes) -> dict:
-    """The validated config of ``method`` on ``setting`` (all of the data with ``full``; ``changes``: dotted
-    overrides)."""
+    """The validated config of ``method`` on ``setting`` (all of the data with ``full``; ``changes``: dotted keys)."""
     spec = plan.entry("settings", setting, "setting")
     entry = copy.deepcopy(plan.method_entry(method))
     entry.update(spec.get("methods", {}).get(method, {}))
@@ -223,8 +214,7 @@ def missing(plan: Plan) -> pd.DataFrame:
 
 
 def anchor_configs(plan: Plan) -> dict[str, dict]:
-    """The external anchor's runs: its methods on its setting with all of the data for the profile's
-    ``anchor_rounds`` (none where 0; docs/benchmark.md, section 7)."""
+    """The anchor's runs: its methods on its setting, all of the data, ``anchor_rounds`` (none where 0)."""
     rounds = plan.settings.get("anchor_rounds", 0)
     anchor = plan.spec["anchor"]
     return {m: config(plan, m, anchor["setting"], full=True, rounds=rounds, name=f"benchmark/anchor/{m}")
@@ -242,10 +232,8 @@ all_jobs = jobs   # the name every study gives its whole grid
 
 
 def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[tuple[str, str, int], dict]:
-    """``{(setting, method, seed): summary}``: finished runs read, the missing ones trained when ``train``; a failed
-    run is named in a printed line and left out."""
+    """``{(setting, method, seed): summary}``: runs read, the missing trained with ``train``; failed ones printed."""
     from fedlib import results
-
     cfgs = configs(plan)
     out = {}
     for setting in plan.setting_names():
@@ -265,8 +253,7 @@ def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[t
 
 
 def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
-    """One row per finished (setting, seed, method): best and last round accuracy (%), the rule, floats sent and
-    median seconds per round (docs/benchmark.md, section 4)."""
+    """One row per finished (setting, seed, method): best and last accuracy (%), rule, floats and seconds a round."""
     rows = []
     for (setting, method, seed), s in summaries.items():
         m = s["metrics"][plan.metric(method)]
@@ -293,7 +280,6 @@ def trends(plan: Plan, table: pd.DataFrame) -> dict:
 def reach_curves(plan: Plan | None = None) -> dict:
     """``{"setting method": [per-seed curve]}`` of the converged profile's archived runs (docs/runs.md)."""
     from fedlib import plateau, results
-
     plan = plan or load_plan("converged")
     out = {}
     with results.archive_only():
@@ -318,8 +304,7 @@ def _mean_std(values: pd.Series, empty: str = "—") -> str:
 
 
 def ranked(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> pd.DataFrame:
-    """The ranked table: per method, mean rank per setting and overall, best round mean ± std and last round's mean
-    per setting; with ``rising`` (:func:`trends`), where it plateaued (docs/benchmark.md, section 5)."""
+    """The ranked table: mean ranks, best round mean ± std and last round per setting; where ``rising`` plateaued."""
     if table.empty:
         return pd.DataFrame()
     rank = ranking.mean_ranks(accuracy_blocks(table), by="setting")
@@ -360,33 +345,25 @@ def top(plan: Plan, table: pd.DataFrame, n: int = 5) -> dict[str, list[str]]:
     return out
 
 
-def significance(table: pd.DataFrame) -> dict:
-    """Friedman's test over the complete (setting, seed) blocks and the Nemenyi critical difference (alpha 0.05)."""
-    blocks = accuracy_blocks(table).dropna(axis=1)
-    if blocks.shape[1] < 2 or blocks.shape[0] < 2:
-        return {"methods": blocks.shape[1], "blocks": blocks.shape[0], "statistic": float("nan"), "p": float("nan"),
-                "cd": float("nan"), "ranks": ranking.mean_ranks(blocks) if blocks.shape[1] else pd.Series()}
-    stat, p, n, k = ranking.friedman(blocks)
-    return {"methods": k, "blocks": n, "statistic": stat, "p": p, "cd": ranking.nemenyi_cd(k, n),
-            "ranks": ranking.mean_ranks(blocks)}
-
-
 def cd_figure(plan: Plan, table: pd.DataFrame, settings: list[str] | None = None, highlight: str | None = None):
-    """The critical-difference diagram over ``settings`` (default all of the table's); ``highlight``: a label."""
+    """The critical-difference diagram over ``settings`` (default the table's): Friedman, Nemenyi CD (0.05)."""
     if settings is not None:
         table = table[table.setting.isin(settings)]
-    sig = significance(table)
-    ranks = sig["ranks"].rename(index=plan.label)
+    blocks = accuracy_blocks(table).dropna(axis=1)
+    n, k, p, cd = blocks.shape[0], blocks.shape[1], float("nan"), float("nan")
+    if k >= 2 and n >= 2:
+        _, p, n, k = ranking.friedman(blocks)
+        cd = ranking.nemenyi_cd(k, n)
+    ranks = (ranking.mean_ranks(blocks) if blocks.shape[1] else pd.Series()).rename(index=plan.label)
     over = ", ".join(sorted(table.setting.unique(), key=plan.setting_names().index))
-    title = (f"{sig['methods']} methods, mean rank over {sig['blocks']} (setting, seed) blocks ({over}); Friedman "
-             f"p = {sig['p']:.2g}; Nemenyi CD = {sig['cd']:.2f} ({plan.profile})")
-    return ranking.cd_diagram(ranks, sig["cd"], title=title, highlight=highlight)
+    title = (f"{k} methods, mean rank over {n} (setting, seed) blocks ({over}); Friedman p = {p:.2g}; Nemenyi CD = "
+             f"{cd:.2f} ({plan.profile})")
+    return ranking.cd_diagram(ranks, cd, title=title, highlight=highlight)
 
 
 def cd_figures(plan: Plan, table: pd.DataFrame, settings: list[str], captions: tuple[str, str],
                highlight: str | None = None) -> list[tuple]:
-    """``[(figure, caption, name)]``: the diagram over ``settings`` and, where they differ, over those with one model
-    for all (:func:`homogeneous_settings`); the second caption takes the latter's names."""
+    """``[(figure, caption, name)]``: over ``settings`` and, where they differ, their homogeneous ones."""
     out = [(cd_figure(plan, table, settings, highlight=highlight), captions[0], "cd")]
     same = [s for s in homogeneous_settings(plan) if s in settings]
     if same and set(same) != set(settings):
@@ -398,7 +375,6 @@ def cd_figures(plan: Plan, table: pd.DataFrame, settings: list[str], captions: t
 def homogeneous_settings(plan: Plan) -> list[str]:
     """The profile's settings where every client has the same model (all but ``hetero``)."""
     from fedlib.models import FAMILIES
-
     return [s for s in plan.setting_names()
             if plan.spec["settings"][s].get("base", plan.spec["base"])["model"]["name"] not in FAMILIES]
 
@@ -449,7 +425,6 @@ def _accuracy(plan: Plan, method: str, records: list[dict]) -> list[tuple[int, f
 def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) -> pd.DataFrame:
     """One row per (method, round) of the anchor's runs (empty where the profile has none)."""
     from fedlib import results
-
     cfgs = anchor_configs(plan)
     if not cfgs:
         return pd.DataFrame(columns=["method", "round", "accuracy"])
@@ -462,10 +437,8 @@ def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) ->
 
 
 def reduced_curves(plan: Plan) -> pd.DataFrame:
-    """The anchor's methods at the profile's data fraction: per (method, round), the seed mean of the finished runs'
-    accuracy and ``seeds`` their number; trains nothing (docs/benchmark.md, section 7)."""
+    """The anchor's methods at the profile's data fraction: seed-mean accuracy per (method, round)."""
     from fedlib import results
-
     setting, cfgs, rows = plan.spec["anchor"]["setting"], configs(plan), []
     for m in plan.spec["anchor"]["methods"]:
         if (setting, m) not in cfgs:
@@ -483,7 +456,6 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None
     """Our anchor curves against PFLlib's 2,000-round numbers (dashed) and, where given, :func:`reduced_curves`."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
-
     ref = report.load_paper("benchmark")["pfllib"]["methods"]
     key = PFLLIB_COLUMNS[plan.spec["anchor"]["setting"]]
     fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -506,8 +478,7 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None
 
 
 def tables(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> dict:
-    """``{"runs": Cells}``, the cells ``params/benchmark/claims.yaml`` reads: per (setting, method) its best-round
-    accuracy by seed, their mean and its trend; points, the settings' labels; text, ``why_not`` per method."""
+    """``{"runs": Cells}`` for ``params/benchmark/claims.yaml``: best-round accuracy by seed per (setting, method)."""
     rising, cells = rising or {}, {}
     for s, part in table.groupby("setting", sort=False):
         means = part.groupby("method")["best"].mean()
@@ -544,8 +515,6 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 YOURS_REFERENCE = "converged"
 #: the profiles a method may be trained under beside the archive (each sets its rounds and number of seeds)
 YOURS_BUDGETS = ("smoke", "quick", "converged")
-#: what the method's label carries in every table and figure (``my_method (yours)``)
-YOURS_SUFFIX = " (yours)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -567,7 +536,7 @@ class Yours:
 
     @property
     def label(self) -> str:
-        return self.stem + YOURS_SUFFIX
+        return self.stem + " (yours)"
 
     @property
     def source(self) -> str:
@@ -582,8 +551,7 @@ class Yours:
         return {"name": self.key, **self.hyperparameters, "source": self.source, "source_sha256": self.sha256}
 
     def line(self) -> str:
-        """``my_method (my_method.py, SHA-256 3d80ef1a25ac...): contract check passed (1.2 s); scored by its rule
-        'head'``."""
+        """``my_method (my_method.py, SHA-256 3d80ef1a25ac...): contract check passed (1.2 s); ...``."""
         where = self.source if self.source.startswith("entry-point:") else Path(self.source).name
         extra = f", hyperparameters {self.hyperparameters}" if self.hyperparameters else ""
         return (f"{self.stem} ({where}, SHA-256 {self.sha256[:12]}...{extra}): contract check passed "
@@ -592,11 +560,9 @@ class Yours:
 
 def load_yours(source, rule: str | None = None, hyperparameters: dict | None = None, field: str = "--method",
                rule_field: str = "--rule") -> Yours:
-    """The method of ``source`` (a file's path or an entry point's name) after the contract check (a violation: one
-    :class:`ConfigError` line); ``rule``: one of its ``RULES`` (default ``head`` where it has one, else its first)."""
+    """The method of ``source`` (a file or entry point) after the contract check; ``rule``: one of its ``RULES``."""
     from fedlib.algorithms import loader
     from fedlib.validation import from_dict
-
     if not isinstance(hyperparameters, (dict, type(None))):
         raise ConfigError("method hyperparameters", hyperparameters, "a mapping of field names to values")
     cls, seconds, _fresh = loader.checked_method(source, field)
@@ -614,8 +580,7 @@ def load_yours(source, rule: str | None = None, hyperparameters: dict | None = N
 
 @dataclasses.dataclass
 class YoursPlan(Plan):
-    """The benchmark under :data:`YOURS_REFERENCE` with ``yours`` added, trained for ``budget_rounds`` on the
-    archived seeds at ``positions`` of each setting."""
+    """The benchmark under :data:`YOURS_REFERENCE` with ``yours`` added at ``budget_rounds`` and ``positions``."""
 
     yours: Yours | None = None
     budget: str = YOURS_REFERENCE
@@ -658,11 +623,9 @@ def yours_plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, 
                methods: list[str] | None = None, settings: list[str] | None = None,
                results_dir: str | Path | None = None, data_root: str | None = None, device: str | None = None,
                executor: str | None = None, field: str = "--profile") -> YoursPlan:
-    """The comparison of ``yours`` under the budget of ``profile`` (:data:`YOURS_BUDGETS`; ``rounds`` and ``seeds``
-    override it), against the built-in ``methods`` (default all) on ``settings`` (default every one it runs on)."""
+    """The comparison of ``yours`` under the budget of ``profile`` (:data:`YOURS_BUDGETS`), options overriding it."""
     from fedlib.study import check_seeds
     from fedlib.study.schema import check_rounds
-
     check_yours_budget(profile, field)
     budget = load_plan(profile)
     plan = YoursPlan.load(YOURS_REFERENCE, results_dir=results_dir, data_root=data_root, device=device,
@@ -706,13 +669,13 @@ def yours_why_not(plan: YoursPlan, setting: str) -> str | None:
 
 
 def yours_configs(plan: YoursPlan) -> dict[tuple[str, str], dict]:
-    """``{(setting, method): config}`` on the settings the method runs on: the built-in methods' archived configs and
-    the method's own for :attr:`YoursPlan.budget_rounds` (made once per plan)."""
+    """``{(setting, method): config}`` where the method runs, its own at the budget's rounds (made once)."""
     if "configs" not in plan.cache:
-        plan.cache["configs"] = out = {}
+        out = {}
         for s in yours_runs_on(plan):
             out.update({(s, m): config(plan, m, s) for m in plan.builtin() if plan.why_not(m, s) is None})
             out[(s, plan.yours.key)] = config(plan, plan.yours.key, s, rounds=plan.budget_rounds)
+        plan.cache["configs"] = out
     return plan.cache["configs"]
 
 
@@ -741,8 +704,7 @@ def yours_settings_table(plan: YoursPlan) -> pd.DataFrame:
 
 
 def _at_round(records: list[dict], metric: str, rounds: int) -> dict | None:
-    """Best / last accuracy (%) of ``metric`` up to round ``rounds``, floats (mean) and seconds (median) per round
-    over those rounds; None where none was evaluated."""
+    """Best / last accuracy (%), floats and seconds a round of ``records`` up to ``rounds``; None if none."""
     kept = [r for r in records if r.get("round", 0) <= rounds]
     acc = [(r["round"], 100 * r["acc"][metric]["weighted"]) for r in kept if metric in r.get("acc", {})]
     if not acc:
@@ -755,10 +717,8 @@ def _at_round(records: list[dict], metric: str, rounds: int) -> dict | None:
 
 
 def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
-    """:func:`scores`' rows (with ``round``, the round read) of every method where the method runs, all at
-    :attr:`YoursPlan.budget_rounds`; and one line per run no results folder or archive holds."""
+    """Every method's :func:`scores` rows at the budget's round where the method runs, and the runs missing."""
     from fedlib import results
-
     out, missing = [], []
     for (s, m), cfg in yours_configs(plan).items():
         for seed in plan.setting_seeds(s):
@@ -777,7 +737,6 @@ def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
 def yours_curves(plan: YoursPlan, setting: str, method: str) -> list[list[float]]:
     """The per-seed accuracy curves (%) of ``method`` on ``setting`` up to the budget's round."""
     from fedlib import results
-
     cfg = yours_configs(plan)[(setting, method)]
     out = []
     for seed in plan.setting_seeds(setting):
@@ -824,8 +783,7 @@ def _retitle(plan: YoursPlan, fig):
 
 
 def yours_ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
-    """Per setting the method runs on, "<yours> beats every other method on <setting>", judged against the strongest
-    other by the suite's verdict rule (decided only under the converged budget; docs/your_method.md)."""
+    """Per setting, "<yours> beats every other method on <setting>" by the suite's verdict rule."""
     key, out = plan.yours.key, []
     for s in yours_runs_on(plan):
         part = table[table.setting == s]
@@ -876,7 +834,6 @@ class YoursComparison:
     def save(self, folder: str | Path, leakage: pd.DataFrame | None = None) -> list[Path]:
         """Write the tables (``ranked.md``) and the figures (PNG) into ``folder``; returns the paths written."""
         from fedlib.validation import check_writable
-
         folder = Path(folder)
         check_writable(folder, "--out")
         folder.mkdir(parents=True, exist_ok=True)
@@ -897,12 +854,10 @@ class YoursComparison:
 
 def compare_yours(plan: YoursPlan, train_missing: bool = True, workers: int | None = None,
                   progress: bool = True) -> YoursComparison:
-    """Train the method's missing runs, read every method at the budget's round and make the ranked table, where it
-    lands, the CD diagrams and cost fronts (closed: a cell shows them by returning them) and the ledger."""
+    """Train the method's missing runs and compare every method at the budget's round."""
     import matplotlib.pyplot as plt
 
     from fedlib import results
-
     failed = []
     if train_missing:
         todo = [(c, s) for c, s in yours_jobs(plan) if results.find(c, s)[1] is None]
@@ -932,39 +887,34 @@ def yours_out(plan: YoursPlan) -> Path:
 
 
 def main_yours(args) -> int:
-    """``--method``: the method checked (exit status 2 on a violation, before any training), trained, compared and
-    written to ``--out``; exit status 1 where a run of it failed."""
+    """``--method``: the method checked, trained, compared and written to ``--out`` (exit status 1: a failed run)."""
     from fedlib import claims, report
-
     check_yours_budget(args.profile)
     if args.leakage and args.profile not in YOURS_LEAKAGE_PROFILES:
         yours_leakage(None, args.profile)   # its one line, before any work
     yours = load_yours(args.method, rule=args.rule)
     plan = yours_plan(yours, args.profile, rounds=args.rounds, seeds=args.seeds, methods=args.methods,
                       results_dir=args.results_dir, device=args.device, executor=args.executor)
-    print(yours.line())
-    print(f"settings ({YOURS_REFERENCE} profile's, archived):")
-    print(report.to_markdown(yours_settings_table(plan)))
+    print(yours.line(), f"settings ({YOURS_REFERENCE} profile's, archived):",
+          report.to_markdown(yours_settings_table(plan)), sep="\n")
     result = compare_yours(plan, workers=args.workers)
     for line in result.failed:
         print(f"error: {line}")
     if result.missing:
         print(f"{len(result.missing)} runs neither the results folder nor the run archive holds, left out: "
               + "; ".join(result.missing))
-    print(f"\nRanked table: {result.caption()}; best round up to it, sample-weighted (%)")
-    print(report.to_markdown(result.ranked))
-    print(f"\nWhere {yours.label} lands")
-    print(report.to_markdown(result.landing))
+    print(f"\nRanked table: {result.caption()}; best round up to it, sample-weighted (%)",
+          report.to_markdown(result.ranked), f"\nWhere {yours.label} lands", report.to_markdown(result.landing),
+          sep="\n")
     if result.claims:
-        print("\nClaims, by the suite's verdict rule (fedlib.claims)")
-        print(report.to_markdown(claims.table(result.claims)))
+        print("\nClaims, by the suite's verdict rule (fedlib.claims)", report.to_markdown(claims.table(result.claims)),
+              sep="\n")
     leak = None
     if args.leakage:
         leak = yours_leakage(yours, args.profile, args.results_dir, args.workers)
         print(f"\nLeakage ({YOURS_LEAKAGE_PROFILES[args.profile]} profile of the leakage study, "
               "fedlib.papers.privacy): each method's best realistic attack on its next upload, ranked by SSIM (lower "
-              "leaks less)")
-        print(report.to_markdown(leak.round(3)))
+              "leaks less)", report.to_markdown(leak.round(3)), sep="\n")
     written = result.save(Path(args.out) if args.out else yours_out(plan), leak)
     print(f"\nwritten: {written[0]} and {len(written) - 1} figures beside it")
     return 1 if result.failed else 0
@@ -992,12 +942,10 @@ YOURS_LEAKAGE_PROFILES = {"smoke": "smoke", "quick": "quick"}
 
 def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = None, workers: int | None = None,
                   progress: bool = True) -> pd.DataFrame:
-    """The leakage study's headline (:func:`fedlib.papers.privacy.headline`) with the method as one more row, under
-    the study's profile of ``budget`` (:data:`YOURS_LEAKAGE_PROFILES`; docs/your_method.md)."""
+    """The leakage study's headline with the method as one more row, under ``budget`` (smoke or quick)."""
     from fedlib import results
     from fedlib.algorithms import loader
     from fedlib.papers import privacy
-
     if budget not in YOURS_LEAKAGE_PROFILES:
         raise ConfigError("--leakage", budget, "a budget of " + ", ".join(YOURS_LEAKAGE_PROFILES) + " (the attacks "
                           "need every method's trained model, which the run archive does not keep: run "
@@ -1016,29 +964,19 @@ def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = No
 
 @study.command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.benchmark [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train every
-    run of the profile the results folder and the run archive lack (:func:`jobs`), then print the ranked table and
-    the anchor's. A failed run is named and left out (exit status 1).
-
-    ``--method path/to/my_method.py`` (or an installed entry point's name) puts one method from outside the repository
-    against the archived benchmark instead (docs/your_method.md): the contract check first (a violation: one line,
-    exit status 2), then its runs under the budget of ``--profile`` (smoke, quick or converged), every built-in
-    method read from the archive at the same round; the tables and figures written to ``--out``."""
+    """``python -m fedlib.papers.benchmark [--profile P] ...``: train the profile's missing runs (:func:`jobs`; a
+    failed one: exit status 1), print the ranked table and the anchor's. ``--method FILE``: that method against the
+    archived benchmark instead (docs/your_method.md)."""
     from fedlib import report, results
-
     parser = study.cli("python -m fedlib.papers.benchmark", main.__doc__)
     g = parser.add_argument_group("your method against the archived benchmark (docs/your_method.md)")
-    g.add_argument("--method", help="a method file (path/to/my_method.py) or an installed entry point of group "
-                   "fedlib.methods; --profile is then its budget: smoke (2 rounds, 1 seed), quick (5 rounds, 1 seed) "
-                   "or converged (100 rounds, 3 seeds)")
-    g.add_argument("--rule", help="with --method: the inference rule it is scored by (one of its RULES; default "
-                   "head where it has one)")
-    g.add_argument("--out", help="with --method: the folder the ranked table and figures go to (default "
-                   "<results folder>/yours/<stem>-<sha>-<profile>)")
-    g.add_argument("--results-dir", help="with --method: the results folder its runs go to (default the output "
-                   "root's results/)")
+    g.add_argument("--method", help="a method file or an installed entry point of group fedlib.methods; "
+                   "--profile is then its budget: smoke (2 rounds, 1 seed), quick (5, 1) or converged (100, 3)")
+    g.add_argument("--rule", help="with --method: the rule it is scored by (one of its RULES; default head)")
+    g.add_argument("--out", help="with --method: the output folder (default <results folder>/yours/...)")
+    g.add_argument("--results-dir", help="with --method: its runs' results folder (default results/)")
     g.add_argument("--leakage", action="store_true", help="with --method (smoke or quick): also its row in the "
-                   "leakage study's headline, its upload under the same attacks as the study's methods")
+                   "leakage study's headline")
     args = parser.parse_args(argv)
     if args.method is not None:
         return main_yours(args)
@@ -1073,10 +1011,8 @@ def main(argv: list[str] | None = None) -> int:
 # -- the notebook's cells (notebooks/benchmark.py): one call each ----------------------------------------------------
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None,
              method_file=None, method_rule=None):
-    """The set-up cell: the notebook state; ``method_file`` (with ``method_rule``) is loaded and checked here, before
-    any work, for the "Your method" cell (:func:`show_yours`)."""
+    """The set-up cell: the notebook state; ``method_file`` is loaded and checked here for :func:`show_yours`."""
     from fedlib.study.notebook import ParameterError, open_notebook
-
     if method_rule is not None and method_file is None:
         raise ParameterError(f"method_rule: got {method_rule!r}; allowed: None without a method_file")
     nb = open_notebook("benchmark", load_plan, profile, lambda plan: (
@@ -1161,8 +1097,7 @@ def show_pflib(nb):
 
 
 def show_anchor(nb):
-    """The anchor's curves against PFLlib's 2,000-round numbers and a table of our best and last rounds (or a line
-    saying which profile runs it)."""
+    """The anchor's curves and table against PFLlib's 2,000-round numbers (or which profile runs it)."""
     plan, anchor = nb.plan, nb.plan.spec["anchor"]
     curves = anchor_curves(plan, workers=nb.workers)
     where = plan.setting_label(anchor["setting"])
@@ -1209,8 +1144,7 @@ def show_ledger(nb):
 
 
 def show_yours(nb):
-    """The "Your method" cell: with ``method_file`` set, :func:`compare_yours` under the profile's budget (nothing
-    goes into the report section); else a line saying how to set it."""
+    """The "Your method" cell: :func:`compare_yours` where ``method_file`` is set, else how to set it."""
     plan = nb.results.get("yours")
     if plan is None:
         print("No method file: set method_file in the parameters cell (e.g. \"../docs/method_template.py\") to rank "
