@@ -80,6 +80,7 @@ class Plan(study.TablePlan):
     def complete(cls, spec: dict) -> None:
         """``prototype_methods``, where the file does not fix it (:func:`scored_by_prototype`), in the file's order."""
         from fedlib.algorithms import ALGORITHMS
+
         if "prototype_methods" not in spec:
             spec["prototype_methods"] = [m for m, e in spec["methods"].items()
                                          if (c := ALGORITHMS.get(e.get("algorithm", {}).get("name"))) is not None
@@ -106,6 +107,7 @@ class Plan(study.TablePlan):
     def refused(self, method: str, setting: str) -> tuple[str, str, str] | None:
         """:func:`refusal` of ``method`` (the setting's own entry of it replacing its entry) on ``setting``'s model."""
         from fedlib.algorithms import ALGORITHMS
+
         spec = self.spec["settings"][setting]
         entry = {**self.method_entry(method), **spec.get("methods", {}).get(method, {})}
         cls = ALGORITHMS.get(entry["algorithm"].get("name"))
@@ -137,6 +139,7 @@ def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
     """None where clients of ``model`` can run ``cls``, else ``(rule, what, reason)`` (docs/benchmark.md, section 3)."""
     from fedlib.algorithms.checks import architecture_keys, feature_levels
     from fedlib.models import FAMILIES
+
     if model["name"] in FAMILIES:
         keys = architecture_keys(cls)
         if keys:
@@ -154,6 +157,7 @@ def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
 def _levels(model_json: str, input_shape: tuple = (1, 28, 28), num_classes: int = 10) -> tuple:
     """The feature levels every member of a config's model section (as JSON) exposes."""
     from fedlib.models import FAMILIES, build_model
+
     model = json.loads(model_json)
     args = {k: v for k, v in model.items() if k != "name"}
     levels = None
@@ -234,6 +238,7 @@ all_jobs = jobs   # the name every study gives its whole grid
 def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[tuple[str, str, int], dict]:
     """``{(setting, method, seed): summary}``: runs read, the missing trained with ``train``; failed ones printed."""
     from fedlib import results
+
     cfgs = configs(plan)
     out = {}
     for setting in plan.setting_names():
@@ -280,6 +285,7 @@ def trends(plan: Plan, table: pd.DataFrame) -> dict:
 def reach_curves(plan: Plan | None = None) -> dict:
     """``{"setting method": [per-seed curve]}`` of the converged profile's archived runs (docs/runs.md)."""
     from fedlib import plateau, results
+
     plan = plan or load_plan("converged")
     out = {}
     with results.archive_only():
@@ -375,6 +381,7 @@ def cd_figures(plan: Plan, table: pd.DataFrame, settings: list[str], captions: t
 def homogeneous_settings(plan: Plan) -> list[str]:
     """The profile's settings where every client has the same model (all but ``hetero``)."""
     from fedlib.models import FAMILIES
+
     return [s for s in plan.setting_names()
             if plan.spec["settings"][s].get("base", plan.spec["base"])["model"]["name"] not in FAMILIES]
 
@@ -425,6 +432,7 @@ def _accuracy(plan: Plan, method: str, records: list[dict]) -> list[tuple[int, f
 def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) -> pd.DataFrame:
     """One row per (method, round) of the anchor's runs (empty where the profile has none)."""
     from fedlib import results
+
     cfgs = anchor_configs(plan)
     if not cfgs:
         return pd.DataFrame(columns=["method", "round", "accuracy"])
@@ -439,6 +447,7 @@ def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) ->
 def reduced_curves(plan: Plan) -> pd.DataFrame:
     """The anchor's methods at the profile's data fraction: seed-mean accuracy per (method, round)."""
     from fedlib import results
+
     setting, cfgs, rows = plan.spec["anchor"]["setting"], configs(plan), []
     for m in plan.spec["anchor"]["methods"]:
         if (setting, m) not in cfgs:
@@ -456,6 +465,7 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None
     """Our anchor curves against PFLlib's 2,000-round numbers (dashed) and, where given, :func:`reduced_curves`."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
+
     ref = report.load_paper("benchmark")["pfllib"]["methods"]
     key = PFLLIB_COLUMNS[plan.spec["anchor"]["setting"]]
     fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -563,6 +573,7 @@ def load_yours(source, rule: str | None = None, hyperparameters: dict | None = N
     """The method of ``source`` (a file or entry point) after the contract check; ``rule``: one of its ``RULES``."""
     from fedlib.algorithms import loader
     from fedlib.validation import from_dict
+
     if not isinstance(hyperparameters, (dict, type(None))):
         raise ConfigError("method hyperparameters", hyperparameters, "a mapping of field names to values")
     cls, seconds, _fresh = loader.checked_method(source, field)
@@ -626,6 +637,7 @@ def yours_plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, 
     """The comparison of ``yours`` under the budget of ``profile`` (:data:`YOURS_BUDGETS`), options overriding it."""
     from fedlib.study import check_seeds
     from fedlib.study.schema import check_rounds
+
     check_yours_budget(profile, field)
     budget = load_plan(profile)
     plan = YoursPlan.load(YOURS_REFERENCE, results_dir=results_dir, data_root=data_root, device=device,
@@ -719,6 +731,7 @@ def _at_round(records: list[dict], metric: str, rounds: int) -> dict | None:
 def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
     """Every method's :func:`scores` rows at the budget's round where the method runs, and the runs missing."""
     from fedlib import results
+
     out, missing = [], []
     for (s, m), cfg in yours_configs(plan).items():
         for seed in plan.setting_seeds(s):
@@ -737,6 +750,7 @@ def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
 def yours_curves(plan: YoursPlan, setting: str, method: str) -> list[list[float]]:
     """The per-seed accuracy curves (%) of ``method`` on ``setting`` up to the budget's round."""
     from fedlib import results
+
     cfg = yours_configs(plan)[(setting, method)]
     out = []
     for seed in plan.setting_seeds(setting):
@@ -834,6 +848,7 @@ class YoursComparison:
     def save(self, folder: str | Path, leakage: pd.DataFrame | None = None) -> list[Path]:
         """Write the tables (``ranked.md``) and the figures (PNG) into ``folder``; returns the paths written."""
         from fedlib.validation import check_writable
+
         folder = Path(folder)
         check_writable(folder, "--out")
         folder.mkdir(parents=True, exist_ok=True)
@@ -858,6 +873,7 @@ def compare_yours(plan: YoursPlan, train_missing: bool = True, workers: int | No
     import matplotlib.pyplot as plt
 
     from fedlib import results
+
     failed = []
     if train_missing:
         todo = [(c, s) for c, s in yours_jobs(plan) if results.find(c, s)[1] is None]
@@ -888,7 +904,6 @@ def yours_out(plan: YoursPlan) -> Path:
 
 def main_yours(args) -> int:
     """``--method``: the method checked, trained, compared and written to ``--out`` (exit status 1: a failed run)."""
-    from fedlib import claims, report
     check_yours_budget(args.profile)
     if args.leakage and args.profile not in YOURS_LEAKAGE_PROFILES:
         yours_leakage(None, args.profile)   # its one line, before any work
@@ -946,6 +961,7 @@ def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = No
     from fedlib import results
     from fedlib.algorithms import loader
     from fedlib.papers import privacy
+
     if budget not in YOURS_LEAKAGE_PROFILES:
         raise ConfigError("--leakage", budget, "a budget of " + ", ".join(YOURS_LEAKAGE_PROFILES) + " (the attacks "
                           "need every method's trained model, which the run archive does not keep: run "
@@ -958,8 +974,7 @@ def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = No
     with loader.registered(yours.cls):
         results.run_many([(c, s) for c in privacy.table_configs(plan).values() for s in plan.seeds],
                          workers=workers, progress=progress, desc=f"leakage ({plan.profile})")
-        res = privacy.leakage(plan)
-        return privacy.headline(plan, res)
+        return privacy.headline(plan, privacy.leakage(plan))
 
 
 @study.command
@@ -967,7 +982,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.benchmark [--profile P] ...``: train the profile's missing runs (:func:`jobs`; a
     failed one: exit status 1), print the ranked table and the anchor's. ``--method FILE``: that method against the
     archived benchmark instead (docs/your_method.md)."""
-    from fedlib import report, results
+    from fedlib import results
+
     parser = study.cli("python -m fedlib.papers.benchmark", main.__doc__)
     g = parser.add_argument_group("your method against the archived benchmark (docs/your_method.md)")
     g.add_argument("--method", help="a method file or an installed entry point of group fedlib.methods; "
@@ -1013,6 +1029,7 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
              method_file=None, method_rule=None):
     """The set-up cell: the notebook state; ``method_file`` is loaded and checked here for :func:`show_yours`."""
     from fedlib.study.notebook import ParameterError, open_notebook
+
     if method_rule is not None and method_file is None:
         raise ParameterError(f"method_rule: got {method_rule!r}; allowed: None without a method_file")
     nb = open_notebook("benchmark", load_plan, profile, lambda plan: (
