@@ -1,29 +1,11 @@
-"""The cross-paper benchmark: every registered method on the same settings, metric and budget, ranked with
-its uncertainty.
+"""The cross-paper benchmark: every registered method on the same settings, metric and budget, ranked with its
+uncertainty, against PFLlib's published Fashion-MNIST leaderboard (Zhang et al., "PFLlib: A Beginner-Friendly and
+Comprehensive Personalized Federated Learning Library", JMLR 26, 2025; arXiv:2312.04992).
 
-``load_plan(profile)`` reads ``params/benchmark/experiments.yaml``: the settings (PFLlib's Fashion-MNIST
-protocol with its pathological and Dirichlet(0.1) splits, FedMPS's n-way k-shot split, heterogeneous models),
-the methods and the profiles. :func:`configs` gives the validated config of every supported (setting, method),
-:func:`scores` one row per (setting, seed, method) from finished runs, and the rest turns them into the
-ranked table, the critical-difference diagram, the accuracy-vs-cost scatter plots and the ledger.
-
-A method from outside the repository (a method file, or an installed entry point of group ``fedlib.methods``) is put
-against the archived runs of the built-in methods at the same round by the "your method" part below
-(:func:`load_yours`, :func:`yours_plan`, :func:`compare_yours`; ``python -m fedlib.papers.benchmark --method FILE``:
-:func:`main_yours`; docs/your_method.md).
-
-Metric (docs/benchmark.md): PFLlib's. Every client's model on its own test split, argmax over all classes,
-summed correct over summed test samples (sample-weighted), at the best round; the last round beside it. Each
-method is scored by the rule its own paper reports (``prototype_methods``: nearest global prototype, the methods
-whose reported rule, the last of their ``RULES``, is ``proto``; every other method: its head), named in every row.
-Communication: the floats every client uploads plus those the server sends, summed over clients, a mean round,
-counted from the messages; time: the median seconds of a round.
-
-What derives from the methods' declarations rather than a list in the file (:meth:`Plan.complete`,
-:meth:`Plan.why_not`): which methods a setting runs (:func:`refusal`: a setting of heterogeneous models refuses a
-method that sends weights of the client's own model, a model that does not expose a feature level a method reads
-refuses it) and ``prototype_methods``. The file may still fix either by hand (a setting's ``only``, the top-level
-``prototype_methods``): an override. A method added to fedlib needs one line under the file's ``methods``.
+It draws the settings table, the ranked table, the critical-difference diagrams, the accuracy-vs-cost fronts,
+PFLlib's numbers beside ours, the anchor's curves and the ledger; and puts a method from outside the repository
+against the archived runs at the same round (``--method FILE``, docs/your_method.md). The decisions (settings,
+metric, which methods a setting runs, profiles): docs/benchmark.md.
 """
 
 from __future__ import annotations
@@ -31,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import math
 from pathlib import Path
 
@@ -50,11 +33,7 @@ REFUSALS = ("architecture", "level")
 
 
 def check_settings(settings, field: str) -> None:
-    """The ``settings`` section: each a partition of the file, an optional base and method entries of its own,
-    ``why_not`` (the reason printed for a method its model refuses, :func:`refusal`: one string, or a mapping of
-    methods or of :data:`REFUSALS` to reasons; ``{level}`` stands for the level missing), ``not_run`` (methods it
-    leaves out, each with the reason) and, as an override of the derived methods, ``only`` (the methods it runs, by
-    hand; ``why_not`` then a string or a mapping with a ``default``)."""
+    """Checks the ``settings`` section (docs/benchmark.md, sections 1 and 3)."""
     for name, entry in schema._mapping(settings, field).items():
         where = f"{field}.{name}"
         schema._keys(schema._mapping(entry, where), where, SETTING_KEYS)
@@ -89,8 +68,7 @@ class Plan(study.TablePlan):
         return list(self.settings.get("setting_seeds", {}).get(setting, self.seeds))
 
     def section_seeds(self) -> str:
-        """``seeds 0, 1, 2 (n=3; nway: 1234, 1235, 1236)``: the profile's seeds and those of a setting that keeps its
-        study's own (FedMPS's Table II split, nway)."""
+        """``seeds 0, 1, 2 (n=3; nway: 1234, 1235, 1236)``."""
         own = {s: v for s, v in self.settings.get("setting_seeds", {}).items() if s in self.setting_names()}
         return (f"seeds {', '.join(map(str, self.seeds))} (n={len(self.seeds)}"
                 + "".join(f"; {s}: {', '.join(map(str, v))}" for s, v in own.items()) + ")")
@@ -100,8 +78,7 @@ class Plan(study.TablePlan):
 
     @classmethod
     def complete(cls, spec: dict) -> None:
-        """``prototype_methods``, where the file does not fix it: the methods whose reported rule is the nearest
-        global prototype (:func:`scored_by_prototype`), in the file's order."""
+        """``prototype_methods``, where the file does not fix it (:func:`scored_by_prototype`), in the file's order."""
         from fedlib.algorithms import ALGORITHMS
 
         if "prototype_methods" not in spec:
@@ -110,10 +87,7 @@ class Plan(study.TablePlan):
                                          and scored_by_prototype(c)]
 
     def why_not(self, method: str, setting: str) -> str | None:
-        """Why ``method`` does not run on ``setting`` (None: it runs): the setting's ``not_run`` reason for it; else,
-        where the setting lists ``only`` (an override), its ``why_not`` for a method not listed; else the reason
-        its declarations give (:meth:`refused`), worded by the setting's ``why_not`` (for the method, else for the
-        rule, else its ``default``) or by :func:`refusal` itself."""
+        """Why ``method`` does not run on ``setting`` (None: it runs): ``not_run``, ``only``, else :meth:`refused`."""
         entry = self.spec["settings"][setting]
         if method in entry.get("not_run", {}):
             return entry["not_run"][method]
@@ -131,8 +105,7 @@ class Plan(study.TablePlan):
         return reason if why is None else why.replace("{level}", what)
 
     def refused(self, method: str, setting: str) -> tuple[str, str, str] | None:
-        """:func:`refusal` of ``method`` (its entry, the setting's own entry of it replacing it) on the model of
-        ``setting``; None where its declarations allow it or it is no registered method."""
+        """:func:`refusal` of ``method`` (the setting's own entry of it replacing its entry) on ``setting``'s model."""
         from fedlib.algorithms import ALGORITHMS
 
         spec = self.spec["settings"][setting]
@@ -153,29 +126,17 @@ class Plan(study.TablePlan):
 
 
 def load_plan(profile: str = "quick", **options) -> Plan:
-    """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it, and ``results_dir``,
-    ``data_root``, ``device`` and ``executor`` place the runs (:meth:`study.Plan.load`)."""
+    """The plan of ``profile`` (:meth:`study.Plan.load` takes the ``options``)."""
     return Plan.load(profile, **options)
 
 
 def scored_by_prototype(cls) -> bool:
-    """Whether the benchmark scores method ``cls`` by the nearest global prototype (``prototype_methods``): where the
-    rule it reports, the last of its ``RULES`` (the one its progress bar shows), is ``proto`` (FedProto and the
-    methods built on its round, FedMPS, MP-FedCL); every other method by its head (FedProc reports its head, GFPL its
-    ETF classifier)."""
+    """Whether ``cls`` is scored by the nearest global prototype: its reported rule (last of ``RULES``) is ``proto``."""
     return cls.RULES[-1] == "proto"
 
 
 def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
-    """Whether a setting whose clients train ``model`` (a config's model section) can run method ``cls`` (with the
-    hyperparameters ``algorithm``), from its declarations alone: None where it can, else ``(rule, what, reason)``:
-
-    - ``architecture``: a model family (:data:`fedlib.models.FAMILIES`: the clients' models differ) refuses a method
-      that sends weights of the client's own model, whose shapes follow its architecture
-      (:func:`fedlib.algorithms.checks.architecture_keys`; ``what``: those keys);
-    - ``level``: a model that does not expose a feature level the method reads
-      (:func:`fedlib.algorithms.checks.feature_levels`: its ``level``, and FedMPS's ``low`` prototypes) refuses it
-      (``what``: that level)."""
+    """None where clients of ``model`` can run ``cls``, else ``(rule, what, reason)`` (docs/benchmark.md, section 3)."""
     from fedlib.algorithms.checks import architecture_keys, feature_levels
     from fedlib.models import FAMILIES
 
@@ -184,7 +145,7 @@ def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
         if keys:
             return ("architecture", ", ".join(keys), f"sends {', '.join(keys)} (weights of the client's own model, "
                     "whose shapes follow its architecture); the clients' models differ here")
-    have = _model_levels(model)
+    have = set(_levels(json.dumps(model, sort_keys=True)))
     for level in feature_levels(cls, algorithm.get("level")):
         if level not in have:
             return ("level", level, f"its prototypes live on the {level!r} feature level, which {model['name']} does "
@@ -192,12 +153,23 @@ def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=32)
+def _levels(model_json: str, input_shape: tuple = (1, 28, 28), num_classes: int = 10) -> tuple:
+    """The feature levels every member of a config's model section (as JSON) exposes."""
+    from fedlib.models import FAMILIES, build_model
+
+    model = json.loads(model_json)
+    args = {k: v for k, v in model.items() if k != "name"}
+    levels = None
+    for m in FAMILIES.get(model["name"], (model["name"],)):
+        have = set(build_model(m, input_shape, num_classes, **args).feature_dims)
+        levels = have if levels is None else levels & have
+    return tuple(sorted(levels or ()))
+
+
 def config(plan: Plan, method: str, setting: str, full: bool = False, rounds: int | None = None,
            name: str | None = None, **changes) -> dict:
-    """The validated config of ``method`` on ``setting``: the setting's base (or the file's), its partition,
-    the method's entry (the setting's own entry of it replacing the algorithm where it has one), the profile's
-    rounds (or ``rounds``) and data fraction (all of the data with ``full``); ``changes`` are dotted overrides
-    applied last."""
+    """The validated config of ``method`` on ``setting`` (all of the data with ``full``; ``changes``: dotted keys)."""
     spec = plan.entry("settings", setting, "setting")
     entry = copy.deepcopy(plan.method_entry(method))
     entry.update(spec.get("methods", {}).get(method, {}))
@@ -246,9 +218,7 @@ def missing(plan: Plan) -> pd.DataFrame:
 
 
 def anchor_configs(plan: Plan) -> dict[str, dict]:
-    """The external anchor's runs (the file's ``anchor``): its methods on its setting with all of the data, for the
-    profile's ``anchor_rounds`` (0 or absent: none), seed ``anchor.seed``; PFLlib's 2,000-round numbers are the
-    reference they are drawn against (:func:`anchor_figure`)."""
+    """The anchor's runs: its methods on its setting, all of the data, ``anchor_rounds`` (none where 0)."""
     rounds = plan.settings.get("anchor_rounds", 0)
     anchor = plan.spec["anchor"]
     return {m: config(plan, m, anchor["setting"], full=True, rounds=rounds, name=f"benchmark/anchor/{m}")
@@ -257,8 +227,7 @@ def anchor_configs(plan: Plan) -> dict[str, dict]:
 
 def jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the profile, the anchor's included, costliest first (rounds x clients' data)."""
-    cfgs = configs(plan)
-    out = [(c, s) for (setting, _), c in cfgs.items() for s in plan.setting_seeds(setting)]
+    out = [(c, s) for (setting, _), c in configs(plan).items() for s in plan.setting_seeds(setting)]
     out += [(c, plan.spec["anchor"]["seed"]) for c in anchor_configs(plan).values()]
     return study.unique_jobs(out, lambda c: c["train"]["rounds"] * c["dataset"].get("fraction", 1.0))
 
@@ -267,9 +236,7 @@ all_jobs = jobs   # the name every study gives its whole grid
 
 
 def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[tuple[str, str, int], dict]:
-    """``{(setting, method, seed): summary}``: finished runs read (results folder, other placements, the run
-    archive; :mod:`fedlib.results`), the missing ones trained when ``train``, else left out. A run that fails is
-    named in a printed line and left out; the other settings still run."""
+    """``{(setting, method, seed): summary}``: runs read, the missing trained with ``train``; failed ones printed."""
     from fedlib import results
 
     cfgs = configs(plan)
@@ -291,8 +258,7 @@ def obtain(plan: Plan, train: bool = True, workers: int | None = None) -> dict[t
 
 
 def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
-    """One row per finished (setting, seed, method): best and last round accuracy (%, sample-weighted, the
-    method's rule), the rule, floats sent per round (up + down, all clients) and median seconds per round."""
+    """One row per finished (setting, seed, method): best and last accuracy (%), rule, floats and seconds a round."""
     rows = []
     for (setting, method, seed), s in summaries.items():
         m = s["metrics"][plan.metric(method)]
@@ -305,10 +271,7 @@ def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFr
 
 
 def trends(plan: Plan, table: pd.DataFrame) -> dict:
-    """``{(setting, method): Trend}`` for every (setting, method) of ``table`` (:func:`scores`): where the seed
-    curves of its seeds stand under the method's rule, sample-weighted (:func:`fedlib.papers.trend`). The ranked
-    table says which plateaued and at which round, and the ledger judges each comparison with them
-    (:meth:`fedlib.claims.Comparison.status`)."""
+    """``{(setting, method): Trend}`` of every (setting, method) of ``table`` (:func:`fedlib.study.trend`)."""
     cfgs = configs(plan)
     out = {}
     for (s, m), part in table.groupby(["setting", "method"], sort=False):
@@ -320,8 +283,7 @@ def trends(plan: Plan, table: pd.DataFrame) -> dict:
 
 
 def reach_curves(plan: Plan | None = None) -> dict:
-    """``{"setting method": [per-seed curve]}`` of the converged profile's runs (default plan), from the archive alone:
-    the curves :func:`fedlib.plateau.reach_check` is run on in docs/runs.md."""
+    """``{"setting method": [per-seed curve]}`` of the converged profile's archived runs (docs/runs.md)."""
     from fedlib import plateau, results
 
     plan = plan or load_plan("converged")
@@ -340,50 +302,41 @@ def accuracy_blocks(table: pd.DataFrame, value: str = "best") -> pd.DataFrame:
     return table.pivot_table(index=["setting", "seed"], columns="method", values=value)
 
 
+def _mean_std(values: pd.Series, empty: str = "—") -> str:
+    """``mean ± std`` (ddof 1, std only with two values or more); ``empty`` where there is none."""
+    if not len(values):
+        return empty
+    return f"{values.mean():.2f}" + (f" ± {values.std(ddof=1):.2f}" if len(values) > 1 else "")
+
+
 def ranked(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> pd.DataFrame:
-    """The benchmark table: per method, mean rank per setting (within each seed, then averaged) and overall,
-    and per setting mean ± std (sample, ddof 1) of the best round with the last round's mean; sorted by overall
-    rank. With ``rising`` (:func:`trends`), a ``plateaued`` column: on how many of its settings the method's
-    seed-mean curve plateaued, the rounds of those extended past the profile's, and the rise of those that did
-    not."""
+    """The ranked table: mean ranks, best round mean ± std and last round per setting; where ``rising`` plateaued."""
     if table.empty:
         return pd.DataFrame()
-    blocks = accuracy_blocks(table)
-    rank = ranking.mean_ranks(blocks, by="setting")
+    rank = ranking.mean_ranks(accuracy_blocks(table), by="setting")
     out = pd.DataFrame(index=rank.index)
     out["method"] = [plan.label(m) for m in rank.index]
     out["rule"] = [plan.metric(m).removeprefix("acc_") for m in rank.index]
     out["mean rank"] = rank["overall"].round(2)
     for setting in plan.setting_names():
-        part = table[table.setting == setting].groupby("method")
         if setting not in rank:
             continue
-        best, last = part["best"], part["last"]
+        part = table[table.setting == setting]
         out[f"{setting} rank"] = rank[setting].round(2)
-        out[f"{setting} best"] = [_mean_std(best, m) for m in rank.index]
-        last_mean = last.mean()
+        out[f"{setting} best"] = [_mean_std(part[part.method == m]["best"]) for m in rank.index]
+        last_mean = part.groupby("method")["last"].mean()
         out[f"{setting} last"] = [f"{last_mean[m]:.2f}" if m in last_mean else "—" for m in rank.index]
     if rising is not None:
-        out["plateaued"] = [_plateaued(rising, m, plan.rounds) for m in rank.index]
+        out["plateaued"] = [_plateaued(rising, m) for m in rank.index]
     return out.sort_values("mean rank").set_index("method")
 
 
-def _plateaued(rising: dict, method: str, rounds: int | None = None) -> str:
-    """``4 of 4 (pat from 78, dir from 140, ...)`` or ``3 of 4 (...; hetero +0.61 at 200)``: on how many settings
-    ``method``'s seed-mean curve plateaued (:func:`trends`), from which round, and the gain and rounds of those still
-    rising."""
+def _plateaued(rising: dict, method: str) -> str:
+    """``3 of 4 (pat from 78, ...; hetero +0.61 at 200)``: on how many settings ``method`` plateaued, and where."""
     mine = {s: t for (s, m), t in rising.items() if m == method}
     notes = [f"{s} from {t.since}" if t.plateaued else f"{s} +{t.rise:.2f} at {t.rounds}" for s, t in mine.items()]
     done = sum(t.plateaued for t in mine.values())
     return f"{done} of {len(mine)}" + (f" ({', '.join(notes)})" if notes else "")
-
-
-def _mean_std(groups, method: str) -> str:
-    if method not in groups.groups:
-        return "—"
-    values = groups.get_group(method)
-    sd = values.std(ddof=1) if len(values) > 1 else None
-    return f"{values.mean():.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
 
 
 def top(plan: Plan, table: pd.DataFrame, n: int = 5) -> dict[str, list[str]]:
@@ -394,89 +347,90 @@ def top(plan: Plan, table: pd.DataFrame, n: int = 5) -> dict[str, list[str]]:
             continue
         part = accuracy_blocks(table[table.setting == setting])
         order = pd.DataFrame({"rank": ranking.mean_ranks(part), "acc": -part.mean(axis=0)}).sort_values(["rank", "acc"])
-        out[setting] = [plan.label(m) for m in order.index[:n]]   # ties of mean rank: the higher mean accuracy
+        out[setting] = [plan.label(m) for m in order.index[:n]]
     return out
 
 
-def significance(table: pd.DataFrame) -> dict:
-    """Friedman's test over the complete (setting, seed) blocks of the methods every block has, and the Nemenyi
-    critical difference of their mean ranks (alpha 0.05)."""
-    blocks = accuracy_blocks(table).dropna(axis=1)
-    if blocks.shape[1] < 2 or blocks.shape[0] < 2:
-        return {"methods": blocks.shape[1], "blocks": blocks.shape[0], "statistic": float("nan"), "p": float("nan"),
-                "cd": float("nan"), "ranks": ranking.mean_ranks(blocks) if blocks.shape[1] else pd.Series()}
-    stat, p, n, k = ranking.friedman(blocks)
-    return {"methods": k, "blocks": n, "statistic": stat, "p": p, "cd": ranking.nemenyi_cd(k, n),
-            "ranks": ranking.mean_ranks(blocks)}
-
-
 def cd_figure(plan: Plan, table: pd.DataFrame, settings: list[str] | None = None, highlight: str | None = None):
-    """The critical-difference diagram of the methods every (setting, seed) block has, over ``settings`` (default:
-    all of the table's); ``highlight``: the label of a method drawn apart (a method from a file,
-    the section "your method against the archived benchmark")."""
+    """The critical-difference diagram over ``settings`` (default the table's): Friedman, Nemenyi CD (0.05)."""
     if settings is not None:
         table = table[table.setting.isin(settings)]
-    sig = significance(table)
-    ranks = sig["ranks"].rename(index=plan.label)
+    blocks = accuracy_blocks(table).dropna(axis=1)
+    n, k, p, cd = blocks.shape[0], blocks.shape[1], float("nan"), float("nan")
+    if k >= 2 and n >= 2:
+        _, p, n, k = ranking.friedman(blocks)
+        cd = ranking.nemenyi_cd(k, n)
+    ranks = (ranking.mean_ranks(blocks) if blocks.shape[1] else pd.Series()).rename(index=plan.label)
     over = ", ".join(sorted(table.setting.unique(), key=plan.setting_names().index))
-    title = (f"{sig['methods']} methods, mean rank over {sig['blocks']} (setting, seed) blocks ({over}); Friedman "
-             f"p = {sig['p']:.2g}; Nemenyi CD = {sig['cd']:.2f} ({plan.profile})")
-    return ranking.cd_diagram(ranks, sig["cd"], title=title, highlight=highlight)
+    title = (f"{k} methods, mean rank over {n} (setting, seed) blocks ({over}); Friedman p = {p:.2g}; Nemenyi CD = "
+             f"{cd:.2f} ({plan.profile})")
+    return ranking.cd_diagram(ranks, cd, title=title, highlight=highlight)
+
+
+def cd_figures(plan: Plan, table: pd.DataFrame, settings: list[str], captions: tuple[str, str],
+               highlight: str | None = None) -> list[tuple]:
+    """``[(figure, caption, name)]``: over ``settings`` and, where they differ, their homogeneous ones."""
+    out = [(cd_figure(plan, table, settings, highlight=highlight), captions[0], "cd")]
+    same = [s for s in homogeneous_settings(plan) if s in settings]
+    if same and set(same) != set(settings):
+        out.append((cd_figure(plan, table, same, highlight=highlight), captions[1].format(", ".join(same)),
+                    "cd_homogeneous"))
+    return out
 
 
 def homogeneous_settings(plan: Plan) -> list[str]:
-    """The profile's settings where every client has the same model (a model that is no family of
-    :data:`fedlib.models.FAMILIES`; all but ``hetero``): far more methods run on all of them than on all four, so
-    their diagram ranks the whole field."""
+    """The profile's settings where every client has the same model (all but ``hetero``)."""
     from fedlib.models import FAMILIES
 
     return [s for s in plan.setting_names()
             if plan.spec["settings"][s].get("base", plan.spec["base"])["model"]["name"] not in FAMILIES]
 
 
-def costs(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
-    """Per (setting, method): mean best accuracy, floats per round and seconds per round (over seeds)."""
+def cost_figures(plan: Plan, table: pd.DataFrame, settings: list[str], highlight: str | None = None,
+                 at: str = "") -> list[tuple]:
+    """``[(figure, caption, name)]``: per setting, accuracy vs floats and vs seconds per round, Pareto fronts drawn."""
     agg = table.groupby(["setting", "method"]).agg(best=("best", "mean"), floats=("floats", "mean"),
                                                      seconds=("seconds", "median")).reset_index()
     agg["label"] = [plan.label(m) for m in agg.method]
-    return agg
-
-
-def cost_figures(plan: Plan, table: pd.DataFrame, setting: str, highlight: str | None = None):
-    """Accuracy vs floats sent per round and vs seconds per round on ``setting``, Pareto fronts drawn; ``highlight``:
-    the label of a method drawn apart."""
-    part = costs(plan, table)
-    part = part[part.setting == setting].set_index("label")
-    if part.empty:
-        return None
-    # Local sends nothing: one float keeps it on the log axis (said in the axis label)
-    part["floats"] = part["floats"].clip(lower=1.0)
-    name = plan.setting_label(setting)
-    return (ranking.pareto_scatter(part, "floats", "best", logx=True, highlight=highlight,
-                                   title=f"{name}: accuracy vs communication ({plan.profile})"),
-            ranking.pareto_scatter(part, "seconds", "best", highlight=highlight,
-                                   title=f"{name}: accuracy vs time ({plan.profile})"))
+    out = []
+    for setting in settings:
+        part = agg[agg.setting == setting].set_index("label")
+        if part.empty:
+            continue
+        # Local sends nothing: one float keeps it on the log axis (said in the axis label)
+        part["floats"] = part["floats"].clip(lower=1.0)
+        name = plan.setting_label(setting)
+        out += [(ranking.pareto_scatter(part, "floats", "best", logx=True, highlight=highlight,
+                                        title=f"{name}: accuracy vs communication ({plan.profile})"),
+                 f"{name}{at}: accuracy vs communication", f"{setting}_communication"),
+                (ranking.pareto_scatter(part, "seconds", "best", highlight=highlight,
+                                        title=f"{name}: accuracy vs time ({plan.profile})"),
+                 f"{name}{at}: accuracy vs time", f"{setting}_time")]
+    return out
 
 
 def pflib_comparison(plan: Plan, table: pd.DataFrame) -> pd.DataFrame:
-    """PFLlib's published Fashion-MNIST numbers (reference data, ``params/benchmark/paper.yaml``) beside ours on
-    the pat and dir settings for the methods both have, with both budgets stated."""
+    """PFLlib's published Fashion-MNIST numbers (``params/benchmark/paper.yaml``) beside ours on pat and dir."""
     ref = report.load_paper("benchmark")["pfllib"]
     rows = []
     for method, cols in ref["methods"].items():
         row = {"method": plan.label(method)}
         for setting, key in PFLLIB_COLUMNS.items():
-            mine = table[(table.setting == setting) & (table.method == method)]["best"]
             row[f"PFLlib {setting}"] = f"{cols[key]:.2f}"
-            row[f"ours {setting}"] = (f"{mine.mean():.2f}" + (f" ± {mine.std(ddof=1):.2f}" if len(mine) > 1 else "")
-                                      if len(mine) else "not run")
+            row[f"ours {setting}"] = _mean_std(table[(table.setting == setting) & (table.method == method)]["best"],
+                                               "not run")
         rows.append(row)
     return pd.DataFrame(rows).set_index("method")
 
 
+def _accuracy(plan: Plan, method: str, records: list[dict]) -> list[tuple[int, float]]:
+    """``[(round, accuracy %)]``: sample-weighted, under the method's rule, of the evaluated rounds."""
+    metric = plan.metric(method)
+    return [(r["round"], 100 * r["acc"][metric]["weighted"]) for r in records if metric in r.get("acc", {})]
+
+
 def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) -> pd.DataFrame:
-    """One row per (method, round) of the anchor's runs: the sample-weighted accuracy (%) of each client's model on
-    its own test split under the method's rule, PFLlib's metric. Empty when the profile has no anchor."""
+    """One row per (method, round) of the anchor's runs (empty where the profile has none)."""
     from fedlib import results
 
     cfgs = anchor_configs(plan)
@@ -484,17 +438,14 @@ def anchor_curves(plan: Plan, train: bool = True, workers: int | None = None) ->
         return pd.DataFrame(columns=["method", "round", "accuracy"])
     seed = plan.spec["anchor"]["seed"]
     if train:
-        results.run_or_read({m: c for m, c in cfgs.items()}, workers=workers, progress=False, seeds=[seed])
-    rows = [{"method": m, "round": r["round"], "accuracy": 100 * r["acc"][plan.metric(m)]["weighted"]}
-            for m, c in cfgs.items() for r in results.rounds(c, seed) if plan.metric(m) in r.get("acc", {})]
+        results.run_or_read(dict(cfgs), workers=workers, progress=False, seeds=[seed])
+    rows = [{"method": m, "round": r, "accuracy": a} for m, c in cfgs.items()
+            for r, a in _accuracy(plan, m, results.rounds(c, seed))]
     return pd.DataFrame(rows, columns=["method", "round", "accuracy"])
 
 
 def reduced_curves(plan: Plan) -> pd.DataFrame:
-    """The anchor's methods on its setting at the profile's own data fraction (the ranked table's runs): one row per
-    (method, round), the accuracy (%, as :func:`anchor_curves`) averaged over the seeds that finished, ``seeds``
-    their number. Trains nothing; empty where none finished. Beside the anchor it separates what the data fraction
-    costs (the two curves at the same round) from what the rounds cost (each curve against PFLlib's end point)."""
+    """The anchor's methods at the profile's data fraction: seed-mean accuracy per (method, round)."""
     from fedlib import results
 
     setting, cfgs, rows = plan.spec["anchor"]["setting"], configs(plan), []
@@ -502,8 +453,8 @@ def reduced_curves(plan: Plan) -> pd.DataFrame:
         if (setting, m) not in cfgs:
             continue
         runs = [results.rounds(cfgs[(setting, m)], s) for s in plan.setting_seeds(setting)]
-        per = pd.DataFrame([{"seed": i, "round": r["round"], "accuracy": 100 * r["acc"][plan.metric(m)]["weighted"]}
-                            for i, run in enumerate(runs) for r in run if plan.metric(m) in r.get("acc", {})])
+        per = pd.DataFrame([{"seed": i, "round": r, "accuracy": a}
+                            for i, run in enumerate(runs) for r, a in _accuracy(plan, m, run)])
         if len(per):
             mean = per.groupby("round").agg(accuracy=("accuracy", "mean"), seeds=("seed", "nunique")).reset_index()
             rows += [{"method": m, **row} for row in mean.to_dict("records")]
@@ -511,9 +462,7 @@ def reduced_curves(plan: Plan) -> pd.DataFrame:
 
 
 def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None = None):
-    """Our anchor runs' accuracy per round, with PFLlib's published 2,000-round number of each method as a dashed
-    line (reference data, labelled as PFLlib's) and, where given, the same methods' seed-mean curves at the profile's
-    data fraction (:func:`reduced_curves`) dotted."""
+    """Our anchor curves against PFLlib's 2,000-round numbers (dashed) and, where given, :func:`reduced_curves`."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -539,10 +488,7 @@ def anchor_figure(plan: Plan, curves: pd.DataFrame, reduced: pd.DataFrame | None
 
 
 def tables(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> dict:
-    """The table the benchmark's claims (``params/benchmark/claims.yaml``) read: ``runs``, every (setting, method) of
-    ``table`` (:func:`scores`) as a cell: its best-round accuracy by seed (``by_seed``, NaN left out), their mean
-    (``value``) and its trend (``rising``: :func:`trends`); points, the profile's settings by label; text, ``why_not``
-    (per method, why it does not run on each setting it does not run on)."""
+    """``{"runs": Cells}`` for ``params/benchmark/claims.yaml``: best-round accuracy by seed per (setting, method)."""
     rising, cells = rising or {}, {}
     for s, part in table.groupby("setting", sort=False):
         means = part.groupby("method")["best"].mean()
@@ -557,17 +503,12 @@ def tables(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> dict:
 
 
 def ledger(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> list:
-    """The papers' cross-cutting claims judged on common ground (``params/benchmark/claims.yaml``, judged by the
-    claims engine, :func:`fedlib.claims.evaluate`, on :func:`tables`): prototype methods vs parameter sharing, several
-    prototypes per class vs one, normalised vs raw prototypes, each paper's method vs the field in its own setting
-    and in the others'. Each comparison is per seed on the seeds both sides finished, paired; ``rising``
-    (:func:`trends`) says where each side's curves stand, and each comparison is judged with them
-    (:meth:`fedlib.claims.Comparison.status`), then combined."""
+    """The papers' cross-cutting claims (``params/benchmark/claims.yaml``) judged on :func:`tables`."""
     return claims.ledger("benchmark", tables(plan, table, rising))
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
-    """The converged profile's runs the report reads, one table per setting (:mod:`fedlib.papers.catalog`)."""
+    """The converged profile's runs the report reads, one table per setting and the anchor's."""
     cp = load_plan("converged")
     cfgs = configs(cp)
     return [(f"Benchmark {s} (converged profile)", {m: c for (t, m), c in cfgs.items() if t == s},
@@ -577,39 +518,18 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
 
 
 # -- your method against the archived benchmark (docs/your_method.md) --------------------------------------------------
-# One method file (or an installed entry point of group ``fedlib.methods``, :mod:`fedlib.algorithms.loader`) on the
-# benchmark's settings, beside the built-in methods' archived runs, with no file of the repository edited. The
-# comparison is made equal before anything is ranked:
-#
-# - settings: the archived benchmark's (YOURS_REFERENCE, the converged profile: the same data fraction, clients, split,
-#   model, optimiser and seeds as the archived runs), each one the method's declared messages allow (yours_why_not);
-# - budget: the profile asked (YOURS_BUDGETS) sets only the rounds and the number of seeds: smoke 2 rounds and one
-#   seed (about a minute), quick 5 rounds and one seed (minutes), converged the archived runs' 100 rounds and three
-#   seeds (hours: the evidence). Every built-in method is read from its archived run at the same round (best round up
-#   to it, the last round at it, the communication and seconds of those rounds), so a 2-round run is ranked against
-#   the others' first 2 rounds, never against their 100th;
-# - seeds: the first seeds of each setting's archived ones (nway keeps FedMPS's 1234-1236), so every (setting, seed)
-#   block holds the same partition for every method.
-#
-# Its runs are ordinary runs of the run cache (cached, resumable, their ids hashing the method's name, hyperparameters,
-# file path and SHA-256: an edited file gets new runs). The built-in methods' runs are only read (fedlib.results: the
-# results folder, then the run archive); one that neither holds is named and left out, never trained here.
-# ``python -m fedlib.papers.benchmark --method FILE`` (main_yours), the notebook's ``method_file`` parameter and
-# notebooks/quickstart.ipynb all go through load_yours (the contract check) and compare_yours.
+# One method file (or an installed entry point of group ``fedlib.methods``) on the archived benchmark's settings and
+# seeds, every built-in method read from its archived run at the same round; the budget sets the rounds and seeds.
 
 #: the profile whose runs the archive holds for every built-in method: the comparison's settings and seeds
 YOURS_REFERENCE = "converged"
 #: the profiles a method may be trained under beside the archive (each sets its rounds and number of seeds)
 YOURS_BUDGETS = ("smoke", "quick", "converged")
-#: what the method's label carries in every table and figure (``my_method (yours)``)
-YOURS_SUFFIX = " (yours)"
 
 
-# -- the method ---------------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Yours:
-    """A loaded method that passed the contract check: its class (``user:<stem>``), the inference rule it is
-    scored by, its hyperparameters (beside its defaults) and what the check took."""
+    """A loaded method that passed the contract check: its class, its rule, its hyperparameters, the check's time."""
 
     cls: type
     rule: str
@@ -626,7 +546,7 @@ class Yours:
 
     @property
     def label(self) -> str:
-        return self.stem + YOURS_SUFFIX
+        return self.stem + " (yours)"
 
     @property
     def source(self) -> str:
@@ -641,26 +561,16 @@ class Yours:
         return {"name": self.key, **self.hyperparameters, "source": self.source, "source_sha256": self.sha256}
 
     def line(self) -> str:
-        """``my_method (my_method.py, SHA-256 3d80ef1a25ac...): contract check passed (1.2 s); scored by its rule
-        'head'``."""
+        """``my_method (my_method.py, SHA-256 3d80ef1a25ac...): contract check passed (1.2 s); ...``."""
         where = self.source if self.source.startswith("entry-point:") else Path(self.source).name
         extra = f", hyperparameters {self.hyperparameters}" if self.hyperparameters else ""
         return (f"{self.stem} ({where}, SHA-256 {self.sha256[:12]}...{extra}): contract check passed "
                 f"({self.check_seconds:.1f} s); scored by its rule {self.rule!r}")
 
 
-def yours_rule(cls) -> str:
-    """The rule a method is scored by unless asked otherwise: ``head`` (its own classifier) where it has one, else
-    its first rule."""
-    return "head" if "head" in cls.RULES else cls.RULES[0]
-
-
 def load_yours(source, rule: str | None = None, hyperparameters: dict | None = None, field: str = "--method",
                rule_field: str = "--rule") -> Yours:
-    """The method of ``source`` (a method file's path or an installed entry point's name), checked: an import
-    error, a missing hook, a message off its declaration, a non-finite loss, ... is one line (:class:`ConfigError`,
-    naming the file, the hook and what was expected) before any training. ``rule`` must be one of its ``RULES``;
-    ``hyperparameters`` (``{field: value}``) are validated by its constraints."""
+    """The method of ``source`` (a file or entry point) after the contract check; ``rule``: one of its ``RULES``."""
     from fedlib.algorithms import loader
     from fedlib.validation import from_dict
 
@@ -672,16 +582,16 @@ def load_yours(source, rule: str | None = None, hyperparameters: dict | None = N
         if key in hyper:
             raise ConfigError(f"method hyperparameters.{key}", hyper[key], "none: it is set from the method file")
     from_dict(cls, hyper, owner=f"algorithm ({cls.name})")
-    rule = yours_rule(cls) if rule is None else check_value(rule_field, rule, Options(tuple(cls.RULES)))
+    if rule is None:
+        rule = "head" if "head" in cls.RULES else cls.RULES[0]
+    else:
+        rule = check_value(rule_field, rule, Options(tuple(cls.RULES)))
     return Yours(cls, rule, hyper, seconds)
 
 
-# -- the plan: the archived benchmark's settings, the budget's rounds and seeds -------------------------------------
 @dataclasses.dataclass
 class YoursPlan(Plan):
-    """The benchmark under :data:`YOURS_REFERENCE` (the built-in methods' archived runs) with ``yours`` added:
-    trained for ``budget_rounds`` rounds (the ``budget`` profile's) on the archived seeds at ``positions`` of each
-    setting."""
+    """The benchmark under :data:`YOURS_REFERENCE` with ``yours`` added at ``budget_rounds`` and ``positions``."""
 
     yours: Yours | None = None
     budget: str = YOURS_REFERENCE
@@ -695,7 +605,7 @@ class YoursPlan(Plan):
         return names if self.only is None else [s for s in names if s in self.only]
 
     def builtin(self) -> list[str]:
-        """The built-in methods compared (every one of the reference profile, or those asked)."""
+        """The built-in methods compared."""
         return [m for m in Plan.method_names(self) if m != self.yours.key]
 
     def method_names(self) -> list[str]:
@@ -711,13 +621,12 @@ class YoursPlan(Plan):
         return yours_why_not(self, setting) if method == self.yours.key else super().why_not(method, setting)
 
     def setting_seeds(self, setting: str) -> list[int]:
-        """The seeds of ``setting`` the comparison takes: those at :attr:`positions` of the archived ones."""
         own = super().setting_seeds(setting)
         return [own[i] for i in self.positions]
 
     @property
     def equal_rounds(self) -> bool:
-        """Whether the method trains as long as the archived runs (the converged budget)."""
+        """Whether the method trains as long as the archived runs."""
         return self.budget_rounds == self.rounds
 
 
@@ -725,11 +634,7 @@ def yours_plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, 
                methods: list[str] | None = None, settings: list[str] | None = None,
                results_dir: str | Path | None = None, data_root: str | None = None, device: str | None = None,
                executor: str | None = None, field: str = "--profile") -> YoursPlan:
-    """The comparison of ``yours`` under the budget of ``profile`` (one of :data:`YOURS_BUDGETS`): its rounds (or
-    ``rounds``, at most the archived runs') and its number of seeds (or ``seeds``, a subset of the reference
-    profile's: each setting takes the archived seeds at the same positions). ``methods``: the built-in methods shown
-    (default all); ``settings``: the settings taken (default every one the method can run on). Runs go to
-    ``results_dir`` (default the output root's ``results/``)."""
+    """The comparison of ``yours`` under the budget of ``profile`` (:data:`YOURS_BUDGETS`), options overriding it."""
     from fedlib.study import check_seeds
     from fedlib.study.schema import check_rounds
 
@@ -768,52 +673,22 @@ def check_yours_budget(profile, field: str = "--profile") -> str:
     return profile
 
 
-def _model_levels(model: dict, input_shape=(1, 28, 28), num_classes: int = 10) -> set[str]:
-    """The feature levels every member of ``model`` (a config's model section) exposes."""
-    import json
-
-    return set(_levels(json.dumps(model, sort_keys=True), tuple(input_shape), num_classes))
-
-
-@functools.lru_cache(maxsize=32)
-def _levels(model_json: str, input_shape: tuple, num_classes: int) -> tuple:
-    import json
-
-    from fedlib.models import FAMILIES, build_model
-
-    model = json.loads(model_json)
-    args = {k: v for k, v in model.items() if k != "name"}
-    members = FAMILIES.get(model["name"], (model["name"],))
-    levels = None
-    for m in members:
-        have = set(build_model(m, input_shape, num_classes, **args).feature_dims)
-        levels = have if levels is None else levels & have
-    return tuple(sorted(levels or ()))
-
-
 def yours_why_not(plan: YoursPlan, setting: str) -> str | None:
-    """Why the method of ``plan`` cannot run on ``setting`` (None: it runs), from its declarations, by the rule every
-    built-in method's settings follow (:func:`refusal`): a setting with heterogeneous models refuses a method that
-    sends weights of the client's own model; a setting whose model does not expose the feature level the method's
-    prototypes live on (its ``level``) refuses it."""
+    """Why the method cannot run on ``setting`` (None: it runs), by :func:`refusal`."""
     model = plan.spec["settings"][setting].get("base", plan.spec["base"])["model"]
     found = refusal(plan.yours.cls, plan.yours.hyperparameters, model)
     return None if found is None else found[2]
 
 
 def yours_configs(plan: YoursPlan) -> dict[tuple[str, str], dict]:
-    """``{(setting, method): config}``: the built-in methods' archived configs (the reference profile's rounds) and
-    the method's own (:attr:`YoursPlan.budget_rounds`), on the settings the method runs on (made once per plan)."""
-    if "configs" in plan.cache:
-        return plan.cache["configs"]
-    out = {}
-    for s in yours_runs_on(plan):
-        for m in plan.builtin():
-            if plan.why_not(m, s) is None:
-                out[(s, m)] = config(plan, m, s)
-        out[(s, plan.yours.key)] = config(plan, plan.yours.key, s, rounds=plan.budget_rounds)
-    plan.cache["configs"] = out
-    return out
+    """``{(setting, method): config}`` where the method runs, its own at the budget's rounds (made once)."""
+    if "configs" not in plan.cache:
+        out = {}
+        for s in yours_runs_on(plan):
+            out.update({(s, m): config(plan, m, s) for m in plan.builtin() if plan.why_not(m, s) is None})
+            out[(s, plan.yours.key)] = config(plan, plan.yours.key, s, rounds=plan.budget_rounds)
+        plan.cache["configs"] = out
+    return plan.cache["configs"]
 
 
 def yours_runs_on(plan: YoursPlan) -> list[str]:
@@ -828,8 +703,7 @@ def yours_jobs(plan: YoursPlan) -> list[tuple[dict, int]]:
 
 
 def yours_settings_table(plan: YoursPlan) -> pd.DataFrame:
-    """One row per setting of the archived benchmark: whether the method runs there (or why not), its seeds and
-    rounds, and the built-in methods it is ranked against."""
+    """Per setting: whether the method runs there (or why not), its seeds and rounds, the built-in methods there."""
     rows = {}
     for s in plan.setting_names():
         why = yours_why_not(plan, s)
@@ -841,23 +715,8 @@ def yours_settings_table(plan: YoursPlan) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-def train_yours(plan: YoursPlan, workers: int | None = None, progress: bool = True) -> list[str]:
-    """Train the method's runs that no results folder or the run archive holds (cached runs are read, an
-    interrupted one resumes); returns one line per failed run (the others are kept)."""
-    from fedlib import results
-
-    todo = [(c, s) for c, s in yours_jobs(plan) if results.find(c, s)[1] is None]
-    try:
-        results.run_many(todo, workers=workers, progress=progress, desc=f"{plan.yours.stem} ({plan.budget})")
-    except results.RunsFailed as exc:
-        return [str(exc)]
-    return []
-
-
-# -- rows at the same round -------------------------------------------------------------------------------------------
 def _at_round(records: list[dict], metric: str, rounds: int) -> dict | None:
-    """best / last accuracy (%, sample-weighted) of ``metric`` over the evaluated rounds up to ``rounds``, floats
-    sent per round (mean) and seconds per round (median) over those rounds; None where none was evaluated."""
+    """Best / last accuracy (%), floats and seconds a round of ``records`` up to ``rounds``; None if none."""
     kept = [r for r in records if r.get("round", 0) <= rounds]
     acc = [(r["round"], 100 * r["acc"][metric]["weighted"]) for r in kept if metric in r.get("acc", {})]
     if not acc:
@@ -870,10 +729,7 @@ def _at_round(records: list[dict], metric: str, rounds: int) -> dict | None:
 
 
 def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
-    """The benchmark's score rows (:func:`scores`' columns, with ``round``: the round the
-    run was read at) of every method on every (setting, seed) the method runs on, all at round
-    :attr:`YoursPlan.budget_rounds`: the method's own finished runs and the built-in methods' archived ones; and one
-    line per run that neither the results folder nor the archive holds (left out)."""
+    """Every method's :func:`scores` rows at the budget's round where the method runs, and the runs missing."""
     from fedlib import results
 
     out, missing = [], []
@@ -892,44 +748,21 @@ def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
 
 
 def yours_curves(plan: YoursPlan, setting: str, method: str) -> list[list[float]]:
-    """The per-seed accuracy curves (%, sample-weighted, the method's rule) of ``method`` on ``setting`` up to the
-    budget's round (for the verdict rule's trends)."""
+    """The per-seed accuracy curves (%) of ``method`` on ``setting`` up to the budget's round."""
     from fedlib import results
 
     cfg = yours_configs(plan)[(setting, method)]
     out = []
     for seed in plan.setting_seeds(setting):
         recs = [r for r in results.rounds(cfg, seed) if r.get("round", 0) <= plan.budget_rounds]
-        metric = plan.metric(method)
-        curve = [100 * r["acc"][metric]["weighted"] for r in recs if metric in r.get("acc", {})]
+        curve = [a for _, a in _accuracy(plan, method, recs)]
         if curve and not any(r.get("diverged") for r in recs):
             out.append(curve)
     return out
 
 
-# -- what the comparison shows ---------------------------------------------------------------------------------------
-def yours_caption(plan: YoursPlan) -> str:
-    """What made the numbers, for every caption: the settings, the method's budget, the round the others are read
-    at, and whether the comparison is converged evidence."""
-    r, seeds = plan.budget_rounds, len(plan.positions)
-    text = (f"{plan.yours.label}: {r} rounds ({plan.budget} budget), {seeds} seed{'s' * (seeds > 1)} per setting; "
-            f"the built-in methods: their archived {YOURS_REFERENCE}-profile runs (same data, clients, split, model, "
-            f"optimiser and seeds) read at round {r}")
-    if not plan.equal_rounds:
-        text += (f" of their {plan.rounds}. An early-training ranking at round {r}, not the converged one: "
-                 f"train with --profile {YOURS_REFERENCE} for that")
-    return text
-
-
-def yours_ranked(plan: YoursPlan, table: pd.DataFrame) -> pd.DataFrame:
-    """The benchmark's ranked table (:func:`ranked`) over the settings the method runs on,
-    all read at the same round; the method's row is the one labelled ``(yours)``."""
-    return ranked(plan, table)
-
-
 def yours_landing(plan: YoursPlan, table: pd.DataFrame) -> pd.DataFrame:
-    """Where the method lands, per setting it runs on: its mean rank among the methods of that setting, its best
-    round's mean (%), the best other method and its mean, and the difference."""
+    """Per setting the method runs on: its mean rank, its mean, the best other method's and the difference."""
     out = {}
     key = plan.yours.key
     for s in yours_runs_on(plan):
@@ -943,22 +776,17 @@ def yours_landing(plan: YoursPlan, table: pd.DataFrame) -> pd.DataFrame:
         others = means.drop(key)
         rival = others.idxmax() if len(others) else None
         out[plan.setting_label(s)] = {
-            "rank": f"{rank[key]:.1f} of {blocks.shape[1]}", "yours (best round, %)": _mean_sd(part, key),
+            "rank": f"{rank[key]:.1f} of {blocks.shape[1]}",
+            "yours (best round, %)": _mean_std(part[part.method == key]["best"]),
             "best other": plan.label(rival) if rival else "—",
-            "its best round (%)": _mean_sd(part, rival) if rival else "—",
+            "its best round (%)": _mean_std(part[part.method == rival]["best"]) if rival else "—",
             "difference": f"{means[key] - others.max():+.2f}" if rival else "—",
             "round": plan.budget_rounds}
     return pd.DataFrame(out).T
 
 
-def _mean_sd(part: pd.DataFrame, method: str) -> str:
-    values = part[part.method == method]["best"]
-    return f"{values.mean():.2f}" + (f" ± {values.std(ddof=1):.2f}" if len(values) > 1 else "")
-
-
 def _retitle(plan: YoursPlan, fig):
-    """A benchmark figure's title made to say what its numbers are: the round every method was read at and the
-    budget (the benchmark's own titles end in the profile's name)."""
+    """``fig`` with its title's profile replaced by the round every method was read at and the budget."""
     ax = fig.axes[0]
     title = ax.get_title()
     tail = f"({plan.profile})"
@@ -968,42 +796,8 @@ def _retitle(plan: YoursPlan, fig):
     return fig
 
 
-def yours_cd_figures(plan: YoursPlan, table: pd.DataFrame) -> list[tuple]:
-    """``[(figure, caption, name)]``: the critical-difference diagram over every setting the method runs on (the
-    methods that ran on all of them) and, where one of them has heterogeneous models, over those with one model for
-    all; the method highlighted."""
-    settings = [s for s in yours_runs_on(plan) if (table.setting == s).any()]
-    if not settings:
-        return []
-    out = [(_retitle(plan, cd_figure(plan, table, settings, highlight=plan.yours.label)),
-            f"Critical-difference diagram at round {plan.budget_rounds} ({', '.join(settings)}; mean ranks, "
-            "Nemenyi CD)",
-            "cd")]
-    same = [s for s in homogeneous_settings(plan) if s in settings]
-    if same and set(same) != set(settings):
-        out.append((_retitle(plan, cd_figure(plan, table, same, highlight=plan.yours.label)),
-                    f"Critical-difference diagram at round {plan.budget_rounds}, one model for all ({', '.join(same)})",
-                    "cd_homogeneous"))
-    return out
-
-
-def yours_cost_figures(plan: YoursPlan, table: pd.DataFrame) -> list[tuple]:
-    """``[(figure, caption, name)]``: accuracy against floats sent and against seconds per round, per setting the
-    method runs on, Pareto fronts drawn, the method highlighted."""
-    out = []
-    for s in yours_runs_on(plan):
-        figs = cost_figures(plan, table, s, highlight=plan.yours.label)
-        for kind, fig in zip(("communication", "time"), figs or (), strict=False):
-            out.append((_retitle(plan, fig),
-                        f"{plan.setting_label(s)} at round {plan.budget_rounds}: accuracy vs {kind}", f"{s}_{kind}"))
-    return out
-
-
 def yours_ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
-    """The claim a method author wants to make, one per setting it runs on: "<yours> beats every other method on
-    <setting>", judged against the strongest other method there by the suite's one verdict rule
-    (:mod:`fedlib.claims`): decided only under the converged budget, with at least two seeds, a margin beyond the
-    seed spread and, for a curve still rising, the early decision (:meth:`fedlib.claims.Comparison.status`)."""
+    """Per setting, "<yours> beats every other method on <setting>" by the suite's verdict rule."""
     key, out = plan.yours.key, []
     for s in yours_runs_on(plan):
         part = table[table.setting == s]
@@ -1028,8 +822,7 @@ def yours_ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
 
 @dataclasses.dataclass
 class YoursComparison:
-    """Everything :func:`compare_yours` made: the plan, the score rows, the runs missing, the ranked table, where the
-    method lands, the figures ``[(figure, caption, name)]``, the claims and the lines of failed runs."""
+    """What :func:`compare_yours` made; ``figures``: ``[(figure, caption, name)]``, ``failed``: failed runs' lines."""
 
     plan: YoursPlan
     table: pd.DataFrame
@@ -1041,11 +834,19 @@ class YoursComparison:
     failed: list
 
     def caption(self) -> str:
-        return yours_caption(self.plan)
+        """What made the numbers: the method's budget and the round the others are read at."""
+        plan = self.plan
+        r, seeds = plan.budget_rounds, len(plan.positions)
+        text = (f"{plan.yours.label}: {r} rounds ({plan.budget} budget), {seeds} seed{'s' * (seeds > 1)} per setting; "
+                f"the built-in methods: their archived {YOURS_REFERENCE}-profile runs (same data, clients, split, "
+                f"model, optimiser and seeds) read at round {r}")
+        if not plan.equal_rounds:
+            text += (f" of their {plan.rounds}. An early-training ranking at round {r}, not the converged one: "
+                     f"train with --profile {YOURS_REFERENCE} for that")
+        return text
 
     def save(self, folder: str | Path, leakage: pd.DataFrame | None = None) -> list[Path]:
-        """Write the ranked table (markdown), where it lands, the leakage table where given and the figures (PNG)
-        into ``folder`` (created); returns the paths written."""
+        """Write the tables (``ranked.md``) and the figures (PNG) into ``folder``; returns the paths written."""
         from fedlib.validation import check_writable
 
         folder = Path(folder)
@@ -1059,81 +860,83 @@ class YoursComparison:
                      report.to_markdown(leakage.round(3)), ""]
         written = []
         for fig, caption, name in self.figures:
-            path = folder / f"{name}.png"
-            fig.savefig(path, dpi=110, bbox_inches="tight")
-            written.append(path)
+            written.append(folder / f"{name}.png")
+            fig.savefig(written[-1], dpi=110, bbox_inches="tight")
             text += [f"![{caption}]({name}.png)", ""]
-        md = folder / "ranked.md"
-        md.write_text("\n".join(text))
-        return [md, *written]
+        (folder / "ranked.md").write_text("\n".join(text))
+        return [folder / "ranked.md", *written]
 
 
 def compare_yours(plan: YoursPlan, train_missing: bool = True, workers: int | None = None,
                   progress: bool = True) -> YoursComparison:
-    """Train the method's missing runs (``train_missing``), read every method at the budget's round and make the
-    ranked table, where the method lands, the CD diagrams, the accuracy-vs-cost fronts (closed figures: a cell
-    shows them by returning them) and the ledger."""
+    """Train the method's missing runs and compare every method at the budget's round."""
     import matplotlib.pyplot as plt
 
-    failed = train_yours(plan, workers, progress) if train_missing else []
+    from fedlib import results
+
+    failed = []
+    if train_missing:
+        todo = [(c, s) for c, s in yours_jobs(plan) if results.find(c, s)[1] is None]
+        try:
+            results.run_many(todo, workers=workers, progress=progress, desc=f"{plan.yours.stem} ({plan.budget})")
+        except results.RunsFailed as exc:
+            failed = [str(exc)]
     table, missing = yours_rows(plan)
-    figures = yours_cd_figures(plan, table) + yours_cost_figures(plan, table) if len(table) else []
+    r, label, figures = plan.budget_rounds, plan.yours.label, []
+    settings = [s for s in yours_runs_on(plan) if (table.setting == s).any()]
+    if len(table) and settings:
+        figures = cd_figures(plan, table, settings, (
+            f"Critical-difference diagram at round {r} ({', '.join(settings)}; mean ranks, Nemenyi CD)",
+            f"Critical-difference diagram at round {r}, one model for all ({{}})"), highlight=label)
+    if len(table):
+        figures += cost_figures(plan, table, yours_runs_on(plan), highlight=label, at=f" at round {r}")
+    figures = [(_retitle(plan, fig), caption, name) for fig, caption, name in figures]
     for fig, _, _ in figures:   # shown where a cell returns them, never by the inline backend on its own
         plt.close(fig)
-    return YoursComparison(plan, table, missing, yours_ranked(plan, table), yours_landing(plan, table), figures,
-                      yours_ledger(plan, table) if len(table) else [], failed)
+    return YoursComparison(plan, table, missing, ranked(plan, table), yours_landing(plan, table), figures,
+                           yours_ledger(plan, table) if len(table) else [], failed)
 
 
 def yours_out(plan: YoursPlan) -> Path:
-    """Where the command writes the comparison unless told: ``<results folder>/yours/<stem>-<sha12>-<budget>``."""
+    """Where the comparison is written unless told: ``<results folder>/yours/<stem>-<sha12>-<budget>``."""
     return Path(plan.results_dir) / "yours" / f"{plan.yours.stem}-{plan.yours.sha256[:12]}-{plan.budget}"
 
 
 def main_yours(args) -> int:
-    """The ``--method`` path of ``python -m fedlib.papers.benchmark`` (parsed ``args``): the budget checked, the method
-    loaded and checked (one line and exit status 2 on a violation, before any training), its runs trained, the
-    comparison printed and written to ``--out``. Exit status 1 where a run of it failed (the rest are shown)."""
-    from fedlib import claims, report
-
+    """``--method``: the method checked, trained, compared and written to ``--out`` (exit status 1: a failed run)."""
     check_yours_budget(args.profile)
     if args.leakage and args.profile not in YOURS_LEAKAGE_PROFILES:
         yours_leakage(None, args.profile)   # its one line, before any work
     yours = load_yours(args.method, rule=args.rule)
     plan = yours_plan(yours, args.profile, rounds=args.rounds, seeds=args.seeds, methods=args.methods,
-                     results_dir=args.results_dir, device=args.device, executor=args.executor)
-    print(yours.line())
-    print(f"settings ({YOURS_REFERENCE} profile's, archived):")
-    print(report.to_markdown(yours_settings_table(plan)))
+                      results_dir=args.results_dir, device=args.device, executor=args.executor)
+    print(yours.line(), f"settings ({YOURS_REFERENCE} profile's, archived):",
+          report.to_markdown(yours_settings_table(plan)), sep="\n")
     result = compare_yours(plan, workers=args.workers)
     for line in result.failed:
         print(f"error: {line}")
     if result.missing:
         print(f"{len(result.missing)} runs neither the results folder nor the run archive holds, left out: "
               + "; ".join(result.missing))
-    print(f"\nRanked table: {result.caption()}; best round up to it, sample-weighted (%)")
-    print(report.to_markdown(result.ranked))
-    print(f"\nWhere {yours.label} lands")
-    print(report.to_markdown(result.landing))
+    print(f"\nRanked table: {result.caption()}; best round up to it, sample-weighted (%)",
+          report.to_markdown(result.ranked), f"\nWhere {yours.label} lands", report.to_markdown(result.landing),
+          sep="\n")
     if result.claims:
-        print("\nClaims, by the suite's verdict rule (fedlib.claims)")
-        print(report.to_markdown(claims.table(result.claims)))
+        print("\nClaims, by the suite's verdict rule (fedlib.claims)", report.to_markdown(claims.table(result.claims)),
+              sep="\n")
     leak = None
     if args.leakage:
         leak = yours_leakage(yours, args.profile, args.results_dir, args.workers)
         print(f"\nLeakage ({YOURS_LEAKAGE_PROFILES[args.profile]} profile of the leakage study, "
               "fedlib.papers.privacy): each method's best realistic attack on its next upload, ranked by SSIM (lower "
-              "leaks less)")
-        print(report.to_markdown(leak.round(3)))
-    out = Path(args.out) if args.out else yours_out(plan)
-    written = result.save(out, leak)
+              "leaks less)", report.to_markdown(leak.round(3)), sep="\n")
+    written = result.save(Path(args.out) if args.out else yours_out(plan), leak)
     print(f"\nwritten: {written[0]} and {len(written) - 1} figures beside it")
     return 1 if result.failed else 0
 
 
 def yours_cells(result: YoursComparison):
-    """A notebook cell's display of ``result``: the caption, the failed and missing runs, the ranked table, where the
-    method lands, the figures and the ledger, in that order; written under the results folder as well
-    (:func:`yours_out`, a line says where). Nothing goes into a report section or ``figures/``."""
+    """A notebook cell's display of ``result``, also written under the results folder (:func:`yours_out`)."""
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
     if result.missing:
@@ -1148,20 +951,13 @@ def yours_cells(result: YoursComparison):
     return Shown(out)
 
 
-# -- the leakage row -----------------------------------------------------------------------------------------------
-#: the leakage study's profile each budget's leakage row runs under (its own runs and attacks; the run archive keeps
-#: no trained model, which the attacks need, so no budget reads archived attack results)
+#: the leakage study's profile each budget's leakage row runs under (the run archive keeps no trained model)
 YOURS_LEAKAGE_PROFILES = {"smoke": "smoke", "quick": "quick"}
 
 
 def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = None, workers: int | None = None,
                   progress: bool = True) -> pd.DataFrame:
-    """The leakage study's headline (:func:`fedlib.papers.privacy.headline`: each method's best realistic attack on
-    the target client's next upload, ranked by SSIM, with the three references) with the method as one more row,
-    under the study's profile of ``budget`` (:data:`YOURS_LEAKAGE_PROFILES`): the method trains in the study's setting
-    (MNIST, its MLP, its clients) beside the study's methods of that profile, and every attack its declared messages
-    allow (:func:`fedlib.privacy.what_server_holds`) runs on it. The converged budget has none: the attacks need every
-    method's trained model, which the run archive does not keep (one line says so)."""
+    """The leakage study's headline with the method as one more row, under ``budget`` (smoke or quick)."""
     from fedlib import results
     from fedlib.algorithms import loader
     from fedlib.papers import privacy
@@ -1178,37 +974,25 @@ def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = No
     with loader.registered(yours.cls):
         results.run_many([(c, s) for c in privacy.table_configs(plan).values() for s in plan.seeds],
                          workers=workers, progress=progress, desc=f"leakage ({plan.profile})")
-        res = privacy.leakage(plan)
-        return privacy.headline(plan, res)
+        return privacy.headline(plan, privacy.leakage(plan))
 
 
 @study.command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib.papers.benchmark [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train every
-    run of the profile the results folder and the run archive lack (every (setting, method, seed) and the anchor's,
-    costliest first, in one pool: :func:`jobs`), then print the ranked table and the anchor's. A failed run is named
-    and left out (exit status 1); the rest are shown.
-
-    ``--method path/to/my_method.py`` (or an installed entry point's name) puts one method from outside the repository
-    against the archived benchmark instead (:func:`main_yours`, docs/your_method.md): the contract
-    check first (a violation is one line, exit status 2, before any training), then its runs under the budget of
-    ``--profile`` (smoke, quick or converged), every built-in method read from the archive at the same round, the
-    ranked table, where it lands, the CD diagrams and the accuracy-vs-cost fronts written to ``--out``."""
-    from fedlib import report, results
+    """``python -m fedlib.papers.benchmark [--profile P] ...``: train the profile's missing runs (:func:`jobs`; a
+    failed one: exit status 1), print the ranked table and the anchor's. ``--method FILE``: that method against the
+    archived benchmark instead (docs/your_method.md)."""
+    from fedlib import results
 
     parser = study.cli("python -m fedlib.papers.benchmark", main.__doc__)
     g = parser.add_argument_group("your method against the archived benchmark (docs/your_method.md)")
-    g.add_argument("--method", help="a method file (path/to/my_method.py) or an installed entry point of group "
-                   "fedlib.methods; --profile is then its budget: smoke (2 rounds, 1 seed), quick (5 rounds, 1 seed) "
-                   "or converged (100 rounds, 3 seeds)")
-    g.add_argument("--rule", help="with --method: the inference rule it is scored by (one of its RULES; default "
-                   "head where it has one)")
-    g.add_argument("--out", help="with --method: the folder the ranked table and figures go to (default "
-                   "<results folder>/yours/<stem>-<sha>-<profile>)")
-    g.add_argument("--results-dir", help="with --method: the results folder its runs go to (default the output "
-                   "root's results/)")
+    g.add_argument("--method", help="a method file or an installed entry point of group fedlib.methods; "
+                   "--profile is then its budget: smoke (2 rounds, 1 seed), quick (5, 1) or converged (100, 3)")
+    g.add_argument("--rule", help="with --method: the rule it is scored by (one of its RULES; default head)")
+    g.add_argument("--out", help="with --method: the output folder (default <results folder>/yours/...)")
+    g.add_argument("--results-dir", help="with --method: its runs' results folder (default results/)")
     g.add_argument("--leakage", action="store_true", help="with --method (smoke or quick): also its row in the "
-                   "leakage study's headline, its upload under the same attacks as the study's methods")
+                   "leakage study's headline")
     args = parser.parse_args(argv)
     if args.method is not None:
         return main_yours(args)
@@ -1234,25 +1018,16 @@ def main(argv: list[str] | None = None) -> int:
     table = scores(plan, obtain(plan, train=False))
     print(f"Benchmark, {plan.setting_text()}; best round, sample-weighted (%)")
     print(report.to_markdown(ranked(plan, table)))
-    curves = anchor_curves(plan, train=False)
-    for m, part in curves.groupby("method", sort=False):
+    for m, part in anchor_curves(plan, train=False).groupby("method", sort=False):
         print(f"anchor (all of the data, {plan.setting_label(plan.spec['anchor']['setting'])}): {plan.label(m)} best "
               f"{part.accuracy.max():.2f}, last {part.accuracy.iloc[-1]:.2f} after {int(part['round'].max())} rounds")
     return 1 if failed else 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 # -- the notebook's cells (notebooks/benchmark.py): one call each ----------------------------------------------------
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None,
              method_file=None, method_rule=None):
-    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
-    take, ``nb.paper`` the whole params/benchmark/paper.yaml. ``method_file`` (a method file's path or an installed
-    entry point's name) is loaded and put through the contract check here, before any work: a violation stops the
-    notebook with its one line; the "Your method" cell then ranks it against the archived benchmark under the
-    profile's budget (:func:`compare_yours`), scored by ``method_rule`` (default its head)."""
+    """The set-up cell: the notebook state; ``method_file`` is loaded and checked here for :func:`show_yours`."""
     from fedlib.study.notebook import ParameterError, open_notebook
 
     if method_rule is not None and method_file is None:
@@ -1265,8 +1040,7 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
         try:
             yours = load_yours(method_file, rule=method_rule, field="method_file", rule_field="method_rule")
             nb.results["yours"] = yours_plan(yours, profile, rounds=rounds, seeds=seeds, methods=methods,
-                                                        results_dir=nb.plan.results_dir, device=device,
-                                                        field="profile")
+                                             results_dir=nb.plan.results_dir, device=device, field="profile")
         except ConfigError as exc:
             raise ParameterError(str(exc)) from None
         print(yours.line())
@@ -1274,7 +1048,7 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 
 def show_settings(nb):
-    """The settings every method of a setting shares, and the (setting, method) pairs that do not run, with why."""
+    """The settings table, and the (setting, method) pairs that do not run, with why."""
     settings = nb.table("**Settings.** " + nb.plan.setting_text(), settings_table(nb.plan))
     gaps = missing(nb.plan)
     if len(gaps):
@@ -1283,7 +1057,7 @@ def show_settings(nb):
 
 
 def print_grid(nb) -> None:
-    """One line per setting: its methods, seeds and runs; then how many of the runs are the paper studies' own."""
+    """One line per setting: its methods, seeds and runs; then the number of runs."""
     cfgs, total = configs(nb.plan), 0
     for setting in nb.plan.setting_names():
         methods = [m for s, m in cfgs if s == setting]
@@ -1295,7 +1069,7 @@ def print_grid(nb) -> None:
 
 
 def results(nb) -> pd.DataFrame:
-    """Every (setting, seed, method) of the profile: finished runs read, the others trained (the "All runs" cell)."""
+    """:func:`scores` of every run of the profile: finished runs read, the others trained."""
     def make():
         summaries = obtain(nb.plan, workers=nb.workers)
         nb.section.text(f"_{len(summaries)} runs · made by {study.made_by(summaries.values())}_")
@@ -1303,8 +1077,12 @@ def results(nb) -> pd.DataFrame:
     return nb.once("scores", make)
 
 
+def _trends(nb) -> dict:
+    return nb.once("trends", lambda: trends(nb.plan, results(nb)))
+
+
 def show_ranked(nb):
-    """The ranked table: mean rank per setting and overall, best round mean ± std and last round per setting."""
+    """The ranked table (:func:`ranked`)."""
     short = "" if nb.profile in ("converged", "paper") else " **Not converged: short runs.**"
     return nb.table(f"**Ranked table ({nb.plan.setting_text()}; best round, sample-weighted, %).**" + short
                     + " `plateaued`: the settings where the method's seed-mean curve plateaued (its best-so-far "
@@ -1314,55 +1092,38 @@ def show_ranked(nb):
                     ranked(nb.plan, results(nb), _trends(nb)))
 
 
-def _trends(nb) -> dict:
-    return nb.once("trends", lambda: trends(nb.plan, results(nb)))
-
-
 def fig_cd(nb):
-    """The critical-difference diagrams: over every setting (the methods that run on all of them), and over the
-    settings with one model for all (:func:`homogeneous_settings`: every method that runs on each of them)."""
+    """The critical-difference diagrams: every setting, and the settings with one model for all."""
     table = results(nb)
-    out = [nb.figure(cd_figure(nb.plan, table), "Critical-difference diagram, every setting (mean ranks, Nemenyi CD)",
-                     "cd")]
-    same = [s for s in homogeneous_settings(nb.plan) if (table.setting == s).any()]
-    if same and set(same) != set(table.setting.unique()):
-        out.append(nb.figure(cd_figure(nb.plan, table, same), "Critical-difference diagram, one model for all "
-                             f"({', '.join(same)}: mean ranks, Nemenyi CD)", "cd_homogeneous"))
-    return Shown(out)
+    settings = [s for s in nb.plan.setting_names() if (table.setting == s).any()]
+    return Shown([nb.figure(*f) for f in cd_figures(nb.plan, table, settings, (
+        "Critical-difference diagram, every setting (mean ranks, Nemenyi CD)",
+        "Critical-difference diagram, one model for all ({}: mean ranks, Nemenyi CD)"))])
 
 
 def figs_costs(nb):
-    """Accuracy against floats per round and against seconds per round, per setting, with the Pareto fronts."""
-    out = []
-    for setting in nb.plan.setting_names():
-        for kind, fig in zip(("communication", "time"), cost_figures(nb.plan, results(nb), setting) or (),
-                             strict=False):
-            out.append(nb.figure(fig, f"{nb.plan.setting_label(setting)}: accuracy vs {kind}", f"{setting}_{kind}"))
-    return Shown(out)
+    """Accuracy against floats and against seconds per round, per setting, with the Pareto fronts."""
+    return Shown([nb.figure(*f) for f in cost_figures(nb.plan, results(nb), nb.plan.setting_names())])
 
 
 def show_pflib(nb):
-    """PFLlib's published Fashion-MNIST numbers beside ours (reference data, both budgets stated)."""
+    """PFLlib's published Fashion-MNIST numbers beside ours (:func:`pflib_comparison`)."""
     ref = nb.paper["pfllib"]["budget"]
     return nb.table(f"**PFLlib's Fashion-MNIST numbers (reference: {ref}) beside ours ({nb.plan.setting_text()}).**",
                     pflib_comparison(nb.plan, results(nb)))
 
 
 def show_anchor(nb):
-    """The external anchor: our full-data FedAvg and FedProto curves on PFLlib's pathological split against PFLlib's
-    2,000-round numbers, with a table of our best and last rounds beside them (or a line saying which profile runs
-    it)."""
-    plan = nb.plan
-    anchor = plan.spec["anchor"]
+    """The anchor's curves and table against PFLlib's 2,000-round numbers (or which profile runs it)."""
+    plan, anchor = nb.plan, nb.plan.spec["anchor"]
     curves = anchor_curves(plan, workers=nb.workers)
+    where = plan.setting_label(anchor["setting"])
     if not len(curves):
-        line = (f"The anchor ({', '.join(plan.label(m) for m in anchor['methods'])} on "
-                f"{plan.setting_label(anchor['setting'])} with all of Fashion-MNIST) runs in the converged profile "
-                f"(anchor_rounds: {plan.settings.get('anchor_rounds', 0)} in profile {plan.profile}).")
-        print(line)
+        print(f"The anchor ({', '.join(plan.label(m) for m in anchor['methods'])} on {where} with all of "
+              f"Fashion-MNIST) runs in the converged profile (anchor_rounds: {plan.settings.get('anchor_rounds', 0)} "
+              f"in profile {plan.profile}).")
         return None
-    ref = nb.paper["pfllib"]["methods"]
-    key = PFLLIB_COLUMNS[anchor["setting"]]
+    ref, key = nb.paper["pfllib"]["methods"], PFLLIB_COLUMNS[anchor["setting"]]
     reduced, frac = reduced_curves(plan), f"{100 * plan.settings['fraction']:g}%"
     table = results(nb)
     mine = table[table.setting == anchor["setting"]].groupby("method")["best"].mean()   # mean of the seeds' best
@@ -1377,13 +1138,12 @@ def show_anchor(nb):
                                f"ours, {frac}: best round of {plan.rounds} (the ranked table's)":
                                    f"{mine[m]:.2f}" if m in mine else "-",
                                "PFLlib, 2,000 rounds (reference)": f"{ref[m][key]:.2f}" if m in ref else "-"}
-    fig = nb.figure(anchor_figure(plan, curves, reduced), f"{plan.setting_label(anchor['setting'])}: our curves "
-                    f"with all of Fashion-MNIST (seed {anchor['seed']}) and with {frac} of it (seed mean), against "
-                    "PFLlib's published numbers", "anchor")
-    table = nb.table(f"**The anchor: all of Fashion-MNIST on {plan.setting_label(anchor['setting'])}, seed "
-                     f"{anchor['seed']}, {plan.settings['anchor_rounds']} rounds (ours) against PFLlib's 2,000 rounds "
-                     "(reference data).**", pd.DataFrame(rows).T)
-    return Shown((fig, table))
+    fig = nb.figure(anchor_figure(plan, curves, reduced), f"{where}: our curves with all of Fashion-MNIST (seed "
+                    f"{anchor['seed']}) and with {frac} of it (seed mean), against PFLlib's published numbers",
+                    "anchor")
+    return Shown((fig, nb.table(f"**The anchor: all of Fashion-MNIST on {where}, seed {anchor['seed']}, "
+                                f"{plan.settings['anchor_rounds']} rounds (ours) against PFLlib's 2,000 rounds "
+                                "(reference data).**", pd.DataFrame(rows).T)))
 
 
 def show_top(nb):
@@ -1401,13 +1161,14 @@ def show_ledger(nb):
 
 
 def show_yours(nb):
-    """The "Your method" cell: with ``method_file`` set, the method's runs under the profile's budget, then the ranked
-    table, where it lands, the CD diagrams, the accuracy-vs-cost fronts and the ledger beside the archived benchmark
-    (every method at the same round: :func:`compare_yours`), also written under the results folder; a line
-    saying how to set it otherwise. Nothing goes into the benchmark's own report section."""
+    """The "Your method" cell: :func:`compare_yours` where ``method_file`` is set, else how to set it."""
     plan = nb.results.get("yours")
     if plan is None:
         print("No method file: set method_file in the parameters cell (e.g. \"../docs/method_template.py\") to rank "
               "your method against the archived benchmark (docs/your_method.md).")
         return None
     return yours_cells(nb.once("yours_result", lambda: compare_yours(plan, workers=nb.workers)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
