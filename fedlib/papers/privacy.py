@@ -1,32 +1,17 @@
 """The privacy study: what each method's upload leaks, under attacks that try hard, and a defence's price.
 
-``load_plan(profile)`` reads ``params/privacy/experiments.yaml``. Every registered method trains a short
-federated run through the engine (:func:`table_configs`); the attacks of :mod:`fedlib.privacy.rounds` then take,
-from the finished run, the (broadcast, upload) pair of the target client's next round and apply every attack that
-:func:`fedlib.privacy.holds.what_server_holds` lists for the method from its declared messages, so a method
-added to ``experiments.yaml`` enters the table with no new code. The outputs:
-
-- :func:`leakage`: the leakage table (PSNR, SSIM, held-out label accuracy) with the three references, ranked over the
-  realistic attacks with the batch-1 upper bound in its own column (:func:`table`, :func:`headline`);
-- :func:`pictures`: the attacked client's reconstructions of each attack beside its images, kept with the scores
-  (:func:`picture_rows`, :func:`picture_figures`; the paper notebooks' attack figures: :func:`paper_pictures`);
-- :func:`curve`: the samples-per-prototype curves (mean / k-means centroid / mixture component);
-- :func:`utility`: accuracy against the best attack's SSIM at each noise level of the two defences (clip + noise
-  on every upload; sample-level DP-SGD in local training where the model is the upload), with the
-  (epsilon, delta) of Opacus's RDP accountant;
-- :func:`ledger`: the three papers' privacy claims (``params/privacy/claims.yaml``), judged by the claims
-  engine on :func:`tables`.
-
-Threat models per attack: docs/privacy.md. Attack results are values derived from the attacked run's trained model
-(:func:`fedlib.results.derived`), named by the attack settings: kept in the run's folder, archived with the run (its
-per-seed scores, so the tables and the ledger recompute from the repository), and read from the archive on a fresh
-clone.
+Not one paper's: it tests the privacy claims of FedMPS, MP-FedCL and GFPL on every method of
+``params/privacy/experiments.yaml`` (a registered method with no entry too). It draws the leakage table and its
+headline, the reconstructions per attack family, the samples-per-prototype curves, the privacy-utility curve and the
+ledger; the attacks' results are values derived from each run (:func:`fedlib.results.derived`), archived with it.
+Threat models, scoring and decisions: docs/privacy.md.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -38,6 +23,16 @@ import torch
 
 from fedlib import claims, report, results, study
 from fedlib.claims import Cells
+from fedlib.data.sources import MNIST_MEAN, MNIST_STD
+from fedlib.privacy import (
+    epsilon,
+    feature_fn,
+    invert_features,
+    model_query,
+    reconstruct,
+    train_inversion,
+    what_server_holds,
+)
 from fedlib.privacy.attack import attacker_aux
 from fedlib.privacy.dpsgd import DP_SGD_METHODS
 from fedlib.privacy.rounds import PICTURES, attack_round, finite_scores, held_out_classifier
@@ -48,6 +43,17 @@ from fedlib.validation import ConfigError
 TITLE = "What the uploads leak: one leakage study across the suite"
 IMAGE_ATTACKS = ("gradient_inversion", "feature_inversion", "decoder", "imprint")
 CURVE_KINDS = ("mean", "kmeans", "gmm")
+REALISTIC, UPPER_BOUND, REFERENCE = "realistic", "upper bound", "reference"
+#: the attacks on a model upload at the client's real batch and local steps; the batch-1 gradient inversion (iDLG),
+#: an upper bound no real round offers, is named apart and the claims rest on the realistic ones
+REALISTIC_MODEL_ATTACKS = ("gradient_inversion (B ", "imprint")
+UPPER_BOUND_ATTACKS = ("gradient_inversion (batch 1",)
+#: the leakage table's column with each method's batch-1 gradient inversion, beside its realistic attacks
+BOUND_COLUMN = "upper bound ssim"
+ROUNDING = {"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3, BOUND_COLUMN: 3}
+UPLOAD_DEFENCE, DP_SGD = "clip + noise on uploads", "DP-SGD (per sample)"
+#: the defended pictures: the largest noise whose accuracy stays within this many points of the undefended run
+DEFENCE_TOLERANCE = 3.0
 
 
 @dataclasses.dataclass
@@ -61,10 +67,7 @@ class Plan(study.TablePlan):
 
     @classmethod
     def complete(cls, spec: dict) -> None:
-        """An entry for every registered method (:data:`fedlib.algorithms.ALGORITHMS`) the file has none for: its
-        defaults and the label the benchmark prints (``params/benchmark/experiments.yaml``), after the file's own
-        entries, in name order. So a method added to fedlib is a row of the leakage table (a profile's ``methods:
-        all``) with no line here; a line here is for one that needs other settings (a model, hyperparameters)."""
+        """Add every registered method the file lacks, with its defaults and the benchmark's label, in name order."""
         from fedlib.algorithms import ALGORITHMS
         from fedlib.config import read_yaml
 
@@ -82,8 +85,7 @@ class Plan(study.TablePlan):
 
 
 def check_spec(plan: Plan) -> None:
-    """The study's own fields: every listed method and utility method in ``methods``, known attacks and curve
-    kinds, noise levels >= 0; a one-line :class:`ConfigError` naming the field otherwise."""
+    """Check the study's own fields of the profile; a one-line :class:`ConfigError` naming the field otherwise."""
     s, where = plan.settings, f"privacy/experiments.yaml: profiles.{plan.profile}"
     if s["methods"] != "all":
         check_methods(s["methods"], plan.methods)
@@ -116,9 +118,8 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 
 
 def config(plan: Plan, method: str, noise: float | None = None, dp_sgd: bool = False, **changes) -> dict:
-    """The validated run config of ``method``; ``noise``: the defence's noise multiplier (clips from
-    ``experiments.yaml``; None: no defence), on every upload or, with ``dp_sgd``, on each sample's gradient in
-    local training; ``changes`` are dotted overrides applied last."""
+    """The run config of ``method``; ``noise``: the defence's noise multiplier (None: none), on every upload or,
+    with ``dp_sgd``, on each sample's gradient in local training."""
     entry = plan.method_entry(method)
     base, name = copy.deepcopy(plan.spec["base"]), f"privacy-study/{method}"
     if noise is not None and dp_sgd:
@@ -135,55 +136,29 @@ def table_configs(plan: Plan) -> dict[str, dict]:
     return {m: config(plan, m) for m in plan.table_methods()}
 
 
-def defense_configs(plan: Plan) -> dict[tuple[str, float], dict]:
-    """The privacy-utility curve's runs: each utility method at each noise level; noise 0 is the undefended run
-    (the leakage table's), the others clip and noise every upload (:func:`fedlib.privacy.defense.defend_upload`)."""
-    return {(m, float(s)): config(plan, m, None if s == 0 else float(s))
-            for m in plan.settings["utility_methods"] for s in plan.settings["noise"]}
+def defense_configs(plan: Plan, dp_sgd: bool = False) -> dict[tuple[str, float], dict]:
+    """The privacy-utility runs ``{(method, noise): config}`` of the upload defence (``dp_sgd``: of DP-SGD, for the
+    ``dp_sgd_methods``); noise 0 is the leakage table's undefended run."""
+    methods = plan.settings.get("dp_sgd_methods", []) if dp_sgd else plan.settings["utility_methods"]
+    return {(m, float(s)): config(plan, m, None if s == 0 else float(s), dp_sgd=dp_sgd)
+            for m in methods for s in plan.settings["noise"]}
 
 
 def dp_sgd_configs(plan: Plan) -> dict[tuple[str, float], dict]:
-    """The DP-SGD points of the privacy-utility curve: each ``dp_sgd_methods`` method at each noise level; noise 0
-    is the undefended run (as for :func:`defense_configs`), the others train with each sample's gradient clipped to
-    ``dp_sgd.clip_sample`` and noised (:mod:`fedlib.privacy.dpsgd`)."""
-    return {(m, float(s)): config(plan, m, None if s == 0 else float(s), dp_sgd=True)
-            for m in plan.settings.get("dp_sgd_methods", []) for s in plan.settings["noise"]}
+    """The DP-SGD points of the privacy-utility curve (:func:`defense_configs`)."""
+    return defense_configs(plan, dp_sgd=True)
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the study, unique, longest first."""
-    jobs = [(c, s) for c in table_configs(plan).values() for s in plan.seeds]
-    jobs += [(c, s) for c in defense_configs(plan).values() for s in plan.seeds]
-    jobs += [(c, s) for c in dp_sgd_configs(plan).values() for s in plan.seeds]
+    jobs = [(c, s) for configs in (table_configs(plan), defense_configs(plan), dp_sgd_configs(plan))
+            for c in configs.values() for s in plan.seeds]
     return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
-def metric(plan: Plan, method: str) -> str:
-    """The method's inference rule for accuracy (``acc_proto`` for ``prototype_methods``, else ``acc_head``)."""
-    return plan.metric(method)
-
-
 def accuracy(plan: Plan, method: str, summary: dict) -> float:
-    """A run's accuracy (%) under the method's rule, mean over clients, at the last round."""
-    return 100.0 * summary["metrics"][metric(plan, method)]["last"]
-
-
-auxiliary = attacker_aux   # the attacker's same-distribution images that are not the client's
-
-
-def attack_method(plan: Plan, state, method: str, aux: tuple, classifier, noise: float | None = None,
-                  seed: int = 0, pictures: int | None = None):
-    """Every image attack of the profile that applies to ``method`` (:func:`what_server_holds`) on the target
-    client's next round of the finished run ``state`` (:func:`fedlib.privacy.rounds.attack_round`, with the
-    profile's attack settings); with ``noise`` the upload first goes through the defence (:func:`defend_upload`,
-    the clips of ``experiments.yaml``)."""
-    from fedlib.privacy import what_server_holds
-
-    todo = [a for a in plan.attacks() if a in what_server_holds(method).attacks]
-    defence = None if noise is None else {**plan.spec["defense"], "noise_multiplier": float(noise)}
-    return attack_round(state, method, todo, plan.spec["attack"], plan.settings, aux, classifier, defence, seed,
-                        pictures)
-
+    """A run's accuracy (%) under the method's inference rule, mean over clients, at the last round."""
+    return 100.0 * summary["metrics"][plan.metric(method)]["last"]
 
 
 def _settings_key(plan: Plan, extra: str = "") -> str:
@@ -194,118 +169,103 @@ def _settings_key(plan: Plan, extra: str = "") -> str:
 
 
 class Attacker:
-    """The attacker's side of one seed: its auxiliary images and the held-out classifier, from the first run
-    of that seed (every run of a seed shares the partition, hence the target client's data). Built from that run's
-    trained model on first use, so that reading archived attack results needs no model."""
+    """The attacker of one seed: its auxiliary images, held-out classifier and the target client's private images,
+    from the seed's first run (every run of a seed shares the partition); built on first use, so that reading
+    archived attack results needs no model."""
 
     def __init__(self, plan: Plan, seed: int):
         self.plan, self.seed = plan, seed
-        self._built = None
+        self.cfg = table_configs(plan)[plan.table_methods()[0]]
 
-    def _build(self):
-        if self._built is None:
-            plan, seed = self.plan, self.seed
-            state = results.state(table_configs(plan)[plan.table_methods()[0]], seed)
-            atk = plan.spec["attack"]
-            aux = auxiliary(state, atk["client"], plan.settings["aux_images"], seed)
-            classifier = held_out_classifier(state, *aux, atk["classifier_epochs"], seed)
-            private = state.data.train[atk["client"]]
-            acc = float((classifier(private.x)[0].argmax(1) == private.y).float().mean())
-            self._built = (aux, classifier, (private.x, private.y), acc)
-        return self._built
+    @functools.cached_property
+    def _built(self) -> tuple:
+        plan, seed, atk = self.plan, self.seed, self.plan.spec["attack"]
+        state = results.state(self.cfg, seed)
+        aux = attacker_aux(state, atk["client"], plan.settings["aux_images"], seed)
+        classifier = held_out_classifier(state, *aux, atk["classifier_epochs"], seed)
+        private = state.data.train[atk["client"]]
+        acc = float((classifier(private.x)[0].argmax(1) == private.y).float().mean())
+        return aux, classifier, (private.x, private.y), acc
 
-    @property
-    def aux(self):
-        return self._build()[0]
-
-    @property
-    def classifier(self):
-        return self._build()[1]
-
-    @property
-    def private(self):
-        return self._build()[2]
+    aux = property(lambda self: self._built[0])
+    classifier = property(lambda self: self._built[1])
+    private = property(lambda self: self._built[2])
 
     @property
     def classifier_acc(self) -> float:
-        """The held-out classifier's accuracy on the target client's private images (kept with the seed's first
-        run, :func:`fedlib.results.derived`)."""
-        cfg = table_configs(self.plan)[self.plan.table_methods()[0]]
-        return results.derived(cfg, self.seed, f"privacy-classifier-{_settings_key(self.plan)}",
-                               lambda _state: self._build()[3])
+        """The held-out classifier's accuracy on the private images (kept with the seed's first run)."""
+        return results.derived(self.cfg, self.seed, f"privacy-classifier-{_settings_key(self.plan)}",
+                               lambda _state: self._built[3])
 
 
 def attacks_name(plan: Plan, noise: float | None = None) -> str:
-    """The derived value (:func:`fedlib.results.derived`) holding a run's attack scores: ``privacy-attacks-<hash>``,
-    the hash of the attack settings and the noise (:func:`_settings_key`)."""
+    """The derived value holding a run's attack scores: ``privacy-attacks-<hash of the settings and noise>``."""
     return f"privacy-attacks-{_settings_key(plan, f'noise={noise}')}"
 
 
 def pictures_name(plan: Plan, noise: float | None = None) -> str:
-    """The derived value holding a run's attack pictures (:func:`pictures`): ``privacy-pictures-<hash>``, the hash
-    of the attack settings, the noise and the number of images kept (:data:`PICTURES`)."""
+    """The derived value holding a run's attack pictures: ``privacy-pictures-<hash>``, with :data:`PICTURES`."""
     return f"privacy-pictures-{_settings_key(plan, f'noise={noise}; pictures={PICTURES}')}"
 
 
 def attacks(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, noise: float | None = None
             ) -> list[dict]:
-    """:func:`attack_method` on the finished run ``(cfg, seed)``: a value derived from its trained model, read where
-    it was computed before or archived (:func:`fedlib.results.derived`). Computed, it is the rows of the same call
-    that kept the pictures (:func:`pictures`), which are kept beside it."""
+    """The attack rows of the finished run ``(cfg, seed)``; computed, they are the rows of :func:`pictures`."""
     return results.derived(cfg, seed, attacks_name(plan, noise),
                            lambda _state: pictures(plan, cfg, method, seed, attacker, noise)["rows"])
 
 
 def pictures(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, noise: float | None = None) -> dict:
-    """The attacked client's reconstructions of the finished run ``(cfg, seed)``: ``{"rows": the attack rows of
-    :func:`attack_method` (the scores the leakage table reads), "pictures": {attack: picture}}`` (up to
-    :data:`PICTURES` images per attack beside the private images they were scored against), a value derived from
-    the run's trained model (:func:`fedlib.results.derived`, named :func:`pictures_name`), so that the figures are
-    drawn from the run archive without the model."""
+    """``{"rows", "pictures": {attack: picture}}`` of every attack of the profile the server holds the inputs of,
+    on the target client's next round of ``(cfg, seed)`` (``noise``: through the upload defence first)."""
     def make(state):
-        rows, kept = attack_method(plan, state, method, attacker.aux, attacker.classifier, noise, seed,
-                                   pictures=PICTURES)
+        todo = [a for a in plan.attacks() if a in what_server_holds(method).attacks]
+        defence = None if noise is None else {**plan.spec["defense"], "noise_multiplier": float(noise)}
+        rows, kept = attack_round(state, method, todo, plan.spec["attack"], plan.settings, attacker.aux,
+                                  attacker.classifier, defence, seed, PICTURES)
         return {"rows": rows, "pictures": kept}
 
     return results.derived(cfg, seed, pictures_name(plan, noise), make)
 
 
+def _holder(plan: Plan) -> str | None:
+    """The first table method, on the study's model, whose server holds the extractor."""
+    return next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
+                 and plan.spec["methods"][m].get("model") is None), None)
+
+
+def _invert(plan: Plan, f, stats, shape: tuple, seed: int):
+    """White-box feature inversion (cosine) of ``stats`` through ``f`` with the profile's attack settings."""
+    return invert_features(f, stats, shape, steps=plan.settings["attack_steps"], restarts=plan.settings["restarts"],
+                           loss="cosine", mean=MNIST_MEAN, std=MNIST_STD, seed=seed).images
+
+
 def reference_rows(plan: Plan, seed: int, attacker: Attacker) -> list[dict]:
-    """The three references on the target client's private images: the attacker's class average, the best
-    match in its auxiliary data, and the white-box inversion of each private image's own feature (a statistic
-    of one sample) through the first table method whose server holds the extractor."""
-    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
-    from fedlib.privacy import feature_fn, invert_features, references, what_server_holds
+    """The three references on the private images: the class average, the best auxiliary match and the white-box
+    inversion of each image's own feature through :func:`_holder`'s extractor."""
+    from fedlib.privacy import references
 
     def make(_state):
         x, y = attacker.private
-        single = None
-        holder = next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
-                       and plan.spec["methods"][m].get("model") is None), None)
+        single, holder = None, _holder(plan)
         if holder is not None:
             model = results.state(table_configs(plan)[holder], seed).model(plan.spec["attack"]["client"])
             f = feature_fn(model, "high")
             with torch.no_grad():
                 z = f(x)
-            single = invert_features(f, z, tuple(x.shape[1:]), steps=plan.settings["attack_steps"],
-                                     restarts=plan.settings["restarts"], loss="cosine", mean=MNIST_MEAN,
-                                     std=MNIST_STD, seed=seed).images
+            single = _invert(plan, f, z, tuple(x.shape[1:]), seed)
         refs = references(*attacker.aux, x, y, single, attacker.classifier, MNIST_MEAN, MNIST_STD)
         if holder is not None:
             refs.loc[refs.attack == "reference: single-sample inversion", "attack"] = \
                 f"reference: single-sample inversion ({plan.label(holder)} extractor)"
         return [finite_scores(r) for r in refs.drop(columns="method").to_dict(orient="records")]
 
-    return results.derived(table_configs(plan)[plan.table_methods()[0]], seed,
-                           f"privacy-refs-{_settings_key(plan)}", make)
+    return results.derived(attacker.cfg, seed, f"privacy-refs-{_settings_key(plan)}", make)
 
 
 def leakage(plan: Plan) -> dict:
-    """The leakage study over the profile's seeds: ``{"rows": frame (method, attack, seed, psnr, ssim,
-    label_acc, images, seconds), "refs": frame (attack, seed, ...), "classifier_acc": {seed: accuracy on the
-    private images}, "holds": {method: ServerView}}``. The runs must have finished (:func:`all_jobs`)."""
-    from fedlib.privacy import what_server_holds
-
+    """The attack rows and references of every seed: ``{"rows", "refs", "classifier_acc": {seed: accuracy},
+    "holds": {method: ServerView}}``; the runs must have finished."""
     rows, refs, acc = [], [], {}
     for seed in plan.seeds:
         attacker = Attacker(plan, seed)
@@ -327,14 +287,10 @@ def _mean_over_seeds(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
-STEPS_ATTACK = r"^gradient_inversion \(B (\d+), (\d+) steps\)$"
-
-
 def merge_step_counts(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each method's "gradient_inversion (B b, k steps)" rows named alike across seeds: the local
-    step count k follows the client's partition, which differs per seed, so one method's rows would split into
-    one-seed rows; they become "gradient_inversion (B b, lo-hi local steps)" (the range over the seeds)."""
-    found = frame["attack"].str.extract(STEPS_ATTACK) if len(frame) else None
+    """``frame`` with each method's "gradient_inversion (B b, k steps)" rows renamed "(B b, lo-hi local steps)":
+    k follows the seed's partition, and one method's rows must not split per seed."""
+    found = frame["attack"].str.extract(r"^gradient_inversion \(B (\d+), (\d+) steps\)$") if len(frame) else None
     if found is None or found[0].isna().all():
         return frame
     out, has = frame.copy(), found[0].notna()
@@ -347,27 +303,16 @@ def merge_step_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-REALISTIC, UPPER_BOUND, REFERENCE = "realistic", "upper bound", "reference"
-#: the leakage table's column with each method's batch-1 gradient inversion (iDLG), beside its realistic attacks
-BOUND_COLUMN = "upper bound ssim"
-
-
 def attack_kind(attack: str) -> str:
-    """``"upper bound"`` for the gradient inversion of a one-image update (iDLG, "gradient_inversion (batch 1, ..."),
-    which no real round offers; ``"reference"`` for the three references; ``"realistic"`` for every other attack: the
-    gradient inversion of the client's real batch and local steps, the imprint, the white-box feature inversion and
-    the decoder on the uploaded statistics."""
+    """The row's kind: the batch-1 upper bound, a reference, or realistic (every other attack)."""
     if attack.startswith("reference:"):
         return REFERENCE
     return UPPER_BOUND if attack.startswith(UPPER_BOUND_ATTACKS) else REALISTIC
 
 
 def table(plan: Plan, res: dict) -> pd.DataFrame:
-    """The ranked leakage table, means over seeds, every method of the profile. The rank is over the realistic
-    attacks and the references (:func:`attack_kind`), by SSIM (:func:`fedlib.privacy.leakage_table`'s order); the
-    batch-1 upper bound is not ranked: its rows follow, and each method's rows carry it in their own column
-    (:data:`BOUND_COLUMN`). A method no image attack applies to gets one row saying what its server holds. A
-    method's B-sized gradient inversions are one row over its seeds (:func:`merge_step_counts`)."""
+    """The leakage table, means over seeds: realistic attacks and references ranked by SSIM, the batch-1 upper
+    bound unranked after them and in :data:`BOUND_COLUMN`, then one row per method no image attack applies to."""
     from fedlib.privacy import leakage_table
 
     res = {**res, "rows": merge_step_counts(res["rows"])}
@@ -401,9 +346,8 @@ def table(plan: Plan, res: dict) -> pd.DataFrame:
 
 
 def headline(plan: Plan, res: dict, leak: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The leakage table's headline: one row per method, ranked by its best realistic attack's SSIM (seed means),
-    with the references ranked among them and the batch-1 upper bound in its own column (:data:`BOUND_COLUMN`);
-    methods with no realistic image attack follow, unranked. ``leak``: :func:`table`'s result where at hand."""
+    """One row per method, its best realistic attack, ranked with the references; the batch-1 upper bound in its own
+    column; methods with no realistic image attack follow, unranked. ``leak``: :func:`table`'s result."""
     leak = table(plan, res) if leak is None else leak
     ranked = leak[leak["rank"] != "—"]
     best = ranked[(ranked.kind == REFERENCE) | ~ranked.method.duplicated()]   # the table is sorted: first is best
@@ -421,8 +365,7 @@ def headline(plan: Plan, res: dict, leak: pd.DataFrame | None = None) -> pd.Data
 
 
 def holdings(plan: Plan) -> pd.DataFrame:
-    """What the server holds of each method of the profile, from its declared messages, and which attacks
-    apply (:func:`fedlib.privacy.holdings_table`), with the printed names."""
+    """What the server holds of each method, from its declared messages, and which attacks apply."""
     from fedlib.privacy import holdings_table
 
     frame = holdings_table(plan.table_methods())
@@ -430,51 +373,36 @@ def holdings(plan: Plan) -> pd.DataFrame:
     return frame
 
 
-# -- samples per prototype ------------------------------------------------------------------------------------
-def curve(plan: Plan, seed: int, attacker: Attacker | None = None) -> pd.DataFrame:
-    """The samples-per-prototype curves: statistics averaged over n = ``curve_sizes`` images of one class, per
-    kind of ``curve_kinds`` (:func:`fedlib.privacy.samples_per_prototype`), attacked two ways through the target
-    client's model at the end of the run of the first table method whose server holds the extractor: white-box
-    feature inversion (cosine, the profile's attack settings) and the decoder (trained on the attacker's
-    auxiliary images with query access, the profile's decoder steps). The images are the training images of the
-    whole federation (a class must hold max(n) of them). Column ``attack`` names the attack."""
-    from fedlib.data.sources import MNIST_MEAN, MNIST_STD
-    from fedlib.privacy import feature_fn, invert_features, model_query, reconstruct, train_inversion, what_server_holds
-
-    holder = next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
-                   and plan.spec["methods"][m].get("model") is None), None)
+def curve(plan: Plan, seed: int) -> pd.DataFrame:
+    """The samples-per-prototype curves: each kind of statistic over n images of one class of the federation,
+    attacked by white-box feature inversion and by the decoder through :func:`_holder`'s client model."""
+    holder, s, atk = _holder(plan), plan.settings, plan.spec["attack"]
     if holder is None:
         raise ConfigError("methods", plan.table_methods(), "a method whose server holds the extractor (e.g. fedavg)")
-    cfg = table_configs(plan)[holder]
 
     def make(state):
-        model = state.model(plan.spec["attack"]["client"])
+        model = state.model(atk["client"])
         f = feature_fn(model, "high")
         x, y = state.data.dataset.x_train, state.data.dataset.y_train
         shape = tuple(x.shape[1:])
-        aux_x = (attacker.aux if attacker is not None else
-                 auxiliary(state, plan.spec["attack"]["client"], plan.settings["aux_images"], seed))[0]
-        atk = plan.spec["attack"]
-        decoder = train_inversion(model_query(model), aux_x, levels=("high",), steps=plan.settings["decoder_steps"],
+        aux_x = attacker_aux(state, atk["client"], s["aux_images"], seed)[0]
+        decoder = train_inversion(model_query(model), aux_x, levels=("high",), steps=s["decoder_steps"],
                                   batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
-
-        def white_box(stats):
-            return invert_features(f, stats, shape, steps=plan.settings["attack_steps"],
-                                   restarts=plan.settings["restarts"], loss="cosine", mean=MNIST_MEAN,
-                                   std=MNIST_STD, seed=seed).images
 
         def decode(stats):
             with torch.no_grad():
                 return reconstruct(decoder, {"high": stats})
 
-        frames = [curve_frame(attack, f, x, y, plan.settings["curve_sizes"], plan.settings["curve_groups"], kind,
-                              MNIST_MEAN, MNIST_STD, seed).assign(attack=name)
-                  for name, attack in (("feature inversion", white_box), ("decoder", decode))
-                  for kind in plan.settings["curve_kinds"]]
+        frames = [curve_frame(attack, f, x, y, s["curve_sizes"], s["curve_groups"], kind, MNIST_MEAN, MNIST_STD,
+                              seed).assign(attack=name)
+                  for name, attack in (("feature inversion", lambda z: _invert(plan, f, z, shape, seed)),
+                                       ("decoder", decode))
+                  for kind in s["curve_kinds"]]
         return pd.concat(frames, ignore_index=True).assign(extractor=plan.label(holder)).to_dict(orient="records")
 
-    shape = json.dumps([plan.settings[k] for k in ("curve_sizes", "curve_groups", "curve_kinds")] + ["decoder"])
-    return pd.DataFrame(results.derived(cfg, seed, f"privacy-curve-{_settings_key(plan, shape)}", make))
+    shape = json.dumps([s[k] for k in ("curve_sizes", "curve_groups", "curve_kinds")] + ["decoder"])
+    return pd.DataFrame(results.derived(table_configs(plan)[holder], seed,
+                                        f"privacy-curve-{_settings_key(plan, shape)}", make))
 
 
 def curve_frame(attack, f, x, y, sizes, groups, kind, mean=0.0, std=1.0, seed=0) -> pd.DataFrame:
@@ -489,8 +417,7 @@ def curve_frame(attack, f, x, y, sizes, groups, kind, mean=0.0, std=1.0, seed=0)
 
 
 def curve_figure(frame: pd.DataFrame, ax=None):
-    """SSIM of the reconstruction against the images averaged, over n: one colour per kind, one line style per
-    attack (column ``attack``, when present), on the whole SSIM range [0, 1]."""
+    """SSIM against n: one colour per kind, one line style per attack (column ``attack``, when present)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -510,14 +437,8 @@ def curve_figure(frame: pd.DataFrame, ax=None):
     return ax
 
 
-# -- the defence's price ---------------------------------------------------------------------------------------
-UPLOAD_DEFENCE, DP_SGD = "clip + noise on uploads", "DP-SGD (per sample)"
-
-
 def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
-    """Sample-level epsilon of a DP-SGD run (:func:`fedlib.privacy.defense.sample_level_epsilon`): the largest over
-    its clients (each client's rate is batch / its samples, its steps those of its local epochs), so every
-    client's data has at least this guarantee."""
+    """Sample-level epsilon of a DP-SGD run: the largest over its clients (each client's own rate and steps)."""
     from fedlib.algorithms.loops import steps
     from fedlib.privacy.defense import sample_level_epsilon
 
@@ -528,19 +449,12 @@ def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
                                     plan.spec["attack"]["delta"]) for n in sizes)
 
 
-def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None,
-            dp_summaries: dict | None = None) -> pd.DataFrame:
-    """The privacy-utility curve: for each defence, utility method and noise level, the accuracy (%) of the run
-    trained under the defence, the best attack's SSIM on its upload, which attack that was, and the
-    (epsilon, delta) of the noise by Opacus's RDP accountant. The upload defence (``summaries``:
-    :func:`defense_configs` -> summaries per seed) releases once per round with every client in every round
-    (sample rate 1, ``rounds`` steps; the unit is a client's whole data for the update, one sample's feature for
-    the statistics); DP-SGD (``dp_summaries``: :func:`dp_sgd_configs`) is accounted per sample
-    (:func:`dp_sgd_epsilon`). Means over seeds."""
-    from fedlib.privacy import epsilon
-
+def utility(plan: Plan, summaries: dict, dp_summaries: dict | None = None) -> pd.DataFrame:
+    """The privacy-utility curve, means over seeds: per defence, method and noise the accuracy (%), the best attack's
+    SSIM on the upload, that attack and the epsilon (upload defence: one release per round at rate 1; DP-SGD:
+    :func:`dp_sgd_epsilon`). ``summaries`` / ``dp_summaries``: the runs of :func:`defense_configs` / DP-SGD."""
     delta = plan.spec["attack"]["delta"]
-    attackers = attacker_by_seed or {s: Attacker(plan, s) for s in plan.seeds}
+    attackers = {s: Attacker(plan, s) for s in plan.seeds}
     rows = []
     curves = [(UPLOAD_DEFENCE, defense_configs(plan), summaries)]
     if dp_summaries:
@@ -565,8 +479,7 @@ def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None,
                 best = max(found, key=lambda r: r["ssim"]) if found else None
                 rows.append({**row, "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"] if best else math.nan,
                              "best attack": best["attack"] if best else "no attack reconstructed an image"})
-    frame = pd.DataFrame(rows)
-    g = frame.groupby(["defence", "method", "noise"], sort=False)
+    g = pd.DataFrame(rows).groupby(["defence", "method", "noise"], sort=False)
     out = g[["epsilon", "accuracy", "ssim"]].mean()
     out["n"] = g.size()
     out["accuracy std"] = g["accuracy"].std(ddof=1).where(out["n"] > 1)
@@ -574,31 +487,15 @@ def utility(plan: Plan, summaries: dict, attacker_by_seed: dict | None = None,
     return out.reset_index()
 
 
-def utility_figure(plan: Plan, frame: pd.DataFrame, ax=None):
-    """Accuracy against the best attack's SSIM, one line per method, points labelled with sigma and epsilon."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4.5))
-    for (defence, m), part in frame.groupby(["defence", "method"], sort=False):
-        dp = defence == DP_SGD
-        ax.plot(part.ssim, part.accuracy, marker="s" if dp else "o", linestyle="--" if dp else "-",
-                label=plan.label(m) + (" + DP-SGD" if dp else ""))
-        for _, r in part.iterrows():
-            eps = epsilon_text(r.epsilon)
-            ax.annotate(f"σ={r.noise:g}, ε={eps}", (r.ssim, r.accuracy), fontsize=6, xytext=(3, 3),
-                        textcoords="offset points")
-    ax.set(xlabel="SSIM of the best attack on the upload (lower: more private)", ylabel="accuracy (%)",
-           title=f"Privacy-utility: clip + Gaussian noise (δ = {plan.spec['attack']['delta']:g})")
-    ax.legend(fontsize=8)
-    return ax
+def epsilon_text(eps: float) -> str:
+    """An epsilon as the tables print it: three significant digits, ``inf`` for no noise."""
+    return "inf" if math.isinf(eps) else f"{eps:.3g}"
 
 
 # -- pictures ---------------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Family:
-    """One attack family of the pictures: the attacks whose name starts with ``prefix``, realistic or the upper
-    bound (:func:`attack_kind`), a title and the figure's file name (``slug``)."""
+    """One attack family of the pictures: attacks whose name starts with ``prefix``; ``slug`` names the figure."""
 
     prefix: str
     kind: str
@@ -620,8 +517,6 @@ FAMILIES = (
     Family("gradient_inversion (batch 1", UPPER_BOUND, "gradient inversion of a one-image update (iDLG), which no "
            "real round offers", "batch1_bound"),
 )
-#: the privacy-utility pictures: the largest noise whose accuracy stays within this many points of the undefended run
-DEFENCE_TOLERANCE = 3.0
 
 
 def family(attack: str) -> Family | None:
@@ -630,21 +525,15 @@ def family(attack: str) -> Family | None:
 
 
 def attack_detail(attack: str) -> str:
-    """What a row adds to its family's heading: the statistic (``protos``, ``means``, ``low``, ...) of a feature
-    inversion or decoder, the batch and steps of a gradient inversion, ``crafted broadcast`` for the imprint."""
+    """What a row adds to its family's heading: the statistic, the batch and steps, or ``crafted broadcast``."""
     if ":" in attack:
         return "statistic " + attack.split(":", 1)[1]
     return attack[attack.index("(") + 1:attack.rindex(")")] if "(" in attack else attack
 
 
 def picture_rows(plan: Plan, seed: int, runs, attacker: Attacker | None = None) -> pd.DataFrame:
-    """The attacked client's reconstructions on ``seed`` for ``runs`` (``[(method, noise)]``; noise None or 0: the
-    leakage table's run, else the upload defence's run at that noise, :func:`defense_configs`), one row per image
-    attack: ``method, noise, holds, attack, family`` (:data:`FAMILIES` slug), ``kind``, the scores the leakage table
-    reads (``ssim, psnr, label_acc, images``: :func:`attacks`), and the pictures kept with them (:func:`pictures`):
-    ``real`` and ``recon`` ((n, H, W, C) in [0, 1]), ``ssim_each`` and ``pictures_ssim`` (the row's SSIM in the
-    pictures' own record: the same number where one call made both). The runs must have finished."""
-    from fedlib.privacy import what_server_holds
+    """One row per image attack of ``runs`` (``[(method, noise)]``; noise None or 0: undefended) on ``seed``: the
+    scores of :func:`attacks`, the pictures of :func:`pictures` and their own SSIM (``pictures_ssim``)."""
     from fedlib.privacy.pictures import decode
 
     attacker = attacker or Attacker(plan, seed)
@@ -682,53 +571,44 @@ def _grid_row(plan: Plan, r, label: str | None = None, note: str = "") -> dict:
             "recon": r.recon, "ssim_each": r.ssim_each, "note": note}
 
 
+def _grid_title(plan: Plan, head: str, tail: str) -> str:
+    return (f"{head}\nclient {plan.spec['attack']['client']}'s training images (top, grey) above the "
+            f"reconstructions (red), SSIM under each\n{tail}")
+
+
 def picture_figures(plan: Plan, frame: pd.DataFrame, seed: int) -> list[tuple[Family, object, pd.DataFrame]]:
-    """One grid per attack family present in ``frame`` (:func:`picture_rows`), realistic families first and the
-    batch-1 upper bound last: rows are the methods, grouped by what the server holds (in the plan's order), each
-    real image beside its reconstruction with the reconstruction's SSIM under it and the row's SSIM (the leakage
-    table's) in its label. ``[(family, figure, layout)]`` (:func:`fedlib.privacy.pictures.reconstruction_grid`)."""
+    """``[(family, figure, layout)]``: one grid per attack family in ``frame`` (:func:`picture_rows`), the methods
+    as rows (the plan's order), grouped by what the server holds."""
     from fedlib.privacy.pictures import reconstruction_grid
 
-    out = []
-    order = {m: i for i, m in enumerate(plan.methods)}
-    for fam in FAMILIES:
-        part = frame[frame.family == fam.slug]
-        if not len(part):
-            continue
-        part = part.assign(_order=[order.get(m, len(order)) for m in part.method]).sort_values("_order", kind="stable")
-        holds = list(dict.fromkeys(part.holds))
-        groups = [(f"server holds: {h}", [_grid_row(plan, r) for r in part[part.holds == h].itertuples()])
-                  for h in holds]
-        title = (f"{fam.heading}\nclient {plan.spec['attack']['client']}'s training images (top, grey) above the "
-                 f"reconstructions (red), SSIM under each\n{plan.profile} profile, seed {seed}")
-        fig, layout = reconstruction_grid(groups, title)
-        out.append((fam, fig, layout))
-    return out
-
-
-def family_figure(plan: Plan, frame: pd.DataFrame, seed: int, title: str, labels: dict | None = None,
-                  notes: dict | None = None):
-    """One grid of ``frame``'s rows (:func:`picture_rows`) grouped by attack family (realistic first, the batch-1
-    upper bound last), rows in ``frame``'s order within a family; ``labels`` / ``notes``: ``{(method, noise): text}``
-    for the row labels (default the method's name) and a line under them. ``(figure, layout)``."""
-    from fedlib.privacy.pictures import reconstruction_grid
-
-    labels, notes, groups = labels or {}, notes or {}, []
+    out, order = [], {m: i for i, m in enumerate(plan.methods)}
     for fam in FAMILIES:
         part = frame[frame.family == fam.slug]
         if len(part):
-            groups.append((fam.heading, [_grid_row(plan, r, labels.get((r.method, r.noise)),
-                                                   notes.get((r.method, r.noise), "")) for r in part.itertuples()]))
-    if not groups:
-        groups = [("no image attack applies to these uploads", [])]
-    return reconstruction_grid(groups, title)
+            part = part.assign(_order=[order.get(m, len(order)) for m in part.method])
+            part = part.sort_values("_order", kind="stable")
+            groups = [(f"server holds: {h}", [_grid_row(plan, r) for r in part[part.holds == h].itertuples()])
+                      for h in dict.fromkeys(part.holds)]
+            title = _grid_title(plan, fam.heading, f"{plan.profile} profile, seed {seed}")
+            out.append((fam, *reconstruction_grid(groups, title)))
+    return out
+
+
+def family_figure(plan: Plan, frame: pd.DataFrame, title: str, labels: dict | None = None, notes: dict | None = None):
+    """``(figure, layout)``: one grid of ``frame``'s rows grouped by attack family; ``labels`` / ``notes``:
+    ``{(method, noise): text}`` for a row's label (default the method's name) and the line under it."""
+    from fedlib.privacy.pictures import reconstruction_grid
+
+    labels, notes = labels or {}, notes or {}
+    groups = [(fam.heading, [_grid_row(plan, r, labels.get((r.method, r.noise)), notes.get((r.method, r.noise), ""))
+                             for r in frame[frame.family == fam.slug].itertuples()])
+              for fam in FAMILIES if (frame.family == fam.slug).any()]
+    return reconstruction_grid(groups or [("no image attack applies to these uploads", [])], title)
 
 
 def strongest_defence(plan: Plan, summaries: dict, tolerance: float = DEFENCE_TOLERANCE) -> dict[str, dict]:
-    """For each utility method, the largest noise multiplier of the upload defence (:func:`defense_configs`; its
-    ``summaries``: ``{(method, noise): [summary per seed]}``) whose run keeps the accuracy (mean over seeds, last
-    round, the method's rule) within ``tolerance`` points of the undefended run, a diverged run never:
-    ``{method: {"noise", "accuracy", "undefended"}}``; noise 0 (and its accuracy) where no noise level does."""
+    """``{method: {"noise", "accuracy", "undefended"}}``: per utility method, the largest upload-defence noise whose
+    mean accuracy stays within ``tolerance`` points of the undefended run (a diverged run never; else noise 0)."""
     def acc(m: str, sigma: float) -> float:
         runs = summaries[(m, float(sigma))]
         if any(r.get("diverged_at") for r in runs):
@@ -745,12 +625,8 @@ def strongest_defence(plan: Plan, summaries: dict, tolerance: float = DEFENCE_TO
 
 
 def strongest_baseline(plan: Plan, paper_table: dict, method: str) -> str:
-    """A paper's strongest baseline that the leakage study can attack: of the rows of its main table
-    (``paper_table``: a table of ``params/<paper>/paper.yaml``, the paper's reported accuracies) other than
-    ``method``, those this study lists (its ``methods``) and an image attack applies to (:func:`what_server_holds`),
-    the one with the highest mean of the paper's numbers over the table's columns."""
-    from fedlib.privacy import what_server_holds
-
+    """Of ``paper_table``'s rows (a table of ``params/<paper>/paper.yaml``) other than ``method`` that this study lists
+    and an image attack applies to, the one with the highest mean reported accuracy."""
     def mean(row: dict) -> float:
         vals = [v[0] if isinstance(v, list | tuple) else v for v in row.values()]
         vals = [float(v) for v in vals if isinstance(v, int | float) and not isinstance(v, bool)]
@@ -764,19 +640,15 @@ def strongest_baseline(plan: Plan, paper_table: dict, method: str) -> str:
 
 
 def study_profile(profile: str) -> str:
-    """The leakage study's profile a paper notebook's profile reads: the same where the study has it (smoke, quick,
-    paper), the paper profile for the long ones (converged, extended)."""
+    """The study's profile for a paper notebook's: the same where the study has it, else the paper profile."""
     from fedlib.config import read_yaml
 
     return profile if profile in read_yaml(Plan.params_file())["profiles"] else "paper"
 
 
 def paper_pictures(nb, method: str, paper_table: dict):
-    """A paper notebook's attack figure: ``method``'s upload and its strongest baseline's (:func:`strongest_baseline`
-    of the paper's ``paper_table``) under the leakage study's attacks, from the study's own runs and derived values
-    (:func:`load_plan` of the notebook's profile, :func:`study_profile`; its first seed; the runs trained where
-    missing, as the study trains them): one grid, attack families as groups, the two methods as rows. Into the
-    notebook's report section; returns the figure and its scores (the leakage table's numbers for that seed)."""
+    """A paper notebook's attack figure: ``method`` and its :func:`strongest_baseline` under the study's attacks, from
+    the study's runs (:func:`study_profile`, first seed; trained where missing); returns the figure and scores."""
     profile = study_profile(nb.profile)
     probe = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root)
     baseline = strongest_baseline(probe, paper_table, method)
@@ -787,15 +659,13 @@ def paper_pictures(nb, method: str, paper_table: dict):
                         progress=False)
     frame = picture_rows(plan, seed, [(method, None), (baseline, None)])
     label = f"{plan.label(method)} and its strongest baseline {plan.label(baseline)}"
-    fig, layout = family_figure(plan, frame, seed, f"{label} under the leakage study's attacks\nclient "
-                                f"{plan.spec['attack']['client']}'s training images (top, grey) above the "
-                                f"reconstructions (red), SSIM under each\nprivacy study, {profile} profile, "
-                                f"{plan.rounds} rounds, seed {seed}")
+    fig, layout = family_figure(plan, frame, _grid_title(plan, f"{label} under the leakage study's attacks",
+                                                         f"privacy study, {profile} profile, {plan.rounds} rounds, "
+                                                         f"seed {seed}"))
     nb.figure(fig, f"{label} under the leakage study's attacks (notebooks/privacy.ipynb, {profile} profile, seed "
               f"{seed}): the attacked client's images beside the reconstructions", "privacy_attack_pictures")
-    scores = frame.assign(method=[plan.label(m) for m in frame.method], kind=frame.kind)[
-        ["method", "kind", "attack", "psnr", "ssim", "label_acc", "images"]].round({"psnr": 2, "ssim": 3,
-                                                                                   "label_acc": 3})
+    scores = frame.assign(method=[plan.label(m) for m in frame.method])[
+        ["method", "kind", "attack", "psnr", "ssim", "label_acc", "images"]].round(ROUNDING)
     nb.table(f"**{label} under the leakage study's attacks** (privacy study, {profile} profile, {plan.rounds} rounds, "
              f"seed {seed}, client {plan.spec['attack']['client']}; the strongest baseline is the paper's best-scoring "
              "baseline an image attack applies to): PSNR (dB), SSIM and label accuracy, the leakage table's numbers.",
@@ -805,16 +675,9 @@ def paper_pictures(nb, method: str, paper_table: dict):
 
 
 # -- the ledger ------------------------------------------------------------------------------------------------
-#: the attacks on a model upload at the client's real batch size and local steps (what a server meets), and the
-#: batch-1 gradient inversion (iDLG), an upper bound no real round offers: named apart, and the claims rest on the
-#: realistic ones
-REALISTIC_MODEL_ATTACKS = ("gradient_inversion (B ", "imprint")
-UPPER_BOUND_ATTACKS = ("gradient_inversion (batch 1",)
-
-
 def _best_attack(res: dict, method: str, kinds: tuple[str, ...] | None = None) -> tuple[list[float], str]:
-    """The best SSIM over a method's attacks (those whose name starts with one of ``kinds``), per seed, and the
-    attack that gave it (the most frequent over the seeds; ``""`` where none ran)."""
+    """The best SSIM per seed over a method's attacks (names starting with one of ``kinds``) and the most frequent
+    best attack (``""`` where none ran)."""
     rows = res["rows"]
     part = rows[rows.method == method]
     if kinds is not None:
@@ -826,20 +689,14 @@ def _best_attack(res: dict, method: str, kinds: tuple[str, ...] | None = None) -
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """The three papers' privacy claims (``params/privacy/claims.yaml``) with our evidence and a verdict each, judged
-    by the claims engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on
-    :func:`tables`. ``res``: :func:`leakage`'s result (``missing``: why the attack scores are absent, where they are).
-    Rules: "cannot be inverted" holds where the best attack's SSIM is within 0.02 of the attacker's class average;
-    "compact statistics are safer than models" holds where the best attack on the statistics has a lower SSIM than
-    the best realistic attack on a model upload (the method's own model where it sends one, else FedAvg's). Short
-    profiles and one seed give inconclusive."""
+    """The privacy claims (``params/privacy/claims.yaml``) judged by the claims engine on :func:`tables` (rules:
+    docs/privacy.md, "Ledger rules"); ``res``: :func:`leakage`'s result."""
     return claims.ledger("privacy", tables(plan, res))
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables the privacy claims (``params/privacy/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`):
-    ``upload`` (FedMPS's declared messages; None where FedMPS is not in the profile), ``fedmps_inverted`` and
-    ``safer_<method>`` (per-seed best attacks; without cells, and the reason as ``why``, where the rows lack them)."""
+    """The claims' tables by name (:class:`fedlib.claims.Cells`): ``upload``, ``fedmps_inverted`` and
+    ``safer_<method>``; without cells, and the reason as ``why``, where the rows lack them."""
     prof, n = plan.profile, len(plan.seeds)
     caveat = f"{prof} profile: {plan.rounds} rounds, seeds {plan.seeds}" if prof != "paper" else ""
     refs, methods = res["refs"], set(res["rows"].method)
@@ -867,8 +724,7 @@ def tables(plan: Plan, res: dict) -> dict:
             "fedmps": cell("FedMPS best", best, bar),
             "average": {**cell("class average + 0.02", bar, best), "value": np.mean(avg) + 0.02,
                         "average": np.mean(avg)}})
-    # the models' side under the realistic attacks (the client's real batch, the imprint); the batch-1 upper bound
-    # is named beside it, not judged on
+    # the models' side under the realistic attacks; the batch-1 upper bound is named beside it, not judged on
     model_best, model_attack = (_best_attack(res, "fedavg", REALISTIC_MODEL_ATTACKS) if "fedavg" in methods
                                 else ([], ""))
     for m in ("mpfedcl", "gfpl"):
@@ -892,10 +748,7 @@ def tables(plan: Plan, res: dict) -> dict:
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
-    """The paper-profile runs the report reads (:mod:`fedlib.papers.catalog`): the leakage table's and the
-    privacy-utility curve's. The archive keeps their records and, beside each, the values derived from its trained
-    model (attack scores per seed, pictures, references, the samples-per-prototype curve), so the section renders
-    from the archive alone."""
+    """The paper-profile runs the report reads, archived with their derived values (attack scores, pictures, ...)."""
     pp = load_plan("paper")
     return [("Privacy leakage table (paper profile)", table_configs(pp), pp.seeds),
             ("Privacy-utility curve (paper profile)", {f"{m}/noise{s:g}": c for (m, s), c in
@@ -908,20 +761,16 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.privacy [--profile P] [--methods M ...] [--seeds S ...] [--rounds N]``: train the
     runs, attack every method's upload and print the ranked leakage table, the privacy-utility curve and the
     ledger."""
-    from fedlib import claims, report, results
-
     parser = study.add_retrain_archived(study.cli("python -m fedlib.papers.privacy", main.__doc__))
     args, plan = study.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    summaries = results.run_or_read(table_configs(plan), workers=args.workers, desc="leakage runs",
-                                    retrain_archived=args.retrain_archived)
-    dsum = results.run_or_read(defense_configs(plan), workers=args.workers, desc="defence runs",
-                               retrain_archived=args.retrain_archived)
-    dpsum = results.run_or_read(dp_sgd_configs(plan), workers=args.workers, desc="DP-SGD runs",
-                                retrain_archived=args.retrain_archived)
+    summaries, dsum, dpsum = (
+        results.run_or_read(configs(plan), workers=args.workers, desc=desc, retrain_archived=args.retrain_archived)
+        for configs, desc in ((table_configs, "leakage runs"), (defense_configs, "defence runs"),
+                              (dp_sgd_configs, "DP-SGD runs")))
     res = leakage(plan)
     print(f"Leakage table, profile {plan.profile}: seeds {plan.seeds}, {plan.rounds} rounds, client "
           f"{plan.spec['attack']['client']} attacked (SSIM mean over seeds); the headline: each method's best "
@@ -943,13 +792,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 # The notebook (notebooks/privacy.py): one function per cell, each adding its table or figure to the report section
 # and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, device=None, backend=None):
-    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
-    take (its clock starts here, for the closing note)."""
+    """The set-up cell: the notebook state the other cells take (its clock starts here, for the closing note)."""
     from fedlib.study.notebook import open_notebook
 
     t_start = time.perf_counter()
@@ -992,12 +839,10 @@ def show_setting(nb):
 def run_all(nb) -> None:
     """Every run of the study, then the leakage and defence runs read back (the cells below use them)."""
     nb.run_all(all_jobs(nb.plan), desc="privacy runs")
-    nb.results["summaries"] = results.run_or_read(table_configs(nb.plan), workers=nb.workers, desc="leakage runs",
-                                                  progress=False)
-    nb.results["defense"] = results.run_or_read(defense_configs(nb.plan), workers=nb.workers, desc="defence runs",
-                                                progress=False)
-    nb.results["dp_sgd"] = results.run_or_read(dp_sgd_configs(nb.plan), workers=nb.workers, desc="DP-SGD runs",
-                                               progress=False)
+    runs = {"summaries": (table_configs, "leakage runs"), "defense": (defense_configs, "defence runs"),
+            "dp_sgd": (dp_sgd_configs, "DP-SGD runs")}
+    for key, (configs, desc) in runs.items():
+        nb.results[key] = results.run_or_read(configs(nb.plan), workers=nb.workers, desc=desc, progress=False)
 
 
 def show_holdings(nb):
@@ -1008,7 +853,6 @@ def show_holdings(nb):
 def check_holdings(nb) -> None:
     """Print the check that what the server holds is each method's declared upload."""
     from fedlib.algorithms import ALGORITHMS
-    from fedlib.privacy import what_server_holds
 
     print("what the server holds = each method's declared upload:",
           all(what_server_holds(m).upload == ALGORITHMS[m].UPLOAD for m in nb.plan.table_methods()))
@@ -1023,11 +867,9 @@ def _leakage(nb) -> tuple[dict, pd.DataFrame]:
 
 
 def show_leakage(nb):
-    """The leakage table: PSNR, SSIM and the held-out classifier's label accuracy of every method's and attack's
-    reconstructions, ranked, with the runs that made them."""
-
+    """The leakage table, with the runs that made it."""
     plan, (res, leak) = nb.plan, _leakage(nb)
-    shown = leak.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3, BOUND_COLUMN: 3}).set_index("rank")
+    shown = leak.round(ROUNDING).set_index("rank")
     acc = ", ".join(f"seed {k}: {100 * v:.1f}%" for k, v in res["classifier_acc"].items())
     made_by = study.made_by(s for runs in nb.results["summaries"].values() for s in runs)
     nb.table(f"**The leakage table ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}; client "
@@ -1049,11 +891,10 @@ def check_leakage(nb) -> None:
 
 
 def show_headline(nb):
-    """The leakage table's headline: each method's best realistic attack, ranked, the references among them and the
-    batch-1 upper bound in its own column (:func:`headline`)."""
+    """The leakage table's headline (:func:`headline`)."""
     plan, (res, leak) = nb.plan, _leakage(nb)
     head = headline(plan, res, leak)
-    shown = head.round({"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3, BOUND_COLUMN: 3}).set_index("rank")
+    shown = head.round(ROUNDING).set_index("rank")
     nb.table(f"**The headline ({nb.profile} profile, {plan.rounds} rounds, seeds {plan.seeds}): each method's best "
              "realistic attack** (the gradient inversion of the client's real round, the imprint, the white-box "
              "feature inversion, the decoder), ranked by SSIM with the three references; `upper bound ssim`: the "
@@ -1062,17 +903,12 @@ def show_headline(nb):
     return shown
 
 
-def _pictures(nb) -> pd.DataFrame:
-    """The leakage table's runs' pictures on the first seed (:func:`picture_rows`)."""
-    return nb.once("pictures", lambda: picture_rows(nb.plan, nb.seed0, [(m, None) for m in nb.plan.table_methods()]))
-
-
 def fig_reconstructions(nb):
-    """What the leakage table's attacks reconstruct: one grid per attack family (realistic ones, then the batch-1
-    upper bound), rows the methods grouped by what the server holds, the attacked client's images beside the
-    reconstructions with SSIM under each; returns the figures."""
+    """One grid per attack family of the leakage table's runs on the first seed (:func:`picture_figures`)."""
+    frame = nb.once("pictures", lambda: picture_rows(nb.plan, nb.seed0,
+                                                     [(m, None) for m in nb.plan.table_methods()]))
     figs, shown = [], {}
-    for fam, fig, layout in picture_figures(nb.plan, _pictures(nb), nb.seed0):
+    for fam, fig, layout in picture_figures(nb.plan, frame, nb.seed0):
         figs.append(nb.figure(fig, f"{fam.heading}: the attacked client's images beside the reconstructions, SSIM "
                               f"under each ({nb.profile} profile, seed {nb.seed0})", f"reconstructions_{fam.slug}"))
         shown[fam.slug] = layout[["group", "label", "ssim", "images"]].to_dict(orient="records")
@@ -1082,8 +918,7 @@ def fig_reconstructions(nb):
 
 
 def _defended_pictures(nb) -> tuple[dict, pd.DataFrame]:
-    """The strongest upload defence within :data:`DEFENCE_TOLERANCE` points per utility method
-    (:func:`strongest_defence`) and its run's pictures on the first seed."""
+    """:func:`strongest_defence` per utility method and its run's pictures on the first seed."""
     def make():
         chosen = strongest_defence(nb.plan, nb.results["defense"])
         frame = picture_rows(nb.plan, nb.seed0, [(m, c["noise"]) for m, c in chosen.items()])
@@ -1092,11 +927,7 @@ def _defended_pictures(nb) -> tuple[dict, pd.DataFrame]:
 
 
 def fig_reconstructions_defended(nb):
-    """The same pictures under the strongest upload defence (clip + noise) that keeps each utility method's accuracy
-    within :data:`DEFENCE_TOLERANCE` points of its undefended run: one grid, attack families as groups, the utility
-    methods as rows; returns the figure and the noise chosen per method."""
-    from fedlib.privacy import epsilon
-
+    """The pictures of the utility methods under :func:`strongest_defence`; returns the figure and the noises."""
     plan = nb.plan
     chosen, frame = _defended_pictures(nb)
     delta = plan.spec["attack"]["delta"]
@@ -1109,11 +940,9 @@ def fig_reconstructions_defended(nb):
         else:
             labels[(m, c["noise"])] = f"{plan.label(m)}, no defence"
             notes[(m, c["noise"])] = f"no σ > 0 within {DEFENCE_TOLERANCE:g} points"
-    fig, layout = family_figure(plan, frame, nb.seed0, f"Under the strongest upload defence within "
-                                f"{DEFENCE_TOLERANCE:g} accuracy points (clip + noise, δ = {delta:g})\nclient "
-                                f"{plan.spec['attack']['client']}'s training images (top, grey) above the "
-                                f"reconstructions (red), SSIM under each\n{nb.profile} profile, seed {nb.seed0}",
-                                labels, notes)
+    title = _grid_title(plan, f"Under the strongest upload defence within {DEFENCE_TOLERANCE:g} accuracy points "
+                        f"(clip + noise, δ = {delta:g})", f"{nb.profile} profile, seed {nb.seed0}")
+    fig, layout = family_figure(plan, frame, title, labels, notes)
     nb.figure(fig, f"The reconstructions under the strongest upload defence that keeps accuracy within "
               f"{DEFENCE_TOLERANCE:g} points ({nb.profile} profile, seed {nb.seed0})", "reconstructions_defended")
     df = pd.DataFrame([{"method": plan.label(m), "noise": c["noise"], "accuracy": c["accuracy"],
@@ -1126,8 +955,7 @@ def fig_reconstructions_defended(nb):
 
 
 def fig_samples_per_prototype(nb):
-    """Samples per prototype: SSIM of each attack's reconstruction against the images averaged, over n; returns
-    the figure and its numbers."""
+    """The samples-per-prototype figure (:func:`curve`); returns it and its numbers."""
     import matplotlib.pyplot as plt
 
     spp = curve(nb.plan, nb.seed0)
@@ -1142,43 +970,39 @@ def fig_samples_per_prototype(nb):
     return Shown((fig, df))
 
 
-def epsilon_text(eps: float) -> str:
-    """An epsilon as the table prints it: three significant digits (``1.65e+07``, ``1.76e+03``, ``39.8``), ``inf``
-    for no noise."""
-    return "inf" if math.isinf(eps) else f"{eps:.3g}"
-
-
 def fig_utility(nb):
-    """Privacy-utility: accuracy against the best attack's SSIM under clip + noise, per noise multiplier; returns
-    the figure and its numbers."""
+    """Privacy-utility (:func:`utility`): accuracy against the best attack's SSIM; returns the figure and numbers."""
     import matplotlib.pyplot as plt
 
-    dsum, dpsum = nb.results["defense"], nb.results["dp_sgd"]
-    util = utility(nb.plan, dsum, dp_summaries=dpsum)
+    plan, dsum, dpsum = nb.plan, nb.results["defense"], nb.results["dp_sgd"]
+    util = utility(plan, dsum, dp_summaries=dpsum)
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    utility_figure(nb.plan, util, ax)
+    for (defence, m), part in util.groupby(["defence", "method"], sort=False):
+        dp = defence == DP_SGD
+        ax.plot(part.ssim, part.accuracy, marker="s" if dp else "o", linestyle="--" if dp else "-",
+                label=plan.label(m) + (" + DP-SGD" if dp else ""))
+        for _, r in part.iterrows():
+            ax.annotate(f"σ={r.noise:g}, ε={epsilon_text(r.epsilon)}", (r.ssim, r.accuracy), fontsize=6,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set(xlabel="SSIM of the best attack on the upload (lower: more private)", ylabel="accuracy (%)",
+           title=f"Privacy-utility: clip + Gaussian noise (δ = {plan.spec['attack']['delta']:g})")
+    ax.legend(fontsize=8)
     nb.figure(fig, f"Privacy-utility: accuracy against the best attack's SSIM under clip + noise on the uploads and "
               f"under DP-SGD ({nb.profile} profile)", "privacy_utility")
-    shown = util.assign(method=[nb.label(m) for m in util.method],
-                        epsilon=[epsilon_text(e) for e in util.epsilon]).round(
-        {"accuracy": 2, "accuracy std": 2, "ssim": 3})
-    shown = shown.set_index(["defence", "method", "noise"])
-    clip = nb.plan.spec["dp_sgd"]["clip_sample"]
+    shown = util.assign(method=[nb.label(m) for m in util.method], epsilon=[epsilon_text(e) for e in util.epsilon])
+    shown = shown.round({"accuracy": 2, "accuracy std": 2, "ssim": 3}).set_index(["defence", "method", "noise"])
     nb.table("**Privacy-utility: accuracy (%) and the best attack's SSIM at each noise multiplier sigma.** "
              f"{UPLOAD_DEFENCE}: epsilon per round's release, every client every round; {DP_SGD}: each sample's "
-             f"gradient clipped to {clip:g}, epsilon per sample (the least-protected client's), shuffled batches "
-             "accounted as Poisson sampling at rate batch / samples. A run whose loss stopped being finite is not "
-             "drawn; its row says so.", shown,
+             f"gradient clipped to {plan.spec['dp_sgd']['clip_sample']:g}, epsilon per sample (the least-protected "
+             "client's), shuffled batches accounted as Poisson sampling at rate batch / samples. A run whose loss "
+             "stopped being finite is not drawn; its row says so.", shown,
              f"_Runs: {study.made_by(s for d in (dsum, dpsum) for runs in d.values() for s in runs)}._")
     nb.section.record(utility=util.to_dict(orient="records"))
     return Shown((fig, shown))
 
 
 def show_ledger(nb):
-    """The claims ledger of the study's own hypotheses, from the leakage results (where the run archive lacks the
-    attack scores, the claims that rest on them are not tested, and say so)."""
-    from fedlib.privacy import what_server_holds
-
+    """The claims ledger from the leakage results (claims resting on attack scores the archive lacks say so)."""
     res = nb.part(lambda: _leakage(nb)[0]) or {
         "rows": pd.DataFrame(columns=["method", "attack", "seed", "ssim"]),
         "refs": pd.DataFrame(columns=["attack", "seed", "ssim"]),
@@ -1189,9 +1013,8 @@ def show_ledger(nb):
 
 
 def closing_note(nb) -> None:
-    """The closing note: the leakage table's top and bottom rows and how long this Run All took (left out where the
-    section is rendered from the run archive, whose render must not depend on the clock); writes the report
-    section."""
+    """The closing note (the table's top and bottom rows; the Run All's time unless rendered from the archive);
+    writes the report section."""
     plan, leak = nb.plan, _leakage(nb)[1]
     ranked = leak[leak["rank"] != "—"]
     attacked = ranked[ranked.method != "—"]
@@ -1208,6 +1031,7 @@ def closing_note(nb) -> None:
     nb.section.text(closing)
     print(closing)
     print("report section:", nb.section.write())
+
 
 if __name__ == "__main__":
     raise SystemExit(main())
