@@ -18,7 +18,7 @@
 #
 # **How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about a minute (measured 2026-12-03: about 45 CPU-seconds for the whole notebook, which trains on one thread; its numbers mean nothing), **quick** a few minutes (the default). The longer profiles run as quick here: this notebook is for minutes, and the evidence for your method comes from `python -m fedlib.papers.benchmark --method my_method.py --profile converged`. Finished runs are cached in `results/`, so a second Run All only reads them.
 #
-# What it does, one call per cell (the code is in `fedlib/papers/quickstart.py`):
+# What it does, one call per cell (the code is in `fedlib/quickstart.py`):
 #
 # 1. **A setting**: PFLlib's Fashion-MNIST protocol with a Dirichlet(0.1) label split, one of the benchmark's four settings (`params/benchmark/experiments.yaml`), and its partition;
 # 2. **two methods**: FedAvg (the clients train one shared model, the server averages it) and FedProto (each client keeps its own model and shares one feature prototype per class), trained for a few rounds with a progress bar, and their accuracy curves;
@@ -38,7 +38,7 @@ device = None         # "cpu", "cuda" or None (auto: CUDA when present)
 backend = None        # "local", "ray" or None ($FEDLIB_BACKEND, else local): where the runs train
 
 # %%
-from fedlib.papers import quickstart as Q
+from fedlib import quickstart as Q
 
 qs = Q.notebook(profile, rounds=rounds, method_file=method_file, method_rule=method_rule, workers=workers,
                 device=device, backend=backend)

@@ -1,5 +1,5 @@
 """The studies: one module per paper (fedmps, gfpl, protonorm, mpfedcl, fedic), the leakage study (privacy), the
-cross-paper benchmark and the quickstart notebook's functions.
+cross-paper benchmark.
 
 Each draws its tables and figures from runs read through :mod:`fedlib.results`, on the study base
 (:mod:`fedlib.study`: ``Plan``, the schema, the notebooks' set-up); :mod:`fedlib.papers.catalog` lists them.

@@ -935,16 +935,17 @@ def main_yours(args) -> int:
     return 1 if result.failed else 0
 
 
-def yours_cells(result: YoursComparison):
-    """A notebook cell's display of ``result``, also written under the results folder (:func:`yours_out`)."""
+def yours_cells(result: YoursComparison, figures: bool = True):
+    """A notebook cell's display of ``result`` (its figures and claims unless ``figures`` is False: the quickstart
+    shows them in cells of their own), also written under the results folder (:func:`yours_out`)."""
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
     if result.missing:
         out.append(f"{len(result.missing)} runs neither the results folder nor the run archive holds, left out: "
                    + "; ".join(result.missing))
     out += [result.ranked, f"Where {result.plan.yours.label} lands:", result.landing]
-    out += [fig for fig, _, _ in result.figures]
-    if result.claims:
+    out += [fig for fig, _, _ in result.figures if figures]
+    if result.claims and figures:
         out += ["Claims, by the suite's verdict rule (fedlib.claims):", claims.table(result.claims)]
     written = result.save(yours_out(result.plan))
     out.append(f"written: {written[0]} and {len(written) - 1} figures beside it")

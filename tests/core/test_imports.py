@@ -126,7 +126,8 @@ LAYERS = {
     "judging": ("fedlib.analysis", "fedlib.report", "fedlib.claims", "fedlib.plateau", "fedlib.evidence"),
     "study base": ("fedlib.study.*",),
     "studies": ("fedlib.papers.*",),
-    "commands": ("fedlib.papers.catalog", "fedlib.reproduce", "fedlib.render", "fedlib.archive_cli", "fedlib.bench",
+    "commands": ("fedlib.papers.catalog", "fedlib.quickstart", "fedlib.reproduce", "fedlib.render",
+                 "fedlib.archive_cli", "fedlib.bench",
                  "fedlib.flower", "fedlib.__main__"),
 }
 
@@ -142,9 +143,6 @@ LAYER_EXCEPTIONS = {
         "the determinism check (also run on a user's method file) trains a tiny run twice in the engine",
     ("fedlib.study", "fedlib.reproduce"):
         "`Plan.load` reads the profile list at `reproduce.PROFILES` (`params/profiles.yaml`)",
-    ("fedlib.papers.quickstart", "fedlib.reproduce"): "its set-up cell reads the profile list at `reproduce.PROFILES`",
-    ("fedlib.papers.quickstart", "fedlib.papers.benchmark"):
-        "it ranks a method file with the benchmark's plan and comparison",
     ("fedlib.papers.fedic", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.gfpl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.mpfedcl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",

@@ -287,7 +287,7 @@ def test_under_the_converged_budget_better_is_judged_by_the_verdict_rule(tmp_pat
 
 def test_the_notebooks_check_the_method_file_in_their_set_up_cell(tmp_path, monkeypatch):
     from fedlib import runner
-    from fedlib.papers import quickstart
+    from fedlib import quickstart
 
     monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path / "root"))
     monkeypatch.setattr(runner, "run_many", lambda *a, **k: pytest.fail("trained before checking its parameters"))

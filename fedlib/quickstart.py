@@ -193,15 +193,7 @@ def _comparison(qs: Quickstart):
 def show_ranked(qs: Quickstart):
     """Train the method file on every setting it can run on (the budget's rounds; cached runs are read), then the
     ranked table beside the archived benchmark (every method at the same round) and where it lands."""
-    result = _comparison(qs)
-    out = [f"{result.caption()}."]
-    out += [f"failed: {line}" for line in result.failed]
-    if result.missing:
-        out.append(f"left out (no run in the results folder or the archive): {'; '.join(result.missing)}")
-    written = result.save(benchmark.yours_out(qs.yours))
-    out += [result.ranked, f"Where {qs.yours.yours.label} lands:", result.landing,
-            f"written: {written[0]} and {len(written) - 1} figures beside it"]
-    return Shown(out)
+    return benchmark.yours_cells(_comparison(qs), figures=False)
 
 
 def fig_cd(qs: Quickstart):
