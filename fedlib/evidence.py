@@ -16,7 +16,8 @@ what would decide it (:func:`plan`):
 
 Costs are CPU-hours on this kind of machine, estimated from the archive's own measured median seconds per round
 of each run group (one torch thread per run), counting the rounds a run must train: an archived run keeps no
-checkpoint, so extending it trains its first rounds again, unless the results folder holds its checkpoint.
+checkpoint, so extending it trains its first rounds again, unless the results folder holds its checkpoint. The
+leakage study's attacks on a new seed come on top of its training (measured: 20-70 s per method and seed).
 ``--run --budget 3h`` spends the budget on the cheapest extensions first (the planner's seeds actions change a
 profile's seeds and are listed, not run), in the background if wanted (``nohup nice -n 19 ...``), resumable after
 any interruption (each run resumes from its checkpoint, each extension step archives what it finished), and then

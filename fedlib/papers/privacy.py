@@ -737,9 +737,13 @@ def tables(plan: Plan, res: dict) -> dict:
         ref, ref_attack = (own, own_attack) if own else (model_best, model_attack)
         bound = _best_attack(res, m if own else "fedavg", UPPER_BOUND_ATTACKS)[0]
         whose = f"{label}'s own model upload" if own else "FedAvg's model upload"
+        runs = {k: study.trend(f"{plan.label(k)} (leakage study)", table_configs(plan)[k], plan.seeds, plan.metric(k))
+                for k in {m, m if own else "fedavg"}}   # each side's runs, named for the evidence planner
         out[f"safer_{m}"] = table(
-            {"statistics": cell(f"{label} statistics ({stats_attack})", stats, ref, attack=stats_attack),
-             "model": cell(f"{whose} ({ref_attack})", ref, stats, attack=ref_attack, whose=whose)},
+            {"statistics": cell(f"{label} statistics ({stats_attack})", stats, ref, attack=stats_attack,
+                                trend=runs[m]),
+             "model": cell(f"{whose} ({ref_attack})", ref, stats, attack=ref_attack, whose=whose,
+                           trend=runs[m if own else "fedavg"])},
             fedavg=f" (FedAvg's {np.mean(model_best):.3f})" if own else "",
             bound=(f"the batch-1 gradient inversion (iDLG), an upper bound no real round offers, reaches "
                    f"{np.mean(bound):.3f} on the model upload and is not judged on") if bound else "",

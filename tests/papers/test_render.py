@@ -95,3 +95,15 @@ def test_the_report_plans_the_evidence_from_the_archive_alone(monkeypatch):
     monkeypatch.setattr(evidence, "plan", lambda ledgers: seen.append(archive.reading_only()) or [])
     line = render.evidence_line([])
     assert seen == [True] and line.startswith("**Evidence.** claims decided: 0 of 0 testable")
+
+
+def test_every_open_privacy_claim_names_the_runs_that_would_decide_it(real_archive):
+    """The leakage study's "safer to share" claims name each side's runs, so the evidence planner lists their cost
+    (it once said "the ledger does not name the runs of every side")."""
+    from fedlib import evidence
+
+    items = evidence.plan(render.ledgers(["privacy"]))
+    assert items, "the privacy ledger has no open claim: this test needs a new open one"
+    for it in items:
+        assert it.actions and not it.need, (it.number, it.need)
+        assert all(a.kind == "seeds" and a.group.label.endswith("(leakage study)") for a in it.actions)
