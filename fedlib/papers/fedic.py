@@ -99,7 +99,6 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * (1 + (c["algorithm"]["name"] in TWO_PHASE)))
 
 
-# -- reading results ---------------------------------------------------------------------------
 def metric(plan: Plan, method: str) -> str:
     """The scoring rule of a Table 1 row (or of a FedIC variant: the head)."""
     return plan.metric(method) if method in plan.spec["methods"] else "acc_head"
@@ -557,8 +556,7 @@ def _converged_figs(nb, ks: dict, ab: dict) -> tuple:
 
 
 def show_tables3_4(nb):
-    """The Table 3 and Table 4 analogues on Fashion-MNIST: best-round accuracy over the number of clients and over
-    the Dirichlet concentration."""
+    """The Table 3 and Table 4 analogues: best-round accuracy over the number of clients and over Dir alpha."""
     plan, L = nb.plan, nb.label
     sc = _sweep(nb, "scale", scale_configs, "Table 3")
     al = _sweep(nb, "alphas", alpha_configs, "Table 4")
@@ -583,8 +581,7 @@ def _fedic_records(nb) -> list:
 
 
 def fig_bias(nb):
-    """The prototype-aggregation bias (Eqs. 4-5) per round, and the class-0 groups of every holder over rounds;
-    prints the last round's bias and the number of group changes."""
+    """The prototype-aggregation bias (Eqs. 4-5) per round and the class-0 groups over rounds; prints the last."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -610,8 +607,7 @@ def fig_bias(nb):
 
 
 def fig3(nb):
-    """Fig. 3: (a) the holders' class-0 prototype distances, (b) the last round's head weights beta, FedPAC vs
-    FedIC; prints FedIC's mean nonzero weights and self weight."""
+    """Fig. 3: (a) class-0 prototype distances, (b) last-round head weights beta, FedPAC vs FedIC; prints FedIC's."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -677,17 +673,13 @@ def fig_class_distances(nb):
         ax.tick_params(labelsize=8 if len(g) <= 12 else 6, length=0)
         for t in list(ax.texts):   # the values are in the table below; the colours carry them here
             t.remove()
-        same, off = g[:, None] == g[None, :], ~np.eye(len(g), dtype=bool)
-        d = v["distance"]
+        same, off, d = g[:, None] == g[None, :], ~np.eye(len(g), dtype=bool), v["distance"]
         rows[c] = {"holders": len(g), "groups": n,
                    "within a group": d[same & off].mean() if (same & off).any() else np.nan,
                    "between groups": d[~same].mean() if (~same).any() else np.nan}
-    for ax in axes.flat[len(per_class):]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("client")
-    for ax in axes[-1, :]:
-        ax.set_xlabel("client")
+    plt.setp(axes.flat[len(per_class):], visible=False)
+    plt.setp(axes[:, 0], ylabel="client")
+    plt.setp(axes[-1, :], xlabel="client")
     fig.colorbar(plt.cm.ScalarMappable(norm=plt.Normalize(0.0, top), cmap="viridis"), ax=axes, shrink=0.8,
                  label="cosine distance (1 - cos)")
     fig.suptitle("FedIC: each class's client prototypes, cosine distances;\nclients (ids) ordered by FedIC's groups "
