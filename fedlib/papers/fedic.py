@@ -1,14 +1,6 @@
-"""The FedIC study (Zheng et al., AAAI 2026): configs, tables, analyses.
-
-``load_plan(profile)`` reads ``params/fedic/experiments.yaml``; the ``*_configs`` functions give the
-validated configs of Table 1 (per setting and method), Fig. 2 (the number of clusters K), Fig. 4 (the
-component ablation), and the Table 3 and Table 4 analogues on Fashion-MNIST (client count, Dirichlet
-concentration); the rest turns finished runs into the paper's numbers.
-
-Scoring (docs/fedic.md): PFLlib's personalised accuracy, every client's model on its own test split,
-argmax over all classes, summed correct over summed test samples (sample-weighted); the paper's
-number is read as the best round (what PFLlib prints), the last round is shown beside it. FedProto
-predicts by its nearest global prototype, every other method by its head.
+"""The FedIC study: Table 1, Figs. 2-4 and the Table 3 and Table 4 analogues on Fashion-MNIST of "Intra-Class
+Unbiased Prototype Aggregation and Classifier Collaboration for Personalized Federated Learning" (Zheng et al.,
+AAAI 2026). Decisions, scoring (decision 10) and cost columns (decision 12): docs/fedic.md.
 """
 
 from __future__ import annotations
@@ -45,17 +37,14 @@ class Plan(study.TablePlan):
 
 
 def load_plan(profile: str = "quick", **options) -> Plan:
-    """The plan of ``profile``; ``methods``, ``seeds`` and ``rounds`` override it, and ``results_dir``,
-    ``data_root``, ``device`` and ``executor`` place the runs (:meth:`study.Plan.load`)."""
+    """The plan of ``profile`` (:meth:`study.Plan.load`)."""
     return Plan.load(profile, **options)
 
 
 def config(plan: Plan, method: str, partition: str = "pra", name: str | None = None, variant: bool = False,
            dataset: str = "fmnist", **changes) -> dict:
-    """The validated config of ``method`` (or, with ``variant``, a Fig. 4 variant) on ``partition`` of
-    ``dataset`` (its Pat classes per client and FedIC's K from ``datasets`` in the params file, by reference);
-    ``changes`` are dotted overrides applied last (``partition.num_clients``, ``partition.alpha``,
-    ``algorithm.K``)."""
+    """The validated config of ``method`` (or a Fig. 4 ``variant``) on ``partition`` of ``dataset``; ``changes``
+    are dotted overrides (``partition.num_clients``, ``partition.alpha``, ``algorithm.K``)."""
     dspec = plan.entry("datasets", dataset, "dataset")
     entry = plan.method_entry(method, variant=variant, field="variant" if variant else "method")
     pspec = plan.entry("partitions", partition, "partition")
@@ -88,52 +77,35 @@ def ablation_configs(plan: Plan) -> dict[str, dict]:
 
 
 def scale_configs(plan: Plan) -> dict[tuple[int, str], dict]:
-    """Table 3 analogue: ``{(clients, method): config}`` for the profile's sweep methods on the profile's
-    ``clients_partition`` (Pat: under Pra a 5% subsample cannot give 40 clients PFLlib's 40 samples each)."""
+    """Table 3 analogue: ``{(clients, method): config}`` on the profile's ``clients_partition`` (decision 9)."""
     p = plan.settings["clients_partition"]
     return {(n, m): config(plan, m, p, name=f"fedic-study/{p}/n{n}/{m}", **{"partition.num_clients": n})
             for n in plan.settings["clients"] for m in plan.sweep_methods()}
 
 
 def alpha_configs(plan: Plan) -> dict[tuple[float, str], dict]:
-    """Table 4 analogue: ``{(alpha, method): config}`` (Dirichlet concentration) for the sweep methods."""
+    """Table 4 analogue: ``{(alpha, method): config}`` over the Dirichlet concentration."""
     return {(a, m): config(plan, m, name=f"fedic-study/dir{a:g}/{m}", **{"partition.alpha": float(a)})
             for a in plan.settings["alphas"] for m in plan.sweep_methods()}
 
 
-def run(configs: dict, workers: int | None = None, desc: str = "runs", progress: bool = True) -> dict:
-    """``{key: [summary per seed]}`` of ``configs`` (each its own seeds): a run already finished is read (the
-    results folder, another placement, the run archive: :func:`fedlib.results.run_or_read`), the others train."""
-    return results.run_or_read(configs, workers=workers, desc=desc, progress=progress)
+TWO_PHASE = {"fedpac", "fedic", "fedccfa"}   # a head epoch, then the extractor's: twice the cost of a round
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
-    jobs = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
-    for cfgs in (k_configs(plan), ablation_configs(plan), scale_configs(plan), alpha_configs(plan)):
-        jobs += [(c, s) for c in cfgs.values() for s in plan.seeds]
-    two_phase = {"fedpac", "fedic", "fedccfa"}
-
-    def cost(cfg):
-        return cfg["train"]["rounds"] * (1 + (cfg["algorithm"]["name"] in two_phase))
-
-    return study.unique_jobs(jobs, cost)
+    jobs = [(c, s) for cfgs in (table1_configs(plan), k_configs(plan), ablation_configs(plan), scale_configs(plan),
+                                alpha_configs(plan)) for c in cfgs.values() for s in plan.seeds]
+    return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * (1 + (c["algorithm"]["name"] in TWO_PHASE)))
 
 
-# -- reading results ---------------------------------------------------------------------------
 def metric(plan: Plan, method: str) -> str:
     """The scoring rule of a Table 1 row (or of a FedIC variant: the head)."""
     return plan.metric(method) if method in plan.spec["methods"] else "acc_head"
 
 
-def accuracy(plan: Plan, method: str, summary: dict, stat: str = "best") -> float:
-    """A run's sample-weighted personalised accuracy (%) at the best (or last) round."""
-    return 100.0 * summary["metrics"][metric(plan, method)][f"{stat}_weighted"]
-
-
 def cost(records: list[dict]) -> dict:
-    """Measured per-round cost of a run: median seconds of training and aggregation (this machine), and
-    floats sent up and down per round summed over clients, with megabytes at 4 bytes per float."""
+    """A run's measured cost per round (decision 12): median seconds, mean floats up and down, megabytes."""
     secs = float(np.median([r["train_seconds"] for r in records if "train_seconds" in r]))
     up = float(np.mean([r["up_params"] for r in records]))
     down = float(np.mean([r["down_params"] for r in records]))
@@ -141,21 +113,16 @@ def cost(records: list[dict]) -> dict:
 
 
 def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict | None = None) -> dict:
-    """``{key: {"best", "last", "n", "per_seed", "best_round", **cost, "plateau", "trend"}}`` of finished runs
-    (``key[-1]`` or ``key`` is the method/variant): accuracies (%) averaged over seeds, ``best_std`` their sample std
-    (ddof 1; NaN with one seed); where ``records`` are given (one run's records, or every seed's as a list of lists),
-    the cost of the first seed's run and ``plateau`` (:func:`fedlib.study.plateau_text` of the records, every
-    seed's: of their mean curve; "" once plateaued); where ``configs`` are given (``{key: config}``), ``trend``
-    (:func:`fedlib.papers.trend` of the runs' config and seeds under the cell's scoring rule, sample-weighted: where
-    the curves stand, for the ledger's comparisons and the evidence planner; absent where no run could be read)."""
+    """``{key: cell}`` of finished runs (``key[-1]`` or ``key`` the method, variant or K): best- and last-round
+    accuracy (%) over seeds, ``best_std`` (ddof 1); with ``records`` (one run's, or every seed's) the first seed's
+    :func:`cost` and the ``plateau`` of the seed-mean curve; with ``configs`` the runs' ``trend``."""
     from fedlib.claims import sample_std
 
     out = {}
     for key, runs in finished.items():
         m = key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key)
-        best = [accuracy(plan, m, s, "best") for s in runs]
-        last = [accuracy(plan, m, s, "last") for s in runs]
         mt = metric(plan, m)
+        best, last = ([100.0 * s["metrics"][mt][f"{stat}_weighted"] for s in runs] for stat in ("best", "last"))
         out[key] = {"best": float(np.mean(best)), "last": float(np.mean(last)), "n": len(runs),
                     "best_std": sample_std(best), "per_seed": best,
                     "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
@@ -173,25 +140,19 @@ def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict
     return out
 
 
+def _label(plan: Plan, name) -> str:
+    return f"K {name}" if isinstance(name, int) else plan.label(name)
+
+
 def key_label(plan: Plan, key) -> str:
-    """A cell's key named as the ledger names it: ``FedIC pra`` (Table 1), ``K 3`` (Fig. 2), ``+ clustering``
-    (Fig. 4), ``FedPAC 40`` (a sweep)."""
+    """A cell's key as the ledger names it: ``FedIC pra``, ``K 3``, ``+ clustering``, ``FedPAC 40``."""
     parts = key if isinstance(key, tuple) else (key,)
-    last = f"K {parts[-1]}" if isinstance(parts[-1], int) else plan.label(parts[-1])
-    return " ".join([last, *map(str, parts[:-1])])
-
-
-def rising_text(plan: Plan, cells_: dict) -> str:
-    """The runs of ``cells_`` whose seed-mean curve had not plateaued (:func:`fedlib.study.plateau_text` of the
-    records :func:`cells` was given), named with their rise, ``""`` where all had or none was checked (the ledger
-    judges on the cells' trends instead: :func:`ledger`)."""
-    return "; ".join(f"{key_label(plan, k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau"))
+    return " ".join([_label(plan, parts[-1]), *map(str, parts[:-1])])
 
 
 def plateau_note(plan: Plan, cells_: dict) -> str:
-    """A caption's note naming the runs whose curve had not plateaued (:func:`rising_text`), ``""`` where all had
-    or none was checked."""
-    rising = rising_text(plan, cells_)
+    """A caption's note naming the cells whose curve had not plateaued, ``""`` where none."""
+    rising = "; ".join(f"{key_label(plan, k)}: {c['plateau']}" for k, c in cells_.items() if c.get("plateau"))
     return ("Not plateaued (best-so-far accuracy still rising by 0.2 points or more over the last 20% of rounds): "
             + rising + ".") if rising else ""
 
@@ -202,41 +163,41 @@ def ours_table(plan: Plan, table: dict, stat: str = "best", dataset: str = "fmni
                 for (p, mm), c in table.items() if mm == m} for m in plan.table1_methods()}
 
 
+def _holders(uploads: dict, cls: int) -> list[tuple[int, np.ndarray]]:
+    """``(client, class-cls prototype)`` of every upload that holds class ``cls``."""
+    out = []
+    for cid, up in uploads.items():
+        hit = (up["classes"] == cls).nonzero().flatten()
+        if len(hit):
+            out.append((cid, up["protos"][hit[0]].double().cpu().numpy()))
+    return out
+
+
+def _cosine_distances(rows: list) -> np.ndarray:
+    x = np.stack(rows)
+    unit = x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
+    return np.clip(1 - unit @ unit.T, 0, 2)
+
+
 def prototype_distances(state, cls: int = 0) -> tuple[np.ndarray, list[int]]:
-    """Fig. 3a: pairwise cosine distances (holders x holders) of the class-``cls`` prototypes the clients of a
-    finished FedPAC/FedIC run would upload next (their last uploads are not kept), and the holders' ids.
-    Uses the client models the server would send (global extractor, combined head) after one local update."""
+    """Fig. 3a: cosine distances between the class-``cls`` prototypes the clients of a finished FedPAC/FedIC run
+    would upload next (one local update each), and the holders' ids."""
     from fedlib.algorithms.base import Round
 
     algo, ctx = state.algorithm, state.ctx
     rnd = Round(state.round + 1, state.cfg["train"]["rounds"], ctx.seed)
-    rows, ids = [], []
-    for cid in range(ctx.num_clients):
-        _, up, _ = algo.local_update(ctx, cid, state.clients[cid], state.message(cid), state.data.train[cid], rnd)
-        hit = (up["classes"] == cls).nonzero().flatten()
-        if len(hit):
-            rows.append(up["protos"][hit[0]].double().cpu().numpy())
-            ids.append(cid)
-    x = np.stack(rows)
-    unit = x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
-    return np.clip(1 - unit @ unit.T, 0, 2), ids
-
-
-def _caveat(plan: Plan) -> str:
-    """What a claim's note says of the profile behind it: its setting, and whether its runs are short of converged."""
-    short = "" if plan.profile in ("paper", "converged") else "; not converged (the paper: 800 rounds)"
-    return plan.setting() + short
+    held = _holders({cid: algo.local_update(ctx, cid, state.clients[cid], state.message(cid), state.data.train[cid],
+                                            rnd)[1] for cid in range(ctx.num_clients)}, cls)
+    return _cosine_distances([p for _, p in held]), [cid for cid, _ in held]
 
 
 def _claim_cells(plan: Plan, cells_: dict, order=None) -> dict:
-    """:func:`cells` as the claims engine reads them (:class:`fedlib.claims.Cells`): each with its ``label`` (``K 3``
-    for Fig. 2's, else the method's or the variant's), ``value`` (the best-round accuracy) and, where its records
-    were read, ``round_seconds`` (each seed's median seconds per round); keys of a table of ``(point, method)`` in
-    ``order`` of their points (default: ascending)."""
+    """:func:`cells` as the claims engine reads them, with ``label``, ``value`` and ``round_seconds``; keys
+    ``(point, method)`` in ``order`` of their points (default: ascending)."""
     out = {}
     for key, c in cells_.items():
         name = key[-1] if isinstance(key, tuple) else key
-        out[key] = {**c, "label": f"K {name}" if isinstance(name, int) else plan.label(name), "value": c["best"]}
+        out[key] = {**c, "label": _label(plan, name), "value": c["best"]}
         if "seconds" in c:
             out[key]["round_seconds"] = c.get("seconds_per_seed") or [c["seconds"]]
     if out and all(isinstance(k, tuple) for k in out):
@@ -246,14 +207,16 @@ def _claim_cells(plan: Plan, cells_: dict, order=None) -> dict:
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables FedIC's claims (``params/fedic/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`; None
-    where ``res`` lacks them), from ``res`` as :func:`ledger` takes it: Table 1 by setting (the profile's order), Figs.
-    2 and 4, the Tables 3-4 analogues under ``sweeps_plan`` (ascending), and the aggregation bias (one run)."""
+    """The tables ``params/fedic/claims.yaml`` reads, by name (None where ``res`` lacks them): Table 1, Figs. 2
+    and 4, the Tables 3-4 analogues (made under ``res["sweeps_plan"]``, default ``plan``) and the bias."""
     sweeps = res.get("sweeps_plan", plan)
+
+    def caveat(p):
+        return p.setting() + ("" if p.profile in ("paper", "converged") else "; not converged (the paper: 800 rounds)")
 
     def table(name, p=plan, order=None, **kw):
         got = _claim_cells(p, res[name], order) if res.get(name) else None
-        return Cells(got, p.profile, _caveat(p), **kw) if got else None
+        return Cells(got, p.profile, caveat(p), **kw) if got else None
 
     methods = {"methods": ", ".join(sweeps.sweep_methods())}
     partitions = plan.settings["partitions"]
@@ -264,22 +227,12 @@ def tables(plan: Plan, res: dict) -> dict:
                 **methods, "partition": plan.partition_label(plan.settings["clients_partition"])}),
             "alphas": table("alphas", sweeps, text=methods),
             "bias": Cells({k: {"label": k, "value": bias[k]} for k in ("global", "cluster")}, plan.profile,
-                          _caveat(plan), seeds=1) if bias else None}
+                          caveat(plan), seeds=1) if bias else None}
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """FedIC's claims (``params/fedic/claims.yaml``) with our evidence and a verdict each, judged by the claims engine
-    (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
-
-    ``res`` (each key optional): ``table1`` (:func:`cells` of Table 1), ``k`` (``{K: cell}``), ``ablation``
-    (``{variant: cell}``), ``scale`` (``{(clients, method): cell}``), ``alphas`` (``{(alpha, method): cell}``),
-    ``bias`` (``{"global": x, "cluster": y}`` from FedIC's last round), ``sweeps_plan`` (the plan that made
-    ``scale`` and ``alphas``, default ``plan``: a short profile's sweeps beside the converged profile's Table 1).
-    Accuracy claims compare per seed, paired (every method and variant runs on the same seeds, so the same
-    partitions), each comparison with the trends of its two sides (the cells' ``trend``, :func:`cells`): under the
-    ``converged`` profile they decide whether a margin still stands once the side behind is still rising
-    (:meth:`fedlib.claims.Comparison.status`), and they name the runs for the evidence planner; comparisons are built
-    with one seed too. Claim "clustering reduces the aggregation bias" holds by construction."""
+    """FedIC's claims judged on :func:`tables` of ``res`` (``table1``, ``k``, ``ablation``, ``scale``,
+    ``alphas``: :func:`cells`; ``bias``; ``sweeps_plan``), paired per seed (:func:`fedlib.claims.ledger`)."""
     from fedlib import claims
 
     return claims.ledger("fedic", tables(plan, res))
@@ -288,15 +241,14 @@ def ledger(plan: Plan, res: dict) -> list:
 CONVERGED_COMMAND = "python -m fedlib.papers.fedic --profile converged --figures"
 
 
+def _bias(recs: list) -> dict:
+    return {"global": recs[-1]["server"]["bias_global"], "cluster": recs[-1]["server"]["bias_cluster"]}
+
+
 def converged_runs(plan: Plan) -> dict:
-    """Table 1, Fig. 2 and Fig. 4 under the ``converged`` profile from finished runs only (the results folder, else
-    the run archive: :func:`fedlib.results.cached`; trains nothing), for any profile's report:
-    ``{"plan", "found", "total", "table1", "k", "ablation", "complete", "bias", "made_by"}``. ``table1``, ``k`` and
-    ``ablation`` are :func:`cells` over the configs whose every seed has finished (plateau judged on the seed-mean
-    curve, each cell with its ``trend``); ``complete`` once every run of the three has; ``bias`` from FedIC's
-    first-seed Pra run. ``found`` / ``total`` and ``made_by`` count each run once, by run id
-    (:func:`fedlib.config.run_id`): K = 3 and the full ablation variant are Table 1's FedIC Pra run, K = 1 is
-    "+ collaboration"."""
+    """Table 1, Fig. 2 and Fig. 4 under the ``converged`` profile from finished runs only (trains nothing):
+    ``{"plan", "found", "total", "table1", "k", "ablation", "complete", "bias", "made_by"}``, each run counted
+    once by run id (K = 3 and the full variant are Table 1's FedIC Pra run, K = 1 is "+ collaboration")."""
     from fedlib.config import run_id
 
     cp = Plan.load("converged", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
@@ -317,8 +269,7 @@ def converged_runs(plan: Plan) -> dict:
     out["total"] = len(ids)
     pra = (cp.settings["partitions"][-1], "fedic")
     recs = results.rounds(parts["table1"][pra], cp.seeds[0]) if pra in out["table1"] else []
-    out["bias"] = ({"global": recs[-1]["server"]["bias_global"], "cluster": recs[-1]["server"]["bias_cluster"]}
-                   if recs else None)
+    out["bias"] = _bias(recs) if recs else None
     out["made_by"] = study.made_by(made.values()) if made else ""
     return out
 
@@ -360,23 +311,18 @@ def main(argv: list[str] | None = None) -> int:
     print(report.to_markdown(report.compare(paper, ours_table(plan, t1, dataset=args.dataset))))
     if note := plateau_note(plan, t1):
         print(note)
-    if args.figures:
-        ks = cells(plan, obtain(k_configs(plan), "Fig. 2"))
-        print("Fig. 2 (Pra, best round): " + ", ".join(f"K {k}: {report.fmt(c['best'], c['best_std'], n=c['n'])}"
-                                                      for k, c in ks.items()))
-        ab = cells(plan, obtain(ablation_configs(plan), "Fig. 4"))
-        print("Fig. 4 (Pra, best round): " + ", ".join(
-            f"{plan.label(v)} {report.fmt(c['best'], c['best_std'], n=c['n'])}" for v, c in ab.items()))
+    for fig, configs, sep in (("Fig. 2", k_configs, ": "), ("Fig. 4", ablation_configs, " ")) if args.figures else ():
+        got = cells(plan, obtain(configs(plan), fig))
+        print(f"{fig} (Pra, best round): " + ", ".join(
+            f"{_label(plan, k)}{sep}{report.fmt(c['best'], c['best_std'], n=c['n'])}" for k, c in got.items()))
     return 0
 
 
-# The notebook (notebooks/fedic.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
+# The notebook (notebooks/fedic.py): one function per cell; ``nb`` is its state (fedlib.study.notebook.Notebook).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
-    take."""
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): the state the other cells take."""
     from fedlib.study.notebook import open_notebook
 
     return open_notebook("fedic", load_plan, profile, lambda plan: (
@@ -441,29 +387,43 @@ def check_partitions(nb) -> None:
                   "| holders per class:", sorted(set((part.counts > 0).sum(0).tolist())))
 
 
+def _sweep(nb, name: str, configs, desc: str) -> dict:
+    """:func:`cells` of one table's runs (plateau on each config's seed-mean curve), trained or read once."""
+    def make():
+        cfgs = configs(nb.plan)
+        runs = results.run_or_read(cfgs, workers=nb.workers, desc=desc)
+        return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs}, cfgs)
+    return nb.once(name, make)
+
+
 def _table1(nb) -> dict:
     """Table 1's configs, first-seed round records and cells (:func:`cells`)."""
     def make():
+        t1 = _sweep(nb, "table1_cells", table1_configs, "Table 1")
         cfgs = table1_configs(nb.plan)
-        runs = run(cfgs, workers=nb.workers, desc="Table 1")
-        every = {k: {s: results.rounds(c, s) for s in c["seeds"]} for k, c in cfgs.items()}  # plateau: seed-mean
-        recs = {k: every[k][nb.seed0] for k in cfgs}
-        return {"configs": cfgs, "records": recs,
-                "cells": cells(nb.plan, runs, {k: list(every[k].values()) for k in runs}, cfgs)}
+        return {"configs": cfgs, "records": {k: results.rounds(c, nb.seed0) for k, c in cfgs.items()}, "cells": t1}
     return nb.once("table1", make)
 
 
-def show_table1(nb):
-    """Table 1 on Fashion-MNIST: accuracy paper | ours | diff with the last and best round, then the cost columns
-    (seconds and megabytes per round)."""
-    plan, L, paper, t1 = nb.plan, nb.label, nb.paper["table1"], _table1(nb)["cells"]
-    cmp = report.compare(paper, ours_table(plan, t1))
-    last = {(m, f"{p}_fmnist"): f"{c['last']:.2f}" for (p, m), c in t1.items()}
+def _compare(nb, plan: Plan, t1: dict, columns: dict, finished_only: bool = False) -> pd.DataFrame:
+    """Table 1 paper | ours | diff by (method, setting), with ``columns`` ``{name: f(cell)}`` ("—" where a cell
+    is missing); ``finished_only``: no paper number beside an unfinished cell."""
+    cmp = report.compare(nb.paper["table1"], ours_table(plan, t1))
     if cmp.index.nlevels == 1:
         cmp.index = pd.MultiIndex.from_tuples([(r, f"{plan.settings['partitions'][0]}_fmnist") for r in cmp.index])
-    cmp["ours, last round"] = [last.get(i, "—") for i in cmp.index]
-    cmp["best round"] = [t1[(c[:3], m)]["best_round"] if (c[:3], m) in t1 else "—" for m, c in cmp.index]
-    cmp.index = pd.MultiIndex.from_tuples([(L(m), c) for m, c in cmp.index], names=["method", "setting"])
+    if finished_only:
+        cmp = cmp[[(c[:3], m) in t1 for m, c in cmp.index]]
+    for name, f in columns.items():
+        cmp[name] = [f(t1[(c[:3], m)]) if (c[:3], m) in t1 else "—" for m, c in cmp.index]
+    cmp.index = pd.MultiIndex.from_tuples([(nb.label(m), c) for m, c in cmp.index], names=["method", "setting"])
+    return cmp
+
+
+def show_table1(nb):
+    """Table 1 on Fashion-MNIST: accuracy paper | ours | diff with the last and best round, then the cost columns."""
+    plan, L, paper, t1 = nb.plan, nb.label, nb.paper["table1"], _table1(nb)["cells"]
+    cmp = _compare(nb, plan, t1, {"ours, last round": lambda c: f"{c['last']:.2f}",
+                                  "best round": lambda c: c["best_round"]})
     if nb.profile != "paper":   # the gap to the paper is mostly the short run: the column says so
         cmp = cmp.rename(columns={"diff": f"diff ({nb.profile}: not converged)"})
     cost = pd.DataFrame({L(m): {"s / round (ours)": f"{c['seconds']:.2f}", "MB / round (ours)": f"{c['megabytes']:.2f}",
@@ -486,15 +446,14 @@ def check_communication(nb) -> None:
     P = sum(v.numel() for v in model.state_dict().values() if v.is_floating_point())
     held = int((part.counts > 0).sum())
     M = part.num_clients
-    up = {m: recs[(p0, m)][0]["up_params"] for m in ("fedproto", "fedpac", "fedic") if (p0, m) in recs}
+    want = {"fedic": (f"FedIC uplink = {M} models + one 512-d prototype per held class:", M * P + 512 * held),
+            "fedpac": ("FedPAC uplink = FedIC's + its 10 x 512 h statistics per client:",
+                       M * P + 512 * held + M * 10 * 512),
+            "fedproto": ("FedProto uplink = prototypes only:", 512 * held)}
     print("model floats:", P)
-    if "fedic" in up:
-        print(f"FedIC uplink = {M} models + one 512-d prototype per held class:", up["fedic"] == M * P + 512 * held)
-    if "fedpac" in up:
-        print("FedPAC uplink = FedIC's + its 10 x 512 h statistics per client:", up["fedpac"] == M * P + 512 * held
-              + M * 10 * 512)
-    if "fedproto" in up:
-        print("FedProto uplink = prototypes only:", up["fedproto"] == 512 * held)
+    for m, (text, floats) in want.items():
+        if (p0, m) in recs:
+            print(text, recs[(p0, m)][0]["up_params"] == floats)
 
 
 def fig_accuracy(nb):
@@ -512,15 +471,6 @@ def fig_accuracy(nb):
                               ylabel="personalised accuracy (%), sample-weighted")
         ax.set_title(plan.partition_label(p))
     return nb.figure(fig, "Accuracy per round of every Table 1 method", "accuracy_per_round")
-
-
-def _sweep(nb, name: str, configs, desc: str) -> dict:
-    """:func:`cells` of one sweep's runs, plateau judged on each config's seed-mean curve."""
-    def make():
-        cfgs = configs(nb.plan)
-        runs = run(cfgs, workers=nb.workers, desc=desc)
-        return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs}, cfgs)
-    return nb.once(name, make)
 
 
 def fig2(nb):
@@ -558,23 +508,14 @@ def fig4(nb):
 
 
 def show_converged(nb):
-    """Table 1 (both splits, every method), Fig. 2 and Fig. 4 under the converged profile (three seeds, 100 rounds,
-    plateau checked on the seed-mean curve) from finished runs: the results folder, else the run archive, so a fresh
-    clone shows them; trains nothing (:func:`converged_runs`)."""
-    import matplotlib.pyplot as plt
-
+    """Table 1, Fig. 2 and Fig. 4 under the converged profile from finished runs (:func:`converged_runs`)."""
     data, early = nb.paper_protocol("Table 1 and Figs. 2 and 4", "converged", converged_runs, lambda d: d["table1"],
                                     CONVERGED_COMMAND, counts=True, profile="converged")
     if early is not None:
         return early
     cp, L, t1 = data["plan"], nb.label, data["table1"]
-    cmp = report.compare(nb.paper["table1"], ours_table(cp, t1))
-    if cmp.index.nlevels == 1:
-        cmp.index = pd.MultiIndex.from_tuples([(r, f"{cp.settings['partitions'][0]}_fmnist") for r in cmp.index])
-    cmp = cmp[[(c[:3], m) in t1 for m, c in cmp.index]]   # a paper number never stands beside an unfinished cell
-    cmp["plateau"] = [study.plateau_cell(t1[(c[:3], m)].get("plateau"), t1[(c[:3], m)].get("trend"))
-                      for m, c in cmp.index]
-    cmp.index = pd.MultiIndex.from_tuples([(L(m), c) for m, c in cmp.index], names=["method", "setting"])
+    cmp = _compare(nb, cp, t1, {"plateau": lambda c: study.plateau_cell(c.get("plateau"), c.get("trend"))},
+                   finished_only=True)
     waiting = [f"{L(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"] for m in cp.table1_methods()
                if (p, m) not in t1]
     head = (f"**Table 1 under the converged profile ({cp.setting()}; n = {len(cp.seeds)} seeds per cell, mean ± std "
@@ -583,38 +524,39 @@ def show_converged(nb):
     more = [study.PLATEAU_RULE] + ([f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `"
                               f"{CONVERGED_COMMAND}` goes on where the archive ends."] if waiting else [])
     nb.table(head, cmp, *more)
-    shown = [cmp]
-    if data["k"] or data["ablation"]:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-        if data["k"]:
-            ks = data["k"]
-            axes[0].errorbar(list(ks), [c["best"] for c in ks.values()], yerr=[c["best_std"] for c in ks.values()],
-                             marker="o", capsize=3)
-            axes[0].set(xlabel="K (clusters per class)", ylabel="accuracy (%), best round",
-                        title=f"Fig. 2, converged (Pra, n = {min(c['n'] for c in ks.values())})")
-            axes[0].set_xticks(list(ks))
-        if data["ablation"]:
-            ab = data["ablation"]
-            axes[1].bar([L(v) for v in ab], [c["best"] for c in ab.values()],
-                        yerr=[c["best_std"] for c in ab.values()], capsize=3, color="tab:gray")
-            lo = min(c["best"] - c["best_std"] for c in ab.values())
-            axes[1].set(ylim=(lo - 2, None), ylabel="accuracy (%), best round",
-                        title=f"Fig. 4, converged (Pra, n = {min(c['n'] for c in ab.values())})")
-            axes[1].tick_params(axis="x", labelrotation=15)
-        nb.figure(fig, "Fig. 2 (K) and Fig. 4 (the ablation) under the converged profile, mean ± std over seeds",
-                  "converged_fig2_fig4")
-        rows = {**{f"K {k}": c for k, c in data["k"].items()}, **{L(v): c for v, c in data["ablation"].items()}}
-        df = pd.DataFrame({name: {"best round (mean ± std)": report.fmt(c["best"], c["best_std"], n=c["n"]),
-                                  "last round": f"{c['last']:.2f}", "n": c["n"],
-                                  "plateau": study.plateau_cell(c.get("plateau"), c.get("trend"))}
-                           for name, c in rows.items()}).T
-        shown += [fig, nb.table("**Figs. 2 and 4 under the converged profile (Pra, accuracy %).**", df)]
-    return Shown(tuple(shown))
+    return Shown((cmp, *(_converged_figs(nb, data["k"], data["ablation"]) if data["k"] or data["ablation"] else ())))
+
+
+def _converged_figs(nb, ks: dict, ab: dict) -> tuple:
+    """Fig. 2 and Fig. 4 under the converged profile (mean ± std over seeds): the figure and its table."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    if ks:
+        axes[0].errorbar(list(ks), [c["best"] for c in ks.values()], yerr=[c["best_std"] for c in ks.values()],
+                         marker="o", capsize=3)
+        axes[0].set(xlabel="K (clusters per class)", ylabel="accuracy (%), best round",
+                    title=f"Fig. 2, converged (Pra, n = {min(c['n'] for c in ks.values())})")
+        axes[0].set_xticks(list(ks))
+    if ab:
+        axes[1].bar([nb.label(v) for v in ab], [c["best"] for c in ab.values()],
+                    yerr=[c["best_std"] for c in ab.values()], capsize=3, color="tab:gray")
+        lo = min(c["best"] - c["best_std"] for c in ab.values())
+        axes[1].set(ylim=(lo - 2, None), ylabel="accuracy (%), best round",
+                    title=f"Fig. 4, converged (Pra, n = {min(c['n'] for c in ab.values())})")
+        axes[1].tick_params(axis="x", labelrotation=15)
+    nb.figure(fig, "Fig. 2 (K) and Fig. 4 (the ablation) under the converged profile, mean ± std over seeds",
+              "converged_fig2_fig4")
+    rows = {**{f"K {k}": c for k, c in ks.items()}, **{nb.label(v): c for v, c in ab.items()}}
+    df = pd.DataFrame({name: {"best round (mean ± std)": report.fmt(c["best"], c["best_std"], n=c["n"]),
+                              "last round": f"{c['last']:.2f}", "n": c["n"],
+                              "plateau": study.plateau_cell(c.get("plateau"), c.get("trend"))}
+                       for name, c in rows.items()}).T
+    return fig, nb.table("**Figs. 2 and 4 under the converged profile (Pra, accuracy %).**", df)
 
 
 def show_tables3_4(nb):
-    """The Table 3 and Table 4 analogues on Fashion-MNIST: best-round accuracy over the number of clients and over
-    the Dirichlet concentration."""
+    """The Table 3 and Table 4 analogues: best-round accuracy over the number of clients and over Dir alpha."""
     plan, L = nb.plan, nb.label
     sc = _sweep(nb, "scale", scale_configs, "Table 3")
     al = _sweep(nb, "alphas", alpha_configs, "Table 4")
@@ -634,18 +576,16 @@ def _fedic_state(nb):
         _table1(nb)["configs"][(nb.plan.settings["partitions"][-1], "fedic")], nb.seed0))
 
 
-def _bias(nb) -> dict:
-    recs = _table1(nb)["records"][(nb.plan.settings["partitions"][-1], "fedic")]
-    return {"global": recs[-1]["server"]["bias_global"], "cluster": recs[-1]["server"]["bias_cluster"]}
+def _fedic_records(nb) -> list:
+    return _table1(nb)["records"][(nb.plan.settings["partitions"][-1], "fedic")]
 
 
 def fig_bias(nb):
-    """The prototype-aggregation bias (Eqs. 4-5) per round, and the class-0 groups of every holder over rounds;
-    prints the last round's bias and the number of group changes."""
+    """The prototype-aggregation bias (Eqs. 4-5) per round and the class-0 groups over rounds; prints the last."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    recs = _table1(nb)["records"][(nb.plan.settings["partitions"][-1], "fedic")]
+    recs = _fedic_records(nb)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     rr = [r["round"] for r in recs]
     axes[0].plot(rr, [r["server"]["bias_global"] for r in recs], marker="o", label="to the global prototype (Eq. 3)")
@@ -660,15 +600,14 @@ def fig_bias(nb):
     for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     nb.figure(fig, "Prototype aggregation bias per round and the class-0 groups over rounds (FedIC)", "bias_clusters")
-    bias, changes = _bias(nb), int((np.diff(hist, axis=0) != 0).sum())
+    bias, changes = _bias(recs), int((np.diff(hist, axis=0) != 0).sum())
     print(f"last round: to global {bias['global']:.3f}, to group {bias['cluster']:.3f}; class-0 group changes over "
           f"the run: {changes}")
     return fig
 
 
 def fig3(nb):
-    """Fig. 3: (a) the holders' class-0 prototype distances, (b) the last round's head weights beta, FedPAC vs
-    FedIC; prints FedIC's mean nonzero weights and self weight."""
+    """Fig. 3: (a) class-0 prototype distances, (b) last-round head weights beta, FedPAC vs FedIC; prints FedIC's."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -693,38 +632,27 @@ def fig3(nb):
 
 
 def class_prototype_distances(state) -> dict[int, dict]:
-    """For every class, the pairwise cosine distances (holders x holders) of the prototypes the clients of a finished
-    FedPAC/FedIC run would upload next (:func:`fedlib.analysis.next_uploads`: one local update each, with the engine's
-    seed for that round; the run's saved states are not modified), the holders ordered by the group FedIC's server
-    put them in at the last round (``server["labels"]``; FedPAC has none: one group), then by id:
-    ``{class: {"distance", "clients", "groups"}}``; a class held by one client only is left out."""
+    """Per class held by two clients or more, the cosine distances between the prototypes the clients would upload
+    next (:func:`fedlib.analysis.next_uploads`), holders ordered by FedIC's last-round group, then id:
+    ``{class: {"distance", "clients", "groups"}}`` (FedPAC: one group)."""
     from fedlib import analysis
 
     uploads = analysis.next_uploads(state)
     labels = state.server.get("labels")
     out = {}
     for c in range(state.ctx.num_classes):
-        rows = []
-        for cid, up in uploads.items():
-            hit = (up["classes"] == c).nonzero().flatten()
-            if len(hit):
-                group = int(labels[c, cid]) if labels is not None and labels.numel() else 0
-                rows.append((group, cid, up["protos"][hit[0]].double().cpu().numpy()))
+        rows = sorted(((int(labels[c, cid]) if labels is not None and labels.numel() else 0, cid, p)
+                       for cid, p in _holders(uploads, c)), key=lambda r: (r[0], r[1]))
         if len(rows) < 2:
             continue
-        rows.sort(key=lambda r: (r[0], r[1]))
-        x = np.stack([r[2] for r in rows])
-        unit = x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
-        out[c] = {"distance": np.clip(1 - unit @ unit.T, 0, 2), "clients": [r[1] for r in rows],
+        out[c] = {"distance": _cosine_distances([r[2] for r in rows]), "clients": [r[1] for r in rows],
                   "groups": [r[0] for r in rows]}
     return out
 
 
 def fig_class_distances(nb):
-    """FedIC's intra-class prototype clusters for every class: per class, the cosine distances between the holders'
-    prototypes (client x client), the clients ordered by FedIC's groups of the last round, white lines between the
-    groups; one colour scale. Returns the figure and, per class, the holders, the groups and the mean cosine
-    distance within a group and between groups."""
+    """FedIC's intra-class prototype clusters: per class, the holders' cosine distances ordered by FedIC's groups
+    (white lines between them), one colour scale; returns the figure and the mean distance within/between groups."""
     import math
 
     import matplotlib.pyplot as plt
@@ -739,24 +667,19 @@ def fig_class_distances(nb):
                              layout="constrained")
     rows = {}
     for ax, (c, v) in zip(axes.flat, per_class.items(), strict=False):
-        g = np.asarray(v["groups"])
+        g, n = np.asarray(v["groups"]), len(set(v["groups"]))
         plots.distance_heatmap(v["distance"], [str(i + 1) for i in v["clients"]], ax=ax, groups=g, cbar=False,
-                               vmin=0.0, vmax=top, title=f"class {c}: {len(g)} holders, {len(set(g.tolist()))} "
-                                                         f"group{'s' if len(set(g.tolist())) > 1 else ''}")
+                               vmin=0.0, vmax=top, title=f"class {c}: {len(g)} holders, {n} group{'s' * (n > 1)}")
         ax.tick_params(labelsize=8 if len(g) <= 12 else 6, length=0)
         for t in list(ax.texts):   # the values are in the table below; the colours carry them here
             t.remove()
-        same, off = g[:, None] == g[None, :], ~np.eye(len(g), dtype=bool)
-        d = v["distance"]
-        rows[c] = {"holders": len(g), "groups": len(set(g.tolist())),
+        same, off, d = g[:, None] == g[None, :], ~np.eye(len(g), dtype=bool), v["distance"]
+        rows[c] = {"holders": len(g), "groups": n,
                    "within a group": d[same & off].mean() if (same & off).any() else np.nan,
                    "between groups": d[~same].mean() if (~same).any() else np.nan}
-    for ax in axes.flat[len(per_class):]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("client")
-    for ax in axes[-1, :]:
-        ax.set_xlabel("client")
+    plt.setp(axes.flat[len(per_class):], visible=False)
+    plt.setp(axes[:, 0], ylabel="client")
+    plt.setp(axes[-1, :], xlabel="client")
     fig.colorbar(plt.cm.ScalarMappable(norm=plt.Normalize(0.0, top), cmap="viridis"), ax=axes, shrink=0.8,
                  label="cosine distance (1 - cos)")
     fig.suptitle("FedIC: each class's client prototypes, cosine distances;\nclients (ids) ordered by FedIC's groups "
@@ -772,9 +695,8 @@ def fig_class_distances(nb):
 
 
 def fig_attack_pictures(nb):
-    """The leakage study's attacks on FedIC's upload and on its strongest baseline's (the paper's best-scoring
-    baseline in Table 1), from the study's runs and derived values (:func:`fedlib.papers.privacy.paper_pictures`);
-    returns the figure and the scores."""
+    """The leakage study's attacks on FedIC's upload and on its best-scoring Table 1 baseline's
+    (:func:`fedlib.papers.privacy.paper_pictures`): the figure and the scores."""
     from fedlib.papers import privacy
 
     return privacy.paper_pictures(nb, "fedic", nb.paper["table1"])
@@ -788,18 +710,12 @@ def fig_features(nb):
     from fedlib import analysis, plots
 
     st = _fedic_state(nb)
-    feats, ys, anchors, anchor_y = [], [], [], []
-    for cid in range(4):
-        test = st.data.test[cid]
-        with torch.no_grad():
-            feats.append(st.features(cid, test.x)["high"].cpu().numpy())
-        ys.append(test.y.cpu().numpy())
-        msg = st.message(cid)
-        anchors.append(msg["protos"].cpu().numpy())
-        anchor_y.append(msg["classes"].cpu().numpy())
-    f, y = np.concatenate(feats), np.concatenate(ys)
+    tests, msgs = [st.data.test[cid] for cid in range(4)], [st.message(cid) for cid in range(4)]
+    with torch.no_grad():
+        f = np.concatenate([st.features(cid, t.x)["high"].cpu().numpy() for cid, t in enumerate(tests)])
+    y = np.concatenate([t.y.cpu().numpy() for t in tests])
     keep = np.random.default_rng(0).permutation(len(y))[:nb.plan.settings["tsne_points"]]
-    an, ay = np.concatenate(anchors), np.concatenate(anchor_y)
+    an, ay = (np.concatenate([m[k].cpu().numpy() for m in msgs]) for k in ("protos", "classes"))
     emb = analysis.embed_2d(np.concatenate([f[keep], an]), nb.embedding)
     fig, ax = plt.subplots(figsize=(6, 5))
     plots.embedding_scatter(emb[:len(keep)], y[keep], ax=ax, num_classes=10, title="FedIC: clients 1-4, features")
@@ -809,9 +725,8 @@ def fig_features(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Once
-    every converged-profile run of Table 1 and Figs. 2 and 4 has finished, a shorter profile's ledger judges those
-    claims on them (:func:`converged_runs`) and the rest (Tables 3-4 analogues) on its own runs."""
+    """The claims ledger, judged on the converged runs of Table 1 and Figs. 2 and 4 once all have finished
+    (:func:`converged_runs`), else on this profile's; writes the report section."""
     sweeps = {"scale": _sweep(nb, "scale", scale_configs, "Table 3"),
               "alphas": _sweep(nb, "alphas", alpha_configs, "Table 4")}
     conv = nb.once("converged", lambda: converged_runs(nb.plan)) if nb.profile not in ("converged", "paper") else None
@@ -820,9 +735,10 @@ def show_ledger(nb):
                                        "bias": conv["bias"], "sweeps_plan": nb.plan, **sweeps})
     else:
         claims = ledger(nb.plan, {"table1": _table1(nb)["cells"], "k": _sweep(nb, "k", k_configs, "Fig. 2"),
-                                  "ablation": _sweep(nb, "ablation", ablation_configs, "Fig. 4"), "bias": _bias(nb),
-                                  **sweeps})
+                                  "ablation": _sweep(nb, "ablation", ablation_configs, "Fig. 4"),
+                                  "bias": _bias(_fedic_records(nb)), **sweeps})
     return nb.ledger(claims)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())
