@@ -179,23 +179,6 @@ def _claim_cell(label: str, values, trend=None) -> dict:
     return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend}
 
 
-def _budget_cells(plan: Plan, bud: dict, tr: dict) -> tuple[dict, int]:
-    """Table VIII's cells: the mean over the seeds with a round within budget (NaN if none) with its rounds printed;
-    and the fewest seeds of a cell."""
-    per = {m: {k: _per_seed(v[k]) for k in ("accuracy", "rounds")} for m, v in bud.items()}
-    n = min(len(v["accuracy"]) for v in per.values())
-    out = {}
-    for m, v in per.items():
-        acc = v["accuracy"]
-        mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
-        text = (f"{plan.label(m)} {mean:.2f} ({v['rounds'][0]:g} rounds)" if n == 1 else
-                f"{plan.label(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in v["rounds"])
-                + ")")
-        out[m] = {"label": plan.label(m), "value": mean, "per_seed": acc, "n": len(acc), "trend": tr.get(("budget", m)),
-                  "text": text}
-    return out, n
-
-
 def tables(plan: Plan, res: dict) -> dict:
     """The tables of ``params/mpfedcl/claims.yaml`` by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks
     them), from ``res`` as :func:`ledger` takes it; every cell with the trend of its runs."""
@@ -211,7 +194,15 @@ def tables(plan: Plan, res: dict) -> dict:
 
     t6, comm, fs = res.get("table6") or {}, res.get("comm"), res.get("feature_skew") or {}
     fs_seeds = res.get("feature_skew_seeds") or {}
-    budget, nb = _budget_cells(plan, res["budget"], tr) if res.get("budget") else ({}, None)
+    bud, budget = res.get("budget") or {}, {}
+    nb = min(len(_per_seed(v["accuracy"])) for v in bud.values()) if bud else None   # the fewest seeds of a cell
+    for m, v in bud.items():   # Table VIII: the mean over the seeds within budget (NaN if none), rounds printed
+        acc, rounds = _per_seed(v["accuracy"]), _per_seed(v["rounds"])
+        mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
+        text = (f"{L(m)} {mean:.2f} ({rounds[0]:g} rounds)" if nb == 1 else
+                f"{L(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in rounds) + ")")
+        budget[m] = {"label": L(m), "value": mean, "per_seed": acc, "n": len(acc), "trend": tr.get(("budget", m)),
+                     "text": text}
     attack = {}
     for k, frame in (res.get("attack") or {}).items():   # the best SSIM decoded from the centroids; a class average's
         ssim = frame.set_index(["source", "levels"])["ssim"]
