@@ -170,6 +170,12 @@ def _per_seed(v) -> list[float]:
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
 
 
+def _cell(label: str, a, trend, **extra) -> dict:
+    """A claim cell over seeds (``a``: one value or the per-seed values)."""
+    per = _per_seed(a)
+    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend, **extra}
+
+
 def mean_std_n(values, digits: int = 2) -> str:
     """``84.21 ± 3.39 (n = 3)`` over seeds (sample std), ``84.21 (n = 1)``, ``—`` for none (NaN left out)."""
     v = [float(x) for x in values if x is not None and not np.isnan(x)]
@@ -269,25 +275,19 @@ def paper_table7(plan: Plan) -> dict:
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
     """Table VII rows: the paper's rule at the best and last round, the head, the std across clients and the mean
     l_soft (docs/fedmps.md: why the last round), means over seeds with ``per_seed`` values and their ``seed_std``."""
+    accs = {"proto_own_best": (PAPER_METRIC_PROTO, "best"), "proto_own_last": (PAPER_METRIC_PROTO, "last"),
+            "head_best": (COMMON_METRIC, "best"), "head_last": (COMMON_METRIC, "last"),
+            "proto_own_best_std": (PAPER_METRIC_PROTO, "best_std")}
     rows = {}
-    accs = ("proto_own_best", "proto_own_last", "head_best", "head_last")
     for row, runs in summaries.items():
-        per = {k: [] for k in (*accs, "proto_own_best_std", "best_round", "l_soft_mean")}
-        for s in runs:
-            recs = results.rounds(configs[row], s["seed"])
-            soft = [r["local"]["l_soft"] for r in recs if "l_soft" in r.get("local", {})]
-            per["proto_own_best"].append(accuracy(s, PAPER_METRIC_PROTO))
-            per["proto_own_best_std"].append(accuracy(s, PAPER_METRIC_PROTO, "best_std"))
-            per["best_round"].append(s["metrics"][PAPER_METRIC_PROTO]["best_round"])
-            per["proto_own_last"].append(accuracy(s, PAPER_METRIC_PROTO, "last"))
-            per["head_best"].append(accuracy(s, COMMON_METRIC))
-            per["head_last"].append(accuracy(s, COMMON_METRIC, "last"))
-            per["l_soft_mean"].append(float(np.mean(soft)) if soft else None)
-        soft = [x for x in per["l_soft_mean"] if x is not None]
-        rows[row] = {**{k: float(np.mean(per[k])) for k in (*accs, "proto_own_best_std")},
-                     "best_round": per["best_round"][0] if len(runs) == 1 else per["best_round"],
+        per = {k: [accuracy(s, *how) for s in runs] for k, how in accs.items()}
+        best_round = [s["metrics"][PAPER_METRIC_PROTO]["best_round"] for s in runs]
+        soft = [float(np.mean(x)) for x in ([r["local"]["l_soft"] for r in results.rounds(configs[row], s["seed"])
+                                             if "l_soft" in r.get("local", {})] for s in runs) if x]
+        rows[row] = {**{k: float(np.mean(v)) for k, v in per.items()},
+                     "best_round": best_round[0] if len(runs) == 1 else best_round,
                      "l_soft_mean": float(np.mean(soft)) if soft else None,
-                     "per_seed": {k: per[k] for k in accs}, "seed_std": sample_std(per["proto_own_best"]),
+                     "per_seed": {k: per[k] for k in list(accs)[:4]}, "seed_std": sample_std(per["proto_own_best"]),
                      "n": len(runs), "seeds": [s["seed"] for s in runs]}
     return rows
 
@@ -383,15 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         configs, seeds = ablation_configs(plan), plan.ablation_seeds()
         rows = ablation_table(plan, obtain(configs, seeds=seeds, workers=args.workers, desc="Table VII"), configs)
         print(f"FedMPS Table VII (Fashion-MNIST; the paper's is CIFAR-10), profile {args.profile}: {R['ablation']} "
-              f"rounds, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}; nearest prototype among own "
-              "classes, best and last round; head, last round (%)" + ("; mean over seeds, per-seed values in brackets"
-                                                                       if len(seeds) > 1 else ""))
-        for row, r in rows.items():
-            soft = "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"
-            each = (" [" + ", ".join(f"{x:.2f}" for x in r["per_seed"]["proto_own_best"]) + "]") if r["n"] > 1 else ""
-            print(f"({row}) best {r['proto_own_best']:.2f}{each} (round {r['best_round']}), gain over (1) "
-                  f"{r['proto_own_best'] - rows[1]['proto_own_best']:+.2f}; last {r['proto_own_last']:.2f}; head "
-                  f"{r['head_last']:.2f}; mean l_soft {soft}")
+              f"rounds, {_seeds_text(rows)} (%)")
+        print(report.to_markdown(_table7_frame(full, rows)))
         return 0
     configs = table3_configs(plan)
     rows = table3(plan, obtain(configs, workers=args.workers, desc="Table III"))
@@ -742,9 +735,9 @@ def _ablation(nb) -> dict:
     return nb.once("ablation", make)
 
 
-def _table7_rows(nb, rows7: dict, paper_column: bool = True):
+def _table7_frame(paper: dict, rows7: dict, paper_column: bool = True):
     """Table VII as shown: the paper's gain over row (1) and ours (several seeds: mean ± sample std, paired gains)."""
-    comp, prow7 = nb.paper["tables"]["table7"]["components"], nb.paper["tables"]["table7"]["rows"]
+    comp, prow7 = paper["tables"]["table7"]["components"], paper["tables"]["table7"]["rows"]
     by_number, paper_base = {v["number"]: k for k, v in comp.items()}, prow7["sup"]["acc"][0]
     table = {}
     for row, r in rows7.items():
@@ -790,7 +783,7 @@ def show_table7(nb):
                     "between the two datasets: compare the gains over row (1). The paper's rule picks the best round, "
                     "which hides a term that acts only from round 2 on (soft labels exist after the first aggregation) "
                     "or only on the head: the last round, the head and the logged soft-label loss show what the term "
-                    "does.", _table7_rows(nb, rows7))
+                    "does.", _table7_frame(nb.paper, rows7))
 
 
 def check_table7(nb) -> None:
@@ -813,7 +806,7 @@ def paper_protocol_table7(nb, pt7):
                        f"{pt7['total']}; {pt7['made_by']}.**"
                        + (f" Seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))}: not every row has "
                           "finished yet." if left else "") + "\n\n"
-                       + report.to_markdown(_table7_rows(nb, pt7["rows"], paper_column=False)))
+                       + report.to_markdown(_table7_frame(nb.paper, pt7["rows"], paper_column=False)))
 
 
 def _sweeps(nb) -> dict:
@@ -1104,12 +1097,8 @@ def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat:
     """Table VI's table (``{n: {method: accuracy or [per seed]}}``): a cell per (n, method)."""
     if not ways:
         return None
-    cells = {}
-    for n, row in ways.items():
-        for m, a in row.items():
-            per = _per_seed(a)
-            cells[(n, m)] = {"label": f"{plan.label(m)} (n = {n})", "name": plan.label(m), "value": float(np.mean(per)),
-                             "per_seed": per, "n": len(per), "trend": tr.get(("ways", m, n))}
+    cells = {(n, m): _cell(f"{plan.label(m)} (n = {n})", a, tr.get(("ways", m, n)), name=plan.label(m))
+             for n, row in ways.items() for m, a in row.items()}
     return Cells(cells, profile, caveat, seeds=min(c["n"] for c in cells.values()), text={"where": where})
 
 
@@ -1121,11 +1110,9 @@ def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict)
     def seeds_of(r, key):
         return _per_seed((r.get("per_seed") or {}).get(key, r[key]))
 
-    cells = {row: {"label": str(row), "value": float(np.mean(seeds_of(r, "proto_own_best"))),
-                   "per_seed": seeds_of(r, "proto_own_best"), "n": len(seeds_of(r, "proto_own_best")),
-                   "last": float(np.mean(seeds_of(r, "proto_own_last"))),
-                   "head": float(np.mean(seeds_of(r, "head_last"))), "trend": tr.get(("ablation", row))}
-             for row, r in abl.items()}
+    cells = {row: _cell(str(row), seeds_of(r, "proto_own_best"), tr.get(("ablation", row)),
+                        last=float(np.mean(seeds_of(r, "proto_own_last"))),
+                        head=float(np.mean(seeds_of(r, "head_last")))) for row, r in abl.items()}
     over = " (mean over seeds)" if min(c["n"] for c in cells.values()) > 1 else ""
     return Cells(cells, profile, caveat, text={"over": over})
 
@@ -1154,8 +1141,7 @@ def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: 
     """Fig. 8's (``stdev``) or Fig. 9's (``clients``) table (``{value: {method: accuracy or [per seed]}}``)."""
     if not sweep:
         return None
-    cells = {(k, m): {"label": plan.label(m), "value": float(np.mean(_per_seed(a))), "per_seed": _per_seed(a),
-                      "n": len(_per_seed(a)), "x": k, "trend": tr.get((key, m, k))}
+    cells = {(k, m): _cell(plan.label(m), a, tr.get((key, m, k)), x=k)
              for k, row in sweep.items() for m, a in row.items()}
     return Cells(cells, plan.profile, caveat, text={"rounds": rounds})
 
