@@ -131,8 +131,7 @@ def ablation_configs(plan: Plan) -> dict[int, dict]:
 
 
 def trend_groups(plan: Plan) -> dict:
-    """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on (Table III every seed,
-    Table VII :meth:`Plan.ablation_seeds`, the rest the first seed)."""
+    """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on."""
     L, seed0, pm = plan.label, plan.seeds[:1], plan.paper_metric
     out = {}
     for m, c in table3_configs(plan).items():
@@ -153,8 +152,7 @@ def trend_groups(plan: Plan) -> dict:
 
 
 def trends(plan: Plan, keys=None, seeds: list[int] | None = None) -> dict:
-    """``{key: Trend}`` of the finished run groups of :func:`trend_groups` (``keys``: only those; ``seeds``: in place
-    of each group's own), on the unweighted mean over clients; trains nothing."""
+    """``{key: Trend}`` of the finished groups of :func:`trend_groups` (``keys``: only those); trains nothing."""
     groups = trend_groups(plan)
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
@@ -186,8 +184,7 @@ def mean_std_n(values, digits: int = 2) -> str:
 
 # -- reading results -------------------------------------------------------------------
 def paper_vs_ours(paper: dict, table: str | None, ours: dict):
-    """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column (``table`` None: ours alone; decision
-    27)."""
+    """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column (decision 27)."""
     df = report.compare(paper["tables"][table] if table else {"rows": {}}, ours)
     return report.reference_column(df, paper, table, "fmnist") if table else df
 
@@ -198,8 +195,7 @@ def accuracy(summary: dict, metric: str, stat: str = "best") -> float:
 
 
 def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = None) -> dict:
-    """Table III rows ``{method: {"mean", "std", "n", "per_seed", "metric", "p_vs_fedmps"}}`` over seeds, the p the
-    exact rank-sum test against FedMPS (docs/fedmps.md: its floor); ``metric`` None: the paper's rule."""
+    """Table III rows over seeds, ``p_vs_fedmps`` the exact rank-sum p (docs/fedmps.md: its floor)."""
     rows = {}
     for m, runs in summaries.items():
         key = metric or plan.paper_metric(m)
@@ -226,8 +222,7 @@ def _made_by(done: dict) -> str:
 
 
 def paper_table3(plan: Plan) -> dict:
-    """Table III under the ``paper`` profile from finished runs (trains nothing): ``rows``/``head`` over the methods
-    whose every seed has finished (``None`` while none has)."""
+    """Table III under the ``paper`` profile from finished runs (``rows`` ``None`` while none); trains nothing."""
     pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
     done, found = results.cached(configs, pplan.seeds)
@@ -249,8 +244,7 @@ def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[
 
 
 def paper_table6(plan: Plan) -> dict:
-    """Table VI under the ``paper`` profile from finished runs (trains nothing), first seed: ``rows`` (``None`` while
-    none) and ``missing`` (``{n: [methods not finished]}``)."""
+    """Table VI under the ``paper`` profile from finished runs, first seed, with the ``missing`` methods per n."""
     pplan = _paper_plan(plan)
     configs, seed0 = ways_configs(pplan), pplan.seeds[0]
     done, found = results.cached(configs, [seed0])
@@ -260,8 +254,7 @@ def paper_table6(plan: Plan) -> dict:
 
 
 def paper_table7(plan: Plan) -> dict:
-    """Table VII under the ``paper`` profile from finished runs (trains nothing), over the ``seeds`` on which every row
-    has finished (``rows`` ``None`` while none)."""
+    """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished."""
     pplan = _paper_plan(plan)
     configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
     _, found = results.cached(configs, seeds)
@@ -273,8 +266,7 @@ def paper_table7(plan: Plan) -> dict:
 
 
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
-    """Table VII rows: the paper's rule at the best and last round, the head, the std across clients and the mean
-    l_soft (docs/fedmps.md: why the last round), means over seeds with ``per_seed`` values and their ``seed_std``."""
+    """Table VII rows, means over seeds with ``per_seed`` values (docs/fedmps.md: why the last round)."""
     accs = {"proto_own_best": (PAPER_METRIC_PROTO, "best"), "proto_own_last": (PAPER_METRIC_PROTO, "last"),
             "head_best": (COMMON_METRIC, "best"), "head_last": (COMMON_METRIC, "last"),
             "proto_own_best_std": (PAPER_METRIC_PROTO, "best_std")}
@@ -567,14 +559,18 @@ def show_conventions(nb):
 
 
 def _from_paper_runs(roman: str, load, flag: str = ""):
-    """A cell showing Table ``roman`` from the paper profile's finished runs (``fn(nb, data)``; trains nothing), or
-    what :meth:`~fedlib.study.notebook.Notebook.paper_protocol` says instead."""
+    """A cell showing Table ``roman`` from the paper profile's finished runs (trains nothing); ``fn(nb, data)`` gives
+    the setting and the text after the heading."""
     def wrap(fn):
         @functools.wraps(fn)
         def cell(nb):
             data, early = nb.paper_protocol(f"Table {roman}", load.__name__, load, lambda d: d["rows"],
                                             "python -m fedlib.papers.fedmps --profile paper" + flag)
-            return early if early is not None else fn(nb, data)
+            if early is not None:
+                return early
+            where, text = fn(nb, data)
+            return nb.markdown(f"**Table {roman} under the paper protocol (profile `paper`: {where}), from finished "
+                               f"runs: {data['found']} of {data['total']}; {data['made_by']}.**" + text)
         return cell
     return wrap
 
@@ -582,12 +578,10 @@ def _from_paper_runs(roman: str, load, flag: str = ""):
 @_from_paper_runs("III", paper_table3)
 def paper_protocol_table3(nb, pt3):
     """Table III under the paper protocol, from the paper profile's finished runs (trains nothing)."""
-    missing = [nb.label(m) for m in table3_configs(pt3["plan"]) if m not in pt3["rows"]]
-    return nb.markdown(f"**Table III under the paper protocol (profile `paper`: "
-                       f"{pt3['plan'].settings['rounds']['main']} rounds, seeds {pt3['plan'].seeds}), from finished "
-                       f"runs: {pt3['found']} of {pt3['total']}; {pt3['made_by']}.**"
-                       + (f" Not finished yet: {', '.join(missing)}." if missing else "")
-                       + "\n\n" + report.to_markdown(_table3_frame(nb.paper, nb.label, pt3["rows"], pt3["head"])))
+    pp3, missing = pt3["plan"], [nb.label(m) for m in table3_configs(pt3["plan"]) if m not in pt3["rows"]]
+    return (f"{pp3.settings['rounds']['main']} rounds, seeds {pp3.seeds}",
+            (f" Not finished yet: {', '.join(missing)}." if missing else "")
+            + "\n\n" + report.to_markdown(_table3_frame(nb.paper, nb.label, pt3["rows"], pt3["head"])))
 
 
 def show_variants(nb):
@@ -714,16 +708,13 @@ def show_table6(nb):
 @_from_paper_runs("VI", paper_table6, " --table VI")
 def paper_protocol_table6(nb, pt6):
     """Table VI under the paper protocol: per n, the methods finished so far (trains nothing)."""
-    pp6 = pt6["plan"]
-    text = (f"**Table VI under the paper protocol (profile `paper`: {pp6.settings['rounds']['main']} rounds, "
-            f"seed {pp6.seeds[0]}), from finished runs: {pt6['found']} of {pt6['total']}; {pt6['made_by']}.**"
-            + "".join(f" n = {n}: not finished yet: {', '.join(nb.label(m) for m in left)}." if n in pt6["rows"]
-                      else f" n = {n}: no run finished yet." for n, left in pt6["missing"].items() if left))
+    text = "".join(f" n = {n}: not finished yet: {', '.join(nb.label(m) for m in left)}." if n in pt6["rows"]
+                   else f" n = {n}: no run finished yet." for n, left in pt6["missing"].items() if left)
     for n, ours in sorted(pt6["rows"].items()):
         partial = " (not every method has finished)" if pt6["missing"][n] else ""
         text += (f"\n\n**Table VI, paper protocol, n = {n}{TABLE6_NOTES.get(n, '')}: accuracy (%) mean ± std across "
                  f"clients{partial}.**\n\n" + report.to_markdown(_table6_frame(nb.paper, nb.label, n, ours)))
-    return nb.markdown(text)
+    return f"{pt6['plan'].settings['rounds']['main']} rounds, seed {pt6['plan'].seeds[0]}", text
 
 
 def _ablation(nb) -> dict:
@@ -755,13 +746,12 @@ def _table7_frame(paper: dict, rows7: dict, paper_column: bool = True):
                     "our gain over (1)": f"{r['proto_own_best'] - rows7[1]['proto_own_best']:+.2f}",
                     "ours: last round": f"{r['proto_own_last']:.2f}",
                     "ours: head, last round": f"{r['head_last']:.2f}"}
-        best_round = r["best_round"]
         table[f"({row}) low {comp[k]['con_low']} high {comp[k]['con_high']} soft {comp[k]['soft']}"] = {
             **({"paper (CIFAR-10)": report.fmt(*prow7[k]["acc"])} if paper_column else {}),
             "paper gain over (1)" + ("" if paper_column else ", CIFAR-10"): f"{prow7[k]['acc'][0] - paper_base:+.2f}",
             **ours,
-            **({"best round": ", ".join(map(str, best_round)) if isinstance(best_round, list) else best_round}
-               if paper_column else {}),
+            **({"best round": ", ".join(map(str, r["best_round"])) if isinstance(r["best_round"], list)
+                else r["best_round"]} if paper_column else {}),
             "mean l_soft": "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"}
     return pd.DataFrame(table).T
 
@@ -789,8 +779,7 @@ def show_table7(nb):
 def check_table7(nb) -> None:
     """Print Table VII's check: the rows that log a soft-label loss are the soft-label rows."""
     rows7, comp = _ablation(nb), nb.paper["tables"]["table7"]["components"]
-    by_number = {v["number"]: k for k, v in comp.items()}
-    soft_rows = sorted(row for row in rows7 if comp[by_number[row]]["soft"])
+    soft_rows = sorted(v["number"] for v in comp.values() if v["soft"] and v["number"] in rows7)
     logged = sorted(row for row, r in rows7.items() if r["l_soft_mean"] is not None and r["l_soft_mean"] > 0)
     print("the rows that log a soft-label loss are the soft-label rows (from round 2 on):",
           logged == (soft_rows if nb.plan.settings["rounds"]["ablation"] > 1 else []))
@@ -801,17 +790,13 @@ def paper_protocol_table7(nb, pt7):
     """Table VII under the paper protocol, over the seeds on which all six rows have finished (trains nothing)."""
     pp7 = pt7["plan"]
     left = [s for s in pp7.ablation_seeds() if s not in pt7["seeds"]]
-    return nb.markdown(f"**Table VII under the paper protocol (profile `paper`: {pp7.settings['rounds']['ablation']} "
-                       f"rounds, {_seeds_text(pt7['rows'])}; Fashion-MNIST), from finished runs: {pt7['found']} of "
-                       f"{pt7['total']}; {pt7['made_by']}.**"
-                       + (f" Seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))}: not every row has "
-                          "finished yet." if left else "") + "\n\n"
-                       + report.to_markdown(_table7_frame(nb.paper, pt7["rows"], paper_column=False)))
+    return (f"{pp7.settings['rounds']['ablation']} rounds, {_seeds_text(pt7['rows'])}; Fashion-MNIST",
+            (f" Seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))}: not every row has finished yet."
+             if left else "") + "\n\n" + report.to_markdown(_table7_frame(nb.paper, pt7["rows"], paper_column=False)))
 
 
 def _sweeps(nb) -> dict:
-    """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev": {std: {method: acc}}, "clients": {N:
-    {method: acc}}, "tau": {"tau1" | "tau2": {value: acc}}}``."""
+    """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev" | "clients" | "tau": {...}}``."""
     def make():
         plan, sw = nb.plan, {}
         for kind, cfgs in (("std", stdev_configs(plan)), ("N", clients_configs(plan)),
@@ -830,8 +815,7 @@ def _sweeps(nb) -> dict:
 
 
 def fig8_10(nb):
-    """Figs. 8-10: accuracy over the noise std, the number of clients and FedMPS's temperatures; returns the figure
-    and Fig. 10's sensitivity (std of accuracy across the temperature grid) beside the paper's."""
+    """Figs. 8-10: accuracy over the noise std, clients N and FedMPS's temperatures, and Fig. 10's sensitivity."""
     import matplotlib.pyplot as plt
 
     plan, sw = nb.plan, _sweeps(nb)
@@ -904,8 +888,7 @@ def fig7(nb):
 
 
 def fig_distances(nb):
-    """Prototype-distance heatmaps of FedProto and FedMPS (global prototypes; the most held class's local ones);
-    returns the figure and its numbers."""
+    """Prototype-distance heatmaps of FedProto and FedMPS (global; the most held class's local ones)."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -950,8 +933,7 @@ def _attack(nb):
 
 
 def fig11(nb):
-    """Fig. 11: the client's classes reconstructed from its FedMPS prototypes and the decoders' loss curves;
-    returns the figure and the PSNR / SSIM scores."""
+    """Fig. 11: the client's classes reconstructed from its FedMPS prototypes, and the PSNR / SSIM scores."""
     from fedlib.privacy import attack_figure
 
     attack, target = _attack(nb), nb.plan.spec["attack"]["client"]
@@ -999,8 +981,7 @@ def show_summary(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: each claim, our evidence and a verdict, from the parts the results or the run archive
-    have (:meth:`~fedlib.study.notebook.Notebook.part`); writes the report section."""
+    """The claims ledger from the parts the results or the run archive have; writes the report section."""
     plan, part = nb.plan, nb.part
     sw, t3 = part(lambda: _sweeps(nb)), part(lambda: _table3(nb))
     pt3, pt6, pt7 = (nb.once(f.__name__, lambda f=f: f(plan)) for f in (paper_table3, paper_table6, paper_table7))
@@ -1022,17 +1003,14 @@ def show_ledger(nb):
 
 # -- the claims ledger ---------------------------------------------------------------------------
 def ledger(plan: Plan, res: dict) -> list:
-    """FedMPS's claims (params/fedmps/claims.yaml) judged by :func:`fedlib.claims.ledger` on :func:`tables` of ``res``,
-    what the notebook computed (each key optional; docs/fedmps.md, "The claims ledger", lists them)."""
+    """FedMPS's claims (params/fedmps/claims.yaml) judged on :func:`tables` of ``res`` (docs/fedmps.md)."""
     return claims.ledger("fedmps", tables(plan, res))
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables FedMPS's claims read, by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks them), every
-    cell with its trend, and under a shorter profile the paper protocol's."""
+    """The tables FedMPS's claims read, by name (None where ``res`` lacks them)."""
     R, seeds, prof = plan.settings["rounds"], plan.seeds, plan.profile
-    short = prof != "paper"
-    caveat = "short runs: not converged" if short else ""
+    caveat = "short runs: not converged" if prof != "paper" else ""
     tr = res.get("trends") or {}
     where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}"
     out = {**_table3_tables(plan, prof, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds), tr),
@@ -1045,12 +1023,11 @@ def tables(plan: Plan, res: dict) -> dict:
            "clients": _sweep_table(plan, "clients", res.get("clients"), R["sweep"], caveat, tr),
            "tau": _tau_table(plan, res.get("tau_std"), res.get("tau") or {}, caveat, tr),
            "attack": _attack_table(plan, res.get("attack"), tr)}
-    return {**out, **_paper_tables(plan, res if short else {})}
+    return {**out, **_paper_tables(plan, res if caveat else {})}
 
 
 def _paper_tables(plan: Plan, res: dict) -> dict:
-    """The paper protocol's Tables III, VI and VII beside a shorter profile's (``*_paper``; None where ``res`` lacks
-    them)."""
+    """The paper protocol's Tables III, VI and VII beside a shorter profile's (``*_paper``)."""
     pp, pw, pa = res.get("table3_paper"), res.get("ways_paper"), res.get("ablation_paper")
     out = dict.fromkeys(("table3_paper", "table3_head_paper", "ways_paper", "ablation_paper"))
     if pp:
@@ -1118,8 +1095,7 @@ def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict)
 
 
 def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict):
-    """The time to target's table (``{method: [time_to_target per seed]}`` or one per method): rounds per seed, a
-    never counted as ``rounds + 1`` (``censored``), and the printed ``text``."""
+    """The time to target's table: rounds per seed, a never counted as ``rounds + 1`` (``censored``)."""
     if not tt:
         return None
     per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in tt.items()}
@@ -1147,8 +1123,7 @@ def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: 
 
 
 def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: dict):
-    """Fig. 10's table (``{"tau1": std, "tau2": std}`` or per-seed lists), with the trends of each grid's lowest and
-    highest runs (``grid``: ``{"tau1": {value: accuracy}}``)."""
+    """Fig. 10's table (std across each grid), with the trends of each grid's lowest and highest runs."""
     if not tau_std:
         return None
     cells = {}
