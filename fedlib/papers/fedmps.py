@@ -177,9 +177,7 @@ def _cell(label: str, a, trend, **extra) -> dict:
 def mean_std_n(values, digits: int = 2) -> str:
     """``84.21 ± 3.39 (n = 3)`` over seeds (sample std), ``84.21 (n = 1)``, ``—`` for none (NaN left out)."""
     v = [float(x) for x in values if x is not None and not np.isnan(x)]
-    if not v:
-        return report.DASH
-    return f"{report.fmt(float(np.mean(v)), sample_std(v), digits)} (n = {len(v)})"
+    return f"{report.fmt(float(np.mean(v)), sample_std(v), digits)} (n = {len(v)})" if v else report.DASH
 
 
 # -- reading results -------------------------------------------------------------------
@@ -523,8 +521,7 @@ def show_table3(nb):
 
 def _uplinks(nb) -> dict:
     """Each Table III method's measured uplink per round (Fashion-MNIST)."""
-    t3 = _table3(nb)["runs"]
-    return {m: t3[m][0]["comm_per_round"]["up_params"] for m in t3}
+    return {m: runs[0]["comm_per_round"]["up_params"] for m, runs in _table3(nb)["runs"].items()}
 
 
 def check_table3(nb) -> None:
@@ -559,8 +556,7 @@ def show_conventions(nb):
 
 
 def _from_paper_runs(roman: str, load, flag: str = ""):
-    """A cell showing Table ``roman`` from the paper profile's finished runs (trains nothing); ``fn(nb, data)`` gives
-    the setting and the text after the heading."""
+    """A cell showing Table ``roman`` from the paper profile's finished runs; ``fn(nb, data)``: (setting, text)."""
     def wrap(fn):
         @functools.wraps(fn)
         def cell(nb):
@@ -1064,10 +1060,8 @@ def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None,
 
 def _comm_table(plan: Plan, up: dict | None):
     """Table V's table from uplink floats per round: FedMPS and the methods that share the model (exact counts)."""
-    if not up:
-        return None
     return Cells({m: {"label": plan.label(m), "value": v} for m, v in up.items() if m != "fedproto"}, plan.profile,
-                 seeds=len(plan.seeds))
+                 seeds=len(plan.seeds)) if up else None
 
 
 def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, tr: dict):
@@ -1115,11 +1109,8 @@ def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict)
 
 def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: str, tr: dict):
     """Fig. 8's (``stdev``) or Fig. 9's (``clients``) table (``{value: {method: accuracy or [per seed]}}``)."""
-    if not sweep:
-        return None
-    cells = {(k, m): _cell(plan.label(m), a, tr.get((key, m, k)), x=k)
-             for k, row in sweep.items() for m, a in row.items()}
-    return Cells(cells, plan.profile, caveat, text={"rounds": rounds})
+    return Cells({(k, m): _cell(plan.label(m), a, tr.get((key, m, k)), x=k) for k, row in sweep.items()
+                  for m, a in row.items()}, plan.profile, caveat, text={"rounds": rounds}) if sweep else None
 
 
 def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: dict):
