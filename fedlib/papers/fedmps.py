@@ -202,9 +202,8 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
                    "metric": key}
     ref = rows.get("fedmps")
     for m, row in rows.items():
-        row["p_vs_fedmps"] = None
-        if ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1:
-            row["p_vs_fedmps"] = claims.rank_sum_p(row["per_seed"], ref["per_seed"])
+        ok = ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1
+        row["p_vs_fedmps"] = claims.rank_sum_p(row["per_seed"], ref["per_seed"]) if ok else None
     return rows
 
 
@@ -442,10 +441,6 @@ def _partition(nb):
     return nb.once("partition", lambda: results.build(config(nb.plan, "fedmps"), nb.seed0)[0].partition)
 
 
-def _pairs(nb) -> int:
-    return int((_partition(nb).counts > 0).sum())
-
-
 def fig3(nb):
     """Fig. 3 (e): training samples per client and class of the Fashion-MNIST partition."""
     import matplotlib.pyplot as plt
@@ -461,7 +456,7 @@ def check_partition(nb) -> None:
     """Print the partition's classes per client, (client, class) pairs and client 0's classes."""
     part = _partition(nb)
     print("classes per client:", [len(part.classes(c)) for c in range(part.num_clients)])
-    print("(client, class) pairs:", _pairs(nb))
+    print("(client, class) pairs:", int((part.counts > 0).sum()))
     print("client 0 classes:", part.classes(0).tolist())
 
 
@@ -526,15 +521,15 @@ def _uplinks(nb) -> dict:
 
 def check_table3(nb) -> None:
     """Print Table III's checks: distinct code paths, smaller prototype uplinks that match the (client, class) pairs."""
-    rows3, fm_comm = _table3(nb)["rows"], _uplinks(nb)
+    rows3, fm_comm, pairs = _table3(nb)["rows"], _uplinks(nb), int((_partition(nb).counts > 0).sum())
     proto_methods = [m for m in ("fedproto", "fedmps") if m in fm_comm]
     param_methods = [m for m in fm_comm if m not in proto_methods]
     print("every method's accuracy differs from FedMPS's (no two methods share one code path):",
           all(rows3[m]["per_seed"] != rows3["fedmps"]["per_seed"] for m in rows3 if m != "fedmps"))
     print("prototype methods upload fewer parameters than every parameter method:",
           max(fm_comm[m] for m in proto_methods) < min([fm_comm[m] for m in param_methods], default=float("inf")))
-    print("FedProto uploads one 1568-d prototype per (client, class) pair:", fm_comm["fedproto"] == 1568 * _pairs(nb))
-    print("FedMPS uploads (3136 + 1568) per pair:", fm_comm["fedmps"] == (3136 + 1568) * _pairs(nb))
+    print("FedProto uploads one 1568-d prototype per (client, class) pair:", fm_comm["fedproto"] == 1568 * pairs)
+    print("FedMPS uploads (3136 + 1568) per pair:", fm_comm["fedmps"] == (3136 + 1568) * pairs)
 
 
 def show_conventions(nb):
@@ -630,10 +625,6 @@ def times_to_target(plan: Plan, records: dict[str, list[list[dict]]]) -> dict[st
     return {m: [time_to_target(recs, plan.paper_metric(m), target) for recs in per] for m, per in records.items()}
 
 
-def _time_to_target(nb) -> dict:
-    return nb.once("time", lambda: times_to_target(nb.plan, _curves_all(nb)))
-
-
 def _rounds_cell(times: list[dict], never: int) -> str:
     """Rounds to the target over seeds, a seed that never reached it counted as ``never`` (``≥``: a lower bound)."""
     got = [t["round"] for t in times]
@@ -647,7 +638,8 @@ def fig5(nb):
     """Fig. 5: seconds per round and time to the target accuracy of every method; returns the figure and numbers."""
     import matplotlib.pyplot as plt
 
-    target, tt_all, per = nb.plan.spec["time_target"], _time_to_target(nb), _curves_all(nb)
+    target, per = nb.plan.spec["time_target"], _curves_all(nb)
+    tt_all = nb.once("time", lambda: times_to_target(nb.plan, per))
     never, pct, seeds = nb.plan.settings["rounds"]["main"] + 1, f"{100 * target:.0f}%", nb.plan.seeds
     spr = {m: [seconds_per_round(recs) for recs in per[m]] for m in tt_all}
     secs = {m: [np.nan if t["seconds"] is None else t["seconds"] for t in v] for m, v in tt_all.items()}
@@ -983,7 +975,8 @@ def show_ledger(nb):
     pt3, pt6, pt7 = (nb.once(f.__name__, lambda f=f: f(plan)) for f in (paper_table3, paper_table6, paper_table7))
     res = {"table3": t3 and t3["rows"], "table3_head": t3 and t3["head"], "comm": t3 and _uplinks(nb),
            "ways": part(lambda: {n: {m: v[0] for m, v in rows.items()} for n, rows in _ways(nb).items()}),
-           "ablation": part(lambda: _ablation(nb)), "time": part(lambda: _time_to_target(nb)),
+           "ablation": part(lambda: _ablation(nb)),
+           "time": part(lambda: nb.once("time", lambda: times_to_target(plan, _curves_all(nb)))),
            "attack": part(lambda: _attack(nb).summary()), "comm_cifar10": _communication_cifar(nb),
            "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
            "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7}
