@@ -131,8 +131,7 @@ def ablation_configs(plan: Plan) -> dict[int, dict]:
 
 
 def trend_groups(plan: Plan) -> dict:
-    """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on (Table III every seed,
-    Table VII :meth:`Plan.ablation_seeds`, the rest the first seed)."""
+    """``{key: (label, config, seeds, metric)}``: every run group a ledger comparison rests on."""
     L, seed0, pm = plan.label, plan.seeds[:1], plan.paper_metric
     out = {}
     for m, c in table3_configs(plan).items():
@@ -153,8 +152,7 @@ def trend_groups(plan: Plan) -> dict:
 
 
 def trends(plan: Plan, keys=None, seeds: list[int] | None = None) -> dict:
-    """``{key: Trend}`` of the finished run groups of :func:`trend_groups` (``keys``: only those; ``seeds``: in place
-    of each group's own), on the unweighted mean over clients; trains nothing."""
+    """``{key: Trend}`` of the finished groups of :func:`trend_groups` (``keys``: only those); trains nothing."""
     groups = trend_groups(plan)
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
@@ -170,18 +168,21 @@ def _per_seed(v) -> list[float]:
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
 
 
+def _cell(label: str, a, trend, **extra) -> dict:
+    """A claim cell over seeds (``a``: one value or the per-seed values)."""
+    per = _per_seed(a)
+    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend, **extra}
+
+
 def mean_std_n(values, digits: int = 2) -> str:
     """``84.21 ± 3.39 (n = 3)`` over seeds (sample std), ``84.21 (n = 1)``, ``—`` for none (NaN left out)."""
     v = [float(x) for x in values if x is not None and not np.isnan(x)]
-    if not v:
-        return report.DASH
-    return f"{report.fmt(float(np.mean(v)), sample_std(v), digits)} (n = {len(v)})"
+    return f"{report.fmt(float(np.mean(v)), sample_std(v), digits)} (n = {len(v)})" if v else report.DASH
 
 
 # -- reading results -------------------------------------------------------------------
 def paper_vs_ours(paper: dict, table: str | None, ours: dict):
-    """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column (``table`` None: ours alone; decision
-    27)."""
+    """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column (decision 27)."""
     df = report.compare(paper["tables"][table] if table else {"rows": {}}, ours)
     return report.reference_column(df, paper, table, "fmnist") if table else df
 
@@ -192,8 +193,7 @@ def accuracy(summary: dict, metric: str, stat: str = "best") -> float:
 
 
 def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = None) -> dict:
-    """Table III rows ``{method: {"mean", "std", "n", "per_seed", "metric", "p_vs_fedmps"}}`` over seeds, the p the
-    exact rank-sum test against FedMPS (docs/fedmps.md: its floor); ``metric`` None: the paper's rule."""
+    """Table III rows over seeds, ``p_vs_fedmps`` the exact rank-sum p (docs/fedmps.md: its floor)."""
     rows = {}
     for m, runs in summaries.items():
         key = metric or plan.paper_metric(m)
@@ -202,9 +202,8 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
                    "metric": key}
     ref = rows.get("fedmps")
     for m, row in rows.items():
-        row["p_vs_fedmps"] = None
-        if ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1:
-            row["p_vs_fedmps"] = claims.rank_sum_p(row["per_seed"], ref["per_seed"])
+        ok = ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1
+        row["p_vs_fedmps"] = claims.rank_sum_p(row["per_seed"], ref["per_seed"]) if ok else None
     return rows
 
 
@@ -220,8 +219,7 @@ def _made_by(done: dict) -> str:
 
 
 def paper_table3(plan: Plan) -> dict:
-    """Table III under the ``paper`` profile from finished runs (trains nothing): ``rows``/``head`` over the methods
-    whose every seed has finished (``None`` while none has)."""
+    """Table III under the ``paper`` profile from finished runs (``rows`` ``None`` while none); trains nothing."""
     pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
     done, found = results.cached(configs, pplan.seeds)
@@ -243,8 +241,7 @@ def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[
 
 
 def paper_table6(plan: Plan) -> dict:
-    """Table VI under the ``paper`` profile from finished runs (trains nothing), first seed: ``rows`` (``None`` while
-    none) and ``missing`` (``{n: [methods not finished]}``)."""
+    """Table VI under the ``paper`` profile from finished runs, first seed, with the ``missing`` methods per n."""
     pplan = _paper_plan(plan)
     configs, seed0 = ways_configs(pplan), pplan.seeds[0]
     done, found = results.cached(configs, [seed0])
@@ -254,8 +251,7 @@ def paper_table6(plan: Plan) -> dict:
 
 
 def paper_table7(plan: Plan) -> dict:
-    """Table VII under the ``paper`` profile from finished runs (trains nothing), over the ``seeds`` on which every row
-    has finished (``rows`` ``None`` while none)."""
+    """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished."""
     pplan = _paper_plan(plan)
     configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
     _, found = results.cached(configs, seeds)
@@ -267,27 +263,20 @@ def paper_table7(plan: Plan) -> dict:
 
 
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
-    """Table VII rows: the paper's rule at the best and last round, the head, the std across clients and the mean
-    l_soft (docs/fedmps.md: why the last round), means over seeds with ``per_seed`` values and their ``seed_std``."""
+    """Table VII rows, means over seeds with ``per_seed`` values (docs/fedmps.md: why the last round)."""
+    accs = {"proto_own_best": (PAPER_METRIC_PROTO, "best"), "proto_own_last": (PAPER_METRIC_PROTO, "last"),
+            "head_best": (COMMON_METRIC, "best"), "head_last": (COMMON_METRIC, "last"),
+            "proto_own_best_std": (PAPER_METRIC_PROTO, "best_std")}
     rows = {}
-    accs = ("proto_own_best", "proto_own_last", "head_best", "head_last")
     for row, runs in summaries.items():
-        per = {k: [] for k in (*accs, "proto_own_best_std", "best_round", "l_soft_mean")}
-        for s in runs:
-            recs = results.rounds(configs[row], s["seed"])
-            soft = [r["local"]["l_soft"] for r in recs if "l_soft" in r.get("local", {})]
-            per["proto_own_best"].append(accuracy(s, PAPER_METRIC_PROTO))
-            per["proto_own_best_std"].append(accuracy(s, PAPER_METRIC_PROTO, "best_std"))
-            per["best_round"].append(s["metrics"][PAPER_METRIC_PROTO]["best_round"])
-            per["proto_own_last"].append(accuracy(s, PAPER_METRIC_PROTO, "last"))
-            per["head_best"].append(accuracy(s, COMMON_METRIC))
-            per["head_last"].append(accuracy(s, COMMON_METRIC, "last"))
-            per["l_soft_mean"].append(float(np.mean(soft)) if soft else None)
-        soft = [x for x in per["l_soft_mean"] if x is not None]
-        rows[row] = {**{k: float(np.mean(per[k])) for k in (*accs, "proto_own_best_std")},
-                     "best_round": per["best_round"][0] if len(runs) == 1 else per["best_round"],
+        per = {k: [accuracy(s, *how) for s in runs] for k, how in accs.items()}
+        best_round = [s["metrics"][PAPER_METRIC_PROTO]["best_round"] for s in runs]
+        soft = [float(np.mean(x)) for x in ([r["local"]["l_soft"] for r in results.rounds(configs[row], s["seed"])
+                                             if "l_soft" in r.get("local", {})] for s in runs) if x]
+        rows[row] = {**{k: float(np.mean(v)) for k, v in per.items()},
+                     "best_round": best_round[0] if len(runs) == 1 else best_round,
                      "l_soft_mean": float(np.mean(soft)) if soft else None,
-                     "per_seed": {k: per[k] for k in accs}, "seed_std": sample_std(per["proto_own_best"]),
+                     "per_seed": {k: per[k] for k in list(accs)[:4]}, "seed_std": sample_std(per["proto_own_best"]),
                      "n": len(runs), "seeds": [s["seed"] for s in runs]}
     return rows
 
@@ -383,15 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         configs, seeds = ablation_configs(plan), plan.ablation_seeds()
         rows = ablation_table(plan, obtain(configs, seeds=seeds, workers=args.workers, desc="Table VII"), configs)
         print(f"FedMPS Table VII (Fashion-MNIST; the paper's is CIFAR-10), profile {args.profile}: {R['ablation']} "
-              f"rounds, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}; nearest prototype among own "
-              "classes, best and last round; head, last round (%)" + ("; mean over seeds, per-seed values in brackets"
-                                                                       if len(seeds) > 1 else ""))
-        for row, r in rows.items():
-            soft = "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"
-            each = (" [" + ", ".join(f"{x:.2f}" for x in r["per_seed"]["proto_own_best"]) + "]") if r["n"] > 1 else ""
-            print(f"({row}) best {r['proto_own_best']:.2f}{each} (round {r['best_round']}), gain over (1) "
-                  f"{r['proto_own_best'] - rows[1]['proto_own_best']:+.2f}; last {r['proto_own_last']:.2f}; head "
-                  f"{r['head_last']:.2f}; mean l_soft {soft}")
+              f"rounds, {_seeds_text(rows)} (%)")
+        print(report.to_markdown(_table7_frame(full, rows)))
         return 0
     configs = table3_configs(plan)
     rows = table3(plan, obtain(configs, workers=args.workers, desc="Table III"))
@@ -459,10 +441,6 @@ def _partition(nb):
     return nb.once("partition", lambda: results.build(config(nb.plan, "fedmps"), nb.seed0)[0].partition)
 
 
-def _pairs(nb) -> int:
-    return int((_partition(nb).counts > 0).sum())
-
-
 def fig3(nb):
     """Fig. 3 (e): training samples per client and class of the Fashion-MNIST partition."""
     import matplotlib.pyplot as plt
@@ -478,7 +456,7 @@ def check_partition(nb) -> None:
     """Print the partition's classes per client, (client, class) pairs and client 0's classes."""
     part = _partition(nb)
     print("classes per client:", [len(part.classes(c)) for c in range(part.num_clients)])
-    print("(client, class) pairs:", _pairs(nb))
+    print("(client, class) pairs:", int((part.counts > 0).sum()))
     print("client 0 classes:", part.classes(0).tolist())
 
 
@@ -538,21 +516,20 @@ def show_table3(nb):
 
 def _uplinks(nb) -> dict:
     """Each Table III method's measured uplink per round (Fashion-MNIST)."""
-    t3 = _table3(nb)["runs"]
-    return {m: t3[m][0]["comm_per_round"]["up_params"] for m in t3}
+    return {m: runs[0]["comm_per_round"]["up_params"] for m, runs in _table3(nb)["runs"].items()}
 
 
 def check_table3(nb) -> None:
     """Print Table III's checks: distinct code paths, smaller prototype uplinks that match the (client, class) pairs."""
-    rows3, fm_comm = _table3(nb)["rows"], _uplinks(nb)
+    rows3, fm_comm, pairs = _table3(nb)["rows"], _uplinks(nb), int((_partition(nb).counts > 0).sum())
     proto_methods = [m for m in ("fedproto", "fedmps") if m in fm_comm]
     param_methods = [m for m in fm_comm if m not in proto_methods]
     print("every method's accuracy differs from FedMPS's (no two methods share one code path):",
           all(rows3[m]["per_seed"] != rows3["fedmps"]["per_seed"] for m in rows3 if m != "fedmps"))
     print("prototype methods upload fewer parameters than every parameter method:",
           max(fm_comm[m] for m in proto_methods) < min([fm_comm[m] for m in param_methods], default=float("inf")))
-    print("FedProto uploads one 1568-d prototype per (client, class) pair:", fm_comm["fedproto"] == 1568 * _pairs(nb))
-    print("FedMPS uploads (3136 + 1568) per pair:", fm_comm["fedmps"] == (3136 + 1568) * _pairs(nb))
+    print("FedProto uploads one 1568-d prototype per (client, class) pair:", fm_comm["fedproto"] == 1568 * pairs)
+    print("FedMPS uploads (3136 + 1568) per pair:", fm_comm["fedmps"] == (3136 + 1568) * pairs)
 
 
 def show_conventions(nb):
@@ -574,14 +551,17 @@ def show_conventions(nb):
 
 
 def _from_paper_runs(roman: str, load, flag: str = ""):
-    """A cell showing Table ``roman`` from the paper profile's finished runs (``fn(nb, data)``; trains nothing), or
-    what :meth:`~fedlib.study.notebook.Notebook.paper_protocol` says instead."""
+    """A cell showing Table ``roman`` from the paper profile's finished runs; ``fn(nb, data)``: (setting, text)."""
     def wrap(fn):
         @functools.wraps(fn)
         def cell(nb):
             data, early = nb.paper_protocol(f"Table {roman}", load.__name__, load, lambda d: d["rows"],
                                             "python -m fedlib.papers.fedmps --profile paper" + flag)
-            return early if early is not None else fn(nb, data)
+            if early is not None:
+                return early
+            where, text = fn(nb, data)
+            return nb.markdown(f"**Table {roman} under the paper protocol (profile `paper`: {where}), from finished "
+                               f"runs: {data['found']} of {data['total']}; {data['made_by']}.**" + text)
         return cell
     return wrap
 
@@ -589,12 +569,10 @@ def _from_paper_runs(roman: str, load, flag: str = ""):
 @_from_paper_runs("III", paper_table3)
 def paper_protocol_table3(nb, pt3):
     """Table III under the paper protocol, from the paper profile's finished runs (trains nothing)."""
-    missing = [nb.label(m) for m in table3_configs(pt3["plan"]) if m not in pt3["rows"]]
-    return nb.markdown(f"**Table III under the paper protocol (profile `paper`: "
-                       f"{pt3['plan'].settings['rounds']['main']} rounds, seeds {pt3['plan'].seeds}), from finished "
-                       f"runs: {pt3['found']} of {pt3['total']}; {pt3['made_by']}.**"
-                       + (f" Not finished yet: {', '.join(missing)}." if missing else "")
-                       + "\n\n" + report.to_markdown(_table3_frame(nb.paper, nb.label, pt3["rows"], pt3["head"])))
+    pp3, missing = pt3["plan"], [nb.label(m) for m in table3_configs(pt3["plan"]) if m not in pt3["rows"]]
+    return (f"{pp3.settings['rounds']['main']} rounds, seeds {pp3.seeds}",
+            (f" Not finished yet: {', '.join(missing)}." if missing else "")
+            + "\n\n" + report.to_markdown(_table3_frame(nb.paper, nb.label, pt3["rows"], pt3["head"])))
 
 
 def show_variants(nb):
@@ -647,10 +625,6 @@ def times_to_target(plan: Plan, records: dict[str, list[list[dict]]]) -> dict[st
     return {m: [time_to_target(recs, plan.paper_metric(m), target) for recs in per] for m, per in records.items()}
 
 
-def _time_to_target(nb) -> dict:
-    return nb.once("time", lambda: times_to_target(nb.plan, _curves_all(nb)))
-
-
 def _rounds_cell(times: list[dict], never: int) -> str:
     """Rounds to the target over seeds, a seed that never reached it counted as ``never`` (``≥``: a lower bound)."""
     got = [t["round"] for t in times]
@@ -664,7 +638,8 @@ def fig5(nb):
     """Fig. 5: seconds per round and time to the target accuracy of every method; returns the figure and numbers."""
     import matplotlib.pyplot as plt
 
-    target, tt_all, per = nb.plan.spec["time_target"], _time_to_target(nb), _curves_all(nb)
+    target, per = nb.plan.spec["time_target"], _curves_all(nb)
+    tt_all = nb.once("time", lambda: times_to_target(nb.plan, per))
     never, pct, seeds = nb.plan.settings["rounds"]["main"] + 1, f"{100 * target:.0f}%", nb.plan.seeds
     spr = {m: [seconds_per_round(recs) for recs in per[m]] for m in tt_all}
     secs = {m: [np.nan if t["seconds"] is None else t["seconds"] for t in v] for m, v in tt_all.items()}
@@ -721,16 +696,13 @@ def show_table6(nb):
 @_from_paper_runs("VI", paper_table6, " --table VI")
 def paper_protocol_table6(nb, pt6):
     """Table VI under the paper protocol: per n, the methods finished so far (trains nothing)."""
-    pp6 = pt6["plan"]
-    text = (f"**Table VI under the paper protocol (profile `paper`: {pp6.settings['rounds']['main']} rounds, "
-            f"seed {pp6.seeds[0]}), from finished runs: {pt6['found']} of {pt6['total']}; {pt6['made_by']}.**"
-            + "".join(f" n = {n}: not finished yet: {', '.join(nb.label(m) for m in left)}." if n in pt6["rows"]
-                      else f" n = {n}: no run finished yet." for n, left in pt6["missing"].items() if left))
+    text = "".join(f" n = {n}: not finished yet: {', '.join(nb.label(m) for m in left)}." if n in pt6["rows"]
+                   else f" n = {n}: no run finished yet." for n, left in pt6["missing"].items() if left)
     for n, ours in sorted(pt6["rows"].items()):
         partial = " (not every method has finished)" if pt6["missing"][n] else ""
         text += (f"\n\n**Table VI, paper protocol, n = {n}{TABLE6_NOTES.get(n, '')}: accuracy (%) mean ± std across "
                  f"clients{partial}.**\n\n" + report.to_markdown(_table6_frame(nb.paper, nb.label, n, ours)))
-    return nb.markdown(text)
+    return f"{pt6['plan'].settings['rounds']['main']} rounds, seed {pt6['plan'].seeds[0]}", text
 
 
 def _ablation(nb) -> dict:
@@ -742,9 +714,9 @@ def _ablation(nb) -> dict:
     return nb.once("ablation", make)
 
 
-def _table7_rows(nb, rows7: dict, paper_column: bool = True):
+def _table7_frame(paper: dict, rows7: dict, paper_column: bool = True):
     """Table VII as shown: the paper's gain over row (1) and ours (several seeds: mean ± sample std, paired gains)."""
-    comp, prow7 = nb.paper["tables"]["table7"]["components"], nb.paper["tables"]["table7"]["rows"]
+    comp, prow7 = paper["tables"]["table7"]["components"], paper["tables"]["table7"]["rows"]
     by_number, paper_base = {v["number"]: k for k, v in comp.items()}, prow7["sup"]["acc"][0]
     table = {}
     for row, r in rows7.items():
@@ -762,13 +734,12 @@ def _table7_rows(nb, rows7: dict, paper_column: bool = True):
                     "our gain over (1)": f"{r['proto_own_best'] - rows7[1]['proto_own_best']:+.2f}",
                     "ours: last round": f"{r['proto_own_last']:.2f}",
                     "ours: head, last round": f"{r['head_last']:.2f}"}
-        best_round = r["best_round"]
         table[f"({row}) low {comp[k]['con_low']} high {comp[k]['con_high']} soft {comp[k]['soft']}"] = {
             **({"paper (CIFAR-10)": report.fmt(*prow7[k]["acc"])} if paper_column else {}),
             "paper gain over (1)" + ("" if paper_column else ", CIFAR-10"): f"{prow7[k]['acc'][0] - paper_base:+.2f}",
             **ours,
-            **({"best round": ", ".join(map(str, best_round)) if isinstance(best_round, list) else best_round}
-               if paper_column else {}),
+            **({"best round": ", ".join(map(str, r["best_round"])) if isinstance(r["best_round"], list)
+                else r["best_round"]} if paper_column else {}),
             "mean l_soft": "—" if r["l_soft_mean"] is None else f"{r['l_soft_mean']:.4f}"}
     return pd.DataFrame(table).T
 
@@ -790,14 +761,13 @@ def show_table7(nb):
                     "between the two datasets: compare the gains over row (1). The paper's rule picks the best round, "
                     "which hides a term that acts only from round 2 on (soft labels exist after the first aggregation) "
                     "or only on the head: the last round, the head and the logged soft-label loss show what the term "
-                    "does.", _table7_rows(nb, rows7))
+                    "does.", _table7_frame(nb.paper, rows7))
 
 
 def check_table7(nb) -> None:
     """Print Table VII's check: the rows that log a soft-label loss are the soft-label rows."""
     rows7, comp = _ablation(nb), nb.paper["tables"]["table7"]["components"]
-    by_number = {v["number"]: k for k, v in comp.items()}
-    soft_rows = sorted(row for row in rows7 if comp[by_number[row]]["soft"])
+    soft_rows = sorted(v["number"] for v in comp.values() if v["soft"] and v["number"] in rows7)
     logged = sorted(row for row, r in rows7.items() if r["l_soft_mean"] is not None and r["l_soft_mean"] > 0)
     print("the rows that log a soft-label loss are the soft-label rows (from round 2 on):",
           logged == (soft_rows if nb.plan.settings["rounds"]["ablation"] > 1 else []))
@@ -808,17 +778,13 @@ def paper_protocol_table7(nb, pt7):
     """Table VII under the paper protocol, over the seeds on which all six rows have finished (trains nothing)."""
     pp7 = pt7["plan"]
     left = [s for s in pp7.ablation_seeds() if s not in pt7["seeds"]]
-    return nb.markdown(f"**Table VII under the paper protocol (profile `paper`: {pp7.settings['rounds']['ablation']} "
-                       f"rounds, {_seeds_text(pt7['rows'])}; Fashion-MNIST), from finished runs: {pt7['found']} of "
-                       f"{pt7['total']}; {pt7['made_by']}.**"
-                       + (f" Seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))}: not every row has "
-                          "finished yet." if left else "") + "\n\n"
-                       + report.to_markdown(_table7_rows(nb, pt7["rows"], paper_column=False)))
+    return (f"{pp7.settings['rounds']['ablation']} rounds, {_seeds_text(pt7['rows'])}; Fashion-MNIST",
+            (f" Seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))}: not every row has finished yet."
+             if left else "") + "\n\n" + report.to_markdown(_table7_frame(nb.paper, pt7["rows"], paper_column=False)))
 
 
 def _sweeps(nb) -> dict:
-    """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev": {std: {method: acc}}, "clients": {N:
-    {method: acc}}, "tau": {"tau1" | "tau2": {value: acc}}}``."""
+    """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev" | "clients" | "tau": {...}}``."""
     def make():
         plan, sw = nb.plan, {}
         for kind, cfgs in (("std", stdev_configs(plan)), ("N", clients_configs(plan)),
@@ -837,8 +803,7 @@ def _sweeps(nb) -> dict:
 
 
 def fig8_10(nb):
-    """Figs. 8-10: accuracy over the noise std, the number of clients and FedMPS's temperatures; returns the figure
-    and Fig. 10's sensitivity (std of accuracy across the temperature grid) beside the paper's."""
+    """Figs. 8-10: accuracy over the noise std, clients N and FedMPS's temperatures, and Fig. 10's sensitivity."""
     import matplotlib.pyplot as plt
 
     plan, sw = nb.plan, _sweeps(nb)
@@ -911,8 +876,7 @@ def fig7(nb):
 
 
 def fig_distances(nb):
-    """Prototype-distance heatmaps of FedProto and FedMPS (global prototypes; the most held class's local ones);
-    returns the figure and its numbers."""
+    """Prototype-distance heatmaps of FedProto and FedMPS (global; the most held class's local ones)."""
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -957,8 +921,7 @@ def _attack(nb):
 
 
 def fig11(nb):
-    """Fig. 11: the client's classes reconstructed from its FedMPS prototypes and the decoders' loss curves;
-    returns the figure and the PSNR / SSIM scores."""
+    """Fig. 11: the client's classes reconstructed from its FedMPS prototypes, and the PSNR / SSIM scores."""
     from fedlib.privacy import attack_figure
 
     attack, target = _attack(nb), nb.plan.spec["attack"]["client"]
@@ -1006,14 +969,14 @@ def show_summary(nb):
 
 
 def show_ledger(nb):
-    """The claims ledger: each claim, our evidence and a verdict, from the parts the results or the run archive
-    have (:meth:`~fedlib.study.notebook.Notebook.part`); writes the report section."""
+    """The claims ledger from the parts the results or the run archive have; writes the report section."""
     plan, part = nb.plan, nb.part
     sw, t3 = part(lambda: _sweeps(nb)), part(lambda: _table3(nb))
     pt3, pt6, pt7 = (nb.once(f.__name__, lambda f=f: f(plan)) for f in (paper_table3, paper_table6, paper_table7))
     res = {"table3": t3 and t3["rows"], "table3_head": t3 and t3["head"], "comm": t3 and _uplinks(nb),
            "ways": part(lambda: {n: {m: v[0] for m, v in rows.items()} for n, rows in _ways(nb).items()}),
-           "ablation": part(lambda: _ablation(nb)), "time": part(lambda: _time_to_target(nb)),
+           "ablation": part(lambda: _ablation(nb)),
+           "time": part(lambda: nb.once("time", lambda: times_to_target(plan, _curves_all(nb)))),
            "attack": part(lambda: _attack(nb).summary()), "comm_cifar10": _communication_cifar(nb),
            "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
            "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7}
@@ -1029,17 +992,14 @@ def show_ledger(nb):
 
 # -- the claims ledger ---------------------------------------------------------------------------
 def ledger(plan: Plan, res: dict) -> list:
-    """FedMPS's claims (params/fedmps/claims.yaml) judged by :func:`fedlib.claims.ledger` on :func:`tables` of ``res``,
-    what the notebook computed (each key optional; docs/fedmps.md, "The claims ledger", lists them)."""
+    """FedMPS's claims (params/fedmps/claims.yaml) judged on :func:`tables` of ``res`` (docs/fedmps.md)."""
     return claims.ledger("fedmps", tables(plan, res))
 
 
 def tables(plan: Plan, res: dict) -> dict:
-    """The tables FedMPS's claims read, by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks them), every
-    cell with its trend, and under a shorter profile the paper protocol's."""
+    """The tables FedMPS's claims read, by name (None where ``res`` lacks them)."""
     R, seeds, prof = plan.settings["rounds"], plan.seeds, plan.profile
-    short = prof != "paper"
-    caveat = "short runs: not converged" if short else ""
+    caveat = "short runs: not converged" if prof != "paper" else ""
     tr = res.get("trends") or {}
     where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}"
     out = {**_table3_tables(plan, prof, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds), tr),
@@ -1052,12 +1012,11 @@ def tables(plan: Plan, res: dict) -> dict:
            "clients": _sweep_table(plan, "clients", res.get("clients"), R["sweep"], caveat, tr),
            "tau": _tau_table(plan, res.get("tau_std"), res.get("tau") or {}, caveat, tr),
            "attack": _attack_table(plan, res.get("attack"), tr)}
-    return {**out, **_paper_tables(plan, res if short else {})}
+    return {**out, **_paper_tables(plan, res if caveat else {})}
 
 
 def _paper_tables(plan: Plan, res: dict) -> dict:
-    """The paper protocol's Tables III, VI and VII beside a shorter profile's (``*_paper``; None where ``res`` lacks
-    them)."""
+    """The paper protocol's Tables III, VI and VII beside a shorter profile's (``*_paper``)."""
     pp, pw, pa = res.get("table3_paper"), res.get("ways_paper"), res.get("ablation_paper")
     out = dict.fromkeys(("table3_paper", "table3_head_paper", "ways_paper", "ablation_paper"))
     if pp:
@@ -1094,22 +1053,16 @@ def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None,
 
 def _comm_table(plan: Plan, up: dict | None):
     """Table V's table from uplink floats per round: FedMPS and the methods that share the model (exact counts)."""
-    if not up:
-        return None
     return Cells({m: {"label": plan.label(m), "value": v} for m, v in up.items() if m != "fedproto"}, plan.profile,
-                 seeds=len(plan.seeds))
+                 seeds=len(plan.seeds)) if up else None
 
 
 def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, tr: dict):
     """Table VI's table (``{n: {method: accuracy or [per seed]}}``): a cell per (n, method)."""
     if not ways:
         return None
-    cells = {}
-    for n, row in ways.items():
-        for m, a in row.items():
-            per = _per_seed(a)
-            cells[(n, m)] = {"label": f"{plan.label(m)} (n = {n})", "name": plan.label(m), "value": float(np.mean(per)),
-                             "per_seed": per, "n": len(per), "trend": tr.get(("ways", m, n))}
+    cells = {(n, m): _cell(f"{plan.label(m)} (n = {n})", a, tr.get(("ways", m, n)), name=plan.label(m))
+             for n, row in ways.items() for m, a in row.items()}
     return Cells(cells, profile, caveat, seeds=min(c["n"] for c in cells.values()), text={"where": where})
 
 
@@ -1121,18 +1074,15 @@ def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict)
     def seeds_of(r, key):
         return _per_seed((r.get("per_seed") or {}).get(key, r[key]))
 
-    cells = {row: {"label": str(row), "value": float(np.mean(seeds_of(r, "proto_own_best"))),
-                   "per_seed": seeds_of(r, "proto_own_best"), "n": len(seeds_of(r, "proto_own_best")),
-                   "last": float(np.mean(seeds_of(r, "proto_own_last"))),
-                   "head": float(np.mean(seeds_of(r, "head_last"))), "trend": tr.get(("ablation", row))}
-             for row, r in abl.items()}
+    cells = {row: _cell(str(row), seeds_of(r, "proto_own_best"), tr.get(("ablation", row)),
+                        last=float(np.mean(seeds_of(r, "proto_own_last"))),
+                        head=float(np.mean(seeds_of(r, "head_last")))) for row, r in abl.items()}
     over = " (mean over seeds)" if min(c["n"] for c in cells.values()) > 1 else ""
     return Cells(cells, profile, caveat, text={"over": over})
 
 
 def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict):
-    """The time to target's table (``{method: [time_to_target per seed]}`` or one per method): rounds per seed, a
-    never counted as ``rounds + 1`` (``censored``), and the printed ``text``."""
+    """The time to target's table: rounds per seed, a never counted as ``rounds + 1`` (``censored``)."""
     if not tt:
         return None
     per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in tt.items()}
@@ -1152,17 +1102,12 @@ def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict)
 
 def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: str, tr: dict):
     """Fig. 8's (``stdev``) or Fig. 9's (``clients``) table (``{value: {method: accuracy or [per seed]}}``)."""
-    if not sweep:
-        return None
-    cells = {(k, m): {"label": plan.label(m), "value": float(np.mean(_per_seed(a))), "per_seed": _per_seed(a),
-                      "n": len(_per_seed(a)), "x": k, "trend": tr.get((key, m, k))}
-             for k, row in sweep.items() for m, a in row.items()}
-    return Cells(cells, plan.profile, caveat, text={"rounds": rounds})
+    return Cells({(k, m): _cell(plan.label(m), a, tr.get((key, m, k)), x=k) for k, row in sweep.items()
+                  for m, a in row.items()}, plan.profile, caveat, text={"rounds": rounds}) if sweep else None
 
 
 def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: dict):
-    """Fig. 10's table (``{"tau1": std, "tau2": std}`` or per-seed lists), with the trends of each grid's lowest and
-    highest runs (``grid``: ``{"tau1": {value: accuracy}}``)."""
+    """Fig. 10's table (std across each grid), with the trends of each grid's lowest and highest runs."""
     if not tau_std:
         return None
     cells = {}

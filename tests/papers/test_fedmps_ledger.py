@@ -285,8 +285,7 @@ def test_ablation_table_reads_every_seed_and_the_notebook_shows_mean_std_n(monke
     assert (rows[6]["n"], rows[6]["seeds"], rows[6]["best_round"]) == (3, plan.seeds, [90, 91, 92])
     assert rows[6]["l_soft_mean"] == pytest.approx(0.2) and rows[1]["l_soft_mean"] is None
     assert rows[6]["proto_own_best_std"] == pytest.approx(10.0)   # the std across clients, mean over seeds
-    nb = type("NB", (), {"paper": report.load_paper("fedmps")})()
-    frame = S._table7_rows(nb, rows)
+    frame = S._table7_frame(report.load_paper("fedmps"), rows)
     six = frame.loc[[i for i in frame.index if i.startswith("(6)")][0]]
     assert six["ours: best round"] == "92.00 ± 1.50 (n = 3)"
     assert six["our gain over (1)"] == "+2.00 ± 0.50"   # per seed +2.0, +2.5, +1.5
