@@ -8,16 +8,21 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import time
 
 import numpy as np
 import pandas as pd
 import torch
 
-from fedlib import report, results, study
+import fedlib.claims
+from fedlib import analysis, report, results, study
 from fedlib.analysis import pairwise_distances
 from fedlib.claims import Cells, sample_std
+from fedlib.data.partition import label_partition
+from fedlib.data.sources import present
+from fedlib.prototypes import thomson_align
 from fedlib.study import check_methods, check_rounds, schema
-from fedlib.study.notebook import Shown
+from fedlib.study.notebook import Shown, open_notebook
 from fedlib.validation import ConfigError
 
 
@@ -145,8 +150,6 @@ def code_protocol_configs(plan: Plan) -> dict[str, dict]:
 
 def extra_datasets(root: str | None = None) -> list[str]:
     """The paper's datasets (CIFAR-10, CIFAR-100) whose files are in the data root."""
-    from fedlib.data.sources import present
-
     return [d for d in ("cifar10", "cifar100") if present(d, root)]
 
 
@@ -160,17 +163,13 @@ def homogeneous_configs(plan: Plan) -> dict[str, dict]:
 
 def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
     """Tables 4-5 (practical): ProtoNorm over the gamma grid, FedProto / FedTGP over small gammas."""
-    t = plan.table1
-    out = {}
-    if "protonorm" in t["methods"]:
-        out = {("protonorm", float(g)): table1_config(plan, "protonorm", "practical", **{"algorithm.gamma": float(g)})
-               for g in t["protonorm_gamma"]}
-        default = table1_config(plan, "protonorm", "practical")
-        out[("protonorm", float(default["algorithm"]["gamma"]))] = default
-    for m in (m for m in ("fedproto", "fedtgp") if m in t["methods"]):   # a method out of Table 1 is not swept
-        out.update({(m, float(g)): table1_config(plan, m, "practical", **{"algorithm.gamma": float(g)})
-                    for g in t["pbfl_gamma"]})
-        out[(m, 1.0)] = table1_config(plan, m, "practical")
+    t, out = plan.table1, {}
+    for m, grid in (("protonorm", "protonorm_gamma"), ("fedproto", "pbfl_gamma"), ("fedtgp", "pbfl_gamma")):
+        if m in t["methods"]:   # a method out of Table 1 is not swept
+            out.update({(m, float(g)): table1_config(plan, m, "practical", **{"algorithm.gamma": float(g)})
+                        for g in t[grid]})
+            default = table1_config(plan, m, "practical")   # the default: the dataset's gamma, 1 for FedProto/FedTGP
+            out[(m, float(default["algorithm"]["gamma"]))] = default
     return dict(sorted(out.items()))
 
 
@@ -230,8 +229,6 @@ def diverged(records: list[dict]) -> bool:
 
 def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
     """Fig. 4b's stand-in: (distances per PA iteration, iterations) of K post-ReLU-like prototypes |b| + 0.5 |e_k|."""
-    from fedlib.prototypes import thomson_align
-
     g = torch.Generator().manual_seed(seed)
     base = torch.randn(d, generator=g, dtype=torch.float64).abs()
     protos = base + 0.5 * torch.randn(k, d, generator=g, dtype=torch.float64).abs()
@@ -401,8 +398,6 @@ def main(argv: list[str] | None = None) -> int:
 def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: str = "tsne", device=None,
              backend=None):
     """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): the notebook state the other cells take."""
-    from fedlib.study.notebook import open_notebook
-
     def about(plan):
         T1 = plan.table1
         return (f"spiral {plan.settings['spiral_rounds']}, Table 1 protocol {T1['rounds']}",
@@ -418,8 +413,6 @@ def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: s
 
 def run_all(nb) -> None:
     """Every run of the notebook (the spiral's first), one process per core; prints how long it took."""
-    import time
-
     t_start = time.time()
     jobs = [(c, nb.seed0) for c in spiral_configs(nb.plan).values()] + all_jobs(nb.plan)
     nb.run_all(jobs, desc="all runs")
@@ -447,8 +440,6 @@ def fig_spiral(nb):
     """Figs. 1, 2 and 6: each spiral run's test features, global (stars) and local (x) prototypes, first seed."""
     import matplotlib.pyplot as plt
     import seaborn as sns
-
-    from fedlib import analysis
 
     sp = _spiral(nb)
     palette = sns.color_palette("tab10", 6)
@@ -539,8 +530,6 @@ def _practical(nb):
 
 def _partitions(nb) -> dict:
     """Figs. 7-8's splits of this run's Fashion-MNIST pool: practical at three alphas, pathological."""
-    from fedlib.data.partition import label_partition
-
     def make():
         ds = _practical(nb).dataset
         y_tr, y_te = ds.y_train.numpy(), ds.y_test.numpy()
@@ -726,17 +715,14 @@ def gamma_results(plan: Plan, runs: dict) -> list[dict]:
     return out
 
 
-def _gamma_results(nb) -> list[dict]:
-    return nb.once("gamma_results", lambda: gamma_results(nb.plan, _runs(nb, "gamma")))
-
-
 def fig_gamma(nb):
     """Tables 4-5 over gamma, ours beside the paper's other datasets; returns the figure and the table."""
     import matplotlib.pyplot as plt
 
     L, paper = nb.label, nb.paper
+    recs = nb.once("gamma_results", lambda: gamma_results(nb.plan, _runs(nb, "gamma")))
     gamma_df = pd.DataFrame([{"method": L(r["method"]), "gamma": r["gamma"], "accuracy (%)": r["acc"],
-                              "diverged": r["diverged"], "best round": r["best_round"]} for r in _gamma_results(nb)])
+                              "diverged": r["diverged"], "best round": r["best_round"]} for r in recs])
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
     pn = gamma_df[gamma_df.method == L("protonorm")]
     axes[0].plot(pn.gamma, pn["accuracy (%)"], "o-", color="C3", label=f"ours: {L('protonorm')}, Fashion-MNIST")
@@ -938,7 +924,7 @@ def fig_features(nb):
     """t-SNE (or UMAP) of the 512-d test features of every method, each client under its own model, pooled."""
     import matplotlib.pyplot as plt
 
-    from fedlib import analysis, plots
+    from fedlib import plots
 
     states, n_pts = _states(nb), nb.plan.settings["tsne_points"]
     ncol = (len(states) + 1) // 2
@@ -958,13 +944,6 @@ def fig_features(nb):
 def _rounds(nb, method: str, partition: str = "practical", seed: int | None = None) -> list[dict]:
     """The round log of a Table 1 run (default: the first seed)."""
     return results.rounds(table1_configs(nb.plan)[(method, partition)], nb.seed0 if seed is None else seed)
-
-
-def _communication_check(nb) -> dict:
-    """Per prototype method: floats up + down in the last round, and Supp. D's sum_i (K_i + K) x d."""
-    held = (_practical(nb).partition.counts > 0).sum(1)  # K_i: classes held
-    return {m: ((last := _rounds(nb, m)[-1])["up_params"] + last["down_params"], int(((held + 10) * 512).sum()))
-            for m in _prototype_methods(nb)}
 
 
 def show_communication(nb):
@@ -1005,13 +984,17 @@ def show_ledger(nb):
     pa_phase = part(lambda: _pa_phase(nb)[0])
     res = {"spiral": sp and sp["per_seed"], "table1": part(lambda: _table1_scores(nb)),
            "homogeneous": part(lambda: homogeneous_accuracy(_runs(nb, "homogeneous"))),
-           "gamma": part(lambda: _gamma_results(nb)),  # every seed's accuracy (per_seed): the verdict weighs the spread
+           # every seed's accuracy (per_seed): the verdict weighs the spread
+           "gamma": part(lambda: nb.once("gamma_results", lambda: gamma_results(plan, _runs(nb, "gamma")))),
            "pa_iterations": part(lambda: {p: [pa_iterations(_rounds(nb, "protonorm", p, s)) for s in plan.seeds]
                                           for p in T1["partitions"] if "protonorm" in T1["methods"]}),
            "pa_phase": None if pa_phase is None else (pa_phase, 10),
            "margins": part(lambda: {m: float(margins(global_prototypes(_states(nb)[m])[1]).min())
                                     for m in _prototype_methods(nb)}),
-           "comm": part(lambda: _communication_check(nb))}
+           # per prototype method: floats up + down in the last round, and Supp. D's sum_i (K_i + K) x d (K_i: held)
+           "comm": part(lambda: {m: ((last := _rounds(nb, m)[-1])["up_params"] + last["down_params"],
+                                     int((((_practical(nb).partition.counts > 0).sum(1) + 10) * 512).sum()))
+                                 for m in _prototype_methods(nb)})}
     res = {k: v for k, v in res.items() if v is not None}
     conv = nb.once("converged", lambda: converged_runs(nb.plan)) if nb.profile not in ("converged", "paper") else None
     if conv and conv["complete"]:   # Tables 1, 3 and 4-5 judged on the converged profile, the rest on this one's
@@ -1023,26 +1006,6 @@ def show_ledger(nb):
 
 
 # -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
-def _spiral_tables(profile: str, sp: dict | None) -> dict:
-    """Figs. 1, 2 and 6: each panel's smallest angle (``spiral``) and accuracy (``spiral_accuracy``), per seed."""
-    if not sp:
-        return {"spiral": None, "spiral_accuracy": None}
-    per = {key: {w: list(v[w]) if isinstance(v[w], (list, tuple)) else [v[w]] for w in ("angle", "acc")}
-           for key, v in sp.items()}   # one value (one seed) or per-seed values
-    k = min(len(v["angle"]) for v in per.values())
-
-    def cell(key, what, **extra):
-        return {"label": key, "value": float(np.mean(per[key][what])), "per_seed": per[key][what],
-                "n": len(per[key][what]), **extra}
-
-    angles = {key: cell(key, "angle", acc=float(np.mean(per[key]["acc"]))) for key in per}
-    collapsed = angles["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says where ours collapse too
-    text = {"over": f", mean of {k} seeds" if k > 1 else "",
-            "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
-    return {"spiral": Cells(angles, profile, seeds=k, text=text),
-            "spiral_accuracy": Cells({key: cell(key, "acc") for key in per}, profile, seeds=k)}
-
-
 def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
     """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run)."""
     n = len(plan.seeds)
@@ -1064,46 +1027,28 @@ def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, wher
     return {**out, "table1": Cells(every, plan.profile) if per else None}
 
 
-def _homogeneous_table(plan: Plan, homo: dict | None, rising: dict, caveat: str):
-    """Table 3: each method's accuracy over its seeds (per-seed values where every method has two or more)."""
-    if not homo:
-        return None
-    per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
-    k = min(len(v) for v in per.values())
-    return Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
-                      "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
-                 plan.profile, caveat, seeds=k, text={"over": f", mean of {k} seeds" if k > 1 else ""})
-
-
-def _gamma_cells(gam: list, method: str, rising: dict, default: float | None = None) -> dict:
-    """``{gamma: cell}`` of one method's Tables 4-5 records (``default``: that gamma keyed ``"default"``)."""
-    rows = {r["gamma"]: r for r in gam if r["method"] == method}
-    out = {}
-    for g, r in sorted(rows.items()):
-        seeds = r.get("per_seed") or [r["acc"]]
-        div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
-                                            if r.get("diverged_seeds") else " (diverged)")
-        out["default" if g == default else g] = {
-            "label": f"gamma {g:g}", "value": r["acc"], "gamma": g, "per_seed": seeds if len(seeds) > 1 else None,
-            "n": len(seeds), "trend": rising.get(("gamma", method, float(g))), "failed": r["diverged"],
-            "shown": "diverged" if r["diverged"] else f"{r['acc']:.2f}", "diverged": div}
-    return out
-
-
 def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> dict:
-    """Table 4 (ProtoNorm over gamma) and Table 5 (FedProto, FedTGP; per-seed values where every gamma has two)."""
+    """Table 4 (ProtoNorm over gamma, its default keyed ``"default"``) and Table 5 (FedProto, FedTGP): ``{gamma: cell}``
+    (per-seed values where every gamma has two)."""
     if not gam:
         return {"table4": None, "table5_fedproto": None, "table5_fedtgp": None}
     default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"])
     far = ("; at lambda 1 the upscaled target is far from the features after few rounds"
            if plan.profile not in ("paper", "converged") else "")
-    table4 = _gamma_cells(gam, "protonorm", rising, default)
-    out = {"table4": Cells(table4, plan.profile, caveat + far) if table4 else None}
-    for m in ("fedproto", "fedtgp"):
-        cells = _gamma_cells(gam, m, rising)
-        if cells and min(c["n"] for c in cells.values()) < 2:
+    out = {}
+    for key, method in (("table4", "protonorm"), ("table5_fedproto", "fedproto"), ("table5_fedtgp", "fedtgp")):
+        cells = {}
+        for g, r in sorted({r["gamma"]: r for r in gam if r["method"] == method}.items()):
+            seeds = r.get("per_seed") or [r["acc"]]
+            div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
+                                                if r.get("diverged_seeds") else " (diverged)")
+            cells["default" if method == "protonorm" and g == default else g] = {
+                "label": f"gamma {g:g}", "value": r["acc"], "gamma": g, "per_seed": seeds if len(seeds) > 1 else None,
+                "n": len(seeds), "trend": rising.get(("gamma", method, float(g))), "failed": r["diverged"],
+                "shown": "diverged" if r["diverged"] else f"{r['acc']:.2f}", "diverged": div}
+        if method != "protonorm" and cells and min(c["n"] for c in cells.values()) < 2:
             cells = {g: {**c, "per_seed": None} for g, c in cells.items()}
-        out[f"table5_{m}"] = Cells(cells, plan.profile, caveat) if cells else None
+        out[key] = Cells(cells, plan.profile, caveat + (far if method == "protonorm" else "")) if cells else None
     return out
 
 
@@ -1127,37 +1072,49 @@ def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
     return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
 
 
-def _construction_tables(plan: Plan, profile: str, res: dict) -> dict:
-    """Fig. 4 (the PA phase's final mean distance from the simplex's), Fig. 5 (margins), Supp. D (floats sent)."""
-    out = {"pa_phase": None, "margins": None, "comm": None}
-    if res.get("pa_phase") is not None:
-        hist, k = res["pa_phase"]
-        target = simplex_distance(k)
-        pa = {"label": "PA", "value": abs(hist[-1, 1] - target), "simplex": target, "mean_before": hist[0, 1],
-              "mean_after": hist[-1, 1], "smallest_before": hist[0, 0], "smallest_after": hist[-1, 0]}
-        out["pa_phase"] = Cells({"pa": pa}, profile, seeds=1)
-    if res.get("margins"):
-        out["margins"] = Cells({m: {"label": plan.label(m), "value": v} for m, v in res["margins"].items()}, profile,
-                               seeds=1)
-    if res.get("comm"):
-        out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
-                             for m, (a, f) in res["comm"].items()}, profile, seeds=1)
-    return out
-
-
 def tables(plan: Plan, res: dict) -> dict:
     """The tables ProtoNorm's claims read, by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks them)."""
     t1, splan, rising = plan.table1, res.get("short_plan", plan), res.get("rising") or {}
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
     full = t1["model"] == "ht0" and t1["fraction"] >= 1 and t1["rounds"] >= 300
-    ran = res.get("datasets") or ()
-    return {**_spiral_tables(splan.profile, res.get("spiral")),
+    ran, homogeneous, out = res.get("datasets") or (), None, {"pa_phase": None, "margins": None, "comm": None}
+    spiral = {"spiral": None, "spiral_accuracy": None}
+    if sp := res.get("spiral"):   # Figs. 1, 2 and 6: each panel's smallest angle and accuracy, one value or per seed
+        per = {key: {w: list(v[w]) if isinstance(v[w], (list, tuple)) else [v[w]] for w in ("angle", "acc")}
+               for key, v in sp.items()}
+        k = min(len(v["angle"]) for v in per.values())
+        cells = {w: {key: {"label": key, "value": float(np.mean(per[key][w])), "per_seed": per[key][w],
+                           "n": len(per[key][w])} for key in per} for w in ("angle", "acc")}
+        for key, c in cells["angle"].items():
+            c["acc"] = float(np.mean(per[key]["acc"]))
+        collapsed = cells["angle"]["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says so
+        text = {"over": f", mean of {k} seeds" if k > 1 else "",
+                "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
+        spiral = {"spiral": Cells(cells["angle"], splan.profile, seeds=k, text=text),
+                  "spiral_accuracy": Cells(cells["acc"], splan.profile, seeds=k)}
+    if homo := res.get("homogeneous"):   # Table 3: per-seed values where every method has two or more
+        per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
+        k = min(len(v) for v in per.values())
+        homogeneous = Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
+                                 "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
+                            plan.profile, caveat, seeds=k, text={"over": f", mean of {k} seeds" if k > 1 else ""})
+    if res.get("pa_phase") is not None:   # Fig. 4: the PA phase's final mean distance from the simplex's
+        hist, k = res["pa_phase"]
+        target = simplex_distance(k)
+        pa = {"label": "PA", "value": abs(hist[-1, 1] - target), "simplex": target, "mean_before": hist[0, 1],
+              "mean_after": hist[-1, 1], "smallest_before": hist[0, 0], "smallest_after": hist[-1, 0]}
+        out["pa_phase"] = Cells({"pa": pa}, splan.profile, seeds=1)
+    if res.get("margins"):   # Fig. 5
+        out["margins"] = Cells({m: {"label": plan.label(m), "value": v} for m, v in res["margins"].items()},
+                               splan.profile, seeds=1)
+    if res.get("comm"):   # Supp. D: floats sent
+        out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
+                             for m, (a, f) in res["comm"].items()}, splan.profile, seeds=1)
+    return {**spiral,
             **_table1_tables(plan, res.get("table1"), rising, caveat, where),
-            "homogeneous": _homogeneous_table(plan, res.get("homogeneous"), rising, caveat),
-            **_gamma_tables(plan, res.get("gamma"), rising, caveat),
-            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")),
-            **_construction_tables(plan, splan.profile, res),
+            "homogeneous": homogeneous, **_gamma_tables(plan, res.get("gamma"), rising, caveat),
+            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")), **out,
             "datasets": Cells({d: {"label": d} for d in ran}, plan.profile) if ran else None,
             "full_protocol": Cells({"ht0": {"label": "Ht0"}} if full else {}, plan.profile, text={"where": where})}
 
@@ -1166,9 +1123,7 @@ def ledger(plan: Plan, res: dict) -> list:
     """ProtoNorm's claims (``params/protonorm/claims.yaml``) judged on :func:`tables`. ``res`` (each key optional):
     ``spiral``, ``table1``, ``homogeneous``, ``gamma``, ``pa_iterations``, ``pa_phase``, ``margins``, ``comm``,
     ``datasets``, ``short_plan`` and ``rising`` (:func:`plateaus`), as :func:`show_ledger` builds them."""
-    from fedlib import claims
-
-    return claims.ledger("protonorm", tables(plan, res))
+    return fedlib.claims.ledger("protonorm", tables(plan, res))
 
 
 if __name__ == "__main__":
