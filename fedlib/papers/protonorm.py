@@ -99,18 +99,6 @@ def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
     return msg["classes"].numpy(), msg["protos"].numpy()
 
 
-def local_prototypes(state: results.RunState) -> list[tuple[int, int, np.ndarray]]:
-    """(client, class, prototype): class means of each client's training features under its final model."""
-    out = []
-    with torch.no_grad():
-        for cid in range(state.data.num_clients):
-            train = state.data.train[cid]
-            z = state.features(cid, train.x)["high"]
-            for c in torch.unique(train.y).tolist():
-                out.append((cid, c, z[train.y == c].mean(0).numpy()))
-    return out
-
-
 # -- the Table 1 protocol on Fashion-MNIST (Tables 1, 3, 4, 5; Figs. 3-5, 7-8) -------------
 def table1_config(plan: Plan, method: str, partition: str = "practical", homogeneous: bool = False,
                   rounds: int | None = None, name: str | None = None, dataset: str = "fmnist", **changes) -> dict:
@@ -451,8 +439,12 @@ def fig_spiral(nb):
         gamma = cfg["algorithm"].get("gamma", 1.0) if cfg["algorithm"]["name"] == "protonorm" else 1.0
         for c in range(6):
             ax.scatter(*f["z"][f["y"] == c].T, s=2, color=palette[c], alpha=0.4)
-        for _cid, c, p in local_prototypes(st):
-            ax.scatter(*p, marker="x", s=25, color=palette[c], linewidths=1)
+        with torch.no_grad():   # local prototypes: each client's class means of its training features
+            for cid in range(st.data.num_clients):
+                train = st.data.train[cid]
+                z = st.features(cid, train.x)["high"]
+                for c in torch.unique(train.y).tolist():
+                    ax.scatter(*z[train.y == c].mean(0).numpy(), marker="x", s=25, color=palette[c], linewidths=1)
         for c, p in zip(classes, g, strict=False):
             ax.scatter(*(gamma * p), marker="*", s=300, color=palette[int(c)], edgecolors="black", linewidths=1)
         angle, acc = sp["per_seed"][key]["angle"][0], sp["per_seed"][key]["acc"][0]
@@ -466,13 +458,10 @@ def fig_spiral(nb):
 def show_spiral(nb):
     """The spiral's smallest angles and last-round accuracies, mean ± std over seeds (the paper shows pictures)."""
     sp = _spiral(nb)
-
-    def cell(values):
-        return report.fmt(float(np.mean(values)), sample_std(values), n=len(values))
-
-    rows = {sp["labels"][k]: {"smallest angle between global prototypes (deg)": cell(v["angle"]),
-                              "accuracy, nearest global prototype (%)": cell(v["acc"]),
-                              "accuracy, head (%)": cell(v["head"])} for k, v in sp["per_seed"].items()}
+    cols = {"angle": "smallest angle between global prototypes (deg)", "acc": "accuracy, nearest global prototype (%)",
+            "head": "accuracy, head (%)"}
+    rows = {sp["labels"][k]: {c: report.fmt(float(np.mean(v[w])), sample_std(v[w]), n=len(v[w]))
+                              for w, c in cols.items()} for k, v in sp["per_seed"].items()}
     return nb.table(f"**Spiral study (ours; the paper shows pictures only), {nb.plan.settings['spiral_rounds']} "
                     f"rounds, seeds {', '.join(map(str, sp['seeds']))}: mean ± std over seeds.**",
                     pd.DataFrame(rows).T.rename_axis(report.DASH))
