@@ -120,8 +120,8 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
 
 def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
     """Table 1: every selected method on every selected partition."""
-    t = plan.table1
-    return {(m, p): table1_config(plan, m, p, dataset=dataset) for p in t["partitions"] for m in t["methods"]}
+    return {(m, p): table1_config(plan, m, p, dataset=dataset)
+            for p in plan.table1["partitions"] for m in plan.table1["methods"]}
 
 
 def code_protocol_configs(plan: Plan) -> dict[str, dict]:
@@ -143,10 +143,8 @@ def extra_datasets(root: str | None = None) -> list[str]:
 
 def homogeneous_configs(plan: Plan) -> dict[str, dict]:
     """Table 3: FedNH, FedUV and ProtoNorm with one 4-layer CNN for every client (practical)."""
-    if not plan.table1["homogeneous"]:
-        return {}
     return {m: table1_config(plan, m, "practical", homogeneous=True)
-            for m in plan.spec["homogeneous"]["methods"]}
+            for m in plan.spec["homogeneous"]["methods"]} if plan.table1["homogeneous"] else {}
 
 
 def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
@@ -185,8 +183,7 @@ def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
                      for s in summaries])
     rounds = [s["metrics"].get(metric, {}).get("best_weighted_round") for s in summaries]
     return {"mean": float(vals.mean()), "std": sample_std(vals), "n": len(vals), "per_seed": vals.tolist(),
-            "metric": metric,
-            "best_rounds": rounds, "diverged_at": [s.get("diverged_at") for s in summaries]}
+            "metric": metric, "best_rounds": rounds, "diverged_at": [s.get("diverged_at") for s in summaries]}
 
 
 def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
@@ -551,11 +548,10 @@ def check_partitions(nb) -> None:
     total = len(ds.y_train) + len(ds.y_test)
     for name, part in _partitions(nb).items():
         pooled = np.concatenate([np.concatenate([part.train[c], part.test[c]]) for c in range(part.num_clients)])
-        share = [len(part.train[c]) / (len(part.train[c]) + len(part.test[c])) for c in range(part.num_clients)]
+        sizes = [(len(part.train[c]), len(part.train[c]) + len(part.test[c])) for c in range(part.num_clients)]
         print(f"{name}: clients {part.num_clients}; every pooled image used once: "
-              f"{len(pooled) == len(np.unique(pooled)) == total}; "
-              f"train share 0.75 (to one image): "
-              f"{all(abs(s - 0.75) <= 1 / (len(part.train[c]) + len(part.test[c])) for c, s in enumerate(share))}; "
+              f"{len(pooled) == len(np.unique(pooled)) == total}; train share 0.75 (to one image): "
+              f"{all(abs(tr / n - 0.75) <= 1 / n for tr, n in sizes)}; "
               f"most classes on a client: {int((part.counts > 0).sum(1).max())}")
 
 
@@ -989,9 +985,9 @@ def show_ledger(nb):
     if conv and conv["complete"]:   # Tables 1, 3 and 4-5 judged on the converged profile, the rest on this one's
         res.update(table1=conv["table1"], homogeneous=conv["homogeneous"], gamma=conv["gamma"], short_plan=nb.plan,
                    rising=conv["rising"])
-        return nb.ledger(ledger(conv["plan"], res), record=False)
-    res["rising"] = nb.once("plateaus", lambda: plateaus(nb.plan))
-    return nb.ledger(ledger(nb.plan, res), record=False)
+    else:
+        res["rising"] = nb.once("plateaus", lambda: plateaus(nb.plan))
+    return nb.ledger(ledger(conv["plan"] if conv and conv["complete"] else nb.plan, res), record=False)
 
 
 # -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
@@ -1109,9 +1105,7 @@ def tables(plan: Plan, res: dict) -> dict:
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """ProtoNorm's claims (``params/protonorm/claims.yaml``) judged on :func:`tables`. ``res`` (each key optional):
-    ``spiral``, ``table1``, ``homogeneous``, ``gamma``, ``pa_iterations``, ``pa_phase``, ``margins``, ``comm``,
-    ``datasets``, ``short_plan`` and ``rising`` (:func:`plateaus`), as :func:`show_ledger` builds them."""
+    """ProtoNorm's claims (``params/protonorm/claims.yaml``) judged on :func:`tables` of ``res`` (see show_ledger)."""
     return fedlib.claims.ledger("protonorm", tables(plan, res))
 
 
