@@ -8,16 +8,21 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import time
 
 import numpy as np
 import pandas as pd
 import torch
 
-from fedlib import report, results, study
+import fedlib.claims
+from fedlib import analysis, report, results, study
 from fedlib.analysis import pairwise_distances
 from fedlib.claims import Cells, sample_std
+from fedlib.data.partition import label_partition
+from fedlib.data.sources import present
+from fedlib.prototypes import thomson_align
 from fedlib.study import check_methods, check_rounds, schema
-from fedlib.study.notebook import Shown
+from fedlib.study.notebook import Shown, open_notebook
 from fedlib.validation import ConfigError
 
 
@@ -94,18 +99,6 @@ def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
     return msg["classes"].numpy(), msg["protos"].numpy()
 
 
-def local_prototypes(state: results.RunState) -> list[tuple[int, int, np.ndarray]]:
-    """(client, class, prototype): class means of each client's training features under its final model."""
-    out = []
-    with torch.no_grad():
-        for cid in range(state.data.num_clients):
-            train = state.data.train[cid]
-            z = state.features(cid, train.x)["high"]
-            for c in torch.unique(train.y).tolist():
-                out.append((cid, c, z[train.y == c].mean(0).numpy()))
-    return out
-
-
 # -- the Table 1 protocol on Fashion-MNIST (Tables 1, 3, 4, 5; Figs. 3-5, 7-8) -------------
 def table1_config(plan: Plan, method: str, partition: str = "practical", homogeneous: bool = False,
                   rounds: int | None = None, name: str | None = None, dataset: str = "fmnist", **changes) -> dict:
@@ -127,8 +120,8 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
 
 def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
     """Table 1: every selected method on every selected partition."""
-    t = plan.table1
-    return {(m, p): table1_config(plan, m, p, dataset=dataset) for p in t["partitions"] for m in t["methods"]}
+    return {(m, p): table1_config(plan, m, p, dataset=dataset)
+            for p in plan.table1["partitions"] for m in plan.table1["methods"]}
 
 
 def code_protocol_configs(plan: Plan) -> dict[str, dict]:
@@ -145,32 +138,24 @@ def code_protocol_configs(plan: Plan) -> dict[str, dict]:
 
 def extra_datasets(root: str | None = None) -> list[str]:
     """The paper's datasets (CIFAR-10, CIFAR-100) whose files are in the data root."""
-    from fedlib.data.sources import present
-
     return [d for d in ("cifar10", "cifar100") if present(d, root)]
 
 
 def homogeneous_configs(plan: Plan) -> dict[str, dict]:
     """Table 3: FedNH, FedUV and ProtoNorm with one 4-layer CNN for every client (practical)."""
-    if not plan.table1["homogeneous"]:
-        return {}
     return {m: table1_config(plan, m, "practical", homogeneous=True)
-            for m in plan.spec["homogeneous"]["methods"]}
+            for m in plan.spec["homogeneous"]["methods"]} if plan.table1["homogeneous"] else {}
 
 
 def gamma_configs(plan: Plan) -> dict[tuple[str, float], dict]:
     """Tables 4-5 (practical): ProtoNorm over the gamma grid, FedProto / FedTGP over small gammas."""
-    t = plan.table1
-    out = {}
-    if "protonorm" in t["methods"]:
-        out = {("protonorm", float(g)): table1_config(plan, "protonorm", "practical", **{"algorithm.gamma": float(g)})
-               for g in t["protonorm_gamma"]}
-        default = table1_config(plan, "protonorm", "practical")
-        out[("protonorm", float(default["algorithm"]["gamma"]))] = default
-    for m in (m for m in ("fedproto", "fedtgp") if m in t["methods"]):   # a method out of Table 1 is not swept
-        out.update({(m, float(g)): table1_config(plan, m, "practical", **{"algorithm.gamma": float(g)})
-                    for g in t["pbfl_gamma"]})
-        out[(m, 1.0)] = table1_config(plan, m, "practical")
+    t, out = plan.table1, {}
+    for m, grid in (("protonorm", "protonorm_gamma"), ("fedproto", "pbfl_gamma"), ("fedtgp", "pbfl_gamma")):
+        if m in t["methods"]:   # a method out of Table 1 is not swept
+            out.update({(m, float(g)): table1_config(plan, m, "practical", **{"algorithm.gamma": float(g)})
+                        for g in t[grid]})
+            default = table1_config(plan, m, "practical")   # the default: the dataset's gamma, 1 for FedProto/FedTGP
+            out[(m, float(default["algorithm"]["gamma"]))] = default
     return dict(sorted(out.items()))
 
 
@@ -198,8 +183,7 @@ def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
                      for s in summaries])
     rounds = [s["metrics"].get(metric, {}).get("best_weighted_round") for s in summaries]
     return {"mean": float(vals.mean()), "std": sample_std(vals), "n": len(vals), "per_seed": vals.tolist(),
-            "metric": metric,
-            "best_rounds": rounds, "diverged_at": [s.get("diverged_at") for s in summaries]}
+            "metric": metric, "best_rounds": rounds, "diverged_at": [s.get("diverged_at") for s in summaries]}
 
 
 def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
@@ -230,8 +214,6 @@ def diverged(records: list[dict]) -> bool:
 
 def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
     """Fig. 4b's stand-in: (distances per PA iteration, iterations) of K post-ReLU-like prototypes |b| + 0.5 |e_k|."""
-    from fedlib.prototypes import thomson_align
-
     g = torch.Generator().manual_seed(seed)
     base = torch.randn(d, generator=g, dtype=torch.float64).abs()
     protos = base + 0.5 * torch.randn(k, d, generator=g, dtype=torch.float64).abs()
@@ -401,8 +383,6 @@ def main(argv: list[str] | None = None) -> int:
 def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: str = "tsne", device=None,
              backend=None):
     """The set-up cell (:func:`fedlib.study.notebook.open_notebook`): the notebook state the other cells take."""
-    from fedlib.study.notebook import open_notebook
-
     def about(plan):
         T1 = plan.table1
         return (f"spiral {plan.settings['spiral_rounds']}, Table 1 protocol {T1['rounds']}",
@@ -418,8 +398,6 @@ def notebook(profile: str, methods=None, rounds=None, workers=None, embedding: s
 
 def run_all(nb) -> None:
     """Every run of the notebook (the spiral's first), one process per core; prints how long it took."""
-    import time
-
     t_start = time.time()
     jobs = [(c, nb.seed0) for c in spiral_configs(nb.plan).values()] + all_jobs(nb.plan)
     nb.run_all(jobs, desc="all runs")
@@ -448,8 +426,6 @@ def fig_spiral(nb):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from fedlib import analysis
-
     sp = _spiral(nb)
     palette = sns.color_palette("tab10", 6)
     fig, axes = plt.subplots(1, 4, figsize=(20, 5))
@@ -460,8 +436,12 @@ def fig_spiral(nb):
         gamma = cfg["algorithm"].get("gamma", 1.0) if cfg["algorithm"]["name"] == "protonorm" else 1.0
         for c in range(6):
             ax.scatter(*f["z"][f["y"] == c].T, s=2, color=palette[c], alpha=0.4)
-        for _cid, c, p in local_prototypes(st):
-            ax.scatter(*p, marker="x", s=25, color=palette[c], linewidths=1)
+        with torch.no_grad():   # local prototypes: each client's class means of its training features
+            for cid in range(st.data.num_clients):
+                train = st.data.train[cid]
+                z = st.features(cid, train.x)["high"]
+                for c in torch.unique(train.y).tolist():
+                    ax.scatter(*z[train.y == c].mean(0).numpy(), marker="x", s=25, color=palette[c], linewidths=1)
         for c, p in zip(classes, g, strict=False):
             ax.scatter(*(gamma * p), marker="*", s=300, color=palette[int(c)], edgecolors="black", linewidths=1)
         angle, acc = sp["per_seed"][key]["angle"][0], sp["per_seed"][key]["acc"][0]
@@ -475,13 +455,10 @@ def fig_spiral(nb):
 def show_spiral(nb):
     """The spiral's smallest angles and last-round accuracies, mean ± std over seeds (the paper shows pictures)."""
     sp = _spiral(nb)
-
-    def cell(values):
-        return report.fmt(float(np.mean(values)), sample_std(values), n=len(values))
-
-    rows = {sp["labels"][k]: {"smallest angle between global prototypes (deg)": cell(v["angle"]),
-                              "accuracy, nearest global prototype (%)": cell(v["acc"]),
-                              "accuracy, head (%)": cell(v["head"])} for k, v in sp["per_seed"].items()}
+    cols = {"angle": "smallest angle between global prototypes (deg)", "acc": "accuracy, nearest global prototype (%)",
+            "head": "accuracy, head (%)"}
+    rows = {sp["labels"][k]: {c: report.fmt(float(np.mean(v[w])), sample_std(v[w]), n=len(v[w]))
+                              for w, c in cols.items()} for k, v in sp["per_seed"].items()}
     return nb.table(f"**Spiral study (ours; the paper shows pictures only), {nb.plan.settings['spiral_rounds']} "
                     f"rounds, seeds {', '.join(map(str, sp['seeds']))}: mean ± std over seeds.**",
                     pd.DataFrame(rows).T.rename_axis(report.DASH))
@@ -539,8 +516,6 @@ def _practical(nb):
 
 def _partitions(nb) -> dict:
     """Figs. 7-8's splits of this run's Fashion-MNIST pool: practical at three alphas, pathological."""
-    from fedlib.data.partition import label_partition
-
     def make():
         ds = _practical(nb).dataset
         y_tr, y_te = ds.y_train.numpy(), ds.y_test.numpy()
@@ -573,11 +548,10 @@ def check_partitions(nb) -> None:
     total = len(ds.y_train) + len(ds.y_test)
     for name, part in _partitions(nb).items():
         pooled = np.concatenate([np.concatenate([part.train[c], part.test[c]]) for c in range(part.num_clients)])
-        share = [len(part.train[c]) / (len(part.train[c]) + len(part.test[c])) for c in range(part.num_clients)]
+        sizes = [(len(part.train[c]), len(part.train[c]) + len(part.test[c])) for c in range(part.num_clients)]
         print(f"{name}: clients {part.num_clients}; every pooled image used once: "
-              f"{len(pooled) == len(np.unique(pooled)) == total}; "
-              f"train share 0.75 (to one image): "
-              f"{all(abs(s - 0.75) <= 1 / (len(part.train[c]) + len(part.test[c])) for c, s in enumerate(share))}; "
+              f"{len(pooled) == len(np.unique(pooled)) == total}; train share 0.75 (to one image): "
+              f"{all(abs(tr / n - 0.75) <= 1 / n for tr, n in sizes)}; "
               f"most classes on a client: {int((part.counts > 0).sum(1).max())}")
 
 
@@ -726,17 +700,14 @@ def gamma_results(plan: Plan, runs: dict) -> list[dict]:
     return out
 
 
-def _gamma_results(nb) -> list[dict]:
-    return nb.once("gamma_results", lambda: gamma_results(nb.plan, _runs(nb, "gamma")))
-
-
 def fig_gamma(nb):
     """Tables 4-5 over gamma, ours beside the paper's other datasets; returns the figure and the table."""
     import matplotlib.pyplot as plt
 
     L, paper = nb.label, nb.paper
+    recs = nb.once("gamma_results", lambda: gamma_results(nb.plan, _runs(nb, "gamma")))
     gamma_df = pd.DataFrame([{"method": L(r["method"]), "gamma": r["gamma"], "accuracy (%)": r["acc"],
-                              "diverged": r["diverged"], "best round": r["best_round"]} for r in _gamma_results(nb)])
+                              "diverged": r["diverged"], "best round": r["best_round"]} for r in recs])
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
     pn = gamma_df[gamma_df.method == L("protonorm")]
     axes[0].plot(pn.gamma, pn["accuracy (%)"], "o-", color="C3", label=f"ours: {L('protonorm')}, Fashion-MNIST")
@@ -938,7 +909,7 @@ def fig_features(nb):
     """t-SNE (or UMAP) of the 512-d test features of every method, each client under its own model, pooled."""
     import matplotlib.pyplot as plt
 
-    from fedlib import analysis, plots
+    from fedlib import plots
 
     states, n_pts = _states(nb), nb.plan.settings["tsne_points"]
     ncol = (len(states) + 1) // 2
@@ -958,13 +929,6 @@ def fig_features(nb):
 def _rounds(nb, method: str, partition: str = "practical", seed: int | None = None) -> list[dict]:
     """The round log of a Table 1 run (default: the first seed)."""
     return results.rounds(table1_configs(nb.plan)[(method, partition)], nb.seed0 if seed is None else seed)
-
-
-def _communication_check(nb) -> dict:
-    """Per prototype method: floats up + down in the last round, and Supp. D's sum_i (K_i + K) x d."""
-    held = (_practical(nb).partition.counts > 0).sum(1)  # K_i: classes held
-    return {m: ((last := _rounds(nb, m)[-1])["up_params"] + last["down_params"], int(((held + 10) * 512).sum()))
-            for m in _prototype_methods(nb)}
 
 
 def show_communication(nb):
@@ -1005,44 +969,28 @@ def show_ledger(nb):
     pa_phase = part(lambda: _pa_phase(nb)[0])
     res = {"spiral": sp and sp["per_seed"], "table1": part(lambda: _table1_scores(nb)),
            "homogeneous": part(lambda: homogeneous_accuracy(_runs(nb, "homogeneous"))),
-           "gamma": part(lambda: _gamma_results(nb)),  # every seed's accuracy (per_seed): the verdict weighs the spread
+           # every seed's accuracy (per_seed): the verdict weighs the spread
+           "gamma": part(lambda: nb.once("gamma_results", lambda: gamma_results(plan, _runs(nb, "gamma")))),
            "pa_iterations": part(lambda: {p: [pa_iterations(_rounds(nb, "protonorm", p, s)) for s in plan.seeds]
                                           for p in T1["partitions"] if "protonorm" in T1["methods"]}),
            "pa_phase": None if pa_phase is None else (pa_phase, 10),
            "margins": part(lambda: {m: float(margins(global_prototypes(_states(nb)[m])[1]).min())
                                     for m in _prototype_methods(nb)}),
-           "comm": part(lambda: _communication_check(nb))}
+           # per prototype method: floats up + down in the last round, and Supp. D's sum_i (K_i + K) x d (K_i: held)
+           "comm": part(lambda: {m: ((last := _rounds(nb, m)[-1])["up_params"] + last["down_params"],
+                                     int((((_practical(nb).partition.counts > 0).sum(1) + 10) * 512).sum()))
+                                 for m in _prototype_methods(nb)})}
     res = {k: v for k, v in res.items() if v is not None}
     conv = nb.once("converged", lambda: converged_runs(nb.plan)) if nb.profile not in ("converged", "paper") else None
     if conv and conv["complete"]:   # Tables 1, 3 and 4-5 judged on the converged profile, the rest on this one's
         res.update(table1=conv["table1"], homogeneous=conv["homogeneous"], gamma=conv["gamma"], short_plan=nb.plan,
                    rising=conv["rising"])
-        return nb.ledger(ledger(conv["plan"], res), record=False)
-    res["rising"] = nb.once("plateaus", lambda: plateaus(nb.plan))
-    return nb.ledger(ledger(nb.plan, res), record=False)
+    else:
+        res["rising"] = nb.once("plateaus", lambda: plateaus(nb.plan))
+    return nb.ledger(ledger(conv["plan"] if conv and conv["complete"] else nb.plan, res), record=False)
 
 
 # -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
-def _spiral_tables(profile: str, sp: dict | None) -> dict:
-    """Figs. 1, 2 and 6: each panel's smallest angle (``spiral``) and accuracy (``spiral_accuracy``), per seed."""
-    if not sp:
-        return {"spiral": None, "spiral_accuracy": None}
-    per = {key: {w: list(v[w]) if isinstance(v[w], (list, tuple)) else [v[w]] for w in ("angle", "acc")}
-           for key, v in sp.items()}   # one value (one seed) or per-seed values
-    k = min(len(v["angle"]) for v in per.values())
-
-    def cell(key, what, **extra):
-        return {"label": key, "value": float(np.mean(per[key][what])), "per_seed": per[key][what],
-                "n": len(per[key][what]), **extra}
-
-    angles = {key: cell(key, "angle", acc=float(np.mean(per[key]["acc"]))) for key in per}
-    collapsed = angles["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says where ours collapse too
-    text = {"over": f", mean of {k} seeds" if k > 1 else "",
-            "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
-    return {"spiral": Cells(angles, profile, seeds=k, text=text),
-            "spiral_accuracy": Cells({key: cell(key, "acc") for key in per}, profile, seeds=k)}
-
-
 def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
     """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run)."""
     n = len(plan.seeds)
@@ -1064,46 +1012,28 @@ def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, wher
     return {**out, "table1": Cells(every, plan.profile) if per else None}
 
 
-def _homogeneous_table(plan: Plan, homo: dict | None, rising: dict, caveat: str):
-    """Table 3: each method's accuracy over its seeds (per-seed values where every method has two or more)."""
-    if not homo:
-        return None
-    per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
-    k = min(len(v) for v in per.values())
-    return Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
-                      "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
-                 plan.profile, caveat, seeds=k, text={"over": f", mean of {k} seeds" if k > 1 else ""})
-
-
-def _gamma_cells(gam: list, method: str, rising: dict, default: float | None = None) -> dict:
-    """``{gamma: cell}`` of one method's Tables 4-5 records (``default``: that gamma keyed ``"default"``)."""
-    rows = {r["gamma"]: r for r in gam if r["method"] == method}
-    out = {}
-    for g, r in sorted(rows.items()):
-        seeds = r.get("per_seed") or [r["acc"]]
-        div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
-                                            if r.get("diverged_seeds") else " (diverged)")
-        out["default" if g == default else g] = {
-            "label": f"gamma {g:g}", "value": r["acc"], "gamma": g, "per_seed": seeds if len(seeds) > 1 else None,
-            "n": len(seeds), "trend": rising.get(("gamma", method, float(g))), "failed": r["diverged"],
-            "shown": "diverged" if r["diverged"] else f"{r['acc']:.2f}", "diverged": div}
-    return out
-
-
 def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> dict:
-    """Table 4 (ProtoNorm over gamma) and Table 5 (FedProto, FedTGP; per-seed values where every gamma has two)."""
+    """Table 4 (ProtoNorm over gamma, its default keyed ``"default"``) and Table 5 (FedProto, FedTGP): ``{gamma: cell}``
+    (per-seed values where every gamma has two)."""
     if not gam:
         return {"table4": None, "table5_fedproto": None, "table5_fedtgp": None}
     default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"])
     far = ("; at lambda 1 the upscaled target is far from the features after few rounds"
            if plan.profile not in ("paper", "converged") else "")
-    table4 = _gamma_cells(gam, "protonorm", rising, default)
-    out = {"table4": Cells(table4, plan.profile, caveat + far) if table4 else None}
-    for m in ("fedproto", "fedtgp"):
-        cells = _gamma_cells(gam, m, rising)
-        if cells and min(c["n"] for c in cells.values()) < 2:
+    out = {}
+    for key, method in (("table4", "protonorm"), ("table5_fedproto", "fedproto"), ("table5_fedtgp", "fedtgp")):
+        cells = {}
+        for g, r in sorted({r["gamma"]: r for r in gam if r["method"] == method}.items()):
+            seeds = r.get("per_seed") or [r["acc"]]
+            div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
+                                                if r.get("diverged_seeds") else " (diverged)")
+            cells["default" if method == "protonorm" and g == default else g] = {
+                "label": f"gamma {g:g}", "value": r["acc"], "gamma": g, "per_seed": seeds if len(seeds) > 1 else None,
+                "n": len(seeds), "trend": rising.get(("gamma", method, float(g))), "failed": r["diverged"],
+                "shown": "diverged" if r["diverged"] else f"{r['acc']:.2f}", "diverged": div}
+        if method != "protonorm" and cells and min(c["n"] for c in cells.values()) < 2:
             cells = {g: {**c, "per_seed": None} for g, c in cells.items()}
-        out[f"table5_{m}"] = Cells(cells, plan.profile, caveat) if cells else None
+        out[key] = Cells(cells, plan.profile, caveat + (far if method == "protonorm" else "")) if cells else None
     return out
 
 
@@ -1127,48 +1057,56 @@ def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
     return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
 
 
-def _construction_tables(plan: Plan, profile: str, res: dict) -> dict:
-    """Fig. 4 (the PA phase's final mean distance from the simplex's), Fig. 5 (margins), Supp. D (floats sent)."""
-    out = {"pa_phase": None, "margins": None, "comm": None}
-    if res.get("pa_phase") is not None:
-        hist, k = res["pa_phase"]
-        target = simplex_distance(k)
-        pa = {"label": "PA", "value": abs(hist[-1, 1] - target), "simplex": target, "mean_before": hist[0, 1],
-              "mean_after": hist[-1, 1], "smallest_before": hist[0, 0], "smallest_after": hist[-1, 0]}
-        out["pa_phase"] = Cells({"pa": pa}, profile, seeds=1)
-    if res.get("margins"):
-        out["margins"] = Cells({m: {"label": plan.label(m), "value": v} for m, v in res["margins"].items()}, profile,
-                               seeds=1)
-    if res.get("comm"):
-        out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
-                             for m, (a, f) in res["comm"].items()}, profile, seeds=1)
-    return out
-
-
 def tables(plan: Plan, res: dict) -> dict:
     """The tables ProtoNorm's claims read, by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks them)."""
     t1, splan, rising = plan.table1, res.get("short_plan", plan), res.get("rising") or {}
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
     full = t1["model"] == "ht0" and t1["fraction"] >= 1 and t1["rounds"] >= 300
-    ran = res.get("datasets") or ()
-    return {**_spiral_tables(splan.profile, res.get("spiral")),
+    ran, homogeneous, out = res.get("datasets") or (), None, {"pa_phase": None, "margins": None, "comm": None}
+    spiral = {"spiral": None, "spiral_accuracy": None}
+    if sp := res.get("spiral"):   # Figs. 1, 2 and 6: each panel's smallest angle and accuracy, one value or per seed
+        per = {key: {w: list(v[w]) if isinstance(v[w], (list, tuple)) else [v[w]] for w in ("angle", "acc")}
+               for key, v in sp.items()}
+        k = min(len(v["angle"]) for v in per.values())
+        cells = {w: {key: {"label": key, "value": float(np.mean(per[key][w])), "per_seed": per[key][w],
+                           "n": len(per[key][w])} for key in per} for w in ("angle", "acc")}
+        for key, c in cells["angle"].items():
+            c["acc"] = float(np.mean(per[key]["acc"]))
+        collapsed = cells["angle"]["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says so
+        text = {"over": f", mean of {k} seeds" if k > 1 else "",
+                "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
+        spiral = {"spiral": Cells(cells["angle"], splan.profile, seeds=k, text=text),
+                  "spiral_accuracy": Cells(cells["acc"], splan.profile, seeds=k)}
+    if homo := res.get("homogeneous"):   # Table 3: per-seed values where every method has two or more
+        per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
+        k = min(len(v) for v in per.values())
+        homogeneous = Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
+                                 "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
+                            plan.profile, caveat, seeds=k, text={"over": f", mean of {k} seeds" if k > 1 else ""})
+    if res.get("pa_phase") is not None:   # Fig. 4: the PA phase's final mean distance from the simplex's
+        hist, k = res["pa_phase"]
+        target = simplex_distance(k)
+        pa = {"label": "PA", "value": abs(hist[-1, 1] - target), "simplex": target, "mean_before": hist[0, 1],
+              "mean_after": hist[-1, 1], "smallest_before": hist[0, 0], "smallest_after": hist[-1, 0]}
+        out["pa_phase"] = Cells({"pa": pa}, splan.profile, seeds=1)
+    if res.get("margins"):   # Fig. 5
+        out["margins"] = Cells({m: {"label": plan.label(m), "value": v} for m, v in res["margins"].items()},
+                               splan.profile, seeds=1)
+    if res.get("comm"):   # Supp. D: floats sent
+        out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
+                             for m, (a, f) in res["comm"].items()}, splan.profile, seeds=1)
+    return {**spiral,
             **_table1_tables(plan, res.get("table1"), rising, caveat, where),
-            "homogeneous": _homogeneous_table(plan, res.get("homogeneous"), rising, caveat),
-            **_gamma_tables(plan, res.get("gamma"), rising, caveat),
-            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")),
-            **_construction_tables(plan, splan.profile, res),
+            "homogeneous": homogeneous, **_gamma_tables(plan, res.get("gamma"), rising, caveat),
+            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")), **out,
             "datasets": Cells({d: {"label": d} for d in ran}, plan.profile) if ran else None,
             "full_protocol": Cells({"ht0": {"label": "Ht0"}} if full else {}, plan.profile, text={"where": where})}
 
 
 def ledger(plan: Plan, res: dict) -> list:
-    """ProtoNorm's claims (``params/protonorm/claims.yaml``) judged on :func:`tables`. ``res`` (each key optional):
-    ``spiral``, ``table1``, ``homogeneous``, ``gamma``, ``pa_iterations``, ``pa_phase``, ``margins``, ``comm``,
-    ``datasets``, ``short_plan`` and ``rising`` (:func:`plateaus`), as :func:`show_ledger` builds them."""
-    from fedlib import claims
-
-    return claims.ledger("protonorm", tables(plan, res))
+    """ProtoNorm's claims (``params/protonorm/claims.yaml``) judged on :func:`tables` of ``res`` (see show_ledger)."""
+    return fedlib.claims.ledger("protonorm", tables(plan, res))
 
 
 if __name__ == "__main__":
