@@ -50,7 +50,7 @@ def placements(cfg: dict) -> list[dict]:
 
 
 def find(cfg: dict, seed: int, archive_root=None, archived: bool = True,
-         longest: bool = True) -> tuple[dict | None, dict | None]:
+         longest: bool = True, protocol: bool = False) -> tuple[dict | None, dict | None]:
     """``(config, summary)`` of the finished run ``(cfg, seed)``, training nothing: on ``cfg``'s own
     device and executor if it has finished there, else on the first other placement (:func:`placements`)
     that has it, e.g. paper-profile runs made on a GPU (``cuda``, ``batched``) and copied into the
@@ -60,14 +60,34 @@ def find(cfg: dict, seed: int, archive_root=None, archived: bool = True,
     its longest record (:func:`longer`); ``longest=False`` (a table at a fixed protocol, whose runs an evidence
     step may have extended elsewhere: FedMPS's Table III runs are the benchmark's ``nway`` runs) keeps that order.
     For each placement the results folder wins over the run archive (not looked at with ``archived=False``). The
-    summary's ``machine`` and ``executor`` say where it ran."""
+    summary's ``machine`` and ``executor`` say where it ran. ``protocol``: a run extended past its config's
+    ``train.rounds`` is cut back to them (:func:`cut_back`)."""
     found, best = None, None
     from_archive = archived or archive.reading_only()
     for c in placements(cfg):
         summary = runner.cached_summary(c, seed) or (archive.summary(c, seed, archive_root) if from_archive else None)
         if summary is not None and (best is None or longest and longer(summary, best)):
             found, best = c, summary
-    return found, best
+    return found, cut_back(found, seed, best, archive_root) if protocol else best
+
+
+def cut_back(cfg: dict, seed: int, summary: dict | None, archive_root=None) -> dict | None:
+    """Finished run ``summary`` of ``(cfg, seed)`` (``cfg`` the placement it was found under) as its config's
+    protocol defines it: where the run was extended past ``train.rounds`` (towards its plateau,
+    :mod:`fedlib.plateau`), the numbers of its first ``train.rounds`` records (:func:`fedlib.metrics.run_numbers`,
+    as its summary had them before), with ``extended_to`` the rounds its record holds. A table at a fixed protocol
+    (FedMPS's Table III at the paper's 100 rounds, whose runs are the benchmark's ``nway`` runs) reads this, never
+    the longer run's best round."""
+    from fedlib.metrics import run_numbers
+
+    if summary is None or not summary.get("extended_from") or summary["rounds"] <= (rounds := cfg["train"]["rounds"]):
+        return summary
+    return {**summary, **run_numbers(_records(cfg, seed, summary, archive_root)[:rounds]),
+            "extended_to": summary["rounds"]}
+
+
+def _records(cfg: dict, seed: int, summary: dict, archive_root=None) -> list[dict]:
+    return archive.rounds(cfg, seed, archive_root) if summary.get("archived") else runner.load_rounds(cfg, seed)
 
 
 def longer(summary: dict, than: dict) -> bool:
@@ -79,17 +99,18 @@ def longer(summary: dict, than: dict) -> bool:
 
 
 def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-                progress: bool = True, archive_root=None, retrain_archived: bool = False, longest: bool = True) -> dict:
+                progress: bool = True, archive_root=None, retrain_archived: bool = False, longest: bool = True,
+                protocol: bool = False) -> dict:
     """:func:`fedlib.grid.run_configs` for the headless study commands, except that a run already
     finished is read, not trained again: on another device or executor (:func:`find`), or in the run
     archive (:mod:`fedlib.archive`; so a paper-profile job goes on from where the committed archive ends, on
     a fresh clone too). ``retrain_archived=True`` trains the archive's runs again (to check them: a run
     made again on the same machine equals its record). A line says how many runs were read and from
-    where. ``longest``: as :func:`find`. ``{key: [summary per seed]}`` in the order of ``configs``."""
+    where. ``longest``, ``protocol``: as :func:`find`. ``{key: [summary per seed]}`` in the order of ``configs``."""
     elsewhere, from_archive, todo = {}, {}, []
     for key, cfg in configs.items():
         for s in seeds or cfg["seeds"]:
-            c, summary = find(cfg, s, archive_root, not retrain_archived, longest)
+            c, summary = find(cfg, s, archive_root, not retrain_archived, longest, protocol)
             if summary is not None and c is cfg and not summary.get("archived"):
                 c, summary = None, None   # this placement's own finished run: run_many reads it from the cache
             if summary is not None and summary.get("archived"):
@@ -105,26 +126,32 @@ def run_or_read(configs: dict, seeds: list[int] | None = None, workers: int | No
             how = "read, not retrained" + (" (--retrain-archived trains them again)" if found is from_archive else "")
             print(f"{desc}: {len(found)} runs {what} ({', '.join(kinds)}): {how}")
     made = run_many([(configs[key], s) for key, s in todo], workers=workers, progress=progress, desc=desc)
+    if protocol:
+        made = [cut_back(configs[key], s, summary) for (key, s), summary in zip(todo, made, strict=True)]
     done = {**elsewhere, **from_archive, **dict(zip(todo, made, strict=True))}
     return {key: [done[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
 
 
 def train(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",
-          progress: bool = True, backend: str | None = None) -> dict:
+          progress: bool = True, backend: str | None = None, protocol: bool = False) -> dict:
     """``{key: [summary per seed]}`` of ``configs`` (each for ``seeds``, default its own) in their order, trained on
     each config's own device and executor (:func:`fedlib.grid.run_configs`: local processes or Ray, one progress
     bar; a run finished there is a cache hit, an interrupted one resumes). Nothing is read from another placement
     or the run archive (:func:`run_or_read` does that): the notebooks' own quick and smoke runs train on the machine
     at hand. Failed runs raise :class:`RunsFailed` after the others have finished (and are kept). While the archive
     alone is read (the report's render) each run is its own placement's record, as training would give it, else
-    another placement's (a GPU's stacked seeds beside a CPU's; :func:`find`); none is :class:`NotArchived`."""
+    another placement's (a GPU's stacked seeds beside a CPU's; :func:`find`); none is :class:`NotArchived`.
+    ``protocol``: as :func:`find`."""
     from fedlib import grid
 
     if archive.reading_only():
-        got = {(key, s): find(cfg, s, longest=False)[1] for key, cfg in configs.items() for s in seeds or cfg["seeds"]}
+        got = {(key, s): find(cfg, s, longest=False, protocol=protocol)[1]
+               for key, cfg in configs.items() for s in seeds or cfg["seeds"]}
         runner.refuse_to_train([(configs[key], s) for (key, s), summary in got.items() if summary is None])
         return {key: [got[(key, s)] for s in seeds or cfg["seeds"]] for key, cfg in configs.items()}
-    return grid.run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress, backend=backend)
+    made = grid.run_configs(configs, seeds=seeds, workers=workers, desc=desc, progress=progress, backend=backend)
+    return {key: [cut_back(configs[key], s["seed"], s) for s in runs] if protocol else runs
+            for key, runs in made.items()}
 
 
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True, desc: str = "runs",
@@ -138,30 +165,32 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     return grid.run_many(jobs, workers=workers, progress=progress, desc=desc, backend=backend, stack=stack)
 
 
-def cached(configs: dict, seeds: list[int], archive_root=None) -> tuple[dict, int]:
+def cached(configs: dict, seeds: list[int], archive_root=None, protocol: bool = False) -> tuple[dict, int]:
     """What the cache already holds, training nothing: ``{key: [summary per seed]}`` for the
     configs whose every seed has finished, and how many of the ``len(configs) x len(seeds)``
     runs have. A short profile's report shows a longer profile's table this way once its runs
     were made (headless, or on another machine into the same results folder). A run the results
     folder lacks is read from the run archive (:mod:`fedlib.archive`), so that a fresh clone
     renders the committed report; a run missing on the plan's own device and executor is read
-    from another placement (:func:`find`), and :func:`made_by` then names both machines."""
+    from another placement (:func:`find`), and :func:`made_by` then names both machines. ``protocol``: as
+    :func:`find`."""
     found, complete = 0, {}
     for key, cfg in configs.items():
-        runs = [find(cfg, s, archive_root)[1] for s in seeds]
+        runs = [find(cfg, s, archive_root, protocol=protocol)[1] for s in seeds]
         found += sum(r is not None for r in runs)
         if all(r is not None for r in runs):
             complete[key] = runs
     return complete, found
 
 
-def rounds(cfg: dict, seed: int, archive_root=None) -> list[dict]:
+def rounds(cfg: dict, seed: int, archive_root=None, protocol: bool = False) -> list[dict]:
     """The per-round records of a finished run, from the results folder or else the run archive, on
-    ``cfg``'s placement or else another (:func:`find`); ``[]`` where it has not finished."""
+    ``cfg``'s placement or else another (:func:`find`); ``[]`` where it has not finished. ``protocol``: only the
+    config's own ``train.rounds`` of a run extended past them."""
     c, summary = find(cfg, seed, archive_root)
     if summary is None:
         return []
-    return archive.rounds(c, seed, archive_root) if summary.get("archived") else runner.load_rounds(c, seed)
+    return _records(c, seed, summary, archive_root)[:int(cfg["train"]["rounds"]) if protocol else None]
 
 
 def finished_here(cfg: dict, seed: int) -> dict | None:

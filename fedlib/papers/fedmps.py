@@ -23,7 +23,8 @@ from fedlib.study import check_methods, check_rounds
 from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
 
-run = results.train   # the notebook's grids: trained on the plan's own device and executor
+run = functools.partial(results.train, protocol=True)   # the notebook's grids, on the plan's own placement, at
+# the paper's rounds (a run the benchmark extended towards its plateau is read at them: results.cut_back)
 
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
@@ -222,7 +223,7 @@ def paper_table3(plan: Plan) -> dict:
     """Table III under the ``paper`` profile from finished runs (``rows`` ``None`` while none); trains nothing."""
     pplan = _paper_plan(plan)
     configs = table3_configs(pplan)
-    done, found = results.cached(configs, pplan.seeds)
+    done, found = results.cached(configs, pplan.seeds, protocol=True)
     out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
            "made_by": _made_by(done)}
     if done:
@@ -244,7 +245,7 @@ def paper_table6(plan: Plan) -> dict:
     """Table VI under the ``paper`` profile from finished runs, first seed, with the ``missing`` methods per n."""
     pplan = _paper_plan(plan)
     configs, seed0 = ways_configs(pplan), pplan.seeds[0]
-    done, found = results.cached(configs, [seed0])
+    done, found = results.cached(configs, [seed0], protocol=True)
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
     return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
             "missing": missing, "made_by": _made_by(done), "trends": trends(pplan, [("ways", m, n) for m, n in done])}
@@ -254,9 +255,9 @@ def paper_table7(plan: Plan) -> dict:
     """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished."""
     pplan = _paper_plan(plan)
     configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
-    _, found = results.cached(configs, seeds)
+    _, found = results.cached(configs, seeds, protocol=True)
     done_seeds = study.finished_seeds(configs, seeds)
-    done = results.cached(configs, done_seeds)[0] if done_seeds else {}
+    done = results.cached(configs, done_seeds, protocol=True)[0] if done_seeds else {}
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "seeds": done_seeds,
             "rows": ablation_table(pplan, done, configs) if done else None, "made_by": _made_by(done),
             "trends": trends(pplan, [("ablation", row) for row in done], done_seeds) if done else {}}
@@ -271,7 +272,8 @@ def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[i
     for row, runs in summaries.items():
         per = {k: [accuracy(s, *how) for s in runs] for k, how in accs.items()}
         best_round = [s["metrics"][PAPER_METRIC_PROTO]["best_round"] for s in runs]
-        soft = [float(np.mean(x)) for x in ([r["local"]["l_soft"] for r in results.rounds(configs[row], s["seed"])
+        soft = [float(np.mean(x)) for x in ([r["local"]["l_soft"]
+                                             for r in results.rounds(configs[row], s["seed"], protocol=True)
                                              if "l_soft" in r.get("local", {})] for s in runs) if x]
         rows[row] = {**{k: float(np.mean(v)) for k, v in per.items()},
                      "best_round": best_round[0] if len(runs) == 1 else best_round,
@@ -354,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def obtain(*a, **kw):  # a finished run is read, not retrained; at the paper's rounds (longest=False)
-        return results.run_or_read(*a, retrain_archived=args.retrain_archived, longest=False, **kw)
+        return results.run_or_read(*a, retrain_archived=args.retrain_archived, longest=False, protocol=True,
+                                   **kw)
 
     plan = Plan.load(args.profile, seeds=args.seeds, rounds=args.rounds, device=args.device, executor=args.executor)
     if args.methods:
@@ -594,7 +597,8 @@ def _curves_all(nb) -> dict:
     """Table III's round records, ``{method: [records per seed]}``, after :func:`_table3` trained or read them."""
     def make():
         _table3(nb)
-        return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in table3_configs(nb.plan).items()}
+        return {m: [results.rounds(cfg, s, protocol=True) for s in nb.plan.seeds]
+                for m, cfg in table3_configs(nb.plan).items()}
     return nb.once("curves_all", make)
 
 

@@ -429,10 +429,11 @@ def test_headless_command_runs_tables_6_and_7(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("FedMPS Table VII (Fashion-MNIST; the paper's is CIFAR-10), profile smoke: 2 rounds, seed "
                              "1234")
-    rows = [line for line in out if line.startswith("(")]
-    assert [r[:3] for r in rows] == ["(1)", "(2)", "(3)", "(4)", "(5)", "(6)"]
-    assert "gain over (1) +0.00" in rows[0]
-    soft = {r[1]: not r.endswith("mean l_soft —") for r in rows}  # rows 4 and 6 switch the soft labels on
+    assert "| our gain over (1) |" in out[1]
+    rows = [line for line in out if line.startswith("| (")]
+    assert [r[2:5] for r in rows] == ["(1)", "(2)", "(3)", "(4)", "(5)", "(6)"]
+    assert rows[0].split(" | ")[4] == "+0.00"  # row (1)'s gain over itself
+    soft = {r[3]: not r.endswith("| — |") for r in rows}  # rows 4 and 6 switch the soft labels on
     assert soft == {"1": False, "2": False, "3": False, "4": True, "5": False, "6": True}
     assert S.main(["--profile", "smoke", "--table", "VI", "--methods", "fedproto", "fedmps", "--rounds", "2",
                    "--workers", "1"]) == 0

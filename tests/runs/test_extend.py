@@ -163,6 +163,28 @@ def test_a_longer_extension_made_on_another_placement_is_read_in_place_of_the_sh
     assert found is cfg and summary["rounds"] == 5
 
 
+def test_a_table_at_a_fixed_protocol_reads_an_extended_run_at_its_own_rounds(tmp_path):
+    """FedMPS's Table III (the paper's 100 rounds) shares its runs with the benchmark, which extends them: read with
+    ``protocol=True`` an extended run gives the numbers of its first ``train.rounds`` rounds, the short run's own."""
+    from fedlib import results
+
+    cfg = config(tmp_path)
+    short = run_one(cfg, 1, progress=False)
+    first = load_rounds(cfg, 1)
+    run_one(plateau.extended(cfg, 5), 1, progress=False)
+    assert results.find(cfg, 1, archived=False)[1]["rounds"] == 5                 # the longest record, by default
+    _, cut = results.find(cfg, 1, archived=False, protocol=True)
+    assert cut["extended_to"] == 5
+    for key in ("rounds", "metrics", "comm_per_round"):
+        assert cut[key] == short[key], key
+    assert scores(results.rounds(cfg, 1, protocol=True)) == scores(first) and len(results.rounds(cfg, 1)) == 5
+    assert results.cached({"k": cfg}, [1], protocol=True)[0]["k"][0]["metrics"] == short["metrics"]
+    assert results.run_or_read({"k": cfg}, seeds=[1], progress=False, protocol=True)["k"][0]["metrics"] == \
+        short["metrics"]
+    assert results.train({"k": cfg}, seeds=[1], progress=False, protocol=True)["k"][0]["metrics"] == short["metrics"]
+    assert results.cut_back(cfg, 1, short) is short                              # a run not extended: as it is
+
+
 def test_a_diverged_run_is_never_passed_over_for_a_longer_one():
     from fedlib.results import longer
 
