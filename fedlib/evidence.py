@@ -40,12 +40,16 @@ from fedlib import claims as C
 SEEDS_FOR_TEST = 6
 #: seeds the plan asks for where a claim has one seed: enough for a sample std
 SEEDS_FOR_SPREAD = 3
+#: the kind of :class:`Action` that would take a group past :data:`fedlib.plateau.CAP` (listed, not run)
+PAST_CAP = "past the cap"
 
 
 @dataclasses.dataclass(frozen=True)
 class Action:
-    """One piece of work: ``extend`` a run group to ``rounds`` (at least; on towards its plateau), or give it
-    ``seeds`` seeds in all (``more_seeds``). ``cost`` is the CPU-seconds it would take."""
+    """One piece of work: ``extend`` a run group to ``rounds`` (at least; on towards its plateau), take a group
+    already at the cap and still rising ``past the cap`` (to ``rounds``: beyond the converged profile's stated
+    budget, so listed, never run by ``--run``), or give it ``seeds`` seeds in all (``seeds``). ``cost`` is the
+    CPU-seconds it would take."""
 
     kind: str
     group: object
@@ -63,6 +67,9 @@ class Action:
         g = self.group
         if self.kind == "extend":
             return f"extend {g.label} (seeds {', '.join(map(str, g.seeds))}) towards its plateau, {self.rounds}+ rounds"
+        if self.kind == PAST_CAP:
+            return (f"{g.label} is still rising at the {self.rounds // 2}-round cap: only runs past it "
+                    f"({self.rounds} rounds, a longer budget than the converged profile's) could decide")
         return f"{g.label}: {self.seeds} seeds (has {len(g.seeds)})"
 
 
@@ -115,13 +122,15 @@ def checkpointed_rounds(cfg: dict, seed: int) -> int:
 
 def extend_action(trend: C.Trend) -> Action:
     """Extending the side behind: to the next doubling of its rounds (at most the cap), every seed from its
-    checkpoint where the results folder has one, else from round 1."""
+    checkpoint where the results folder has one, else from round 1; a side already at the cap is listed
+    :data:`PAST_CAP` (to twice the cap), which ``--run`` does not do."""
     from fedlib import plateau
 
     g = trend.group
-    target = min(plateau.CAP, max(trend.rounds + plateau.STEP, 2 * trend.rounds))
+    capped = trend.rounds >= plateau.CAP   # at the cap, still rising: the cap is the profile's stated budget
+    target = 2 * plateau.CAP if capped else min(plateau.CAP, max(trend.rounds + plateau.STEP, 2 * trend.rounds))
     rounds = sum(target - checkpointed_rounds(g.cfg, s) for s in g.seeds)
-    return Action("extend", g, target, len(g.seeds), rounds * seconds_per_round(g))
+    return Action(PAST_CAP if capped else "extend", g, target, len(g.seeds), rounds * seconds_per_round(g))
 
 
 def seeds_action(trend: C.Trend, want: int) -> Action:
@@ -223,9 +232,17 @@ def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str
     decided, testable = counts(ledgers)
     chosen, _, spent = within_budget(items, budget_hours * 3600)
     seeds = sum(1 for it in items if it.actions and any(a.kind == "seeds" for a in it.actions))
+    capped = sum(1 for it in items if it.actions and any(a.kind == PAST_CAP for a in it.actions))
     return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions "
             f"({hours(spent)} h planned) would bring {len(chosen)} more to their plateau or cap, where the rule can "
-            f"decide them; {seeds} more need more seeds (listed with their cost, a profile change)")
+            f"decide them; {seeds} more need more seeds (listed with their cost, a profile change)"
+            + (f"; {capped} wait on a curve still rising at the {_cap()}-round cap" if capped else ""))
+
+
+def _cap() -> int:
+    from fedlib import plateau
+
+    return plateau.CAP
 
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hms]?)\s*$")

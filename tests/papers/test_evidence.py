@@ -41,6 +41,22 @@ def test_an_open_comparison_asks_to_extend_the_side_behind(groups, monkeypatch):
     assert E.plan_claim("S", 1, c).actions[0].cost == pytest.approx(3 * 100 * 2.0)
 
 
+def test_a_side_still_rising_at_the_cap_is_listed_past_it_and_never_run(groups, monkeypatch):
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 2.0)
+    monkeypatch.setattr(E, "checkpointed_rounds", lambda cfg, seed: plateau.CAP)
+    rising = trend(groups["B"], list(np.linspace(50, 90, plateau.CAP)))
+    flat = trend(groups["A"], [90.0] * 100)
+    c = C.claim("A beats B", "T1", "x", True, "converged", 3,
+                [C.compare("A - B", [95.0, 95.5, 96.0], [90.0, 90.5, 91.0], a_trend=flat, b_trend=rising)])
+    it = E.plan_claim("S", 1, c)
+    (a,) = it.actions
+    assert (a.kind, a.rounds) == (E.PAST_CAP, 2 * plateau.CAP)
+    assert a.cost == pytest.approx(3 * plateau.CAP * 2.0)                  # the rounds past the cap, from checkpoints
+    assert f"still rising at the {plateau.CAP}-round cap" in a.text()
+    assert E.within_budget([it], 1e9) == ([], [], 0.0)                     # --run does not take it
+    assert f"1 wait on a curve still rising at the {plateau.CAP}-round cap" in E.summary({"S": [c]}, [it])
+
+
 def test_a_margin_within_the_spread_asks_for_six_seeds_and_one_seed_for_three(groups, monkeypatch):
     monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
     flat_a, flat_b = trend(groups["A"], [90.0] * 100), trend(groups["B"], [89.0] * 100)
