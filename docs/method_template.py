@@ -2,7 +2,7 @@
 
 Each client trains cross-entropy plus lam x (1 - cosine similarity) between its features and the global prototype
 of their class, then uploads its class means; the server averages them (the round is PrototypeMethod's, as FedProto's).
-Run it against the benchmark: python -m fedlib.papers.benchmark --method docs/method_template.py --profile smoke
+Run it against the benchmark: python -m fedlib.yours --method docs/method_template.py --profile smoke
 """
 
 import dataclasses

@@ -3,15 +3,15 @@
 It loads one setting of the benchmark (PFLlib's Fashion-MNIST Dir(0.1) split, :mod:`fedlib.papers.benchmark`),
 trains FedAvg and FedProto on it for a few rounds with a progress bar, draws their accuracy curves and the
 partition, then puts a method file (default the template shipped in ``docs/method_template.py``) through the
-contract check and against the archived benchmark (:func:`fedlib.papers.benchmark.compare_yours`): the ranked
+contract check and against the archived benchmark (:func:`fedlib.yours.compare_yours`): the ranked
 table, where it lands, the critical-difference diagram and the accuracy-vs-communication front, every method read at
 the same round.
 
 Profiles: ``smoke`` (the benchmark's smoke setting: 1% of the data, 10 clients, 2 rounds; the method file under the
 smoke budget, about a minute in all) and ``quick`` (2% of the data, 20 clients, 5 rounds; the quick budget, a few
 minutes). The longer profiles (``converged``, ``paper``) run as ``quick`` here: the quickstart is for minutes, and
-``python -m fedlib.papers.benchmark --method FILE --profile converged`` makes the evidence. Nothing is written but
-runs in the results folder (and the comparison beside them: :func:`fedlib.papers.benchmark.yours_out`).
+``python -m fedlib.yours --method FILE --profile converged`` makes the evidence. Nothing is written but
+runs in the results folder (and the comparison beside them: :func:`fedlib.yours.yours_out`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from fedlib import claims, results
+from fedlib import yours as Y
 from fedlib.papers import benchmark
 from fedlib.study.notebook import Shown
 
@@ -88,9 +89,9 @@ def notebook(profile: str, rounds=None, method_file=None, method_rule=None, work
         check_parameters(workers, "tsne", device)
         start(backend)
         plan = benchmark.load_plan(budget_of(profile), methods=list(METHODS), rounds=rounds, device=device)
-        mine = benchmark.load_yours(template_path() if method_file is None else method_file, rule=method_rule,
+        mine = Y.load_yours(template_path() if method_file is None else method_file, rule=method_rule,
                                 field="method_file", rule_field="method_rule")
-        yours = benchmark.yours_plan(mine, budget_of(profile), results_dir=plan.results_dir, device=device,
+        yours = Y.yours_plan(mine, budget_of(profile), results_dir=plan.results_dir, device=device,
                                       field="profile")
     except ConfigError as exc:
         raise ParameterError(str(exc)) from None
@@ -182,18 +183,18 @@ def check_method(qs: Quickstart) -> None:
     """Print the method file's contract check (it ran in the set-up cell) and the settings it can run on."""
     print(qs.yours.yours.line())
     for s in qs.yours.setting_names():
-        why = benchmark.yours_why_not(qs.yours, s)
+        why = Y.yours_why_not(qs.yours, s)
         print(f"{s}: " + ("runs" if why is None else f"does not run ({why})"))
 
 
 def _comparison(qs: Quickstart):
-    return qs.once("comparison", lambda: benchmark.compare_yours(qs.yours, workers=qs.workers))
+    return qs.once("comparison", lambda: Y.compare_yours(qs.yours, workers=qs.workers))
 
 
 def show_ranked(qs: Quickstart):
     """Train the method file on every setting it can run on (the budget's rounds; cached runs are read), then the
     ranked table beside the archived benchmark (every method at the same round) and where it lands."""
-    return benchmark.yours_cells(_comparison(qs), figures=False)
+    return Y.yours_cells(_comparison(qs), figures=False)
 
 
 def fig_cd(qs: Quickstart):

@@ -55,10 +55,11 @@ method_file = None    # your method, e.g. "../docs/method_template.py": ranked a
 method_rule = None    # the rule your method is scored by (one of its RULES); None: its head
 
 # %%
+from fedlib import yours as Y
 from fedlib.papers import benchmark as B
 
-nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, device=device, backend=backend,
-                method_file=method_file, method_rule=method_rule)
+nb = B.notebook(profile, methods=methods, seeds=seeds, rounds=rounds, workers=workers, device=device, backend=backend)
+Y.attach(nb, method_file, method_rule, rounds=rounds, seeds=seeds, methods=methods, device=device)
 
 # %% [markdown]
 # ## Settings
@@ -174,4 +175,4 @@ nb.evidence()
 # file gets new runs. How to write one and how to read this: [docs/your_method.md](../docs/your_method.md).
 
 # %%
-B.show_yours(nb)
+Y.show_yours(nb)

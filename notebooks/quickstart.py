@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Quickstart: one setting, two methods, then your own method against the benchmark
 #
-# **How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about a minute (measured 2026-12-03: about 45 CPU-seconds for the whole notebook, which trains on one thread; its numbers mean nothing), **quick** a few minutes (the default). The longer profiles run as quick here: this notebook is for minutes, and the evidence for your method comes from `python -m fedlib.papers.benchmark --method my_method.py --profile converged`. Finished runs are cached in `results/`, so a second Run All only reads them.
+# **How to run it.** Open it in JupyterLab (README, "Study a paper interactively") and Run All. Choose the profile in the parameters cell below (`profile = ...`) or for the whole session with `FEDLIB_PROFILE=<profile> jupyter lab ...`. Time on 2 CPU cores with an empty results folder: **smoke** about a minute (measured 2026-12-03: about 45 CPU-seconds for the whole notebook, which trains on one thread; its numbers mean nothing), **quick** a few minutes (the default). The longer profiles run as quick here: this notebook is for minutes, and the evidence for your method comes from `python -m fedlib.yours --method my_method.py --profile converged`. Finished runs are cached in `results/`, so a second Run All only reads them.
 #
 # What it does, one call per cell (the code is in `fedlib/quickstart.py`):
 #

@@ -126,7 +126,7 @@ LAYERS = {
     "judging": ("fedlib.analysis", "fedlib.report", "fedlib.claims", "fedlib.plateau", "fedlib.evidence"),
     "study base": ("fedlib.study.*",),
     "studies": ("fedlib.papers.*",),
-    "commands": ("fedlib.papers.catalog", "fedlib.quickstart", "fedlib.reproduce", "fedlib.render",
+    "commands": ("fedlib.papers.catalog", "fedlib.quickstart", "fedlib.yours", "fedlib.reproduce", "fedlib.render",
                  "fedlib.archive_cli", "fedlib.bench",
                  "fedlib.flower", "fedlib.__main__"),
 }
@@ -147,8 +147,6 @@ LAYER_EXCEPTIONS = {
     ("fedlib.papers.gfpl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.mpfedcl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.protonorm", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
-    ("fedlib.papers.benchmark", "fedlib.papers.privacy"):
-        "it puts your method's uploads into the privacy study's leakage headline",
 }
 
 ADD_IT = "the layer table of docs/architecture.md and LAYERS in tests/core/test_imports.py"

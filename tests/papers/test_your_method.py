@@ -13,6 +13,7 @@ import pytest
 
 from fedlib import archive, paths, results
 from fedlib.config import run_id
+from fedlib import yours as Y
 from fedlib.papers import benchmark as B
 from fedlib.study.notebook import ParameterError
 from fedlib.validation import ConfigError
@@ -128,13 +129,13 @@ def test_the_write_record_sees_files_written_folders_made_and_files_replaced(tmp
 
 def test_a_method_file_from_outside_is_ranked_beside_the_archived_methods_at_the_same_round(
         outside, tmp_path, real_archive, repository_untouched):
-    yours = B.load_yours(str(outside / "cosine_pull.py"))
+    yours = Y.load_yours(str(outside / "cosine_pull.py"))
     assert yours.key == "user:cosine_pull" and yours.label == "cosine_pull (yours)" and yours.rule == "head"
-    plan = B.yours_plan(yours, "smoke", rounds=1, settings=["dir"], results_dir=tmp_path / "results")
-    result = B.compare_yours(plan, workers=0, progress=False)
+    plan = Y.yours_plan(yours, "smoke", rounds=1, settings=["dir"], results_dir=tmp_path / "results")
+    result = Y.compare_yours(plan, workers=0, progress=False)
     assert not result.failed and not result.missing
 
-    (cfg, seed), = B.yours_jobs(plan)   # its one run, in the results folder the test chose (never the repository's)
+    (cfg, seed), = Y.yours_jobs(plan)   # its one run, in the results folder the test chose (never the repository's)
     assert cfg["algorithm"]["source"] == str(outside / "cosine_pull.py") and cfg["train"]["rounds"] == 1
     assert (tmp_path / "results" / run_id(cfg, seed) / "summary.json").is_file()
     assert not (ROOT / "results" / run_id(cfg, seed)).exists()
@@ -144,7 +145,7 @@ def test_a_method_file_from_outside_is_ranked_beside_the_archived_methods_at_the
     assert len(ranked) == 31 and ranked.loc["cosine_pull (yours)", "rule"] == "head"
 
     # every built-in method read from its archived 100-round run at round 1, the method's own budget
-    archived = results.rounds(B.yours_configs(plan)[("dir", "fedavg")], 0)
+    archived = results.rounds(Y.yours_configs(plan)[("dir", "fedavg")], 0)
     assert len(archived) >= 100
     fedavg = result.table[result.table.method == "fedavg"].iloc[0]
     assert fedavg["round"] == 1 and fedavg["best"] == pytest.approx(100 * archived[0]["acc"]["acc_head"]["weighted"])
@@ -174,12 +175,12 @@ def test_the_command_checks_trains_on_every_setting_and_ranks_it_writing_nothing
     source = str(outside / "cosine_pull.py")
     argv = ["--method", source, "--profile", "smoke", "--results-dir", str(tmp_path / "results"), "--out",
             str(tmp_path / "out"), "--workers", "1"]   # one worker process: it imports the method from its file
-    assert B.main(argv) == 0
+    assert Y.main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("cosine_pull (cosine_pull.py, SHA-256 ") and "contract check passed" in out.splitlines()[0]
-    plan = B.yours_plan(B.load_yours(source), "smoke", results_dir=tmp_path / "results")
-    assert B.yours_runs_on(plan) == ["pat", "dir", "nway", "hetero"]   # prototypes: every setting, hetero too
-    for cfg, seed in B.yours_jobs(plan):
+    plan = Y.yours_plan(Y.load_yours(source), "smoke", results_dir=tmp_path / "results")
+    assert Y.yours_runs_on(plan) == ["pat", "dir", "nway", "hetero"]   # prototypes: every setting, hetero too
+    for cfg, seed in Y.yours_jobs(plan):
         assert cfg["train"]["rounds"] == 2
         assert (tmp_path / "results" / run_id(cfg, seed) / "summary.json").is_file()
     ranked = (tmp_path / "out" / "ranked.md").read_text()
@@ -188,28 +189,28 @@ def test_the_command_checks_trains_on_every_setting_and_ranks_it_writing_nothing
     assert (tmp_path / "out" / "cd.png").is_file() and (tmp_path / "out" / "cd_homogeneous.png").is_file()
     assert "read at round 2 of their 100" in out
     # a second run reads its finished runs: nothing trains
-    assert B.main(argv) == 0
+    assert Y.main(argv) == 0
     assert "to run" not in capsys.readouterr().err
 
 
 def test_a_method_sending_its_model_skips_heterogeneous_models_and_says_why(tmp_path):
     (tmp_path / "prox_like.py").write_text(PROX)
-    plan = B.yours_plan(B.load_yours(str(tmp_path / "prox_like.py")), "smoke", results_dir=tmp_path / "results")
-    assert B.yours_runs_on(plan) == ["pat", "dir", "nway"]
-    why = B.yours_why_not(plan, "hetero")
+    plan = Y.yours_plan(Y.load_yours(str(tmp_path / "prox_like.py")), "smoke", results_dir=tmp_path / "results")
+    assert Y.yours_runs_on(plan) == ["pat", "dir", "nway"]
+    why = Y.yours_why_not(plan, "hetero")
     assert why.startswith("sends w.* (weights of the client's own model") and "models differ here" in why
-    table = B.yours_settings_table(plan)
+    table = Y.yours_settings_table(plan)
     assert table.loc["Heterogeneous models (ht0_lite)", "runs"] == f"no: {why}"
-    assert [c["partition"]["scheme"] for c, _ in B.yours_jobs(plan)] == ["pathological", "dirichlet", "nway_kshot"]
-    assert [s for _, s in B.yours_jobs(plan)] == [0, 0, 1234]   # each setting's first archived seed
+    assert [c["partition"]["scheme"] for c, _ in Y.yours_jobs(plan)] == ["pathological", "dirichlet", "nway_kshot"]
+    assert [s for _, s in Y.yours_jobs(plan)] == [0, 0, 1234]   # each setting's first archived seed
 
 
 def test_a_method_on_low_level_features_runs_only_where_the_model_exposes_them(tmp_path):
     low = GOOD.replace("    lam: float = 1.0", "    lam: float = 1.0\n    level = \"low\"")
     (tmp_path / "low_level.py").write_text(low)
-    plan = B.yours_plan(B.load_yours(str(tmp_path / "low_level.py")), "smoke", results_dir=tmp_path / "results")
-    assert B.yours_runs_on(plan) == ["nway"]
-    assert B.yours_why_not(plan, "pat") == ("its prototypes live on the 'low' feature level, which fedavg_cnn does not "
+    plan = Y.yours_plan(Y.load_yours(str(tmp_path / "low_level.py")), "smoke", results_dir=tmp_path / "results")
+    assert Y.yours_runs_on(plan) == ["nway"]
+    assert Y.yours_why_not(plan, "pat") == ("its prototypes live on the 'low' feature level, which fedavg_cnn does not "
                                             "expose")
 
 
@@ -224,7 +225,7 @@ def test_a_broken_method_file_stops_the_command_with_one_line_before_any_trainin
     monkeypatch.setattr(runner, "run_many", refuse)
     text, expected = BROKEN[stem]
     (tmp_path / f"{stem}.py").write_text(text)
-    rc = B.main(["--method", str(tmp_path / f"{stem}.py"), "--profile", "smoke", "--results-dir",
+    rc = Y.main(["--method", str(tmp_path / f"{stem}.py"), "--profile", "smoke", "--results-dir",
                          str(tmp_path / "results")])
     out = capsys.readouterr().out
     assert rc == 2 and out.count("\n") == 1 and out.startswith(f"error: {expected}"), out
@@ -241,23 +242,29 @@ def test_a_broken_method_file_stops_the_command_with_one_line_before_any_trainin
 def test_a_budget_that_cannot_be_compared_is_refused_in_one_line(outside, tmp_path, capsys, options, line):
     argv = ["--method", str(outside / "cosine_pull.py"), "--profile", "smoke", "--results-dir",
             str(tmp_path / "results"), *options]
-    assert B.main(argv) == 2
+    assert Y.main(argv) == 2
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith(line), out
 
 
-def test_the_method_options_need_a_method(capsys):
-    assert B.main(["--out", "somewhere"]) == 2
-    assert capsys.readouterr().out == "error: --out: got 'somewhere'; allowed: only with --method\n"
+def test_the_command_needs_a_method_and_the_benchmarks_command_points_to_it(capsys):
+    with pytest.raises(SystemExit) as exc:
+        Y.main(["--out", "somewhere"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == ("python -m fedlib.yours: error: the following arguments are "
+                                                        "required: --method")
+    assert B.main(["--method", "mine.py"]) == 2
+    assert capsys.readouterr().out == ("error: --method: got 'mine.py'; allowed: nothing here: your method runs with "
+                                       "`python -m fedlib.yours --method FILE`\n")
 
 
 def test_rows_are_read_at_the_budgets_round():
     recs = [{"round": r, "acc": {"acc_head": {"weighted": w}}, "up_params": 10, "down_params": r, "seconds": s}
             for r, w, s in [(1, 0.2, 1.0), (2, 0.6, 3.0), (3, 0.4, 2.0), (4, 0.9, 9.0)]]
-    row = B._at_round(recs, "acc_head", 3)
+    row = Y._at_round(recs, "acc_head", 3)
     assert row == {"best": pytest.approx(60.0), "last": pytest.approx(40.0), "at": 3, "floats": pytest.approx(12.0),
                    "seconds": pytest.approx(2.0)}
-    assert B._at_round(recs, "acc_proto", 3) is None
+    assert Y._at_round(recs, "acc_proto", 3) is None
 
 
 def _synthetic(monkeypatch, mine: float, theirs: float):
@@ -276,10 +283,10 @@ def _synthetic(monkeypatch, mine: float, theirs: float):
 def test_under_the_converged_budget_better_is_judged_by_the_verdict_rule(tmp_path, monkeypatch, mine, verdict):
     _synthetic(monkeypatch, mine, 0.5)
     (tmp_path / "cosine_pull.py").write_text(COSINE)
-    plan = B.yours_plan(B.load_yours(str(tmp_path / "cosine_pull.py")), "converged", settings=["dir"],
+    plan = Y.yours_plan(Y.load_yours(str(tmp_path / "cosine_pull.py")), "converged", settings=["dir"],
                        results_dir=tmp_path / "results")
     assert plan.budget_rounds == 100 and plan.equal_rounds and plan.setting_seeds("dir") == [0, 1, 2]
-    result = B.compare_yours(plan, train_missing=False)
+    result = Y.compare_yours(plan, train_missing=False)
     (claim,) = result.claims
     assert claim.verdict == verdict and claim.profile == "converged", claim.note
     assert "read at round 100" in result.caption() and "not the converged one" not in result.caption()
@@ -293,7 +300,10 @@ def test_the_notebooks_check_the_method_file_in_their_set_up_cell(tmp_path, monk
     monkeypatch.setattr(runner, "run_many", lambda *a, **k: pytest.fail("trained before checking its parameters"))
     text, expected = BROKEN["nan_loss"]
     (tmp_path / "nan_loss.py").write_text(text)
-    for open_ in (B.notebook, quickstart.notebook):
+    def benchmark_notebook(profile, method_file=None):
+        Y.attach(B.notebook(profile), method_file)
+
+    for open_ in (benchmark_notebook, quickstart.notebook):
         with pytest.raises(ParameterError) as err:
             open_("smoke", method_file=str(tmp_path / "nan_loss.py"))
         (line,) = err.value._render_traceback_()
@@ -301,7 +311,7 @@ def test_the_notebooks_check_the_method_file_in_their_set_up_cell(tmp_path, monk
         with pytest.raises(ParameterError, match=r"^method_file: got .*missing\.py'; allowed: an existing method "):
             open_("smoke", method_file=str(tmp_path / "missing.py"))
     with pytest.raises(ParameterError, match=r"^method_rule: got 'proto'; allowed: None without a method_file$"):
-        B.notebook("smoke", method_rule="proto")
+        Y.attach(B.notebook("smoke"), None, "proto")
     with pytest.raises(ParameterError, match=r"^profile: got 'nonsense'; allowed: one of smoke, quick"):
         quickstart.notebook("nonsense")
     with pytest.raises(ParameterError, match=r"^workers: got -1"):
@@ -312,23 +322,23 @@ def test_the_benchmark_notebooks_last_cell_without_a_method_file_says_how(tmp_pa
     monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path / "root"))
     nb = B.notebook("smoke")
     capsys.readouterr()
-    assert B.show_yours(nb) is None
+    assert Y.show_yours(nb) is None
     assert capsys.readouterr().out.startswith("No method file: set method_file in the parameters cell")
     assert nb.section.parts == [] or all("yours" not in p for p in nb.section.parts)
 
 
 def test_an_unknown_budget_or_setting_is_one_line(outside, tmp_path):
-    yours = B.load_yours(str(outside / "cosine_pull.py"))
+    yours = Y.load_yours(str(outside / "cosine_pull.py"))
     with pytest.raises(ConfigError, match=r"^settings: got \['moon'\]; allowed: a non-empty list of pat, dir, nway, "):
-        B.yours_plan(yours, "smoke", settings=["moon"], results_dir=tmp_path)
+        Y.yours_plan(yours, "smoke", settings=["moon"], results_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^--profile: got 'extended'; allowed: one of smoke, quick, converged"):
-        B.yours_plan(yours, "extended", results_dir=tmp_path)
+        Y.yours_plan(yours, "extended", results_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^algorithm \(user:cosine_pull\)\.lam: got -2"):
-        B.load_yours(str(outside / "cosine_pull.py"), hyperparameters={"lam": -2})
+        Y.load_yours(str(outside / "cosine_pull.py"), hyperparameters={"lam": -2})
 
 
 def test_the_leakage_row_needs_a_budget_whose_models_are_at_hand(outside, capsys):
-    assert B.main(["--method", str(outside / "cosine_pull.py"), "--profile", "converged", "--leakage"]) == 2
+    assert Y.main(["--method", str(outside / "cosine_pull.py"), "--profile", "converged", "--leakage"]) == 2
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith("error: --leakage: got 'converged'; allowed: a budget of smoke, "
                                                    "quick (the attacks need every method's trained model")
@@ -336,8 +346,8 @@ def test_the_leakage_row_needs_a_budget_whose_models_are_at_hand(outside, capsys
 
 def test_the_leakage_row_puts_the_method_under_the_studys_attacks(outside, tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path / "root"))
-    yours = B.load_yours(str(outside / "cosine_pull.py"))
-    head = B.yours_leakage(yours, "smoke", tmp_path / "results", workers=0, progress=False)
+    yours = Y.load_yours(str(outside / "cosine_pull.py"))
+    head = Y.yours_leakage(yours, "smoke", tmp_path / "results", workers=0, progress=False)
     mine = head[head.method == "cosine_pull (yours)"].iloc[0]
     assert mine["holds"] == "prototypes" and mine["best realistic attack"].startswith("decoder")
     assert {"FedAvg", "FedProto"} <= set(head.method) and (head.method == "—").sum() == 3   # the three references
