@@ -23,8 +23,12 @@ from fedlib.study import check_methods, check_rounds
 from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
 
-run = functools.partial(results.train, protocol=True)   # the notebook's grids, on the plan's own placement, at
-# the paper's rounds (a run the benchmark extended towards its plateau is read at them: results.cut_back)
+
+def run(*args, **kw) -> dict:
+    """The notebook's grids (:func:`fedlib.results.train`, on the plan's own placement) at the paper's rounds: a run
+    the benchmark extended towards its plateau is read at them (:func:`fedlib.results.cut_back`)."""
+    return results.train(*args, protocol=True, **kw)
+
 
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"

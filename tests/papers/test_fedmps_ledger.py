@@ -275,7 +275,7 @@ def test_ablation_table_reads_every_seed_and_the_notebook_shows_mean_std_n(monke
         return {"seed": seed, "metrics": {S.PAPER_METRIC_PROTO: {"best": best / 100, "best_std": 0.1, "last":
                                                                  (best - 1) / 100, "best_round": 90 + seed - 1234},
                                           S.COMMON_METRIC: {"best": best / 100, "last": (best + 1) / 100}}}
-    monkeypatch.setattr(results, "rounds", lambda cfg, seed, archive_root=None: [
+    monkeypatch.setattr(results, "rounds", lambda cfg, seed, archive_root=None, protocol=False: [
         {"round": 2, "local": {"l_soft": 0.1 * (seed - 1233)}}] if cfg["algorithm"]["mu"] else [{"round": 2}])
     runs = {1: [summary(s, b) for s, b in zip(plan.seeds, (90.0, 91.0, 89.0), strict=True)],
             6: [summary(s, b) for s, b in zip(plan.seeds, (92.0, 93.5, 90.5), strict=True)]}
