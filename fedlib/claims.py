@@ -109,15 +109,28 @@ def rank_sum_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 def paired_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Exact two-sided sign-flip permutation p of the mean of ``a - b`` (pairs share a seed, hence the
-    partition): every one of the ``2**n`` sign patterns is enumerated."""
-    from scipy.stats import permutation_test
-
+    partition): the share of the ``2**n`` sign patterns whose mean is at least as far from 0 as the observed one
+    (ties within scipy's relative tolerance, 100 float epsilons, count; the same p as ``scipy.stats.permutation_test``
+    with every resample, which holds all ``2**n`` patterns in memory: gigabytes at 24 seeds). Counted by meeting in
+    the middle: the signed sums of each half of the pairs, one half sorted, so memory grows as ``2**(n/2)``."""
     d = np.asarray(a, float) - np.asarray(b, float)
     if not d.any():
         return 1.0
-    res = permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
-                           n_resamples=np.inf)
-    return float(res.pvalue)
+    x = np.abs(d)
+    observed = abs(float(d.sum()))
+    reach = observed - observed * 100 * np.finfo(float).eps
+    half = len(x) // 2
+    left, right = _signed_sums(x[:half]), np.sort(_signed_sums(x[half:]))
+    far = (len(right) - np.searchsorted(right, reach - left, "left")) + np.searchsorted(right, -reach - left, "right")
+    return min(1.0, float(far.sum()) / 2 ** len(x))
+
+
+def _signed_sums(x: np.ndarray) -> np.ndarray:
+    """The ``2**len(x)`` sums of ``x`` under every sign pattern."""
+    sums = np.zeros(1)
+    for v in x:
+        sums = np.concatenate([sums + v, sums - v])
+    return sums
 
 
 # ---------------------------------------------------------------------------------------------- trends

@@ -293,3 +293,26 @@ def test_a_threshold_claim_is_a_comparison_with_its_own_spread():
     assert C.against_threshold("x", [10.5, 12.0, 9.0], 10.0).status() == C.WITHIN
     one = C.against_threshold("x", [12.0], 10.0)
     assert one.n == 1 and C.verdict(True, "paper", 1, [one])[0] == C.INCONCLUSIVE
+
+
+def test_the_paired_test_equals_scipys_enumeration_and_stays_small_at_24_seeds():
+    """The sign-flip p counted half by half equals scipy's full enumeration (ties included), and 24 pairs (the
+    MP-FedCL Table VI seeds; scipy's enumeration there holds 2**24 patterns, gigabytes) take little memory."""
+    import resource
+
+    from scipy.stats import permutation_test
+
+    rng = np.random.default_rng(7)
+    for trial in range(120):
+        n = 2 + trial % 9
+        a = rng.integers(0, 4, size=n).astype(float) if trial % 2 else np.round(rng.normal(80, 2, size=n), 2)
+        b = rng.integers(0, 4, size=n).astype(float) if trial % 2 else np.round(rng.normal(80, 2, size=n), 2)
+        if not (a - b).any():
+            continue
+        ref = permutation_test((a - b,), np.mean, permutation_type="samples", alternative="two-sided",
+                               n_resamples=np.inf).pvalue
+        assert C.paired_p(a, b) == ref
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert C.paired_p([1.0] * 24, [0.0] * 24) == 2 / 2 ** 24          # every pair on one side: the two extremes
+    assert C.paired_p([1.0] * 12 + [0.0] * 12, [0.0] * 12 + [1.0] * 12) == 1.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000   # kB: under 200 MB more
