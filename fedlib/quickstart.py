@@ -3,7 +3,7 @@
 It loads one setting of the benchmark (PFLlib's Fashion-MNIST Dir(0.1) split, :mod:`fedlib.papers.benchmark`),
 trains FedAvg and FedProto on it for a few rounds with a progress bar, draws their accuracy curves and the
 partition, then puts a method file (default the template shipped in ``docs/method_template.py``) through the
-contract check and against the archived benchmark (:func:`fedlib.yours.compare_yours`): the ranked
+contract check and against the archived benchmark (:func:`fedlib.yours.compare`): the ranked
 table, where it lands, the critical-difference diagram and the accuracy-vs-communication front, every method read at
 the same round.
 
@@ -11,7 +11,7 @@ Profiles: ``smoke`` (the benchmark's smoke setting: 1% of the data, 10 clients, 
 smoke budget, about a minute in all) and ``quick`` (2% of the data, 20 clients, 5 rounds; the quick budget, a few
 minutes). The longer profiles (``converged``, ``paper``) run as ``quick`` here: the quickstart is for minutes, and
 ``python -m fedlib.yours --method FILE --profile converged`` makes the evidence. Nothing is written but
-runs in the results folder (and the comparison beside them: :func:`fedlib.yours.yours_out`).
+runs in the results folder (and the comparison beside them: :func:`fedlib.yours.out_dir`).
 """
 
 from __future__ import annotations
@@ -89,10 +89,9 @@ def notebook(profile: str, rounds=None, method_file=None, method_rule=None, work
         check_parameters(workers, "tsne", device)
         start(backend)
         plan = benchmark.load_plan(budget_of(profile), methods=list(METHODS), rounds=rounds, device=device)
-        mine = Y.load_yours(template_path() if method_file is None else method_file, rule=method_rule,
-                                field="method_file", rule_field="method_rule")
-        yours = Y.yours_plan(mine, budget_of(profile), results_dir=plan.results_dir, device=device,
-                                      field="profile")
+        mine = Y.load(template_path() if method_file is None else method_file, rule=method_rule,
+                      field="method_file", rule_field="method_rule")
+        yours = Y.plan(mine, budget_of(profile), results_dir=plan.results_dir, device=device, field="profile")
     except ConfigError as exc:
         raise ParameterError(str(exc)) from None
     qs = Quickstart(profile, plan, yours, workers)
@@ -183,18 +182,18 @@ def check_method(qs: Quickstart) -> None:
     """Print the method file's contract check (it ran in the set-up cell) and the settings it can run on."""
     print(qs.yours.yours.line())
     for s in qs.yours.setting_names():
-        why = Y.yours_why_not(qs.yours, s)
+        why = Y.why_not(qs.yours, s)
         print(f"{s}: " + ("runs" if why is None else f"does not run ({why})"))
 
 
 def _comparison(qs: Quickstart):
-    return qs.once("comparison", lambda: Y.compare_yours(qs.yours, workers=qs.workers))
+    return qs.once("comparison", lambda: Y.compare(qs.yours, workers=qs.workers))
 
 
 def show_ranked(qs: Quickstart):
     """Train the method file on every setting it can run on (the budget's rounds; cached runs are read), then the
     ranked table beside the archived benchmark (every method at the same round) and where it lands."""
-    return Y.yours_cells(_comparison(qs), figures=False)
+    return Y.cells(_comparison(qs), figures=False)
 
 
 def fig_cd(qs: Quickstart):

@@ -23,9 +23,9 @@ from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError, Options, check_value
 
 #: the profile whose runs the archive holds for every built-in method: the comparison's settings and seeds
-YOURS_REFERENCE = "converged"
+REFERENCE = "converged"
 #: the profiles a method may be trained under beside the archive (each sets its rounds and number of seeds)
-YOURS_BUDGETS = ("smoke", "quick", "converged")
+BUDGETS = ("smoke", "quick", "converged")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +69,8 @@ class Yours:
                 f"({self.check_seconds:.1f} s); scored by its rule {self.rule!r}")
 
 
-def load_yours(source, rule: str | None = None, hyperparameters: dict | None = None, field: str = "--method",
-               rule_field: str = "--rule") -> Yours:
+def load(source, rule: str | None = None, hyperparameters: dict | None = None, field: str = "--method",
+         rule_field: str = "--rule") -> Yours:
     """The method of ``source`` (a file or entry point) after the contract check; ``rule``: one of its ``RULES``."""
     from fedlib.algorithms import loader
     from fedlib.validation import from_dict
@@ -92,14 +92,14 @@ def load_yours(source, rule: str | None = None, hyperparameters: dict | None = N
 
 @dataclasses.dataclass
 class YoursPlan(B.Plan):
-    """The benchmark under :data:`YOURS_REFERENCE` with ``yours`` added at ``budget_rounds`` and ``positions``."""
+    """The benchmark under :data:`REFERENCE` with ``yours`` added at ``budget_rounds`` and ``positions``."""
 
     yours: Yours | None = None
-    budget: str = YOURS_REFERENCE
+    budget: str = REFERENCE
     budget_rounds: int = 0
     positions: tuple = (0,)
     only: tuple | None = None   # the settings taken (None: every setting of the archived benchmark)
-    cache: dict = dataclasses.field(default_factory=dict, repr=False)   # configs made once (:func:`yours_configs`)
+    cache: dict = dataclasses.field(default_factory=dict, repr=False)   # configs made once (:func:`configs`)
 
     def setting_names(self) -> list[str]:
         names = super().setting_names()
@@ -119,7 +119,7 @@ class YoursPlan(B.Plan):
         return f"acc_{self.yours.rule}" if method == self.yours.key else super().metric(method)
 
     def why_not(self, method: str, setting: str) -> str | None:
-        return yours_why_not(self, setting) if method == self.yours.key else super().why_not(method, setting)
+        return why_not(self, setting) if method == self.yours.key else super().why_not(method, setting)
 
     def setting_seeds(self, setting: str) -> list[int]:
         own = super().setting_seeds(setting)
@@ -131,17 +131,17 @@ class YoursPlan(B.Plan):
         return self.budget_rounds == self.rounds
 
 
-def yours_plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, seeds: list[int] | None = None,
-               methods: list[str] | None = None, settings: list[str] | None = None,
-               results_dir: str | Path | None = None, data_root: str | None = None, device: str | None = None,
-               executor: str | None = None, field: str = "--profile") -> YoursPlan:
-    """The comparison of ``yours`` under the budget of ``profile`` (:data:`YOURS_BUDGETS`), options overriding it."""
+def plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, seeds: list[int] | None = None,
+         methods: list[str] | None = None, settings: list[str] | None = None,
+         results_dir: str | Path | None = None, data_root: str | None = None, device: str | None = None,
+         executor: str | None = None, field: str = "--profile") -> YoursPlan:
+    """The comparison of ``yours`` under the budget of ``profile`` (:data:`BUDGETS`), options overriding it."""
     from fedlib.study import check_seeds
     from fedlib.study.schema import check_rounds
 
-    check_yours_budget(profile, field)
+    check_budget(profile, field)
     budget = B.load_plan(profile)
-    plan = YoursPlan.load(YOURS_REFERENCE, results_dir=results_dir, data_root=data_root, device=device,
+    plan = YoursPlan.load(REFERENCE, results_dir=results_dir, data_root=data_root, device=device,
                           executor=executor, methods=methods)
     plan.yours, plan.budget = yours, profile
     ref_seeds = plan.seeds
@@ -166,48 +166,48 @@ def yours_plan(yours: Yours, profile: str = "smoke", rounds: int | None = None, 
     return plan
 
 
-def check_yours_budget(profile, field: str = "--profile") -> str:
-    """``profile`` where it is one of :data:`YOURS_BUDGETS` (else one line naming ``field``)."""
-    if profile not in YOURS_BUDGETS:
-        raise ConfigError(field, profile, f"one of {', '.join(YOURS_BUDGETS)} (a method's budget beside the archived "
-                          f"benchmark's {YOURS_REFERENCE}-profile runs: docs/your_method.md)")
+def check_budget(profile, field: str = "--profile") -> str:
+    """``profile`` where it is one of :data:`BUDGETS` (else one line naming ``field``)."""
+    if profile not in BUDGETS:
+        raise ConfigError(field, profile, f"one of {', '.join(BUDGETS)} (a method's budget beside the archived "
+                          f"benchmark's {REFERENCE}-profile runs: docs/your_method.md)")
     return profile
 
 
-def yours_why_not(plan: YoursPlan, setting: str) -> str | None:
+def why_not(plan: YoursPlan, setting: str) -> str | None:
     """Why the method cannot run on ``setting`` (None: it runs), by :func:`refusal`."""
     model = plan.spec["settings"][setting].get("base", plan.spec["base"])["model"]
     found = B.refusal(plan.yours.cls, plan.yours.hyperparameters, model)
     return None if found is None else found[2]
 
 
-def yours_configs(plan: YoursPlan) -> dict[tuple[str, str], dict]:
+def configs(plan: YoursPlan) -> dict[tuple[str, str], dict]:
     """``{(setting, method): config}`` where the method runs, its own at the budget's rounds (made once)."""
     if "configs" not in plan.cache:
         out = {}
-        for s in yours_runs_on(plan):
+        for s in runs_on(plan):
             out.update({(s, m): B.config(plan, m, s) for m in plan.builtin() if plan.why_not(m, s) is None})
             out[(s, plan.yours.key)] = B.config(plan, plan.yours.key, s, rounds=plan.budget_rounds)
         plan.cache["configs"] = out
     return plan.cache["configs"]
 
 
-def yours_runs_on(plan: YoursPlan) -> list[str]:
+def runs_on(plan: YoursPlan) -> list[str]:
     """The settings the method runs on."""
-    return [s for s in plan.setting_names() if yours_why_not(plan, s) is None]
+    return [s for s in plan.setting_names() if why_not(plan, s) is None]
 
 
-def yours_jobs(plan: YoursPlan) -> list[tuple[dict, int]]:
+def jobs(plan: YoursPlan) -> list[tuple[dict, int]]:
     """The method's runs: one per (setting it runs on, seed)."""
     return [(B.config(plan, plan.yours.key, s, rounds=plan.budget_rounds), seed)
-            for s in yours_runs_on(plan) for seed in plan.setting_seeds(s)]
+            for s in runs_on(plan) for seed in plan.setting_seeds(s)]
 
 
-def yours_settings_table(plan: YoursPlan) -> pd.DataFrame:
+def settings_table(plan: YoursPlan) -> pd.DataFrame:
     """Per setting: whether the method runs there (or why not), its seeds and rounds, the built-in methods there."""
     rows = {}
     for s in plan.setting_names():
-        why = yours_why_not(plan, s)
+        why = why_not(plan, s)
         rows[plan.setting_label(s)] = {
             "runs": "yes" if why is None else f"no: {why}",
             "seeds": ", ".join(map(str, plan.setting_seeds(s))) if why is None else "—",
@@ -229,12 +229,12 @@ def _at_round(records: list[dict], metric: str, rounds: int) -> dict | None:
             "seconds": float(np.median([r["seconds"] for r in kept if "seconds" in r])) if kept else math.nan}
 
 
-def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
+def rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
     """Every method's :func:`scores` rows at the budget's round where the method runs, and the runs missing."""
     from fedlib import results
 
     out, missing = [], []
-    for (s, m), cfg in yours_configs(plan).items():
+    for (s, m), cfg in configs(plan).items():
         for seed in plan.setting_seeds(s):
             recs = results.rounds(cfg, seed)
             row = _at_round(recs, plan.metric(m), plan.budget_rounds) if recs else None
@@ -248,11 +248,11 @@ def yours_rows(plan: YoursPlan) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(out, columns=cols), missing
 
 
-def yours_curves(plan: YoursPlan, setting: str, method: str) -> list[list[float]]:
+def curves(plan: YoursPlan, setting: str, method: str) -> list[list[float]]:
     """The per-seed accuracy curves (%) of ``method`` on ``setting`` up to the budget's round."""
     from fedlib import results
 
-    cfg = yours_configs(plan)[(setting, method)]
+    cfg = configs(plan)[(setting, method)]
     out = []
     for seed in plan.setting_seeds(setting):
         recs = [r for r in results.rounds(cfg, seed) if r.get("round", 0) <= plan.budget_rounds]
@@ -262,11 +262,11 @@ def yours_curves(plan: YoursPlan, setting: str, method: str) -> list[list[float]
     return out
 
 
-def yours_landing(plan: YoursPlan, table: pd.DataFrame) -> pd.DataFrame:
+def landing(plan: YoursPlan, table: pd.DataFrame) -> pd.DataFrame:
     """Per setting the method runs on: its mean rank, its mean, the best other method's and the difference."""
     out = {}
     key = plan.yours.key
-    for s in yours_runs_on(plan):
+    for s in runs_on(plan):
         part = table[table.setting == s]
         if key not in set(part.method):
             out[plan.setting_label(s)] = {"rank": "not finished"}
@@ -297,10 +297,10 @@ def _retitle(plan: YoursPlan, fig):
     return fig
 
 
-def yours_ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
+def ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
     """Per setting, "<yours> beats every other method on <setting>" by the suite's verdict rule."""
     key, out = plan.yours.key, []
-    for s in yours_runs_on(plan):
+    for s in runs_on(plan):
         part = table[table.setting == s]
         text = f"{plan.yours.label} beats every other method on {plan.setting_label(s)}"
         if key not in set(part.method) or part.method.nunique() < 2:
@@ -309,9 +309,9 @@ def yours_ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
         values = part.pivot_table(index="seed", columns="method", values="best")
         per = {plan.label(m): list(values[m]) for m in values.columns}
         trends = None
-        if plan.budget == YOURS_REFERENCE and plan.equal_rounds:
+        if plan.budget == REFERENCE and plan.equal_rounds:
             trends = {plan.label(m): claims.trend(f"{plan.label(m)} ({s})", c) for m in values.columns
-                      if (c := yours_curves(plan, s, m))}
+                      if (c := curves(plan, s, m))}
         test = claims.versus_best(plan.yours.label, per, trends=trends)
         rival = test.label.split(" - ", 1)[1]
         out.append(claims.claim(f"{text} (strongest other: {rival})", "your method",
@@ -323,7 +323,7 @@ def yours_ledger(plan: YoursPlan, table: pd.DataFrame) -> list:
 
 @dataclasses.dataclass
 class YoursComparison:
-    """What :func:`compare_yours` made; ``figures``: ``[(figure, caption, name)]``, ``failed``: failed runs' lines."""
+    """What :func:`compare` made; ``figures``: ``[(figure, caption, name)]``, ``failed``: failed runs' lines."""
 
     plan: YoursPlan
     table: pd.DataFrame
@@ -339,11 +339,11 @@ class YoursComparison:
         plan = self.plan
         r, seeds = plan.budget_rounds, len(plan.positions)
         text = (f"{plan.yours.label}: {r} rounds ({plan.budget} budget), {seeds} seed{'s' * (seeds > 1)} per setting; "
-                f"the built-in methods: their archived {YOURS_REFERENCE}-profile runs (same data, clients, split, "
+                f"the built-in methods: their archived {REFERENCE}-profile runs (same data, clients, split, "
                 f"model, optimiser and seeds) read at round {r}")
         if not plan.equal_rounds:
             text += (f" of their {plan.rounds}. An early-training ranking at round {r}, not the converged one: "
-                     f"train with --profile {YOURS_REFERENCE} for that")
+                     f"train with --profile {REFERENCE} for that")
         return text
 
     def save(self, folder: str | Path, leakage: pd.DataFrame | None = None) -> list[Path]:
@@ -368,8 +368,8 @@ class YoursComparison:
         return [folder / "ranked.md", *written]
 
 
-def compare_yours(plan: YoursPlan, train_missing: bool = True, workers: int | None = None,
-                  progress: bool = True) -> YoursComparison:
+def compare(plan: YoursPlan, train_missing: bool = True, workers: int | None = None,
+            progress: bool = True) -> YoursComparison:
     """Train the method's missing runs and compare every method at the budget's round."""
     import matplotlib.pyplot as plt
 
@@ -377,43 +377,43 @@ def compare_yours(plan: YoursPlan, train_missing: bool = True, workers: int | No
 
     failed = []
     if train_missing:
-        todo = [(c, s) for c, s in yours_jobs(plan) if results.find(c, s)[1] is None]
+        todo = [(c, s) for c, s in jobs(plan) if results.find(c, s)[1] is None]
         try:
             results.run_many(todo, workers=workers, progress=progress, desc=f"{plan.yours.stem} ({plan.budget})")
         except results.RunsFailed as exc:
             failed = [str(exc)]
-    table, missing = yours_rows(plan)
+    table, missing = rows(plan)
     r, label, figures = plan.budget_rounds, plan.yours.label, []
-    settings = [s for s in yours_runs_on(plan) if (table.setting == s).any()]
+    settings = [s for s in runs_on(plan) if (table.setting == s).any()]
     if len(table) and settings:
         figures = B.cd_figures(plan, table, settings, (
             f"Critical-difference diagram at round {r} ({', '.join(settings)}; mean ranks, Nemenyi CD)",
             f"Critical-difference diagram at round {r}, one model for all ({{}})"), highlight=label)
     if len(table):
-        figures += B.cost_figures(plan, table, yours_runs_on(plan), highlight=label, at=f" at round {r}")
+        figures += B.cost_figures(plan, table, runs_on(plan), highlight=label, at=f" at round {r}")
     figures = [(_retitle(plan, fig), caption, name) for fig, caption, name in figures]
     for fig, _, _ in figures:   # shown where a cell returns them, never by the inline backend on its own
         plt.close(fig)
-    return YoursComparison(plan, table, missing, B.ranked(plan, table), yours_landing(plan, table), figures,
-                           yours_ledger(plan, table) if len(table) else [], failed)
+    return YoursComparison(plan, table, missing, B.ranked(plan, table), landing(plan, table), figures,
+                           ledger(plan, table) if len(table) else [], failed)
 
 
-def yours_out(plan: YoursPlan) -> Path:
+def out_dir(plan: YoursPlan) -> Path:
     """Where the comparison is written unless told: ``<results folder>/yours/<stem>-<sha12>-<budget>``."""
     return Path(plan.results_dir) / "yours" / f"{plan.yours.stem}-{plan.yours.sha256[:12]}-{plan.budget}"
 
 
-def main_yours(args) -> int:
+def run(args) -> int:
     """``--method``: the method checked, trained, compared and written to ``--out`` (exit status 1: a failed run)."""
-    check_yours_budget(args.profile)
-    if args.leakage and args.profile not in YOURS_LEAKAGE_PROFILES:
-        yours_leakage(None, args.profile)   # its one line, before any work
-    yours = load_yours(args.method, rule=args.rule)
-    plan = yours_plan(yours, args.profile, rounds=args.rounds, seeds=args.seeds, methods=args.methods,
-                      results_dir=args.results_dir, device=args.device, executor=args.executor)
-    print(yours.line(), f"settings ({YOURS_REFERENCE} profile's, archived):",
-          report.to_markdown(yours_settings_table(plan)), sep="\n")
-    result = compare_yours(plan, workers=args.workers)
+    check_budget(args.profile)
+    if args.leakage and args.profile not in LEAKAGE_PROFILES:
+        leakage(None, args.profile)   # its one line, before any work
+    yours = load(args.method, rule=args.rule)
+    planned = plan(yours, args.profile, rounds=args.rounds, seeds=args.seeds, methods=args.methods,
+                   results_dir=args.results_dir, device=args.device, executor=args.executor)
+    print(yours.line(), f"settings ({REFERENCE} profile's, archived):",
+          report.to_markdown(settings_table(planned)), sep="\n")
+    result = compare(planned, workers=args.workers)
     for line in result.failed:
         print(f"error: {line}")
     if result.missing:
@@ -427,18 +427,18 @@ def main_yours(args) -> int:
               sep="\n")
     leak = None
     if args.leakage:
-        leak = yours_leakage(yours, args.profile, args.results_dir, args.workers)
-        print(f"\nLeakage ({YOURS_LEAKAGE_PROFILES[args.profile]} profile of the leakage study, "
+        leak = leakage(yours, args.profile, args.results_dir, args.workers)
+        print(f"\nLeakage ({LEAKAGE_PROFILES[args.profile]} profile of the leakage study, "
               "fedlib.papers.privacy): each method's best realistic attack on its next upload, ranked by SSIM (lower "
               "leaks less)", report.to_markdown(leak.round(3)), sep="\n")
-    written = result.save(Path(args.out) if args.out else yours_out(plan), leak)
+    written = result.save(Path(args.out) if args.out else out_dir(planned), leak)
     print(f"\nwritten: {written[0]} and {len(written) - 1} figures beside it")
     return 1 if result.failed else 0
 
 
-def yours_cells(result: YoursComparison, figures: bool = True):
+def cells(result: YoursComparison, figures: bool = True):
     """A notebook cell's display of ``result`` (its figures and claims unless ``figures`` is False: the quickstart
-    shows them in cells of their own), also written under the results folder (:func:`yours_out`)."""
+    shows them in cells of their own), also written under the results folder (:func:`out_dir`)."""
     out = [f"{result.caption()}."]
     out += [f"failed: {line}" for line in result.failed]
     if result.missing:
@@ -448,27 +448,27 @@ def yours_cells(result: YoursComparison, figures: bool = True):
     out += [fig for fig, _, _ in result.figures if figures]
     if result.claims and figures:
         out += ["Claims, by the suite's verdict rule (fedlib.claims):", claims.table(result.claims)]
-    written = result.save(yours_out(result.plan))
+    written = result.save(out_dir(result.plan))
     out.append(f"written: {written[0]} and {len(written) - 1} figures beside it")
     return Shown(out)
 
 
 #: the leakage study's profile each budget's leakage row runs under (the run archive keeps no trained model)
-YOURS_LEAKAGE_PROFILES = {"smoke": "smoke", "quick": "quick"}
+LEAKAGE_PROFILES = {"smoke": "smoke", "quick": "quick"}
 
 
-def yours_leakage(yours: Yours, budget: str, results_dir: str | Path | None = None, workers: int | None = None,
-                  progress: bool = True) -> pd.DataFrame:
+def leakage(yours: Yours, budget: str, results_dir: str | Path | None = None, workers: int | None = None,
+            progress: bool = True) -> pd.DataFrame:
     """The leakage study's headline with the method as one more row, under ``budget`` (smoke or quick)."""
     from fedlib import results
     from fedlib.algorithms import loader
     from fedlib.papers import privacy
 
-    if budget not in YOURS_LEAKAGE_PROFILES:
-        raise ConfigError("--leakage", budget, "a budget of " + ", ".join(YOURS_LEAKAGE_PROFILES) + " (the attacks "
+    if budget not in LEAKAGE_PROFILES:
+        raise ConfigError("--leakage", budget, "a budget of " + ", ".join(LEAKAGE_PROFILES) + " (the attacks "
                           "need every method's trained model, which the run archive does not keep: run "
                           "python -m fedlib.papers.privacy --profile paper for the study's own table)")
-    plan = privacy.load_plan(YOURS_LEAKAGE_PROFILES[budget], results_dir=results_dir)
+    plan = privacy.load_plan(LEAKAGE_PROFILES[budget], results_dir=results_dir)
     plan.spec["methods"][yours.key] = {"label": yours.label, "algorithm": yours.algorithm()}
     plan.settings["methods"] = [*plan.table_methods(), yours.key]
     if yours.rule == "proto":
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--results-dir", help="its runs' results folder (default results/)")
     g.add_argument("--leakage", action="store_true", help="(smoke or quick) also its row in the leakage study's "
                    "headline")
-    return main_yours(parser.parse_args(argv))
+    return run(parser.parse_args(argv))
 
 
 def attach(nb, method_file, method_rule=None, profile: str | None = None, rounds=None, seeds=None, methods=None,
@@ -507,22 +507,22 @@ def attach(nb, method_file, method_rule=None, profile: str | None = None, rounds
             raise ParameterError(f"method_rule: got {method_rule!r}; allowed: None without a method_file")
         return
     try:
-        yours = load_yours(method_file, rule=method_rule, field="method_file", rule_field="method_rule")
-        nb.results["yours"] = yours_plan(yours, profile or nb.profile, rounds=rounds, seeds=seeds, methods=methods,
-                                         results_dir=nb.plan.results_dir, device=device, field="profile")
+        yours = load(method_file, rule=method_rule, field="method_file", rule_field="method_rule")
+        nb.results["yours"] = plan(yours, profile or nb.profile, rounds=rounds, seeds=seeds, methods=methods,
+                                   results_dir=nb.plan.results_dir, device=device, field="profile")
     except ConfigError as exc:
         raise ParameterError(str(exc)) from None
     print(yours.line())
 
 
-def show_yours(nb):
-    """The "Your method" cell: :func:`compare_yours` where ``method_file`` is set, else how to set it."""
+def show(nb):
+    """The "Your method" cell: :func:`compare` where ``method_file`` is set, else how to set it."""
     plan = nb.results.get("yours")
     if plan is None:
         print("No method file: set method_file in the parameters cell (e.g. \"../docs/method_template.py\") to rank "
               "your method against the archived benchmark (docs/your_method.md).")
         return None
-    return yours_cells(nb.once("yours_result", lambda: compare_yours(plan, workers=nb.workers)))
+    return cells(nb.once("yours_result", lambda: compare(plan, workers=nb.workers)))
 
 
 if __name__ == "__main__":

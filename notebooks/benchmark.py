@@ -175,4 +175,4 @@ nb.evidence()
 # file gets new runs. How to write one and how to read this: [docs/your_method.md](../docs/your_method.md).
 
 # %%
-Y.show_yours(nb)
+Y.show(nb)

@@ -129,13 +129,13 @@ def test_the_write_record_sees_files_written_folders_made_and_files_replaced(tmp
 
 def test_a_method_file_from_outside_is_ranked_beside_the_archived_methods_at_the_same_round(
         outside, tmp_path, real_archive, repository_untouched):
-    yours = Y.load_yours(str(outside / "cosine_pull.py"))
+    yours = Y.load(str(outside / "cosine_pull.py"))
     assert yours.key == "user:cosine_pull" and yours.label == "cosine_pull (yours)" and yours.rule == "head"
-    plan = Y.yours_plan(yours, "smoke", rounds=1, settings=["dir"], results_dir=tmp_path / "results")
-    result = Y.compare_yours(plan, workers=0, progress=False)
+    plan = Y.plan(yours, "smoke", rounds=1, settings=["dir"], results_dir=tmp_path / "results")
+    result = Y.compare(plan, workers=0, progress=False)
     assert not result.failed and not result.missing
 
-    (cfg, seed), = Y.yours_jobs(plan)   # its one run, in the results folder the test chose (never the repository's)
+    (cfg, seed), = Y.jobs(plan)   # its one run, in the results folder the test chose (never the repository's)
     assert cfg["algorithm"]["source"] == str(outside / "cosine_pull.py") and cfg["train"]["rounds"] == 1
     assert (tmp_path / "results" / run_id(cfg, seed) / "summary.json").is_file()
     assert not (ROOT / "results" / run_id(cfg, seed)).exists()
@@ -145,7 +145,7 @@ def test_a_method_file_from_outside_is_ranked_beside_the_archived_methods_at_the
     assert len(ranked) == 31 and ranked.loc["cosine_pull (yours)", "rule"] == "head"
 
     # every built-in method read from its archived 100-round run at round 1, the method's own budget
-    archived = results.rounds(Y.yours_configs(plan)[("dir", "fedavg")], 0)
+    archived = results.rounds(Y.configs(plan)[("dir", "fedavg")], 0)
     assert len(archived) >= 100
     fedavg = result.table[result.table.method == "fedavg"].iloc[0]
     assert fedavg["round"] == 1 and fedavg["best"] == pytest.approx(100 * archived[0]["acc"]["acc_head"]["weighted"])
@@ -178,9 +178,9 @@ def test_the_command_checks_trains_on_every_setting_and_ranks_it_writing_nothing
     assert Y.main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("cosine_pull (cosine_pull.py, SHA-256 ") and "contract check passed" in out.splitlines()[0]
-    plan = Y.yours_plan(Y.load_yours(source), "smoke", results_dir=tmp_path / "results")
-    assert Y.yours_runs_on(plan) == ["pat", "dir", "nway", "hetero"]   # prototypes: every setting, hetero too
-    for cfg, seed in Y.yours_jobs(plan):
+    plan = Y.plan(Y.load(source), "smoke", results_dir=tmp_path / "results")
+    assert Y.runs_on(plan) == ["pat", "dir", "nway", "hetero"]   # prototypes: every setting, hetero too
+    for cfg, seed in Y.jobs(plan):
         assert cfg["train"]["rounds"] == 2
         assert (tmp_path / "results" / run_id(cfg, seed) / "summary.json").is_file()
     ranked = (tmp_path / "out" / "ranked.md").read_text()
@@ -195,22 +195,22 @@ def test_the_command_checks_trains_on_every_setting_and_ranks_it_writing_nothing
 
 def test_a_method_sending_its_model_skips_heterogeneous_models_and_says_why(tmp_path):
     (tmp_path / "prox_like.py").write_text(PROX)
-    plan = Y.yours_plan(Y.load_yours(str(tmp_path / "prox_like.py")), "smoke", results_dir=tmp_path / "results")
-    assert Y.yours_runs_on(plan) == ["pat", "dir", "nway"]
-    why = Y.yours_why_not(plan, "hetero")
+    plan = Y.plan(Y.load(str(tmp_path / "prox_like.py")), "smoke", results_dir=tmp_path / "results")
+    assert Y.runs_on(plan) == ["pat", "dir", "nway"]
+    why = Y.why_not(plan, "hetero")
     assert why.startswith("sends w.* (weights of the client's own model") and "models differ here" in why
-    table = Y.yours_settings_table(plan)
+    table = Y.settings_table(plan)
     assert table.loc["Heterogeneous models (ht0_lite)", "runs"] == f"no: {why}"
-    assert [c["partition"]["scheme"] for c, _ in Y.yours_jobs(plan)] == ["pathological", "dirichlet", "nway_kshot"]
-    assert [s for _, s in Y.yours_jobs(plan)] == [0, 0, 1234]   # each setting's first archived seed
+    assert [c["partition"]["scheme"] for c, _ in Y.jobs(plan)] == ["pathological", "dirichlet", "nway_kshot"]
+    assert [s for _, s in Y.jobs(plan)] == [0, 0, 1234]   # each setting's first archived seed
 
 
 def test_a_method_on_low_level_features_runs_only_where_the_model_exposes_them(tmp_path):
     low = GOOD.replace("    lam: float = 1.0", "    lam: float = 1.0\n    level = \"low\"")
     (tmp_path / "low_level.py").write_text(low)
-    plan = Y.yours_plan(Y.load_yours(str(tmp_path / "low_level.py")), "smoke", results_dir=tmp_path / "results")
-    assert Y.yours_runs_on(plan) == ["nway"]
-    assert Y.yours_why_not(plan, "pat") == ("its prototypes live on the 'low' feature level, which fedavg_cnn does not "
+    plan = Y.plan(Y.load(str(tmp_path / "low_level.py")), "smoke", results_dir=tmp_path / "results")
+    assert Y.runs_on(plan) == ["nway"]
+    assert Y.why_not(plan, "pat") == ("its prototypes live on the 'low' feature level, which fedavg_cnn does not "
                                             "expose")
 
 
@@ -283,10 +283,10 @@ def _synthetic(monkeypatch, mine: float, theirs: float):
 def test_under_the_converged_budget_better_is_judged_by_the_verdict_rule(tmp_path, monkeypatch, mine, verdict):
     _synthetic(monkeypatch, mine, 0.5)
     (tmp_path / "cosine_pull.py").write_text(COSINE)
-    plan = Y.yours_plan(Y.load_yours(str(tmp_path / "cosine_pull.py")), "converged", settings=["dir"],
+    plan = Y.plan(Y.load(str(tmp_path / "cosine_pull.py")), "converged", settings=["dir"],
                        results_dir=tmp_path / "results")
     assert plan.budget_rounds == 100 and plan.equal_rounds and plan.setting_seeds("dir") == [0, 1, 2]
-    result = Y.compare_yours(plan, train_missing=False)
+    result = Y.compare(plan, train_missing=False)
     (claim,) = result.claims
     assert claim.verdict == verdict and claim.profile == "converged", claim.note
     assert "read at round 100" in result.caption() and "not the converged one" not in result.caption()
@@ -322,19 +322,19 @@ def test_the_benchmark_notebooks_last_cell_without_a_method_file_says_how(tmp_pa
     monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path / "root"))
     nb = B.notebook("smoke")
     capsys.readouterr()
-    assert Y.show_yours(nb) is None
+    assert Y.show(nb) is None
     assert capsys.readouterr().out.startswith("No method file: set method_file in the parameters cell")
     assert nb.section.parts == [] or all("yours" not in p for p in nb.section.parts)
 
 
 def test_an_unknown_budget_or_setting_is_one_line(outside, tmp_path):
-    yours = Y.load_yours(str(outside / "cosine_pull.py"))
+    yours = Y.load(str(outside / "cosine_pull.py"))
     with pytest.raises(ConfigError, match=r"^settings: got \['moon'\]; allowed: a non-empty list of pat, dir, nway, "):
-        Y.yours_plan(yours, "smoke", settings=["moon"], results_dir=tmp_path)
+        Y.plan(yours, "smoke", settings=["moon"], results_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^--profile: got 'extended'; allowed: one of smoke, quick, converged"):
-        Y.yours_plan(yours, "extended", results_dir=tmp_path)
+        Y.plan(yours, "extended", results_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^algorithm \(user:cosine_pull\)\.lam: got -2"):
-        Y.load_yours(str(outside / "cosine_pull.py"), hyperparameters={"lam": -2})
+        Y.load(str(outside / "cosine_pull.py"), hyperparameters={"lam": -2})
 
 
 def test_the_leakage_row_needs_a_budget_whose_models_are_at_hand(outside, capsys):
@@ -346,8 +346,8 @@ def test_the_leakage_row_needs_a_budget_whose_models_are_at_hand(outside, capsys
 
 def test_the_leakage_row_puts_the_method_under_the_studys_attacks(outside, tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path / "root"))
-    yours = Y.load_yours(str(outside / "cosine_pull.py"))
-    head = Y.yours_leakage(yours, "smoke", tmp_path / "results", workers=0, progress=False)
+    yours = Y.load(str(outside / "cosine_pull.py"))
+    head = Y.leakage(yours, "smoke", tmp_path / "results", workers=0, progress=False)
     mine = head[head.method == "cosine_pull (yours)"].iloc[0]
     assert mine["holds"] == "prototypes" and mine["best realistic attack"].startswith("decoder")
     assert {"FedAvg", "FedProto"} <= set(head.method) and (head.method == "—").sum() == 3   # the three references
