@@ -1,5 +1,5 @@
-"""A method from outside the repository against the archived benchmark (the "your method" functions of
-fedlib.papers.benchmark, the benchmark command's --method, the notebooks' method_file): checked first, trained on every
+"""A method from outside the repository against the archived benchmark (fedlib.yours, `python -m fedlib.yours
+--method FILE`, the notebooks' method_file): checked first, trained on every
 setting its messages allow under the budget asked, ranked beside the archived methods at the same round, with no file
 of the repository written."""
 
