@@ -232,17 +232,14 @@ def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str
     decided, testable = counts(ledgers)
     chosen, _, spent = within_budget(items, budget_hours * 3600)
     seeds = sum(1 for it in items if it.actions and any(a.kind == "seeds" for a in it.actions))
+    from fedlib import plateau
+
     capped = sum(1 for it in items if it.actions and any(a.kind == PAST_CAP for a in it.actions))
     return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions "
             f"({hours(spent)} h planned) would bring {len(chosen)} more to their plateau or cap, where the rule can "
             f"decide them; {seeds} more need more seeds (listed with their cost, a profile change)"
-            + (f"; {capped} wait on a curve still rising at the {_cap()}-round cap" if capped else ""))
+            + (f"; {capped} wait on a curve still rising at the {plateau.CAP}-round cap" if capped else ""))
 
-
-def _cap() -> int:
-    from fedlib import plateau
-
-    return plateau.CAP
 
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hms]?)\s*$")
