@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib import claims, ranking, report, study
+from fedlib.algorithms.checks import refusal
 from fedlib.papers import benchmark as B
 from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError, Options, check_value
@@ -177,7 +178,7 @@ def check_budget(profile, field: str = "--profile") -> str:
 def why_not(plan: YoursPlan, setting: str) -> str | None:
     """Why the method cannot run on ``setting`` (None: it runs), by :func:`refusal`."""
     model = plan.spec["settings"][setting].get("base", plan.spec["base"])["model"]
-    found = B.refusal(plan.yours.cls, plan.yours.hyperparameters, model)
+    found = refusal(plan.yours.cls, plan.yours.hyperparameters, model)
     return None if found is None else found[2]
 
 

@@ -19,7 +19,7 @@ for bit; ``predict`` returns every rule's ``(n, C)`` scores and changes no state
 
 :func:`architecture_keys` reads a method's declarations for the keys whose tensors are weights of the client's own
 model: a method that sends any cannot run where clients have different architectures (the benchmark's ``hetero``
-setting; :func:`fedlib.papers.benchmark.refusal`); :func:`feature_levels` the feature levels its features are read
+setting; :func:`refusal`); :func:`feature_levels` the feature levels its features are read
 from (a setting whose model does not expose one of them refuses it).
 """
 
@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import json
 import math
 
 import torch
@@ -106,6 +108,42 @@ def feature_levels(cls: type, level: str | None = None) -> list[str]:
 
 
 # -- the tiny problem every check runs on ------------------------------------------------------------------------
+def scored_by_prototype(cls) -> bool:
+    """Whether ``cls`` is scored by the nearest global prototype: its reported rule (last of ``RULES``) is ``proto``."""
+    return cls.RULES[-1] == "proto"
+
+
+def refusal(cls, algorithm: dict, model: dict) -> tuple[str, str, str] | None:
+    """None where clients of ``model`` can run ``cls``, else ``(rule, what, reason)`` (docs/benchmark.md, section 3)."""
+    from fedlib.models import FAMILIES
+
+    if model["name"] in FAMILIES:
+        keys = architecture_keys(cls)
+        if keys:
+            return ("architecture", ", ".join(keys), f"sends {', '.join(keys)} (weights of the client's own model, "
+                    "whose shapes follow its architecture); the clients' models differ here")
+    have = set(_levels(json.dumps(model, sort_keys=True)))
+    for level in feature_levels(cls, algorithm.get("level")):
+        if level not in have:
+            return ("level", level, f"its prototypes live on the {level!r} feature level, which {model['name']} does "
+                    "not expose")
+    return None
+
+
+@functools.lru_cache(maxsize=32)
+def _levels(model_json: str, input_shape: tuple = (1, 28, 28), num_classes: int = 10) -> tuple:
+    """The feature levels every member of a config's model section (as JSON) exposes."""
+    from fedlib.models import FAMILIES, build_model
+
+    model = json.loads(model_json)
+    args = {k: v for k, v in model.items() if k != "name"}
+    levels = None
+    for m in FAMILIES.get(model["name"], (model["name"],)):
+        have = set(build_model(m, input_shape, num_classes, **args).feature_dims)
+        levels = have if levels is None else levels & have
+    return tuple(sorted(levels or ()))
+
+
 def tiny_dataset(per_class_train: int = 40, per_class_test: int = 10, num_classes: int = 4, shape=(1, 8, 8),
                  seed: int = 0, description: str = "synthetic contract-check images"):
     """Separable synthetic images (class c: a bright row at c plus noise), ``num_classes`` classes; the same
