@@ -4,7 +4,6 @@ and the claims ledger. Every decision (the evaluation conventions: decision 11) 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
@@ -18,10 +17,26 @@ from fedlib.claims import Cells, sample_std
 from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
+from fedlib.plans.fedmps import (  # noqa: F401  (re-exported: the study's plan part)
+    COMMON_METRIC,
+    PAPER_METRIC_PROTO,
+    Plan,
+    _paper_plan,
+    ablation_configs,
+    all_jobs,
+    archived_tables,
+    clients_configs,
+    config,
+    load_plan,
+    stdev_configs,
+    table3_configs,
+    temperature_configs,
+    variant_configs,
+    ways_configs,
+)
 from fedlib.privacy.attack import attacker_aux
-from fedlib.study import check_methods, check_rounds
+from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
-from fedlib.validation import ConfigError
 
 
 def run(*args, **kw) -> dict:
@@ -30,109 +45,8 @@ def run(*args, **kw) -> dict:
     return results.train(*args, protocol=True, **kw)
 
 
-PAPER_METRIC_PROTO = "acc_proto_own"
-COMMON_METRIC = "acc_head"
 TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
 TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
-
-
-@dataclasses.dataclass
-class Plan(study.Plan):
-    """The FedMPS experiments under one profile."""
-
-    paper = "fedmps"
-    sections = {"ablation": None, "time_target": None}   # its own sections of experiments.yaml
-
-    def selected(self, key: str) -> list[str]:
-        value = self.settings[key]
-        return self.methods if value == "all" else list(value)
-
-    def ablation_seeds(self) -> list[int]:
-        """Table VII's seeds: the profile's ``ablation_seeds`` (``all`` or a list), else its first seed."""
-        value = self.settings.get("ablation_seeds")
-        if value is None:
-            return self.seeds[:1]
-        return self.seeds if value == "all" else study.check_seeds(value, f"{self.profile}.ablation_seeds")
-
-    def paper_metric(self, method: str) -> str:
-        """The paper's rule for ``method`` (decision 11; a variant follows its method)."""
-        method = self.spec.get("variants", {}).get(method, {}).get("of", method)
-        return PAPER_METRIC_PROTO if method in self.spec["prototype_methods"] else COMMON_METRIC
-
-    def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
-        """``methods`` (Table III rows; the sweeps keep those of theirs that remain) and ``rounds`` (every study)."""
-        if methods is not None:
-            methods = check_methods(methods, self.methods, ("fedproto", "fedmps"), " (the figures compare them)")
-            self.settings["table3_methods"] = list(methods)
-            sweep = self.settings["sweep_methods"]
-            self.settings["sweep_methods"] = list(methods) if sweep == "all" else [m for m in sweep if m in methods]
-        if rounds is not None:
-            self.settings["rounds"] = {k: check_rounds(rounds) for k in self.settings["rounds"]}
-
-
-def load_plan(profile: str = "quick", results_dir: str | None = None, data_root: str | None = None,
-              methods: list[str] | None = None, seeds: list[int] | None = None, rounds: int | None = None,
-              device: str | None = None, executor: str | None = None) -> Plan:
-    """The plan of ``profile``, with the notebook's parameters as overrides."""
-    return Plan.load(profile, results_dir, data_root, seeds, device=device, executor=executor, methods=methods,
-                     rounds=rounds)
-
-
-def config(plan: Plan, method: str, rounds: str = "main", name: str | None = None, **changes) -> dict:
-    """The validated config of ``method`` (or a variant); ``changes``: dotted overrides after the profile's."""
-    variants = plan.spec.get("variants", {})
-    if method not in plan.spec["methods"] and method not in variants:
-        raise ConfigError("method", method, "one of " + ", ".join(plan.methods + list(variants)))
-    entry = plan.method_entry(method, variant=method in variants)
-    return plan.config(entry, name or f"fedmps-study/{method}", method=method,
-                       rounds=plan.settings["rounds"][rounds], changes=changes)
-
-
-# -- the configs of each table and figure ----------------------------------------------
-def table3_configs(plan: Plan) -> dict[str, dict]:
-    """Table III: every method in the paper's setting (n = 3)."""
-    return {m: config(plan, m) for m in plan.selected("table3_methods")}
-
-
-def variant_configs(plan: Plan) -> dict[str, dict]:
-    """The code-faithful variants on Table III's setting."""
-    return {v: config(plan, v, name=f"fedmps-study/{v}") for v in plan.settings.get("variants", [])}
-
-
-def _grid(plan: Plan, methods, key: str, tag: str, field: str, rounds: str = "sweep") -> dict:
-    """``{(method, value): config}`` over the profile's ``key`` values of the partition ``field``."""
-    return {(m, v): config(plan, m, rounds=rounds, name=f"fedmps-study/{m}/{tag}{v}", **{field: v})
-            for m in methods for v in plan.settings[key]}
-
-
-def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Table VI: n in the profile's ``ways`` ("under the same random seed")."""
-    return _grid(plan, plan.selected("sweep_methods"), "ways", "n", "partition.ways", rounds="main")
-
-
-def stdev_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 8: FedProto and FedMPS under the noise std of n and k (decision 21)."""
-    return _grid(plan, ("fedproto", "fedmps"), "stdev", "std", "partition.stdev")
-
-
-def clients_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 9: the number of clients N."""
-    return _grid(plan, plan.selected("sweep_methods"), "clients", "N", "partition.num_clients")
-
-
-def temperature_configs(plan: Plan) -> dict[tuple[str, float], dict]:
-    """Fig. 10: FedMPS under tau1 (contrastive) and tau2 (soft-label) values."""
-    return {(t, x): config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/{t}={x}",
-                           **{f"algorithm.{t}": float(x)}) for t in ("tau1", "tau2") for x in plan.settings[t]}
-
-
-def ablation_configs(plan: Plan) -> dict[int, dict]:
-    """Table VII: FedMPS with each loss term (alpha, beta, mu) off or at its Fashion-MNIST value."""
-    a = plan.spec["methods"]["fedmps"]["algorithm"]
-    return {r["row"]: config(plan, "fedmps", rounds="ablation", name=f"fedmps-study/ablation{r['row']}",
-                             **{"algorithm.alpha": a["alpha"] * r["low"], "algorithm.beta": a["beta"] * r["high"],
-                                "algorithm.mu": a["mu"] * r["soft"]})
-            for r in plan.spec["ablation"]}
 
 
 def trend_groups(plan: Plan) -> dict:
@@ -210,13 +124,6 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
         ok = ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1
         row["p_vs_fedmps"] = claims.rank_sum_p(row["per_seed"], ref["per_seed"]) if ok else None
     return rows
-
-
-def _paper_plan(plan: Plan) -> Plan:
-    """The ``paper`` profile on ``plan``'s folders, device and executor, with its Table III methods."""
-    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
-    pplan.override(methods=plan.selected("table3_methods"))
-    return pplan
 
 
 def _made_by(done: dict) -> str:
@@ -340,14 +247,6 @@ def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[
     return out
 
 
-def archived_tables() -> list[tuple[str, dict, list[int]]]:
-    """The paper-profile tables the report reads: ``(name, configs, seeds)``."""
-    pp = load_plan("paper")
-    return [("FedMPS Table III (paper profile)", table3_configs(pp), pp.seeds),
-            ("FedMPS Table VI (paper profile)", ways_configs(pp), pp.seeds[:1]),
-            ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.ablation_seeds())]
-
-
 @study.command
 def main(argv: list[str] | None = None) -> int:
     """``python -m fedlib.papers.fedmps [--profile P] [--table III|VI|VII] [--methods M ...] [--seeds S ...]
@@ -389,18 +288,6 @@ def main(argv: list[str] | None = None) -> int:
           f"seeds {plan.seeds}; best round, unweighted mean over clients (%)")
     print(report.to_markdown(_table3_frame(full, plan.label, rows, head, args.profile)))
     return 0
-
-
-def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """Every (config, seed) the notebook needs, longest first (rounds x epochs x clients x ways)."""
-    seed0 = [plan.seeds[0]]
-    jobs = [(c, s) for c in table3_configs(plan).values() for s in c["seeds"]]
-    for configs, seeds in ((variant_configs(plan), seed0), (ways_configs(plan), seed0),
-                           (ablation_configs(plan), plan.ablation_seeds()), (stdev_configs(plan), seed0),
-                           (clients_configs(plan), seed0), (temperature_configs(plan), seed0)):
-        jobs += [(c, s) for c in configs.values() for s in seeds]
-    return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * c["train"]["local_epochs"]
-                             * c["partition"].get("num_clients", 20) * c["partition"].get("ways", 3))
 
 
 def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> dict[int, list[tuple[int, np.ndarray]]]:

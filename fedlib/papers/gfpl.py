@@ -3,7 +3,6 @@ Resource-Constrained and Data-Imbalanced Vision Task", arXiv 2602.21873. Decisio
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -11,102 +10,20 @@ import pandas as pd
 
 from fedlib import claims, report, results, study
 from fedlib.claims import Cells, sample_std
+from fedlib.plans.gfpl import (  # noqa: F401  (re-exported: the study's plan part)
+    Plan,
+    _paper_plan,
+    ablation_configs,
+    all_jobs,
+    archived_tables,
+    config,
+    load_plan,
+    n_configs,
+    notebook_jobs,
+    table1_configs,
+    threshold_configs,
+)
 from fedlib.study.notebook import Shown
-
-
-@dataclasses.dataclass
-class Plan(study.TablePlan):
-    """The GFPL experiments under one profile."""
-
-    paper = "gfpl"
-
-    def dataset_label(self, name: str) -> str:
-        """The dataset's label, with the profile's shot count where its ``overrides`` change it."""
-        label = self.spec["datasets"][name]["label"]
-        shots = self.settings.get("overrides", {}).get("partition.shots")
-        return label if shots is None else f"{label.split(', s-bar')[0]}, s-bar {shots} ({self.profile} profile)"
-
-    def figs_seeds(self) -> list[int]:
-        """Figs. 3b and 6's seeds: the profile's ``figs_seeds`` (``all`` or a list), else its first seed."""
-        return self._seeds_of("figs_seeds", self.seeds[:1])
-
-    def ablation_seeds(self) -> list[int]:
-        """Table 2's seeds: the profile's ``ablation_seeds`` (``all`` or a list), else every seed."""
-        return self._seeds_of("ablation_seeds", self.seeds)
-
-    def _seeds_of(self, key: str, default: list[int]) -> list[int]:
-        value = self.settings.get(key)
-        if value is None:
-            return list(default)
-        return self.seeds if value == "all" else study.check_seeds(value, f"{self.profile}.{key}")
-
-    def adjust(self, raw: dict) -> None:
-        """Room in each client's class block for the largest shot count the partition draws."""
-        part = raw["partition"]
-        part["block"] = max(part["block"], part["shots"] + part["stdev"])
-
-
-def load_plan(profile: str = "quick", **options) -> Plan:
-    """The plan of ``profile``, with the overrides and placement of :meth:`study.Plan.load`."""
-    return Plan.load(profile, **options)
-
-
-def config(plan: Plan, method: str, dataset: str = "mnist5k", ways: int = 4, name: str | None = None,
-           variant: bool = False, **changes) -> dict:
-    """The validated config of ``method`` (or a Table 2 ``variant``) on ``dataset`` at average ways ``ways``."""
-    entry = plan.method_entry(method, variant=variant, field="variant" if variant else "method")
-    dspec = plan.entry("datasets", dataset, "dataset")
-    return plan.config(entry, name or f"gfpl-study/{dataset}/w{ways}/{method}", method=method, rounds=plan.rounds,
-                       before={**dspec["changes"], "partition.ways": ways}, changes=changes)
-
-
-def table1_configs(plan: Plan) -> dict[tuple[str, int, str], dict]:
-    """Table 1: ``{(dataset, w-bar, method): config}``."""
-    return {(d, w, m): config(plan, m, d, w) for d in plan.settings["datasets"] for w in plan.settings["ways"]
-            for m in plan.table1_methods()}
-
-
-def ablation_configs(plan: Plan) -> dict[tuple[int, str], dict]:
-    """Table 2: ``{(s-hat, variant): config}`` at w-bar 4, w-hat 1 on the ablation dataset."""
-    ab = plan.settings["ablation"]
-    return {(s, v): config(plan, v, ab["dataset"], 4, name=f"gfpl-study/{ab['dataset']}/ablation/s{s}/{v}",
-                           variant=True, **{"partition.stdev": s, "partition.ways_stdev": 1})
-            for s in ab["shots_stdev"] for v in plan.spec["variants"]}
-
-
-def n_configs(plan: Plan) -> dict[int, dict]:
-    """Fig. 3b: ``{n: config}``, GFPL with n Gaussian components per class (MNIST-5k, w-bar 4)."""
-    return {n: config(plan, "gfpl", name=f"gfpl-study/mnist5k/n{n}", **{"algorithm.n_components": n})
-            for n in plan.settings["n_values"]}
-
-
-def threshold_configs(plan: Plan) -> dict[float, dict]:
-    """Fig. 6: ``{S_C: config}``, GFPL with fusion threshold S_C (MNIST-5k, w-bar 4)."""
-    return {t: config(plan, "gfpl", name=f"gfpl-study/mnist5k/sc{t:g}", **{"algorithm.threshold": float(t)})
-            for t in plan.settings["thresholds"]}
-
-
-def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """Every (config, seed) of the notebook, unique, longest first."""
-    jobs = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
-    jobs += [(c, s) for c in ablation_configs(plan).values() for s in plan.ablation_seeds()]
-    for cfgs in (n_configs(plan), threshold_configs(plan)):
-        jobs += [(c, s) for c in cfgs.values() for s in plan.figs_seeds()]
-
-    def cost(cfg):
-        return cfg["train"]["rounds"] * cfg["partition"]["shots"] * (1 + (cfg["algorithm"]["name"] == "fedrep"))
-
-    return study.unique_jobs(jobs, cost)
-
-
-# -- reading results ---------------------------------------------------------------------------
-def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """The runs the notebook trains up front; under ``paper`` only those not finished elsewhere."""
-    jobs = all_jobs(plan)
-    if plan.profile != "paper":
-        return jobs
-    drawn = (config(plan, "gfpl", "mnist5k", 4), plan.seeds[0])
-    return [(c, s) for c, s in jobs if (c, s) == drawn or results.find(c, s)[1] is None]
 
 
 def obtain(plan: Plan, configs: dict, seeds: list[int] | None = None, workers: int | None = None,
@@ -239,14 +156,6 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
     if plan.profile != "paper":  # the gap is partly the short run: the column says so
         df = df.rename(columns={"diff": f"diff ({plan.profile}: not converged)"})
     return df
-
-
-def _paper_plan(plan: Plan) -> Plan:
-    """The ``paper`` profile on ``plan``'s placement, with the Table 1 methods ``plan`` selected."""
-    pplan = load_plan("paper", results_dir=plan.results_dir, data_root=plan.data_root, device=plan.device,
-                      executor=plan.executor)
-    pplan.settings["table1_methods"] = plan.table1_methods()
-    return pplan
 
 
 def ablation_values(plan: Plan, results: dict) -> tuple[dict, dict]:
@@ -470,16 +379,6 @@ def _attack_table(plan: Plan, atk):
     cells = {k: {"label": "component means" if k == "prototype" else k, "value": v, "class_average": base}
              for k, v in got.items()}
     return Cells(cells, plan.profile, seeds=1, text={"class_average": base})
-
-
-def archived_tables() -> list[tuple[str, dict, list[int]]]:
-    """The paper-profile tables the report reads: ``(name, configs, seeds)``."""
-    gp = load_plan("paper")
-    figs = {**{("n", n): c for n, c in n_configs(gp).items()},
-            **{("sc", t): c for t, c in threshold_configs(gp).items()}}
-    return [("GFPL Table 1 (paper profile)", table1_configs(gp), gp.seeds),
-            ("GFPL Table 2 (paper profile)", ablation_configs(gp), gp.ablation_seeds()),
-            ("GFPL Figs. 3b and 6 (paper profile)", figs, gp.figs_seeds())]
 
 
 @study.command
