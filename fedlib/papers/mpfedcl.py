@@ -6,8 +6,8 @@ seeds; MP-, SP-, DP-FedCL and FedProto predict by the nearest prototype of the w
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -18,7 +18,6 @@ from fedlib.claims import Cells, sample_std
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
 
-run = results.train   # the notebook's grids: trained on the plan's own device and executor (M.run in the notebook)
 
 @dataclasses.dataclass
 class Plan(study.Plan):
@@ -33,6 +32,7 @@ class Plan(study.Plan):
         return max(2, round(self.spec["methods"][method]["rounds"] * scale))
 
     def table6_methods(self) -> list[str]:
+        """Table VI's rows: the profile's ``table6_methods`` (``all``: every method but Local)."""
         value = self.settings["table6_methods"]
         return [m for m in self.methods if m != "local"] if value == "all" else list(value)
 
@@ -55,13 +55,11 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None, feature_skew: bool = False,
            **changes) -> dict:
     """The validated config of ``method`` (``changes``: dotted overrides); ``feature_skew``: Table V's setting."""
-    entry = plan.method_entry(method)
+    entry, fs = plan.method_entry(method), plan.spec["feature_skew"]
     base, rounds, overrides = None, plan.rounds(method, sweep), None
-    if feature_skew:
-        fs = plan.spec["feature_skew"]
-        base = {**copy.deepcopy(plan.spec["base"]), **copy.deepcopy(fs["base"])}
+    if feature_skew:   # Plan.config copies ``base``
+        base, overrides = {**plan.spec["base"], **fs["base"]}, plan.settings.get("fs_overrides", {})
         rounds = max(2, round(fs["rounds"][method] * plan.settings["round_scale"]))
-        overrides = dict(plan.settings.get("fs_overrides", {}))
     return plan.config(entry, name or f"mpfedcl-study/{'fs/' if feature_skew else ''}{method}", method=method,
                        base=base, rounds=plan.settings.get("fixed_rounds") or rounds, overrides=overrides,
                        changes=changes)
@@ -104,14 +102,12 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
-# -- reading results ---------------------------------------------------------------------------
-def obtain(plan: Plan, configs: dict, workers: int | None = None, desc: str = "runs",
-           retrain_archived: bool = False) -> dict:
-    """``{key: [summary per seed]}``: trained (:func:`run`), or under the ``paper`` profile read where finished on
-    another placement or in the run archive (:func:`fedlib.results.run_or_read`)."""
+def obtain(plan: Plan, configs: dict, retrain_archived: bool = False, **kw) -> dict:
+    """``{key: [summary per seed]}``: trained (:func:`fedlib.results.train`), or under the ``paper`` profile read
+    where finished on another placement or in the run archive (:func:`fedlib.results.run_or_read`)."""
     if plan.profile == "paper":
-        return results.run_or_read(configs, workers=workers, desc=desc, retrain_archived=retrain_archived)
-    return run(configs, workers=workers, desc=desc)
+        return results.run_or_read(configs, retrain_archived=retrain_archived, **kw)
+    return results.train(configs, **kw)
 
 
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
@@ -137,34 +133,25 @@ def equal_budget_seeds(plan: Plan, records: dict[str, list[list[dict]]]) -> tupl
     out = {m: {"accuracy": [], "rounds": []} for m in records}
     for i, budget in enumerate(budgets):
         for m, per in records.items():
-            elapsed, last = 0.0, None
-            for r in per[i]:
-                elapsed += r["train_seconds"]
-                if elapsed > budget:
-                    break
-                if "acc" in r:
-                    last = r
+            spent = itertools.accumulate(r["train_seconds"] for r in per[i])
+            last = ([r for r, t in zip(per[i], spent) if t <= budget and "acc" in r] or [None])[-1]
             out[m]["accuracy"].append(100 * last["acc"][plan.metric(m)]["mean"] if last else math.nan)
             out[m]["rounds"].append(last["round"] if last else 0)
     return budgets, out
 
 
-def trends(plan: Plan, keys=None) -> dict:
+def trends(plan: Plan) -> dict:
     """``{key: Trend}`` (:func:`fedlib.study.trend`, mean over clients) of the finished run groups behind the ledger's
-    cells (``keys``: only those): ``("table6" | "budget" | "fs", m)``, ``("k" | "attack", K)``, ``("alpha", m, alpha)``
-    and ``("clients", m, N)``; each names its runs for the evidence planner."""
-    groups = {}
-    for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
-        for key, c in configs(plan, grid).items() if name else ():
-            m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
-            groups[(name, *(key if isinstance(key, tuple) else (key,)))] = (
-                label.format(L=plan.label(m), x=x), c, plan.seeds if every else plan.seeds[:1], m)
+    cells: ``("table6" | "budget" | "fs", m)``, ``("k" | "attack", K)``, ``("alpha", m, alpha)`` and
+    ``("clients", m, N)``; each names its runs for the evidence planner."""
     out = {}
-    for key in groups if keys is None else [k for k in keys if k in groups]:
-        label, cfg, seeds, m = groups[key]
-        t = study.trend(label, cfg, seeds, plan.metric(m), "mean")
-        if t is not None:
-            out[key] = t
+    for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
+        for key, cfg in configs(plan, grid).items() if name else ():
+            m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
+            t = study.trend(label.format(L=plan.label(m), x=x), cfg, plan.seeds if every else plan.seeds[:1],
+                            plan.metric(m), "mean")
+            if t is not None:
+                out[(name, *(key if isinstance(key, tuple) else (key,)))] = t
     return out
 
 
@@ -173,10 +160,10 @@ def _per_seed(v) -> list[float]:
     return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
 
 
-def _claim_cell(label: str, values, trend=None) -> dict:
+def _claim_cell(label: str, values, trend=None, **more) -> dict:
     """A cell as the claims engine reads it (:class:`fedlib.claims.Cells`) from an accuracy or its per-seed values."""
     per = _per_seed(values)
-    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend}
+    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend, **more}
 
 
 def tables(plan: Plan, res: dict) -> dict:
@@ -192,26 +179,22 @@ def tables(plan: Plan, res: dict) -> dict:
         return {(x, m): _claim_cell(L(m), v, tr.get((kind, m, x))) for x, row in (res.get(kind) or {}).items()
                 for m, v in row.items()}
 
-    t6, comm, fs = res.get("table6") or {}, res.get("comm"), res.get("feature_skew") or {}
-    fs_seeds = res.get("feature_skew_seeds") or {}
-    bud, budget = res.get("budget") or {}, {}
+    t6, comm, fs, fs_seeds = (res.get(k) or {} for k in ("table6", "comm", "feature_skew", "feature_skew_seeds"))
+    bud, budget, attack = res.get("budget") or {}, {}, {}
     nb = min(len(_per_seed(v["accuracy"])) for v in bud.values()) if bud else None   # the fewest seeds of a cell
     for m, v in bud.items():   # Table VIII: the mean over the seeds within budget (NaN if none), rounds printed
         acc, rounds = _per_seed(v["accuracy"]), _per_seed(v["rounds"])
         mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
         text = (f"{L(m)} {mean:.2f} ({rounds[0]:g} rounds)" if nb == 1 else
                 f"{L(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in rounds) + ")")
-        budget[m] = {"label": L(m), "value": mean, "per_seed": acc, "n": len(acc), "trend": tr.get(("budget", m)),
-                     "text": text}
-    attack = {}
+        budget[m] = {**_claim_cell(L(m), acc, tr.get(("budget", m))), "value": mean, "text": text}
     for k, frame in (res.get("attack") or {}).items():   # the best SSIM decoded from the centroids; a class average's
         ssim = frame.set_index(["source", "levels"])["ssim"]
         attack[k] = {"label": f"K = {k}", "value": float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
                      "class_average": float(ssim.get(("class_average", "-"), math.nan)), "trend": tr.get(("attack", k))}
     return {
-        "table6": table({m: {"label": L(m), "value": r["mean"], "per_seed": r["per_seed"], "n": r["n"],
-                             "trend": tr.get(("table6", m)), "rounds": r["rounds"],
-                             "text": f"{L(m)} {r['mean']:.2f} ± {r['std']:.2f}"} for m, r in t6.items()},
+        "table6": table({m: _claim_cell(L(m), r["per_seed"], tr.get(("table6", m)), rounds=r["rounds"],
+                                        text=f"{L(m)} {r['mean']:.2f} ± {r['std']:.2f}") for m, r in t6.items()},
                         seeds=t6["mpfedcl"]["n"] if "mpfedcl" in t6 else None),
         "comm": table({k: {"label": k, "value": comm.get(k, math.nan)} for k in ("prototypes", "model", "full")},
                       seeds=len(plan.seeds)) if comm else None,
@@ -307,6 +290,7 @@ def show_setting(nb):
                                          f"encoder ({encoder}), the same MLP head")})
 
 
+
 def _partition(nb):
     """The label-skew partition of the first seed's MP-FedCL run."""
     return nb.once("partition", lambda: results.build(config(nb.plan, "mpfedcl"), nb.seed0)[0].partition)
@@ -336,22 +320,21 @@ def check_partition(nb) -> None:
 
 def show_table6(nb, draw: bool = True):
     """Table VI (MNIST column): paper | ours | diff, with rounds, rule and the best round; ``draw=False``: the rows."""
-    plan = nb.plan
-    rows6 = nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
-                                                          desc="Table VI")))
+    plan, paper = nb.plan, nb.paper["table6"]
+    rows = nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
+                                                         desc="Table VI")))
     if not draw:
-        return rows6
-    paper = nb.paper["table6"]
-    df6 = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows6.items()})
-    df6 = df6.loc[[i for i in df6.index if i in rows6]]
-    df6["rounds (ours / paper)"] = [f"{rows6[m]['rounds']} / {paper['rounds'][m]}" for m in df6.index]
-    df6["rule"] = [rows6[m]["metric"] for m in df6.index]
-    df6["ours, best round"] = [f"{rows6[m]['best_mean']:.2f}" for m in df6.index]
-    df6.index = [nb.label(m) for m in df6.index]
+        return rows
+    df = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
+    df = df.loc[[m for m in df.index if m in rows]]
+    df["rounds (ours / paper)"] = [f"{rows[m]['rounds']} / {paper['rounds'][m]}" for m in df.index]
+    df["rule"] = [rows[m]["metric"] for m in df.index]
+    df["ours, best round"] = [f"{rows[m]['best_mean']:.2f}" for m in df.index]
+    df.index = [nb.label(m) for m in df.index]
     note = "" if nb.profile == "paper" else " **Shorter runs than the paper's: not converged.**"
-    nb.section.record(table6=rows6)
+    nb.section.record(table6=rows)
     return nb.table(f"**Table VI, MNIST column: accuracy (%), last round, mean ± std over seeds {plan.seeds}.**{note}",
-                    df6)
+                    df)
 
 
 MODEL_PARAMS = 798_474  # the MNIST MLP 784-512-512-256-10
@@ -394,41 +377,35 @@ def show_table5(nb, draw: bool = True):
 
     def make():
         cfgs = configs(plan, "feature_skew")
-        runs = run(cfgs, workers=nb.workers, desc="Table V stand-in")
-        state = results.state(cfgs["mpfedcl"], nb.seed0)
-        domains = {m: {} for m in cfgs}   # Table V's rows: each client's (domain's) last-round accuracy, per seed
-        for m, cfg in cfgs.items():
-            for s in plan.seeds:
-                last = [r for r in results.rounds(cfg, s) if "acc" in r][-1]
-                for cid, v in enumerate(last["clients"][plan.metric(m)]):
-                    domains[m].setdefault(cid, []).append(100.0 * v)
+        runs = results.train(cfgs, workers=nb.workers, desc="Table V stand-in")
+        state, domains = results.state(cfgs["mpfedcl"], nb.seed0), {}
+        for m, cfg in cfgs.items():   # Table V's rows: each client's (domain's) last-round accuracy, per seed
+            last = [[r for r in results.rounds(cfg, s) if "acc" in r][-1]["clients"][plan.metric(m)] for s in plan.seeds]
+            domains[m] = {c: [100.0 * v for v in vs] for c, vs in enumerate(zip(*last, strict=True))}
         per_seed = {m: [accuracy(plan, m, s) for s in runs[m]] for m in cfgs}
-        means = {m: float(np.mean(v)) for m, v in per_seed.items()}
-        return {"configs": cfgs, "state": state, "domains": domains, "mean": means, "per_seed": per_seed}
+        return {"configs": cfgs, "state": state, "domains": domains,
+                "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}, "per_seed": per_seed}
     fs = nb.once("feature_skew", make)
     if not draw:
         return fs
-    names = fs["state"].data.dataset.domain_names
-    rows = {}
-    for m in fs["configs"]:
-        cell = {names[c]: report.fmt(float(np.mean(v)), sample_std(v), n=len(v)) for c, v in fs["domains"][m].items()}
-        avg = fs["per_seed"][m]
-        cell["average"] = report.fmt(float(np.mean(avg)), sample_std(avg), n=len(avg))
-        cell["rounds"] = fs["configs"][m]["train"]["rounds"]
-        rows[L(m)] = cell
-    fs_df = pd.DataFrame(rows)
-    t5, t7 = paper["table5"]["rows"], paper["table7"]["rows"]
+    names, t5, t7 = fs["state"].data.dataset.domain_names, paper["table5"]["rows"], paper["table7"]["rows"]
+
+    def fmt(v):   # mean ± sample std (n) over seeds
+        return report.fmt(float(np.mean(v)), sample_std(v), n=len(v))
+    fs_df = pd.DataFrame({L(m): {**{names[c]: fmt(v) for c, v in fs["domains"][m].items()},
+                                 "average": fmt(fs["per_seed"][m]), "rounds": cfg["train"]["rounds"]}
+                          for m, cfg in fs["configs"].items()})
     paper5 = pd.DataFrame({L(m): {d: f"{t5[d][m][0]:.2f} ± {t5[d][m][1]:.2f}" for d in t5}
                            for m in paper["table5"]["columns"]})
     paper7 = pd.Series({L(m): f"{v['feature_noniid'][0]:.2f} ± {v['feature_noniid'][1]:.2f}" for m, v in t7.items()},
-                       name="paper, Digit-5 (Table VII)")
+                       name="paper, Digit-5 (Table VII)").to_frame()
     nb.table(f"**Table V / VII analogue on the feature-skew stand-in (not Digit-5): accuracy (%) per client "
              f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {fs['state'].data.dataset.source}.",
              fs_df, "**The paper's Table V on Digit-5, for orientation (other data).**",
-             report.to_markdown(paper5) + "\n\n" + report.to_markdown(paper7.to_frame()))
+             report.to_markdown(paper5) + "\n\n" + report.to_markdown(paper7))
     nb.section.record(feature_skew={m: {"mean": v, "per_domain": {names[c]: x for c, x in fs["domains"][m].items()}}
                                     for m, v in fs["mean"].items()})
-    return Shown((fs_df, paper5, paper7.to_frame()))
+    return Shown((fs_df, paper5, paper7))
 
 
 def check_feature_skew(nb) -> None:
@@ -453,16 +430,14 @@ def fig10(nb, draw: bool = True):
     def make():
         show_table6(nb, draw=False)   # trained or read first
         return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in configs(nb.plan, "table6").items()}
-    curves = nb.once("curves", make)
+    curves, seeds = nb.once("curves", make), nb.plan.seeds
     if not draw:
         return curves
     fig, ax = plt.subplots(figsize=(7, 4))
     curve_panel(ax, curves, nb.plan.metric, nb.label)
-    ax.set_ylabel("accuracy (%), each method's rule")
-    seeds = nb.plan.seeds
     words = f"seed {seeds[0]}" if len(seeds) == 1 else \
         f"mean ± std over seeds {', '.join(map(str, seeds))} (n = {len(seeds)})"
-    ax.set_title(f"Fig. 10 on MNIST, Dir(0.05), {words}")
+    ax.set(ylabel="accuracy (%), each method's rule", title=f"Fig. 10 on MNIST, Dir(0.05), {words}")
     return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)"
                      + ("" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"),
                      "fig10_accuracy_per_round")
@@ -474,24 +449,21 @@ def show_table8(nb, draw: bool = True):
     budgets, eq = nb.once("budget", lambda: equal_budget_seeds(nb.plan, fig10(nb, draw=False)))
     if not draw:
         return eq
-    seeds = nb.plan.seeds
+    seeds, title = nb.plan.seeds, "**Table VIII analogue: accuracy within MP-FedCL's training time"
     if len(seeds) == 1:
         df = pd.DataFrame({nb.label(m): {"accuracy (%)": round(v["accuracy"][0], 2), "rounds in budget": v["rounds"][0]}
                            for m, v in eq.items()}).T
-        return nb.table(f"**Table VIII analogue: accuracy within MP-FedCL's training time ({budgets[0]:.0f} s on this "
-                        f"machine, seed {seeds[0]}).**", df)
+        return nb.table(f"{title} ({budgets[0]:.0f} s on this machine, seed {seeds[0]}).**", df)
 
     def mean_std_n(values):   # over the seeds with a value, a dash where none has
         v = [float(x) for x in values if not math.isnan(x)]
         return f"{report.fmt(float(np.mean(v)), sample_std(v))} (n = {len(v)})" if v else report.DASH
-
     df = pd.DataFrame({nb.label(m): {"accuracy (%)": mean_std_n(v["accuracy"]),
                                      "accuracy per seed": ", ".join(f"{a:.2f}" for a in v["accuracy"]),
                                      "rounds in budget, per seed": ", ".join(str(r) for r in v["rounds"])}
                        for m, v in eq.items()}).T
-    return nb.table("**Table VIII analogue: accuracy within MP-FedCL's training time on each seed ("
-                    + ", ".join(f"{b:.0f} s" for b in budgets) + f" on the machines that made the runs; seeds "
-                    f"{', '.join(map(str, seeds))}): mean ± sample std over seeds (n).**", df)
+    return nb.table(f"{title} on each seed (" + ", ".join(f"{b:.0f} s" for b in budgets) + " on the machines that "
+                    f"made the runs; seeds {', '.join(map(str, seeds))}): mean ± sample std over seeds (n).**", df)
 
 
 def fig5(nb, draw: bool = True):
@@ -500,15 +472,14 @@ def fig5(nb, draw: bool = True):
     import matplotlib.pyplot as plt
 
     per = nb.once("k", lambda: {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in
-                               run(configs(nb.plan, "k"), workers=nb.workers, desc="Fig. 5").items()})
+                               results.train(configs(nb.plan, "k"), workers=nb.workers, desc="Fig. 5").items()})
     if not draw:
         return per
     k_acc, k_std = {k: float(np.mean(v)) for k, v in per.items()}, {k: sample_std(v) for k, v in per.items()}
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.errorbar(list(k_acc), list(k_acc.values()), yerr=list(k_std.values()), marker="o", capsize=3)
-    ax.set(xlabel="K (prototypes per class)", ylabel="accuracy (%)",
+    ax.set(xlabel="K (prototypes per class)", ylabel="accuracy (%)", xticks=list(k_acc),
            title=f"Fig. 5 on MNIST ({len(nb.plan.seeds)} seed(s))")
-    ax.set_xticks(list(k_acc))
     nb.figure(fig, "Fig. 5: MP-FedCL accuracy over K (the paper picks K = 2 on MNIST)", "fig5_k")
     return Shown((fig, pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)))
 
@@ -519,19 +490,19 @@ def fig8_9(nb, draw: bool = True):
     by alpha and by clients, first seed)."""
     import matplotlib.pyplot as plt
 
-    plan, L = nb.plan, nb.label
+    plan, L, methods = nb.plan, nb.label, nb.plan.settings["sweep_methods"]
 
-    def by_value(cfgs, desc):
+    def by_value(grid, desc):
         out = {}
-        for (m, x), runs in run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc=desc).items():
+        for (m, x), runs in results.train(configs(plan, grid), seeds=[nb.seed0], workers=nb.workers,
+                                          desc=desc).items():
             out.setdefault(x, {})[m] = accuracy(plan, m, runs[0])
         return out
-    alpha_acc, n_acc = nb.once("sweeps", lambda: (by_value(configs(plan, "alpha"), "Fig. 8"),
-                                                  by_value(configs(plan, "clients"), "Fig. 9")))
+    alpha_acc, n_acc = nb.once("sweeps", lambda: (by_value("alpha", "Fig. 8"), by_value("clients", "Fig. 9")))
     if not draw:
         return alpha_acc, n_acc
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for m in plan.settings["sweep_methods"]:
+    for m in methods:
         xs = sorted(alpha_acc, reverse=True)
         axes[0].plot([str(a) for a in xs], [alpha_acc[a].get(m, np.nan) for a in xs], marker="o", label=L(m))
         if m != "local":
@@ -543,16 +514,13 @@ def fig8_9(nb, draw: bool = True):
         ax.legend(fontsize=8)
     nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST)", "fig8_9_sweeps")
     n_loss = pd.DataFrame({L(m): {n: results.rounds(cfg, nb.seed0)[-1]["train_loss"] for (mm, n), cfg in
-                                  configs(plan, "clients").items() if mm == m}
-                           for m in plan.settings["sweep_methods"] if m != "local"}).round(3)
+                                  configs(plan, "clients").items() if mm == m} for m in methods if m != "local"}).round(3)
     n_loss.index.name = "clients"
     acc = pd.concat({"alpha": pd.DataFrame(alpha_acc).T, "clients": pd.DataFrame(n_acc).T}).round(2)
-    nb.section.text("**Figs. 8-9: accuracy (%) over label skew and clients (MNIST, seed "
-                    f"{nb.seed0}).**\n\n" + report.to_markdown(acc)
-                    + "\n\n**Fig. 9: final training loss per number of clients** (FedAvg: cross-entropy, log 10 = "
-                    "2.303 untrained; MP/SP-FedCL: cross-entropy + L_R). With 2,000 images, 20-40 clients take one "
-                    "or two SGD steps per round at a learning rate decaying 0.95 per round.\n\n"
-                    + report.to_markdown(n_loss))
+    nb.table(f"**Figs. 8-9: accuracy (%) over label skew and clients (MNIST, seed {nb.seed0}).**", acc,
+             "**Fig. 9: final training loss per number of clients** (FedAvg: cross-entropy, log 10 = 2.303 untrained; "
+             "MP/SP-FedCL: cross-entropy + L_R). With 2,000 images, 20-40 clients take one or two SGD steps per round "
+             "at a learning rate decaying 0.95 per round.", report.to_markdown(n_loss))
     return Shown((fig, n_loss, acc))
 
 
@@ -582,18 +550,14 @@ def fig_pool(nb):
 
     state = results.state(configs(nb.plan, "table6")["mpfedcl"], nb.seed0)
     pool, present = state.server["pool"].cpu().numpy(), state.server["present"].cpu().numpy()
-    N, C, K, d = pool.shape   # every (client, class, slot), classes no client holds left out, ordered by class
-    classes = np.broadcast_to(np.arange(C)[None, :, None], (N, C, K))
-    keep = np.broadcast_to(present[None, :, None], (N, C, K))
-    order = np.argsort(classes[keep], kind="stable")
-    protos, pclass = pool[keep][order], classes[keep][order]
+    N, C, K, d = pool.shape   # every (client, class, slot) ordered by class, classes no client holds left out
+    protos, pclass = pool[:, present].transpose(1, 0, 2, 3).reshape(-1, d), np.repeat(np.arange(C)[present], N * K)
     D = analysis.pairwise_distances(protos)
     fig, ax = plt.subplots(figsize=(7, 6))
     plots.distance_heatmap(D, [f"{c}" for c in pclass], ax=ax, title="MP-FedCL pool: distances (ticks: class)")
     nb.figure(fig, "The final global prototype pool of MP-FedCL: pairwise distances, ordered by class",
               "pool_distances")
-    same = pclass[:, None] == pclass[None, :]
-    off = ~np.eye(len(D), dtype=bool)
+    same, off = pclass[:, None] == pclass[None, :], ~np.eye(len(D), dtype=bool)
     print(f"mean distance within a class {D[same & off].mean():.3f}, between classes {D[~same].mean():.3f}")
     return fig
 
@@ -601,36 +565,30 @@ def fig_pool(nb):
 def show_attack(nb, draw: bool = True):
     """Privacy: PSNR / SSIM of the images a curious server decodes from a client's centroids, per K (a decoder
     trained on auxiliary images); ``draw=False``: the attack's summary frame per K."""
-    import torch
-
     from fedlib import analysis
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import model_query, prototype_attack
+    from fedlib.privacy.attack import attacker_aux
 
-    def one(cfg):
-        atk = nb.plan.spec["attack"]
-        target = atk["client"]
+    atk, steps = nb.plan.spec["attack"], nb.plan.settings["attack_steps"]
+    target = atk["client"]
+
+    def one(cfg):   # the auxiliary images: the sample's test images outside the client's block
         st = results.state(cfg, nb.seed0)
-        up = analysis.next_uploads(st, clients=[target])[target]
-        test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
-        others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])
-        pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(others, min(atk["aux_images"], len(others)),
-                                                                        replace=False)))
-        private = st.data.train[target]
+        up, private = analysis.next_uploads(st, clients=[target])[target], st.data.train[target]
+        aux_x, aux_y = attacker_aux(st, target, atk["aux_images"], seed=0)
         # MP-FedCL's centroids are means of L2-normalised embeddings: the decoder learns from normalised ones too
         query = model_query(st.model(target), normalize=("high",) if cfg["algorithm"].get("normalize", True) else ())
-        return prototype_attack(query, st.data.dataset.x_test[pick], {"high": up["protos"]}, up["classes"],
-                                aux_y=st.data.dataset.y_test[pick], client_x=private.x, client_y=private.y,
-                                levels_options=[("high",)], steps=nb.plan.settings["attack_steps"],
+        return prototype_attack(query, aux_x, {"high": up["protos"]}, up["classes"], aux_y=aux_y, client_x=private.x,
+                                client_y=private.y, levels_options=[("high",)], steps=steps,
                                 batch_size=atk["batch_size"], lr=atk["lr"], seed=0, mean=MNIST_MEAN, std=MNIST_STD,
                                 progress=False).summary()
     atks = nb.once("attack", lambda: {k: one(cfg) for k, cfg in configs(nb.plan, "attack").items()})
     if not draw:
         return atks
     df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in atks.items()}).round(3)
-    return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s centroids: PSNR (dB) / "
-                    f"SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "
-                    "steps).**", df)
+    return nb.table(f"**Reconstruction from client {target + 1}'s centroids: PSNR (dB) / SSIM against its private "
+                    f"images of the class ({steps} decoder steps).**", df)
 
 
 def fig_attack_pictures(nb):
