@@ -1,8 +1,7 @@
 """The MP-FedCL study on MNIST: configs, tables and figures of Qiao et al., *MP-FedCL: Multiprototype Federated
-Contrastive Learning for Edge Intelligence* (IEEE IoT Journal, arXiv 2304.01950). The decisions are in
-docs/mpfedcl.md; scoring (decision 17): each client's own test block, mean over clients, last round, mean ± std over
-seeds; MP-, SP-, DP-FedCL and FedProto predict by the nearest prototype of the whole pool (Eq. 13), the rest by head.
-"""
+Contrastive Learning for Edge Intelligence* (IEEE IoT Journal, arXiv 2304.01950). The decisions are in docs/mpfedcl.md;
+scoring (decision 17): each client's own test block, mean over clients, last round, mean ± std over seeds; MP-, SP-,
+DP-FedCL and FedProto predict by the nearest prototype of the whole pool (Eq. 13), the rest by their head."""
 
 from __future__ import annotations
 
@@ -55,9 +54,9 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None, feature_skew: bool = False,
            **changes) -> dict:
     """The validated config of ``method`` (``changes``: dotted overrides); ``feature_skew``: Table V's setting."""
-    entry, fs = plan.method_entry(method), plan.spec["feature_skew"]
-    base, rounds, overrides = None, plan.rounds(method, sweep), None
+    entry, base, rounds, overrides = plan.method_entry(method), None, plan.rounds(method, sweep), None
     if feature_skew:   # Plan.config copies ``base``
+        fs = plan.spec["feature_skew"]
         base, overrides = {**plan.spec["base"], **fs["base"]}, plan.settings.get("fs_overrides", {})
         rounds = max(2, round(fs["rounds"][method] * plan.settings["round_scale"]))
     return plan.config(entry, name or f"mpfedcl-study/{'fs/' if feature_skew else ''}{method}", method=method,
@@ -117,8 +116,7 @@ def table6(plan: Plan, summaries: dict[str, list[dict]]) -> dict[str, dict]:
     """Table VI rows: ``{method: {"mean", "std", "n", "per_seed", "best_mean", "rounds", "metric"}}`` (last round)."""
     rows = {}
     for m, runs in summaries.items():
-        last = np.array([accuracy(plan, m, s) for s in runs])
-        best = np.array([accuracy(plan, m, s, "best") for s in runs])
+        last, best = (np.array([accuracy(plan, m, s, stat) for s in runs]) for stat in ("last", "best"))
         rows[m] = {"mean": float(last.mean()), "std": sample_std(last), "n": len(runs), "per_seed": last.tolist(),
                    "best_mean": float(best.mean()), "rounds": runs[0]["rounds"], "metric": plan.metric(m)}
     return rows
@@ -411,9 +409,8 @@ def fig10(nb, draw: bool = True):
     words = f"seed {seeds[0]}" if len(seeds) == 1 else \
         f"mean ± std over seeds {', '.join(map(str, seeds))} (n = {len(seeds)})"
     ax.set(ylabel="accuracy (%), each method's rule", title=f"Fig. 10 on MNIST, Dir(0.05), {words}")
-    return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)"
-                     + ("" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"),
-                     "fig10_accuracy_per_round")
+    return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)" + ("" if len(seeds) == 1 else
+                     f"; mean over {len(seeds)} seeds, band ± sample std"), "fig10_accuracy_per_round")
 
 
 def show_table8(nb, draw: bool = True):
@@ -472,11 +469,10 @@ def fig8_9(nb, draw: bool = True):
     if not draw:
         return alpha_acc, n_acc
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    xs, ns = sorted(alpha_acc, reverse=True), sorted(n_acc)
     for m in methods:
-        xs = sorted(alpha_acc, reverse=True)
         axes[0].plot([str(a) for a in xs], [alpha_acc[a].get(m, np.nan) for a in xs], marker="o", label=L(m))
         if m != "local":
-            ns = sorted(n_acc)
             axes[1].plot(ns, [n_acc[n].get(m, np.nan) for n in ns], marker="o", label=L(m))
     axes[0].set(xlabel="Dirichlet alpha (smaller: more skew)", ylabel="accuracy (%)", title="Fig. 8 on MNIST")
     axes[1].set(xlabel="clients", ylabel="accuracy (%)", title="Fig. 9a: MNIST, Dir(0.1)")
