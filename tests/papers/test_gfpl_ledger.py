@@ -152,7 +152,7 @@ def test_figs_3b_and_6_are_judged_per_seed_paired():
 
 
 def test_sweep_values_average_seeds_and_keep_them(monkeypatch):
-    """:func:`G.sweep_per_seed` keeps each seed's accuracy; :func:`G.n_values` and :func:`G.threshold_values` give the
+    """:func:`G.sweep_per_seed` keeps each seed's accuracy; :func:`G.sweep_values` and :func:`G.threshold_values` give the
     means over seeds (merge rate and downlink too)."""
     plan = G.load_plan("paper")
     cfg = G.threshold_configs(plan)[10.0]
@@ -166,7 +166,7 @@ def test_sweep_values_average_seeds_and_keep_them(monkeypatch):
     assert G.sweep_per_seed(plan, runs) == {10.0: pytest.approx([94.0, 95.0, 96.5])}
     (acc, rate, down), = G.threshold_values(plan, runs, {10.0: cfg}).values()
     assert (acc, rate, down) == (pytest.approx(95.1667, abs=1e-4), pytest.approx(0.2), pytest.approx(200.0))
-    assert G.n_values(plan, {8: runs[10.0]}) == {8: pytest.approx(95.1667, abs=1e-4)}
+    assert G.sweep_values(plan, {8: runs[10.0]}, {}, {})["n"] == {8: pytest.approx(95.1667, abs=1e-4)}
     frame = G.sweep_frame({10.0: (acc, rate, down)}, G.sweep_per_seed(plan, runs))
     assert frame.loc["S_C 10", "accuracy (%)"] == "95.17 ± 1.26 (n = 3)"
     assert G.sweep_frame({10.0: (acc, rate, down)}).loc["S_C 10", "accuracy (%)"] == 95.17   # one seed: as before
