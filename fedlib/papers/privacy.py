@@ -16,11 +16,13 @@ import json
 import math
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 
 from fedlib import claims, report, results, study
+from fedlib.algorithms import ALGORITHMS, loops
 from fedlib.claims import Cells
 from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.plans.privacy import (  # noqa: F401  (re-exported: the study's plan part)
@@ -40,13 +42,19 @@ from fedlib.plans.privacy import (  # noqa: F401  (re-exported: the study's plan
 from fedlib.privacy import (
     epsilon,
     feature_fn,
+    holdings_table,
     invert_features,
+    leakage_table,
     model_query,
     reconstruct,
+    references,
+    samples_per_prototype,
     train_inversion,
     what_server_holds,
 )
 from fedlib.privacy.attack import attacker_aux
+from fedlib.privacy.defense import sample_level_epsilon
+from fedlib.privacy.pictures import decode, reconstruction_grid
 from fedlib.privacy.rounds import PICTURES, attack_round, finite_scores, held_out_classifier
 from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
@@ -60,6 +68,9 @@ UPPER_BOUND_ATTACKS = ("gradient_inversion (batch 1",)
 #: the leakage table's column with each method's batch-1 gradient inversion, beside its realistic attacks
 BOUND_COLUMN = "upper bound ssim"
 ROUNDING = {"psnr": 2, "ssim": 3, "label_acc": 3, "ssim std": 3, BOUND_COLUMN: 3}
+#: a leakage-table row's scores, and those of a row no attack scored
+SCORE_COLUMNS = ("psnr", "ssim", "label_acc", "ssim std")
+NO_SCORES = dict.fromkeys(SCORE_COLUMNS, math.nan)
 UPLOAD_DEFENCE, DP_SGD = "clip + noise on uploads", "DP-SGD (per sample)"
 #: the defended pictures: the largest noise whose accuracy stays within this many points of the undefended run
 DEFENCE_TOLERANCE = 3.0
@@ -83,15 +94,13 @@ class Attacker:
     archived attack results needs no model."""
 
     def __init__(self, plan: Plan, seed: int):
-        self.plan, self.seed = plan, seed
-        self.cfg = table_configs(plan)[plan.table_methods()[0]]
+        self.plan, self.seed, self.cfg = plan, seed, config(plan, plan.table_methods()[0])
 
     @functools.cached_property
     def _built(self) -> tuple:
-        plan, seed, atk = self.plan, self.seed, self.plan.spec["attack"]
-        state = results.state(self.cfg, seed)
-        aux = attacker_aux(state, atk["client"], plan.settings["aux_images"], seed)
-        classifier = held_out_classifier(state, *aux, atk["classifier_epochs"], seed)
+        atk, state = self.plan.spec["attack"], results.state(self.cfg, self.seed)
+        aux = attacker_aux(state, atk["client"], self.plan.settings["aux_images"], self.seed)
+        classifier = held_out_classifier(state, *aux, atk["classifier_epochs"], self.seed)
         private = state.data.train[atk["client"]]
         acc = float((classifier(private.x)[0].argmax(1) == private.y).float().mean())
         return aux, classifier, (private.x, private.y), acc
@@ -128,7 +137,7 @@ def pictures(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, 
     """``{"rows", "pictures": {attack: picture}}`` of every attack of the profile the server holds the inputs of,
     on the target client's next round of ``(cfg, seed)`` (``noise``: through the upload defence first)."""
     def make(state):
-        todo = [a for a in plan.attacks() if a in what_server_holds(method).attacks]
+        todo = [a for a in plan.settings["attacks"] if a in what_server_holds(method).attacks]
         defence = None if noise is None else {**plan.spec["defense"], "noise_multiplier": float(noise)}
         rows, kept = attack_round(state, method, todo, plan.spec["attack"], plan.settings, attacker.aux,
                                   attacker.classifier, defence, seed, PICTURES)
@@ -152,14 +161,10 @@ def _invert(plan: Plan, f, stats, shape: tuple, seed: int):
 def reference_rows(plan: Plan, seed: int, attacker: Attacker) -> list[dict]:
     """The three references on the private images: the class average, the best auxiliary match and the white-box
     inversion of each image's own feature through :func:`_holder`'s extractor."""
-    from fedlib.privacy import references
-
     def make(_state):
-        x, y = attacker.private
-        single, holder = None, _holder(plan)
+        (x, y), single, holder = attacker.private, None, _holder(plan)
         if holder is not None:
-            model = results.state(table_configs(plan)[holder], seed).model(plan.spec["attack"]["client"])
-            f = feature_fn(model, "high")
+            f = feature_fn(results.state(config(plan, holder), seed).model(plan.spec["attack"]["client"]), "high")
             with torch.no_grad():
                 z = f(x)
             single = _invert(plan, f, z, tuple(x.shape[1:]), seed)
@@ -182,17 +187,20 @@ def leakage(plan: Plan) -> dict:
         for m, cfg in table_configs(plan).items():
             rows += [{**r, "seed": seed} for r in attacks(plan, cfg, m, seed, attacker)]
         refs += [{**r, "seed": seed} for r in reference_rows(plan, seed, attacker)]
-    return {"rows": pd.DataFrame(rows, columns=["method", "attack", "seed", "psnr", "ssim", "label_acc", "images",
-                                                "seconds"]),
-            "refs": pd.DataFrame(refs), "classifier_acc": acc,
+    columns = ["method", "attack", "seed", "psnr", "ssim", "label_acc", "images", "seconds"]
+    return {"rows": pd.DataFrame(rows, columns=columns), "refs": pd.DataFrame(refs), "classifier_acc": acc,
             "holds": {m: what_server_holds(m) for m in plan.table_methods()}}
 
 
-def _mean_over_seeds(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def _mean_over_seeds(frame: pd.DataFrame, keys: list[str], values=("psnr", "ssim", "label_acc"), spread="ssim",
+                     spread_name="ssim_std", modes=()) -> pd.DataFrame:
+    """Per ``keys``: the means of ``values``, the seeds ``n``, ``spread``'s std (one seed: none) and ``modes``' mode."""
     g = frame.groupby(keys, sort=False)
-    out = g[["psnr", "ssim", "label_acc"]].mean()
+    out = g[list(values)].mean()
     out["n"] = g.size()
-    out["ssim_std"] = g["ssim"].std(ddof=1).where(out["n"] > 1)   # one seed: no spread
+    out[spread_name] = g[spread].std(ddof=1).where(out["n"] > 1)
+    for col in modes:
+        out[col] = g[col].agg(lambda s: s.mode().iloc[0])
     return out.reset_index()
 
 
@@ -222,20 +230,16 @@ def attack_kind(attack: str) -> str:
 def table(plan: Plan, res: dict) -> pd.DataFrame:
     """The leakage table, means over seeds: realistic attacks and references ranked by SSIM, the batch-1 upper
     bound unranked after them and in :data:`BOUND_COLUMN`, then one row per method no image attack applies to."""
-    from fedlib.privacy import leakage_table
-
     res = {**res, "rows": merge_step_counts(res["rows"])}
     rows = _mean_over_seeds(res["rows"], ["method", "attack"]) if len(res["rows"]) else pd.DataFrame(
         columns=["method", "attack", "psnr", "ssim", "label_acc", "ssim_std", "n"])
     refs = _mean_over_seeds(res["refs"], ["attack"]).assign(method="—")
     ranked = leakage_table(rows[["method", "attack", "psnr", "ssim", "label_acc"]],
                            refs[["attack", "psnr", "ssim", "label_acc", "method"]])
-    extra = rows.set_index(["method", "attack"])
-    ranked["ssim std"] = [extra["ssim_std"].get((m, a), math.nan) if m != "—" else
-                          refs.set_index("attack")["ssim_std"].get(a, math.nan)
-                          for m, a in zip(ranked.method, ranked.attack, strict=True)]
-    ranked.insert(3, "kind", [attack_kind(a) if m != "—" else REFERENCE
-                              for m, a in zip(ranked.method, ranked.attack, strict=True)])
+    pairs = list(zip(ranked.method, ranked.attack, strict=True))
+    spread, ref_spread = rows.set_index(["method", "attack"])["ssim_std"], refs.set_index("attack")["ssim_std"]
+    ranked["ssim std"] = [spread.get((m, a), math.nan) if m != "—" else ref_spread.get(a, math.nan) for m, a in pairs]
+    ranked.insert(3, "kind", [attack_kind(a) if m != "—" else REFERENCE for m, a in pairs])
     bound = ranked[ranked.kind == UPPER_BOUND].groupby("method")["ssim"].max()
     ranked[BOUND_COLUMN] = [bound.get(m, math.nan) if k == REALISTIC else math.nan
                             for m, k in zip(ranked.method, ranked.kind, strict=True)]
@@ -247,9 +251,7 @@ def table(plan: Plan, res: dict) -> pd.DataFrame:
         tail = pd.DataFrame([{"rank": "—", "method": plan.label(m), "holds": res["holds"][m].summary(), "kind": "—",
                               "attack": "no image attack applies (" + (", ".join(res["holds"][m].attacks)
                                                                         or "nothing is uploaded") + ")",
-                              "psnr": math.nan, "ssim": math.nan, "label_acc": math.nan, "ssim std": math.nan,
-                              BOUND_COLUMN: math.nan}
-                             for m in missing])
+                              **NO_SCORES, BOUND_COLUMN: math.nan} for m in missing])
         ranked = pd.concat([ranked, tail], ignore_index=True)
     return ranked
 
@@ -263,20 +265,16 @@ def headline(plan: Plan, res: dict, leak: pd.DataFrame | None = None) -> pd.Data
     rest = leak[(leak["rank"] == "—") & ~leak.method.isin(set(best.method))].drop_duplicates("method")
     if len(rest):
         bound = leak[leak.kind == UPPER_BOUND].set_index("method")["ssim"]
-        rest = rest.assign(**{BOUND_COLUMN: [bound.get(m, math.nan) for m in rest.method],
-                              "psnr": math.nan, "ssim": math.nan, "label_acc": math.nan, "ssim std": math.nan,
+        rest = rest.assign(**{BOUND_COLUMN: [bound.get(m, math.nan) for m in rest.method], **NO_SCORES,
                               "attack": [a if k == "—" else "no realistic attack reconstructed an image"
                                          for a, k in zip(rest.attack, rest.kind, strict=True)]})
     out = pd.concat([best.assign(rank=range(1, len(best) + 1)), rest.assign(rank="—")], ignore_index=True)
-    out = out.rename(columns={"attack": "best realistic attack"})
-    return out[["rank", "method", "holds", "best realistic attack", "psnr", "ssim", "label_acc", "ssim std",
-                BOUND_COLUMN]]
+    return out.rename(columns={"attack": "best realistic attack"})[
+        ["rank", "method", "holds", "best realistic attack", *SCORE_COLUMNS, BOUND_COLUMN]]
 
 
 def holdings(plan: Plan) -> pd.DataFrame:
     """What the server holds of each method, from its declared messages, and which attacks apply."""
-    from fedlib.privacy import holdings_table
-
     frame = holdings_table(plan.table_methods())
     frame.index = [plan.label(m) for m in frame.index]
     return frame
@@ -293,50 +291,42 @@ def curve(plan: Plan, seed: int) -> pd.DataFrame:
         model = state.model(atk["client"])
         f = feature_fn(model, "high")
         x, y = state.data.dataset.x_train, state.data.dataset.y_train
-        shape = tuple(x.shape[1:])
         aux_x = attacker_aux(state, atk["client"], s["aux_images"], seed)[0]
         decoder = train_inversion(model_query(model), aux_x, levels=("high",), steps=s["decoder_steps"],
                                   batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
 
-        def decode(stats):
+        def run_decoder(stats):
             with torch.no_grad():
                 return reconstruct(decoder, {"high": stats})
 
         frames = [curve_frame(attack, f, x, y, s["curve_sizes"], s["curve_groups"], kind, MNIST_MEAN, MNIST_STD,
                               seed).assign(attack=name)
-                  for name, attack in (("feature inversion", lambda z: _invert(plan, f, z, shape, seed)),
-                                       ("decoder", decode))
+                  for name, attack in (("feature inversion", lambda z: _invert(plan, f, z, tuple(x.shape[1:]), seed)),
+                                       ("decoder", run_decoder))
                   for kind in s["curve_kinds"]]
         return pd.concat(frames, ignore_index=True).assign(extractor=plan.label(holder)).to_dict(orient="records")
 
     shape = json.dumps([s[k] for k in ("curve_sizes", "curve_groups", "curve_kinds")] + ["decoder"])
-    return pd.DataFrame(results.derived(table_configs(plan)[holder], seed,
-                                        f"privacy-curve-{_settings_key(plan, shape)}", make))
+    return pd.DataFrame(results.derived(config(plan, holder), seed, f"privacy-curve-{_settings_key(plan, shape)}",
+                                        make))
 
 
 def curve_frame(attack, f, x, y, sizes, groups, kind, mean=0.0, std=1.0, seed=0) -> pd.DataFrame:
     """One kind's curve (:func:`fedlib.privacy.samples_per_prototype`) with PSNR capped at 100 dB."""
-    from fedlib.privacy import samples_per_prototype
-
     frame = samples_per_prototype(attack, f, x, y, sizes=sizes, groups=groups, kind=kind, mean=mean, std=std,
                                   seed=seed)
-    for col in ("psnr", "psnr_best"):
-        frame[col] = frame[col].clip(upper=100.0)
-    return frame
+    return frame.assign(**{col: frame[col].clip(upper=100.0) for col in ("psnr", "psnr_best")})
 
 
 def curve_figure(frame: pd.DataFrame, ax=None):
     """SSIM against n: one colour per kind, one line style per attack (column ``attack``, when present)."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4.5))
+    ax = plt.subplots(figsize=(6.5, 4.5))[1] if ax is None else ax
     names = {"mean": "mean (prototype)", "kmeans": "k-means centroid (K = 2)", "gmm": "mixture component (2)"}
     colours = {k: f"C{i}" for i, k in enumerate(dict.fromkeys(frame.kind))}
     frame = frame if "attack" in frame else frame.assign(attack="")
+    styles = {a: ["-", "--", ":"][i % 3] for i, a in enumerate(dict.fromkeys(frame.attack))}
     for (attack, kind), part in frame.groupby(["attack", "kind"], sort=False):
-        style = ["-", "--", ":"][list(dict.fromkeys(frame.attack)).index(attack) % 3]
-        ax.plot(part.n, part.ssim, style, marker="o", color=colours[kind],
+        ax.plot(part.n, part.ssim, styles[attack], marker="o", color=colours[kind],
                 label=f"{names.get(kind, kind)}" + (f", {attack}" if attack else ""))
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, 1)
@@ -348,52 +338,35 @@ def curve_figure(frame: pd.DataFrame, ax=None):
 
 def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
     """Sample-level epsilon of a DP-SGD run: the largest over its clients (each client's own rate and steps)."""
-    from fedlib.algorithms.loops import steps
-    from fedlib.privacy.defense import sample_level_epsilon
-
-    partition = results.split(cfg, seed)[1]
-    t = results.context(cfg, seed).train
-    sizes = {len(ix) for ix in partition.train}
-    return max(sample_level_epsilon(noise, n, t.batch_size, steps(n, t) * t.local_epochs, plan.rounds,
-                                    plan.spec["attack"]["delta"]) for n in sizes)
+    partition, t = results.split(cfg, seed)[1], results.context(cfg, seed).train
+    return max(sample_level_epsilon(noise, n, t.batch_size, loops.steps(n, t) * t.local_epochs, plan.rounds,
+                                    plan.spec["attack"]["delta"]) for n in {len(ix) for ix in partition.train})
 
 
 def utility(plan: Plan, summaries: dict, dp_summaries: dict | None = None) -> pd.DataFrame:
     """The privacy-utility curve, means over seeds: per defence, method and noise the accuracy (%), the best attack's
     SSIM on the upload, that attack and the epsilon (upload defence: one release per round at rate 1; DP-SGD:
     :func:`dp_sgd_epsilon`). ``summaries`` / ``dp_summaries``: the runs of :func:`defense_configs` / DP-SGD."""
-    delta = plan.spec["attack"]["delta"]
-    attackers = {s: Attacker(plan, s) for s in plan.seeds}
-    rows = []
+    attackers, rows = {s: Attacker(plan, s) for s in plan.seeds}, []
     curves = [(UPLOAD_DEFENCE, defense_configs(plan), summaries)]
-    if dp_summaries:
-        curves.append((DP_SGD, dp_sgd_configs(plan), dp_summaries))
+    curves += [(DP_SGD, dp_sgd_configs(plan), dp_summaries)] if dp_summaries else []
     for defence, configs, runs in curves:
         for (m, sigma), cfg in configs.items():
-            for i, seed in enumerate(plan.seeds):
-                if sigma == 0:
-                    eps = math.inf
-                elif defence == DP_SGD:
-                    eps = dp_sgd_epsilon(plan, cfg, seed, sigma)
-                else:
-                    eps = epsilon(sigma, plan.rounds, 1.0, delta)
+            for seed, summary in zip(plan.seeds, runs[(m, sigma)], strict=True):
+                eps = (math.inf if sigma == 0 else dp_sgd_epsilon(plan, cfg, seed, sigma) if defence == DP_SGD
+                       else epsilon(sigma, plan.rounds, 1.0, plan.spec["attack"]["delta"]))
                 row = {"defence": defence, "method": m, "noise": sigma, "seed": seed, "epsilon": eps}
-                summary = runs[(m, sigma)][i]
                 if summary.get("diverged_at"):  # the engine stops a run whose loss is not finite: no model to score
                     rows.append({**row, "accuracy": math.nan, "ssim": math.nan,
                                  "best attack": f"run diverged in round {summary['diverged_at']}"})
                     continue
                 upload_noise = sigma if sigma and defence == UPLOAD_DEFENCE else None  # DP-SGD acts in training
-                found = attacks(plan, cfg, m, seed, attackers[seed], upload_noise)
-                best = max(found, key=lambda r: r["ssim"]) if found else None
-                rows.append({**row, "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"] if best else math.nan,
-                             "best attack": best["attack"] if best else "no attack reconstructed an image"})
-    g = pd.DataFrame(rows).groupby(["defence", "method", "noise"], sort=False)
-    out = g[["epsilon", "accuracy", "ssim"]].mean()
-    out["n"] = g.size()
-    out["accuracy std"] = g["accuracy"].std(ddof=1).where(out["n"] > 1)
-    out["best attack"] = g["best attack"].agg(lambda s: s.mode().iloc[0])
-    return out.reset_index()
+                best = max(attacks(plan, cfg, m, seed, attackers[seed], upload_noise), key=lambda r: r["ssim"],
+                           default={"ssim": math.nan, "attack": "no attack reconstructed an image"})
+                rows.append({**row, "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"],
+                             "best attack": best["attack"]})
+    return _mean_over_seeds(pd.DataFrame(rows), ["defence", "method", "noise"], ("epsilon", "accuracy", "ssim"),
+                            "accuracy", "accuracy std", modes=("best attack",))
 
 
 def epsilon_text(eps: float) -> str:
@@ -443,10 +416,7 @@ def attack_detail(attack: str) -> str:
 def picture_rows(plan: Plan, seed: int, runs, attacker: Attacker | None = None) -> pd.DataFrame:
     """One row per image attack of ``runs`` (``[(method, noise)]``; noise None or 0: undefended) on ``seed``: the
     scores of :func:`attacks`, the pictures of :func:`pictures` and their own SSIM (``pictures_ssim``)."""
-    from fedlib.privacy.pictures import decode
-
-    attacker = attacker or Attacker(plan, seed)
-    out = []
+    attacker, out = attacker or Attacker(plan, seed), []
     for method, noise in runs:
         noise = float(noise) if noise else None
         cfg = config(plan, method, noise)
@@ -470,14 +440,14 @@ def picture_rows(plan: Plan, seed: int, runs, attacker: Attacker | None = None) 
 
 def _grid_row(plan: Plan, r, label: str | None = None, note: str = "") -> dict:
     """One row of :func:`fedlib.privacy.pictures.reconstruction_grid` from a :func:`picture_rows` row."""
+    notes = [note] if note else []
     if not math.isnan(r.pictures_ssim) and not math.isclose(r.pictures_ssim, r.ssim, rel_tol=0, abs_tol=1e-9):
         # the pictures were made again, apart from the scores (a scores record older than its pictures)
-        note = "\n".join(x for x in (note, f"pictures' own run: SSIM {r.pictures_ssim:.3f}") if x)
-    shown = 0 if r.recon is None else len(r.recon)
-    if shown < r.images:
-        note = "\n".join(x for x in (note, f"{shown} of {r.images} images") if x)
+        notes.append(f"pictures' own run: SSIM {r.pictures_ssim:.3f}")
+    if (shown := 0 if r.recon is None else len(r.recon)) < r.images:
+        notes.append(f"{shown} of {r.images} images")
     return {"label": f"{label or plan.label(r.method)}\n{attack_detail(r.attack)}", "ssim": r.ssim, "real": r.real,
-            "recon": r.recon, "ssim_each": r.ssim_each, "note": note}
+            "recon": r.recon, "ssim_each": r.ssim_each, "note": "\n".join(notes)}
 
 
 def _grid_title(plan: Plan, head: str, tail: str) -> str:
@@ -488,14 +458,11 @@ def _grid_title(plan: Plan, head: str, tail: str) -> str:
 def picture_figures(plan: Plan, frame: pd.DataFrame, seed: int) -> list[tuple[Family, object, pd.DataFrame]]:
     """``[(family, figure, layout)]``: one grid per attack family in ``frame`` (:func:`picture_rows`), the methods
     as rows (the plan's order), grouped by what the server holds."""
-    from fedlib.privacy.pictures import reconstruction_grid
-
-    out, order = [], {m: i for i, m in enumerate(plan.methods)}
+    order = {m: i for i, m in enumerate(plan.methods)}
+    frame = frame.sort_values("method", key=lambda col: col.map(lambda m: order.get(m, len(order))), kind="stable")
+    out = []
     for fam in FAMILIES:
-        part = frame[frame.family == fam.slug]
-        if len(part):
-            part = part.assign(_order=[order.get(m, len(order)) for m in part.method])
-            part = part.sort_values("_order", kind="stable")
+        if len(part := frame[frame.family == fam.slug]):
             groups = [(f"server holds: {h}", [_grid_row(plan, r) for r in part[part.holds == h].itertuples()])
                       for h in dict.fromkeys(part.holds)]
             title = _grid_title(plan, fam.heading, f"{plan.profile} profile, seed {seed}")
@@ -506,8 +473,6 @@ def picture_figures(plan: Plan, frame: pd.DataFrame, seed: int) -> list[tuple[Fa
 def family_figure(plan: Plan, frame: pd.DataFrame, title: str, labels: dict | None = None, notes: dict | None = None):
     """``(figure, layout)``: one grid of ``frame``'s rows grouped by attack family; ``labels`` / ``notes``:
     ``{(method, noise): text}`` for a row's label (default the method's name) and the line under it."""
-    from fedlib.privacy.pictures import reconstruction_grid
-
     labels, notes = labels or {}, notes or {}
     groups = [(fam.heading, [_grid_row(plan, r, labels.get((r.method, r.noise)), notes.get((r.method, r.noise), ""))
                              for r in frame[frame.family == fam.slug].itertuples()])
@@ -527,8 +492,7 @@ def strongest_defence(plan: Plan, summaries: dict, tolerance: float = DEFENCE_TO
     out = {}
     for m in plan.settings["utility_methods"]:
         base = acc(m, 0.0)
-        ok = [float(s) for s in plan.settings["noise"] if s > 0 and acc(m, s) >= base - tolerance]
-        best = max(ok, default=0.0)
+        best = max((float(s) for s in plan.settings["noise"] if s > 0 and acc(m, s) >= base - tolerance), default=0.0)
         out[m] = {"noise": best, "accuracy": acc(m, best), "undefended": base}
     return out
 
@@ -551,37 +515,31 @@ def strongest_baseline(plan: Plan, paper_table: dict, method: str) -> str:
 def paper_pictures(nb, method: str, paper_table: dict):
     """A paper notebook's attack figure: ``method`` and its :func:`strongest_baseline` under the study's attacks, from
     the study's runs (:func:`study_profile`, first seed; trained where missing); returns the figure and scores."""
-    profile = study_profile(nb.profile)
-    probe = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root)
-    baseline = strongest_baseline(probe, paper_table, method)
-    plan = load_plan(profile, results_dir=nb.plan.results_dir, data_root=nb.plan.data_root,
-                     methods=[method, baseline])
+    profile, where = study_profile(nb.profile), {"results_dir": nb.plan.results_dir, "data_root": nb.plan.data_root}
+    baseline = strongest_baseline(load_plan(profile, **where), paper_table, method)
+    plan = load_plan(profile, **where, methods=[method, baseline])
     seed = plan.seeds[0]
     results.run_or_read(table_configs(plan), seeds=[seed], workers=nb.workers, desc="privacy-study runs",
                         progress=False)
     frame = picture_rows(plan, seed, [(method, None), (baseline, None)])
-    label = f"{plan.label(method)} and its strongest baseline {plan.label(baseline)}"
-    fig, layout = family_figure(plan, frame, _grid_title(plan, f"{label} under the leakage study's attacks",
-                                                         f"privacy study, {profile} profile, {plan.rounds} rounds, "
-                                                         f"seed {seed}"))
-    nb.figure(fig, f"{label} under the leakage study's attacks (notebooks/privacy.ipynb, {profile} profile, seed "
-              f"{seed}): the attacked client's images beside the reconstructions", "privacy_attack_pictures")
+    shown = f"{plan.label(method)} and its strongest baseline {plan.label(baseline)} under the leakage study's attacks"
+    run = f"privacy study, {profile} profile, {plan.rounds} rounds, seed {seed}"
+    fig, layout = family_figure(plan, frame, _grid_title(plan, shown, run))
+    nb.figure(fig, f"{shown} (notebooks/privacy.ipynb, {profile} profile, seed {seed}): the attacked client's images "
+              "beside the reconstructions", "privacy_attack_pictures")
     scores = frame.assign(method=[plan.label(m) for m in frame.method])[
         ["method", "kind", "attack", "psnr", "ssim", "label_acc", "images"]].round(ROUNDING)
-    nb.table(f"**{label} under the leakage study's attacks** (privacy study, {profile} profile, {plan.rounds} rounds, "
-             f"seed {seed}, client {plan.spec['attack']['client']}; the strongest baseline is the paper's best-scoring "
-             "baseline an image attack applies to): PSNR (dB), SSIM and label accuracy, the leakage table's numbers.",
-             scores.set_index(["method", "kind", "attack"]))
+    nb.table(f"**{shown}** ({run}, client {plan.spec['attack']['client']}; the strongest baseline is the paper's "
+             "best-scoring baseline an image attack applies to): PSNR (dB), SSIM and label accuracy, the leakage "
+             "table's numbers.", scores.set_index(["method", "kind", "attack"]))
     nb.results["privacy_pictures"] = {"baseline": baseline, "layout": layout, "frame": frame}
     return Shown((fig, scores))
 
 
 # -- the ledger ------------------------------------------------------------------------------------------------
 def _best_attack(res: dict, method: str, kinds: tuple[str, ...] | None = None) -> tuple[list[float], str]:
-    """The best SSIM per seed over a method's attacks (names starting with one of ``kinds``) and the most frequent
-    best attack (``""`` where none ran)."""
-    rows = res["rows"]
-    part = rows[rows.method == method]
+    """The best SSIM per seed over a method's attacks starting with ``kinds`` and the most frequent best attack."""
+    part = res["rows"][res["rows"].method == method]
     if kinds is not None:
         part = part[[a.startswith(kinds) for a in part.attack]]
     if not len(part):
@@ -599,10 +557,9 @@ def ledger(plan: Plan, res: dict) -> list:
 def tables(plan: Plan, res: dict) -> dict:
     """The claims' tables by name (:class:`fedlib.claims.Cells`): ``upload``, ``fedmps_inverted`` and
     ``safer_<method>``; without cells, and the reason as ``why``, where the rows lack them."""
-    prof, n = plan.profile, len(plan.seeds)
+    prof, n, methods = plan.profile, len(plan.seeds), set(res["rows"].method)
     caveat = f"{prof} profile: {plan.rounds} rounds, seeds {plan.seeds}" if prof != "paper" else ""
-    refs, methods = res["refs"], set(res["rows"].method)
-    avg = refs[refs.attack == "reference: class average"].sort_values("seed")["ssim"].tolist()
+    avg = res["refs"][res["refs"].attack == "reference: class average"].sort_values("seed")["ssim"].tolist()
 
     def table(cells: dict | None = None, why: str = "", **text) -> Cells:
         return Cells(cells or {}, prof, caveat, n, text={"why": res.get("missing") or why, **text})
@@ -612,40 +569,35 @@ def tables(plan: Plan, res: dict) -> dict:
         per_seed = list(values) if n > 1 and len(values) == len(others) == n else None
         return {"label": label, "value": np.mean(values), "per_seed": per_seed, "n": n, **extra}
 
-    out = {"upload": None}
+    out = {"upload": None, "fedmps_inverted": table(why="FedMPS not in this profile")}
     if "fedmps" in plan.table_methods():
         v = res["holds"]["fedmps"]
         leaks = int(v.holds_extractor) + int("gradient_inversion" in v.attacks)
         out["upload"] = table({"fedmps": {"label": "FedMPS", "value": leaks, "per_seed": None, "n": n}},
                               upload=", ".join(v.upload), summary=v.summary(), attacks=", ".join(v.attacks))
-    out["fedmps_inverted"] = table(why="FedMPS not in this profile")
     if "fedmps" in methods:
-        best, _ = _best_attack(res, "fedmps")
-        bar = [a + 0.02 for a in avg]
-        out["fedmps_inverted"] = table({
-            "fedmps": cell("FedMPS best", best, bar),
-            "average": {**cell("class average + 0.02", bar, best), "value": np.mean(avg) + 0.02,
-                        "average": np.mean(avg)}})
+        best, bar = _best_attack(res, "fedmps")[0], [a + 0.02 for a in avg]
+        out["fedmps_inverted"] = table({"fedmps": cell("FedMPS best", best, bar), "average": {
+            **cell("class average + 0.02", bar, best), "value": np.mean(avg) + 0.02, "average": np.mean(avg)}})
     # the models' side under the realistic attacks; the batch-1 upper bound is named beside it, not judged on
-    model_best, model_attack = (_best_attack(res, "fedavg", REALISTIC_MODEL_ATTACKS) if "fedavg" in methods
-                                else ([], ""))
+    model_best = _best_attack(res, "fedavg", REALISTIC_MODEL_ATTACKS)[0] if "fedavg" in methods else []
     for m in ("mpfedcl", "gfpl"):
         label = plan.label(m)
         out[f"safer_{m}"] = table(why=f"{label} or FedAvg not in this profile")
         if m not in methods or not model_best:
             continue
         stats, stats_attack = _best_attack(res, m, ("feature_inversion", "decoder"))
-        own, own_attack = _best_attack(res, m, REALISTIC_MODEL_ATTACKS)
-        ref, ref_attack = (own, own_attack) if own else (model_best, model_attack)
-        bound = _best_attack(res, m if own else "fedavg", UPPER_BOUND_ATTACKS)[0]
+        own = bool(_best_attack(res, m, REALISTIC_MODEL_ATTACKS)[0])   # the method uploads its model too
+        side = m if own else "fedavg"   # whose model upload the statistics are compared with
+        ref, ref_attack = _best_attack(res, side, REALISTIC_MODEL_ATTACKS)
+        bound = _best_attack(res, side, UPPER_BOUND_ATTACKS)[0]
         whose = f"{label}'s own model upload" if own else "FedAvg's model upload"
-        runs = {k: study.trend(f"{plan.label(k)} (leakage study)", table_configs(plan)[k], plan.seeds, plan.metric(k))
-                for k in {m, m if own else "fedavg"}}   # each side's runs, named for the evidence planner
+        runs = {k: study.trend(f"{plan.label(k)} (leakage study)", config(plan, k), plan.seeds, plan.metric(k))
+                for k in {m, side}}   # each side's runs, named for the evidence planner
         out[f"safer_{m}"] = table(
             {"statistics": cell(f"{label} statistics ({stats_attack})", stats, ref, attack=stats_attack,
                                 trend=runs[m]),
-             "model": cell(f"{whose} ({ref_attack})", ref, stats, attack=ref_attack, whose=whose,
-                           trend=runs[m if own else "fedavg"])},
+             "model": cell(f"{whose} ({ref_attack})", ref, stats, attack=ref_attack, whose=whose, trend=runs[side])},
             fedavg=f" (FedAvg's {np.mean(model_best):.3f})" if own else "",
             bound=(f"the batch-1 gradient inversion (iDLG), an upper bound no real round offers, reaches "
                    f"{np.mean(bound):.3f} on the model upload and is not judged on") if bound else "",
@@ -706,20 +658,20 @@ def notebook(profile: str, methods=None, seeds=None, rounds=None, workers=None, 
 
 def show_setting(nb):
     """The study's setting: data, model, training, the attacked client, the attacker's data, attacks, defence."""
-    plan = nb.plan
-    cfg0, atk, s = config(plan, plan.table_methods()[0]), plan.spec["attack"], plan.settings
-    defense, part = plan.spec["defense"], cfg0["partition"]
+    plan, s = nb.plan, nb.plan.settings
+    cfg0, atk, defense = config(plan, plan.table_methods()[0]), plan.spec["attack"], plan.spec["defense"]
+    part, train = cfg0["partition"], cfg0["train"]
     setting = pd.Series({
         "data": f"{cfg0['dataset']['name']}, {part['train_size']} training images, "
                 f"{part['num_clients']} clients, Dir({part['alpha']:g}) (FedPCL's construction)",
         "model": f"{cfg0['model']['name']} for every method (FedMPS: cnn_fmnist, it needs two feature levels)",
-        "training": f"{plan.rounds} rounds, SGD lr {cfg0['train']['lr']:g}, momentum {cfg0['train']['momentum']:g}, "
-                    f"batch {cfg0['train']['batch_size']}, {cfg0['train']['local_epochs']} local epoch",
+        "training": f"{plan.rounds} rounds, SGD lr {train['lr']:g}, momentum {train['momentum']:g}, "
+                    f"batch {train['batch_size']}, {train['local_epochs']} local epoch",
         "attacked client": f"client {atk['client']}: its next round after the run, (broadcast, upload) as the server "
                            "holds them",
         "attacker's data": f"{s['aux_images']} test images outside the client's test block (same distribution)",
         "held-out classifier": f"mlp_mnist trained {atk['classifier_epochs']} epochs on the attacker's images only",
-        "attacks": f"{', '.join(plan.attacks())}; {s['attack_steps']} optimisation steps x {s['restarts']} start(s), "
+        "attacks": f"{', '.join(s['attacks'])}; {s['attack_steps']} optimisation steps x {s['restarts']} start(s), "
                    f"decoder {s['decoder_steps']} steps, batch-1 upper bound on {s['batch1_images']} image(s)",
         "defence": f"clip the update to {defense['clip_update']:g} and every statistic row to "
                    f"{defense['clip_features']:g}, Gaussian noise sigma x clip; noise multipliers "
@@ -749,8 +701,6 @@ def show_holdings(nb):
 
 def check_holdings(nb) -> None:
     """Print the check that what the server holds is each method's declared upload."""
-    from fedlib.algorithms import ALGORITHMS
-
     print("what the server holds = each method's declared upload:",
           all(what_server_holds(m).upload == ALGORITHMS[m].UPLOAD for m in nb.plan.table_methods()))
 
@@ -802,8 +752,7 @@ def show_headline(nb):
 
 def fig_reconstructions(nb):
     """One grid per attack family of the leakage table's runs on the first seed (:func:`picture_figures`)."""
-    frame = nb.once("pictures", lambda: picture_rows(nb.plan, nb.seed0,
-                                                     [(m, None) for m in nb.plan.table_methods()]))
+    frame = nb.once("pictures", lambda: picture_rows(nb.plan, nb.seed0, [(m, None) for m in nb.plan.table_methods()]))
     figs, shown = [], {}
     for fam, fig, layout in picture_figures(nb.plan, frame, nb.seed0):
         figs.append(nb.figure(fig, f"{fam.heading}: the attacked client's images beside the reconstructions, SSIM "
@@ -818,25 +767,19 @@ def _defended_pictures(nb) -> tuple[dict, pd.DataFrame]:
     """:func:`strongest_defence` per utility method and its run's pictures on the first seed."""
     def make():
         chosen = strongest_defence(nb.plan, nb.results["defense"])
-        frame = picture_rows(nb.plan, nb.seed0, [(m, c["noise"]) for m, c in chosen.items()])
-        return chosen, frame
+        return chosen, picture_rows(nb.plan, nb.seed0, [(m, c["noise"]) for m, c in chosen.items()])
     return nb.once("defended_pictures", make)
 
 
 def fig_reconstructions_defended(nb):
     """The pictures of the utility methods under :func:`strongest_defence`; returns the figure and the noises."""
-    plan = nb.plan
-    chosen, frame = _defended_pictures(nb)
-    delta = plan.spec["attack"]["delta"]
+    plan, (chosen, frame), delta = nb.plan, _defended_pictures(nb), nb.plan.spec["attack"]["delta"]
     labels, notes = {}, {}
     for m, c in chosen.items():
-        if c["noise"]:
-            eps = epsilon_text(epsilon(c["noise"], plan.rounds, 1.0, delta))
-            labels[(m, c["noise"])] = f"{plan.label(m)}, σ = {c['noise']:g}, ε = {eps}"
-            notes[(m, c["noise"])] = f"accuracy {c['accuracy']:.1f}% (undefended {c['undefended']:.1f}%)"
-        else:
-            labels[(m, c["noise"])] = f"{plan.label(m)}, no defence"
-            notes[(m, c["noise"])] = f"no σ > 0 within {DEFENCE_TOLERANCE:g} points"
+        key, eps = (m, c["noise"]), epsilon_text(epsilon(c["noise"], plan.rounds, 1.0, delta)) if c["noise"] else ""
+        labels[key] = f"{plan.label(m)}, " + (f"σ = {c['noise']:g}, ε = {eps}" if c["noise"] else "no defence")
+        notes[key] = (f"accuracy {c['accuracy']:.1f}% (undefended {c['undefended']:.1f}%)" if c["noise"] else
+                      f"no σ > 0 within {DEFENCE_TOLERANCE:g} points")
     title = _grid_title(plan, f"Under the strongest upload defence within {DEFENCE_TOLERANCE:g} accuracy points "
                         f"(clip + noise, δ = {delta:g})", f"{nb.profile} profile, seed {nb.seed0}")
     fig, layout = family_figure(plan, frame, title, labels, notes)
@@ -853,8 +796,6 @@ def fig_reconstructions_defended(nb):
 
 def fig_samples_per_prototype(nb):
     """The samples-per-prototype figure (:func:`curve`); returns it and its numbers."""
-    import matplotlib.pyplot as plt
-
     spp = curve(nb.plan, nb.seed0)
     fig, ax = plt.subplots(figsize=(6, 4))
     curve_figure(spp, ax)
@@ -869,8 +810,6 @@ def fig_samples_per_prototype(nb):
 
 def fig_utility(nb):
     """Privacy-utility (:func:`utility`): accuracy against the best attack's SSIM; returns the figure and numbers."""
-    import matplotlib.pyplot as plt
-
     plan, dsum, dpsum = nb.plan, nb.results["defense"], nb.results["dp_sgd"]
     util = utility(plan, dsum, dp_summaries=dpsum)
     fig, ax = plt.subplots(figsize=(6.5, 4.5))

@@ -8,6 +8,8 @@ import copy
 import dataclasses
 
 from fedlib import study
+from fedlib.algorithms import ALGORITHMS
+from fedlib.config import read_yaml
 from fedlib.privacy.dpsgd import DP_SGD_METHODS
 from fedlib.study import check_methods
 from fedlib.validation import ConfigError
@@ -30,20 +32,13 @@ class Plan(study.TablePlan):
     @classmethod
     def complete(cls, spec: dict) -> None:
         """Add every registered method the file lacks, with its defaults and the benchmark's label, in name order."""
-        from fedlib.algorithms import ALGORITHMS
-        from fedlib.config import read_yaml
-
         named = {e.get("algorithm", {}).get("name", m) for m, e in spec["methods"].items()}
         new = [m for m in sorted(ALGORITHMS) if m not in named and m not in spec["methods"]
                and not m.startswith("user:")]   # a method file's, registered only for a call (loader.registered)
         if new:
-            labels = read_yaml(study.PARAMS_ROOT / "benchmark" / "experiments.yaml",
-                               "benchmark/experiments.yaml")["methods"]
-            for m in new:
-                spec["methods"][m] = {"label": labels.get(m, {}).get("label", m), "algorithm": {"name": m}}
-
-    def attacks(self) -> list[str]:
-        return list(self.settings["attacks"])
+            labels = read_yaml(study.PARAMS_ROOT / "benchmark" / "experiments.yaml", "benchmark/experiments.yaml")
+            spec["methods"] |= {m: {"label": labels["methods"].get(m, {}).get("label", m), "algorithm": {"name": m}}
+                                for m in new}
 
 
 def check_spec(plan: Plan) -> None:
@@ -82,15 +77,12 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, data_root:
 def config(plan: Plan, method: str, noise: float | None = None, dp_sgd: bool = False, **changes) -> dict:
     """The run config of ``method``; ``noise``: the defence's noise multiplier (None: none), on every upload or,
     with ``dp_sgd``, on each sample's gradient in local training."""
-    entry = plan.method_entry(method)
     base, name = copy.deepcopy(plan.spec["base"]), f"privacy-study/{method}"
-    if noise is not None and dp_sgd:
-        base["defense"] = {"mechanism": "dp_sgd", **plan.spec["dp_sgd"], "noise_multiplier": float(noise)}
-        name += f"/dpsgd{noise:g}"
-    elif noise is not None:
-        base["defense"] = {**plan.spec["defense"], "noise_multiplier": float(noise)}
-        name += f"/noise{noise:g}"
-    return plan.config(entry, name, method=method, base=base, rounds=plan.rounds, changes=changes)
+    if noise is not None:
+        mechanism = {"mechanism": "dp_sgd", **plan.spec["dp_sgd"]} if dp_sgd else plan.spec["defense"]
+        base["defense"] = {**mechanism, "noise_multiplier": float(noise)}
+        name += f"/{'dpsgd' if dp_sgd else 'noise'}{noise:g}"
+    return plan.config(plan.method_entry(method), name, method=method, base=base, rounds=plan.rounds, changes=changes)
 
 
 def table_configs(plan: Plan) -> dict[str, dict]:
@@ -120,8 +112,6 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
 
 def study_profile(profile: str) -> str:
     """The study's profile for a paper notebook's: the same where the study has it, else the paper profile."""
-    from fedlib.config import read_yaml
-
     return profile if profile in read_yaml(Plan.params_file())["profiles"] else "paper"
 
 
