@@ -24,16 +24,13 @@ from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
 
 
-def run(*args, **kw) -> dict:
-    """The notebook's grids (:func:`fedlib.results.train`, on the plan's own placement) at the paper's rounds: a run
-    the benchmark extended towards its plateau is read at them (:func:`fedlib.results.cut_back`)."""
-    return results.train(*args, protocol=True, **kw)
-
-
+# The notebook's grids train through fedlib.results.train on the plan's own placement, read at the paper's rounds
+# (protocol=True: a run the benchmark extended towards its plateau is cut back, fedlib.results.cut_back).
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
 TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
 TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
+SWEEPS = ("stdev", "clients", "tau1", "tau2")   # Figs. 8-10's grids (experiments.yaml, grids)
 
 
 @dataclasses.dataclass
@@ -41,9 +38,10 @@ class Plan(study.Plan):
     """The FedMPS experiments under one profile."""
 
     paper = "fedmps"
-    sections = {"ablation": None, "time_target": None}   # its own sections of experiments.yaml
+    sections = {"ablation": None, "time_target": None, "grids": None}   # its own sections of experiments.yaml
 
     def selected(self, key: str) -> list[str]:
+        """The methods the profile's ``key`` lists (``all``: every method)."""
         value = self.settings[key]
         return self.methods if value == "all" else list(value)
 
@@ -96,34 +94,20 @@ def table3_configs(plan: Plan) -> dict[str, dict]:
 
 def variant_configs(plan: Plan) -> dict[str, dict]:
     """The code-faithful variants on Table III's setting."""
-    return {v: config(plan, v, name=f"fedmps-study/{v}") for v in plan.settings.get("variants", [])}
+    return {v: config(plan, v) for v in plan.settings.get("variants", [])}
 
 
-def _grid(plan: Plan, methods, key: str, tag: str, field: str, rounds: str = "sweep") -> dict:
-    """``{(method, value): config}`` over the profile's ``key`` values of the partition ``field``."""
-    return {(m, v): config(plan, m, rounds=rounds, name=f"fedmps-study/{m}/{tag}{v}", **{field: v})
-            for m in methods for v in plan.settings[key]}
+def grid_configs(plan: Plan, kind: str) -> dict[tuple[str, object], dict]:
+    """Table VI's (``ways``) or a Figs. 8-10 grid's ``{(method, value): config}`` (experiments.yaml, ``grids``)."""
+    g = plan.spec["grids"][kind]
+    methods = plan.selected(g["methods"]) if isinstance(g["methods"], str) else g["methods"]
+    return {(m, v): config(plan, m, rounds=g.get("rounds", "sweep"), name=f"fedmps-study/{m}/{g['tag']}{v}",
+                           **{g["field"]: v}) for m in methods for v in plan.settings[kind]}
 
 
 def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
     """Table VI: n in the profile's ``ways`` ("under the same random seed")."""
-    return _grid(plan, plan.selected("sweep_methods"), "ways", "n", "partition.ways", rounds="main")
-
-
-def stdev_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 8: FedProto and FedMPS under the noise std of n and k (decision 21)."""
-    return _grid(plan, ("fedproto", "fedmps"), "stdev", "std", "partition.stdev")
-
-
-def clients_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 9: the number of clients N."""
-    return _grid(plan, plan.selected("sweep_methods"), "clients", "N", "partition.num_clients")
-
-
-def temperature_configs(plan: Plan) -> dict[tuple[str, float], dict]:
-    """Fig. 10: FedMPS under tau1 (contrastive) and tau2 (soft-label) values."""
-    return {(t, x): config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/{t}={x}",
-                           **{f"algorithm.{t}": float(x)}) for t in ("tau1", "tau2") for x in plan.settings[t]}
+    return grid_configs(plan, "ways")
 
 
 def ablation_configs(plan: Plan) -> dict[int, dict]:
@@ -145,14 +129,11 @@ def trend_groups(plan: Plan) -> dict:
         out[("time", m)] = (f"{L(m)} (Table III)", c, plan.seeds, pm(m))
         if m == "fedmps":
             out[("attack",)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, pm(m))
-    out.update({("ways", m, n): (f"{L(m)} n = {n}", c, seed0, pm(m)) for (m, n), c in ways_configs(plan).items()})
+    for kind, g in plan.spec["grids"].items():   # (kind, method, value)
+        out.update({(kind, m, v): (g["label"].format(method=L(m), value=v), c, seed0, pm(m))
+                    for (m, v), c in grid_configs(plan, kind).items()})
     out.update({("ablation", row): (f"FedMPS ablation row {row}", c, plan.ablation_seeds(), PAPER_METRIC_PROTO)
                 for row, c in ablation_configs(plan).items()})
-    out.update({("stdev", m, s): (f"{L(m)} std {s}", c, seed0, pm(m)) for (m, s), c in stdev_configs(plan).items()})
-    out.update({("clients", m, n): (f"{L(m)} N = {n}", c, seed0, pm(m))
-                for (m, n), c in clients_configs(plan).items()})
-    out.update({("tau", t, x): (f"FedMPS {t} = {x:g}", c, seed0, PAPER_METRIC_PROTO)
-                for (t, x), c in temperature_configs(plan).items()})
     return out
 
 
@@ -396,8 +377,8 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     seed0 = [plan.seeds[0]]
     jobs = [(c, s) for c in table3_configs(plan).values() for s in c["seeds"]]
     for configs, seeds in ((variant_configs(plan), seed0), (ways_configs(plan), seed0),
-                           (ablation_configs(plan), plan.ablation_seeds()), (stdev_configs(plan), seed0),
-                           (clients_configs(plan), seed0), (temperature_configs(plan), seed0)):
+                           (ablation_configs(plan), plan.ablation_seeds()),
+                           *((grid_configs(plan, kind), seed0) for kind in SWEEPS)):
         jobs += [(c, s) for c in configs.values() for s in seeds]
     return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * c["train"]["local_epochs"]
                              * c["partition"].get("num_clients", 20) * c["partition"].get("ways", 3))
@@ -493,7 +474,7 @@ def show_table5(nb):
 def _table3(nb) -> dict:
     """Table III's runs and rows under the paper's rule and under the head over all classes."""
     def make():
-        runs = run(table3_configs(nb.plan), workers=nb.workers, desc="Table III")
+        runs = results.train(table3_configs(nb.plan), workers=nb.workers, desc="Table III", protocol=True)
         return {"runs": runs, "rows": table3(nb.plan, runs), "head": table3(nb.plan, runs, metric=COMMON_METRIC)}
     return nb.once("table3", make)
 
@@ -586,7 +567,7 @@ def show_variants(nb):
     """Paper-faithful vs code-faithful: each variant beside its Table III row (first seed)."""
     plan, L, seed0, t3 = nb.plan, nb.label, nb.seed0, _table3(nb)["runs"]
     rows = {}
-    for v, runs in run(variant_configs(plan), seeds=[seed0], workers=nb.workers, desc="variants").items():
+    for v, runs in results.train(variant_configs(plan), [seed0], nb.workers, "variants", protocol=True).items():
         of = plan.spec["variants"][v]["of"]
         key = plan.paper_metric(of)
         ref = [s for s in t3.get(of, []) if s["seed"] == seed0]
@@ -682,8 +663,8 @@ def fig5(nb):
 
 def _ways(nb) -> dict:
     """Table VI's :func:`ways_rows`, first seed."""
-    return nb.once("ways", lambda: ways_rows(nb.plan, run(ways_configs(nb.plan), seeds=[nb.seed0], workers=nb.workers,
-                                                          desc="Table VI")))
+    return nb.once("ways", lambda: ways_rows(nb.plan, results.train(ways_configs(nb.plan), [nb.seed0], nb.workers,
+                                                                    "Table VI", protocol=True)))
 
 
 def _table6_frame(paper: dict, label, n: int, ours: dict):
@@ -718,7 +699,7 @@ def _ablation(nb) -> dict:
     def make():
         cfgs = ablation_configs(nb.plan)
         seeds = study.seeds_at_hand(cfgs, nb.plan.ablation_seeds())
-        return ablation_table(nb.plan, run(cfgs, seeds=seeds, workers=nb.workers, desc="Table VII"), cfgs)
+        return ablation_table(nb.plan, results.train(cfgs, seeds, nb.workers, "Table VII", protocol=True), cfgs)
     return nb.once("ablation", make)
 
 
@@ -794,19 +775,13 @@ def paper_protocol_table7(nb, pt7):
 def _sweeps(nb) -> dict:
     """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev" | "clients" | "tau": {...}}``."""
     def make():
-        plan, sw = nb.plan, {}
-        for kind, cfgs in (("std", stdev_configs(plan)), ("N", clients_configs(plan)),
-                           ("tau", temperature_configs(plan))):
-            sw.update({(kind, *k): c for k, c in cfgs.items()})
-        runs = run(sw, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10")
-
-        def acc(key, m):
-            return accuracy(runs[key][0], plan.paper_metric(m))
-        return {"stdev": {s: {m: acc(("std", m, s), m) for m in ("fedproto", "fedmps")}
-                          for s in plan.settings["stdev"]},
-                "clients": {n: {m: acc(("N", m, n), m) for m in plan.selected("sweep_methods")}
-                            for n in plan.settings["clients"]},
-                "tau": {t: {x: acc(("tau", t, x), "fedmps") for x in plan.settings[t]} for t in ("tau1", "tau2")}}
+        cfgs = {(kind, *k): c for kind in SWEEPS for k, c in grid_configs(nb.plan, kind).items()}
+        acc = {}
+        for (kind, m, v), runs in results.train(cfgs, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10",
+                                                protocol=True).items():
+            acc.setdefault(kind, {}).setdefault(v, {})[m] = accuracy(runs[0], nb.plan.paper_metric(m))
+        return {"stdev": acc["stdev"], "clients": acc["clients"],
+                "tau": {t: {x: row["fedmps"] for x, row in acc[t].items()} for t in ("tau1", "tau2")}}
     return nb.once("sweeps", make)
 
 
@@ -1136,7 +1111,7 @@ def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: di
         lo, hi = (min(acc, key=acc.get), max(acc, key=acc.get)) if acc else (None, None)
         cells[t] = {"label": t, "std": float(np.mean(v)), "per_seed": v, "n": len(v),
                     "value": math.nan if np.isnan(v).all() else float(np.nanmean(v)),
-                    "trend": tr.get(("tau", t, lo)), "b_trend": tr.get(("tau", t, hi))}
+                    "trend": tr.get((t, "fedmps", lo)), "b_trend": tr.get((t, "fedmps", hi))}
     return Cells(cells, plan.profile, caveat)
 
 
