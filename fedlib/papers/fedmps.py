@@ -1,6 +1,7 @@
 """FedMPS (W. Yang et al., "FedMPS: Federated Learning in a Synergy of Multi-Level Prototype-Based Contrastive
 Learning and Soft Label Generation", IEEE TNNLS 2025) on Fashion-MNIST: the configs, Tables III and V-VII, Figs. 3-11
-and the claims ledger. Every decision (the evaluation conventions: decision 11) is in docs/fedmps.md."""
+and the claims ledger. Every decision (the evaluation conventions: decision 11) is in docs/fedmps.md. The notebook's
+grids train through fedlib.results.train(protocol=True): a run the benchmark extended is read at the paper's rounds."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ from fedlib.study.notebook import Shown
 from fedlib.validation import ConfigError
 
 
-# The notebook's grids train through fedlib.results.train on the plan's own placement, read at the paper's rounds
-# (protocol=True: a run the benchmark extended towards its plateau is cut back, fedlib.results.cut_back).
 PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
 TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
@@ -193,28 +192,28 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
     return rows
 
 
-def _paper_plan(plan: Plan) -> Plan:
-    """The ``paper`` profile on ``plan``'s folders, device and executor, with its Table III methods."""
-    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
-    pplan.override(methods=plan.selected("table3_methods"))
-    return pplan
-
-
 def _made_by(done: dict) -> str:
+    """Which code and machine made the finished runs ``done`` (:func:`fedlib.study.made_by`)."""
     return study.made_by(s for runs in done.values() for s in runs) if done else ""
+
+
+def _paper_runs(plan: Plan, configs_of, seeds_of) -> tuple[Plan, dict, list[int], dict, dict]:
+    """``(plan, configs, seeds, finished runs, counts)`` of ``configs_of`` under the ``paper`` profile (``plan``'s
+    folders, device, executor and Table III methods), training nothing."""
+    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor,
+                      methods=plan.selected("table3_methods"))
+    configs, seeds = configs_of(pplan), seeds_of(pplan)
+    done, found = results.cached(configs, seeds, protocol=True)
+    return pplan, configs, seeds, done, {"plan": pplan, "found": found, "total": len(configs) * len(seeds),
+                                         "made_by": _made_by(done)}
 
 
 def paper_table3(plan: Plan) -> dict:
     """Table III under the ``paper`` profile from finished runs (``rows`` ``None`` while none); trains nothing."""
-    pplan = _paper_plan(plan)
-    configs = table3_configs(pplan)
-    done, found = results.cached(configs, pplan.seeds, protocol=True)
-    out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
-           "made_by": _made_by(done)}
-    if done:
-        out["rows"], out["head"] = table3(pplan, done), table3(pplan, done, metric=COMMON_METRIC)
-    out["trends"] = trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])
-    return out
+    pplan, _, _, done, out = _paper_runs(plan, table3_configs, lambda p: p.seeds)
+    return {**out, "rows": table3(pplan, done) if done else None,
+            "head": table3(pplan, done, metric=COMMON_METRIC) if done else None,
+            "trends": trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])}
 
 
 def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[int, dict]:
@@ -228,24 +227,20 @@ def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[
 
 def paper_table6(plan: Plan) -> dict:
     """Table VI under the ``paper`` profile from finished runs, first seed, with the ``missing`` methods per n."""
-    pplan = _paper_plan(plan)
-    configs, seed0 = ways_configs(pplan), pplan.seeds[0]
-    done, found = results.cached(configs, [seed0], protocol=True)
+    pplan, _, _, done, out = _paper_runs(plan, ways_configs, lambda p: p.seeds[:1])
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
-    return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
-            "missing": missing, "made_by": _made_by(done), "trends": trends(pplan, [("ways", m, n) for m, n in done])}
+    return {**out, "rows": ways_rows(pplan, done) or None, "missing": missing,
+            "trends": trends(pplan, [("ways", m, n) for m, n in done])}
 
 
 def paper_table7(plan: Plan) -> dict:
     """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished."""
-    pplan = _paper_plan(plan)
-    configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
-    _, found = results.cached(configs, seeds, protocol=True)
-    done_seeds = study.finished_seeds(configs, seeds)
-    done = results.cached(configs, done_seeds, protocol=True)[0] if done_seeds else {}
-    return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "seeds": done_seeds,
-            "rows": ablation_table(pplan, done, configs) if done else None, "made_by": _made_by(done),
-            "trends": trends(pplan, [("ablation", row) for row in done], done_seeds) if done else {}}
+    pplan, configs, seeds, _, out = _paper_runs(plan, ablation_configs, Plan.ablation_seeds)
+    seeds = study.finished_seeds(configs, seeds)
+    done = results.cached(configs, seeds, protocol=True)[0] if seeds else {}
+    rows = ablation_table(pplan, done, configs) if done else None
+    return {**out, "seeds": seeds, "made_by": _made_by(done), "rows": rows,
+            "trends": trends(pplan, [("ablation", row) for row in done], seeds) if done else {}}
 
 
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
@@ -292,8 +287,7 @@ def global_prototypes(state: results.RunState, level: str = "high") -> tuple[np.
 
 def cifar10_shaped(seed: int = 1234, shots: int = 2) -> FederatedData:
     """Table V: CIFAR-10's label layout with constant images, partitioned as in Table II (docs/fedmps.md)."""
-    y_tr = torch.arange(10).repeat(5000)
-    y_te = torch.arange(10).repeat(1000)
+    y_tr, y_te = torch.arange(10).repeat(5000), torch.arange(10).repeat(1000)
     img = torch.zeros(1, 3, 32, 32)
     ds = Dataset("cifar10-shaped", img.expand(len(y_tr), -1, -1, -1), y_tr, img.expand(len(y_te), -1, -1, -1),
                  y_te, 10, "CIFAR-10 label layout with constant images (communication counts only)")
