@@ -1,6 +1,7 @@
 """FedMPS (W. Yang et al., "FedMPS: Federated Learning in a Synergy of Multi-Level Prototype-Based Contrastive
 Learning and Soft Label Generation", IEEE TNNLS 2025) on Fashion-MNIST: the configs, Tables III and V-VII, Figs. 3-11
-and the claims ledger. Every decision (the evaluation conventions: decision 11) is in docs/fedmps.md."""
+and the claims ledger. Every decision (the evaluation conventions: decision 11) is in docs/fedmps.md. The notebook's
+grids train through fedlib.results.train(protocol=True): a run the benchmark extended is read at the paper's rounds."""
 
 from __future__ import annotations
 
@@ -20,30 +21,21 @@ from fedlib.data.sources import Dataset
 from fedlib.plans.fedmps import (  # noqa: F401  (re-exported: the study's plan part)
     COMMON_METRIC,
     PAPER_METRIC_PROTO,
+    SWEEPS,
     Plan,
-    _paper_plan,
     ablation_configs,
     all_jobs,
     archived_tables,
-    clients_configs,
     config,
+    grid_configs,
     load_plan,
-    stdev_configs,
     table3_configs,
-    temperature_configs,
     variant_configs,
     ways_configs,
 )
 from fedlib.privacy.attack import attacker_aux
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
-
-
-def run(*args, **kw) -> dict:
-    """The notebook's grids (:func:`fedlib.results.train`, on the plan's own placement) at the paper's rounds: a run
-    the benchmark extended towards its plateau is read at them (:func:`fedlib.results.cut_back`)."""
-    return results.train(*args, protocol=True, **kw)
-
 
 TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
 TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
@@ -59,14 +51,11 @@ def trend_groups(plan: Plan) -> dict:
         out[("time", m)] = (f"{L(m)} (Table III)", c, plan.seeds, pm(m))
         if m == "fedmps":
             out[("attack",)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, pm(m))
-    out.update({("ways", m, n): (f"{L(m)} n = {n}", c, seed0, pm(m)) for (m, n), c in ways_configs(plan).items()})
+    for kind, g in plan.spec["grids"].items():   # (kind, method, value)
+        out.update({(kind, m, v): (g["label"].format(method=L(m), value=v), c, seed0, pm(m))
+                    for (m, v), c in grid_configs(plan, kind).items()})
     out.update({("ablation", row): (f"FedMPS ablation row {row}", c, plan.ablation_seeds(), PAPER_METRIC_PROTO)
                 for row, c in ablation_configs(plan).items()})
-    out.update({("stdev", m, s): (f"{L(m)} std {s}", c, seed0, pm(m)) for (m, s), c in stdev_configs(plan).items()})
-    out.update({("clients", m, n): (f"{L(m)} N = {n}", c, seed0, pm(m))
-                for (m, n), c in clients_configs(plan).items()})
-    out.update({("tau", t, x): (f"FedMPS {t} = {x:g}", c, seed0, PAPER_METRIC_PROTO)
-                for (t, x), c in temperature_configs(plan).items()})
     return out
 
 
@@ -127,20 +116,27 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
 
 
 def _made_by(done: dict) -> str:
+    """Which code and machine made the finished runs ``done`` (:func:`fedlib.study.made_by`)."""
     return study.made_by(s for runs in done.values() for s in runs) if done else ""
+
+
+def _paper_runs(plan: Plan, configs_of, seeds_of) -> tuple[Plan, dict, list[int], dict, dict]:
+    """``(plan, configs, seeds, finished runs, counts)`` of ``configs_of`` under the ``paper`` profile (``plan``'s
+    folders, device, executor and Table III methods), training nothing."""
+    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor,
+                      methods=plan.selected("table3_methods"))
+    configs, seeds = configs_of(pplan), seeds_of(pplan)
+    done, found = results.cached(configs, seeds, protocol=True)
+    return pplan, configs, seeds, done, {"plan": pplan, "found": found, "total": len(configs) * len(seeds),
+                                         "made_by": _made_by(done)}
 
 
 def paper_table3(plan: Plan) -> dict:
     """Table III under the ``paper`` profile from finished runs (``rows`` ``None`` while none); trains nothing."""
-    pplan = _paper_plan(plan)
-    configs = table3_configs(pplan)
-    done, found = results.cached(configs, pplan.seeds, protocol=True)
-    out = {"plan": pplan, "found": found, "total": len(configs) * len(pplan.seeds), "rows": None, "head": None,
-           "made_by": _made_by(done)}
-    if done:
-        out["rows"], out["head"] = table3(pplan, done), table3(pplan, done, metric=COMMON_METRIC)
-    out["trends"] = trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])
-    return out
+    pplan, _, _, done, out = _paper_runs(plan, table3_configs, lambda p: p.seeds)
+    return {**out, "rows": table3(pplan, done) if done else None,
+            "head": table3(pplan, done, metric=COMMON_METRIC) if done else None,
+            "trends": trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])}
 
 
 def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[int, dict]:
@@ -154,24 +150,20 @@ def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[
 
 def paper_table6(plan: Plan) -> dict:
     """Table VI under the ``paper`` profile from finished runs, first seed, with the ``missing`` methods per n."""
-    pplan = _paper_plan(plan)
-    configs, seed0 = ways_configs(pplan), pplan.seeds[0]
-    done, found = results.cached(configs, [seed0], protocol=True)
+    pplan, _, _, done, out = _paper_runs(plan, ways_configs, lambda p: p.seeds[:1])
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
-    return {"plan": pplan, "found": found, "total": len(configs), "rows": ways_rows(pplan, done) or None,
-            "missing": missing, "made_by": _made_by(done), "trends": trends(pplan, [("ways", m, n) for m, n in done])}
+    return {**out, "rows": ways_rows(pplan, done) or None, "missing": missing,
+            "trends": trends(pplan, [("ways", m, n) for m, n in done])}
 
 
 def paper_table7(plan: Plan) -> dict:
     """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished."""
-    pplan = _paper_plan(plan)
-    configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
-    _, found = results.cached(configs, seeds, protocol=True)
-    done_seeds = study.finished_seeds(configs, seeds)
-    done = results.cached(configs, done_seeds, protocol=True)[0] if done_seeds else {}
-    return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "seeds": done_seeds,
-            "rows": ablation_table(pplan, done, configs) if done else None, "made_by": _made_by(done),
-            "trends": trends(pplan, [("ablation", row) for row in done], done_seeds) if done else {}}
+    pplan, configs, seeds, _, out = _paper_runs(plan, ablation_configs, Plan.ablation_seeds)
+    seeds = study.finished_seeds(configs, seeds)
+    done = results.cached(configs, seeds, protocol=True)[0] if seeds else {}
+    rows = ablation_table(pplan, done, configs) if done else None
+    return {**out, "seeds": seeds, "made_by": _made_by(done), "rows": rows,
+            "trends": trends(pplan, [("ablation", row) for row in done], seeds) if done else {}}
 
 
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
@@ -218,8 +210,7 @@ def global_prototypes(state: results.RunState, level: str = "high") -> tuple[np.
 
 def cifar10_shaped(seed: int = 1234, shots: int = 2) -> FederatedData:
     """Table V: CIFAR-10's label layout with constant images, partitioned as in Table II (docs/fedmps.md)."""
-    y_tr = torch.arange(10).repeat(5000)
-    y_te = torch.arange(10).repeat(1000)
+    y_tr, y_te = torch.arange(10).repeat(5000), torch.arange(10).repeat(1000)
     img = torch.zeros(1, 3, 32, 32)
     ds = Dataset("cifar10-shaped", img.expand(len(y_tr), -1, -1, -1), y_tr, img.expand(len(y_te), -1, -1, -1),
                  y_te, 10, "CIFAR-10 label layout with constant images (communication counts only)")
@@ -380,7 +371,7 @@ def show_table5(nb):
 def _table3(nb) -> dict:
     """Table III's runs and rows under the paper's rule and under the head over all classes."""
     def make():
-        runs = run(table3_configs(nb.plan), workers=nb.workers, desc="Table III")
+        runs = results.train(table3_configs(nb.plan), workers=nb.workers, desc="Table III", protocol=True)
         return {"runs": runs, "rows": table3(nb.plan, runs), "head": table3(nb.plan, runs, metric=COMMON_METRIC)}
     return nb.once("table3", make)
 
@@ -473,7 +464,7 @@ def show_variants(nb):
     """Paper-faithful vs code-faithful: each variant beside its Table III row (first seed)."""
     plan, L, seed0, t3 = nb.plan, nb.label, nb.seed0, _table3(nb)["runs"]
     rows = {}
-    for v, runs in run(variant_configs(plan), seeds=[seed0], workers=nb.workers, desc="variants").items():
+    for v, runs in results.train(variant_configs(plan), [seed0], nb.workers, "variants", protocol=True).items():
         of = plan.spec["variants"][v]["of"]
         key = plan.paper_metric(of)
         ref = [s for s in t3.get(of, []) if s["seed"] == seed0]
@@ -569,8 +560,8 @@ def fig5(nb):
 
 def _ways(nb) -> dict:
     """Table VI's :func:`ways_rows`, first seed."""
-    return nb.once("ways", lambda: ways_rows(nb.plan, run(ways_configs(nb.plan), seeds=[nb.seed0], workers=nb.workers,
-                                                          desc="Table VI")))
+    return nb.once("ways", lambda: ways_rows(nb.plan, results.train(ways_configs(nb.plan), [nb.seed0], nb.workers,
+                                                                    "Table VI", protocol=True)))
 
 
 def _table6_frame(paper: dict, label, n: int, ours: dict):
@@ -605,7 +596,7 @@ def _ablation(nb) -> dict:
     def make():
         cfgs = ablation_configs(nb.plan)
         seeds = study.seeds_at_hand(cfgs, nb.plan.ablation_seeds())
-        return ablation_table(nb.plan, run(cfgs, seeds=seeds, workers=nb.workers, desc="Table VII"), cfgs)
+        return ablation_table(nb.plan, results.train(cfgs, seeds, nb.workers, "Table VII", protocol=True), cfgs)
     return nb.once("ablation", make)
 
 
@@ -681,19 +672,13 @@ def paper_protocol_table7(nb, pt7):
 def _sweeps(nb) -> dict:
     """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev" | "clients" | "tau": {...}}``."""
     def make():
-        plan, sw = nb.plan, {}
-        for kind, cfgs in (("std", stdev_configs(plan)), ("N", clients_configs(plan)),
-                           ("tau", temperature_configs(plan))):
-            sw.update({(kind, *k): c for k, c in cfgs.items()})
-        runs = run(sw, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10")
-
-        def acc(key, m):
-            return accuracy(runs[key][0], plan.paper_metric(m))
-        return {"stdev": {s: {m: acc(("std", m, s), m) for m in ("fedproto", "fedmps")}
-                          for s in plan.settings["stdev"]},
-                "clients": {n: {m: acc(("N", m, n), m) for m in plan.selected("sweep_methods")}
-                            for n in plan.settings["clients"]},
-                "tau": {t: {x: acc(("tau", t, x), "fedmps") for x in plan.settings[t]} for t in ("tau1", "tau2")}}
+        cfgs = {(kind, *k): c for kind in SWEEPS for k, c in grid_configs(nb.plan, kind).items()}
+        acc = {}
+        for (kind, m, v), runs in results.train(cfgs, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10",
+                                                protocol=True).items():
+            acc.setdefault(kind, {}).setdefault(v, {})[m] = accuracy(runs[0], nb.plan.paper_metric(m))
+        return {"stdev": acc["stdev"], "clients": acc["clients"],
+                "tau": {t: {x: row["fedmps"] for x, row in acc[t].items()} for t in ("tau1", "tau2")}}
     return nb.once("sweeps", make)
 
 
@@ -1023,7 +1008,7 @@ def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: di
         lo, hi = (min(acc, key=acc.get), max(acc, key=acc.get)) if acc else (None, None)
         cells[t] = {"label": t, "std": float(np.mean(v)), "per_seed": v, "n": len(v),
                     "value": math.nan if np.isnan(v).all() else float(np.nanmean(v)),
-                    "trend": tr.get(("tau", t, lo)), "b_trend": tr.get(("tau", t, hi))}
+                    "trend": tr.get((t, "fedmps", lo)), "b_trend": tr.get((t, "fedmps", hi))}
     return Cells(cells, plan.profile, caveat)
 
 

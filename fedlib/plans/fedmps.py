@@ -16,14 +16,18 @@ PAPER_METRIC_PROTO = "acc_proto_own"
 COMMON_METRIC = "acc_head"
 
 
+SWEEPS = ("stdev", "clients", "tau1", "tau2")   # Figs. 8-10's grids (experiments.yaml, grids)
+
+
 @dataclasses.dataclass
 class Plan(study.Plan):
     """The FedMPS experiments under one profile."""
 
     paper = "fedmps"
-    sections = {"ablation": None, "time_target": None}   # its own sections of experiments.yaml
+    sections = {"ablation": None, "time_target": None, "grids": None}   # its own sections of experiments.yaml
 
     def selected(self, key: str) -> list[str]:
+        """The methods the profile's ``key`` lists (``all``: every method)."""
         value = self.settings[key]
         return self.methods if value == "all" else list(value)
 
@@ -76,34 +80,20 @@ def table3_configs(plan: Plan) -> dict[str, dict]:
 
 def variant_configs(plan: Plan) -> dict[str, dict]:
     """The code-faithful variants on Table III's setting."""
-    return {v: config(plan, v, name=f"fedmps-study/{v}") for v in plan.settings.get("variants", [])}
+    return {v: config(plan, v) for v in plan.settings.get("variants", [])}
 
 
-def _grid(plan: Plan, methods, key: str, tag: str, field: str, rounds: str = "sweep") -> dict:
-    """``{(method, value): config}`` over the profile's ``key`` values of the partition ``field``."""
-    return {(m, v): config(plan, m, rounds=rounds, name=f"fedmps-study/{m}/{tag}{v}", **{field: v})
-            for m in methods for v in plan.settings[key]}
+def grid_configs(plan: Plan, kind: str) -> dict[tuple[str, object], dict]:
+    """Table VI's (``ways``) or a Figs. 8-10 grid's ``{(method, value): config}`` (experiments.yaml, ``grids``)."""
+    g = plan.spec["grids"][kind]
+    methods = plan.selected(g["methods"]) if isinstance(g["methods"], str) else g["methods"]
+    return {(m, v): config(plan, m, rounds=g.get("rounds", "sweep"), name=f"fedmps-study/{m}/{g['tag']}{v}",
+                           **{g["field"]: v}) for m in methods for v in plan.settings[kind]}
 
 
 def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
     """Table VI: n in the profile's ``ways`` ("under the same random seed")."""
-    return _grid(plan, plan.selected("sweep_methods"), "ways", "n", "partition.ways", rounds="main")
-
-
-def stdev_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 8: FedProto and FedMPS under the noise std of n and k (decision 21)."""
-    return _grid(plan, ("fedproto", "fedmps"), "stdev", "std", "partition.stdev")
-
-
-def clients_configs(plan: Plan) -> dict[tuple[str, int], dict]:
-    """Fig. 9: the number of clients N."""
-    return _grid(plan, plan.selected("sweep_methods"), "clients", "N", "partition.num_clients")
-
-
-def temperature_configs(plan: Plan) -> dict[tuple[str, float], dict]:
-    """Fig. 10: FedMPS under tau1 (contrastive) and tau2 (soft-label) values."""
-    return {(t, x): config(plan, "fedmps", rounds="sweep", name=f"fedmps-study/fedmps/{t}={x}",
-                           **{f"algorithm.{t}": float(x)}) for t in ("tau1", "tau2") for x in plan.settings[t]}
+    return grid_configs(plan, "ways")
 
 
 def ablation_configs(plan: Plan) -> dict[int, dict]:
@@ -113,13 +103,6 @@ def ablation_configs(plan: Plan) -> dict[int, dict]:
                              **{"algorithm.alpha": a["alpha"] * r["low"], "algorithm.beta": a["beta"] * r["high"],
                                 "algorithm.mu": a["mu"] * r["soft"]})
             for r in plan.spec["ablation"]}
-
-
-def _paper_plan(plan: Plan) -> Plan:
-    """The ``paper`` profile on ``plan``'s folders, device and executor, with its Table III methods."""
-    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
-    pplan.override(methods=plan.selected("table3_methods"))
-    return pplan
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
@@ -135,8 +118,8 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     seed0 = [plan.seeds[0]]
     jobs = [(c, s) for c in table3_configs(plan).values() for s in c["seeds"]]
     for configs, seeds in ((variant_configs(plan), seed0), (ways_configs(plan), seed0),
-                           (ablation_configs(plan), plan.ablation_seeds()), (stdev_configs(plan), seed0),
-                           (clients_configs(plan), seed0), (temperature_configs(plan), seed0)):
+                           (ablation_configs(plan), plan.ablation_seeds()),
+                           *((grid_configs(plan, kind), seed0) for kind in SWEEPS)):
         jobs += [(c, s) for c in configs.values() for s in seeds]
     return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * c["train"]["local_epochs"]
                              * c["partition"].get("num_clients", 20) * c["partition"].get("ways", 3))

@@ -119,17 +119,19 @@ def test_sweeps_time_temperatures_and_attack_name_their_runs(finished):
     assert sides(fast) == {ids(t3["fedmps"], plan.seeds), ids(t3["fedproto"], plan.seeds)}   # Table III, every seed
     std = by["FedMPS stays ahead as the noise std varies"]
     assert [t.label for t in std.tests] == ["FedMPS - FedProto (std 1)", "FedMPS - FedProto (std 3)"]
-    assert sides(std) == {ids(S.stdev_configs(plan)[(m, s)], [1234]) for m in ("fedmps", "fedproto") for s in (1, 3)}
+    std_cfgs = S.grid_configs(plan, "stdev")
+    assert sides(std) == {ids(std_cfgs[(m, s)], [1234]) for m in ("fedmps", "fedproto") for s in (1, 3)}
     n = by["FedMPS stays ahead as the number of clients N varies"]
     assert n.verdict == C.INCONCLUSIVE and [t.label for t in n.tests] == ["FedMPS - FedProto (N = 20)"]
-    assert sides(n) == {ids(S.clients_configs(plan)[(m, 20)], [1234]) for m in ("fedmps", "fedproto")}
+    assert sides(n) == {ids(S.grid_configs(plan, "clients")[(m, 20)], [1234]) for m in ("fedmps", "fedproto")}
     temp = by["FedMPS is insensitive to its temperatures (accuracy std across the grid: tau1 0.36, tau2 0.13 points "
               "on Fashion-MNIST)"]
     assert temp.verdict == C.INCONCLUSIVE and "one seed" in temp.note
     assert [(t.label, round(t.margin, 2)) for t in temp.tests] == [("1 - std across the tau1 grid", 0.59),
                                                                   ("1 - std across the tau2 grid", 0.9)]
-    tc = S.temperature_configs(plan)   # each side: the grid's lowest and highest run
-    assert sides(temp) == {ids(tc[k], [1234]) for k in (("tau1", 0.1), ("tau1", 0.5), ("tau2", 1.0), ("tau2", 10.0))}
+    tc = {t: S.grid_configs(plan, t) for t in ("tau1", "tau2")}   # each side: the grid's lowest and highest run
+    assert sides(temp) == {ids(tc[t][("fedmps", x)], [1234]) for t, x in (("tau1", 0.1), ("tau1", 0.5), ("tau2", 1.0),
+                                                                          ("tau2", 10.0))}
     leak = by["Uploaded prototypes do not let the server reconstruct the client's images"]
     assert leak.verdict == C.INCONCLUSIVE and leak.tests[0].label == "class average + 0.02 - SSIM"
     assert leak.tests[0].margin == pytest.approx(0.491 + 0.02 - 0.465)

@@ -172,8 +172,8 @@ def test_study_grids_vary_exactly_one_thing():
     abl = S.ablation_configs(plan)
     flags = [(c["algorithm"]["alpha"], c["algorithm"]["beta"], c["algorithm"]["mu"]) for c in abl.values()]
     assert flags == [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, 1, 1)]
-    taus = S.temperature_configs(plan)
-    assert taus[("tau2", 10.0)]["algorithm"] == {**S.config(plan, "fedmps", rounds="sweep")["algorithm"], "tau2": 10.0}
+    tau2 = S.grid_configs(plan, "tau2")[("fedmps", 10.0)]
+    assert tau2["algorithm"] == {**S.config(plan, "fedmps", rounds="sweep")["algorithm"], "tau2": 10.0}
     with pytest.raises(Exception, match="method: got 'fedx'"):
         S.config(plan, "fedx")
     with pytest.raises(Exception, match="profile: got 'slow'"):
