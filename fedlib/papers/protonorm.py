@@ -76,12 +76,10 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, methods: l
 
 def spiral_configs(plan: Plan) -> dict[str, dict]:
     """The four spiral runs (Figs. 1-2, 6), validated."""
-    sp = plan.spec["spiral"]
-    return {key: plan.config(entry, f"protonorm-study/spiral/{key}", base=sp["base"],
+    sp, rounds = plan.spec["spiral"], {"train.rounds": plan.settings["spiral_rounds"]}
+    return {key: plan.config(entry, f"protonorm-study/spiral/{key}", base=sp["base"], changes=rounds,
                              partition=sp["partitions"][entry["partition"]],
-                             overrides=plan.settings.get("spiral_overrides", {}),
-                             changes={"train.rounds": plan.settings["spiral_rounds"]})
-            for key, entry in sp["runs"].items()}
+                             overrides=plan.settings.get("spiral_overrides", {})) for key, entry in sp["runs"].items()}
 
 
 def smallest_angle(protos: np.ndarray) -> float:
@@ -127,11 +125,9 @@ def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str],
 def code_protocol_configs(plan: Plan) -> dict[str, dict]:
     """The profile's prototype methods on the practical split under the official code's protocol (decision 27)."""
     cp = plan.spec["code_protocol"]
-    changes = dict(cp["changes"])
-    if plan.settings.get("code_min_size", 1) is None:   # PFLlib's least_samples, as the paper protocol
+    changes = {**cp["changes"], "partition.min_size": plan.settings.get("code_min_size", 1)}
+    if changes["partition.min_size"] is None:   # PFLlib's least_samples, as the paper protocol
         del changes["partition.min_size"]
-    else:
-        changes["partition.min_size"] = plan.settings.get("code_min_size", 1)
     return {m: table1_config(plan, m, "practical", name=f"protonorm-study/code-protocol/practical/{m}", **changes)
             for m in cp["methods"] if m in plan.table1["methods"]}
 
@@ -167,12 +163,10 @@ def pa_phase_config(plan: Plan) -> dict:
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the Table 1 protocol part of the notebook, unique, costliest first."""
-    jobs_ = [(c, s) for c in list(table1_configs(plan).values()) + list(code_protocol_configs(plan).values())
-             + list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values()) for s in plan.seeds]
-    jobs_.append((pa_phase_config(plan), plan.seeds[0]))
-    for ds in extra_datasets():
-        jobs_ += [(c, s) for c in table1_configs(plan, ds).values() for s in plan.seeds]
-    return study.unique_jobs(jobs_, lambda cfg: cfg["train"]["rounds"]   # rounds x data, heterogeneous first
+    grids = (table1_configs(plan), code_protocol_configs(plan), homogeneous_configs(plan), gamma_configs(plan))
+    jobs = [(c, s) for g in grids for c in g.values() for s in plan.seeds] + [(pa_phase_config(plan), plan.seeds[0])]
+    jobs += [(c, s) for ds in extra_datasets() for c in table1_configs(plan, ds).values() for s in plan.seeds]
+    return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"]   # rounds x data, heterogeneous first
                              * (4 if cfg["model"]["name"].startswith("ht0") else 1))
 
 
@@ -196,14 +190,13 @@ def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, pape
         for who, vals in (("ours", vals_ours), (paper_label, vals_paper)):
             others = {m: v for m, v in vals.items() if not m.startswith("protonorm")}
             best = max(others, key=others.get) if others else None
-            for v in (v for v in variants if v in vals):
+            for v in (v for v in variants if v in vals):   # "minus FedProto", "minus FedTGP": the methods' labels
                 out[(p, who, plan.label(v))] = {
-                    "minus FedProto": round(vals[v] - vals["fedproto"], 2) if "fedproto" in vals else math.nan,
-                    "minus FedTGP": round(vals[v] - vals["fedtgp"], 2) if "fedtgp" in vals else math.nan,
+                    **{f"minus {plan.label(b)}": round(vals[v] - vals[b], 2) if b in vals else math.nan
+                       for b in ("fedproto", "fedtgp")},
                     "minus best baseline": round(vals[v] - others[best], 2) if best else math.nan,
                     "best baseline": plan.label(best) if best else "",
-                    "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values()),
-                }
+                    "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values())}
     return out
 
 
@@ -258,56 +251,44 @@ CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all
 
 
 def plateaus(plan: Plan, done: dict | None = None) -> dict:
-    """``{key: Trend}`` of every finished run group of Tables 1, 3 and 4-5 (``done``: its finished runs, if known)."""
-    groups = {"table1": (table1_configs(plan), lambda k: (k[1], k[0]), lambda k: plan.metric(k[0])),
-              "homogeneous": (homogeneous_configs(plan), lambda k: (k,),
-                              lambda k: "acc_proto" if k == "protonorm" else "acc_head"),
-              "gamma": (gamma_configs(plan), lambda k: k, lambda k: plan.metric(k[0]))}
-    out = {}
-    for name, (cfgs, key, metric) in groups.items():
-        finished = done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]
-        for k in finished:
-            full = (name, *key(k))
-            t = study.trend(group_label(plan, full), cfgs[k], plan.seeds, metric(k))
-            if t is not None:
-                out[full] = t
+    """``{key: Trend}`` of every finished run group of Tables 1, 3 and 4-5 (``done``: its finished runs, if known),
+    named as the ledger names it, each under its method's rule."""
+    L, out = plan.label, {}
+    named = {"table1": lambda m, p: ((p, m), f"{L(m)} ({p})"), "homogeneous": lambda m: ((m,), L(m)),
+             "gamma": lambda m, g: ((m, g), f"{L(m)} gamma {g:g}")}
+    for name, cfgs in (("table1", table1_configs(plan)), ("homogeneous", homogeneous_configs(plan)),
+                       ("gamma", gamma_configs(plan))):
+        for k in done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]:
+            args = k if isinstance(k, tuple) else (k,)   # (method, ...)
+            key, label = named[name](*args)
+            if (t := study.trend(label, cfgs[k], plan.seeds, plan.metric(args[0]))) is not None:
+                out[(name, *key)] = t
     return out
-
-
-def group_label(plan: Plan, key: tuple) -> str:
-    """A run group of :func:`plateaus` named as the ledger names it."""
-    return (plan.label(key[-2] if key[0] == "gamma" else key[-1])
-            + (f" gamma {key[-1]:g}" if key[0] == "gamma" else f" ({key[1]})" if key[0] == "table1" else ""))
 
 
 def converged_runs(plan: Plan) -> dict:
     """Tables 1, 3, 4-5 and the code protocol under the ``converged`` profile from finished runs only."""
-    cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device,
-                   executor=plan.executor)
-    parts = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
+    cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device, executor=plan.executor)
+    grids = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
              "gamma": gamma_configs(cp)}
-    out, made, done = {"plan": cp, "found": 0, "total": 0, "complete": True}, [], {}
-    for name, cfgs in parts.items():
-        done[name], found = results.cached(cfgs, cp.seeds)
-        out["found"] += found
-        out["total"] += len(cfgs) * len(cp.seeds)
-        if name != "code":
-            out["complete"] &= len(done[name]) == len(cfgs)
-        made += [x for runs in done[name].values() for x in runs]
-    out["table1"], out["rising"], t1 = None, plateaus(cp, done), done["table1"]
+    cached = {name: results.cached(cfgs, cp.seeds) for name, cfgs in grids.items()}
+    done = {name: runs for name, (runs, _) in cached.items()}
+    made = [x for runs in done.values() for seeds in runs.values() for x in seeds]
+    rising, t1, T1 = plateaus(cp, done), done["table1"], cp.table1
 
     def scored(m, p):
-        t = out["rising"].get(("table1", p, m))
+        t = rising.get(("table1", p, m))
         return {**score(cp, m, t1[(m, p)]), "plateau": t.plateau_text() if t is not None else "", "trend": t,
-                "rounds": t.rounds if t is not None else cp.table1["rounds"]}
+                "rounds": t.rounds if t is not None else T1["rounds"]}
 
-    out["table1"] = {p: row for p in cp.table1["partitions"]
-                     if (row := {m: scored(m, p) for m in cp.table1["methods"] if (m, p) in t1})}
-    out["code"] = {m: score(cp, m, sums) for m, sums in done["code"].items()}
-    out["homogeneous"] = homogeneous_accuracy(done["homogeneous"])
-    out["gamma"] = gamma_results(cp, done["gamma"])
-    out["made_by"] = study.made_by(made) if made else ""
-    return out
+    return {"plan": cp, "found": sum(found for _, found in cached.values()), "rising": rising,
+            "total": len(cp.seeds) * sum(map(len, grids.values())),
+            "complete": all(len(done[name]) == len(grids[name]) for name in grids if name != "code"),
+            "table1": {p: row for p in T1["partitions"]
+                       if (row := {m: scored(m, p) for m in T1["methods"] if (m, p) in t1})},
+            "code": {m: score(cp, m, sums) for m, sums in done["code"].items()},
+            "homogeneous": homogeneous_accuracy(done["homogeneous"]), "gamma": gamma_results(cp, done["gamma"]),
+            "made_by": study.made_by(made) if made else ""}
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
@@ -555,9 +536,6 @@ def check_partitions(nb) -> None:
               f"most classes on a client: {int((part.counts > 0).sum(1).max())}")
 
 
-PAPER_COLUMN = {p: f"{p}_cifar10" for p in ("practical", "pathological")}
-
-
 def _table1_scores(nb) -> dict:
     """Table 1's scores (:func:`score`) per split and method."""
     T1, t1 = nb.plan.table1, _runs(nb, "table1")
@@ -567,9 +545,9 @@ def _table1_scores(nb) -> dict:
 
 def _claims(nb) -> dict:
     """The paper's claim (ProtoNorm above every baseline), ours vs paper."""
-    ours1, T1 = _table1_scores(nb), nb.plan.table1
-    return claims(nb.plan, {p: {m: r["mean"] for m, r in ours1[p].items()} for p in T1["partitions"]},
-                  nb.paper["table1"]["rows"], {p: PAPER_COLUMN[p] for p in T1["partitions"]})
+    ours1 = _table1_scores(nb)
+    return claims(nb.plan, {p: {m: r["mean"] for m, r in row.items()} for p, row in ours1.items()},
+                  nb.paper["table1"]["rows"], {p: f"{p}_cifar10" for p in ours1})
 
 
 def _fmt(r: dict, n: bool = False) -> str:
@@ -583,14 +561,13 @@ def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
     for m in T1["methods"]:
         if converged and not any(m in scores.get(p, {}) for p in T1["partitions"]):
             continue
-        row = {}
+        row, ref = {}, nb.paper["table1"]["rows"].get(m)
         for p in T1["partitions"]:
             r = scores.get(p, {}).get(m)
             row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) if r else "not finished"
             if converged:
                 row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
-            ref = nb.paper["table1"]["rows"].get(m)
-            row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
+            row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[f"{p}_cifar10"]) if ref else "—"
         rows[nb.label(m)] = row
     return rows
 
@@ -991,39 +968,39 @@ def show_ledger(nb):
 
 
 # -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
+def _cell(label: str, values, per_seed: bool = True, **more) -> dict:
+    """A ledger cell of ``values`` (one number, or one per seed): their mean, how many, and (``per_seed``) each."""
+    v = [float(x) for x in np.atleast_1d(values)]
+    return {"label": label, "value": float(np.mean(v)), "per_seed": v if per_seed else None, "n": len(v), **more}
+
+
 def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
-    """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run)."""
-    n = len(plan.seeds)
-
-    def cells(p, rows):
-        return {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
-                    "per_seed": r["per_seed"] if n > 1 else None, "trend": rising.get(("table1", p, m))}
-                for m, r in rows.items()}
-
-    def where_of(p, rows):   # the runs extended towards their plateau say how far
-        longer = [f"{plan.label(m)} {t.rounds} rounds" for m in rows
-                  if (t := rising.get(("table1", p, m))) is not None and t.rounds > plan.table1["rounds"]]
-        return where + (f"; extended towards the plateau: {', '.join(longer)}" if longer else "")
-
-    per = {p: Cells(cells(p, rows), plan.profile, caveat, seeds=n, text={"where": where_of(p, rows)})
-           for p, rows in (tab or {}).items()}
-    out = {f"table1_{p}": per.get(p) for p in plan.spec["partitions"]}
+    """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run); a split's
+    runs extended towards their plateau say how far."""
+    n, per = len(plan.seeds), {}
+    for p, rows in (tab or {}).items():
+        trend = {m: rising.get(("table1", p, m)) for m in rows}
+        longer = [f"{plan.label(m)} {t.rounds} rounds" for m, t in trend.items()
+                  if t is not None and t.rounds > plan.table1["rounds"]]
+        cells = {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
+                     "per_seed": r["per_seed"] if n > 1 else None, "trend": trend[m]} for m, r in rows.items()}
+        per[p] = Cells(cells, plan.profile, caveat, seeds=n,
+                       text={"where": where + (f"; extended towards the plateau: {', '.join(longer)}" if longer else "")})
     every = {(p, m): c for p, t in per.items() for m, c in t.cells.items()}
-    return {**out, "table1": Cells(every, plan.profile) if per else None}
+    return {**{f"table1_{p}": per.get(p) for p in plan.spec["partitions"]},
+            "table1": Cells(every, plan.profile) if per else None}
 
 
 def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> dict:
     """Table 4 (ProtoNorm over gamma, its default keyed ``"default"``) and Table 5 (FedProto, FedTGP): ``{gamma: cell}``
     (per-seed values where every gamma has two)."""
-    if not gam:
-        return {"table4": None, "table5_fedproto": None, "table5_fedtgp": None}
-    default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"])
+    default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"]) if gam else None
     far = ("; at lambda 1 the upscaled target is far from the features after few rounds"
            if plan.profile not in ("paper", "converged") else "")
     out = {}
     for key, method in (("table4", "protonorm"), ("table5_fedproto", "fedproto"), ("table5_fedtgp", "fedtgp")):
         cells = {}
-        for g, r in sorted({r["gamma"]: r for r in gam if r["method"] == method}.items()):
+        for g, r in sorted({r["gamma"]: r for r in gam or () if r["method"] == method}.items()):
             seeds = r.get("per_seed") or [r["acc"]]
             div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
                                                 if r.get("diverged_seeds") else " (diverged)")
@@ -1038,22 +1015,18 @@ def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> di
 
 
 def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
-    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds, per seed, of runs of 6 rounds or more."""
+    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds, per seed, of runs of 6 rounds or more
+    (``its``: per split, one array (one seed) or a list of per-seed arrays)."""
     if not its:
         return None
-    def seeds_of(a):   # one array (one seed) or a list of per-seed arrays
-        return [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)]
-
-    runs = {p: xs for p, a in its.items() if (xs := [x for x in seeds_of(a) if len(x) >= 6])}
-    cells = {}
+    seeds = {p: [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)] for p, a in its.items()}
+    runs, cells = {p: long for p, xs in seeds.items() if (long := [x for x in xs if len(x) >= 6])}, {}
     for p, xs in runs.items():
         over = f" (mean of {len(xs)} seeds)" if len(xs) > 1 else ""
         for end, part in (("first", slice(None, 3)), ("last", slice(-3, None))):
-            v = [float(np.mean(x[part])) for x in xs]
-            cells[(p, end)] = {"label": end, "value": float(np.mean(v)), "per_seed": v, "n": len(xs), "over": over}
+            cells[(p, end)] = _cell(end, [np.mean(x[part]) for x in xs], over=over)
     k = min((len(xs) for xs in runs.values()), default=0)
-    caveat = (f"{splan.table1['rounds']} rounds of the paper's 300" if splan.profile not in ("paper", "converged")
-              else "")
+    caveat = f"{splan.table1['rounds']} rounds of the paper's 300" if splan.profile not in ("paper", "converged") else ""
     return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
 
 
@@ -1063,27 +1036,21 @@ def tables(plan: Plan, res: dict) -> dict:
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
     full = t1["model"] == "ht0" and t1["fraction"] >= 1 and t1["rounds"] >= 300
-    ran, homogeneous, out = res.get("datasets") or (), None, {"pa_phase": None, "margins": None, "comm": None}
-    spiral = {"spiral": None, "spiral_accuracy": None}
+    out = dict.fromkeys(("spiral", "spiral_accuracy", "homogeneous", "pa_phase", "margins", "comm"))
     if sp := res.get("spiral"):   # Figs. 1, 2 and 6: each panel's smallest angle and accuracy, one value or per seed
-        per = {key: {w: list(v[w]) if isinstance(v[w], (list, tuple)) else [v[w]] for w in ("angle", "acc")}
-               for key, v in sp.items()}
-        k = min(len(v["angle"]) for v in per.values())
-        cells = {w: {key: {"label": key, "value": float(np.mean(per[key][w])), "per_seed": per[key][w],
-                           "n": len(per[key][w])} for key in per} for w in ("angle", "acc")}
-        for key, c in cells["angle"].items():
-            c["acc"] = float(np.mean(per[key]["acc"]))
-        collapsed = cells["angle"]["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says so
-        text = {"over": f", mean of {k} seeds" if k > 1 else "",
-                "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
-        spiral = {"spiral": Cells(cells["angle"], splan.profile, seeds=k, text=text),
-                  "spiral_accuracy": Cells(cells["acc"], splan.profile, seeds=k)}
+        acc = {key: _cell(key, v["acc"]) for key, v in sp.items()}
+        angle = {key: _cell(key, v["angle"], acc=acc[key]["value"]) for key, v in sp.items()}
+        k = min(c["n"] for c in angle.values())
+        text = {"over": f", mean of {k} seeds" if k > 1 else "",   # the IID claim's bound (30 degrees): its note says so
+                "iid_collapsed": "ours collapse too: the IID panel does not reproduce"
+                if angle["fedproto_iid"]["value"] < 30 else ""}
+        out.update(spiral=Cells(angle, splan.profile, seeds=k, text=text),
+                   spiral_accuracy=Cells(acc, splan.profile, seeds=k))
     if homo := res.get("homogeneous"):   # Table 3: per-seed values where every method has two or more
-        per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
-        k = min(len(v) for v in per.values())
-        homogeneous = Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
-                                 "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
-                            plan.profile, caveat, seeds=k, text={"over": f", mean of {k} seeds" if k > 1 else ""})
+        k = min(np.size(v) for v in homo.values())
+        out["homogeneous"] = Cells({m: _cell(plan.label(m), v, k > 1, trend=rising.get(("homogeneous", m)))
+                                    for m, v in homo.items()}, plan.profile, caveat, seeds=k,
+                                   text={"over": f", mean of {k} seeds" if k > 1 else ""})
     if res.get("pa_phase") is not None:   # Fig. 4: the PA phase's final mean distance from the simplex's
         hist, k = res["pa_phase"]
         target = simplex_distance(k)
@@ -1096,10 +1063,10 @@ def tables(plan: Plan, res: dict) -> dict:
     if res.get("comm"):   # Supp. D: floats sent
         out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
                              for m, (a, f) in res["comm"].items()}, splan.profile, seeds=1)
-    return {**spiral,
-            **_table1_tables(plan, res.get("table1"), rising, caveat, where),
-            "homogeneous": homogeneous, **_gamma_tables(plan, res.get("gamma"), rising, caveat),
-            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")), **out,
+    ran = res.get("datasets") or ()
+    return {**out, **_table1_tables(plan, res.get("table1"), rising, caveat, where),
+            **_gamma_tables(plan, res.get("gamma"), rising, caveat),
+            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")),
             "datasets": Cells({d: {"label": d} for d in ran}, plan.profile) if ran else None,
             "full_protocol": Cells({"ht0": {"label": "Ht0"}} if full else {}, plan.profile, text={"where": where})}
 
