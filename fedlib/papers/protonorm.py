@@ -1,7 +1,6 @@
 """The ProtoNorm study: G. Lee, J. Shin, D. Choi, "Heterogeneous Federated Learning with Prototype Alignment and
 Upscaling", arXiv 2507.04310. Draws the spiral study (Figs. 1, 2, 6), Table 1 on Fashion-MNIST, Tables 3-5,
-Figs. 3-5 and 7-8, and the claims ledger; every decision (scoring: 1, 16, 26) is in docs/protonorm.md.
-"""
+Figs. 3-5 and 7-8, and the claims ledger; every decision (scoring: 1, 16, 26) is in docs/protonorm.md."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ class Plan(study.Plan):
     """The ProtoNorm experiments under one profile."""
 
     paper = "protonorm"
-    sections = {"spiral": lambda value, field: check_spiral_section(value, field),
-                "code_protocol": None,
+    sections = {"spiral": lambda value, field: check_spiral_section(value, field), "code_protocol": None,
                 "homogeneous": lambda value, field: schema.check_methods(value.get("methods"), f"{field}.methods")}
 
     @property
@@ -76,10 +74,11 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, methods: l
 
 def spiral_configs(plan: Plan) -> dict[str, dict]:
     """The four spiral runs (Figs. 1-2, 6), validated."""
-    sp, rounds = plan.spec["spiral"], {"train.rounds": plan.settings["spiral_rounds"]}
+    sp, over = plan.spec["spiral"], plan.settings.get("spiral_overrides", {})
+    rounds = {"train.rounds": plan.settings["spiral_rounds"]}
     return {key: plan.config(entry, f"protonorm-study/spiral/{key}", base=sp["base"], changes=rounds,
-                             partition=sp["partitions"][entry["partition"]],
-                             overrides=plan.settings.get("spiral_overrides", {})) for key, entry in sp["runs"].items()}
+                             partition=sp["partitions"][entry["partition"]], overrides=over)
+            for key, entry in sp["runs"].items()}
 
 
 def smallest_angle(protos: np.ndarray) -> float:
@@ -101,8 +100,7 @@ def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
 def table1_config(plan: Plan, method: str, partition: str = "practical", homogeneous: bool = False,
                   rounds: int | None = None, name: str | None = None, dataset: str = "fmnist", **changes) -> dict:
     """The validated config of ``method`` under the Table 1 protocol and this profile's sizes on ``dataset``."""
-    t = plan.table1
-    dspec = plan.entry("datasets", dataset, "dataset")
+    t, dspec = plan.table1, plan.entry("datasets", dataset, "dataset")
     pspec = plan.entry("partitions", partition, "partition")
     entry = plan.method_entry(method, table=plan.spec["homogeneous"]["methods"] if homogeneous else None)
     base = copy.deepcopy(plan.spec["base"])
@@ -110,10 +108,9 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
     base["model"] = dict(plan.spec["homogeneous"]["model"]) if homogeneous else {**base["model"], "name": t["model"]}
     if t["fraction"] != 1:
         base["dataset"]["fraction"] = t["fraction"]
-    where = "" if dataset == "fmnist" else f"{dataset}/"
-    return plan.config(entry, name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/"
-                       f"{partition}/{method}", method=method, base=base, dataset=dspec, partition=pspec,
-                       rounds=rounds or t["rounds"], changes=changes)
+    where = ("" if dataset == "fmnist" else f"{dataset}/") + ("homogeneous" if homogeneous else "table1")
+    return plan.config(entry, name or f"protonorm-study/{where}/{partition}/{method}", method=method, base=base,
+                       dataset=dspec, partition=pspec, rounds=rounds or t["rounds"], changes=changes)
 
 
 def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
@@ -388,14 +385,13 @@ def run_all(nb) -> None:
 def _spiral(nb) -> dict:
     """The spiral runs and, per seed, the smallest angle between the global prototypes and the last accuracies."""
     def make():
-        plan = nb.plan
-        cfgs = spiral_configs(plan)
+        plan, cfgs = nb.plan, spiral_configs(nb.plan)
         done = results.run_or_read(cfgs, plan.seeds, workers=nb.workers, desc="spiral")
         per_seed = {key: {"angle": [results.derived(cfg, s, "spiral-smallest-angle",
                                                     lambda st: smallest_angle(global_prototypes(st)[1]))
                                     for s in plan.seeds],
-                          "acc": [100 * x["metrics"]["acc_proto"]["last"] for x in done[key]],
-                          "head": [100 * x["metrics"]["acc_head"]["last"] for x in done[key]]}
+                          **{w: [100 * x["metrics"][metric]["last"] for x in done[key]]
+                             for w, metric in (("acc", "acc_proto"), ("head", "acc_head"))}}
                     for key, cfg in cfgs.items()}
         return {"configs": cfgs, "seeds": list(plan.seeds), "per_seed": per_seed,
                 "labels": {k: plan.spec["spiral"]["runs"][k]["label"] for k in cfgs}}
@@ -447,33 +443,30 @@ def show_spiral(nb):
 
 def check_spiral(nb) -> None:
     """Print the spiral's checks: alignment spreads the six prototypes, aligned prototypes are unit vectors."""
-    sp = _spiral(nb)
-    cfgs, per = sp["configs"], sp["per_seed"]
-    print("runs:", list(cfgs))
+    sp, aligned = _spiral(nb), ("pa", "pa_pu")
+    print("runs:", list(sp["configs"]))
     print("alignment spreads the six prototypes to at least 55 of 60 degrees:",
-          all(min(per[k]["angle"]) >= 55 for k in ("pa", "pa_pu")))
-    print("aligned prototypes are unit vectors:",
-          all(np.allclose(np.linalg.norm(global_prototypes(results.state(cfgs[k], nb.seed0))[1], axis=1), 1.0,
-                          atol=1e-5) for k in ("pa", "pa_pu")))
+          all(min(sp["per_seed"][k]["angle"]) >= 55 for k in aligned))
+    norms = [np.linalg.norm(global_prototypes(results.state(sp["configs"][k], nb.seed0))[1], axis=1) for k in aligned]
+    print("aligned prototypes are unit vectors:", all(np.allclose(n, 1.0, atol=1e-5) for n in norms))
 
 
 def show_setting(nb):
     """The Table 1 protocol's setting: the paper's beside this run's, row by row."""
-    T1, L = nb.plan.table1, nb.label
+    T1, seeds = nb.plan.table1, nb.plan.seeds
+    grid = {key: ", ".join(f"{g:g}" for g in T1[key]) for key in ("protonorm_gamma", "pbfl_gamma")}
+    lite = "ht0_lite: ResNet-4, FedAvgCNN, ShuffleNetV2 x0.5, MobileNetV2 x0.25 (CPU-sized stand-in)"
+    part = "all" if T1["fraction"] == 1 else f"{100 * T1['fraction']:g}% stratified subsample (seed 0)"
     return nb.setting({
         "dataset": ("CIFAR-10/100, Flowers-102, Tiny ImageNet", "Fashion-MNIST (the 10-class data on this machine)"),
         "models": ("Ht0: ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0",
-                   "Ht0 (the paper's)" if T1["model"] == "ht0" else
-                   "ht0_lite: ResNet-4, FedAvgCNN, ShuffleNetV2 x0.5, MobileNetV2 x0.25 (CPU-sized stand-in)"),
-        "data used": ("all", "all" if T1["fraction"] == 1 else f"{100 * T1['fraction']:g}% stratified subsample "
-                      "(seed 0)"),
-        "rounds": ("300", str(T1["rounds"])),
-        "seeds": ("3", f"{len(nb.plan.seeds)} (seed {', '.join(map(str, nb.plan.seeds))})"),
-        "Table 1 methods": ("all seven", ", ".join(L(m) for m in T1["methods"])),
-        "ProtoNorm gamma grid (Table 4)": ("1, 200, 400, 600, 800, 1000", ", ".join(
-            f"{g:g}" for g in T1["protonorm_gamma"]) + " and 100 (Table 1)"),
-        "FedProto/FedTGP gamma (Table 5)": ("1.0, 1.1, 1.2, 1.3, 1.4", "1.0, " + ", ".join(
-            f"{g:g}" for g in T1["pbfl_gamma"])),
+                   "Ht0 (the paper's)" if T1["model"] == "ht0" else lite),
+        "data used": ("all", part),
+        "rounds": ("300", str(T1["rounds"])), "seeds": ("3", f"{len(seeds)} (seed {', '.join(map(str, seeds))})"),
+        "Table 1 methods": ("all seven", ", ".join(nb.label(m) for m in T1["methods"])),
+        "ProtoNorm gamma grid (Table 4)": ("1, 200, 400, 600, 800, 1000",
+                                           grid["protonorm_gamma"] + " and 100 (Table 1)"),
+        "FedProto/FedTGP gamma (Table 5)": ("1.0, 1.1, 1.2, 1.3, 1.4", "1.0, " + grid["pbfl_gamma"]),
     }, title="**Table 1 protocol: paper vs this run.**")
 
 
@@ -537,7 +530,6 @@ def check_partitions(nb) -> None:
 
 
 def _table1_scores(nb) -> dict:
-    """Table 1's scores (:func:`score`) per split and method."""
     T1, t1 = nb.plan.table1, _runs(nb, "table1")
     return nb.once("table1_scores", lambda: {p: {m: score(nb.plan, m, t1[(m, p)]) for m in T1["methods"]}
                                              for p in T1["partitions"]})
@@ -590,11 +582,11 @@ def show_table1(nb):
                          "are another dataset: no difference is taken).",
                          pd.DataFrame(_table1_rows(nb, nb.plan, ours1)).T)
     claims_df = nb.table("**The paper's claim, ours vs paper (percentage points).**", pd.DataFrame(_claims(nb)).T)
-    nb.section.record(table1={p: {m: r for m, r in ours1[p].items()} for p in ours1})
+    nb.section.record(table1={p: dict(row) for p, row in ours1.items()})
     rules = {(p, L(v)): {name: round(100 * t1[(v, p)][0]["metrics"][key]["best_weighted"], 2) for name, key in
                          (("nearest global prototype (code)", "acc_proto"),
                           ("nearest local prototype (Eq. 6)", "acc_proto_local"), ("head", "acc_head"))}
-             for p in T1["partitions"] for v in [m for m in T1["methods"] if m.startswith("protonorm")]}
+             for p in T1["partitions"] for v in T1["methods"] if v.startswith("protonorm")}
     rules_df = nb.table("**ProtoNorm under its three inference rules (ours, best round, pooled %).**",
                         pd.DataFrame(rules).T)
     return Shown((table1_df, rules_df, claims_df))
@@ -625,13 +617,12 @@ def show_code_protocol(nb):
     part_code = results.build(cp_cfgs[next(iter(cp_cfgs))], nb.seed0)[0].partition
     same_split = all(np.array_equal(part_code.train[c], _practical(nb).partition.train[c])
                      for c in range(part_code.num_clients))
-    min_size = plan.settings.get("code_min_size", 1)
+    redraw = ("at least 1 sample" if plan.settings.get("code_min_size", 1) == 1 else "PFLlib's least_samples, as the "
+              "paper protocol (the code's 1 leaves a client one sample and no test split at this data fraction: "
+              "decision 27)")
     df = nb.table("**Paper protocol vs the official code's (practical split, pooled accuracy %, best round; code: "
-                  "lambda 10 for its row, Dirichlet redrawn until every client has "
-                  + ("at least 1 sample" if min_size == 1 else "PFLlib's least_samples, as the paper protocol (the "
-                     "code's 1 leaves a client one sample and no test split at this data fraction: decision 27)")
-                  + ", unshuffled batches).** The two protocols' splits are "
-                  + ("the same draw here." if same_split else "different draws."),
+                  f"lambda 10 for its row, Dirichlet redrawn until every client has {redraw}, unshuffled batches).** "
+                  f"The two protocols' splits are {'the same draw here.' if same_split else 'different draws.'}",
                   pd.DataFrame(_code_rows(nb, ours1["practical"], code)).T)
     print("same Dirichlet split under both protocols:", same_split)
     return df
@@ -646,13 +637,10 @@ def homogeneous_accuracy(runs: dict) -> dict | None:
 def table3_frame(plan: Plan, runs: dict | None, paper: dict, accuracies: dict | None = None):
     """Table 3 (mean ± sample std over the same seeds, rule, the paper's CIFAR-100 CNN) from runs or ``accuracies``."""
     per = accuracies if accuracies is not None else homogeneous_accuracy(runs) or {}
-    rows = {}
-    for m, vals in per.items():
-        pm, ps = paper["table3"]["rows"][m]["cnn_cifar100"]
-        rows[plan.label(m)] = {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(vals)), sample_std(vals),
-                                                                            n=len(vals)),
-                               "seeds": len(vals), "rule": "acc_proto" if m == "protonorm" else "acc_head",
-                               "paper: CIFAR-100 (CNN)": report.fmt(pm, ps)}
+    rows = {plan.label(m): {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(v)), sample_std(v), n=len(v)),
+                            "seeds": len(v), "rule": "acc_proto" if m == "protonorm" else "acc_head",
+                            "paper: CIFAR-100 (CNN)": report.fmt(*paper["table3"]["rows"][m]["cnn_cifar100"])}
+            for m, v in per.items()}
     return pd.DataFrame(rows).T
 
 
@@ -707,9 +695,8 @@ def fig_gamma(nb):
     table.columns = [f"gamma {g:g}" for g in table.columns]
     table = table.astype(object).where(table.notna(), "—")  # not part of that method's sweep
     div = gamma_df[gamma_df.diverged]
-    nb.table("**Tables 4-5 (ours, Fashion-MNIST practical, accuracy %).**", table,
-             "Diverged: " + ", ".join(f"{r.method} gamma {r.gamma:g}" for r in div.itertuples())
-             if len(div) else "No run diverged.")
+    nb.table("**Tables 4-5 (ours, Fashion-MNIST practical, accuracy %).**", table, "Diverged: " + ", ".join(
+        f"{r.method} gamma {r.gamma:g}" for r in div.itertuples()) if len(div) else "No run diverged.")
     return Shown((fig, table))
 
 
@@ -734,9 +721,9 @@ def show_converged(nb):
                               "pooled accuracy %, best round, mean ± std over seeds).**",
                               pd.DataFrame(_code_rows(nb, t1["practical"], data["code"], n=True)).T))
     if data["homogeneous"]:
+        homo = table3_frame(cp, None, nb.paper, data["homogeneous"]).drop(columns=["seeds", "rule"])
         shown.append(nb.table("**Table 3 under the converged profile (homogeneous 4-layer CNN, mean ± std over "
-                              "seeds).**", table3_frame(cp, None, nb.paper, data["homogeneous"])
-                              .drop(columns=["seeds", "rule"])))
+                              "seeds).**", homo))
     if data["gamma"]:
         gam = pd.DataFrame([{"method": L(r["method"]), "gamma": f"gamma {r['gamma']:g}",
                              "acc": ("diverged" if r["diverged"] else
@@ -761,8 +748,7 @@ def fig3(nb):
     axes[0].legend(fontsize=8)
     for m in T1["methods"]:
         ev = [r for r in _rounds(nb, m) if "acc" in r]
-        axes[1].plot(np.array([r["round"] for r in ev]),
-                     np.array([100 * r["acc"][nb.plan.metric(m)]["weighted"] for r in ev]),
+        axes[1].plot([r["round"] for r in ev], [100 * r["acc"][nb.plan.metric(m)]["weighted"] for r in ev],
                      label=nb.label(m), lw=2 if m == "protonorm" else 1)
     axes[1].set(xlabel="round", ylabel="pooled test accuracy (%)", title="Fig. 3b: accuracy per round (practical)")
     axes[1].legend(fontsize=7)
@@ -802,9 +788,9 @@ def fig4(nb):
           f"(simplex {simplex_distance(10):.4f}), min {hist10[0, 0]:.4f} -> {hist10[-1, 0]:.4f}")
     print(f"K = 100 (synthetic): {it100} iterations; mean {hist100[0, 1]:.4f} -> {hist100[-1, 1]:.4f} "
           f"(simplex {simplex_distance(100):.4f}), min {hist100[0, 0]:.4f} -> {hist100[-1, 0]:.4f}")
-    nb.section.record(fig4={"k10_iterations": len(hist10) - 1, "k10_mean_first": hist10[0, 1],
-                            "k10_mean_last": hist10[-1, 1], "k10_min_last": hist10[-1, 0], "k100_iterations": it100,
-                            "k100_mean_last": hist100[-1, 1]})
+    nb.section.record(fig4={"k10_iterations": len(hist10) - 1, "k10_mean_first": hist10[0, 1], "k10_mean_last":
+                            hist10[-1, 1], "k10_min_last": hist10[-1, 0], "k100_iterations": it100, "k100_mean_last":
+                            hist100[-1, 1]})
     return fig
 
 
@@ -817,7 +803,6 @@ def check_pa_phase(nb) -> None:
 
 
 def _states(nb) -> dict:
-    """Every Table 1 method's trained state on the practical split, first seed."""
     cfgs = table1_configs(nb.plan)
     return nb.once("states", lambda: {m: results.state(cfgs[(m, "practical")], nb.seed0)
                                       for m in nb.plan.table1["methods"]})
@@ -869,8 +854,8 @@ def fig_distances(nb):
                              "prototype norm (mean)": np.linalg.norm(g, axis=1).mean()}
     nb.figure(fig, "Prototype distances: unit-normalised global prototypes of each prototype method (practical)",
               "prototype_distances")
-    df = nb.table("**Distances between unit-normalised global prototypes (simplex value "
-                  f"{simplex_distance(10):.4f}).**",
+    simplex = f"{simplex_distance(10):.4f}"
+    df = nb.table(f"**Distances between unit-normalised global prototypes (simplex value {simplex}).**",
                   pd.DataFrame(rows).T.round(3))
     return Shown((fig, df))
 
@@ -904,7 +889,6 @@ def fig_features(nb):
 
 
 def _rounds(nb, method: str, partition: str = "practical", seed: int | None = None) -> list[dict]:
-    """The round log of a Table 1 run (default: the first seed)."""
     return results.rounds(table1_configs(nb.plan)[(method, partition)], nb.seed0 if seed is None else seed)
 
 
@@ -984,8 +968,8 @@ def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, wher
                   if t is not None and t.rounds > plan.table1["rounds"]]
         cells = {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
                      "per_seed": r["per_seed"] if n > 1 else None, "trend": trend[m]} for m, r in rows.items()}
-        per[p] = Cells(cells, plan.profile, caveat, seeds=n,
-                       text={"where": where + (f"; extended towards the plateau: {', '.join(longer)}" if longer else "")})
+        longer = f"; extended towards the plateau: {', '.join(longer)}" if longer else ""
+        per[p] = Cells(cells, plan.profile, caveat, seeds=n, text={"where": where + longer})
     every = {(p, m): c for p, t in per.items() for m, c in t.cells.items()}
     return {**{f"table1_{p}": per.get(p) for p in plan.spec["partitions"]},
             "table1": Cells(every, plan.profile) if per else None}
@@ -1019,14 +1003,15 @@ def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
     (``its``: per split, one array (one seed) or a list of per-seed arrays)."""
     if not its:
         return None
-    seeds = {p: [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)] for p, a in its.items()}
+    seeds = {p: [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)]
+             for p, a in its.items()}
     runs, cells = {p: long for p, xs in seeds.items() if (long := [x for x in xs if len(x) >= 6])}, {}
     for p, xs in runs.items():
         over = f" (mean of {len(xs)} seeds)" if len(xs) > 1 else ""
         for end, part in (("first", slice(None, 3)), ("last", slice(-3, None))):
             cells[(p, end)] = _cell(end, [np.mean(x[part]) for x in xs], over=over)
     k = min((len(xs) for xs in runs.values()), default=0)
-    caveat = f"{splan.table1['rounds']} rounds of the paper's 300" if splan.profile not in ("paper", "converged") else ""
+    caveat = "" if splan.profile in ("paper", "converged") else f"{splan.table1['rounds']} rounds of the paper's 300"
     return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
 
 
@@ -1041,9 +1026,9 @@ def tables(plan: Plan, res: dict) -> dict:
         acc = {key: _cell(key, v["acc"]) for key, v in sp.items()}
         angle = {key: _cell(key, v["angle"], acc=acc[key]["value"]) for key, v in sp.items()}
         k = min(c["n"] for c in angle.values())
-        text = {"over": f", mean of {k} seeds" if k > 1 else "",   # the IID claim's bound (30 degrees): its note says so
-                "iid_collapsed": "ours collapse too: the IID panel does not reproduce"
-                if angle["fedproto_iid"]["value"] < 30 else ""}
+        collapsed = angle["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says so
+        text = {"over": f", mean of {k} seeds" if k > 1 else "",
+                "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
         out.update(spiral=Cells(angle, splan.profile, seeds=k, text=text),
                    spiral_accuracy=Cells(acc, splan.profile, seeds=k))
     if homo := res.get("homogeneous"):   # Table 3: per-seed values where every method has two or more
