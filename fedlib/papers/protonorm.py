@@ -1,7 +1,6 @@
 """The ProtoNorm study: G. Lee, J. Shin, D. Choi, "Heterogeneous Federated Learning with Prototype Alignment and
 Upscaling", arXiv 2507.04310. Draws the spiral study (Figs. 1, 2, 6), Table 1 on Fashion-MNIST, Tables 3-5,
-Figs. 3-5 and 7-8, and the claims ledger; every decision (scoring: 1, 16, 26) is in docs/protonorm.md.
-"""
+Figs. 3-5 and 7-8, and the claims ledger; every decision (scoring: 1, 16, 26) is in docs/protonorm.md."""
 
 from __future__ import annotations
 
@@ -72,14 +71,13 @@ def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, pape
         for who, vals in (("ours", vals_ours), (paper_label, vals_paper)):
             others = {m: v for m, v in vals.items() if not m.startswith("protonorm")}
             best = max(others, key=others.get) if others else None
-            for v in (v for v in variants if v in vals):
+            for v in (v for v in variants if v in vals):   # "minus FedProto", "minus FedTGP": the methods' labels
                 out[(p, who, plan.label(v))] = {
-                    "minus FedProto": round(vals[v] - vals["fedproto"], 2) if "fedproto" in vals else math.nan,
-                    "minus FedTGP": round(vals[v] - vals["fedtgp"], 2) if "fedtgp" in vals else math.nan,
+                    **{f"minus {plan.label(b)}": round(vals[v] - vals[b], 2) if b in vals else math.nan
+                       for b in ("fedproto", "fedtgp")},
                     "minus best baseline": round(vals[v] - others[best], 2) if best else math.nan,
                     "best baseline": plan.label(best) if best else "",
-                    "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values()),
-                }
+                    "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values())}
     return out
 
 
@@ -134,56 +132,44 @@ CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all
 
 
 def plateaus(plan: Plan, done: dict | None = None) -> dict:
-    """``{key: Trend}`` of every finished run group of Tables 1, 3 and 4-5 (``done``: its finished runs, if known)."""
-    groups = {"table1": (table1_configs(plan), lambda k: (k[1], k[0]), lambda k: plan.metric(k[0])),
-              "homogeneous": (homogeneous_configs(plan), lambda k: (k,),
-                              lambda k: "acc_proto" if k == "protonorm" else "acc_head"),
-              "gamma": (gamma_configs(plan), lambda k: k, lambda k: plan.metric(k[0]))}
-    out = {}
-    for name, (cfgs, key, metric) in groups.items():
-        finished = done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]
-        for k in finished:
-            full = (name, *key(k))
-            t = study.trend(group_label(plan, full), cfgs[k], plan.seeds, metric(k))
-            if t is not None:
-                out[full] = t
+    """``{key: Trend}`` of every finished run group of Tables 1, 3 and 4-5 (``done``: its finished runs, if known),
+    named as the ledger names it, each under its method's rule."""
+    L, out = plan.label, {}
+    named = {"table1": lambda m, p: ((p, m), f"{L(m)} ({p})"), "homogeneous": lambda m: ((m,), L(m)),
+             "gamma": lambda m, g: ((m, g), f"{L(m)} gamma {g:g}")}
+    for name, cfgs in (("table1", table1_configs(plan)), ("homogeneous", homogeneous_configs(plan)),
+                       ("gamma", gamma_configs(plan))):
+        for k in done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]:
+            args = k if isinstance(k, tuple) else (k,)   # (method, ...)
+            key, label = named[name](*args)
+            if (t := study.trend(label, cfgs[k], plan.seeds, plan.metric(args[0]))) is not None:
+                out[(name, *key)] = t
     return out
-
-
-def group_label(plan: Plan, key: tuple) -> str:
-    """A run group of :func:`plateaus` named as the ledger names it."""
-    return (plan.label(key[-2] if key[0] == "gamma" else key[-1])
-            + (f" gamma {key[-1]:g}" if key[0] == "gamma" else f" ({key[1]})" if key[0] == "table1" else ""))
 
 
 def converged_runs(plan: Plan) -> dict:
     """Tables 1, 3, 4-5 and the code protocol under the ``converged`` profile from finished runs only."""
-    cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device,
-                   executor=plan.executor)
-    parts = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
+    cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device, executor=plan.executor)
+    grids = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
              "gamma": gamma_configs(cp)}
-    out, made, done = {"plan": cp, "found": 0, "total": 0, "complete": True}, [], {}
-    for name, cfgs in parts.items():
-        done[name], found = results.cached(cfgs, cp.seeds)
-        out["found"] += found
-        out["total"] += len(cfgs) * len(cp.seeds)
-        if name != "code":
-            out["complete"] &= len(done[name]) == len(cfgs)
-        made += [x for runs in done[name].values() for x in runs]
-    out["table1"], out["rising"], t1 = None, plateaus(cp, done), done["table1"]
+    cached = {name: results.cached(cfgs, cp.seeds) for name, cfgs in grids.items()}
+    done = {name: runs for name, (runs, _) in cached.items()}
+    made = [x for runs in done.values() for seeds in runs.values() for x in seeds]
+    rising, t1, T1 = plateaus(cp, done), done["table1"], cp.table1
 
     def scored(m, p):
-        t = out["rising"].get(("table1", p, m))
+        t = rising.get(("table1", p, m))
         return {**score(cp, m, t1[(m, p)]), "plateau": t.plateau_text() if t is not None else "", "trend": t,
-                "rounds": t.rounds if t is not None else cp.table1["rounds"]}
+                "rounds": t.rounds if t is not None else T1["rounds"]}
 
-    out["table1"] = {p: row for p in cp.table1["partitions"]
-                     if (row := {m: scored(m, p) for m in cp.table1["methods"] if (m, p) in t1})}
-    out["code"] = {m: score(cp, m, sums) for m, sums in done["code"].items()}
-    out["homogeneous"] = homogeneous_accuracy(done["homogeneous"])
-    out["gamma"] = gamma_results(cp, done["gamma"])
-    out["made_by"] = study.made_by(made) if made else ""
-    return out
+    return {"plan": cp, "found": sum(found for _, found in cached.values()), "rising": rising,
+            "total": len(cp.seeds) * sum(map(len, grids.values())),
+            "complete": all(len(done[name]) == len(grids[name]) for name in grids if name != "code"),
+            "table1": {p: row for p in T1["partitions"]
+                       if (row := {m: scored(m, p) for m in T1["methods"] if (m, p) in t1})},
+            "code": {m: score(cp, m, sums) for m, sums in done["code"].items()},
+            "homogeneous": homogeneous_accuracy(done["homogeneous"]), "gamma": gamma_results(cp, done["gamma"]),
+            "made_by": study.made_by(made) if made else ""}
 
 
 @study.command
@@ -272,14 +258,13 @@ def run_all(nb) -> None:
 def _spiral(nb) -> dict:
     """The spiral runs and, per seed, the smallest angle between the global prototypes and the last accuracies."""
     def make():
-        plan = nb.plan
-        cfgs = spiral_configs(plan)
+        plan, cfgs = nb.plan, spiral_configs(nb.plan)
         done = results.run_or_read(cfgs, plan.seeds, workers=nb.workers, desc="spiral")
         per_seed = {key: {"angle": [results.derived(cfg, s, "spiral-smallest-angle",
                                                     lambda st: smallest_angle(global_prototypes(st)[1]))
                                     for s in plan.seeds],
-                          "acc": [100 * x["metrics"]["acc_proto"]["last"] for x in done[key]],
-                          "head": [100 * x["metrics"]["acc_head"]["last"] for x in done[key]]}
+                          **{w: [100 * x["metrics"][metric]["last"] for x in done[key]]
+                             for w, metric in (("acc", "acc_proto"), ("head", "acc_head"))}}
                     for key, cfg in cfgs.items()}
         return {"configs": cfgs, "seeds": list(plan.seeds), "per_seed": per_seed,
                 "labels": {k: plan.spec["spiral"]["runs"][k]["label"] for k in cfgs}}
@@ -331,33 +316,30 @@ def show_spiral(nb):
 
 def check_spiral(nb) -> None:
     """Print the spiral's checks: alignment spreads the six prototypes, aligned prototypes are unit vectors."""
-    sp = _spiral(nb)
-    cfgs, per = sp["configs"], sp["per_seed"]
-    print("runs:", list(cfgs))
+    sp, aligned = _spiral(nb), ("pa", "pa_pu")
+    print("runs:", list(sp["configs"]))
     print("alignment spreads the six prototypes to at least 55 of 60 degrees:",
-          all(min(per[k]["angle"]) >= 55 for k in ("pa", "pa_pu")))
-    print("aligned prototypes are unit vectors:",
-          all(np.allclose(np.linalg.norm(global_prototypes(results.state(cfgs[k], nb.seed0))[1], axis=1), 1.0,
-                          atol=1e-5) for k in ("pa", "pa_pu")))
+          all(min(sp["per_seed"][k]["angle"]) >= 55 for k in aligned))
+    norms = [np.linalg.norm(global_prototypes(results.state(sp["configs"][k], nb.seed0))[1], axis=1) for k in aligned]
+    print("aligned prototypes are unit vectors:", all(np.allclose(n, 1.0, atol=1e-5) for n in norms))
 
 
 def show_setting(nb):
     """The Table 1 protocol's setting: the paper's beside this run's, row by row."""
-    T1, L = nb.plan.table1, nb.label
+    T1, seeds = nb.plan.table1, nb.plan.seeds
+    grid = {key: ", ".join(f"{g:g}" for g in T1[key]) for key in ("protonorm_gamma", "pbfl_gamma")}
+    lite = "ht0_lite: ResNet-4, FedAvgCNN, ShuffleNetV2 x0.5, MobileNetV2 x0.25 (CPU-sized stand-in)"
+    part = "all" if T1["fraction"] == 1 else f"{100 * T1['fraction']:g}% stratified subsample (seed 0)"
     return nb.setting({
         "dataset": ("CIFAR-10/100, Flowers-102, Tiny ImageNet", "Fashion-MNIST (the 10-class data on this machine)"),
         "models": ("Ht0: ResNet-8, MobileNetV2, ShuffleNetV2, EfficientNet-B0",
-                   "Ht0 (the paper's)" if T1["model"] == "ht0" else
-                   "ht0_lite: ResNet-4, FedAvgCNN, ShuffleNetV2 x0.5, MobileNetV2 x0.25 (CPU-sized stand-in)"),
-        "data used": ("all", "all" if T1["fraction"] == 1 else f"{100 * T1['fraction']:g}% stratified subsample "
-                      "(seed 0)"),
-        "rounds": ("300", str(T1["rounds"])),
-        "seeds": ("3", f"{len(nb.plan.seeds)} (seed {', '.join(map(str, nb.plan.seeds))})"),
-        "Table 1 methods": ("all seven", ", ".join(L(m) for m in T1["methods"])),
-        "ProtoNorm gamma grid (Table 4)": ("1, 200, 400, 600, 800, 1000", ", ".join(
-            f"{g:g}" for g in T1["protonorm_gamma"]) + " and 100 (Table 1)"),
-        "FedProto/FedTGP gamma (Table 5)": ("1.0, 1.1, 1.2, 1.3, 1.4", "1.0, " + ", ".join(
-            f"{g:g}" for g in T1["pbfl_gamma"])),
+                   "Ht0 (the paper's)" if T1["model"] == "ht0" else lite),
+        "data used": ("all", part),
+        "rounds": ("300", str(T1["rounds"])), "seeds": ("3", f"{len(seeds)} (seed {', '.join(map(str, seeds))})"),
+        "Table 1 methods": ("all seven", ", ".join(nb.label(m) for m in T1["methods"])),
+        "ProtoNorm gamma grid (Table 4)": ("1, 200, 400, 600, 800, 1000",
+                                           grid["protonorm_gamma"] + " and 100 (Table 1)"),
+        "FedProto/FedTGP gamma (Table 5)": ("1.0, 1.1, 1.2, 1.3, 1.4", "1.0, " + grid["pbfl_gamma"]),
     }, title="**Table 1 protocol: paper vs this run.**")
 
 
@@ -420,11 +402,7 @@ def check_partitions(nb) -> None:
               f"most classes on a client: {int((part.counts > 0).sum(1).max())}")
 
 
-PAPER_COLUMN = {p: f"{p}_cifar10" for p in ("practical", "pathological")}
-
-
 def _table1_scores(nb) -> dict:
-    """Table 1's scores (:func:`score`) per split and method."""
     T1, t1 = nb.plan.table1, _runs(nb, "table1")
     return nb.once("table1_scores", lambda: {p: {m: score(nb.plan, m, t1[(m, p)]) for m in T1["methods"]}
                                              for p in T1["partitions"]})
@@ -432,9 +410,9 @@ def _table1_scores(nb) -> dict:
 
 def _claims(nb) -> dict:
     """The paper's claim (ProtoNorm above every baseline), ours vs paper."""
-    ours1, T1 = _table1_scores(nb), nb.plan.table1
-    return claims(nb.plan, {p: {m: r["mean"] for m, r in ours1[p].items()} for p in T1["partitions"]},
-                  nb.paper["table1"]["rows"], {p: PAPER_COLUMN[p] for p in T1["partitions"]})
+    ours1 = _table1_scores(nb)
+    return claims(nb.plan, {p: {m: r["mean"] for m, r in row.items()} for p, row in ours1.items()},
+                  nb.paper["table1"]["rows"], {p: f"{p}_cifar10" for p in ours1})
 
 
 def _fmt(r: dict, n: bool = False) -> str:
@@ -448,14 +426,13 @@ def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
     for m in T1["methods"]:
         if converged and not any(m in scores.get(p, {}) for p in T1["partitions"]):
             continue
-        row = {}
+        row, ref = {}, nb.paper["table1"]["rows"].get(m)
         for p in T1["partitions"]:
             r = scores.get(p, {}).get(m)
             row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) if r else "not finished"
             if converged:
                 row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
-            ref = nb.paper["table1"]["rows"].get(m)
-            row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[PAPER_COLUMN[p]]) if ref else "—"
+            row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[f"{p}_cifar10"]) if ref else "—"
         rows[nb.label(m)] = row
     return rows
 
@@ -478,11 +455,11 @@ def show_table1(nb):
                          "are another dataset: no difference is taken).",
                          pd.DataFrame(_table1_rows(nb, nb.plan, ours1)).T)
     claims_df = nb.table("**The paper's claim, ours vs paper (percentage points).**", pd.DataFrame(_claims(nb)).T)
-    nb.section.record(table1={p: {m: r for m, r in ours1[p].items()} for p in ours1})
+    nb.section.record(table1={p: dict(row) for p, row in ours1.items()})
     rules = {(p, L(v)): {name: round(100 * t1[(v, p)][0]["metrics"][key]["best_weighted"], 2) for name, key in
                          (("nearest global prototype (code)", "acc_proto"),
                           ("nearest local prototype (Eq. 6)", "acc_proto_local"), ("head", "acc_head"))}
-             for p in T1["partitions"] for v in [m for m in T1["methods"] if m.startswith("protonorm")]}
+             for p in T1["partitions"] for v in T1["methods"] if v.startswith("protonorm")}
     rules_df = nb.table("**ProtoNorm under its three inference rules (ours, best round, pooled %).**",
                         pd.DataFrame(rules).T)
     return Shown((table1_df, rules_df, claims_df))
@@ -513,13 +490,12 @@ def show_code_protocol(nb):
     part_code = results.build(cp_cfgs[next(iter(cp_cfgs))], nb.seed0)[0].partition
     same_split = all(np.array_equal(part_code.train[c], _practical(nb).partition.train[c])
                      for c in range(part_code.num_clients))
-    min_size = plan.settings.get("code_min_size", 1)
+    redraw = ("at least 1 sample" if plan.settings.get("code_min_size", 1) == 1 else "PFLlib's least_samples, as the "
+              "paper protocol (the code's 1 leaves a client one sample and no test split at this data fraction: "
+              "decision 27)")
     df = nb.table("**Paper protocol vs the official code's (practical split, pooled accuracy %, best round; code: "
-                  "lambda 10 for its row, Dirichlet redrawn until every client has "
-                  + ("at least 1 sample" if min_size == 1 else "PFLlib's least_samples, as the paper protocol (the "
-                     "code's 1 leaves a client one sample and no test split at this data fraction: decision 27)")
-                  + ", unshuffled batches).** The two protocols' splits are "
-                  + ("the same draw here." if same_split else "different draws."),
+                  f"lambda 10 for its row, Dirichlet redrawn until every client has {redraw}, unshuffled batches).** "
+                  f"The two protocols' splits are {'the same draw here.' if same_split else 'different draws.'}",
                   pd.DataFrame(_code_rows(nb, ours1["practical"], code)).T)
     print("same Dirichlet split under both protocols:", same_split)
     return df
@@ -534,13 +510,10 @@ def homogeneous_accuracy(runs: dict) -> dict | None:
 def table3_frame(plan: Plan, runs: dict | None, paper: dict, accuracies: dict | None = None):
     """Table 3 (mean ± sample std over the same seeds, rule, the paper's CIFAR-100 CNN) from runs or ``accuracies``."""
     per = accuracies if accuracies is not None else homogeneous_accuracy(runs) or {}
-    rows = {}
-    for m, vals in per.items():
-        pm, ps = paper["table3"]["rows"][m]["cnn_cifar100"]
-        rows[plan.label(m)] = {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(vals)), sample_std(vals),
-                                                                            n=len(vals)),
-                               "seeds": len(vals), "rule": "acc_proto" if m == "protonorm" else "acc_head",
-                               "paper: CIFAR-100 (CNN)": report.fmt(pm, ps)}
+    rows = {plan.label(m): {"ours: Fashion-MNIST practical": report.fmt(float(np.mean(v)), sample_std(v), n=len(v)),
+                            "seeds": len(v), "rule": "acc_proto" if m == "protonorm" else "acc_head",
+                            "paper: CIFAR-100 (CNN)": report.fmt(*paper["table3"]["rows"][m]["cnn_cifar100"])}
+            for m, v in per.items()}
     return pd.DataFrame(rows).T
 
 
@@ -595,9 +568,8 @@ def fig_gamma(nb):
     table.columns = [f"gamma {g:g}" for g in table.columns]
     table = table.astype(object).where(table.notna(), "—")  # not part of that method's sweep
     div = gamma_df[gamma_df.diverged]
-    nb.table("**Tables 4-5 (ours, Fashion-MNIST practical, accuracy %).**", table,
-             "Diverged: " + ", ".join(f"{r.method} gamma {r.gamma:g}" for r in div.itertuples())
-             if len(div) else "No run diverged.")
+    nb.table("**Tables 4-5 (ours, Fashion-MNIST practical, accuracy %).**", table, "Diverged: " + ", ".join(
+        f"{r.method} gamma {r.gamma:g}" for r in div.itertuples()) if len(div) else "No run diverged.")
     return Shown((fig, table))
 
 
@@ -622,9 +594,9 @@ def show_converged(nb):
                               "pooled accuracy %, best round, mean ± std over seeds).**",
                               pd.DataFrame(_code_rows(nb, t1["practical"], data["code"], n=True)).T))
     if data["homogeneous"]:
+        homo = table3_frame(cp, None, nb.paper, data["homogeneous"]).drop(columns=["seeds", "rule"])
         shown.append(nb.table("**Table 3 under the converged profile (homogeneous 4-layer CNN, mean ± std over "
-                              "seeds).**", table3_frame(cp, None, nb.paper, data["homogeneous"])
-                              .drop(columns=["seeds", "rule"])))
+                              "seeds).**", homo))
     if data["gamma"]:
         gam = pd.DataFrame([{"method": L(r["method"]), "gamma": f"gamma {r['gamma']:g}",
                              "acc": ("diverged" if r["diverged"] else
@@ -649,8 +621,7 @@ def fig3(nb):
     axes[0].legend(fontsize=8)
     for m in T1["methods"]:
         ev = [r for r in _rounds(nb, m) if "acc" in r]
-        axes[1].plot(np.array([r["round"] for r in ev]),
-                     np.array([100 * r["acc"][nb.plan.metric(m)]["weighted"] for r in ev]),
+        axes[1].plot([r["round"] for r in ev], [100 * r["acc"][nb.plan.metric(m)]["weighted"] for r in ev],
                      label=nb.label(m), lw=2 if m == "protonorm" else 1)
     axes[1].set(xlabel="round", ylabel="pooled test accuracy (%)", title="Fig. 3b: accuracy per round (practical)")
     axes[1].legend(fontsize=7)
@@ -690,9 +661,9 @@ def fig4(nb):
           f"(simplex {simplex_distance(10):.4f}), min {hist10[0, 0]:.4f} -> {hist10[-1, 0]:.4f}")
     print(f"K = 100 (synthetic): {it100} iterations; mean {hist100[0, 1]:.4f} -> {hist100[-1, 1]:.4f} "
           f"(simplex {simplex_distance(100):.4f}), min {hist100[0, 0]:.4f} -> {hist100[-1, 0]:.4f}")
-    nb.section.record(fig4={"k10_iterations": len(hist10) - 1, "k10_mean_first": hist10[0, 1],
-                            "k10_mean_last": hist10[-1, 1], "k10_min_last": hist10[-1, 0], "k100_iterations": it100,
-                            "k100_mean_last": hist100[-1, 1]})
+    nb.section.record(fig4={"k10_iterations": len(hist10) - 1, "k10_mean_first": hist10[0, 1], "k10_mean_last":
+                            hist10[-1, 1], "k10_min_last": hist10[-1, 0], "k100_iterations": it100, "k100_mean_last":
+                            hist100[-1, 1]})
     return fig
 
 
@@ -705,7 +676,6 @@ def check_pa_phase(nb) -> None:
 
 
 def _states(nb) -> dict:
-    """Every Table 1 method's trained state on the practical split, first seed."""
     cfgs = table1_configs(nb.plan)
     return nb.once("states", lambda: {m: results.state(cfgs[(m, "practical")], nb.seed0)
                                       for m in nb.plan.table1["methods"]})
@@ -757,8 +727,8 @@ def fig_distances(nb):
                              "prototype norm (mean)": np.linalg.norm(g, axis=1).mean()}
     nb.figure(fig, "Prototype distances: unit-normalised global prototypes of each prototype method (practical)",
               "prototype_distances")
-    df = nb.table("**Distances between unit-normalised global prototypes (simplex value "
-                  f"{simplex_distance(10):.4f}).**",
+    simplex = f"{simplex_distance(10):.4f}"
+    df = nb.table(f"**Distances between unit-normalised global prototypes (simplex value {simplex}).**",
                   pd.DataFrame(rows).T.round(3))
     return Shown((fig, df))
 
@@ -792,7 +762,6 @@ def fig_features(nb):
 
 
 def _rounds(nb, method: str, partition: str = "practical", seed: int | None = None) -> list[dict]:
-    """The round log of a Table 1 run (default: the first seed)."""
     return results.rounds(table1_configs(nb.plan)[(method, partition)], nb.seed0 if seed is None else seed)
 
 
@@ -856,39 +825,39 @@ def show_ledger(nb):
 
 
 # -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
+def _cell(label: str, values, per_seed: bool = True, **more) -> dict:
+    """A ledger cell of ``values`` (one number, or one per seed): their mean, how many, and (``per_seed``) each."""
+    v = [float(x) for x in np.atleast_1d(values)]
+    return {"label": label, "value": float(np.mean(v)), "per_seed": v if per_seed else None, "n": len(v), **more}
+
+
 def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
-    """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run)."""
-    n = len(plan.seeds)
-
-    def cells(p, rows):
-        return {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
-                    "per_seed": r["per_seed"] if n > 1 else None, "trend": rising.get(("table1", p, m))}
-                for m, r in rows.items()}
-
-    def where_of(p, rows):   # the runs extended towards their plateau say how far
-        longer = [f"{plan.label(m)} {t.rounds} rounds" for m in rows
-                  if (t := rising.get(("table1", p, m))) is not None and t.rounds > plan.table1["rounds"]]
-        return where + (f"; extended towards the plateau: {', '.join(longer)}" if longer else "")
-
-    per = {p: Cells(cells(p, rows), plan.profile, caveat, seeds=n, text={"where": where_of(p, rows)})
-           for p, rows in (tab or {}).items()}
-    out = {f"table1_{p}": per.get(p) for p in plan.spec["partitions"]}
+    """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run); a split's
+    runs extended towards their plateau say how far."""
+    n, per = len(plan.seeds), {}
+    for p, rows in (tab or {}).items():
+        trend = {m: rising.get(("table1", p, m)) for m in rows}
+        longer = [f"{plan.label(m)} {t.rounds} rounds" for m, t in trend.items()
+                  if t is not None and t.rounds > plan.table1["rounds"]]
+        cells = {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
+                     "per_seed": r["per_seed"] if n > 1 else None, "trend": trend[m]} for m, r in rows.items()}
+        longer = f"; extended towards the plateau: {', '.join(longer)}" if longer else ""
+        per[p] = Cells(cells, plan.profile, caveat, seeds=n, text={"where": where + longer})
     every = {(p, m): c for p, t in per.items() for m, c in t.cells.items()}
-    return {**out, "table1": Cells(every, plan.profile) if per else None}
+    return {**{f"table1_{p}": per.get(p) for p in plan.spec["partitions"]},
+            "table1": Cells(every, plan.profile) if per else None}
 
 
 def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> dict:
     """Table 4 (ProtoNorm over gamma, its default keyed ``"default"``) and Table 5 (FedProto, FedTGP): ``{gamma: cell}``
     (per-seed values where every gamma has two)."""
-    if not gam:
-        return {"table4": None, "table5_fedproto": None, "table5_fedtgp": None}
-    default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"])
+    default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"]) if gam else None
     far = ("; at lambda 1 the upscaled target is far from the features after few rounds"
            if plan.profile not in ("paper", "converged") else "")
     out = {}
     for key, method in (("table4", "protonorm"), ("table5_fedproto", "fedproto"), ("table5_fedtgp", "fedtgp")):
         cells = {}
-        for g, r in sorted({r["gamma"]: r for r in gam if r["method"] == method}.items()):
+        for g, r in sorted({r["gamma"]: r for r in gam or () if r["method"] == method}.items()):
             seeds = r.get("per_seed") or [r["acc"]]
             div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
                                                 if r.get("diverged_seeds") else " (diverged)")
@@ -903,22 +872,19 @@ def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> di
 
 
 def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
-    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds, per seed, of runs of 6 rounds or more."""
+    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds, per seed, of runs of 6 rounds or more
+    (``its``: per split, one array (one seed) or a list of per-seed arrays)."""
     if not its:
         return None
-    def seeds_of(a):   # one array (one seed) or a list of per-seed arrays
-        return [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)]
-
-    runs = {p: xs for p, a in its.items() if (xs := [x for x in seeds_of(a) if len(x) >= 6])}
-    cells = {}
+    seeds = {p: [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)]
+             for p, a in its.items()}
+    runs, cells = {p: long for p, xs in seeds.items() if (long := [x for x in xs if len(x) >= 6])}, {}
     for p, xs in runs.items():
         over = f" (mean of {len(xs)} seeds)" if len(xs) > 1 else ""
         for end, part in (("first", slice(None, 3)), ("last", slice(-3, None))):
-            v = [float(np.mean(x[part])) for x in xs]
-            cells[(p, end)] = {"label": end, "value": float(np.mean(v)), "per_seed": v, "n": len(xs), "over": over}
+            cells[(p, end)] = _cell(end, [np.mean(x[part]) for x in xs], over=over)
     k = min((len(xs) for xs in runs.values()), default=0)
-    caveat = (f"{splan.table1['rounds']} rounds of the paper's 300" if splan.profile not in ("paper", "converged")
-              else "")
+    caveat = "" if splan.profile in ("paper", "converged") else f"{splan.table1['rounds']} rounds of the paper's 300"
     return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
 
 
@@ -928,27 +894,21 @@ def tables(plan: Plan, res: dict) -> dict:
     where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
     caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
     full = t1["model"] == "ht0" and t1["fraction"] >= 1 and t1["rounds"] >= 300
-    ran, homogeneous, out = res.get("datasets") or (), None, {"pa_phase": None, "margins": None, "comm": None}
-    spiral = {"spiral": None, "spiral_accuracy": None}
+    out = dict.fromkeys(("spiral", "spiral_accuracy", "homogeneous", "pa_phase", "margins", "comm"))
     if sp := res.get("spiral"):   # Figs. 1, 2 and 6: each panel's smallest angle and accuracy, one value or per seed
-        per = {key: {w: list(v[w]) if isinstance(v[w], (list, tuple)) else [v[w]] for w in ("angle", "acc")}
-               for key, v in sp.items()}
-        k = min(len(v["angle"]) for v in per.values())
-        cells = {w: {key: {"label": key, "value": float(np.mean(per[key][w])), "per_seed": per[key][w],
-                           "n": len(per[key][w])} for key in per} for w in ("angle", "acc")}
-        for key, c in cells["angle"].items():
-            c["acc"] = float(np.mean(per[key]["acc"]))
-        collapsed = cells["angle"]["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says so
+        acc = {key: _cell(key, v["acc"]) for key, v in sp.items()}
+        angle = {key: _cell(key, v["angle"], acc=acc[key]["value"]) for key, v in sp.items()}
+        k = min(c["n"] for c in angle.values())
+        collapsed = angle["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says so
         text = {"over": f", mean of {k} seeds" if k > 1 else "",
                 "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
-        spiral = {"spiral": Cells(cells["angle"], splan.profile, seeds=k, text=text),
-                  "spiral_accuracy": Cells(cells["acc"], splan.profile, seeds=k)}
+        out.update(spiral=Cells(angle, splan.profile, seeds=k, text=text),
+                   spiral_accuracy=Cells(acc, splan.profile, seeds=k))
     if homo := res.get("homogeneous"):   # Table 3: per-seed values where every method has two or more
-        per = {m: list(v) if isinstance(v, (list, tuple)) else [v] for m, v in homo.items()}
-        k = min(len(v) for v in per.values())
-        homogeneous = Cells({m: {"label": plan.label(m), "value": float(np.mean(v)), "per_seed": v if k > 1 else None,
-                                 "n": len(v), "trend": rising.get(("homogeneous", m))} for m, v in per.items()},
-                            plan.profile, caveat, seeds=k, text={"over": f", mean of {k} seeds" if k > 1 else ""})
+        k = min(np.size(v) for v in homo.values())
+        out["homogeneous"] = Cells({m: _cell(plan.label(m), v, k > 1, trend=rising.get(("homogeneous", m)))
+                                    for m, v in homo.items()}, plan.profile, caveat, seeds=k,
+                                   text={"over": f", mean of {k} seeds" if k > 1 else ""})
     if res.get("pa_phase") is not None:   # Fig. 4: the PA phase's final mean distance from the simplex's
         hist, k = res["pa_phase"]
         target = simplex_distance(k)
@@ -961,10 +921,10 @@ def tables(plan: Plan, res: dict) -> dict:
     if res.get("comm"):   # Supp. D: floats sent
         out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
                              for m, (a, f) in res["comm"].items()}, splan.profile, seeds=1)
-    return {**spiral,
-            **_table1_tables(plan, res.get("table1"), rising, caveat, where),
-            "homogeneous": homogeneous, **_gamma_tables(plan, res.get("gamma"), rising, caveat),
-            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")), **out,
+    ran = res.get("datasets") or ()
+    return {**out, **_table1_tables(plan, res.get("table1"), rising, caveat, where),
+            **_gamma_tables(plan, res.get("gamma"), rising, caveat),
+            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")),
             "datasets": Cells({d: {"label": d} for d in ran}, plan.profile) if ran else None,
             "full_protocol": Cells({"ht0": {"label": "Ht0"}} if full else {}, plan.profile, text={"where": where})}
 

@@ -18,8 +18,7 @@ class Plan(study.Plan):
     """The ProtoNorm experiments under one profile."""
 
     paper = "protonorm"
-    sections = {"spiral": lambda value, field: check_spiral_section(value, field),
-                "code_protocol": None,
+    sections = {"spiral": lambda value, field: check_spiral_section(value, field), "code_protocol": None,
                 "homogeneous": lambda value, field: schema.check_methods(value.get("methods"), f"{field}.methods")}
 
     @property
@@ -63,11 +62,10 @@ def load_plan(profile: str = "quick", results_dir: str | None = None, methods: l
 
 def spiral_configs(plan: Plan) -> dict[str, dict]:
     """The four spiral runs (Figs. 1-2, 6), validated."""
-    sp = plan.spec["spiral"]
-    return {key: plan.config(entry, f"protonorm-study/spiral/{key}", base=sp["base"],
-                             partition=sp["partitions"][entry["partition"]],
-                             overrides=plan.settings.get("spiral_overrides", {}),
-                             changes={"train.rounds": plan.settings["spiral_rounds"]})
+    sp, over = plan.spec["spiral"], plan.settings.get("spiral_overrides", {})
+    rounds = {"train.rounds": plan.settings["spiral_rounds"]}
+    return {key: plan.config(entry, f"protonorm-study/spiral/{key}", base=sp["base"], changes=rounds,
+                             partition=sp["partitions"][entry["partition"]], overrides=over)
             for key, entry in sp["runs"].items()}
 
 
@@ -75,8 +73,7 @@ def spiral_configs(plan: Plan) -> dict[str, dict]:
 def table1_config(plan: Plan, method: str, partition: str = "practical", homogeneous: bool = False,
                   rounds: int | None = None, name: str | None = None, dataset: str = "fmnist", **changes) -> dict:
     """The validated config of ``method`` under the Table 1 protocol and this profile's sizes on ``dataset``."""
-    t = plan.table1
-    dspec = plan.entry("datasets", dataset, "dataset")
+    t, dspec = plan.table1, plan.entry("datasets", dataset, "dataset")
     pspec = plan.entry("partitions", partition, "partition")
     entry = plan.method_entry(method, table=plan.spec["homogeneous"]["methods"] if homogeneous else None)
     base = copy.deepcopy(plan.spec["base"])
@@ -84,10 +81,9 @@ def table1_config(plan: Plan, method: str, partition: str = "practical", homogen
     base["model"] = dict(plan.spec["homogeneous"]["model"]) if homogeneous else {**base["model"], "name": t["model"]}
     if t["fraction"] != 1:
         base["dataset"]["fraction"] = t["fraction"]
-    where = "" if dataset == "fmnist" else f"{dataset}/"
-    return plan.config(entry, name or f"protonorm-study/{where}{'homogeneous' if homogeneous else 'table1'}/"
-                       f"{partition}/{method}", method=method, base=base, dataset=dspec, partition=pspec,
-                       rounds=rounds or t["rounds"], changes=changes)
+    where = ("" if dataset == "fmnist" else f"{dataset}/") + ("homogeneous" if homogeneous else "table1")
+    return plan.config(entry, name or f"protonorm-study/{where}/{partition}/{method}", method=method, base=base,
+                       dataset=dspec, partition=pspec, rounds=rounds or t["rounds"], changes=changes)
 
 
 def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
@@ -99,11 +95,9 @@ def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str],
 def code_protocol_configs(plan: Plan) -> dict[str, dict]:
     """The profile's prototype methods on the practical split under the official code's protocol (decision 27)."""
     cp = plan.spec["code_protocol"]
-    changes = dict(cp["changes"])
-    if plan.settings.get("code_min_size", 1) is None:   # PFLlib's least_samples, as the paper protocol
+    changes = {**cp["changes"], "partition.min_size": plan.settings.get("code_min_size", 1)}
+    if changes["partition.min_size"] is None:   # PFLlib's least_samples, as the paper protocol
         del changes["partition.min_size"]
-    else:
-        changes["partition.min_size"] = plan.settings.get("code_min_size", 1)
     return {m: table1_config(plan, m, "practical", name=f"protonorm-study/code-protocol/practical/{m}", **changes)
             for m in cp["methods"] if m in plan.table1["methods"]}
 
@@ -139,12 +133,10 @@ def pa_phase_config(plan: Plan) -> dict:
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the Table 1 protocol part of the notebook, unique, costliest first."""
-    jobs_ = [(c, s) for c in list(table1_configs(plan).values()) + list(code_protocol_configs(plan).values())
-             + list(homogeneous_configs(plan).values()) + list(gamma_configs(plan).values()) for s in plan.seeds]
-    jobs_.append((pa_phase_config(plan), plan.seeds[0]))
-    for ds in extra_datasets():
-        jobs_ += [(c, s) for c in table1_configs(plan, ds).values() for s in plan.seeds]
-    return study.unique_jobs(jobs_, lambda cfg: cfg["train"]["rounds"]   # rounds x data, heterogeneous first
+    grids = (table1_configs(plan), code_protocol_configs(plan), homogeneous_configs(plan), gamma_configs(plan))
+    jobs = [(c, s) for g in grids for c in g.values() for s in plan.seeds] + [(pa_phase_config(plan), plan.seeds[0])]
+    jobs += [(c, s) for ds in extra_datasets() for c in table1_configs(plan, ds).values() for s in plan.seeds]
+    return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"]   # rounds x data, heterogeneous first
                              * (4 if cfg["model"]["name"].startswith("ht0") else 1))
 
 

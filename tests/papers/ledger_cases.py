@@ -181,7 +181,8 @@ def pn_rising(plan, keys, curve=None) -> dict:
                else gam.get(k[1:]))
         if cfg is None:
             continue
-        label = P.group_label(plan, k)
+        label = (f"{plan.label(k[2])} ({k[1]})" if k[0] == "table1" else plan.label(k[1]) if k[0] == "homogeneous"
+                 else f"{plan.label(k[1])} gamma {k[2]:g}")   # as protonorm.plateaus names them
         group = plateau.Group(label, cfg, tuple(plan.seeds), plan.metric(k[-2] if k[0] == "gamma" else k[-1]))
         out[k] = C.trend(label, [curve or [80.0] * 50] * len(plan.seeds), group)
     return out
