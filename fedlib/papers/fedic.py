@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
-from fedlib import report, results, study
-from fedlib.claims import Cells
+from fedlib import analysis, report, results, study
+from fedlib.algorithms.base import Round
+from fedlib.claims import Cells, sample_std
+from fedlib.config import run_id
 from fedlib.plans.fedic import (  # noqa: F401  (re-exported: the study's plan part)
     TWO_PHASE,
     Plan,
@@ -34,8 +37,7 @@ def metric(plan: Plan, method: str) -> str:
 def cost(records: list[dict]) -> dict:
     """A run's measured cost per round (decision 12): median seconds, mean floats up and down, megabytes."""
     secs = float(np.median([r["train_seconds"] for r in records if "train_seconds" in r]))
-    up = float(np.mean([r["up_params"] for r in records]))
-    down = float(np.mean([r["down_params"] for r in records]))
+    up, down = (float(np.mean([r[k] for r in records])) for k in ("up_params", "down_params"))
     return {"seconds": secs, "up_params": up, "down_params": down, "megabytes": 4 * (up + down) / 1e6}
 
 
@@ -43,27 +45,22 @@ def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict
     """``{key: cell}`` of finished runs (``key[-1]`` or ``key`` the method, variant or K): best- and last-round
     accuracy (%) over seeds, ``best_std`` (ddof 1); with ``records`` (one run's, or every seed's) the first seed's
     :func:`cost` and the ``plateau`` of the seed-mean curve; with ``configs`` the runs' ``trend``."""
-    from fedlib.claims import sample_std
-
     out = {}
     for key, runs in finished.items():
-        m = key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key)
-        mt = metric(plan, m)
+        mt = metric(plan, key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key))
         best, last = ([100.0 * s["metrics"][mt][f"{stat}_weighted"] for s in runs] for stat in ("best", "last"))
-        out[key] = {"best": float(np.mean(best)), "last": float(np.mean(last)), "n": len(runs),
-                    "best_std": sample_std(best), "per_seed": best,
-                    "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
-        if records is not None and key in records:
+        cell = out[key] = {"best": float(np.mean(best)), "last": float(np.mean(last)), "n": len(runs),
+                           "best_std": sample_std(best), "per_seed": best,
+                           "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
+        if key in (records or {}):
             recs = records[key]
             every = recs if recs and isinstance(recs[0], list) else [recs]
-            out[key].update(cost(every[0]))
-            out[key]["seconds_per_seed"] = [cost(r)["seconds"] for r in every if r]
-            out[key]["plateau"] = study.plateau_text(recs, mt, "weighted")
-        if configs is not None and key in configs:
+            cell.update(cost(every[0]), seconds_per_seed=[cost(r)["seconds"] for r in every if r],
+                        plateau=study.plateau_text(recs, mt, "weighted"))
+        if key in (configs or {}):
             seeds = [s["seed"] for s in runs] if all("seed" in s for s in runs) else configs[key]["seeds"]
-            t = study.trend(key_label(plan, key), configs[key], seeds, mt, "weighted")
-            if t is not None:
-                out[key]["trend"] = t
+            if (t := study.trend(key_label(plan, key), configs[key], seeds, mt, "weighted")) is not None:
+                cell["trend"] = t
     return out
 
 
@@ -92,12 +89,8 @@ def ours_table(plan: Plan, table: dict, stat: str = "best", dataset: str = "fmni
 
 def _holders(uploads: dict, cls: int) -> list[tuple[int, np.ndarray]]:
     """``(client, class-cls prototype)`` of every upload that holds class ``cls``."""
-    out = []
-    for cid, up in uploads.items():
-        hit = (up["classes"] == cls).nonzero().flatten()
-        if len(hit):
-            out.append((cid, up["protos"][hit[0]].double().cpu().numpy()))
-    return out
+    hits = {cid: (up["classes"] == cls).nonzero().flatten() for cid, up in uploads.items()}
+    return [(cid, uploads[cid]["protos"][hit[0]].double().cpu().numpy()) for cid, hit in hits.items() if len(hit)]
 
 
 def _cosine_distances(rows: list) -> np.ndarray:
@@ -109,35 +102,28 @@ def _cosine_distances(rows: list) -> np.ndarray:
 def prototype_distances(state, cls: int = 0) -> tuple[np.ndarray, list[int]]:
     """Fig. 3a: cosine distances between the class-``cls`` prototypes the clients of a finished FedPAC/FedIC run
     would upload next (one local update each), and the holders' ids."""
-    from fedlib.algorithms.base import Round
-
-    algo, ctx = state.algorithm, state.ctx
-    rnd = Round(state.round + 1, state.cfg["train"]["rounds"], ctx.seed)
-    held = _holders({cid: algo.local_update(ctx, cid, state.clients[cid], state.message(cid), state.data.train[cid],
-                                            rnd)[1] for cid in range(ctx.num_clients)}, cls)
+    rnd = Round(state.round + 1, state.cfg["train"]["rounds"], state.ctx.seed)
+    held = _holders({cid: state.algorithm.local_update(state.ctx, cid, state.clients[cid], state.message(cid),
+                                                       state.data.train[cid], rnd)[1]
+                     for cid in range(state.ctx.num_clients)}, cls)
     return _cosine_distances([p for _, p in held]), [cid for cid, _ in held]
 
 
 def _claim_cells(plan: Plan, cells_: dict, order=None) -> dict:
     """:func:`cells` as the claims engine reads them, with ``label``, ``value`` and ``round_seconds``; keys
     ``(point, method)`` in ``order`` of their points (default: ascending)."""
-    out = {}
-    for key, c in cells_.items():
-        name = key[-1] if isinstance(key, tuple) else key
-        out[key] = {**c, "label": _label(plan, name), "value": c["best"]}
-        if "seconds" in c:
-            out[key]["round_seconds"] = c.get("seconds_per_seed") or [c["seconds"]]
+    out = {key: {**c, "label": _label(plan, key[-1] if isinstance(key, tuple) else key), "value": c["best"],
+                 **({"round_seconds": c.get("seconds_per_seed") or [c["seconds"]]} if "seconds" in c else {})}
+           for key, c in cells_.items()}
     if out and all(isinstance(k, tuple) for k in out):
-        points = order if order is not None else sorted({k[0] for k in out})
-        return {k: out[k] for p in points for k in out if k[0] == p}
+        return {k: out[k] for p in (order if order is not None else sorted({k[0] for k in out})) for k in out
+                if k[0] == p}
     return dict(sorted(out.items())) if all(isinstance(k, int) for k in out) else out
 
 
 def tables(plan: Plan, res: dict) -> dict:
     """The tables ``params/fedic/claims.yaml`` reads, by name (None where ``res`` lacks them): Table 1, Figs. 2
     and 4, the Tables 3-4 analogues (made under ``res["sweeps_plan"]``, default ``plan``) and the bias."""
-    sweeps = res.get("sweeps_plan", plan)
-
     def caveat(p):
         return p.setting() + ("" if p.profile in ("paper", "converged") else "; not converged (the paper: 800 rounds)")
 
@@ -145,13 +131,11 @@ def tables(plan: Plan, res: dict) -> dict:
         got = _claim_cells(p, res[name], order) if res.get(name) else None
         return Cells(got, p.profile, caveat(p), **kw) if got else None
 
+    sweeps, parts, bias = res.get("sweeps_plan", plan), plan.settings["partitions"], res.get("bias")
     methods = {"methods": ", ".join(sweeps.sweep_methods())}
-    partitions = plan.settings["partitions"]
-    bias = res.get("bias")
-    return {"table1": table("table1", order=partitions, points={p: plan.partition_label(p) for p in partitions}),
-            "k": table("k"), "ablation": table("ablation"),
-            "scale": table("scale", sweeps, text={
-                **methods, "partition": plan.partition_label(plan.settings["clients_partition"])}),
+    scale = {**methods, "partition": plan.partition_label(plan.settings["clients_partition"])}
+    return {"table1": table("table1", order=parts, points={p: plan.partition_label(p) for p in parts}),
+            "k": table("k"), "ablation": table("ablation"), "scale": table("scale", sweeps, text=scale),
             "alphas": table("alphas", sweeps, text=methods),
             "bias": Cells({k: {"label": k, "value": bias[k]} for k in ("global", "cluster")}, plan.profile,
                           caveat(plan), seeds=1) if bias else None}
@@ -176,24 +160,17 @@ def converged_runs(plan: Plan) -> dict:
     """Table 1, Fig. 2 and Fig. 4 under the ``converged`` profile from finished runs only (trains nothing):
     ``{"plan", "found", "total", "table1", "k", "ablation", "complete", "bias", "made_by"}``, each run counted
     once by run id (K = 3 and the full variant are Table 1's FedIC Pra run, K = 1 is "+ collaboration")."""
-    from fedlib.config import run_id
-
     cp = Plan.load("converged", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor)
     parts = {"table1": table1_configs(cp), "k": k_configs(cp), "ablation": ablation_configs(cp)}
-    out, made, ids = {"plan": cp, "complete": True}, {}, {}
+    out, made, jobs = {"plan": cp, "complete": True}, {}, {}
     for name, cfgs in parts.items():
         done, _ = results.cached(cfgs, cp.seeds)
         out["complete"] &= len(done) == len(cfgs)
         out[name] = cells(cp, done, {k: [results.rounds(cfgs[k], s) for s in cp.seeds] for k in done}, cfgs)
-        for k, cfg in cfgs.items():
-            for i, s in enumerate(cp.seeds):
-                rid = run_id(cfg, s)
-                if k in done:
-                    made[rid] = ids[rid] = done[k][i]
-                elif rid not in ids:
-                    ids[rid] = results.find(cfg, s)[1]
-    out["found"] = sum(v is not None for v in ids.values())
-    out["total"] = len(ids)
+        made.update({run_id(cfgs[k], s): summary for k in done for s, summary in zip(cp.seeds, done[k], strict=True)})
+        jobs.update({run_id(c, s): (c, s) for c in cfgs.values() for s in cp.seeds})   # one per run id
+    out["found"] = sum(rid in made or results.find(*job)[1] is not None for rid, job in jobs.items())
+    out["total"] = len(jobs)
     pra = (cp.settings["partitions"][-1], "fedic")
     recs = results.rounds(parts["table1"][pra], cp.seeds[0]) if pra in out["table1"] else []
     out["bias"] = _bias(recs) if recs else None
@@ -316,11 +293,11 @@ def _sweep(nb, name: str, configs, desc: str) -> dict:
 
 
 def _table1(nb) -> dict:
-    """Table 1's configs, first-seed round records and cells (:func:`cells`)."""
+    """Table 1's cells (:func:`cells`), configs and first-seed round records."""
     def make():
-        t1 = _sweep(nb, "table1_cells", table1_configs, "Table 1")
         cfgs = table1_configs(nb.plan)
-        return {"configs": cfgs, "records": {k: results.rounds(c, nb.seed0) for k, c in cfgs.items()}, "cells": t1}
+        return {"cells": _sweep(nb, "table1_cells", table1_configs, "Table 1"), "configs": cfgs,
+                "records": {k: results.rounds(c, nb.seed0) for k, c in cfgs.items()}}
     return nb.once("table1", make)
 
 
@@ -340,19 +317,19 @@ def _compare(nb, plan: Plan, t1: dict, columns: dict, finished_only: bool = Fals
 
 def show_table1(nb):
     """Table 1 on Fashion-MNIST: accuracy paper | ours | diff with the last and best round, then the cost columns."""
-    plan, L, paper, t1 = nb.plan, nb.label, nb.paper["table1"], _table1(nb)["cells"]
+    plan, paper, t1, last = nb.plan, nb.paper["table1"], _table1(nb)["cells"], nb.plan.settings["partitions"][-1]
     cmp = _compare(nb, plan, t1, {"ours, last round": lambda c: f"{c['last']:.2f}",
                                   "best round": lambda c: c["best_round"]})
     if nb.profile != "paper":   # the gap to the paper is mostly the short run: the column says so
         cmp = cmp.rename(columns={"diff": f"diff ({nb.profile}: not converged)"})
-    cost = pd.DataFrame({L(m): {"s / round (ours)": f"{c['seconds']:.2f}", "MB / round (ours)": f"{c['megabytes']:.2f}",
-                                "s / round (paper, CIFAR-100)": paper["seconds_per_round"][m],
-                                "MB / round (paper, CIFAR-100)": paper["megabytes_per_round"][m]}
-                         for (p, m), c in t1.items() if p == plan.settings["partitions"][-1]}).T
+    cost = pd.DataFrame({nb.label(m): {"s / round (ours)": f"{c['seconds']:.2f}",
+                                       "MB / round (ours)": f"{c['megabytes']:.2f}",
+                                       "s / round (paper, CIFAR-100)": paper["seconds_per_round"][m],
+                                       "MB / round (paper, CIFAR-100)": paper["megabytes_per_round"][m]}
+                         for (p, m), c in t1.items() if p == last}).T
     note = "" if nb.profile == "paper" else " **Not the paper's protocol: " + plan.setting() + ".**"
     nb.table("**Table 1, Fashion-MNIST: accuracy (%), best round, sample-weighted.**" + note, cmp)
-    nb.table(f"**Table 1 cost columns ({plan.partition_label(plan.settings['partitions'][-1])}, first seed, this "
-             "machine).**", cost)
+    nb.table(f"**Table 1 cost columns ({plan.partition_label(last)}, first seed, this machine).**", cost)
     nb.section.record(table1={f"{p}/{m}": {k: v for k, v in c.items() if k != "trend"} for (p, m), c in t1.items()})
     return Shown((cmp, cost))
 
@@ -363,14 +340,12 @@ def check_communication(nb) -> None:
     part, recs = _partitions(nb)[p0], _table1(nb)["records"]
     model = results.build(config(nb.plan, "fedic"), nb.seed0)[1].new_model(None)
     P = sum(v.numel() for v in model.state_dict().values() if v.is_floating_point())
-    held = int((part.counts > 0).sum())
-    M = part.num_clients
-    want = {"fedic": (f"FedIC uplink = {M} models + one 512-d prototype per held class:", M * P + 512 * held),
-            "fedpac": ("FedPAC uplink = FedIC's + its 10 x 512 h statistics per client:",
-                       M * P + 512 * held + M * 10 * 512),
-            "fedproto": ("FedProto uplink = prototypes only:", 512 * held)}
+    M, protos = part.num_clients, 512 * int((part.counts > 0).sum())
     print("model floats:", P)
-    for m, (text, floats) in want.items():
+    for m, text, floats in (
+            ("fedic", f"FedIC uplink = {M} models + one 512-d prototype per held class:", M * P + protos),
+            ("fedpac", "FedPAC uplink = FedIC's + its 10 x 512 h statistics per client:", M * (P + 10 * 512) + protos),
+            ("fedproto", "FedProto uplink = prototypes only:", protos)):
         if (p0, m) in recs:
             print(text, recs[(p0, m)][0]["up_params"] == floats)
 
@@ -381,12 +356,11 @@ def fig_accuracy(nb):
 
     from fedlib import plots
 
-    plan, L, recs = nb.plan, nb.label, _table1(nb)["records"]
-    names = plan.settings["partitions"]
+    plan, L, recs, names = nb.plan, nb.label, _table1(nb)["records"], nb.plan.settings["partitions"]
     fig, axes = plt.subplots(1, len(names), figsize=(7 * len(names), 4), squeeze=False)
     for ax, p in zip(axes[0], names, strict=False):
-        curves = {L(m): recs[(p, m)] for m in plan.table1_methods()}
-        plots.accuracy_curves(curves, {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax, stat="weighted",
+        plots.accuracy_curves({L(m): recs[(p, m)] for m in plan.table1_methods()},
+                              {L(m): plan.metric(m) for m in plan.table1_methods()}, ax=ax, stat="weighted",
                               ylabel="personalised accuracy (%), sample-weighted")
         ax.set_title(plan.partition_label(p))
     return nb.figure(fig, "Accuracy per round of every Table 1 method", "accuracy_per_round")
@@ -398,8 +372,8 @@ def fig2(nb):
 
     k_cells = _sweep(nb, "k", k_configs, "Fig. 2")
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(list(k_cells), [c["best"] for c in k_cells.values()], marker="o", label="best round")
-    ax.plot(list(k_cells), [c["last"] for c in k_cells.values()], marker="s", label="last round")
+    for stat, marker in (("best", "o"), ("last", "s")):
+        ax.plot(list(k_cells), [c[stat] for c in k_cells.values()], marker=marker, label=f"{stat} round")
     ax.set(xlabel="K (clusters per class)", ylabel="accuracy (%)", title="Fig. 2 on Fashion-MNIST (Pra)")
     ax.set_xticks(list(k_cells))
     ax.legend()
@@ -414,8 +388,7 @@ def fig4(nb):
 
     from fedlib import plots
 
-    cfgs = ablation_configs(nb.plan)
-    ab_cells = _sweep(nb, "ablation", ablation_configs, "Fig. 4")
+    cfgs, ab_cells = ablation_configs(nb.plan), _sweep(nb, "ablation", ablation_configs, "Fig. 4")
     fig, ax = plt.subplots(figsize=(6, 4))
     plots.accuracy_curves({nb.label(v): results.rounds(c, nb.seed0) for v, c in cfgs.items()}, "acc_head", ax=ax,
                           stat="weighted", ylabel="accuracy (%), sample-weighted")
@@ -432,17 +405,17 @@ def show_converged(nb):
                                     CONVERGED_COMMAND, counts=True, profile="converged")
     if early is not None:
         return early
-    cp, L, t1 = data["plan"], nb.label, data["table1"]
+    cp, t1 = data["plan"], data["table1"]
     cmp = _compare(nb, cp, t1, {"plateau": lambda c: study.plateau_cell(c.get("plateau"), c.get("trend"))},
                    finished_only=True)
-    waiting = [f"{L(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"] for m in cp.table1_methods()
-               if (p, m) not in t1]
+    waiting = [f"{nb.label(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"]
+               for m in cp.table1_methods() if (p, m) not in t1]
     head = (f"**Table 1 under the converged profile ({cp.setting()}; n = {len(cp.seeds)} seeds per cell, mean ± std "
             f"over seeds, best round, sample-weighted, %)** · {data['found']} of {data['total']} runs of Table 1 and "
             f"Figs. 2 and 4 finished · {data['made_by']}")
-    more = [study.PLATEAU_RULE] + ([f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `"
-                              f"{CONVERGED_COMMAND}` goes on where the archive ends."] if waiting else [])
-    nb.table(head, cmp, *more)
+    more = [f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `{CONVERGED_COMMAND}` goes on where "
+            "the archive ends."] if waiting else []
+    nb.table(head, cmp, study.PLATEAU_RULE, *more)
     return Shown((cmp, *(_converged_figs(nb, data["k"], data["ablation"]) if data["k"] or data["ablation"] else ())))
 
 
@@ -460,8 +433,8 @@ def _converged_figs(nb, ks: dict, ab: dict) -> tuple:
     if ab:
         axes[1].bar([nb.label(v) for v in ab], [c["best"] for c in ab.values()],
                     yerr=[c["best_std"] for c in ab.values()], capsize=3, color="tab:gray")
-        lo = min(c["best"] - c["best_std"] for c in ab.values())
-        axes[1].set(ylim=(lo - 2, None), ylabel="accuracy (%), best round",
+        axes[1].set(ylim=(min(c["best"] - c["best_std"] for c in ab.values()) - 2, None),
+                    ylabel="accuracy (%), best round",
                     title=f"Fig. 4, converged (Pra, n = {min(c['n'] for c in ab.values())})")
         axes[1].tick_params(axis="x", labelrotation=15)
     nb.figure(fig, "Fig. 2 (K) and Fig. 4 (the ablation) under the converged profile, mean ± std over seeds",
@@ -476,13 +449,14 @@ def _converged_figs(nb, ks: dict, ab: dict) -> tuple:
 
 def show_tables3_4(nb):
     """The Table 3 and Table 4 analogues: best-round accuracy over the number of clients and over Dir alpha."""
-    plan, L = nb.plan, nb.label
-    sc = _sweep(nb, "scale", scale_configs, "Table 3")
-    al = _sweep(nb, "alphas", alpha_configs, "Table 4")
-    sc_df = pd.DataFrame({f"{n} clients": {L(m): round(c["best"], 2) for (nn, m), c in sc.items() if nn == n}
-                          for n in plan.settings["clients"]})
-    al_df = pd.DataFrame({f"Dir {a:g}": {L(m): round(c["best"], 2) for (aa, m), c in al.items() if aa == a}
-                          for a in plan.settings["alphas"]})
+    plan = nb.plan
+
+    def frame(got: dict, points: str, head: str) -> pd.DataFrame:   # {(point, method): cell} -> method x point
+        return pd.DataFrame({head.format(x): {nb.label(m): round(c["best"], 2) for (xx, m), c in got.items() if xx == x}
+                             for x in plan.settings[points]})
+
+    sc, al = _sweep(nb, "scale", scale_configs, "Table 3"), _sweep(nb, "alphas", alpha_configs, "Table 4")
+    sc_df, al_df = frame(sc, "clients", "{} clients"), frame(al, "alphas", "Dir {:g}")
     nb.table(f"**Table 3 analogue (Fashion-MNIST {plan.partition_label(plan.settings['clients_partition'])}, "
              "accuracy %, best round).**", sc_df, "**Table 4 analogue (Fashion-MNIST, accuracy %, best round).**",
              report.to_markdown(al_df))
@@ -519,9 +493,9 @@ def fig_bias(nb):
     for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     nb.figure(fig, "Prototype aggregation bias per round and the class-0 groups over rounds (FedIC)", "bias_clusters")
-    bias, changes = _bias(recs), int((np.diff(hist, axis=0) != 0).sum())
+    bias = _bias(recs)
     print(f"last round: to global {bias['global']:.3f}, to group {bias['cluster']:.3f}; class-0 group changes over "
-          f"the run: {changes}")
+          f"the run: {int((np.diff(hist, axis=0) != 0).sum())}")
     return fig
 
 
@@ -554,26 +528,20 @@ def class_prototype_distances(state) -> dict[int, dict]:
     """Per class held by two clients or more, the cosine distances between the prototypes the clients would upload
     next (:func:`fedlib.analysis.next_uploads`), holders ordered by FedIC's last-round group, then id:
     ``{class: {"distance", "clients", "groups"}}`` (FedPAC: one group)."""
-    from fedlib import analysis
-
-    uploads = analysis.next_uploads(state)
-    labels = state.server.get("labels")
+    uploads, labels = analysis.next_uploads(state), state.server.get("labels")
     out = {}
     for c in range(state.ctx.num_classes):
         rows = sorted(((int(labels[c, cid]) if labels is not None and labels.numel() else 0, cid, p)
                        for cid, p in _holders(uploads, c)), key=lambda r: (r[0], r[1]))
-        if len(rows) < 2:
-            continue
-        out[c] = {"distance": _cosine_distances([r[2] for r in rows]), "clients": [r[1] for r in rows],
-                  "groups": [r[0] for r in rows]}
+        if len(rows) >= 2:
+            groups, clients, protos = (list(col) for col in zip(*rows, strict=True))
+            out[c] = {"distance": _cosine_distances(protos), "clients": clients, "groups": groups}
     return out
 
 
 def fig_class_distances(nb):
     """FedIC's intra-class prototype clusters: per class, the holders' cosine distances ordered by FedIC's groups
     (white lines between them), one colour scale; returns the figure and the mean distance within/between groups."""
-    import math
-
     import matplotlib.pyplot as plt
 
     from fedlib import plots
@@ -581,21 +549,20 @@ def fig_class_distances(nb):
     per_class = class_prototype_distances(_fedic_state(nb))
     top = max([float(v["distance"].max()) for v in per_class.values()] + [1e-6])
     ncol = min(4, max(1, len(per_class)))
-    nrow = max(1, math.ceil(len(per_class) / ncol))
+    nrow = max(1, (len(per_class) + ncol - 1) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(1.95 * ncol + 1.1, 2.0 * nrow + 0.7), squeeze=False,
                              layout="constrained")
     rows = {}
     for ax, (c, v) in zip(axes.flat, per_class.items(), strict=False):
-        g, n = np.asarray(v["groups"]), len(set(v["groups"]))
-        plots.distance_heatmap(v["distance"], [str(i + 1) for i in v["clients"]], ax=ax, groups=g, cbar=False,
-                               vmin=0.0, vmax=top, title=f"class {c}: {len(g)} holders, {n} group{'s' * (n > 1)}")
+        g, n, d = np.asarray(v["groups"]), len(set(v["groups"])), v["distance"]
+        plots.distance_heatmap(d, [str(i + 1) for i in v["clients"]], ax=ax, groups=g, cbar=False, vmin=0.0,
+                               vmax=top, title=f"class {c}: {len(g)} holders, {n} group{'s' * (n > 1)}")
         ax.tick_params(labelsize=8 if len(g) <= 12 else 6, length=0)
         for t in list(ax.texts):   # the values are in the table below; the colours carry them here
             t.remove()
-        same, off, d = g[:, None] == g[None, :], ~np.eye(len(g), dtype=bool), v["distance"]
-        rows[c] = {"holders": len(g), "groups": n,
-                   "within a group": d[same & off].mean() if (same & off).any() else np.nan,
-                   "between groups": d[~same].mean() if (~same).any() else np.nan}
+        within, between = d[(g[:, None] == g[None, :]) & ~np.eye(len(g), dtype=bool)], d[g[:, None] != g[None, :]]
+        rows[c] = {"holders": len(g), "groups": n, "within a group": within.mean() if within.size else np.nan,
+                   "between groups": between.mean() if between.size else np.nan}
     plt.setp(axes.flat[len(per_class):], visible=False)
     plt.setp(axes[:, 0], ylabel="client")
     plt.setp(axes[-1, :], xlabel="client")
@@ -605,12 +572,10 @@ def fig_class_distances(nb):
                  "of the last round, white lines between the groups", fontsize=10)
     nb.figure(fig, "FedIC's intra-class prototype clusters: per class, the cosine distances between the holders' "
               "prototypes, grouped by FedIC's clusters of the last round", "class_prototype_distances")
-    df = pd.DataFrame(rows).T.astype({"holders": int, "groups": int})
-    df.index.name = "class"
-    df = nb.table("**FedIC's intra-class clusters per class: mean cosine distance between the holders' prototypes, "
-                  "within a group and between groups** (the groups of the last round; the prototypes of the next "
-                  "round's local update).", df.round(3))
-    return Shown((fig, df))
+    df = pd.DataFrame(rows).T.astype({"holders": int, "groups": int}).rename_axis("class")
+    return Shown((fig, nb.table("**FedIC's intra-class clusters per class: mean cosine distance between the holders' "
+                                "prototypes, within a group and between groups** (the groups of the last round; the "
+                                "prototypes of the next round's local update).", df.round(3))))
 
 
 def fig_attack_pictures(nb):
@@ -624,9 +589,8 @@ def fig_attack_pictures(nb):
 def fig_features(nb):
     """t-SNE (or UMAP) of four clients' test features under their FedIC models, with their anchors (stars)."""
     import matplotlib.pyplot as plt
-    import torch
 
-    from fedlib import analysis, plots
+    from fedlib import plots
 
     st = _fedic_state(nb)
     tests, msgs = [st.data.test[cid] for cid in range(4)], [st.message(cid) for cid in range(4)]

@@ -3,7 +3,6 @@ of a profile and the tables the run archive keeps. Its tables and figures are dr
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 from fedlib import study
@@ -40,14 +39,12 @@ def config(plan: Plan, method: str, partition: str = "pra", name: str | None = N
     are dotted overrides (``partition.num_clients``, ``partition.alpha``, ``algorithm.K``)."""
     dspec = plan.entry("datasets", dataset, "dataset")
     entry = plan.method_entry(method, variant=variant, field="variant" if variant else "method")
-    pspec = plan.entry("partitions", partition, "partition")
-    base = copy.deepcopy(plan.spec["base"])
-    base["dataset"] = {**base["dataset"], "name": dataset}
-    if plan.settings["fraction"] != 1:
-        base["dataset"]["fraction"] = plan.settings["fraction"]
+    pspec, frac = plan.entry("partitions", partition, "partition"), plan.settings["fraction"]
+    data = {**plan.spec["base"]["dataset"], "name": dataset, **({"fraction": frac} if frac != 1 else {})}
     where = "" if dataset == "fmnist" else f"{dataset}/"
-    return plan.config(entry, name or f"fedic-study/{where}{partition}/{method}", method=method, base=base,
-                       dataset=dspec, partition=pspec, rounds=plan.rounds, changes=changes)
+    return plan.config(entry, name or f"fedic-study/{where}{partition}/{method}", method=method, dataset=dspec,
+                       base={**plan.spec["base"], "dataset": data}, partition=pspec, rounds=plan.rounds,
+                       changes=changes)
 
 
 def table1_configs(plan: Plan, dataset: str = "fmnist") -> dict[tuple[str, str], dict]:
@@ -64,9 +61,8 @@ def k_configs(plan: Plan) -> dict[int, dict]:
 
 def ablation_configs(plan: Plan) -> dict[str, dict]:
     """Fig. 4: the four variants (Pra); ``{}`` when the profile skips it."""
-    if not plan.settings["ablation"]:
-        return {}
-    return {v: config(plan, v, name=f"fedic-study/pra/ablation/{v}", variant=True) for v in plan.spec["variants"]}
+    return {v: config(plan, v, name=f"fedic-study/pra/ablation/{v}", variant=True)
+            for v in plan.spec["variants"] if plan.settings["ablation"]}
 
 
 def scale_configs(plan: Plan) -> dict[tuple[int, str], dict]:
@@ -87,9 +83,9 @@ TWO_PHASE = {"fedpac", "fedic", "fedccfa"}   # a head epoch, then the extractor'
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
-    jobs = [(c, s) for cfgs in (table1_configs(plan), k_configs(plan), ablation_configs(plan), scale_configs(plan),
-                                alpha_configs(plan)) for c in cfgs.values() for s in plan.seeds]
-    return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * (1 + (c["algorithm"]["name"] in TWO_PHASE)))
+    grids = (table1_configs, k_configs, ablation_configs, scale_configs, alpha_configs)
+    return study.unique_jobs([(c, s) for grid in grids for c in grid(plan).values() for s in plan.seeds],
+                             lambda c: c["train"]["rounds"] * (1 + (c["algorithm"]["name"] in TWO_PHASE)))
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
