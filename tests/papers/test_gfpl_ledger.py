@@ -152,8 +152,8 @@ def test_figs_3b_and_6_are_judged_per_seed_paired():
 
 
 def test_sweep_values_average_seeds_and_keep_them(monkeypatch):
-    """:func:`G.sweep_per_seed` keeps each seed's accuracy; :func:`G.sweep_values` and :func:`G.threshold_values` give the
-    means over seeds (merge rate and downlink too)."""
+    """:func:`G.sweep_per_seed` keeps each seed's accuracy; :func:`G.sweep_values` and :func:`G.threshold_values` give
+    the means over seeds (merge rate and downlink too)."""
     plan = G.load_plan("paper")
     cfg = G.threshold_configs(plan)[10.0]
 
