@@ -725,8 +725,9 @@ def _states(nb) -> dict:
                 if st.round > configs[m]["train"]["rounds"]]
         if late:
             print(f"The models of {', '.join(late)} come from runs extended past the paper's "
-                  f"{nb.plan.rounds} rounds towards their plateau (the benchmark's nway runs): the figures drawn from "
-                  "them show those rounds' models; the tables read the runs at the paper's rounds.")
+                  f"{nb.plan.settings['rounds']['main']} rounds towards their plateau (the benchmark's nway runs): "
+                  "the figures drawn from them show those rounds' models; the tables read the runs at the paper's "
+                  "rounds.")
         return states
     return nb.once("states", make)
 

@@ -316,3 +316,23 @@ def test_the_paper_profile_runs_table7_on_every_seed_and_the_others_keep_their_f
     assert {run_id(c, s) for c in ac.values() for s in paper.seeds} <= pjobs
     got = S.paper_table7(S.load_plan("smoke", results_dir=str(tmp_path)))
     assert got["total"] == 18 and set(got["seeds"]) <= set(paper.seeds)
+
+
+def test_a_model_from_a_run_extended_past_the_paper_rounds_is_named(monkeypatch, capsys):
+    """FedMPS's figures from trained models say which model came from a run extended past the paper's rounds (the
+    line once read a plan attribute FedMPS's plan does not have, and raised instead of printing)."""
+    import types
+
+    plan = S.load_plan("smoke")
+    main = plan.settings["rounds"]["main"]
+    configs = S.table3_configs(plan)
+    extended = next(iter(configs))
+    monkeypatch.setattr(S.results, "state", lambda cfg, seed: types.SimpleNamespace(
+        round=main + 5 if cfg is configs[extended] else main))
+    monkeypatch.setattr(S, "table3_configs", lambda plan: configs)
+    nb = types.SimpleNamespace(plan=plan, seed0=plan.seeds[0], label=plan.label, once=lambda key, make: make())
+    states = S._states(nb)
+    assert set(states) == set(configs)
+    out = capsys.readouterr().out
+    assert f"The models of {plan.label(extended)} (round {main + 5}) come from runs extended past the paper's {main} " \
+           "rounds" in out
