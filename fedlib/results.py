@@ -154,6 +154,16 @@ def train(configs: dict, seeds: list[int] | None = None, workers: int | None = N
             for key, runs in made.items()}
 
 
+def for_profile(profile: str, configs: dict, seeds: list[int] | None = None, retrain_archived: bool = False,
+                **kw) -> dict:
+    """The runs of ``configs`` as a study's notebook takes them under ``profile``: :func:`run_or_read` under the
+    ``paper`` profile (a run finished on another placement or in the run archive is read, not trained again),
+    :func:`train` under the others (the notebook's own short runs, on the machine at hand)."""
+    if profile == "paper":
+        return run_or_read(configs, seeds=seeds, retrain_archived=retrain_archived, **kw)
+    return train(configs, seeds=seeds, **kw)
+
+
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True, desc: str = "runs",
              backend: str | None = None, stack: bool | None = None) -> list[dict]:
     """The summaries of ``jobs`` (``(config, seed)`` pairs) in their order, as :func:`train` makes them

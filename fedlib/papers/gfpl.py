@@ -3,6 +3,7 @@ Resource-Constrained and Data-Imbalanced Vision Task", arXiv 2602.21873. Decisio
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -483,7 +484,7 @@ def _table1(nb) -> dict:
     """Table 1's configs, every seed's records (``every``; the first seed's: ``records``) and cells."""
     def make():   # the paper profile reads a run finished elsewhere (another placement, the run archive)
         cfgs, paper = table1_configs(nb.plan), nb.profile == "paper"
-        runs = (results.run_or_read if paper else results.train)(cfgs, workers=nb.workers, desc="Table 1")
+        runs = results.for_profile(nb.profile, cfgs, workers=nb.workers, desc="Table 1")
         every = {k: [(results.rounds if paper else results.rounds_here)(c, s) for s in nb.plan.seeds]
                  for k, c in cfgs.items()}
         return {"configs": cfgs, "records": {k: v[0] for k, v in every.items()}, "every": every,
@@ -588,8 +589,8 @@ def fig_accuracy(nb):
 
 
 def _ablation_runs(nb) -> dict:
-    return nb.once("ablation_runs", lambda: (results.run_or_read if nb.profile == "paper" else results.train)(
-        ablation_configs(nb.plan), nb.plan.ablation_seeds(), workers=nb.workers, desc="Table 2"))
+    return nb.once("ablation_runs", lambda: results.for_profile(
+        nb.profile, ablation_configs(nb.plan), nb.plan.ablation_seeds(), workers=nb.workers, desc="Table 2"))
 
 
 def show_table2(nb):
@@ -622,7 +623,7 @@ def paper_protocol_table2(nb):
 def _sweeps(nb) -> dict:
     """Fig. 3b's and Fig. 6's values, per-seed accuracies and seeds on :meth:`Plan.figs_seeds`."""
     def make():
-        plan, run = nb.plan, results.run_or_read if nb.profile == "paper" else results.train
+        plan, run = nb.plan, functools.partial(results.for_profile, nb.profile)
         n_cfgs, t_cfgs = n_configs(plan), threshold_configs(plan)
         n_seeds, t_seeds = (study.seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
         return {**sweep_values(plan, run(n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b"),

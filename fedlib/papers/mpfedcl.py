@@ -18,13 +18,6 @@ from fedlib.plans.mpfedcl import (  # noqa: F401  (re-exported: the study's plan
 from fedlib.study.notebook import Shown
 
 
-def obtain(plan: Plan, configs: dict, retrain_archived: bool = False, **kw) -> dict:
-    """``{key: [summary per seed]}``: trained, or under ``paper`` read where finished (:func:`results.run_or_read`)."""
-    if plan.profile == "paper":
-        return results.run_or_read(configs, retrain_archived=retrain_archived, **kw)
-    return results.train(configs, **kw)
-
-
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:
     """A run's accuracy (%) under the method's rule, mean over clients, at the last (or best) round."""
     return 100.0 * summary["metrics"][plan.metric(method)][stat]
@@ -135,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     args, plan = study.plan_from_cli(parser, load_plan, argv)
     if plan is None:
         return 2
-    rows = table6(plan, obtain(plan, configs(plan, "table6"), workers=args.workers, desc="Table VI",
-                               retrain_archived=args.retrain_archived))
+    rows = table6(plan, results.for_profile(plan.profile, configs(plan, "table6"), workers=args.workers,
+                                            desc="Table VI", retrain_archived=args.retrain_archived))
     paper = report.load_paper("mpfedcl")["tables"]["table6"]
     df = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})
     df["rounds"] = [rows[m]["rounds"] if m in rows else "" for m in df.index]
@@ -205,8 +198,8 @@ def check_partition(nb) -> None:
 def show_table6(nb, draw: bool = True):
     """Table VI (MNIST column): paper | ours | diff, with rounds, rule and the best round; ``draw=False``: the rows."""
     plan, paper = nb.plan, nb.paper["table6"]
-    rows = nb.once("table6", lambda: table6(plan, obtain(plan, configs(plan, "table6"), workers=nb.workers,
-                                                         desc="Table VI")))
+    rows = nb.once("table6", lambda: table6(plan, results.for_profile(
+        plan.profile, configs(plan, "table6"), workers=nb.workers, desc="Table VI")))
     if not draw:
         return rows
     df = report.compare(paper, {m: {"mnist": (r["mean"], r["std"], r["n"])} for m, r in rows.items()})

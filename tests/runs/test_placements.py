@@ -149,4 +149,4 @@ def test_mpfedcl_reads_its_archived_table_under_the_paper_profile(monkeypatch):
     monkeypatch.setattr(results, "train", lambda configs, **kw: "trained")
     for profile, got in (("paper", ("read", False)), ("quick", "trained")):
         plan = mpfedcl.load_plan(profile)
-        assert mpfedcl.obtain(plan, mpfedcl.configs(plan, "table6")) == got
+        assert results.for_profile(plan.profile, mpfedcl.configs(plan, "table6")) == got
