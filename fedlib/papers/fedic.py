@@ -14,18 +14,8 @@ from fedlib.algorithms.base import Round
 from fedlib.claims import Cells, sample_std
 from fedlib.config import run_id
 from fedlib.plans.fedic import (  # noqa: F401  (re-exported: the study's plan part)
-    TWO_PHASE,
-    Plan,
-    ablation_configs,
-    all_jobs,
-    alpha_configs,
-    archived_tables,
-    config,
-    k_configs,
-    load_plan,
-    scale_configs,
-    table1_configs,
-)
+    TWO_PHASE, Plan, ablation_configs, all_jobs, alpha_configs, archived_tables, config, k_configs, load_plan,
+    scale_configs, table1_configs)
 from fedlib.study.notebook import Shown
 
 

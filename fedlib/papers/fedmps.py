@@ -19,20 +19,8 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
 from fedlib.plans.fedmps import (  # noqa: F401  (re-exported: the study's plan part)
-    COMMON_METRIC,
-    PAPER_METRIC_PROTO,
-    SWEEPS,
-    Plan,
-    ablation_configs,
-    all_jobs,
-    archived_tables,
-    config,
-    grid_configs,
-    load_plan,
-    table3_configs,
-    variant_configs,
-    ways_configs,
-)
+    COMMON_METRIC, PAPER_METRIC_PROTO, SWEEPS, Plan, ablation_configs, all_jobs, archived_tables, config,
+    grid_configs, load_plan, table3_configs, variant_configs, ways_configs)
 from fedlib.privacy.attack import attacker_aux
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown

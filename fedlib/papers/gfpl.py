@@ -12,18 +12,8 @@ import pandas as pd
 from fedlib import claims, report, results, study
 from fedlib.claims import Cells, sample_std
 from fedlib.plans.gfpl import (  # noqa: F401  (re-exported: the study's plan part)
-    Plan,
-    _paper_plan,
-    ablation_configs,
-    all_jobs,
-    archived_tables,
-    config,
-    load_plan,
-    n_configs,
-    notebook_jobs,
-    table1_configs,
-    threshold_configs,
-)
+    Plan, _paper_plan, ablation_configs, all_jobs, archived_tables, config, load_plan, n_configs, table1_configs,
+    threshold_configs)
 from fedlib.study.notebook import Shown
 
 
@@ -435,6 +425,13 @@ def show_setting(nb):
                               "(FedProto: nearest global prototype, GFPL: head g)"),
         "baselines": ("Local, FeSEM, FedProx, FedPer, FedAvg, FedRep, FedProto, FedFA, FedPA", ", ".join(
             map(nb.label, plan.table1_methods())) + "; FedRep with 1 head epoch (PFLlib's default)")})
+
+
+def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
+    """The runs the notebook trains up front; under ``paper`` only those not finished elsewhere."""
+    jobs, drawn = all_jobs(plan), (config(plan, "gfpl", "mnist5k", 4), plan.seeds[0])
+    return jobs if plan.profile != "paper" else [(c, s) for c, s in jobs
+                                                 if (c, s) == drawn or results.find(c, s)[1] is None]
 
 
 def run_all(nb) -> None:

@@ -26,19 +26,8 @@ from fedlib.algorithms import ALGORITHMS, loops
 from fedlib.claims import Cells
 from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.plans.privacy import (  # noqa: F401  (re-exported: the study's plan part)
-    CURVE_KINDS,
-    IMAGE_ATTACKS,
-    Plan,
-    all_jobs,
-    archived_tables,
-    check_spec,
-    config,
-    defense_configs,
-    dp_sgd_configs,
-    load_plan,
-    study_profile,
-    table_configs,
-)
+    CURVE_KINDS, IMAGE_ATTACKS, Plan, all_jobs, archived_tables, check_spec, config, defense_configs,
+    dp_sgd_configs, load_plan, study_profile, table_configs)
 from fedlib.privacy import (
     epsilon,
     feature_fn,

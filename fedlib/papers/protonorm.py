@@ -17,20 +17,8 @@ from fedlib.analysis import pairwise_distances
 from fedlib.claims import Cells, sample_std
 from fedlib.data.partition import label_partition
 from fedlib.plans.protonorm import (  # noqa: F401  (re-exported: the study's plan part)
-    Plan,
-    all_jobs,
-    archived_tables,
-    check_spiral_section,
-    code_protocol_configs,
-    extra_datasets,
-    gamma_configs,
-    homogeneous_configs,
-    load_plan,
-    pa_phase_config,
-    spiral_configs,
-    table1_config,
-    table1_configs,
-)
+    Plan, all_jobs, archived_tables, check_spiral_section, code_protocol_configs, extra_datasets, gamma_configs,
+    homogeneous_configs, load_plan, pa_phase_config, spiral_configs, table1_config, table1_configs)
 from fedlib.prototypes import thomson_align
 from fedlib.study.notebook import Shown, open_notebook
 from fedlib.validation import ConfigError

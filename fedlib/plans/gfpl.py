@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fedlib import results, study
+from fedlib import study
 
 
 @dataclasses.dataclass
@@ -87,14 +87,6 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     return study.unique_jobs([(c, s) for configs, seeds in grids for c in configs(plan).values() for s in seeds],
                              lambda c: c["train"]["rounds"] * c["partition"]["shots"]
                              * (1 + (c["algorithm"]["name"] == "fedrep")))
-
-
-# -- reading results ---------------------------------------------------------------------------
-def notebook_jobs(plan: Plan) -> list[tuple[dict, int]]:
-    """The runs the notebook trains up front; under ``paper`` only those not finished elsewhere."""
-    jobs, drawn = all_jobs(plan), (config(plan, "gfpl", "mnist5k", 4), plan.seeds[0])
-    return jobs if plan.profile != "paper" else [(c, s) for c, s in jobs
-                                                 if (c, s) == drawn or results.find(c, s)[1] is None]
 
 
 def _paper_plan(plan: Plan) -> Plan:
