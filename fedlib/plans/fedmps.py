@@ -87,8 +87,9 @@ def grid_configs(plan: Plan, kind: str) -> dict[tuple[str, object], dict]:
     """Table VI's (``ways``) or a Figs. 8-10 grid's ``{(method, value): config}`` (experiments.yaml, ``grids``)."""
     g = plan.spec["grids"][kind]
     methods = plan.selected(g["methods"]) if isinstance(g["methods"], str) else g["methods"]
+    cast = float if g.get("type") == "float" else (lambda v: v)   # a temperature written 5 is the 5.0 it always was
     return {(m, v): config(plan, m, rounds=g.get("rounds", "sweep"), name=f"fedmps-study/{m}/{g['tag']}{v}",
-                           **{g["field"]: v}) for m in methods for v in plan.settings[kind]}
+                           **{g["field"]: cast(v)}) for m in methods for v in plan.settings[kind]}
 
 
 def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
