@@ -336,3 +336,15 @@ def test_a_model_from_a_run_extended_past_the_paper_rounds_is_named(monkeypatch,
     out = capsys.readouterr().out
     assert f"The models of {plan.label(extended)} (round {main + 5}) come from runs extended past the paper's {main} " \
            "rounds" in out
+
+
+def test_a_temperature_written_as_a_whole_number_is_the_same_run():
+    from fedlib.config import run_id
+
+    ids = {}
+    for value in (5, 5.0):
+        plan = S.load_plan("smoke")
+        plan.settings["tau1"] = [value]
+        [cfg] = S.grid_configs(plan, "tau1").values()
+        ids[value] = run_id(cfg, 0)
+    assert ids[5] == ids[5.0]
