@@ -3,7 +3,7 @@ and a verdict, so that a reader sees at once what was supported, what not, what 
 decide, and what was not tested here and why.
 
 Each paper study builds its ledger from the numbers its notebook computed
-(``fedlib.papers.<paper>.ledger``). Where a paper's claims are data (``params/<paper>/claims.yaml``: FedIC,
+(``fedlib.ledgers.<paper>.ledger``). Where a paper's claims are data (``params/<paper>/claims.yaml``: FedIC,
 MP-FedCL, ProtoNorm, the benchmark, GFPL, FedMPS, the privacy study), one engine judges them (:func:`evaluate`): each
 claim names its kind (:data:`CLAIM_KINDS`: ``best``, ``sweep_best``, ``chain``, ``intermediate``, ``ratio``,
 ``threshold``, ``construction``, ``untested``, ``degrades``, ``head_to_head``, ``leads``, ``above``, ``family``,

@@ -1,8 +1,9 @@
 """The suite's studies: the one list of them (:data:`NAMES`), the interface each declares (:class:`Study`), and the
 runs each keeps in the run archive (``python -m fedlib archive``: :mod:`fedlib.archive_cli`).
 
-A study is a module ``fedlib/papers/<name>.py`` beside its plan (``params/<name>/experiments.yaml``), its claims
-(``params/<name>/claims.yaml``) and its notebook (``notebooks/<name>.py``). The report's render
+A study is a module ``fedlib/papers/<name>.py`` (its tables and figures) beside its plan
+(``params/<name>/experiments.yaml`` and ``fedlib/plans/<name>.py``), its claims (``params/<name>/claims.yaml``), its
+numbers and ledger (``fedlib/ledgers/<name>.py``) and its notebook (``notebooks/<name>.py``). The report's render
 (:mod:`fedlib.render`), the evidence planner and the archive command reach a study only through :func:`load`, which
 checks that it declares every member of :class:`Study`. ``archived_tables()`` names the long profiles' tables its
 report reads, as ``(name, configs, seeds)``: their runs take hours on a CPU and ``results/`` is not committed, so the

@@ -11,10 +11,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-import fedlib.claims
 from fedlib import analysis, report, results, study
 from fedlib.analysis import pairwise_distances
-from fedlib.claims import Cells, sample_std
+from fedlib.claims import sample_std
 from fedlib.data.partition import label_partition
 from fedlib.plans.protonorm import (  # noqa: F401  (re-exported: the study's plan part)
     Plan, all_jobs, archived_tables, check_spiral_section, code_protocol_configs, extra_datasets, gamma_configs,
@@ -22,6 +21,8 @@ from fedlib.plans.protonorm import (  # noqa: F401  (re-exported: the study's pl
 from fedlib.prototypes import thomson_align
 from fedlib.study.notebook import Shown, open_notebook
 from fedlib.validation import ConfigError
+from fedlib.ledgers.protonorm import (  # noqa: F401  (re-exported: the study's ledger)
+    simplex_distance, tables, ledger, score, diverged, plateaus, converged_runs, homogeneous_accuracy, gamma_results)
 
 
 def smallest_angle(protos: np.ndarray) -> float:
@@ -37,16 +38,6 @@ def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
     """(classes, prototypes) the server sends, as a client would use them for inference."""
     msg = state.message(0)
     return msg["classes"].numpy(), msg["protos"].numpy()
-
-
-def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
-    """One table cell: best-round pooled accuracy (%) under the method's rule over seeds, each seed's best round."""
-    metric = plan.metric(method)
-    vals = np.array([100 * s["metrics"][metric]["best_weighted"] if metric in s["metrics"] else np.nan
-                     for s in summaries])
-    rounds = [s["metrics"].get(metric, {}).get("best_weighted_round") for s in summaries]
-    return {"mean": float(vals.mean()), "std": sample_std(vals), "n": len(vals), "per_seed": vals.tolist(),
-            "metric": metric, "best_rounds": rounds, "diverged_at": [s.get("diverged_at") for s in summaries]}
 
 
 def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
@@ -67,11 +58,6 @@ def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, pape
                     "best baseline": plan.label(best) if best else "",
                     "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values())}
     return out
-
-
-def diverged(records: list[dict]) -> bool:
-    """True when the run's training loss stopped being finite (the paper's '-': failed to converge)."""
-    return any(r.get("diverged") or not math.isfinite(r.get("train_loss") or 0.0) for r in records)
 
 
 def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
@@ -97,11 +83,6 @@ def margins(protos: np.ndarray) -> np.ndarray:
     return m / m.max()
 
 
-def simplex_distance(k: int) -> float:
-    """Pairwise distance sqrt(2K/(K-1)) of K unit vectors forming a regular simplex (decision 9)."""
-    return math.sqrt(2 * k / (k - 1))
-
-
 def pa_history(state: results.RunState) -> np.ndarray:
     """Min, mean and max pairwise global-prototype distance before and after each PA iteration of the last round."""
     hist = state.server["history"]
@@ -117,47 +98,6 @@ def pa_iterations(records: list[dict]) -> np.ndarray:
 
 
 CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all-tables"
-
-
-def plateaus(plan: Plan, done: dict | None = None) -> dict:
-    """``{key: Trend}`` of every finished run group of Tables 1, 3 and 4-5 (``done``: its finished runs, if known),
-    named as the ledger names it, each under its method's rule."""
-    L, out = plan.label, {}
-    named = {"table1": lambda m, p: ((p, m), f"{L(m)} ({p})"), "homogeneous": lambda m: ((m,), L(m)),
-             "gamma": lambda m, g: ((m, g), f"{L(m)} gamma {g:g}")}
-    for name, cfgs in (("table1", table1_configs(plan)), ("homogeneous", homogeneous_configs(plan)),
-                       ("gamma", gamma_configs(plan))):
-        for k in done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]:
-            args = k if isinstance(k, tuple) else (k,)   # (method, ...)
-            key, label = named[name](*args)
-            if (t := study.trend(label, cfgs[k], plan.seeds, plan.metric(args[0]))) is not None:
-                out[(name, *key)] = t
-    return out
-
-
-def converged_runs(plan: Plan) -> dict:
-    """Tables 1, 3, 4-5 and the code protocol under the ``converged`` profile from finished runs only."""
-    cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device, executor=plan.executor)
-    grids = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
-             "gamma": gamma_configs(cp)}
-    cached = {name: results.cached(cfgs, cp.seeds) for name, cfgs in grids.items()}
-    done = {name: runs for name, (runs, _) in cached.items()}
-    made = [x for runs in done.values() for seeds in runs.values() for x in seeds]
-    rising, t1, T1 = plateaus(cp, done), done["table1"], cp.table1
-
-    def scored(m, p):
-        t = rising.get(("table1", p, m))
-        return {**score(cp, m, t1[(m, p)]), "plateau": t.plateau_text() if t is not None else "", "trend": t,
-                "rounds": t.rounds if t is not None else T1["rounds"]}
-
-    return {"plan": cp, "found": sum(found for _, found in cached.values()), "rising": rising,
-            "total": len(cp.seeds) * sum(map(len, grids.values())),
-            "complete": all(len(done[name]) == len(grids[name]) for name in grids if name != "code"),
-            "table1": {p: row for p in T1["partitions"]
-                       if (row := {m: scored(m, p) for m in T1["methods"] if (m, p) in t1})},
-            "code": {m: score(cp, m, sums) for m, sums in done["code"].items()},
-            "homogeneous": homogeneous_accuracy(done["homogeneous"]), "gamma": gamma_results(cp, done["gamma"]),
-            "made_by": study.made_by(made) if made else ""}
 
 
 @study.command
@@ -489,12 +429,6 @@ def show_code_protocol(nb):
     return df
 
 
-def homogeneous_accuracy(runs: dict) -> dict | None:
-    """Table 3: ``{method: [best-round accuracy (%) per seed]}`` under each method's rule, ``None`` without runs."""
-    return ({m: [100 * x["metrics"]["acc_proto" if m == "protonorm" else "acc_head"]["best_weighted"] for x in s]
-             for m, s in runs.items()} if runs else None)
-
-
 def table3_frame(plan: Plan, runs: dict | None, paper: dict, accuracies: dict | None = None):
     """Table 3 (mean ± sample std over the same seeds, rule, the paper's CIFAR-100 CNN) from runs or ``accuracies``."""
     per = accuracies if accuracies is not None else homogeneous_accuracy(runs) or {}
@@ -513,17 +447,6 @@ def show_table3(nb):
         return None
     return nb.table("**Table 3 (homogeneous 4-layer CNN), ours on Fashion-MNIST (best round, mean ± std over seeds) "
                     "beside the paper's CIFAR-100.**", table3_frame(nb.plan, homo, nb.paper))
-
-
-def gamma_results(plan: Plan, runs: dict) -> list[dict]:
-    """Tables 4-5: per (method, gamma) its accuracy over seeds, which seeds diverged, the first seed's best round."""
-    cfgs, out = gamma_configs(plan), []
-    for (m, g), sums in runs.items():
-        s = score(plan, m, sums)
-        div = [seed for seed in plan.seeds[:len(sums)] if diverged(results.rounds(cfgs[(m, g)], seed))]
-        out.append({"method": m, "gamma": g, "acc": s["mean"], "per_seed": s["per_seed"],
-                    "best_round": s["best_rounds"][0], "diverged": bool(div), "diverged_seeds": div})
-    return out
 
 
 def fig_gamma(nb):
@@ -810,116 +733,6 @@ def show_ledger(nb):
     else:
         res["rising"] = nb.once("plateaus", lambda: plateaus(nb.plan))
     return nb.ledger(ledger(conv["plan"] if conv and conv["complete"] else nb.plan, res), record=False)
-
-
-# -- the claims ledger: params/protonorm/claims.yaml, judged by the claims engine on the tables below -----------------
-def _cell(label: str, values, per_seed: bool = True, **more) -> dict:
-    """A ledger cell of ``values`` (one number, or one per seed): their mean, how many, and (``per_seed``) each."""
-    v = [float(x) for x in np.atleast_1d(values)]
-    return {"label": label, "value": float(np.mean(v)), "per_seed": v if per_seed else None, "n": len(v), **more}
-
-
-def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
-    """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run); a split's
-    runs extended towards their plateau say how far."""
-    n, per = len(plan.seeds), {}
-    for p, rows in (tab or {}).items():
-        trend = {m: rising.get(("table1", p, m)) for m in rows}
-        longer = [f"{plan.label(m)} {t.rounds} rounds" for m, t in trend.items()
-                  if t is not None and t.rounds > plan.table1["rounds"]]
-        cells = {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
-                     "per_seed": r["per_seed"] if n > 1 else None, "trend": trend[m]} for m, r in rows.items()}
-        longer = f"; extended towards the plateau: {', '.join(longer)}" if longer else ""
-        per[p] = Cells(cells, plan.profile, caveat, seeds=n, text={"where": where + longer})
-    every = {(p, m): c for p, t in per.items() for m, c in t.cells.items()}
-    return {**{f"table1_{p}": per.get(p) for p in plan.spec["partitions"]},
-            "table1": Cells(every, plan.profile) if per else None}
-
-
-def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> dict:
-    """Table 4 (ProtoNorm over gamma, its default keyed ``"default"``) and Table 5 (FedProto, FedTGP): ``{gamma: cell}``
-    (per-seed values where every gamma has two)."""
-    default = float(table1_config(plan, "protonorm", "practical")["algorithm"]["gamma"]) if gam else None
-    far = ("; at lambda 1 the upscaled target is far from the features after few rounds"
-           if plan.profile not in ("paper", "converged") else "")
-    out = {}
-    for key, method in (("table4", "protonorm"), ("table5_fedproto", "fedproto"), ("table5_fedtgp", "fedtgp")):
-        cells = {}
-        for g, r in sorted({r["gamma"]: r for r in gam or () if r["method"] == method}.items()):
-            seeds = r.get("per_seed") or [r["acc"]]
-            div = "" if not r["diverged"] else (f" (diverged on {len(r['diverged_seeds'])} of {len(seeds)} seeds)"
-                                                if r.get("diverged_seeds") else " (diverged)")
-            cells["default" if method == "protonorm" and g == default else g] = {
-                "label": f"gamma {g:g}", "value": r["acc"], "gamma": g, "per_seed": seeds if len(seeds) > 1 else None,
-                "n": len(seeds), "trend": rising.get(("gamma", method, float(g))), "failed": r["diverged"],
-                "shown": "diverged" if r["diverged"] else f"{r['acc']:.2f}", "diverged": div}
-        if method != "protonorm" and cells and min(c["n"] for c in cells.values()) < 2:
-            cells = {g: {**c, "per_seed": None} for g, c in cells.items()}
-        out[key] = Cells(cells, plan.profile, caveat + (far if method == "protonorm" else "")) if cells else None
-    return out
-
-
-def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):
-    """Fig. 3a: PA's mean iterations over the first and the last 3 rounds, per seed, of runs of 6 rounds or more
-    (``its``: per split, one array (one seed) or a list of per-seed arrays)."""
-    if not its:
-        return None
-    seeds = {p: [np.asarray(x) for x in a] if len(a) and np.ndim(a[0]) == 1 else [np.asarray(a)]
-             for p, a in its.items()}
-    runs, cells = {p: long for p, xs in seeds.items() if (long := [x for x in xs if len(x) >= 6])}, {}
-    for p, xs in runs.items():
-        over = f" (mean of {len(xs)} seeds)" if len(xs) > 1 else ""
-        for end, part in (("first", slice(None, 3)), ("last", slice(-3, None))):
-            cells[(p, end)] = _cell(end, [np.mean(x[part]) for x in xs], over=over)
-    k = min((len(xs) for xs in runs.values()), default=0)
-    caveat = "" if splan.profile in ("paper", "converged") else f"{splan.table1['rounds']} rounds of the paper's 300"
-    return Cells(cells, plan.profile if k > 1 else splan.profile, caveat, points={p: p for p in its})
-
-
-def tables(plan: Plan, res: dict) -> dict:
-    """The tables ProtoNorm's claims read, by name (:class:`fedlib.claims.Cells`; None where ``res`` lacks them)."""
-    t1, splan, rising = plan.table1, res.get("short_plan", plan), res.get("rising") or {}
-    where = f"{t1['model']}, {100 * t1['fraction']:g}% of Fashion-MNIST, {t1['rounds']} rounds, seeds {plan.seeds}"
-    caveat = "short runs: not converged" if plan.profile not in ("paper", "converged") else ""
-    full = t1["model"] == "ht0" and t1["fraction"] >= 1 and t1["rounds"] >= 300
-    out = dict.fromkeys(("spiral", "spiral_accuracy", "homogeneous", "pa_phase", "margins", "comm"))
-    if sp := res.get("spiral"):   # Figs. 1, 2 and 6: each panel's smallest angle and accuracy, one value or per seed
-        acc = {key: _cell(key, v["acc"]) for key, v in sp.items()}
-        angle = {key: _cell(key, v["angle"], acc=acc[key]["value"]) for key, v in sp.items()}
-        k = min(c["n"] for c in angle.values())
-        collapsed = angle["fedproto_iid"]["value"] < 30   # the IID claim's bound: its note says so
-        text = {"over": f", mean of {k} seeds" if k > 1 else "",
-                "iid_collapsed": "ours collapse too: the IID panel does not reproduce" if collapsed else ""}
-        out.update(spiral=Cells(angle, splan.profile, seeds=k, text=text),
-                   spiral_accuracy=Cells(acc, splan.profile, seeds=k))
-    if homo := res.get("homogeneous"):   # Table 3: per-seed values where every method has two or more
-        k = min(np.size(v) for v in homo.values())
-        out["homogeneous"] = Cells({m: _cell(plan.label(m), v, k > 1, trend=rising.get(("homogeneous", m)))
-                                    for m, v in homo.items()}, plan.profile, caveat, seeds=k,
-                                   text={"over": f", mean of {k} seeds" if k > 1 else ""})
-    if res.get("pa_phase") is not None:   # Fig. 4: the PA phase's final mean distance from the simplex's
-        hist, k = res["pa_phase"]
-        target = simplex_distance(k)
-        pa = {"label": "PA", "value": abs(hist[-1, 1] - target), "simplex": target, "mean_before": hist[0, 1],
-              "mean_after": hist[-1, 1], "smallest_before": hist[0, 0], "smallest_after": hist[-1, 0]}
-        out["pa_phase"] = Cells({"pa": pa}, splan.profile, seeds=1)
-    if res.get("margins"):   # Fig. 5
-        out["margins"] = Cells({m: {"label": plan.label(m), "value": v} for m, v in res["margins"].items()},
-                               splan.profile, seeds=1)
-    if res.get("comm"):   # Supp. D: floats sent
-        out["comm"] = Cells({m: {"label": plan.label(m), "value": abs(a - f), "measured": a}
-                             for m, (a, f) in res["comm"].items()}, splan.profile, seeds=1)
-    ran = res.get("datasets") or ()
-    return {**out, **_table1_tables(plan, res.get("table1"), rising, caveat, where),
-            **_gamma_tables(plan, res.get("gamma"), rising, caveat),
-            "pa_iterations": _pa_iterations_table(plan, splan, res.get("pa_iterations")),
-            "datasets": Cells({d: {"label": d} for d in ran}, plan.profile) if ran else None,
-            "full_protocol": Cells({"ht0": {"label": "Ht0"}} if full else {}, plan.profile, text={"where": where})}
-
-
-def ledger(plan: Plan, res: dict) -> list:
-    """ProtoNorm's claims (``params/protonorm/claims.yaml``) judged on :func:`tables` of ``res`` (see show_ledger)."""
-    return fedlib.claims.ledger("protonorm", tables(plan, res))
 
 
 if __name__ == "__main__":

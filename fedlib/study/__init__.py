@@ -1,9 +1,10 @@
 """The study base: what every study shares, below the studies of :mod:`fedlib.papers`.
 
-A study module ``fedlib/papers/<paper>.py`` defines a :class:`Plan` subclass that turns
+A study's plan module ``fedlib/plans/<paper>.py`` defines a :class:`Plan` subclass that turns
 ``params/<paper>/experiments.yaml`` (read from the checkout, whatever the working directory; its schema:
-:mod:`fedlib.study.schema`) plus a profile into experiment configs, and functions that turn finished runs into the
-paper's tables and figures. Notebooks stay thin: each cell is one call of the module's notebook functions, on the
+:mod:`fedlib.study.schema`) plus a profile into experiment configs; its ledger module ``fedlib/ledgers/<paper>.py``
+turns finished runs into numbers and its study module ``fedlib/papers/<paper>.py`` into the paper's tables and
+figures. Notebooks stay thin: each cell is one call of the module's notebook functions, on the
 state of :mod:`fedlib.study.notebook`. Every study also runs headless with one command shape (:func:`cli`,
 :func:`command`)::
 

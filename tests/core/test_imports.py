@@ -89,7 +89,7 @@ def test_the_studies_reach_the_runs_only_through_results():
     # a study (or a notebook, through it) that imports the runner, the grid, the archive or the run store would
     # bypass results' order of where a run is looked for (results folder, other placements, the archive)
     graph = fedlib_graph()
-    studies = sorted(m for m in graph if m.split(".")[1:2] in (["papers"], ["plans"], ["study"]))
+    studies = sorted(m for m in graph if m.split(".")[1:2] in (["papers"], ["plans"], ["ledgers"], ["study"]))
     assert len(studies) > 5
     reaching = {m: sorted(graph[m] & RUN_MACHINERY) for m in studies if graph[m] & RUN_MACHINERY}
     assert reaching == {}, "import fedlib.results instead: " + "; ".join(f"{m} imports {', '.join(v)}"
@@ -126,6 +126,7 @@ LAYERS = {
     "judging": ("fedlib.analysis", "fedlib.report", "fedlib.claims", "fedlib.plateau", "fedlib.evidence"),
     "study base": ("fedlib.study.*",),
     "plans": ("fedlib.plans.*",),
+    "ledgers": ("fedlib.ledgers.*",),
     "studies": ("fedlib.papers.*",),
     "commands": ("fedlib.papers.catalog", "fedlib.quickstart", "fedlib.yours", "fedlib.reproduce", "fedlib.render",
                  "fedlib.archive_cli", "fedlib.bench",

@@ -11,6 +11,7 @@ from fedlib import logs
 
 def test_messages_and_warnings_go_to_stdout_as_plain_lines(capsys, monkeypatch):
     monkeypatch.delenv(logs.ENV, raising=False)
+    logging.captureWarnings(False)   # an earlier test's to_stdout() in this process may have left it on
     logger = logging.getLogger("fedlib")
     before = list(logger.handlers), logger.level
     try:

@@ -1,6 +1,6 @@
-"""README's "Add a paper", followed on a toy study: a plan file, a claims file, a plan module, a study module and
-its name in the catalog are all it takes for the catalog to accept it, its runs to train and be read through
-fedlib.results, and its claims to be judged by the one claims engine."""
+"""README's "Add a paper", followed on a toy study: a plan file, a claims file, a plan module, a ledger module, a
+study module and its name in the catalog are all it takes for the catalog to accept it, its runs to train and be read
+through fedlib.results, and its claims to be judged by the one claims engine."""
 
 import sys
 import types
@@ -68,13 +68,13 @@ def archived_tables():
     return []
 '''
 
-STUDY = '''
-"""The toy study: its one table, drawn from runs read or trained through fedlib.results."""
+LEDGER = '''
+"""The toy study's numbers, read or trained through fedlib.results, and the cells its claims read."""
 import numpy as np
 
 from fedlib import claims, results
 from fedlib.claims import Cells
-from fedlib.plans.toy import Plan, all_jobs, archived_tables, load_plan, table1_configs
+from fedlib.plans.toy import table1_configs
 
 
 def table1(plan):
@@ -90,6 +90,16 @@ def tables(plan, res):
 
 def ledger(plan, res):
     return claims.ledger("toy", tables(plan, res))
+'''
+
+STUDY = '''
+"""The toy study: its one table, drawn from the numbers of its ledger module."""
+from fedlib.ledgers.toy import ledger, table1, tables
+from fedlib.plans.toy import Plan, all_jobs, archived_tables, load_plan, table1_configs
+
+
+def show_table1(plan):
+    return {m: round(sum(v) / len(v), 2) for m, v in table1(plan).items()}
 
 
 def notebook(profile, **options):
@@ -97,7 +107,7 @@ def notebook(profile, **options):
 
 
 def main(argv=None):
-    print(table1(load_plan()))
+    print(show_table1(load_plan()))
     return 0
 '''
 
@@ -121,10 +131,11 @@ def test_a_toy_study_added_as_the_readme_says_trains_reads_and_judges_its_claims
     monkeypatch.setattr(fedlib.study, "PARAMS_ROOT", params)
     monkeypatch.setattr(fedlib.paths, "PARAMS", params)
     module("fedlib.plans.toy", PLAN, monkeypatch)
+    module("fedlib.ledgers.toy", LEDGER, monkeypatch)
     module("fedlib.papers.toy", STUDY, monkeypatch)
     monkeypatch.setattr(catalog, "NAMES", (*catalog.NAMES, "toy"))
 
-    toy = catalog.load("toy")   # every member of the study interface, the plan's imported from its plan module
+    toy = catalog.load("toy")   # every member of the study interface, the plan's and the ledger's imported
     assert isinstance(toy, catalog.Study)
     plan = toy.load_plan("smoke", results_dir=str(tmp_path / "results"))
     jobs = toy.all_jobs(plan)
@@ -136,6 +147,7 @@ def test_a_toy_study_added_as_the_readme_says_trains_reads_and_judges_its_claims
     assert {m: len(v) for m, v in res["table1"].items()} == {"fedavg": 2, "fedproto": 2}
     assert all(results.find(c, s)[1] is not None for c, s in jobs)   # ... then found where results looks
     assert toy.table1(plan) == res["table1"]   # read, not retrained: the same numbers
+    assert toy.show_table1(plan) == {m: round(sum(v) / 2, 2) for m, v in res["table1"].items()}
 
     [claim] = toy.ledger(plan, res)
     mean = {m: sum(v) / 2 for m, v in res["table1"].items()}
