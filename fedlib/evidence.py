@@ -10,7 +10,10 @@ what would decide it (:func:`plan`):
 - a margin **within the seed spread** (or one seed): more seeds for both sides; with 3 seeds the margin is judged
   against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact sign-flip test reach
   p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed; twice the seeds a
-  side has where 6 or more still leave the margin within the spread);
+  side has where 6 or more still leave the margin within the spread). Where the side's cells read the seeds added
+  after the profile's (:attr:`fedlib.plateau.Group.more`: :func:`fedlib.results.cached` with ``more``), the seeds
+  are added to that run group alone (``seeds``: the next seeds after its last, :func:`fedlib.plateau.fill`); where
+  they do not, the profile's seeds must grow (:data:`PROFILE_SEEDS`, listed, not run);
 - a claim judged on a short profile only, or on runs the ledger does not name: the profile or command that makes
   its runs.
 
@@ -18,8 +21,8 @@ Costs are CPU-hours on this kind of machine, estimated from the archive's own me
 of each run group (one torch thread per run), counting the rounds a run must train: an archived run keeps no
 checkpoint, so extending it trains its first rounds again, unless the results folder holds its checkpoint. The
 leakage study's attacks on a new seed come on top of its training (measured: 20-70 s per method and seed).
-``--run --budget 3h`` spends the budget on the cheapest extensions first (the planner's seeds actions change a
-profile's seeds and are listed, not run), in the background if wanted (``nohup nice -n 19 ...``), resumable after
+``--run --budget 3h`` spends the budget on the cheapest extensions and added seeds first (a seeds action that needs
+the profile's seeds to grow is listed, not run), in the background if wanted (``nohup nice -n 19 ...``), resumable after
 any interruption (each run resumes from its checkpoint, each extension step archives what it finished), and then
 prints which verdicts changed. ``--save-plan FILE`` writes the groups a GPU takes (:func:`gpu_groups`), and
 ``--run --device cuda --plan FILE`` trains them there, each group's seeds stacked (scripts/gpu_evidence.sh).
@@ -42,14 +45,20 @@ SEEDS_FOR_TEST = 6
 SEEDS_FOR_SPREAD = 3
 #: the kind of :class:`Action` that would take a group past :data:`fedlib.plateau.CAP` (listed, not run)
 PAST_CAP = "past the cap"
+#: the kind of :class:`Action` whose seeds only a larger profile would read (its cells do not read added seeds:
+#: listed, not run)
+PROFILE_SEEDS = "profile seeds"
+#: the kinds ``--run`` does
+RUNNABLE = ("extend", "seeds")
 
 
 @dataclasses.dataclass(frozen=True)
 class Action:
     """One piece of work: ``extend`` a run group to ``rounds`` (at least; on towards its plateau), take a group
     already at the cap and still rising ``past the cap`` (to ``rounds``: beyond the converged profile's stated
-    budget, so listed, never run by ``--run``), or give it ``seeds`` seeds in all (``seeds``). ``cost`` is the
-    CPU-seconds it would take."""
+    budget, so listed, never run by ``--run``), or give it ``seeds`` seeds in all (``seeds``: the next seeds after
+    its last, each to the group's ``rounds``; :data:`PROFILE_SEEDS` where only a larger profile would read them).
+    ``cost`` is the CPU-seconds it would take."""
 
     kind: str
     group: object
@@ -70,7 +79,21 @@ class Action:
         if self.kind == PAST_CAP:
             return (f"{g.label} is still rising at the {self.rounds // 2}-round cap: only runs past it "
                     f"({self.rounds} rounds, a longer budget than the converged profile's) could decide")
-        return f"{g.label}: {self.seeds} seeds (has {len(g.seeds)})"
+        if self.kind == "seeds":
+            return (f"add seeds {', '.join(map(str, self.added))} to {g.label} ({self.seeds} in all, "
+                    f"{self.rounds} rounds)")
+        return f"{g.label}: {self.seeds} seeds (has {len(g.seeds)}; the profile's seeds would have to grow)"
+
+    @property
+    def added(self) -> tuple[int, ...]:
+        """The seeds a ``seeds`` action adds: the next ones after the group's last."""
+        last = max(self.group.seeds)
+        return tuple(range(last + 1, last + 1 + max(0, self.seeds - len(self.group.seeds))))
+
+    @property
+    def grown(self):
+        """The run group with the added seeds (:func:`fedlib.plateau.fill` trains those it lacks)."""
+        return dataclasses.replace(self.group, seeds=(*self.group.seeds, *self.added))
 
 
 @dataclasses.dataclass
@@ -134,9 +157,11 @@ def extend_action(trend: C.Trend) -> Action:
 
 
 def seeds_action(trend: C.Trend, want: int) -> Action:
-    """More seeds for a side: ``want`` in all, each trained for the rounds its group holds."""
+    """More seeds for a side: ``want`` in all, each trained for the rounds its group holds; ``seeds`` where its
+    cells read added seeds (:attr:`fedlib.plateau.Group.more`), else :data:`PROFILE_SEEDS`."""
     g = trend.group
-    return Action("seeds", g, trend.rounds, want, max(0, want - len(g.seeds)) * trend.rounds * seconds_per_round(g))
+    return Action("seeds" if g.more else PROFILE_SEEDS, g, trend.rounds, want,
+                  max(0, want - len(g.seeds)) * trend.rounds * seconds_per_round(g))
 
 
 def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
@@ -189,7 +214,7 @@ def counts(ledgers: dict[str, list[C.Claim]]) -> tuple[int, int]:
     return decided, decided + sum(c.verdict == C.INCONCLUSIVE for cs in ledgers.values() for c in cs)
 
 
-def within_budget(items: list[Item], seconds: float, kinds=("extend",)) -> tuple[list[Item], list[Action], float]:
+def within_budget(items: list[Item], seconds: float, kinds=RUNNABLE) -> tuple[list[Item], list[Action], float]:
     """The claims whose actions (only ``kinds``) fit in ``seconds`` taken cheapest first, an action shared by
     several claims paid once; returns them, the actions in order and the seconds they cost."""
     chosen, actions, spent, paid = [], [], 0.0, set()
@@ -228,16 +253,19 @@ def shorten(text: str, width: int = 90) -> str:
 
 
 def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str:
-    """``claims decided: N of M; the next 10 CPU-hours of extensions would settle K more (...)``."""
+    """``claims decided: N of M; the next 10 CPU-hours of extensions and added seeds would settle K more (...)``."""
     decided, testable = counts(ledgers)
     chosen, _, spent = within_budget(items, budget_hours * 3600)
-    seeds = sum(1 for it in items if it.actions and any(a.kind == "seeds" for a in it.actions))
+    chosen_ids = {id(it) for it in chosen}
+    seeds = sum(1 for it in items if it.actions and id(it) not in chosen_ids
+                and any(a.kind == PROFILE_SEEDS for a in it.actions))
     from fedlib import plateau
 
     capped = sum(1 for it in items if it.actions and any(a.kind == PAST_CAP for a in it.actions))
-    return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions "
-            f"({hours(spent)} h planned) would bring {len(chosen)} more to their plateau or cap, where the rule can "
-            f"decide them; {seeds} more need more seeds (listed with their cost, a profile change)"
+    return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions and "
+            f"added seeds ({hours(spent)} h planned) would bring {len(chosen)} more to where the rule can decide "
+            f"them (a plateau, the cap, or seeds enough for the exact test); {seeds} more need a profile's seeds to "
+            "grow (listed with their cost)"
             + (f"; {capped} wait on a curve still rising at the {plateau.CAP}-round cap" if capped else ""))
 
 
@@ -265,8 +293,10 @@ def gpu_groups(items: list[Item], plan_hours: float = 10.0) -> list:
 
 def run(items: list[Item], budget: float, workers: int | None = None, progress: bool = True,
         device: str | None = None, plan_hours: float = 10.0, groups: list | None = None) -> list:
-    """Spend ``budget`` seconds of wall time on the extensions of :func:`within_budget` (each group on towards
-    its plateau, stopped at the deadline; every step's finished runs archived). Returns the final statuses.
+    """Spend ``budget`` seconds of wall time on the work of :func:`within_budget`: first the seeds it adds to run
+    groups (:func:`fedlib.plateau.fill`, each run archived as it is kept), then its extensions (each group on
+    towards its plateau, stopped at the deadline; every step's finished runs archived). Returns the extended
+    groups' final statuses.
 
     On a CPU the budget (times ``workers``) buys the cheapest extensions first. With ``device="cuda"`` the groups
     are :func:`gpu_groups` (or ``groups``, a plan saved by :func:`save_plan` on the machine that has the ledgers),
@@ -275,18 +305,24 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
     the cap; :func:`fedlib.results.find` reads such a longer record in place of the CPU one."""
     from fedlib import plateau
 
+    deadline, grown = time.time() + budget, []
     if groups is None and device == "cuda":
         groups = gpu_groups(items, plan_hours)
     elif groups is None:
         _, actions, _ = within_budget(items, budget * max(1, workers or 1))
         groups = list({a.key: a.group for a in actions if a.kind == "extend"}.values())
+        grown = list({a.key: a.grown for a in actions if a.kind == "seeds"}.values())
+    if grown:
+        print(f"evidence: adding seeds to {len(grown)} run group{'s' if len(grown) != 1 else ''} "
+              f"({', '.join(g.label for g in grown)})", flush=True)
+        plateau.fill(grown, workers=workers, keep=keep, progress=progress)
     if device is not None:
         groups = [on_device(g, device) for g in groups]
-    if not groups:
+    if not groups or time.time() >= deadline:
         return []
     print(f"evidence: extending {len(groups)} run group{'s' if len(groups) != 1 else ''} "
           f"({', '.join(g.label for g in groups)})", flush=True)
-    return plateau.run(groups, workers=workers, deadline=time.time() + budget, progress=progress, keep=keep)
+    return plateau.run(groups, workers=workers, deadline=deadline, progress=progress, keep=keep)
 
 
 def save_plan(path, groups: list) -> None:

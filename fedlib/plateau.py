@@ -27,13 +27,16 @@ STEP = 50
 
 @dataclasses.dataclass(frozen=True)
 class Group:
-    """One config's seeds, judged on the seed-mean of ``acc[metric][stat]`` (in %)."""
+    """One config's seeds, judged on the seed-mean of ``acc[metric][stat]`` (in %). ``more``: the cells that read
+    this group read the seeds after its own that have finished too (:func:`fedlib.results.more_seeds`), so that
+    seeds the evidence planner adds (:func:`fill`) count in its comparisons."""
 
     label: str
     cfg: dict
     seeds: tuple[int, ...]
     metric: str
     stat: str = "weighted"
+    more: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +158,25 @@ def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | No
             if deadline is not None and time.time() >= deadline:
                 break
         statuses = [status(g, cap) for g in groups]
+
+
+def fill(groups: list[Group], workers: int | None = None, keep=None, progress: bool = True) -> list[Status]:
+    """Train the seeds each group lacks (its :attr:`Status.missing`: seeds added to it) to the length its other seeds
+    hold, and only those (a finished seed is not trained again, even one only the archive holds); then
+    ``keep(cfg, seed)`` each. Interrupted, the finished runs are kept and the started ones resume from their
+    checkpoints. Returns the groups' :class:`Status` after."""
+    from fedlib import grid
+
+    jobs = []
+    for st in (status(g) for g in groups):
+        target = max(st.rounds, st.group.cfg["train"]["rounds"])
+        jobs += [(extended(st.group.cfg, target), s) for s in st.missing]
+    if jobs:
+        grid.run_many(jobs, workers=workers, progress=progress,
+                      desc=f"adding seeds to {', '.join(g.label for g in groups)}")
+        for cfg, s in jobs if keep is not None else ():
+            keep(cfg, s)
+    return [status(g) for g in groups]
 
 
 def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4) -> dict:

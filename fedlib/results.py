@@ -175,7 +175,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     return grid.run_many(jobs, workers=workers, progress=progress, desc=desc, backend=backend, stack=stack)
 
 
-def cached(configs: dict, seeds: list[int], archive_root=None, protocol: bool = False) -> tuple[dict, int]:
+def cached(configs: dict, seeds: list[int], archive_root=None, protocol: bool = False,
+           more: bool = False) -> tuple[dict, int]:
     """What the cache already holds, training nothing: ``{key: [summary per seed]}`` for the
     configs whose every seed has finished, and how many of the ``len(configs) x len(seeds)``
     runs have. A short profile's report shows a longer profile's table this way once its runs
@@ -183,14 +184,29 @@ def cached(configs: dict, seeds: list[int], archive_root=None, protocol: bool = 
     folder lacks is read from the run archive (:mod:`fedlib.archive`), so that a fresh clone
     renders the committed report; a run missing on the plan's own device and executor is read
     from another placement (:func:`find`), and :func:`made_by` then names both machines. ``protocol``: as
-    :func:`find`."""
+    :func:`find`. ``more``: a config's list goes on with the seeds after ``seeds`` that have finished
+    (:func:`more_seeds`: those the evidence planner added where a claim's margin was within the seed spread); each
+    summary names its ``seed``."""
     found, complete = 0, {}
     for key, cfg in configs.items():
         runs = [find(cfg, s, archive_root, protocol=protocol)[1] for s in seeds]
         found += sum(r is not None for r in runs)
         if all(r is not None for r in runs):
-            complete[key] = runs
+            extra = more_seeds(cfg, seeds, archive_root, protocol) if more else []
+            complete[key] = runs + [find(cfg, s, archive_root, protocol=protocol)[1] for s in extra]
     return complete, found
+
+
+def more_seeds(cfg: dict, seeds: list[int], archive_root=None, protocol: bool = False) -> list[int]:
+    """The seeds after ``seeds`` whose run of ``cfg`` has finished, in turn from the one after the last of ``seeds``
+    and up to the first that has not: the seeds :func:`fedlib.evidence.run` adds to a run group (so a cell that
+    reads them and the other side of its comparison hold the same seeds, in the same order, when they hold as
+    many)."""
+    out, s = [], max(seeds) + 1
+    while find(cfg, s, archive_root, protocol=protocol)[1] is not None:
+        out.append(s)
+        s += 1
+    return out
 
 
 def rounds(cfg: dict, seed: int, archive_root=None, protocol: bool = False) -> list[dict]:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from fedlib import claims, study
 from fedlib.claims import Cells
-from fedlib.plans.benchmark import configs, Plan
+from fedlib.plans.benchmark import Plan, configs
 
 
 def scores(plan: Plan, summaries: dict[tuple[str, str, int], dict]) -> pd.DataFrame:

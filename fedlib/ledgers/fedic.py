@@ -10,7 +10,7 @@ import numpy as np
 from fedlib import results, study
 from fedlib.claims import Cells, sample_std
 from fedlib.config import run_id
-from fedlib.plans.fedic import ablation_configs, k_configs, Plan, table1_configs
+from fedlib.plans.fedic import Plan, ablation_configs, k_configs, table1_configs
 
 
 def metric(plan: Plan, method: str) -> str:

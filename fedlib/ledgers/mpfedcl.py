@@ -12,7 +12,7 @@ import numpy as np
 
 from fedlib import claims, study
 from fedlib.claims import Cells, sample_std
-from fedlib.plans.mpfedcl import configs, GRIDS, Plan
+from fedlib.plans.mpfedcl import GRIDS, Plan, configs
 
 
 def accuracy(plan: Plan, method: str, summary: dict, stat: str = "last") -> float:

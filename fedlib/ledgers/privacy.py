@@ -5,18 +5,231 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import math
 
 import numpy as np
 import pandas as pd
+import torch
 
 from fedlib import claims, study
+from fedlib import results
+from fedlib.algorithms import loops
 from fedlib.claims import Cells
+from fedlib.data.sources import MNIST_MEAN, MNIST_STD
 from fedlib.plans.privacy import Plan, config
+from fedlib.plans.privacy import defense_configs, dp_sgd_configs, table_configs
+from fedlib.privacy import (
+    epsilon, feature_fn, holdings_table, invert_features, model_query, reconstruct, references,
+    samples_per_prototype, train_inversion, what_server_holds)
 from fedlib.privacy import leakage_table
+from fedlib.privacy.attack import attacker_aux
+from fedlib.privacy.defense import sample_level_epsilon
+from fedlib.privacy.rounds import PICTURES, attack_round, finite_scores, held_out_classifier
+from fedlib.validation import ConfigError
 
 
+#: the defences of the privacy-utility curve
+UPLOAD_DEFENCE, DP_SGD = "clip + noise on uploads", "DP-SGD (per sample)"
 #: the kinds of a leakage-table row
+
+
+def accuracy(plan: Plan, method: str, summary: dict) -> float:
+    """A run's accuracy (%) under the method's inference rule, mean over clients, at the last round."""
+    return 100.0 * summary["metrics"][plan.metric(method)]["last"]
+
+
+def _settings_key(plan: Plan, extra: str = "") -> str:
+    keys = ("attacks", "attack_steps", "restarts", "batch1_images", "decoder_steps", "aux_images")
+    body = {k: plan.settings[k] for k in keys} | {"attack": plan.spec["attack"], "defense": plan.spec["defense"],
+                                                  "extra": extra, "version": 1}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:10]
+
+
+class Attacker:
+    """The attacker of one seed: its auxiliary images, held-out classifier and the target client's private images,
+    from the seed's first run (every run of a seed shares the partition); built on first use, so that reading
+    archived attack results needs no model."""
+
+    def __init__(self, plan: Plan, seed: int):
+        self.plan, self.seed, self.cfg = plan, seed, config(plan, plan.table_methods()[0])
+
+    @functools.cached_property
+    def _built(self) -> tuple:
+        atk, state = self.plan.spec["attack"], results.state(self.cfg, self.seed)
+        aux = attacker_aux(state, atk["client"], self.plan.settings["aux_images"], self.seed)
+        classifier = held_out_classifier(state, *aux, atk["classifier_epochs"], self.seed)
+        private = state.data.train[atk["client"]]
+        acc = float((classifier(private.x)[0].argmax(1) == private.y).float().mean())
+        return aux, classifier, (private.x, private.y), acc
+
+    aux = property(lambda self: self._built[0])
+    classifier = property(lambda self: self._built[1])
+    private = property(lambda self: self._built[2])
+
+    @property
+    def classifier_acc(self) -> float:
+        """The held-out classifier's accuracy on the private images (kept with the seed's first run)."""
+        return results.derived(self.cfg, self.seed, f"privacy-classifier-{_settings_key(self.plan)}",
+                               lambda _state: self._built[3])
+
+
+def attacks_name(plan: Plan, noise: float | None = None) -> str:
+    """The derived value holding a run's attack scores: ``privacy-attacks-<hash of the settings and noise>``."""
+    return f"privacy-attacks-{_settings_key(plan, f'noise={noise}')}"
+
+
+def pictures_name(plan: Plan, noise: float | None = None) -> str:
+    """The derived value holding a run's attack pictures: ``privacy-pictures-<hash>``, with :data:`PICTURES`."""
+    return f"privacy-pictures-{_settings_key(plan, f'noise={noise}; pictures={PICTURES}')}"
+
+
+def attacks(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, noise: float | None = None
+            ) -> list[dict]:
+    """The attack rows of the finished run ``(cfg, seed)``; computed, they are the rows of :func:`pictures`."""
+    return results.derived(cfg, seed, attacks_name(plan, noise),
+                           lambda _state: pictures(plan, cfg, method, seed, attacker, noise)["rows"])
+
+
+def pictures(plan: Plan, cfg: dict, method: str, seed: int, attacker: Attacker, noise: float | None = None) -> dict:
+    """``{"rows", "pictures": {attack: picture}}`` of every attack of the profile the server holds the inputs of,
+    on the target client's next round of ``(cfg, seed)`` (``noise``: through the upload defence first)."""
+    def make(state):
+        todo = [a for a in plan.settings["attacks"] if a in what_server_holds(method).attacks]
+        defence = None if noise is None else {**plan.spec["defense"], "noise_multiplier": float(noise)}
+        rows, kept = attack_round(state, method, todo, plan.spec["attack"], plan.settings, attacker.aux,
+                                  attacker.classifier, defence, seed, PICTURES)
+        return {"rows": rows, "pictures": kept}
+
+    return results.derived(cfg, seed, pictures_name(plan, noise), make)
+
+
+def _holder(plan: Plan) -> str | None:
+    """The first table method, on the study's model, whose server holds the extractor."""
+    return next((m for m in plan.table_methods() if what_server_holds(m).holds_extractor
+                 and plan.spec["methods"][m].get("model") is None), None)
+
+
+def _invert(plan: Plan, f, stats, shape: tuple, seed: int):
+    """White-box feature inversion (cosine) of ``stats`` through ``f`` with the profile's attack settings."""
+    return invert_features(f, stats, shape, steps=plan.settings["attack_steps"], restarts=plan.settings["restarts"],
+                           loss="cosine", mean=MNIST_MEAN, std=MNIST_STD, seed=seed).images
+
+
+def reference_rows(plan: Plan, seed: int, attacker: Attacker) -> list[dict]:
+    """The three references on the private images: the class average, the best auxiliary match and the white-box
+    inversion of each image's own feature through :func:`_holder`'s extractor."""
+    def make(_state):
+        (x, y), single, holder = attacker.private, None, _holder(plan)
+        if holder is not None:
+            f = feature_fn(results.state(config(plan, holder), seed).model(plan.spec["attack"]["client"]), "high")
+            with torch.no_grad():
+                z = f(x)
+            single = _invert(plan, f, z, tuple(x.shape[1:]), seed)
+        refs = references(*attacker.aux, x, y, single, attacker.classifier, MNIST_MEAN, MNIST_STD)
+        if holder is not None:
+            refs.loc[refs.attack == "reference: single-sample inversion", "attack"] = \
+                f"reference: single-sample inversion ({plan.label(holder)} extractor)"
+        return [finite_scores(r) for r in refs.drop(columns="method").to_dict(orient="records")]
+
+    return results.derived(attacker.cfg, seed, f"privacy-refs-{_settings_key(plan)}", make)
+
+
+def leakage(plan: Plan) -> dict:
+    """The attack rows and references of every seed: ``{"rows", "refs", "classifier_acc": {seed: accuracy},
+    "holds": {method: ServerView}}``; the runs must have finished."""
+    rows, refs, acc = [], [], {}
+    for seed in plan.seeds:
+        attacker = Attacker(plan, seed)
+        acc[seed] = attacker.classifier_acc
+        for m, cfg in table_configs(plan).items():
+            rows += [{**r, "seed": seed} for r in attacks(plan, cfg, m, seed, attacker)]
+        refs += [{**r, "seed": seed} for r in reference_rows(plan, seed, attacker)]
+    columns = ["method", "attack", "seed", "psnr", "ssim", "label_acc", "images", "seconds"]
+    return {"rows": pd.DataFrame(rows, columns=columns), "refs": pd.DataFrame(refs), "classifier_acc": acc,
+            "holds": {m: what_server_holds(m) for m in plan.table_methods()}}
+
+
+def holdings(plan: Plan) -> pd.DataFrame:
+    """What the server holds of each method, from its declared messages, and which attacks apply."""
+    frame = holdings_table(plan.table_methods())
+    frame.index = [plan.label(m) for m in frame.index]
+    return frame
+
+
+def curve(plan: Plan, seed: int) -> pd.DataFrame:
+    """The samples-per-prototype curves: each kind of statistic over n images of one class of the federation,
+    attacked by white-box feature inversion and by the decoder through :func:`_holder`'s client model."""
+    holder, s, atk = _holder(plan), plan.settings, plan.spec["attack"]
+    if holder is None:
+        raise ConfigError("methods", plan.table_methods(), "a method whose server holds the extractor (e.g. fedavg)")
+
+    def make(state):
+        model = state.model(atk["client"])
+        f = feature_fn(model, "high")
+        x, y = state.data.dataset.x_train, state.data.dataset.y_train
+        aux_x = attacker_aux(state, atk["client"], s["aux_images"], seed)[0]
+        decoder = train_inversion(model_query(model), aux_x, levels=("high",), steps=s["decoder_steps"],
+                                  batch_size=atk["decoder_batch"], lr=atk["decoder_lr"], seed=seed, progress=False)
+
+        def run_decoder(stats):
+            with torch.no_grad():
+                return reconstruct(decoder, {"high": stats})
+
+        frames = [curve_frame(attack, f, x, y, s["curve_sizes"], s["curve_groups"], kind, MNIST_MEAN, MNIST_STD,
+                              seed).assign(attack=name)
+                  for name, attack in (("feature inversion", lambda z: _invert(plan, f, z, tuple(x.shape[1:]), seed)),
+                                       ("decoder", run_decoder))
+                  for kind in s["curve_kinds"]]
+        return pd.concat(frames, ignore_index=True).assign(extractor=plan.label(holder)).to_dict(orient="records")
+
+    shape = json.dumps([s[k] for k in ("curve_sizes", "curve_groups", "curve_kinds")] + ["decoder"])
+    return pd.DataFrame(results.derived(config(plan, holder), seed, f"privacy-curve-{_settings_key(plan, shape)}",
+                                        make))
+
+
+def curve_frame(attack, f, x, y, sizes, groups, kind, mean=0.0, std=1.0, seed=0) -> pd.DataFrame:
+    """One kind's curve (:func:`fedlib.privacy.samples_per_prototype`) with PSNR capped at 100 dB."""
+    frame = samples_per_prototype(attack, f, x, y, sizes=sizes, groups=groups, kind=kind, mean=mean, std=std,
+                                  seed=seed)
+    return frame.assign(**{col: frame[col].clip(upper=100.0) for col in ("psnr", "psnr_best")})
+
+
+def dp_sgd_epsilon(plan: Plan, cfg: dict, seed: int, noise: float) -> float:
+    """Sample-level epsilon of a DP-SGD run: the largest over its clients (each client's own rate and steps)."""
+    partition, t = results.split(cfg, seed)[1], results.context(cfg, seed).train
+    return max(sample_level_epsilon(noise, n, t.batch_size, loops.steps(n, t) * t.local_epochs, plan.rounds,
+                                    plan.spec["attack"]["delta"]) for n in {len(ix) for ix in partition.train})
+
+
+def utility(plan: Plan, summaries: dict, dp_summaries: dict | None = None) -> pd.DataFrame:
+    """The privacy-utility curve, means over seeds: per defence, method and noise the accuracy (%), the best attack's
+    SSIM on the upload, that attack and the epsilon (upload defence: one release per round at rate 1; DP-SGD:
+    :func:`dp_sgd_epsilon`). ``summaries`` / ``dp_summaries``: the runs of :func:`defense_configs` / DP-SGD."""
+    attackers, rows = {s: Attacker(plan, s) for s in plan.seeds}, []
+    curves = [(UPLOAD_DEFENCE, defense_configs(plan), summaries)]
+    curves += [(DP_SGD, dp_sgd_configs(plan), dp_summaries)] if dp_summaries else []
+    for defence, configs, runs in curves:
+        for (m, sigma), cfg in configs.items():
+            for seed, summary in zip(plan.seeds, runs[(m, sigma)], strict=True):
+                eps = (math.inf if sigma == 0 else dp_sgd_epsilon(plan, cfg, seed, sigma) if defence == DP_SGD
+                       else epsilon(sigma, plan.rounds, 1.0, plan.spec["attack"]["delta"]))
+                row = {"defence": defence, "method": m, "noise": sigma, "seed": seed, "epsilon": eps}
+                if summary.get("diverged_at"):  # the engine stops a run whose loss is not finite: no model to score
+                    rows.append({**row, "accuracy": math.nan, "ssim": math.nan,
+                                 "best attack": f"run diverged in round {summary['diverged_at']}"})
+                    continue
+                upload_noise = sigma if sigma and defence == UPLOAD_DEFENCE else None  # DP-SGD acts in training
+                best = max(attacks(plan, cfg, m, seed, attackers[seed], upload_noise), key=lambda r: r["ssim"],
+                           default={"ssim": math.nan, "attack": "no attack reconstructed an image"})
+                rows.append({**row, "accuracy": accuracy(plan, m, summary), "ssim": best["ssim"],
+                             "best attack": best["attack"]})
+    return _mean_over_seeds(pd.DataFrame(rows), ["defence", "method", "noise"], ("epsilon", "accuracy", "ssim"),
+                            "accuracy", "accuracy std", modes=("best attack",))
+
+
 REALISTIC, UPPER_BOUND, REFERENCE = "realistic", "upper bound", "reference"
 #: the attacks on a model upload at the client's real batch and local steps; the batch-1 gradient inversion (iDLG),
 #: an upper bound no real round offers, is named apart and the claims rest on the realistic ones

@@ -8,12 +8,101 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
+import fedlib.claims
 from fedlib import results, study
+from fedlib.analysis import pairwise_distances
 from fedlib.claims import Cells, sample_std
 from fedlib.plans.protonorm import (
-    code_protocol_configs, gamma_configs, homogeneous_configs, load_plan, Plan, table1_config, table1_configs)
-import fedlib.claims
+    Plan, code_protocol_configs, gamma_configs, homogeneous_configs, load_plan, table1_config, table1_configs)
+from fedlib.prototypes import thomson_align
+from fedlib.validation import ConfigError
+
+
+def smallest_angle(protos: np.ndarray) -> float:
+    """Smallest angle (degrees) between any two prototypes (the spiral panels' number)."""
+    p = np.asarray(protos, dtype=np.float64)
+    p = p / np.linalg.norm(p, axis=1, keepdims=True).clip(1e-12)
+    cos = np.clip(p @ p.T, -1.0, 1.0)
+    np.fill_diagonal(cos, -1.0)
+    return math.degrees(math.acos(cos.max()))
+
+
+def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, prototypes) the server sends, as a client would use them for inference."""
+    msg = state.message(0)
+    return msg["classes"].numpy(), msg["protos"].numpy()
+
+
+def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
+           paper_label: str = "paper CIFAR-10") -> dict:
+    """Table 1's claim, ours and the paper's: ``{(partition, "ours" | paper_label, label): margins and rank}``."""
+    out = {}
+    variants = [m for m in plan.table1["methods"] if m.startswith("protonorm")]
+    for p, vals_ours in ours.items():
+        vals_paper = {m: paper_rows[m][paper_column[p]][0] for m in vals_ours if m in paper_rows}
+        for who, vals in (("ours", vals_ours), (paper_label, vals_paper)):
+            others = {m: v for m, v in vals.items() if not m.startswith("protonorm")}
+            best = max(others, key=others.get) if others else None
+            for v in (v for v in variants if v in vals):   # "minus FedProto", "minus FedTGP": the methods' labels
+                out[(p, who, plan.label(v))] = {
+                    **{f"minus {plan.label(b)}": round(vals[v] - vals[b], 2) if b in vals else math.nan
+                       for b in ("fedproto", "fedtgp")},
+                    "minus best baseline": round(vals[v] - others[best], 2) if best else math.nan,
+                    "best baseline": plan.label(best) if best else "",
+                    "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values())}
+    return out
+
+
+def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
+    """Fig. 4b's stand-in: (distances per PA iteration, iterations) of K post-ReLU-like prototypes |b| + 0.5 |e_k|."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(d, generator=g, dtype=torch.float64).abs()
+    protos = base + 0.5 * torch.randn(k, d, generator=g, dtype=torch.float64).abs()
+    _, iters, hist = thomson_align(protos, record=True)
+    x = torch.nn.functional.normalize(protos, dim=1)
+    return _distance_summary([torch.cdist(x, x), *hist]), iters
+
+
+def _distance_summary(hist) -> np.ndarray:
+    pairs = [np.asarray(d, dtype=np.float64)[np.triu_indices(len(d), 1)] for d in hist]
+    return np.array([(x.min(), x.mean(), x.max()) for x in pairs])
+
+
+def margins(protos: np.ndarray) -> np.ndarray:
+    """Fig. 5: per class, the distance to the nearest other global prototype over the largest of these."""
+    d = pairwise_distances(np.asarray(protos, dtype=np.float64))
+    np.fill_diagonal(d, np.inf)
+    m = d.min(1)
+    return m / m.max()
+
+
+def pa_history(state: results.RunState) -> np.ndarray:
+    """Min, mean and max pairwise global-prototype distance before and after each PA iteration of the last round."""
+    hist = state.server["history"]
+    if not hist:
+        raise ConfigError("algorithm.record_pa", state.cfg["algorithm"].get("record_pa"),
+                          "true for the run whose PA phase is plotted (see pa_phase_config)")
+    return _distance_summary(hist)
+
+
+def pa_iterations(records: list[dict]) -> np.ndarray:
+    """PA iterations per round (Fig. 3a) from a ProtoNorm run's round log."""
+    return np.array([r["server"]["pa_iterations"] for r in records if "server" in r])
+
+
+def collect(nb) -> None:
+    """Read the Table 1 protocol's runs (Table 1, Table 3, the gamma sweeps) and say how many there are."""
+    t1, homo, gam = _runs(nb, "table1"), _runs(nb, "homogeneous"), _runs(nb, "gamma")
+    print(f"Table 1: {len(t1)} configs x {len(nb.plan.seeds)} seed(s); Table 3: {len(homo)}; gamma sweeps: {len(gam)}")
+
+
+def _runs(nb, grid: str) -> dict:
+    """``{key: [summary per seed]}`` of the Table 1 protocol's ``grid`` ("table1", "homogeneous" or "gamma")."""
+    configs = {"table1": table1_configs, "homogeneous": homogeneous_configs, "gamma": gamma_configs}[grid]
+    seeds = None if grid == "table1" else nb.plan.seeds
+    return nb.once(grid, lambda: results.run_or_read(configs(nb.plan), seeds, progress=False))
 
 
 def score(plan: Plan, method: str, summaries: list[dict]) -> dict:
@@ -39,10 +128,12 @@ def plateaus(plan: Plan, done: dict | None = None) -> dict:
              "gamma": lambda m, g: ((m, g), f"{L(m)} gamma {g:g}")}
     for name, cfgs in (("table1", table1_configs(plan)), ("homogeneous", homogeneous_configs(plan)),
                        ("gamma", gamma_configs(plan))):
-        for k in done[name] if done is not None else results.cached(cfgs, plan.seeds)[0]:
+        runs = done[name] if done is not None else results.cached(cfgs, plan.seeds, more=True)[0]
+        for k, sums in runs.items():
             args = k if isinstance(k, tuple) else (k,)   # (method, ...)
             key, label = named[name](*args)
-            if (t := study.trend(label, cfgs[k], plan.seeds, plan.metric(args[0]))) is not None:
+            seeds = [s["seed"] for s in sums]   # the profile's and any the evidence planner added (more=True)
+            if (t := study.trend(label, cfgs[k], seeds, plan.metric(args[0]), more=True)) is not None:
                 out[(name, *key)] = t
     return out
 
@@ -52,7 +143,7 @@ def converged_runs(plan: Plan) -> dict:
     cp = load_plan("converged", plan.results_dir, data_root=plan.data_root, device=plan.device, executor=plan.executor)
     grids = {"table1": table1_configs(cp), "code": code_protocol_configs(cp), "homogeneous": homogeneous_configs(cp),
              "gamma": gamma_configs(cp)}
-    cached = {name: results.cached(cfgs, cp.seeds) for name, cfgs in grids.items()}
+    cached = {name: results.cached(cfgs, cp.seeds, more=True) for name, cfgs in grids.items()}
     done = {name: runs for name, (runs, _) in cached.items()}
     made = [x for runs in done.values() for seeds in runs.values() for x in seeds]
     rising, t1, T1 = plateaus(cp, done), done["table1"], cp.table1
@@ -104,15 +195,18 @@ def _cell(label: str, values, per_seed: bool = True, **more) -> dict:
 def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, where: str) -> dict:
     """Table 1: one table per split (``table1_<split>``) and ``table1``, every split (None: not run); a split's
     runs extended towards their plateau say how far."""
-    n, per = len(plan.seeds), {}
+    per = {}
     for p, rows in (tab or {}).items():
         trend = {m: rising.get(("table1", p, m)) for m in rows}
         longer = [f"{plan.label(m)} {t.rounds} rounds" for m, t in trend.items()
                   if t is not None and t.rounds > plan.table1["rounds"]]
-        cells = {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": n,
-                     "per_seed": r["per_seed"] if n > 1 else None, "trend": trend[m]} for m, r in rows.items()}
-        longer = f"; extended towards the plateau: {', '.join(longer)}" if longer else ""
-        per[p] = Cells(cells, plan.profile, caveat, seeds=n, text={"where": where + longer})
+        more = [f"{plan.label(m)} {r['n']}" for m, r in rows.items() if r["n"] > len(plan.seeds)]
+        cells = {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": r["n"],
+                     "per_seed": r["per_seed"] if r["n"] > 1 else None, "trend": trend[m]} for m, r in rows.items()}
+        longer = (f"; extended towards the plateau: {', '.join(longer)}" if longer else "") + (
+            f"; seeds added where a margin was within the spread: {', '.join(more)} seeds" if more else "")
+        per[p] = Cells(cells, plan.profile, caveat, seeds=min(r["n"] for r in rows.values()),
+                       text={"where": where + longer})
     every = {(p, m): c for p, t in per.items() for m, c in t.cells.items()}
     return {**{f"table1_{p}": per.get(p) for p in plan.spec["partitions"]},
             "table1": Cells(every, plan.profile) if per else None}

@@ -9,14 +9,10 @@ import functools
 
 import numpy as np
 import pandas as pd
-import torch
 
 from fedlib import report, results, study
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features
 from fedlib.claims import sample_std
-from fedlib.data import FederatedData
-from fedlib.data.partition import nway_kshot
-from fedlib.data.sources import Dataset
 from fedlib.plans.fedmps import (  # noqa: F401  (re-exported: the study's plan part)
     COMMON_METRIC, PAPER_METRIC_PROTO, SWEEPS, Plan, ablation_configs, all_jobs, archived_tables, config,
     grid_configs, load_plan, table3_configs, variant_configs, ways_configs)
@@ -26,6 +22,9 @@ from fedlib.study.notebook import Shown
 from fedlib.ledgers.fedmps import (  # noqa: F401  (re-exported: the study's ledger)
     ledger, tables, _row_seeds, trend_groups, trends, mean_std_n, accuracy, table3, ways_rows, ablation_table,
     time_to_target, seconds_per_round)
+from fedlib.ledgers.fedmps import (  # noqa: F401  (re-exported: the study's ledger)
+    paper_table3, paper_table6, paper_table7, global_prototypes, cifar10_shaped, communication_cifar10,
+    local_prototypes_by_class, times_to_target)
 
 TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
 TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
@@ -36,85 +35,6 @@ def paper_vs_ours(paper: dict, table: str | None, ours: dict):
     """``paper | [authors' code |] ours | diff`` for the Fashion-MNIST column (decision 27)."""
     df = report.compare(paper["tables"][table] if table else {"rows": {}}, ours)
     return report.reference_column(df, paper, table, "fmnist") if table else df
-
-
-def _made_by(done: dict) -> str:
-    """Which code and machine made the finished runs ``done`` (:func:`fedlib.study.made_by`)."""
-    return study.made_by(s for runs in done.values() for s in runs) if done else ""
-
-
-def _paper_runs(plan: Plan, configs_of, seeds_of) -> tuple[Plan, dict, list[int], dict, dict]:
-    """``(plan, configs, seeds, finished runs, counts)`` of ``configs_of`` under the ``paper`` profile (``plan``'s
-    folders, device, executor and Table III methods), training nothing."""
-    pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor,
-                      methods=plan.selected("table3_methods"))
-    configs, seeds = configs_of(pplan), seeds_of(pplan)
-    done, found = results.cached(configs, seeds, protocol=True)
-    return pplan, configs, seeds, done, {"plan": pplan, "found": found, "total": len(configs) * len(seeds),
-                                         "made_by": _made_by(done)}
-
-
-def paper_table3(plan: Plan) -> dict:
-    """Table III under the ``paper`` profile from finished runs (``rows`` ``None`` while none); trains nothing."""
-    pplan, _, _, done, out = _paper_runs(plan, table3_configs, lambda p: p.seeds)
-    return {**out, "rows": table3(pplan, done) if done else None,
-            "head": table3(pplan, done, metric=COMMON_METRIC) if done else None,
-            "trends": trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])}
-
-
-def paper_table6(plan: Plan) -> dict:
-    """Table VI under the ``paper`` profile from finished runs, first seed, with the ``missing`` methods per n."""
-    pplan, _, _, done, out = _paper_runs(plan, ways_configs, lambda p: p.seeds[:1])
-    missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
-    return {**out, "rows": ways_rows(pplan, done) or None, "missing": missing,
-            "trends": trends(pplan, [("ways", m, n) for m, n in done])}
-
-
-def paper_table7(plan: Plan) -> dict:
-    """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished."""
-    pplan, configs, seeds, _, out = _paper_runs(plan, ablation_configs, Plan.ablation_seeds)
-    seeds = study.finished_seeds(configs, seeds)
-    done = results.cached(configs, seeds, protocol=True)[0] if seeds else {}
-    rows = ablation_table(pplan, done, configs) if done else None
-    return {**out, "seeds": seeds, "made_by": _made_by(done), "rows": rows,
-            "trends": trends(pplan, [("ablation", row) for row in done], seeds) if done else {}}
-
-
-def global_prototypes(state: results.RunState, level: str = "high") -> tuple[np.ndarray, np.ndarray]:
-    """(classes, prototypes) the server holds for ``level`` (FedProto: its only level)."""
-    msg = state.message(0)
-    key = level if level in msg else "protos"
-    return msg["classes"].numpy(), msg[key].numpy()
-
-
-def cifar10_shaped(seed: int = 1234, shots: int = 2) -> FederatedData:
-    """Table V: CIFAR-10's label layout with constant images, partitioned as in Table II (docs/fedmps.md)."""
-    y_tr, y_te = torch.arange(10).repeat(5000), torch.arange(10).repeat(1000)
-    img = torch.zeros(1, 3, 32, 32)
-    ds = Dataset("cifar10-shaped", img.expand(len(y_tr), -1, -1, -1), y_tr, img.expand(len(y_te), -1, -1, -1),
-                 y_te, 10, "CIFAR-10 label layout with constant images (communication counts only)")
-    part = nway_kshot(y_tr.numpy(), y_te.numpy(), 10, num_clients=20, ways=3, shots=shots, stdev=1,
-                      block=110, test_shots=1, seed=seed)
-    return FederatedData(ds, part)
-
-
-def communication_cifar10(plan: Plan, methods: list[str] | None = None) -> dict[str, dict]:
-    """Table V: ``{method: {"up", "down", ...}}`` parameters of round 2 on the CIFAR-10 setting (MOON's CNN)."""
-    from fedlib.algorithms import make_algorithm
-    from fedlib.algorithms.base import Context, TrainSettings
-    from fedlib.engine import Simulator
-
-    data = cifar10_shaped()
-    out = {}
-    with results.one_thread():
-        for m in methods or plan.methods:
-            ctx = Context(num_classes=10, input_shape=(3, 32, 32), num_clients=20, model_name="cnn_cifar",
-                          model_args={}, train=TrainSettings(local_epochs=1), seed=1234)
-            algo = make_algorithm(plan.spec["methods"][m]["algorithm"])
-            recs = Simulator(algo, ctx, data, rounds=2, progress=False).run()
-            out[m] = {"up": recs[1]["up_params"], "down": recs[1]["down_params"],
-                      "up_bytes": recs[1]["up_bytes"], "down_bytes": recs[1]["down_bytes"]}
-    return out
 
 
 @study.command
@@ -158,16 +78,6 @@ def main(argv: list[str] | None = None) -> int:
           f"seeds {plan.seeds}; best round, unweighted mean over clients (%)")
     print(report.to_markdown(_table3_frame(full, plan.label, rows, head, args.profile)))
     return 0
-
-
-def local_prototypes_by_class(uploads: dict[int, dict], level: str = "high") -> dict[int, list[tuple[int, np.ndarray]]]:
-    """``{class: [(client, local prototype), ...]}`` from uploads (FedMPS ``high``/``low``, FedProto ``protos``)."""
-    owners: dict[int, list] = {}
-    for cid, up in uploads.items():
-        rows = up[level] if level in up else up["protos"]
-        for i, c in enumerate(up["classes"].tolist()):
-            owners.setdefault(c, []).append((cid, rows[i].numpy()))
-    return owners
 
 
 # The notebook (notebooks/fedmps.py): one function per cell, each adding its table or figure to the report section
@@ -382,12 +292,6 @@ def fig4(nb):
     return nb.figure(fig, "Fig. 4: mean client accuracy per round (left: paper's convention; right: head over all "
                      "classes)" + ("" if len(seeds) == 1 else f"; mean over {len(seeds)} seeds, band ± sample std"),
                      "fig4_accuracy_per_round")
-
-
-def times_to_target(plan: Plan, records: dict[str, list[list[dict]]]) -> dict[str, list[dict]]:
-    """``{method: [time_to_target per seed]}`` under each method's paper rule."""
-    target = plan.spec["time_target"]
-    return {m: [time_to_target(recs, plan.paper_metric(m), target) for recs in per] for m, per in records.items()}
 
 
 def _rounds_cell(times: list[dict], never: int) -> str:

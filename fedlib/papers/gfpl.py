@@ -18,6 +18,8 @@ from fedlib.study.notebook import Shown
 from fedlib.ledgers.gfpl import (  # noqa: F401  (re-exported: the study's ledger)
     seeds_text, ledger, tables, _seeds_words, accuracy, converged_round, communication, table1, group_label, trends,
     diverged_text, ablation_values, sweep_per_seed, sweep_values, threshold_values)
+from fedlib.ledgers.gfpl import (  # noqa: F401  (re-exported: the study's ledger)
+    paper_table2, paper_figs, paper_table1)
 
 
 def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
@@ -48,47 +50,6 @@ def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
 def sweep_text(per_seed: dict, name: str) -> str:
     """``n = 1: 94.43 ± 0.50 (n = 3), ...``: a sweep's :func:`seeds_text` per value."""
     return ", ".join(f"{name} {k:g}: {seeds_text(v)}" for k, v in per_seed.items())
-
-
-def paper_table2(plan: Plan) -> dict:
-    """Table 2 under the ``paper`` profile from finished runs only, over the complete s-hat values."""
-    pplan = _paper_plan(plan)
-    configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
-    done, found = results.cached(configs, seeds)
-    keep = {k: runs for k, runs in done.items() if all((k[0], v) in done for v in pplan.spec["variants"])}
-    acc, std = ablation_values(pplan, keep) if keep else (None, None)
-    return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "acc": acc, "std": std,
-            "per_seed": sweep_per_seed(pplan, keep) if keep else None,
-            "trends": trends(pplan, {k: configs[k] for k in keep}, seeds),
-            "made_by": study.made_by(s for runs in keep.values() for s in runs) if keep else ""}
-
-
-def paper_figs(plan: Plan) -> dict:
-    """Figs. 3b and 6 under the ``paper`` profile from finished runs only, over each sweep's complete seeds."""
-    pplan = _paper_plan(plan)
-    seeds, n_cfgs, t_cfgs = pplan.figs_seeds(), n_configs(pplan), threshold_configs(pplan)
-    n_seeds, t_seeds = study.finished_seeds(n_cfgs, seeds), study.finished_seeds(t_cfgs, seeds)
-    n_done, t_done = (results.cached(c, s)[0] if s else {} for c, s in ((n_cfgs, n_seeds), (t_cfgs, t_seeds)))
-    used = [s for done in (n_done, t_done) for runs in done.values() for s in runs]
-    return {"plan": pplan, "found": results.cached(n_cfgs, seeds)[1] + results.cached(t_cfgs, seeds)[1],
-            "total": (len(n_cfgs) + len(t_cfgs)) * len(seeds), "n_seeds": n_seeds, "threshold_seeds": t_seeds,
-            **{k: v or None for k, v in sweep_values(pplan, n_done, t_done, t_cfgs).items()},
-            "n_trends": trends(pplan, n_cfgs, n_seeds, "n") if n_done else {},
-            "threshold_trends": trends(pplan, t_cfgs, t_seeds, "sc") if t_done else {},
-            "made_by": study.made_by(used) if used else ""}
-
-
-def paper_table1(plan: Plan) -> dict:
-    """Table 1 under the ``paper`` profile from finished runs only, over its complete (dataset, w-bar) columns."""
-    pplan = _paper_plan(plan)
-    configs, methods, seeds = table1_configs(pplan), pplan.table1_methods(), pplan.seeds
-    done, found = results.cached(configs, seeds)
-    columns = [k[:2] for k in configs if k[-1] == methods[0] and all((*k[:2], m) in done for m in methods)]
-    keys = [k for k in configs if k[:2] in columns]
-    cells = table1(pplan, {k: done[k] for k in keys}, {k: [results.rounds(configs[k], s) for s in seeds] for k in keys},
-                   configs)
-    return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "columns": columns, "cells": cells,
-            "made_by": study.made_by(s for k in keys for s in done[k]) if keys else ""}
 
 
 @study.command

@@ -18,83 +18,12 @@ from fedlib.data.partition import label_partition
 from fedlib.plans.protonorm import (  # noqa: F401  (re-exported: the study's plan part)
     Plan, all_jobs, archived_tables, check_spiral_section, code_protocol_configs, extra_datasets, gamma_configs,
     homogeneous_configs, load_plan, pa_phase_config, spiral_configs, table1_config, table1_configs)
-from fedlib.prototypes import thomson_align
 from fedlib.study.notebook import Shown, open_notebook
 from fedlib.validation import ConfigError
 from fedlib.ledgers.protonorm import (  # noqa: F401  (re-exported: the study's ledger)
     simplex_distance, tables, ledger, score, diverged, plateaus, converged_runs, homogeneous_accuracy, gamma_results)
-
-
-def smallest_angle(protos: np.ndarray) -> float:
-    """Smallest angle (degrees) between any two prototypes (the spiral panels' number)."""
-    p = np.asarray(protos, dtype=np.float64)
-    p = p / np.linalg.norm(p, axis=1, keepdims=True).clip(1e-12)
-    cos = np.clip(p @ p.T, -1.0, 1.0)
-    np.fill_diagonal(cos, -1.0)
-    return math.degrees(math.acos(cos.max()))
-
-
-def global_prototypes(state: results.RunState) -> tuple[np.ndarray, np.ndarray]:
-    """(classes, prototypes) the server sends, as a client would use them for inference."""
-    msg = state.message(0)
-    return msg["classes"].numpy(), msg["protos"].numpy()
-
-
-def claims(plan: Plan, ours: dict[str, dict[str, float]], paper_rows: dict, paper_column: dict[str, str],
-           paper_label: str = "paper CIFAR-10") -> dict:
-    """Table 1's claim, ours and the paper's: ``{(partition, "ours" | paper_label, label): margins and rank}``."""
-    out = {}
-    variants = [m for m in plan.table1["methods"] if m.startswith("protonorm")]
-    for p, vals_ours in ours.items():
-        vals_paper = {m: paper_rows[m][paper_column[p]][0] for m in vals_ours if m in paper_rows}
-        for who, vals in (("ours", vals_ours), (paper_label, vals_paper)):
-            others = {m: v for m, v in vals.items() if not m.startswith("protonorm")}
-            best = max(others, key=others.get) if others else None
-            for v in (v for v in variants if v in vals):   # "minus FedProto", "minus FedTGP": the methods' labels
-                out[(p, who, plan.label(v))] = {
-                    **{f"minus {plan.label(b)}": round(vals[v] - vals[b], 2) if b in vals else math.nan
-                       for b in ("fedproto", "fedtgp")},
-                    "minus best baseline": round(vals[v] - others[best], 2) if best else math.nan,
-                    "best baseline": plan.label(best) if best else "",
-                    "rank among baselines + it": 1 + sum(x > vals[v] for x in others.values())}
-    return out
-
-
-def synthetic_pa(k: int = 100, d: int = 512, seed: int = 0):
-    """Fig. 4b's stand-in: (distances per PA iteration, iterations) of K post-ReLU-like prototypes |b| + 0.5 |e_k|."""
-    g = torch.Generator().manual_seed(seed)
-    base = torch.randn(d, generator=g, dtype=torch.float64).abs()
-    protos = base + 0.5 * torch.randn(k, d, generator=g, dtype=torch.float64).abs()
-    _, iters, hist = thomson_align(protos, record=True)
-    x = torch.nn.functional.normalize(protos, dim=1)
-    return _distance_summary([torch.cdist(x, x), *hist]), iters
-
-
-def _distance_summary(hist) -> np.ndarray:
-    pairs = [np.asarray(d, dtype=np.float64)[np.triu_indices(len(d), 1)] for d in hist]
-    return np.array([(x.min(), x.mean(), x.max()) for x in pairs])
-
-
-def margins(protos: np.ndarray) -> np.ndarray:
-    """Fig. 5: per class, the distance to the nearest other global prototype over the largest of these."""
-    d = pairwise_distances(np.asarray(protos, dtype=np.float64))
-    np.fill_diagonal(d, np.inf)
-    m = d.min(1)
-    return m / m.max()
-
-
-def pa_history(state: results.RunState) -> np.ndarray:
-    """Min, mean and max pairwise global-prototype distance before and after each PA iteration of the last round."""
-    hist = state.server["history"]
-    if not hist:
-        raise ConfigError("algorithm.record_pa", state.cfg["algorithm"].get("record_pa"),
-                          "true for the run whose PA phase is plotted (see pa_phase_config)")
-    return _distance_summary(hist)
-
-
-def pa_iterations(records: list[dict]) -> np.ndarray:
-    """PA iterations per round (Fig. 3a) from a ProtoNorm run's round log."""
-    return np.array([r["server"]["pa_iterations"] for r in records if "server" in r])
+from fedlib.ledgers.protonorm import (  # noqa: F401  (re-exported: the study's ledger)
+    smallest_angle, global_prototypes, claims, synthetic_pa, margins, pa_history, pa_iterations, collect, _runs)
 
 
 CONVERGED_COMMAND = "python -m fedlib.papers.protonorm --profile converged --all-tables"
@@ -271,19 +200,6 @@ def show_setting(nb):
     }, title="**Table 1 protocol: paper vs this run.**")
 
 
-def collect(nb) -> None:
-    """Read the Table 1 protocol's runs (Table 1, Table 3, the gamma sweeps) and say how many there are."""
-    t1, homo, gam = _runs(nb, "table1"), _runs(nb, "homogeneous"), _runs(nb, "gamma")
-    print(f"Table 1: {len(t1)} configs x {len(nb.plan.seeds)} seed(s); Table 3: {len(homo)}; gamma sweeps: {len(gam)}")
-
-
-def _runs(nb, grid: str) -> dict:
-    """``{key: [summary per seed]}`` of the Table 1 protocol's ``grid`` ("table1", "homogeneous" or "gamma")."""
-    configs = {"table1": table1_configs, "homogeneous": homogeneous_configs, "gamma": gamma_configs}[grid]
-    seeds = None if grid == "table1" else nb.plan.seeds
-    return nb.once(grid, lambda: results.run_or_read(configs(nb.plan), seeds, progress=False))
-
-
 def _practical(nb):
     """The practical split of the Table 1 protocol (ProtoNorm's run, first seed), built."""
     return nb.once("practical", lambda: results.build(table1_config(nb.plan, "protonorm", "practical"), nb.seed0)[0])
@@ -357,7 +273,8 @@ def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
         row, ref = {}, nb.paper["table1"]["rows"].get(m)
         for p in T1["partitions"]:
             r = scores.get(p, {}).get(m)
-            row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) if r else "not finished"
+            row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) + (
+                f" (n = {r['n']})" if converged and r["n"] != len(plan.seeds) else "") if r else "not finished"
             if converged:
                 row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
             row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[f"{p}_cifar10"]) if ref else "—"
@@ -494,7 +411,8 @@ def show_converged(nb):
     waiting = [L(m) for m in T1["methods"] if not any(m in t1.get(p, {}) for p in T1["partitions"])]
     where = f"{T1['model']}, {100 * T1['fraction']:g}% of Fashion-MNIST, {T1['rounds']} rounds, seeds {cp.seeds}"
     shown = [nb.table(
-        f"**Table 1 under the converged profile ({where}; mean ± std over {len(cp.seeds)} seeds, pooled accuracy %, "
+        f"**Table 1 under the converged profile ({where}; mean ± std over {len(cp.seeds)} seeds, or n where the "
+        "evidence planner added seeds, pooled accuracy %, "
         f"best round) beside the paper's CIFAR-10 columns** (another dataset: no difference is taken) · "
         f"{data['found']} of {data['total']} runs of Tables 1, 3, 4-5 and the code protocol finished · "
         f"{data['made_by']}", pd.DataFrame(_table1_rows(nb, cp, t1, converged=True)).T,

@@ -62,8 +62,11 @@ def test_a_margin_within_the_spread_asks_for_six_seeds_and_one_seed_for_three(gr
     flat_a, flat_b = trend(groups["A"], [90.0] * 100), trend(groups["B"], [89.0] * 100)
     within = C.compare("A - B", [90.0, 92.0, 88.0], [89.0, 91.5, 88.5], a_trend=flat_a, b_trend=flat_b)
     it = E.plan_claim("S", 2, C.claim("A beats B", "T1", "x", True, "paper", 3, [within]))
-    assert [(a.kind, a.group.label, a.seeds) for a in it.actions] == [("seeds", "A", 6), ("seeds", "B", 6)]
-    assert it.cost == pytest.approx(2 * 3 * 100)
+    # cells that read only the profile's seeds: the profile's seeds would have to grow (listed, not run)
+    assert [(a.kind, a.group.label, a.seeds) for a in it.actions] == [(E.PROFILE_SEEDS, "A", 6),
+                                                                       (E.PROFILE_SEEDS, "B", 6)]
+    assert it.cost == pytest.approx(2 * 3 * 100) and E.within_budget([it], 1e9) == ([], [], 0.0)
+    assert "A: 6 seeds (has 3; the profile's seeds would have to grow)" == it.actions[0].text()
     one = C.compare("A - B", [90.0], [89.0], a_trend=C.trend("A", [[90.0] * 100], groups["A"]),
                     b_trend=C.trend("B", [[89.0] * 100], plateau.Group("B", groups["B"].cfg, (0,), "acc_proto")))
     it = E.plan_claim("S", 3, C.claim("A beats B", "T1", "x", True, "paper", 1, [one]))
@@ -87,7 +90,7 @@ def test_six_seeds_still_within_the_spread_ask_for_twice_as_many(groups, monkeyp
     assert c.verdict == C.INCONCLUSIVE
     it = E.plan_claim("S", 6, c)
     assert [(x.group.label, x.seeds) for x in it.actions] == [("A", 12), ("B", 12)]
-    assert it.cost == pytest.approx(2 * 6 * 100) and "A: 12 seeds (has 6)" in it.actions[0].text()
+    assert it.cost == pytest.approx(2 * 6 * 100) and "A: 12 seeds (has 6;" in it.actions[0].text()
 
 
 def test_the_budget_takes_the_cheapest_claims_and_pays_a_shared_action_once(groups):
@@ -96,10 +99,12 @@ def test_the_budget_takes_the_cheapest_claims_and_pays_a_shared_action_once(grou
     items = [E.Item("S", 1, None, "", [share]),
              E.Item("S", 2, None, "", [share, E.Action("extend", g["B"], 200, 3, 50.0)]),
              E.Item("S", 3, None, "", [E.Action("extend", g["C"], 200, 3, 500.0)]),
-             E.Item("S", 4, None, "", [E.Action("seeds", g["C"], 100, 6, 10.0)])]
+             E.Item("S", 4, None, "", [E.Action(E.PROFILE_SEEDS, g["C"], 100, 6, 10.0)])]
     chosen, actions, spent = E.within_budget(items, 200.0)
     assert [it.number for it in chosen] == [1, 2] and spent == 150.0 and len(actions) == 2
-    assert E.within_budget(items, 1000.0)[2] == 650.0                       # seeds actions are listed, not run
+    assert E.within_budget(items, 1000.0)[2] == 650.0                       # a profile's seeds: listed, not run
+    items.append(E.Item("S", 5, None, "", [E.Action("seeds", g["B"], 100, 6, 20.0)]))
+    assert E.within_budget(items, 1000.0)[2] == 670.0                       # seeds added to a group: run
 
 
 def test_budgets_parse_and_bad_ones_are_one_line_errors():
@@ -160,5 +165,19 @@ def test_a_per_round_cost_on_rising_curves_is_judged_now_and_its_seeds_are_coste
     assert near.verdict == C.INCONCLUSIVE and near.tests[0].status(True) == C.WITHIN
     it = E.plan_claim("S", 3, near)
     assert it.need == "" and {(a.kind, a.group.label, a.seeds) for a in it.actions} == {
-        ("seeds", "A", 6), ("seeds", "B", 6)}
+        (E.PROFILE_SEEDS, "A", 6), (E.PROFILE_SEEDS, "B", 6)}
     assert sum(a.cost for a in it.actions) == pytest.approx(2 * 3 * 100 * 1.0)   # 3 more seeds each, 100 rounds
+
+
+def test_cells_that_read_added_seeds_plan_the_next_seeds_of_that_group_alone(groups, monkeypatch):
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    more = {k: plateau.Group(k, groups[k].cfg, (0, 1, 2), "acc_proto", more=True) for k in ("A", "B")}
+    within = C.compare("A - B", [90.0, 92.0, 88.0], [89.0, 91.5, 88.5],
+                       a_trend=C.trend("A", [[90.0] * 100] * 3, more["A"]),
+                       b_trend=C.trend("B", [[89.0] * 100] * 3, more["B"]))
+    it = E.plan_claim("S", 2, C.claim("A beats B", "T1", "x", True, "converged", 3, [within]))
+    a, b = it.actions
+    assert (a.kind, a.seeds, a.added, a.grown.seeds, a.grown.more) == ("seeds", 6, (3, 4, 5), (0, 1, 2, 3, 4, 5), True)
+    assert a.text() == "add seeds 3, 4, 5 to A (6 in all, 100 rounds)" and it.cost == pytest.approx(2 * 3 * 100)
+    assert E.within_budget([it], 600.0)[1] == [a, b] and E.within_budget([it], 599.0)[1] == []
+    assert "1 more to where the rule can decide them" in E.summary({"S": [it.claim]}, [it])

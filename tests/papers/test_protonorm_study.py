@@ -8,6 +8,7 @@ import torch
 
 from fedlib import report
 from fedlib.config import run_id
+from fedlib.ledgers import protonorm as protonorm_ledger
 from fedlib.papers import protonorm as P
 from fedlib.prototypes import thomson_align
 
@@ -99,7 +100,7 @@ def test_simplex_distance_and_pa_reaching_it():
     torch.manual_seed(0)
     protos = torch.rand(4, 3) + 2.0  # four close prototypes in R^3: the optimum is the tetrahedron
     _, _, hist = thomson_align(protos, record=True, patience=10**6, max_iter=400)
-    summary = P._distance_summary(hist)
+    summary = protonorm_ledger._distance_summary(hist)
     assert summary.shape == (400, 3) and summary[0, 1] < summary[-1, 1]
     assert summary[-1, 0] == pytest.approx(P.simplex_distance(4), abs=1e-3)
     assert summary[-1, 2] == pytest.approx(P.simplex_distance(4), abs=1e-3)

@@ -193,3 +193,32 @@ def test_a_diverged_run_is_never_passed_over_for_a_longer_one():
     assert not longer({"rounds": 9, "extended_from": 3}, {"rounds": 2, "diverged_at": 2})
     assert not longer({"rounds": 2, "extended_from": 3, "diverged_at": 2}, {"rounds": 1})
     assert not longer({"rounds": 5, "extended_from": 3}, {"rounds": 5})
+
+
+def test_added_seeds_train_to_the_groups_length_and_no_finished_seed_trains_again(tmp_path):
+    cfg = config(tmp_path, rounds=2)
+    run_one(cfg, 1, progress=False)
+    run_one(plateau.extended(cfg, 4), 1, progress=False)        # seed 1 extended to 4 rounds
+    before = load_rounds(cfg, 1)
+    grown, kept = plateau.Group("spiral", cfg, (1, 2, 3), "acc_proto", more=True), []
+    (st,) = plateau.fill([grown], workers=0, keep=lambda c, s: kept.append((c["train"]["extend_to"], s)),
+                         progress=False)
+    assert kept == [(4, 2), (4, 3)]                             # only the added seeds, to the group's 4 rounds
+    assert (st.rounds, st.missing) == (4, ()) and load_rounds(cfg, 1) == before
+    assert [len(load_rounds(cfg, s)) for s in (2, 3)] == [4, 4]
+    assert plateau.fill([grown], workers=0, keep=lambda c, s: kept.append(s), progress=False)[0].missing == ()
+    assert len(kept) == 2                                       # nothing was missing: nothing trained or kept
+
+
+def test_a_cell_reads_the_seeds_added_after_the_profiles_up_to_the_first_gap(tmp_path):
+    from fedlib import results
+
+    cfg = config(tmp_path, rounds=2)
+    for s in (0, 1, 2, 4):
+        run_one(cfg, s, progress=False)
+    assert results.more_seeds(cfg, [0, 1]) == [2]               # 3 is missing: 4 is not read
+    plain, found = results.cached({"a": cfg}, [0, 1])
+    more, found_more = results.cached({"a": cfg}, [0, 1], more=True)
+    assert [s["seed"] for s in plain["a"]] == [0, 1] and [s["seed"] for s in more["a"]] == [0, 1, 2]
+    assert found == found_more == 2                             # the profile's runs: the count of its table
+    assert results.cached({"a": cfg}, [5], more=True) == ({}, 0)
