@@ -156,12 +156,14 @@ def extend_action(trend: C.Trend) -> Action:
     return Action(PAST_CAP if capped else "extend", g, target, len(g.seeds), rounds * seconds_per_round(g))
 
 
-def seeds_action(trend: C.Trend, want: int) -> Action:
-    """More seeds for a side: ``want`` in all, each trained for the rounds its group holds; ``seeds`` where its
-    cells read added seeds (:attr:`fedlib.plateau.Group.more`), else :data:`PROFILE_SEEDS`."""
+def seeds_action(trend: C.Trend, want: int, converged: bool = True) -> Action:
+    """More seeds for a side: ``want`` in all, each trained for the rounds its group holds (``converged``; a claim
+    judged at a fixed protocol reads its config's own ``train.rounds``, whatever longer record a shared run has);
+    ``seeds`` where its cells read added seeds (:attr:`fedlib.plateau.Group.more`), else :data:`PROFILE_SEEDS`."""
     g = trend.group
-    return Action("seeds" if g.more else PROFILE_SEEDS, g, trend.rounds, want,
-                  max(0, want - len(g.seeds)) * trend.rounds * seconds_per_round(g))
+    rounds = trend.rounds if converged else int(g.cfg["train"]["rounds"])
+    return Action("seeds" if g.more else PROFILE_SEEDS, g, rounds, want,
+                  max(0, want - len(g.seeds)) * rounds * seconds_per_round(g))
 
 
 def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
@@ -195,7 +197,7 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
             if side is None or side.group is None:
                 unnamed = True
             else:
-                actions.append(seeds_action(side, want))
+                actions.append(seeds_action(side, want, converged))
     unique = list({a.key: a for a in actions}.values())
     return Item(section, number, claim, "; ".join(whys), unique,
                 "the ledger does not name the runs of every side" if unnamed and not unique else "")
@@ -311,11 +313,12 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
     elif groups is None:
         _, actions, _ = within_budget(items, budget * max(1, workers or 1))
         groups = list({a.key: a.group for a in actions if a.kind == "extend"}.values())
-        grown = list({a.key: a.grown for a in actions if a.kind == "seeds"}.values())
+        grown = list({a.key: a for a in actions if a.kind == "seeds"}.values())
     if grown:
         print(f"evidence: adding seeds to {len(grown)} run group{'s' if len(grown) != 1 else ''} "
-              f"({', '.join(g.label for g in grown)})", flush=True)
-        plateau.fill(grown, workers=workers, keep=keep, progress=progress)
+              f"({', '.join(a.group.label for a in grown)})", flush=True)
+        plateau.fill([a.grown for a in grown], workers=workers, keep=keep, progress=progress,
+                     rounds=[a.rounds for a in grown])
     if device is not None:
         groups = [on_device(g, device) for g in groups]
     if not groups or time.time() >= deadline:

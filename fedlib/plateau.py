@@ -160,16 +160,18 @@ def run(groups: list[Group], cap: int = CAP, step: int = STEP, workers: int | No
         statuses = [status(g, cap) for g in groups]
 
 
-def fill(groups: list[Group], workers: int | None = None, keep=None, progress: bool = True) -> list[Status]:
+def fill(groups: list[Group], workers: int | None = None, keep=None, progress: bool = True,
+         rounds: list[int | None] | None = None) -> list[Status]:
     """Train the seeds each group lacks (its :attr:`Status.missing`: seeds added to it) to the length its other seeds
-    hold, and only those (a finished seed is not trained again, even one only the archive holds); then
-    ``keep(cfg, seed)`` each. Interrupted, the finished runs are kept and the started ones resume from their
-    checkpoints. Returns the groups' :class:`Status` after."""
+    hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
+    only those (a finished seed is not trained again, even one only the archive holds); then ``keep(cfg, seed)``
+    each. Interrupted, the finished runs are kept and the started ones resume from their checkpoints. Returns the
+    groups' :class:`Status` after."""
     from fedlib import grid
 
     jobs = []
-    for st in (status(g) for g in groups):
-        target = max(st.rounds, st.group.cfg["train"]["rounds"])
+    for st, want in zip((status(g) for g in groups), rounds or [None] * len(groups), strict=True):
+        target = max(want or st.rounds, st.group.cfg["train"]["rounds"])
         jobs += [(extended(st.group.cfg, target), s) for s in st.missing]
     if jobs:
         grid.run_many(jobs, workers=workers, progress=progress,

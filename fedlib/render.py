@@ -263,7 +263,8 @@ def evidence_main(argv: list[str] | None = None) -> int:
     from fedlib.validation import POSITIVE_INT, Interval, Parser, arg_type
 
     parser = Parser(prog="python -m fedlib evidence", description=evidence.__doc__.split("\n\n")[0])
-    parser.add_argument("--run", action="store_true", help="spend --budget on the cheapest decisive extensions")
+    parser.add_argument("--run", action="store_true",
+                        help="spend --budget on the cheapest decisive extensions and added seeds")
     parser.add_argument("--budget", default="3h", help="wall time for --run (3h, 90m, 45s; default 3h)")
     parser.add_argument("--workers", type=arg_type(POSITIVE_INT), default=None,
                         help="runs in parallel (default: one per CPU core)")

@@ -197,6 +197,16 @@ def cached(configs: dict, seeds: list[int], archive_root=None, protocol: bool = 
     return complete, found
 
 
+def with_more_seeds(configs: dict, runs: dict, protocol: bool = False) -> dict:
+    """``runs`` (``{key: [summary per seed]}`` of ``configs``, each summary naming its ``seed``) with each config's
+    seeds added after them that have finished (:func:`more_seeds`), as :func:`cached` with ``more`` reads them."""
+    out = {}
+    for key, got in runs.items():
+        extra = more_seeds(configs[key], [x["seed"] for x in got], protocol=protocol) if got else []
+        out[key] = list(got) + [find(configs[key], s, protocol=protocol)[1] for s in extra]
+    return out
+
+
 def more_seeds(cfg: dict, seeds: list[int], archive_root=None, protocol: bool = False) -> list[int]:
     """The seeds after ``seeds`` whose run of ``cfg`` has finished, in turn from the one after the last of ``seeds``
     and up to the first that has not: the seeds :func:`fedlib.evidence.run` adds to a run group (so a cell that

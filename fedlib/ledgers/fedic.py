@@ -25,10 +25,12 @@ def cost(records: list[dict]) -> dict:
     return {"seconds": secs, "up_params": up, "down_params": down, "megabytes": 4 * (up + down) / 1e6}
 
 
-def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict | None = None) -> dict:
+def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict | None = None,
+          more: bool = False) -> dict:
     """``{key: cell}`` of finished runs (``key[-1]`` or ``key`` the method, variant or K): best- and last-round
     accuracy (%) over seeds, ``best_std`` (ddof 1); with ``records`` (one run's, or every seed's) the first seed's
-    :func:`cost` and the ``plateau`` of the seed-mean curve; with ``configs`` the runs' ``trend``."""
+    :func:`cost` and the ``plateau`` of the seed-mean curve; with ``configs`` the runs' ``trend`` (``more``: the
+    runs were read with the seeds added after the profile's, :func:`fedlib.results.cached`)."""
     out = {}
     for key, runs in finished.items():
         mt = metric(plan, key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key))
@@ -43,7 +45,7 @@ def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict
                         plateau=study.plateau_text(recs, mt, "weighted"))
         if key in (configs or {}):
             seeds = [s["seed"] for s in runs] if all("seed" in s for s in runs) else configs[key]["seeds"]
-            if (t := study.trend(key_label(plan, key), configs[key], seeds, mt, "weighted")) is not None:
+            if (t := study.trend(key_label(plan, key), configs[key], seeds, mt, "weighted", more)) is not None:
                 cell["trend"] = t
     return out
 
@@ -66,10 +68,11 @@ def converged_runs(plan: Plan) -> dict:
     parts = {"table1": table1_configs(cp), "k": k_configs(cp), "ablation": ablation_configs(cp)}
     out, made, jobs = {"plan": cp, "complete": True}, {}, {}
     for name, cfgs in parts.items():
-        done, _ = results.cached(cfgs, cp.seeds)
+        done, _ = results.cached(cfgs, cp.seeds, more=True)   # and any seeds the evidence planner added
         out["complete"] &= len(done) == len(cfgs)
-        out[name] = cells(cp, done, {k: [results.rounds(cfgs[k], s) for s in cp.seeds] for k in done}, cfgs)
-        made.update({run_id(cfgs[k], s): summary for k in done for s, summary in zip(cp.seeds, done[k], strict=True)})
+        out[name] = cells(cp, done, {k: [results.rounds(cfgs[k], x["seed"]) for x in done[k]] for k in done}, cfgs,
+                          more=True)
+        made.update({run_id(cfgs[k], x["seed"]): x for k in done for x in done[k]})
         jobs.update({run_id(c, s): (c, s) for c in cfgs.values() for s in cp.seeds})   # one per run id
     out["found"] = sum(rid in made or results.find(*job)[1] is not None for rid, job in jobs.items())
     out["total"] = len(jobs)

@@ -24,23 +24,25 @@ def _made_by(done: dict) -> str:
     return study.made_by(s for runs in done.values() for s in runs) if done else ""
 
 
-def _paper_runs(plan: Plan, configs_of, seeds_of) -> tuple[Plan, dict, list[int], dict, dict]:
+def _paper_runs(plan: Plan, configs_of, seeds_of, more: bool = False) -> tuple[Plan, dict, list[int], dict, dict]:
     """``(plan, configs, seeds, finished runs, counts)`` of ``configs_of`` under the ``paper`` profile (``plan``'s
-    folders, device, executor and Table III methods), training nothing."""
+    folders, device, executor and Table III methods), training nothing; ``more``: with the seeds added after the
+    profile's (:func:`fedlib.results.cached`)."""
     pplan = Plan.load("paper", plan.results_dir, plan.data_root, device=plan.device, executor=plan.executor,
                       methods=plan.selected("table3_methods"))
     configs, seeds = configs_of(pplan), seeds_of(pplan)
-    done, found = results.cached(configs, seeds, protocol=True)
+    done, found = results.cached(configs, seeds, protocol=True, more=more)
     return pplan, configs, seeds, done, {"plan": pplan, "found": found, "total": len(configs) * len(seeds),
                                          "made_by": _made_by(done)}
 
 
 def paper_table3(plan: Plan) -> dict:
     """Table III under the ``paper`` profile from finished runs (``rows`` ``None`` while none); trains nothing."""
-    pplan, _, _, done, out = _paper_runs(plan, table3_configs, lambda p: p.seeds)
+    pplan, _, _, done, out = _paper_runs(plan, table3_configs, lambda p: p.seeds, more=True)
+    added = {(part, m): [x["seed"] for x in runs] for m, runs in done.items() for part in ("table3", "table3_head")}
     return {**out, "rows": table3(pplan, done) if done else None,
             "head": table3(pplan, done, metric=COMMON_METRIC) if done else None,
-            "trends": trends(pplan, [(part, m) for m in done for part in ("table3", "table3_head")])}
+            "trends": trends(pplan, list(added), more=added)}
 
 
 def paper_table6(plan: Plan) -> dict:
@@ -132,13 +134,16 @@ def trend_groups(plan: Plan) -> dict:
     return out
 
 
-def trends(plan: Plan, keys=None, seeds: list[int] | None = None) -> dict:
-    """``{key: Trend}`` of the finished groups of :func:`trend_groups` (``keys``: only those); trains nothing."""
-    groups = trend_groups(plan)
+def trends(plan: Plan, keys=None, seeds: list[int] | None = None, more: dict | None = None) -> dict:
+    """``{key: Trend}`` of the finished groups of :func:`trend_groups` (``keys``: only those); trains nothing.
+    ``more``: ``{key: seeds}`` of groups read with the seeds added after the profile's (their trends say so, for the
+    evidence planner)."""
+    groups, more = trend_groups(plan), more or {}
     out = {}
     for key in groups if keys is None else [k for k in keys if k in groups]:
         label, cfg, own, metric = groups[key]
-        t = study.trend(label, cfg, own if seeds is None else seeds, metric, "mean")
+        own = more.get(key, own if seeds is None else seeds)
+        t = study.trend(label, cfg, own, metric, "mean", key in more)
         if t is not None:
             out[key] = t
     return out

@@ -165,9 +165,12 @@ def check_partitions(nb) -> None:
 def _sweep(nb, name: str, configs, desc: str) -> dict:
     """:func:`cells` of one table's runs (plateau on each config's seed-mean curve), trained or read once."""
     def make():
-        cfgs = configs(nb.plan)
+        cfgs, more = configs(nb.plan), nb.profile in ("converged", "paper")
         runs = results.run_or_read(cfgs, workers=nb.workers, desc=desc)
-        return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], s) for s in cfgs[k]["seeds"]] for k in runs}, cfgs)
+        if more:   # and the seeds the evidence planner added where a claim's margin was within the seed spread
+            runs = results.with_more_seeds(cfgs, runs)
+        return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], x["seed"]) for x in runs[k]] for k in runs}, cfgs,
+                     more=more)
     return nb.once(name, make)
 
 
@@ -197,8 +200,10 @@ def _compare(nb, plan: Plan, t1: dict, columns: dict, finished_only: bool = Fals
 def show_table1(nb):
     """Table 1 on Fashion-MNIST: accuracy paper | ours | diff with the last and best round, then the cost columns."""
     plan, paper, t1, last = nb.plan, nb.paper["table1"], _table1(nb)["cells"], nb.plan.settings["partitions"][-1]
+    added = any(c["n"] != len(plan.seeds) for c in t1.values())   # seeds the evidence planner added to some cells
     cmp = _compare(nb, plan, t1, {"ours, last round": lambda c: f"{c['last']:.2f}",
-                                  "best round": lambda c: c["best_round"]})
+                                  "best round": lambda c: c["best_round"],
+                                  **({"n": lambda c: c["n"]} if added else {})})
     if nb.profile != "paper":   # the gap to the paper is mostly the short run: the column says so
         cmp = cmp.rename(columns={"diff": f"diff ({nb.profile}: not converged)"})
     cost = pd.DataFrame({nb.label(m): {"s / round (ours)": f"{c['seconds']:.2f}",
@@ -285,11 +290,14 @@ def show_converged(nb):
     if early is not None:
         return early
     cp, t1 = data["plan"], data["table1"]
-    cmp = _compare(nb, cp, t1, {"plateau": lambda c: study.plateau_cell(c.get("plateau"), c.get("trend"))},
-                   finished_only=True)
+    added = any(c["n"] != len(cp.seeds) for c in t1.values())   # seeds the evidence planner added to some cells
+    cmp = _compare(nb, cp, t1, {"plateau": lambda c: study.plateau_cell(c.get("plateau"), c.get("trend")),
+                                **({"n": lambda c: c["n"]} if added else {})}, finished_only=True)
     waiting = [f"{nb.label(m)} {cp.partition_label(p)}" for p in cp.settings["partitions"]
                for m in cp.table1_methods() if (p, m) not in t1]
-    head = (f"**Table 1 under the converged profile ({cp.setting()}; n = {len(cp.seeds)} seeds per cell, mean ± std "
+    head = (f"**Table 1 under the converged profile ({cp.setting()}; n = {len(cp.seeds)} seeds per cell"
+            + (", more where the n column says (seeds added where a claim's margin was within the spread)"
+               if added else "") + "; mean ± std "
             f"over seeds, best round, sample-weighted, %)** · {data['found']} of {data['total']} runs of Table 1 and "
             f"Figs. 2 and 4 finished · {data['made_by']}")
     more = [f"Not finished yet (every seed), so not shown: {', '.join(waiting)}; `{CONVERGED_COMMAND}` goes on where "

@@ -181,3 +181,17 @@ def test_cells_that_read_added_seeds_plan_the_next_seeds_of_that_group_alone(gro
     assert a.text() == "add seeds 3, 4, 5 to A (6 in all, 100 rounds)" and it.cost == pytest.approx(2 * 3 * 100)
     assert E.within_budget([it], 600.0)[1] == [a, b] and E.within_budget([it], 599.0)[1] == []
     assert "1 more to where the rule can decide them" in E.summary({"S": [it.claim]}, [it])
+
+
+def test_seeds_for_a_claim_at_a_fixed_protocol_train_its_configs_own_rounds(groups, monkeypatch):
+    """A run shared with a table that extends it (FedMPS's Table III and the benchmark) holds more rounds than
+    the protocol reads: the seeds a paper-profile claim needs train to the config's own 100 rounds, not to 400."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    more = {k: plateau.Group(k, groups[k].cfg, (0, 1, 2), "acc_proto", more=True) for k in ("A", "B")}
+    within = C.compare("A - B", [90.0, 92.0, 88.0], [89.0, 91.5, 88.5],
+                       a_trend=C.trend("A", [[90.0] * 400] * 3, more["A"]),
+                       b_trend=C.trend("B", [[89.0] * 100] * 3, more["B"]))
+    paper = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "paper", 3, [within]))
+    assert [(a.rounds, a.cost) for a in paper.actions] == [(100, 300.0), (100, 300.0)]
+    converged = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [within]))
+    assert [a.rounds for a in converged.actions] == [400, 100]      # a converged claim reads the runs as extended

@@ -81,7 +81,7 @@ def test_the_converged_run_count_counts_a_run_shared_between_tables_once(monkeyp
         return {"seed": seed, "run_id": run_id(cfg, seed), "metrics": {"acc_head": acc, "acc_proto": acc},
                 "rounds": 10, "seconds_per_round_median": 60.0, "code": "abc", "archived": True}
 
-    def cached(configs, seeds, archive_root=None):
+    def cached(configs, seeds, archive_root=None, more=False):
         return {k: [summary(c, s) for s in seeds] for k, c in configs.items()}, len(configs) * len(seeds)
 
     def rounds(cfg, seed, archive_root=None):

@@ -296,8 +296,8 @@ def test_plateaus_judges_every_finished_group_on_its_seed_mean_curve(monkeypatch
     finished = {key(t1[("protonorm", "practical")]), key(t1[("fedtgp", "practical")]), key(homo["fednh"]),
                 key(gam[("fedproto", 1.0)])}
 
-    def cached(cfgs, seeds):
-        done = {k: [{}] * len(seeds) for k, c in cfgs.items() if key(c) in finished}
+    def cached(cfgs, seeds, more=False):
+        done = {k: [{"seed": s} for s in seeds] for k, c in cfgs.items() if key(c) in finished}
         return done, len(done) * len(seeds)
 
     flat = [50.0] * 8 + [90.0] * 12

@@ -106,4 +106,4 @@ def test_every_open_privacy_claim_names_the_runs_that_would_decide_it(real_archi
     assert items, "the privacy ledger has no open claim: this test needs a new open one"
     for it in items:
         assert it.actions and not it.need, (it.number, it.need)
-        assert all(a.kind == "seeds" and a.group.label.endswith("(leakage study)") for a in it.actions)
+        assert all(a.kind == evidence.PROFILE_SEEDS and a.group.label.endswith("(leakage study)") for a in it.actions)

@@ -324,7 +324,7 @@ def test_paper_table6_shows_the_methods_finished_so_far_and_names_the_rest(tmp_p
     # names those that have not (the ledger still waits for the whole table)
     plan = S.load_plan("smoke", results_dir=str(tmp_path))
 
-    def fake_cached(configs, seeds, archive_root=None, protocol=False):
+    def fake_cached(configs, seeds, archive_root=None, protocol=False, more=False):
         done = {}
         for (m, n) in configs:
             if (m, n) in {("fedmps", 3), ("fedavg", 3), ("fedmps", 4)}:

@@ -208,6 +208,10 @@ def test_added_seeds_train_to_the_groups_length_and_no_finished_seed_trains_agai
     assert [len(load_rounds(cfg, s)) for s in (2, 3)] == [4, 4]
     assert plateau.fill([grown], workers=0, keep=lambda c, s: kept.append(s), progress=False)[0].missing == ()
     assert len(kept) == 2                                       # nothing was missing: nothing trained or kept
+    # a table read at its config's own rounds (a fixed protocol) asks for those: seed 4 trains 2 rounds, not 4
+    plateau.fill([plateau.Group("spiral", cfg, (1, 2, 3, 4), "acc_proto", more=True)], workers=0, rounds=[2],
+                 keep=lambda c, s: kept.append((c["train"]["extend_to"], s)), progress=False)
+    assert kept[2:] == [(None, 4)] and len(load_rounds(cfg, 4)) == 2
 
 
 def test_a_cell_reads_the_seeds_added_after_the_profiles_up_to_the_first_gap(tmp_path):
@@ -221,4 +225,6 @@ def test_a_cell_reads_the_seeds_added_after_the_profiles_up_to_the_first_gap(tmp
     more, found_more = results.cached({"a": cfg}, [0, 1], more=True)
     assert [s["seed"] for s in plain["a"]] == [0, 1] and [s["seed"] for s in more["a"]] == [0, 1, 2]
     assert found == found_more == 2                             # the profile's runs: the count of its table
+    read = results.with_more_seeds({"a": cfg}, plain)          # what a notebook read, with the added seeds
+    assert [s["seed"] for s in read["a"]] == [0, 1, 2] and read["a"][:2] == plain["a"]
     assert results.cached({"a": cfg}, [5], more=True) == ({}, 0)
