@@ -169,13 +169,17 @@ def test_a_per_round_cost_on_rising_curves_is_judged_now_and_its_seeds_are_coste
     assert sum(a.cost for a in it.actions) == pytest.approx(2 * 3 * 100 * 1.0)   # 3 more seeds each, 100 rounds
 
 
+def within_added(groups, rounds_a: int = 100) -> C.Comparison:
+    """A margin within the spread between A and B, whose cells read the seeds added to their run groups."""
+    more = {k: plateau.Group(k, groups[k].cfg, (0, 1, 2), "acc_proto", more=True) for k in ("A", "B")}
+    return C.compare("A - B", [90.0, 92.0, 88.0], [89.0, 91.5, 88.5],
+                     a_trend=C.trend("A", [[90.0] * rounds_a] * 3, more["A"]),
+                     b_trend=C.trend("B", [[89.0] * 100] * 3, more["B"]))
+
+
 def test_cells_that_read_added_seeds_plan_the_next_seeds_of_that_group_alone(groups, monkeypatch):
     monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
-    more = {k: plateau.Group(k, groups[k].cfg, (0, 1, 2), "acc_proto", more=True) for k in ("A", "B")}
-    within = C.compare("A - B", [90.0, 92.0, 88.0], [89.0, 91.5, 88.5],
-                       a_trend=C.trend("A", [[90.0] * 100] * 3, more["A"]),
-                       b_trend=C.trend("B", [[89.0] * 100] * 3, more["B"]))
-    it = E.plan_claim("S", 2, C.claim("A beats B", "T1", "x", True, "converged", 3, [within]))
+    it = E.plan_claim("S", 2, C.claim("A beats B", "T1", "x", True, "converged", 3, [within_added(groups)]))
     a, b = it.actions
     assert (a.kind, a.seeds, a.added, a.grown.seeds, a.grown.more) == ("seeds", 6, (3, 4, 5), (0, 1, 2, 3, 4, 5), True)
     assert a.text() == "add seeds 3, 4, 5 to A (6 in all, 100 rounds)" and it.cost == pytest.approx(2 * 3 * 100)
@@ -187,10 +191,7 @@ def test_seeds_for_a_claim_at_a_fixed_protocol_train_its_configs_own_rounds(grou
     """A run shared with a table that extends it (FedMPS's Table III and the benchmark) holds more rounds than
     the protocol reads: the seeds a paper-profile claim needs train to the config's own 100 rounds, not to 400."""
     monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
-    more = {k: plateau.Group(k, groups[k].cfg, (0, 1, 2), "acc_proto", more=True) for k in ("A", "B")}
-    within = C.compare("A - B", [90.0, 92.0, 88.0], [89.0, 91.5, 88.5],
-                       a_trend=C.trend("A", [[90.0] * 400] * 3, more["A"]),
-                       b_trend=C.trend("B", [[89.0] * 100] * 3, more["B"]))
+    within = within_added(groups, rounds_a=400)
     paper = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "paper", 3, [within]))
     assert [(a.rounds, a.cost) for a in paper.actions] == [(100, 300.0), (100, 300.0)]
     converged = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [within]))
