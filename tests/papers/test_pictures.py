@@ -22,6 +22,7 @@ import pytest
 
 from fedlib import report
 from fedlib.papers import privacy as P
+from fedlib.privacy.rounds import PICTURES
 from fedlib.privacy import leakage_table, what_server_holds
 from fedlib.privacy.pictures import decode, encode, reconstruction_grid, spread
 
@@ -245,7 +246,7 @@ def test_the_privacy_pictures_are_the_tables_attacks(tmp_path, monkeypatch):
         # columns are images: up to 8, as many as the attack reconstructed below that
         n_images = {(nb.label(m), P.family(a).slug): n for m, a, n in zip(res["rows"].method, res["rows"].attack,
                                                                          res["rows"].images, strict=True)}
-        assert all(r.images == min(P.PICTURES, n_images[(r.label.split("\n")[0], slug)]) for r in frame.itertuples())
+        assert all(r.images == min(PICTURES, n_images[(r.label.split("\n")[0], slug)]) for r in frame.itertuples())
     assert seen == set(expected)                      # every attack row of the table is drawn
     for fig, rows in zip(figs, layouts.values(), strict=True):
         assert sum(1 for ax in fig.axes if ax.images) == 2 * sum(r["images"] for r in rows)
