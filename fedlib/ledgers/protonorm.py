@@ -102,7 +102,13 @@ def _runs(nb, grid: str) -> dict:
     """``{key: [summary per seed]}`` of the Table 1 protocol's ``grid`` ("table1", "homogeneous" or "gamma")."""
     configs = {"table1": table1_configs, "homogeneous": homogeneous_configs, "gamma": gamma_configs}[grid]
     seeds = None if grid == "table1" else nb.plan.seeds
-    return nb.once(grid, lambda: results.run_or_read(configs(nb.plan), seeds, progress=False))
+
+    def make():
+        cfgs = configs(nb.plan)
+        runs = results.run_or_read(cfgs, seeds, progress=False)
+        # under a decisive profile, with the seeds the evidence planner added (as plateaus() reads them)
+        return results.with_more_seeds(cfgs, runs) if nb.profile in ("converged", "paper") else runs
+    return nb.once(grid, make)
 
 
 def score(plan: Plan, method: str, summaries: list[dict]) -> dict:

@@ -274,7 +274,7 @@ def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
         for p in T1["partitions"]:
             r = scores.get(p, {}).get(m)
             row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) + (
-                f" (n = {r['n']})" if converged and r["n"] != len(plan.seeds) else "") if r else "not finished"
+                f" (n = {r['n']})" if r["n"] != len(plan.seeds) else "") if r else "not finished"
             if converged:
                 row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
             row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[f"{p}_cifar10"]) if ref else "—"
