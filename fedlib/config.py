@@ -96,7 +96,7 @@ REQUIRED = ("dataset", "model", "partition", "algorithm", "train")
 # levels deep) stands for billions, which building, printing or hashing would expand: it is refused while it is
 # composed, before any value is built.
 MAX_EXPANDED_NODES = 100_000
-MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_BYTES = 1 << 18   # 262,144 bytes: the largest YAML file of params/ is 13 kB
 
 
 class AliasBomb(yaml.YAMLError):
@@ -109,16 +109,39 @@ class _Loader(yaml.SafeLoader):
     composed (:class:`AliasBomb`)."""
 
     def compose_document(self):
+        self._sizes, self._open, self._aliased = {}, set(), 0
         node = super().compose_document()
-        _expanded_size(node)
+        _expanded_size(node, self._sizes)
         return node
 
+    def compose_node(self, parent, index):
+        """Each alias adds what it stands for to the document's count as it is read, so that a wide bomb (thousands
+        of aliases of large anchors) is refused after its first few hundred aliases, not after it is all read."""
+        if not self.check_event(yaml.AliasEvent):
+            anchor = getattr(self.peek_event(), "anchor", None)
+            if anchor is None:
+                return super().compose_node(parent, index)
+            self._open.add(anchor)
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._open.discard(anchor)
+        anchor = self.peek_event().anchor
+        if anchor in self._open:
+            raise AliasBomb("an alias refers to a value that contains it (a recursive document)")
+        if anchor in self.anchors:
+            self._aliased += _expanded_size(self.anchors[anchor], self._sizes)
+            if self._aliased > MAX_EXPANDED_NODES:
+                raise AliasBomb(f"its aliases expand to more than {MAX_EXPANDED_NODES:,} values (a config needs a "
+                                "few hundred)")
+        return super().compose_node(parent, index)
 
-def _expanded_size(root) -> int:
+
+def _expanded_size(root, sizes: dict[int, int] | None = None) -> int:
     """How many values the composed document ``root`` stands for with its aliases expanded (shared nodes counted
     once per use); :class:`AliasBomb` past the limit or for a node that contains itself. Linear in the composed
-    nodes (each distinct node's size is computed once)."""
-    sizes: dict[int, int] = {}
+    nodes (each distinct node's size is computed once; ``sizes`` keeps them across calls on one document)."""
+    sizes = {} if sizes is None else sizes
     open_nodes: set[int] = set()
     stack = [(root, False)]
     while stack:

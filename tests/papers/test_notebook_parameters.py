@@ -2,6 +2,7 @@
 one line (no traceback through fedlib); a kernel that imports another checkout's fedlib stops the same way."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -64,3 +65,28 @@ def test_papermill_stops_at_the_set_up_cell_with_one_line(tmp_path):
     assert err["traceback"] == ["ParameterError: embedding: got 'foo'; allowed: one of 'tsne', 'umap'"]
     later = cells[cells.index(cell) + 1:]
     assert all(c.get("execution_count") is None for c in later)
+
+
+@pytest.mark.slow
+def test_a_kernel_in_notebooks_imports_this_checkouts_fedlib_whatever_is_installed(tmp_path):
+    """``notebooks/fedlib`` links to ``../fedlib``: a kernel started in ``notebooks/`` (JupyterLab, nbval, papermill's
+    ``--cwd``) finds it on the working directory before the installed fedlib (here another "clone" in the user
+    site-packages, as ``make setup`` in a second clone, since deleted, would leave it)."""
+    import nbformat
+
+    assert (ROOT / "notebooks" / "fedlib").resolve() == ROOT / "fedlib"
+    site = tmp_path / "user" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (site / "fedlib").mkdir(parents=True)
+    (site / "fedlib" / "__init__.py").write_text("raise ImportError('the fedlib of another clone')\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import pathlib, fedlib\nprint(pathlib.Path(fedlib.__file__).resolve())")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "which.ipynb")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(tmp_path / "which.ipynb"),
+                           str(tmp_path / "out.ipynb"), "-k", "python3", "--cwd", str(ROOT / "notebooks")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**env, "PYTHONUSERBASE": str(tmp_path / "user")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (cell,) = nbformat.read(tmp_path / "out.ipynb", 4).cells
+    assert cell.outputs[0]["text"].strip() == str(ROOT / "fedlib" / "__init__.py")

@@ -218,6 +218,11 @@ def test_the_loader_refuses_a_bomb_in_well_under_a_second():
         with pytest.raises(ConfigError, match=r"^bomb\.yaml: refused: its aliases expand to more than"):
             load_yaml("seeds: " + _bomb(levels, width), "bomb.yaml")
         assert time.perf_counter() - t0 < 0.5
+    # a wide bomb (thousands of aliases of one anchor) is refused as its aliases are read: the syntax error at its
+    # end is never reached
+    wide = "a: &a [" + ", ".join(["1"] * 100) + "]\nb: [" + ", ".join(["*a"] * 5000) + "]\nc: [unclosed\n"
+    with pytest.raises(ConfigError, match=r"^wide\.yaml: refused: its aliases expand to more than"):
+        load_yaml(wide, "wide.yaml")
     # what configs do with anchors stays allowed
     assert load_yaml("t: &t {lr: 0.1, momentum: 0.5}\ntrain: *t\nseeds: &s [1, 2]\nother: *s", "ok.yaml")["train"] == \
         {"lr": 0.1, "momentum": 0.5}
