@@ -491,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
                    "(100, 3)")
     g.add_argument("--rule", help="the rule it is scored by (one of its RULES; default head)")
     g.add_argument("--out", help="the output folder (default <results folder>/yours/...)")
-    g.add_argument("--results-dir", help="its runs' results folder (default results/)")
+    g.add_argument("--results-dir", help="its runs' results folder (default: the checkout's results/, or "
+                   "$FEDLIB_ROOT/results, wherever the command runs)")
     g.add_argument("--leakage", action="store_true", help="(smoke or quick) also its row in the leakage study's "
                    "headline")
     return run(parser.parse_args(argv))

@@ -10,10 +10,13 @@ first thing that breaks the contract, one line naming the hook and what was expe
 
 In this order, cheapest first, before any real training: the class and its declarations (a frozen dataclass,
 ``RULES``, ``UPLOAD`` / ``BROADCAST`` / ``REPLY`` in the declaration language of
-:func:`~fedlib.algorithms.base.check_message`); the hooks a method must implement; the hyperparameters (each with
+:func:`~fedlib.algorithms.base.check_message`); the hooks a method must implement, and every hook its own code
+overrides taking the arguments the library calls it with; the hyperparameters (each with
 a default and a constraint that refuses a bad value); three hand-driven rounds on tiny synthetic data (3 clients,
 2 classes each) in which every broadcast, upload and reply matches its declaration and holds only tensors and
-numbers, every metric is a finite number; the state is plain data that survives a ``weights_only`` checkpoint bit
+numbers, every metric is a finite number, every loss term the method's own code adds is a number (a one-element
+float tensor), every floating tensor an upload holds that the server's aggregate fails on is named if its dtype is
+not the models'; the state is plain data that survives a ``weights_only`` checkpoint bit
 for bit; ``predict`` returns every rule's ``(n, C)`` scores and changes no state; and two runs of two rounds
 (the engine's :class:`~fedlib.engine.Simulator`) with the same seed give the same records.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import inspect
 import json
 import math
 
@@ -266,6 +270,41 @@ def check_hooks(cls) -> None:
     if cls.REPLY:
         need("reply")
         need("receive")
+    check_signatures(cls)
+
+
+def _spelled(sig: inspect.Signature) -> str:
+    """``(self, z, y)``: a signature without its annotations."""
+    return str(sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+                           return_annotation=sig.empty))
+
+
+def check_signatures(cls) -> None:
+    """Every public hook the method's own code (a class outside fedlib) overrides takes the required arguments of
+    the library's hook it overrides, positionally: a wrong signature is one line naming the hook, before anything
+    runs (else a ``TypeError`` deep in a round, laid at the library hook that called it)."""
+    mro = cls.__mro__
+    for i, own in enumerate(mro):
+        if own.__module__.startswith("fedlib.") or own.__module__ == "builtins":
+            continue
+        for name, fn in vars(own).items():
+            if name.startswith("_") or not inspect.isfunction(fn):
+                continue
+            base = next((b.__dict__[name] for b in mro[i + 1:]
+                         if name in b.__dict__ and b.__module__.startswith("fedlib.")), None)
+            if not inspect.isfunction(base):
+                continue
+            want = inspect.signature(base)
+            params = list(want.parameters.values())[1:]
+            args = [None for p in params
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+            kwargs = {p.name: None for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
+            try:
+                inspect.signature(fn).bind(None, *args, **kwargs)
+            except TypeError:
+                spelled = HOOKS[name] if name in HOOKS else name + _spelled(want)
+                raise ContractViolation(name, f"takes {_spelled(inspect.signature(fn))}; expected {spelled}, "
+                                        "as the library calls it") from None
 
 
 def check_hyperparameters(cls, hyperparameters: dict | None = None) -> Algorithm:
@@ -365,6 +404,54 @@ def _call(hook: str, where: str, fn, *args):
             from None
 
 
+#: the hooks whose value the library adds to the training loss (checked as they are called, :func:`_loss_probe`)
+LOSS_HOOKS = ("regulariser", "local_loss")
+
+
+def _loss_probe(algo: Algorithm) -> Algorithm:
+    """A copy of ``algo`` whose loss hooks (:data:`LOSS_HOOKS`) that the method's own code defines check what they
+    return: a number or a one-element float tensor (else one line naming the hook, not ``backward``'s error)."""
+    probe = copy.copy(algo)
+    for hook in LOSS_HOOKS:
+        owner = _defined_by(type(algo), hook)
+        if owner is not None and not owner.__module__.startswith("fedlib."):
+            object.__setattr__(probe, hook, _loss_checked(getattr(algo, hook), hook))
+    return probe
+
+
+def _loss_checked(fn, hook: str):
+    """``fn`` (a bound loss hook) raising :class:`_LossValue` where its value is not a loss term."""
+    def checked(*args, **kwargs):
+        value = fn(*args, **kwargs)
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() == 1:
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        raise _LossValue(hook, f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
+                         and value.is_floating_point() else f"a {value.dtype} tensor"
+                         if isinstance(value, torch.Tensor) else "None" if value is None
+                         else f"a {type(value).__name__}")
+    return checked
+
+
+class _LossValue(ContractViolation):
+    """A loss hook's value of the wrong kind (``what``: what it returned), made a line where the round knows where."""
+
+    def line(self, where: str) -> ContractViolation:
+        return ContractViolation(self.hook, f"returned {self.what} ({where}); expected a number or a one-element "
+                                 "float tensor (the term added to the training loss)")
+
+
+def _off_dtype(uploads: dict, r: int) -> str | None:
+    """The first floating tensor of ``uploads`` (``{cid: message}``) whose dtype is not the models', as a line."""
+    want = torch.get_default_dtype()
+    for cid, up in uploads.items():
+        for k, v in up.items():
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype != want:
+                return f"upload (round {r}, client {cid}): {k!r} is {v.dtype}; expected {want}, the models' dtype"
+    return None
+
+
 def check_rounds(algo: Algorithm, rounds: int = 3, clients: int = 3) -> None:
     """``rounds`` hand-driven rounds of ``clients`` clients: declared messages, finite metrics, plain state that a
     ``weights_only`` checkpoint keeps bit for bit, and a pure ``predict`` of every rule."""
@@ -375,6 +462,7 @@ def check_rounds(algo: Algorithm, rounds: int = 3, clients: int = 3) -> None:
     ctx = tiny_context(clients)
     C = ctx.num_classes
     at_loss = loss_hook(cls)
+    algo = _loss_probe(algo)
     state = {c: _call("init_client", f"client {c}", algo.init_client, ctx, c) for c in range(clients)}
     server = _call("init_server", "before round 1", algo.init_server, ctx)
     for r in range(1, rounds + 1):
@@ -384,7 +472,10 @@ def check_rounds(algo: Algorithm, rounds: int = 3, clients: int = 3) -> None:
             where = f"round {r}, client {cid}"
             msg = _call("broadcast", where, algo.broadcast, ctx, server, cid, rnd)
             _message("broadcast", msg, cls.BROADCAST, C, f"broadcast ({where})", "BROADCAST")
-            out = _call("local_update", where, algo.local_update, ctx, cid, state[cid], msg, data.train[cid], rnd)
+            try:
+                out = _call("local_update", where, algo.local_update, ctx, cid, state[cid], msg, data.train[cid], rnd)
+            except _LossValue as exc:
+                raise exc.line(where) from None
             if not isinstance(out, tuple) or len(out) != 3:
                 raise ContractViolation("local_update", f"returned {type(out).__name__}; expected (client state, "
                                         "upload, metrics)")
@@ -397,7 +488,13 @@ def check_rounds(algo: Algorithm, rounds: int = 3, clients: int = 3) -> None:
                 raise ContractViolation(at_loss, f"upload {bad[0]!r} holds nan or inf ({where}); expected finite "
                                         "values")
             uploads[cid] = up
-        out = _call("aggregate", f"round {r}", algo.aggregate, ctx, server, uploads, rnd)
+        try:
+            out = _call("aggregate", f"round {r}", algo.aggregate, ctx, server, uploads, rnd)
+        except ContractViolation as exc:
+            off = _off_dtype(uploads, r) if exc.hook == "aggregate" else None
+            if off is None:
+                raise
+            raise ContractViolation(upload_hook(cls), f"{off} (aggregate failed on it: {exc.what})") from None
         if not isinstance(out, tuple) or len(out) != 2:
             raise ContractViolation("aggregate", f"returned {type(out).__name__}; expected (server state, metrics)")
         server, server_metrics = out

@@ -143,12 +143,22 @@ def _import_file(path: Path, data: bytes, digest: str) -> types.ModuleType:
     except Exception as exc:  # noqa: BLE001 - whatever the file raises, in one line
         sys.modules.pop(name, None)
         raise ConfigError("method file", str(path), "a Python file that imports", message=(
-            f"{path.name}: import: raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}; expected a "
-            "Python file that imports")) from None
+            f"{path.name}: import: raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}{_beside(path, exc)}"
+            "; expected a Python file that imports")) from None
     finally:
         ALGORITHMS.clear()
         ALGORITHMS.update(before)
     return module
+
+
+def _beside(path: Path, exc: Exception) -> str:
+    """Where ``exc`` is a module not found that lies beside the method file: why it is not imported."""
+    top = (getattr(exc, "name", None) or "").split(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
+    found = next((p for p in (path.parent / f"{top}.py", path.parent / top) if top and p.exists()), None)
+    if found is None:
+        return ""
+    return (f" ({found.name} beside it is not imported: a method is one file, whose SHA-256 names its runs; put "
+            "that code in it, or install it as a package)")
 
 
 def _method_class(module, where: str) -> type:

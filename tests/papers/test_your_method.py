@@ -351,3 +351,60 @@ def test_the_leakage_row_puts_the_method_under_the_studys_attacks(outside, tmp_p
     mine = head[head.method == "cosine_pull (yours)"].iloc[0]
     assert mine["holds"] == "prototypes" and mine["best realistic attack"].startswith("decoder")
     assert {"FedAvg", "FedProto"} <= set(head.method) and (head.method == "—").sum() == 3   # the three references
+
+
+#: what a tester tries beyond the issue's three broken files, each with the start of its one line: a hook with a
+#: signature the library cannot call, a loss term of the wrong kind, an upload in another dtype than the models',
+#: a FedAvg-style loss with a wrong signature, a helper module beside the file (a method is one file)
+_FINISH = '''
+    def finish(self, ctx, cid, client, msg, data, rnd, task, model, sums, metrics):
+        state, up, metrics = super().finish(ctx, cid, client, msg, data, rnd, task, model, sums, metrics)
+        return state, {**up, "protos": up["protos"].double()}, metrics
+'''
+TRIED = {
+    "too_few_parameters": (COSINE.replace("regulariser(self, z, y, table, present)", "regulariser(self, z, y)"),
+                           "too_few_parameters.py: regulariser: takes (self, z, y); expected regulariser(self, z, y, "
+                           "table, present)"),
+    "extra_parameter": (COSINE.replace("table, present)", "table, present, tau)"),
+                        "extra_parameter.py: regulariser: takes (self, z, y, table, present, tau); expected "
+                        "regulariser(self, z, y, table, present)"),
+    "local_loss_signature": (PROX.replace("local_loss(self, out, y, extras, teachers, params)",
+                                          "local_loss(self, out, y)"),
+                             "local_loss_signature.py: local_loss: takes (self, out, y); expected local_loss(self, "
+                             "out, y, extras, teachers, params)"),
+    "per_sample_loss": (COSINE.replace(").sum() / has.sum().clamp(min=1)", ")"),
+                        "per_sample_loss.py: regulariser: returned a tensor of shape (8,) (round 2, client 0); "
+                        "expected a number or a one-element float tensor"),
+    "no_loss": (COSINE.replace("return self.lam *", "self.lam *"),
+                "no_loss.py: regulariser: returned None (round 2, client 0); expected a number or a one-element "
+                "float tensor"),
+    "float64_upload": (COSINE + _FINISH, "float64_upload.py: finish: upload (round 1, client 0): 'protos' is "
+                                         "torch.float64; expected torch.float32, the models' dtype"),
+    "uses_helper": (COSINE.replace("import dataclasses\n", "import dataclasses\n\nfrom helper import LAM\n"),
+                    "uses_helper.py: import: raised ModuleNotFoundError: No module named 'helper' (helper.py beside "
+                    "it is not imported: a method is one file"),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(TRIED))
+def test_what_a_tester_tries_is_one_line_naming_the_hook_before_any_training(tmp_path, monkeypatch, capsys, stem):
+    from fedlib import grid, runner
+
+    monkeypatch.setattr(grid, "run_many", lambda *a, **k: pytest.fail("trained before the contract check"))
+    monkeypatch.setattr(runner, "run_many", lambda *a, **k: pytest.fail("trained before the contract check"))
+    monkeypatch.setattr(results, "run_many", lambda *a, **k: pytest.fail("trained before the contract check"))
+    text, expected = TRIED[stem]
+    (tmp_path / f"{stem}.py").write_text(text)
+    (tmp_path / "helper.py").write_text("LAM = 1.0\n")
+    rc = Y.main(["--method", str(tmp_path / f"{stem}.py"), "--profile", "smoke", "--results-dir",
+                 str(tmp_path / "results")])
+    out = capsys.readouterr().out
+    assert rc == 2 and out.count("\n") == 1 and out.startswith(f"error: {expected}"), out
+    assert not (tmp_path / "results").exists()
+
+
+def test_readmes_first_section_points_a_newcomer_to_a_command_that_runs_their_method():
+    first = (ROOT / "README.md").read_text().split("\n## ", 1)[0]
+    commands = [c for c in first.replace("\n", " ").split("`") if c.startswith("python -m ")]
+    assert commands and all(c.startswith("python -m fedlib.yours --method ") for c in commands if "--method" in c)
+    assert any("--method" in c for c in commands)
