@@ -165,18 +165,22 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     """Train the seeds each group lacks (its :attr:`Status.missing`: seeds added to it) to the length its other seeds
     hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
     only those (a finished seed is not trained again, even one only the archive holds); then ``keep(cfg, seed)``
-    each. Interrupted, the finished runs are kept and the started ones resume from their checkpoints. Returns the
+    each, ``workers`` runs at a time, each batch kept as it ends (a session that stops loses no finished run).
+    Interrupted, the finished runs are kept and the started ones resume from their checkpoints. Returns the
     groups' :class:`Status` after."""
     from fedlib import grid
+    from fedlib.runner import default_workers
 
     jobs = []
     for st, want in zip((status(g) for g in groups), rounds or [None] * len(groups), strict=True):
         target = max(want or st.rounds, st.group.cfg["train"]["rounds"])
         jobs += [(extended(st.group.cfg, target), s) for s in st.missing]
-    if jobs:
-        grid.run_many(jobs, workers=workers, progress=progress,
-                      desc=f"adding seeds to {', '.join(g.label for g in groups)}")
-        for cfg, s in jobs if keep is not None else ():
+    step = max(1, workers if workers is not None else default_workers(jobs))
+    for i in range(0, len(jobs), step):
+        batch = jobs[i:i + step]
+        grid.run_many(batch, workers=workers, progress=progress,
+                      desc=f"adding seeds to {', '.join(g.label for g in groups)} ({i + len(batch)} of {len(jobs)})")
+        for cfg, s in batch if keep is not None else ():
             keep(cfg, s)
     return [status(g) for g in groups]
 

@@ -256,6 +256,19 @@ S.fig_distances(nb)
 S.fig11(nb)
 
 # %% [markdown]
+# ## The leakage study's attacks on FedMPS's upload
+#
+# Fig. 11 above is the paper's attack, a decoder on the prototypes. Here FedMPS's whole upload (its model and both
+# levels of prototypes) and that of its strongest Table III baseline meet every attack of the suite's leakage study
+# that applies to them (`notebooks/privacy.ipynb`, docs/privacy.md: MNIST, 5 clients, the attacked client's next
+# round, the study's profile of this name, `paper` for the long ones). The pictures and scores are read from the
+# study's runs and derived values, so they are the leakage table's. Under each reconstruction: the client's training
+# image it was scored against and their SSIM; realistic attacks first, the batch-1 upper bound last.
+
+# %%
+S.fig_attack_pictures(nb)
+
+# %% [markdown]
 # ## Summary
 
 # %%

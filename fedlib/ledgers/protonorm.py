@@ -105,9 +105,8 @@ def _runs(nb, grid: str) -> dict:
 
     def make():
         cfgs = configs(nb.plan)
-        runs = results.run_or_read(cfgs, seeds, progress=False)
         # under a decisive profile, with the seeds the evidence planner added (as plateaus() reads them)
-        return results.with_more_seeds(cfgs, runs) if nb.profile in ("converged", "paper") else runs
+        return nb.with_added_seeds(cfgs, results.run_or_read(cfgs, seeds, progress=False))
     return nb.once(grid, make)
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 
 from fedlib import analysis, report, results, study
+from fedlib.claims import DECISIVE_PROFILES
 from fedlib.algorithms.base import Round
 from fedlib.plans.fedic import (  # noqa: F401  (re-exported: the study's plan part)
     TWO_PHASE, Plan, ablation_configs, all_jobs, alpha_configs, archived_tables, config, k_configs, load_plan,
@@ -165,10 +166,8 @@ def check_partitions(nb) -> None:
 def _sweep(nb, name: str, configs, desc: str) -> dict:
     """:func:`cells` of one table's runs (plateau on each config's seed-mean curve), trained or read once."""
     def make():
-        cfgs, more = configs(nb.plan), nb.profile in ("converged", "paper")
-        runs = results.run_or_read(cfgs, workers=nb.workers, desc=desc)
-        if more:   # and the seeds the evidence planner added where a claim's margin was within the seed spread
-            runs = results.with_more_seeds(cfgs, runs)
+        cfgs, more = configs(nb.plan), nb.profile in DECISIVE_PROFILES
+        runs = nb.with_added_seeds(cfgs, results.run_or_read(cfgs, workers=nb.workers, desc=desc))
         return cells(nb.plan, runs, {k: [results.rounds(cfgs[k], x["seed"]) for x in runs[k]] for k in runs}, cfgs,
                      more=more)
     return nb.once(name, make)

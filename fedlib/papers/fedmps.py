@@ -162,8 +162,8 @@ def _table3(nb) -> dict:
     def make():
         configs = table3_configs(nb.plan)
         runs = results.train(configs, workers=nb.workers, desc="Table III", protocol=True)
-        if nb.profile == "paper":   # and the seeds the evidence planner added where a margin was within the spread
-            runs = results.with_more_seeds(configs, runs, protocol=True)
+        # and the seeds the evidence planner added where a margin was within the spread
+        runs = nb.with_added_seeds(configs, runs, protocol=True)
         return {"runs": runs, "rows": table3(nb.plan, runs), "head": table3(nb.plan, runs, metric=COMMON_METRIC)}
     return nb.once("table3", make)
 
@@ -609,13 +609,24 @@ def fig11(nb):
     from fedlib.privacy import attack_figure
 
     attack, target = _attack(nb), nb.plan.spec["attack"]["client"]
-    fig = nb.figure(attack_figure(attack), f"Fig. 11: reconstructions of client {target + 1}'s classes from its "
-                    f"FedMPS prototypes ({nb.plan.settings['attack_steps']} decoder steps) and the decoders' loss "
-                    "curves", "fig11_attack")
+    title = (f"Fig. 11: client {target + 1}'s classes reconstructed from its FedMPS prototypes by a decoder "
+             f"({nb.plan.settings['attack_steps']} steps on the attacker's images), SSIM under each ({nb.profile} "
+             "profile)")
+    fig = nb.figure(attack_figure(attack, title=title), f"Fig. 11: reconstructions of client {target + 1}'s classes "
+                    f"from its FedMPS prototypes ({nb.plan.settings['attack_steps']} decoder steps) and the decoders' "
+                    "loss curves", "fig11_attack")
     table = attack.summary().round(3)
     nb.section.text("**Fig. 11 scores: PSNR (dB) / SSIM of reconstructions vs client 1's private images of the "
                     "class.**\n\n" + report.to_markdown(table.set_index(["source", "levels"])))
     return Shown((fig, table))
+
+
+def fig_attack_pictures(nb):
+    """The leakage study's attacks on FedMPS's and its strongest Table III baseline's uploads (beside Fig. 11, the
+    paper's own attack on the prototypes)."""
+    from fedlib.papers import privacy
+
+    return privacy.paper_pictures(nb, "fedmps", nb.paper["tables"]["table3"])
 
 
 def show_summary(nb):

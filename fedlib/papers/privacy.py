@@ -425,13 +425,20 @@ def fig_reconstructions_defended(nb):
     fig, layout = family_figure(plan, frame, title, labels, notes)
     nb.figure(fig, f"The reconstructions under the strongest upload defence that keeps accuracy within "
               f"{DEFENCE_TOLERANCE:g} points ({nb.profile} profile, seed {nb.seed0})", "reconstructions_defended")
-    df = pd.DataFrame([{"method": plan.label(m), "noise": c["noise"], "accuracy": c["accuracy"],
-                        "undefended accuracy": c["undefended"]} for m, c in chosen.items()]).set_index("method")
+    df = defence_table(plan, chosen)
     nb.table(f"**The defence the pictures above use: the largest noise multiplier whose accuracy stays within "
-             f"{DEFENCE_TOLERANCE:g} points of the undefended run** (mean over seeds, last round).", df.round(2))
+             f"{DEFENCE_TOLERANCE:g} points of the undefended run** (mean over seeds, last round).", df)
     nb.results["defended_layout"] = layout
     nb.section.record(pictures_defended=layout[["group", "label", "ssim", "images"]].to_dict(orient="records"))
-    return Shown((fig, df.round(2)))
+    return Shown((fig, df))
+
+
+def defence_table(plan: Plan, chosen: dict) -> pd.DataFrame:
+    """The table under the defended pictures: per method, :func:`strongest_defence`'s noise multiplier as the grid's
+    label prints it (never rounded: the noises span decades, 0.001 is not 0) and the accuracies to 2 decimals."""
+    return pd.DataFrame([{"method": plan.label(m), "noise": float(c["noise"]), "accuracy": round(c["accuracy"], 2),
+                          "undefended accuracy": round(c["undefended"], 2)} for m, c in chosen.items()],
+                        columns=["method", "noise", "accuracy", "undefended accuracy"]).set_index("method")
 
 
 def fig_samples_per_prototype(nb):

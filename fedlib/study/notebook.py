@@ -183,6 +183,17 @@ class Notebook:
         except NotArchived:
             return default
 
+    def with_added_seeds(self, configs: dict, runs: dict, protocol: bool = False) -> dict:
+        """``runs`` of ``configs`` with the seeds the evidence planner added after them where a claim's margin was
+        within the seed spread (:func:`fedlib.results.with_more_seeds`), under a profile whose evidence decides
+        (:data:`fedlib.claims.DECISIVE_PROFILES`); under a short profile ``runs`` as they are."""
+        from fedlib import results
+        from fedlib.claims import DECISIVE_PROFILES
+
+        if self.profile not in DECISIVE_PROFILES:
+            return runs
+        return results.with_more_seeds(configs, runs, protocol=protocol)
+
     def once(self, key: str, make):
         """``make()`` the first time ``key`` is asked for, the same value afterwards."""
         if key not in self.results:

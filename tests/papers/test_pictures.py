@@ -187,6 +187,22 @@ def test_the_defended_pictures_take_the_largest_noise_within_the_tolerance(tmp_p
     assert got["fedavg"]["accuracy"] == pytest.approx(31.0) and got["fedavg"]["undefended"] == pytest.approx(33.6)
 
 
+def test_the_defence_table_prints_the_noise_the_grid_uses(tmp_path):
+    """The table under the defended grid says which noise each row's pictures were made under: a noise multiplier of
+    0.001 (FedMPS's in the paper profile) is printed as 0.001, as the grid's label has it, not rounded to 0.0 (which
+    reads as "undefended"); the accuracies keep 2 decimals."""
+    plan = P.load_plan("quick", results_dir=str(tmp_path))
+    chosen = {"fedavg": {"noise": 0.01, "accuracy": 75.4666, "undefended": 72.2666},
+              "fedmps": {"noise": 0.001, "accuracy": 84.4666, "undefended": 84.4},
+              "fedproto": {"noise": 0.0, "accuracy": 33.0666, "undefended": 33.0666}}
+    df = P.defence_table(plan, chosen)
+    assert df.index.tolist() == ["FedAvg", "FedMPS", "FedProto"]
+    assert df["noise"].tolist() == [0.01, 0.001, 0.0]
+    assert df["accuracy"].tolist() == [75.47, 84.47, 33.07]
+    text = report.to_markdown(df)
+    assert "| FedMPS | 0.001 | 84.47 | 84.4 |" in text and "| FedAvg | 0.01 | 75.47 | 72.27 |" in text
+
+
 def test_the_class_blocks_and_groups_of_a_distance_heatmap():
     import matplotlib.pyplot as plt
 
@@ -283,7 +299,7 @@ def test_the_privacy_pictures_are_the_tables_attacks(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("paper, method", [("gfpl", "gfpl"), ("protonorm", "protonorm"), ("mpfedcl", "mpfedcl"),
-                                           ("fedic", "fedic")])
+                                           ("fedic", "fedic"), ("fedmps", "fedmps")])
 def test_a_paper_notebooks_attack_pictures_are_the_studys(paper, method, tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))
     M = importlib.import_module(f"fedlib.papers.{paper}")
@@ -347,3 +363,23 @@ def test_fedic_draws_every_classs_client_clusters(tmp_path, monkeypatch):
         assert [t.get_text() for t in ax.get_yticklabels()] == [str(i + 1) for i in v["clients"]]
     assert (df["holders"] == [len(v["clients"]) for v in per_class.values()]).all()
     assert (tmp_path / "results" / "smoke" / "figures" / "fedic" / "class_prototype_distances.png").is_file()
+
+
+#: each paper notebook's four kinds of figure beside its tables (README's table of what a paper notebook shows):
+#: the cell that draws a t-SNE/UMAP of features, a prototype-distance heatmap and the leakage study's attack picture
+FOUR_KINDS = {"fedmps": ("fig6", "fig_distances", "fig_attack_pictures"),
+              "gfpl": ("fig_etf", "fig_distances", "fig_attack_pictures"),
+              "protonorm": ("fig_features", "fig_distances", "fig_attack_pictures"),
+              "mpfedcl": ("fig1", "fig_pool", "fig_attack_pictures"),
+              "fedic": ("fig_features", "fig_class_distances", "fig_attack_pictures")}
+
+
+@pytest.mark.parametrize("paper", sorted(FOUR_KINDS))
+def test_every_paper_notebook_draws_an_embedding_a_heatmap_and_an_attack(paper):
+    from tests.conftest import ROOT
+
+    module = importlib.import_module(f"fedlib.papers.{paper}")
+    cells = (ROOT / "notebooks" / f"{paper}.py").read_text()
+    for name in FOUR_KINDS[paper]:
+        assert callable(getattr(module, name)), name
+        assert f".{name}(nb)" in cells, f"notebooks/{paper}.py draws no {name}"

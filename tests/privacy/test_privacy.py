@@ -247,6 +247,16 @@ def test_prototype_attack_report_and_figure(tiny):
     assert len(report.summary()) == 7
     assert len(fig.axes) == 3 * 4 + 1
     assert fig.axes[-1].get_yscale() == "log"
+    # a title, axis labels, and each reconstruction's SSIM (the report's score for its class) under it, legible
+    assert fig.get_suptitle() and fig.axes[-1].get_title() and fig.axes[-1].get_xlabel() and fig.axes[-1].get_ylabel()
+    own = report.scores[report.scores["source"] == "prototype"].set_index(["levels", "class"])["ssim"]
+    images = fig.axes[:-1]
+    for r, c in enumerate(classes.tolist()):
+        assert images[4 * r].get_xlabel() == ""                          # the client's own image: no score
+        for j, levels in enumerate(report.runs, start=1):
+            label = images[4 * r + j].xaxis.label
+            assert label.get_text() == f"SSIM {own[(levels, c)]:.2f}" and label.get_fontsize() >= 7
+    assert attack_figure(report, title="Fig. 11 here").get_suptitle() == "Fig. 11 here"
     baseline = class_average_reference(tiny.x_test, tiny.y_test, classes, client_x, client_y)
     assert baseline.psnr.tolist() == pytest.approx(report.scores.query("source == 'class_average'").psnr.tolist())
 

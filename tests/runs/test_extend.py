@@ -201,8 +201,11 @@ def test_added_seeds_train_to_the_groups_length_and_no_finished_seed_trains_agai
     run_one(plateau.extended(cfg, 4), 1, progress=False)        # seed 1 extended to 4 rounds
     before = load_rounds(cfg, 1)
     grown, kept = plateau.Group("spiral", cfg, (1, 2, 3), "acc_proto", more=True), []
-    (st,) = plateau.fill([grown], workers=0, keep=lambda c, s: kept.append((c["train"]["extend_to"], s)),
-                         progress=False)
+
+    def keep(c, s):   # each run is kept as it ends: seed 3 has not started when seed 2 is kept
+        assert load_rounds(cfg, 3) == [] or s == 3
+        kept.append((c["train"]["extend_to"], s))
+    (st,) = plateau.fill([grown], workers=0, keep=keep, progress=False)
     assert kept == [(4, 2), (4, 3)]                             # only the added seeds, to the group's 4 rounds
     assert (st.rounds, st.missing) == (4, ()) and load_rounds(cfg, 1) == before
     assert [len(load_rounds(cfg, s)) for s in (2, 3)] == [4, 4]
