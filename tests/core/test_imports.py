@@ -146,6 +146,7 @@ LAYER_EXCEPTIONS = {
     ("fedlib.study", "fedlib.reproduce"):
         "`Plan.load` reads the profile list at `reproduce.PROFILES` (`params/profiles.yaml`)",
     ("fedlib.papers.fedic", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
+    ("fedlib.papers.fedmps", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.gfpl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.mpfedcl", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
     ("fedlib.papers.protonorm", "fedlib.papers.privacy"): "its attack figure is the privacy study's `paper_pictures`",
