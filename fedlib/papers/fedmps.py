@@ -592,7 +592,9 @@ def _attack(nb):
     from fedlib.privacy import prototype_attack
 
     def make():
-        atk, st = nb.plan.spec["attack"], _states(nb)["fedmps"]
+        atk = nb.plan.spec["attack"]   # FedMPS's state only (every method's where the notebook has them)
+        st = nb.results["states"]["fedmps"] if "states" in nb.results else \
+            results.state(table3_configs(nb.plan)["fedmps"], nb.seed0)
         target = atk["client"]
         up = next_uploads(st, clients=[target])[target]
         aux_x, aux_y = attacker_aux(st, target, atk["aux_images"], seed=0)
