@@ -194,7 +194,7 @@ def evidence_line(sections: list[Section]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib report [--only NAME] [--figures] [--out PATH] [--check]``."""
+    """``python -m fedlib report [--figures] [--out PATH] [--check]``."""
     import sys
 
     from fedlib import store
