@@ -1309,9 +1309,13 @@ def _significant(j: _Judge) -> list | None:
     tests = [compare(j.fmt("label", {**ns, "a": subj["label"], "b": c["label"]}, s.get("label", "{a} - {b}")),
                      subj["per_seed"], c["per_seed"], False, subj.get("trend"), c.get("trend"))
              for c in others.values()]
-    floor = smallest_p(n, n)
+    # the design's floor: the comparison whose seeds (the subject's against that cell's) allow the largest smallest p
+    worst = max(((len(subj["per_seed"] or ()) or n, len(c["per_seed"] or ()) or n) for c in others.values()),
+                key=lambda ab: smallest_p(*ab))
+    floor = smallest_p(*worst)
     if floor >= ALPHA:
-        note = "; ".join(x for x in (j.note(ns), f"{n} vs {n} runs: the exact two-sided rank-sum test cannot go below "
+        note = "; ".join(x for x in (j.note(ns), f"{worst[0]} vs {worst[1]} runs: the exact two-sided rank-sum test "
+                                     "cannot go below "
                                      f"p = {floor:.2f}, so this design cannot show p < {ALPHA:g}") if x)
         return [Claim(j.fmt("claim", ns), s["source"], j.fmt("evidence", ns), INCONCLUSIVE, note, j.table.profile,
                       tuple(tests))]
