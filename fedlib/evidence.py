@@ -193,14 +193,29 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
             else:
                 actions.append(extend_action(t.behind))
             continue
-        for side in (t.a_trend, t.b_trend):
-            if side is None or side.group is None:
-                unnamed = True
-            else:
-                actions.append(seeds_action(side, want, converged))
+        unnamed |= _more_seeds(t, want, converged, actions)
+    if not whys:   # every comparison decided, the claim not: it asks for an exact p below ALPHA (``significant``)
+        for t in claim.tests:
+            if t.p is not None and t.p >= C.ALPHA and t.status(converged) == C.FOR:
+                whys.append(f"{t.label}: exact p {t.p:.2f} >= {C.ALPHA:g}")
+                unnamed |= _more_seeds(t, SEEDS_FOR_TEST if t.n < SEEDS_FOR_TEST else 2 * t.n, converged, actions)
     unique = list({a.key: a for a in actions}.values())
-    return Item(section, number, claim, "; ".join(whys), unique,
-                "the ledger does not name the runs of every side" if unnamed and not unique else "")
+    need = "" if unique else ("the ledger does not name the runs of every side" if unnamed else (
+        "its sides' run groups have the seeds the plan would ask for already" if whys else
+        claim.note or "nothing this planner can run"))
+    return Item(section, number, claim, "; ".join(whys) or "see the ledger's note", unique, need)
+
+
+def _more_seeds(t: C.Comparison, want: int, converged: bool, actions: list) -> bool:
+    """Append to ``actions`` the seeds each side of ``t`` needs to have ``want`` (a side that has them already
+    asks for none); True where a side's runs are not named."""
+    unnamed = False
+    for side in (t.a_trend, t.b_trend):
+        if side is None or side.group is None:
+            unnamed = True
+        elif len(side.group.seeds) < want:
+            actions.append(seeds_action(side, want, converged))
+    return unnamed
 
 
 def plan(ledgers: dict[str, list[C.Claim]]) -> list[Item]:

@@ -36,7 +36,7 @@ def cells(plan: Plan, finished: dict, records: dict | None = None, configs: dict
         mt = metric(plan, key[-1] if isinstance(key, tuple) else ("fedic" if isinstance(key, int) else key))
         best, last = ([100.0 * s["metrics"][mt][f"{stat}_weighted"] for s in runs] for stat in ("best", "last"))
         cell = out[key] = {"best": float(np.mean(best)), "last": float(np.mean(last)), "n": len(runs),
-                           "best_std": sample_std(best), "per_seed": best,
+                           "best_std": sample_std(best), "per_seed": best, "seeds": [s.get("seed") for s in runs],
                            "best_round": int(runs[0]["metrics"][mt]["best_weighted_round"])}
         if key in (records or {}):
             recs = records[key]
@@ -107,7 +107,8 @@ def tables(plan: Plan, res: dict) -> dict:
 
     def table(name, p=plan, order=None, **kw):
         got = _claim_cells(p, res[name], order) if res.get(name) else None
-        return Cells(got, p.profile, caveat(p), **kw) if got else None
+        added = study.added_seeds_text({key_label(p, k): c.get("seeds", ()) for k, c in (got or {}).items()}, p.seeds)
+        return Cells(got, p.profile, caveat(p) + added, **kw) if got else None
 
     sweeps, parts, bias = res.get("sweeps_plan", plan), plan.settings["partitions"], res.get("bias")
     methods = {"methods": ", ".join(sweeps.sweep_methods())}

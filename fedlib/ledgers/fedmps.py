@@ -167,7 +167,7 @@ def table3(plan: Plan, summaries: dict[str, list[dict]], metric: str | None = No
         key = metric or plan.paper_metric(m)
         vals = np.array([accuracy(s, key) for s in runs])
         rows[m] = {"mean": float(vals.mean()), "std": sample_std(vals), "n": len(vals), "per_seed": vals.tolist(),
-                   "metric": key}
+                   "metric": key, "seeds": [s.get("seed") for s in runs]}
     ref = rows.get("fedmps")
     for m, row in rows.items():
         ok = ref is not None and m != "fedmps" and len(row["per_seed"]) > 1 and len(ref["per_seed"]) > 1
@@ -261,9 +261,11 @@ def _paper_tables(plan: Plan, res: dict) -> dict:
     out = dict.fromkeys(("table3_paper", "table3_head_paper", "ways_paper", "ablation_paper"))
     if pp:
         pseeds = pp["plan"].seeds
+        added = study.added_seeds_text({plan.label(m): r.get("seeds", ()) for m, r in (pp["rows"] or {}).items()},
+                                       pseeds)
         got = _table3_tables(plan, "paper", pp["rows"], pp["head"], f"paper profile, "
-                             f"{pp['plan'].settings['rounds']['main']} rounds, seeds {pseeds}", "", len(pseeds),
-                             pp.get("trends") or {})
+                             f"{pp['plan'].settings['rounds']['main']} rounds, seeds {pseeds}{added}", "",
+                             len(pseeds), pp.get("trends") or {})
         out.update(table3_paper=got["table3"], table3_head_paper=got["table3_head"])
     if pw and pw.get("rows"):
         pr = pw["plan"]

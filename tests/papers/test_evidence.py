@@ -67,7 +67,8 @@ def test_a_margin_within_the_spread_asks_for_six_seeds_and_one_seed_for_three(gr
                                                                        (E.PROFILE_SEEDS, "B", 6)]
     assert it.cost == pytest.approx(2 * 3 * 100) and E.within_budget([it], 1e9) == ([], [], 0.0)
     assert "A: 6 seeds (has 3; the profile's seeds would have to grow)" == it.actions[0].text()
-    one = C.compare("A - B", [90.0], [89.0], a_trend=C.trend("A", [[90.0] * 100], groups["A"]),
+    one = C.compare("A - B", [90.0], [89.0],
+                    a_trend=C.trend("A", [[90.0] * 100], plateau.Group("A", groups["A"].cfg, (0,), "acc_proto")),
                     b_trend=C.trend("B", [[89.0] * 100], plateau.Group("B", groups["B"].cfg, (0,), "acc_proto")))
     it = E.plan_claim("S", 3, C.claim("A beats B", "T1", "x", True, "paper", 1, [one]))
     assert "one seed" in it.why and [a.seeds for a in it.actions] == [3, 3]
@@ -91,6 +92,39 @@ def test_six_seeds_still_within_the_spread_ask_for_twice_as_many(groups, monkeyp
     it = E.plan_claim("S", 6, c)
     assert [(x.group.label, x.seeds) for x in it.actions] == [("A", 12), ("B", 12)]
     assert it.cost == pytest.approx(2 * 6 * 100) and "A: 12 seeds (has 6;" in it.actions[0].text()
+
+
+def test_a_side_that_has_the_seeds_asked_for_is_not_asked_again(groups, monkeypatch):
+    """6 seeds against 4, within the spread: only the side with 4 gets seeds (2 more), never "add seeds  to A"."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    a6 = plateau.Group("A", groups["A"].cfg, tuple(range(6)), "acc_proto", more=True)
+    b4 = plateau.Group("B", groups["B"].cfg, tuple(range(4)), "acc_proto", more=True)
+    t = C.compare("A - B", [90.0, 92.0, 88.0, 91.0, 87.0, 90.5], [89.0, 91.5, 88.5, 90.0], paired=False,
+                  a_trend=C.trend("A", [[90.0] * 100] * 6, a6), b_trend=C.trend("B", [[89.0] * 100] * 4, b4))
+    it = E.plan_claim("S", 4, C.claim("A beats B", "T1", "x", True, "paper", 4, [t]))
+    assert [(x.kind, x.group.label, x.added) for x in it.actions] == [("seeds", "B", (4, 5))]
+    assert it.cost == pytest.approx(2 * 100) and it.actions[0].text() == "add seeds 4, 5 to B (6 in all, 100 rounds)"
+
+
+def test_a_claim_that_needs_an_exact_p_asks_for_seeds_where_its_p_is_not_below_alpha(groups, monkeypatch):
+    """Every comparison beyond the spread, but the claim (a paper's significance test) needs p < 0.05 against each:
+    the plan names the comparison whose p is not and asks for its seeds; it is never an empty row."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    a6 = plateau.Group("A", groups["A"].cfg, tuple(range(6)), "acc_proto", more=True)
+    b4 = plateau.Group("B", groups["B"].cfg, tuple(range(4)), "acc_proto", more=True)
+    t = C.compare("A - B", [92.0, 90.0, 91.0, 88.0, 93.0, 91.5], [88.5, 90.5, 87.5, 88.0], paired=False,
+                  a_trend=C.trend("A", [[90.0] * 100] * 6, a6), b_trend=C.trend("B", [[89.0] * 100] * 4, b4))
+    assert t.status() == C.FOR and t.p >= C.ALPHA
+    c = C.Claim("A is significantly better than B", "T1", "x", C.INCONCLUSIVE, "but exact p >= 0.05 against B",
+                "paper", (t,))
+    it = E.plan_claim("S", 2, c)
+    assert it.why == f"A - B: exact p {t.p:.2f} >= 0.05" and it.need == ""
+    assert [(x.group.label, x.added) for x in it.actions] == [("B", (4, 5))]
+    bare = E.plan_claim("S", 2, C.Claim("A beats B", "T1", "x", C.INCONCLUSIVE, "why not", "paper", ()))
+    assert bare.why and bare.need                                          # says something, even with no test
+    decided = C.compare("A - B", [95.0, 95.5, 96.0, 95.2, 95.7, 96.1], [80.0, 80.5, 81.0, 80.2, 80.7, 81.1])
+    odd = E.plan_claim("S", 3, C.Claim("A beats B", "T1", "x", C.INCONCLUSIVE, "a reason", "paper", (decided,)))
+    assert (odd.why, odd.actions, odd.need) == ("see the ledger's note", [], "a reason")
 
 
 def test_the_budget_takes_the_cheapest_claims_and_pays_a_shared_action_once(groups):

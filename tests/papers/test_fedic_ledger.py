@@ -97,3 +97,17 @@ def test_the_converged_run_count_counts_a_run_shared_between_tables_once(monkeyp
     assert f"summed over {len(unique)} runs" in got["made_by"]
     assert f"{len(unique)} of {len(unique)} runs read from the run archive" in got["made_by"]
     assert "trend" in got["table1"][("pra", "fedic")] and got["bias"] == {"global": 2.0, "cluster": 1.0}
+
+
+def test_a_note_names_the_seeds_the_evidence_planner_added_beyond_the_profiles():
+    """FedIC Pra and FedPAC Pra read seeds 0-5 under a profile of seeds 0-2: the claim's note says which were added
+    (it said "seeds [0, 1, 2]" alone while its comparison counted six)."""
+    conv = I.load_plan("converged")
+    assert conv.seeds == [0, 1, 2]
+    per_seed = {("pra", "fedic"): (90.0, 90.4, 89.8, 90.2, 90.6, 90.1),
+                ("pra", "fedpac"): (89.0, 89.2, 89.1, 89.3, 89.0, 88.9)}
+    six = {k: {**_cell(*v), "seeds": list(range(6))} for k, v in per_seed.items()}
+    note = {c.claim: c for c in I.ledger(conv, {"table1": six})}[PRA].note
+    assert "seeds [0, 1, 2], and the seeds the evidence planner added: FedIC pra 3-5; FedPAC pra 3-5" in note
+    three = {k: {**c, "seeds": [0, 1, 2]} for k, c in six.items()}
+    assert "evidence planner" not in {c.claim: c for c in I.ledger(conv, {"table1": three})}[PRA].note

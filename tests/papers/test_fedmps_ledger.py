@@ -62,6 +62,24 @@ def test_highest_accuracy_by_1_92_within_the_sample_std_of_2_00_is_inconclusive(
     assert {t.group.metric for t in (common.tests[0].a_trend, common.tests[0].b_trend)} == {S.COMMON_METRIC}
 
 
+def test_table3_names_the_seeds_the_evidence_planner_added_in_both_claims(finished):
+    """FedMPS with 6 seeds and FedProto with 4 (3 the profile's, the rest added): the best-method and the
+    significance claims say so instead of the profile's 3 seeds."""
+    quick, paper = S.load_plan("quick"), S.load_plan("paper")
+    per = {"fedmps": FEDMPS + [91.0, 90.5, 92.5], "fedproto": FEDPROTO + [88.0], "fedgkd": FEDGKD}
+    seeds = {m: range(1234, 1234 + len(v)) for m, v in per.items()}
+    runs = {m: [{"seed": x, **s} for x, s in zip(seeds[m], summaries({m: v})[m], strict=True)] for m, v in per.items()}
+    pt3 = {"plan": paper, "rows": S.table3(paper, runs), "head": S.table3(paper, runs, S.COMMON_METRIC),
+           "trends": S.trends(paper)}
+    by = {(c.source, c.claim): c for c in S.ledger(quick, {"table3_paper": pt3})}
+    added = "and the seeds the evidence planner added: FedMPS 1237-1239; FedProto 1237)"
+    best = by[("Table III, paper protocol", BEST)]
+    sig = by[("Table III, paper protocol", "FedMPS is significantly better than every baseline (Wilcoxon rank-sum, "
+                                           "p < 0.05)")]
+    assert best.evidence.endswith("seeds [1234, 1235, 1236], " + added)
+    assert sig.evidence.endswith("seeds [1234, 1235, 1236], " + added) and "; 3 seeds" not in sig.evidence
+
+
 def test_one_seed_table3_keeps_its_comparisons(finished):
     plan = S.load_plan("paper", seeds=[1234])
     rows = S.table3(plan, summaries({"fedmps": FEDMPS[:1], "fedproto": FEDPROTO[:1], "fedgkd": FEDGKD[:1]}))
