@@ -223,7 +223,9 @@ class Comparison:
     the exact test's two-sided p (paired when the two sides share their seeds; None with one seed or from
     summaries only), ``p_min`` the smallest p the design can reach and ``n`` the seeds per side.
     ``a_trend`` / ``b_trend`` (:class:`Trend`): where each side's curves stand, for a converged-profile
-    comparison of best-so-far values (None: a fixed budget, nothing to project)."""
+    comparison of best-so-far values (None: a fixed budget, nothing to project). ``minority`` (paired): the
+    differences on the other side of zero from the margin, or zero; however many more seeds agree with the margin,
+    they hold the sign-flip test's p at ``2**(minority + 1 - n)`` or above (:func:`seeds_for_test`)."""
 
     label: str
     margin: float
@@ -234,6 +236,7 @@ class Comparison:
     paired: bool = False
     a_trend: Trend | None = None
     b_trend: Trend | None = None
+    minority: int = 0
 
     @property
     def decisive(self) -> bool:
@@ -298,7 +301,8 @@ def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = T
         return Comparison(label, margin, math.nan, n, **trends)
     spread = float(max(sample_std(a), sample_std(b)))
     if paired:
-        return Comparison(label, margin, spread, n, paired_p(a, b), smallest_p(n, paired=True), True, **trends)
+        return Comparison(label, margin, spread, n, paired_p(a, b), smallest_p(n, paired=True), True, **trends,
+                          minority=_minority(a - b, margin))
     return Comparison(label, margin, spread, n, rank_sum_p(a, b), smallest_p(len(a), len(b)), **trends)
 
 
@@ -321,7 +325,23 @@ def against_threshold(label: str, values: Sequence[float], threshold: float, tre
     if len(v) < 2:
         return Comparison(label, margin, math.nan, len(v), a_trend=trend_)
     return Comparison(label, margin, sample_std(v), len(v), paired_p(v, np.full_like(v, threshold)),
-                      smallest_p(len(v), paired=True), True, a_trend=trend_)
+                      smallest_p(len(v), paired=True), True, a_trend=trend_, minority=_minority(v - threshold, margin))
+
+
+def _minority(d: np.ndarray, margin: float) -> int:
+    """The paired differences ``d`` not on the margin's side of zero (all of them for a zero margin)."""
+    return int(np.sum(np.sign(d) != np.sign(margin))) if margin else len(d)
+
+
+def seeds_for_test(minority: int = 0) -> int:
+    """The fewest pairs at which the exact sign-flip test can go below :data:`ALPHA` with ``minority`` of them
+    against the margin: its p is at least ``2**(minority + 1 - n)`` (each pattern of the minority's signs, with the
+    others as observed, is as far from zero or farther when the minority's values are the smallest), so
+    ``minority + 6`` at 0.05 (6 pairs with none against: p = 0.031)."""
+    n = minority + 1
+    while 2.0 ** (minority + 1 - n) >= ALPHA:
+        n += 1
+    return n
 
 
 def from_summary(label: str, a: tuple, b: tuple) -> Comparison:

@@ -10,7 +10,8 @@ what would decide it (:func:`plan`):
 - a margin **within the seed spread** (or one seed): more seeds for both sides; with 3 seeds the margin is judged
   against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact sign-flip test reach
   p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed; twice the seeds a
-  side has where 6 or more still leave the margin within the spread). Where the side's cells read the seeds added
+  side has where 6 or more still leave the margin within the spread; ``m + 6`` at least where m paired differences
+  already go against the margin, :func:`fedlib.claims.seeds_for_test`). Where the side's cells read the seeds added
   after the profile's (:attr:`fedlib.plateau.Group.more`: :func:`fedlib.results.cached` with ``more``), the seeds
   are added to that run group alone (``seeds``: the next seeds after its last, :func:`fedlib.plateau.fill`); where
   they do not, the profile's seeds must grow (:data:`PROFILE_SEEDS`, listed, not run);
@@ -186,6 +187,10 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
             state, want = "one seed", SEEDS_FOR_SPREAD
         else:   # a margin still within the spread at 6 paired seeds: twice as many (the test's p halves per seed)
             want = SEEDS_FOR_TEST if t.n < SEEDS_FOR_TEST else 2 * t.n
+            if t.paired and t.minority and state == C.WITHIN:   # the seeds against the margin raise the test's floor
+                want = max(want, C.seeds_for_test(t.minority))
+                state += (f" ({t.minority} of {t.n} paired differences against the margin: the exact test needs "
+                          f"{C.seeds_for_test(t.minority)} seeds or more)")
         whys.append(f"{t.label}: {state}")
         if state == C.OPEN:
             if t.behind is None or t.behind.group is None:
