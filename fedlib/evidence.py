@@ -7,7 +7,9 @@ what would decide it (:func:`plan`):
 - a comparison **open** because, under the ``converged`` profile, the side behind is still rising
   (:meth:`fedlib.claims.Comparison.status`): extend that side's runs towards their plateau (:mod:`fedlib.plateau`,
   up to :data:`fedlib.plateau.CAP` rounds);
-- a margin **within the seed spread** (or one seed): more seeds for both sides; with 3 seeds the margin is judged
+- a margin **within the seed spread** (or one seed): more seeds for both sides (and, under the ``converged``
+  profile, extending the side behind where it is still rising: more seeds alone would leave the comparison open);
+  with 3 seeds the margin is judged
   against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact sign-flip test reach
   p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed; twice the seeds a
   side has where 6 or more still leave the margin within the spread; ``m + 6`` at least where m paired differences
@@ -199,6 +201,11 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
                 actions.append(extend_action(t.behind))
             continue
         unnamed |= _more_seeds(t, want, converged, actions)
+        behind = t.behind if converged else None
+        if behind is not None and behind.group is not None and not behind.plateaued:
+            # more seeds alone would leave it open: the side behind is still rising (Comparison.status)
+            whys[-1] += f", and {behind.label} still rising"
+            actions.append(extend_action(behind))
     if not whys:   # every comparison decided, the claim not: it asks for an exact p below ALPHA (``significant``)
         for t in claim.tests:
             if t.p is not None and t.p >= C.ALPHA and t.status(converged) == C.FOR:

@@ -241,7 +241,8 @@ def tables(plan: Plan, res: dict) -> dict:
     R, seeds, prof = plan.settings["rounds"], plan.seeds, plan.profile
     caveat = "short runs: not converged" if prof != "paper" else ""
     tr = res.get("trends") or {}
-    where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}"
+    where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}" + study.added_seeds_text(
+        {plan.label(m): r.get("seeds", ()) for m, r in (res.get("table3") or {}).items()}, seeds)
     out = {**_table3_tables(plan, prof, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds), tr),
            "comm_cifar10": _comm_table(plan, {m: c["up"] for m, c in (res.get("comm_cifar10") or {}).items()}),
            "comm": _comm_table(plan, res.get("comm")),

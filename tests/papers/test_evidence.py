@@ -102,6 +102,24 @@ def test_paired_differences_against_the_margin_raise_the_seeds_asked_for(groups,
     assert tie.minority == 2
 
 
+def test_within_the_spread_and_still_rising_asks_for_seeds_and_the_extension_together(groups, monkeypatch):
+    """Under the converged profile, more seeds alone would take the margin beyond the spread only to leave it open
+    (the side behind still rising): the plan asks for both, and its cost counts both."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    monkeypatch.setattr(E, "checkpointed_rounds", lambda cfg, seed: 0)
+    rising = trend(groups["B"], list(np.linspace(85, 89, 100)))
+    t = C.compare("A - B", [90.0, 92.0, 88.0], [89.5, 91.5, 87.5], a_trend=trend(groups["A"], [90.0] * 100),
+                  b_trend=rising)
+    c = C.claim("A beats B", "T1", "x", True, "converged", 3, [t])
+    it = E.plan_claim("S", 1, c)
+    assert it.why == "A - B: within, and B still rising"
+    assert [(a.kind, a.group.label, a.seeds) for a in it.actions] == [
+        (E.PROFILE_SEEDS, "A", 6), (E.PROFILE_SEEDS, "B", 6), ("extend", "B", 3)]
+    assert it.actions[2].rounds == 200 and it.cost == pytest.approx(2 * 3 * 100 + 3 * 200)
+    paper = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "paper", 3, [t]))
+    assert [a.kind for a in paper.actions] == [E.PROFILE_SEEDS, E.PROFILE_SEEDS]   # a fixed protocol: no extension
+
+
 def test_six_seeds_still_within_the_spread_ask_for_twice_as_many(groups, monkeypatch):
     """A side that already has the 6 seeds the plan asks for must not be asked for 6 again at no cost."""
     monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)

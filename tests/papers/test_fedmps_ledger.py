@@ -78,6 +78,10 @@ def test_table3_names_the_seeds_the_evidence_planner_added_in_both_claims(finish
                                            "p < 0.05)")]
     assert best.evidence.endswith("seeds [1234, 1235, 1236], " + added)
     assert sig.evidence.endswith("seeds [1234, 1235, 1236], " + added) and "; 3 seeds" not in sig.evidence
+    # under the paper profile itself (the report's FedMPS section), Table III is the main table
+    rows = {"table3": pt3["rows"], "table3_head": pt3["head"], "trends": pt3["trends"]}
+    own = {(c.source, c.claim): c for c in S.ledger(paper, rows)}
+    assert own[("Table III", BEST)].evidence.endswith("seeds [1234, 1235, 1236], " + added)
 
 
 def test_one_seed_table3_keeps_its_comparisons(finished):
