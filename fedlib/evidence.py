@@ -187,8 +187,8 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
             continue
         if t.n < 2:
             state, want = "one seed", SEEDS_FOR_SPREAD
-        else:   # a margin still within the spread at 6 paired seeds: twice as many (the test's p halves per seed)
-            want = SEEDS_FOR_TEST if t.n < SEEDS_FOR_TEST else 2 * t.n
+        else:
+            want = _seeds_wanted(t.n)
             if t.paired and t.minority and state == C.WITHIN:   # the seeds against the margin raise the test's floor
                 want = max(want, C.seeds_for_test(t.minority))
                 state += (f" ({t.minority} of {t.n} paired differences against the margin: the exact test needs "
@@ -210,12 +210,18 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
         for t in claim.tests:
             if t.p is not None and t.p >= C.ALPHA and t.status(converged) == C.FOR:
                 whys.append(f"{t.label}: exact p {t.p:.2f} >= {C.ALPHA:g}")
-                unnamed |= _more_seeds(t, SEEDS_FOR_TEST if t.n < SEEDS_FOR_TEST else 2 * t.n, converged, actions)
+                unnamed |= _more_seeds(t, _seeds_wanted(t.n), converged, actions)
     unique = list({a.key: a for a in actions}.values())
     need = "" if unique else ("the ledger does not name the runs of every side" if unnamed else (
         "its sides' run groups have the seeds the plan would ask for already" if whys else
         claim.note or "nothing this planner can run"))
     return Item(section, number, claim, "; ".join(whys) or "see the ledger's note", unique, need)
+
+
+def _seeds_wanted(n: int) -> int:
+    """Seeds a side of a comparison on ``n`` seeds should have: 6, or twice ``n`` from 6 on (the test's p halves
+    per seed)."""
+    return SEEDS_FOR_TEST if n < SEEDS_FOR_TEST else 2 * n
 
 
 def _more_seeds(t: C.Comparison, want: int, converged: bool, actions: list) -> bool:

@@ -241,8 +241,8 @@ def tables(plan: Plan, res: dict) -> dict:
     R, seeds, prof = plan.settings["rounds"], plan.seeds, plan.profile
     caveat = "short runs: not converged" if prof != "paper" else ""
     tr = res.get("trends") or {}
-    where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}" + study.added_seeds_text(
-        {plan.label(m): r.get("seeds", ()) for m, r in (res.get("table3") or {}).items()}, seeds)
+    where = f"{prof} profile, {R['main']} rounds, seed{'s' if len(seeds) > 1 else ''} {seeds}" + _added(
+        plan, res.get("table3"), seeds)
     out = {**_table3_tables(plan, prof, res.get("table3"), res.get("table3_head"), where, caveat, len(seeds), tr),
            "comm_cifar10": _comm_table(plan, {m: c["up"] for m, c in (res.get("comm_cifar10") or {}).items()}),
            "comm": _comm_table(plan, res.get("comm")),
@@ -262,10 +262,9 @@ def _paper_tables(plan: Plan, res: dict) -> dict:
     out = dict.fromkeys(("table3_paper", "table3_head_paper", "ways_paper", "ablation_paper"))
     if pp:
         pseeds = pp["plan"].seeds
-        added = study.added_seeds_text({plan.label(m): r.get("seeds", ()) for m, r in (pp["rows"] or {}).items()},
-                                       pseeds)
         got = _table3_tables(plan, "paper", pp["rows"], pp["head"], f"paper profile, "
-                             f"{pp['plan'].settings['rounds']['main']} rounds, seeds {pseeds}{added}", "",
+                             f"{pp['plan'].settings['rounds']['main']} rounds, seeds {pseeds}"
+                             f"{_added(plan, pp['rows'], pseeds)}", "",
                              len(pseeds), pp.get("trends") or {})
         out.update(table3_paper=got["table3"], table3_head_paper=got["table3_head"])
     if pw and pw.get("rows"):
@@ -281,6 +280,11 @@ def _paper_tables(plan: Plan, res: dict) -> dict:
                                                       f"{pr.settings['rounds']['ablation']} rounds, {seeds}",
                                                       pa.get("trends") or {})
     return out
+
+
+def _added(plan: Plan, rows: dict | None, seeds: list[int]) -> str:
+    """The seeds Table III's ``rows`` read beyond ``seeds`` (:func:`fedlib.study.added_seeds_text`)."""
+    return study.added_seeds_text({plan.label(m): r.get("seeds", ()) for m, r in (rows or {}).items()}, seeds)
 
 
 def _table3_tables(plan: Plan, profile: str, t3: dict | None, head: dict | None, where: str, caveat: str,
