@@ -57,6 +57,8 @@ SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTED = (
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTED)
 DECISIVE_PROFILES = ("paper", "converged")
 ALPHA = 0.05
+#: the chance of the exact test going below ALPHA that :meth:`Comparison.seeds_to_separate` sizes seeds for
+POWER = 0.8
 # Why a count claim got its verdict. The earlier rule wrote EXACT_COUNTS beside "supported" too: parse_ledger finds
 # its tag there to tell a section judged before counts became by construction.
 EXACT_TAG = "exact counts:"
@@ -225,7 +227,9 @@ class Comparison:
     ``a_trend`` / ``b_trend`` (:class:`Trend`): where each side's curves stand, for a converged-profile
     comparison of best-so-far values (None: a fixed budget, nothing to project). ``minority`` (paired): the
     differences on the other side of zero from the margin, or zero; however many more seeds agree with the margin,
-    they hold the sign-flip test's p at ``2**(minority + 1 - n)`` or above (:func:`seeds_for_test`)."""
+    they hold the sign-flip test's p at ``2**(minority + 1 - n)`` or above (:func:`seeds_for_test`).
+    ``diff_spread`` (paired): the sample std of the per-seed differences, what the paired test's power turns on
+    (:meth:`seeds_to_separate`)."""
 
     label: str
     margin: float
@@ -237,6 +241,7 @@ class Comparison:
     a_trend: Trend | None = None
     b_trend: Trend | None = None
     minority: int = 0
+    diff_spread: float = math.nan
 
     @property
     def decisive(self) -> bool:
@@ -263,6 +268,28 @@ class Comparison:
             if abs(self.margin) - behind.reach() <= spread:
                 return OPEN
         return FOR if self.margin > 0 else AGAINST
+
+    def seeds_to_separate(self, power: float = POWER) -> float:
+        """About how many seeds per side the exact test would need to go below :data:`ALPHA` with probability
+        ``power``, were the true margin one standard error larger than measured (a bound in the margin's favour, so
+        that three seeds' noisy margin does not call a comparison tied too soon): the normal approximation of the
+        paired test on the differences' std (``diff_spread``), or of the two-sample test on the larger side's std,
+        with the usual small-sample term; ``inf`` for a zero margin with no spread (identical runs), NaN with one
+        seed. :func:`seeds_for_test`'s floor is not included."""
+        if self.n < 2:
+            return math.nan
+        from statistics import NormalDist
+
+        sd = self.diff_spread if self.paired else self.spread
+        if math.isnan(sd):
+            return math.nan
+        se = sd / math.sqrt(self.n) * (1.0 if self.paired else math.sqrt(2.0))
+        margin = abs(self.margin) + se
+        if margin == 0.0:
+            return math.inf
+        za, zb = NormalDist().inv_cdf(1 - ALPHA / 2), NormalDist().inv_cdf(power)
+        k = 1.0 if self.paired else 2.0
+        return k * ((za + zb) * sd / margin) ** 2 + za ** 2 / (2.0 * k)
 
     def rising_text(self) -> str:
         """The sides of this comparison still rising, with their trends; ``""`` where none is."""
@@ -302,7 +329,7 @@ def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = T
     spread = float(max(sample_std(a), sample_std(b)))
     if paired:
         return Comparison(label, margin, spread, n, paired_p(a, b), smallest_p(n, paired=True), True, **trends,
-                          minority=_minority(a - b, margin))
+                          minority=_minority(a - b, margin), diff_spread=sample_std(a - b))
     return Comparison(label, margin, spread, n, rank_sum_p(a, b), smallest_p(len(a), len(b)), **trends)
 
 
@@ -325,7 +352,8 @@ def against_threshold(label: str, values: Sequence[float], threshold: float, tre
     if len(v) < 2:
         return Comparison(label, margin, math.nan, len(v), a_trend=trend_)
     return Comparison(label, margin, sample_std(v), len(v), paired_p(v, np.full_like(v, threshold)),
-                      smallest_p(len(v), paired=True), True, a_trend=trend_, minority=_minority(v - threshold, margin))
+                      smallest_p(len(v), paired=True), True, a_trend=trend_, minority=_minority(v - threshold, margin),
+                      diff_spread=sample_std(v))
 
 
 def _minority(d: np.ndarray, margin: float) -> int:

@@ -17,6 +17,10 @@ what would decide it (:func:`plan`):
   after the profile's (:attr:`fedlib.plateau.Group.more`: :func:`fedlib.results.cached` with ``more``), the seeds
   are added to that run group alone (``seeds``: the next seeds after its last, :func:`fedlib.plateau.fill`); where
   they do not, the profile's seeds must grow (:data:`PROFILE_SEEDS`, listed, not run);
+- a margin within the spread that is a **near-tie** (:func:`near_tie`: more than :data:`NEAR_TIE_SEEDS` seeds per
+  side even at a margin one standard error larger, or sides identical on every seed): named, with the seeds it would
+  take, and no seeds asked; beside it only comparisons against the claim keep their actions (a near-tie keeps the
+  claim from "supported");
 - a claim judged on a short profile only, or on runs the ledger does not name: the profile or command that makes
   its runs.
 
@@ -51,6 +55,12 @@ PAST_CAP = "past the cap"
 #: the kind of :class:`Action` whose seeds only a larger profile would read (its cells do not read added seeds:
 #: listed, not run)
 PROFILE_SEEDS = "profile seeds"
+#: seeds per side beyond which a comparison within the spread is a near-tie the plan asks no seeds for
+#: (:func:`near_tie`): three to eight times what a study's profile runs
+NEAR_TIE_SEEDS = 30
+#: what an :class:`Item` whose open comparisons are near-ties needs
+NEAR_TIE_NEED = ("nothing this planner would run: a near-tie no affordable number of seeds decides (the claim stays "
+                 "inconclusive; on this evidence its sides are as good as tied)")
 #: the kinds ``--run`` does
 RUNNABLE = ("extend", "seeds")
 
@@ -180,13 +190,18 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
     if not claim.tests:
         return Item(section, number, claim, "no per-seed comparison", [],
                     "a per-seed comparison in the ledger, or more seeds of runs it does not name")
-    actions, whys, unnamed = [], [], False
+    actions, whys, unnamed, ties, against = [], [], False, [], []
     for t in claim.tests:
         state = t.status(converged)
         if state in (C.FOR, C.AGAINST):
             continue
+        before = len(actions)
         if t.n < 2:
             state, want = "one seed", SEEDS_FOR_SPREAD
+        elif state == C.WITHIN and (tie := near_tie(t)):
+            whys.append(f"{t.label}: {tie}")
+            ties.append(t)
+            continue
         else:
             want = _seeds_wanted(t.n)
             if t.paired and t.minority and state == C.WITHIN:   # the seeds against the margin raise the test's floor
@@ -199,23 +214,41 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
                 unnamed = True
             else:
                 actions.append(extend_action(t.behind))
-            continue
-        unnamed |= _more_seeds(t, want, converged, actions)
-        behind = t.behind if converged else None
-        if behind is not None and behind.group is not None and not behind.plateaued:
-            # more seeds alone would leave it open: the side behind is still rising (Comparison.status)
-            whys[-1] += f", and {behind.label} still rising"
-            actions.append(extend_action(behind))
+        else:
+            unnamed |= _more_seeds(t, want, converged, actions)
+            behind = t.behind if converged else None
+            if behind is not None and behind.group is not None and not behind.plateaued:
+                # more seeds alone would leave it open: the side behind is still rising (Comparison.status)
+                whys[-1] += f", and {behind.label} still rising"
+                actions.append(extend_action(behind))
+        if t.margin < 0:
+            against += actions[before:]
+    if ties:   # a near-tie keeps the claim from "supported": only a comparison against it can still decide it
+        actions = against
     if not whys:   # every comparison decided, the claim not: it asks for an exact p below ALPHA (``significant``)
         for t in claim.tests:
             if t.p is not None and t.p >= C.ALPHA and t.status(converged) == C.FOR:
                 whys.append(f"{t.label}: exact p {t.p:.2f} >= {C.ALPHA:g}")
                 unnamed |= _more_seeds(t, _seeds_wanted(t.n), converged, actions)
     unique = list({a.key: a for a in actions}.values())
-    need = "" if unique else ("the ledger does not name the runs of every side" if unnamed else (
-        "its sides' run groups have the seeds the plan would ask for already" if whys else
-        claim.note or "nothing this planner can run"))
+    need = "" if unique else (NEAR_TIE_NEED if ties else "the ledger does not name the runs of every side" if unnamed
+                              else "its sides' run groups have the seeds the plan would ask for already" if whys
+                              else claim.note or "nothing this planner can run")
     return Item(section, number, claim, "; ".join(whys) or "see the ledger's note", unique, need)
+
+
+def near_tie(t: C.Comparison) -> str:
+    """Why a comparison within the seed spread is a near-tie that the plan asks no seeds for (``""`` where it is
+    not): its sides are identical on every seed, or even a margin one standard error larger than measured would need
+    more than :data:`NEAR_TIE_SEEDS` seeds per side for the exact test
+    (:meth:`fedlib.claims.Comparison.seeds_to_separate`)."""
+    need = t.seeds_to_separate()
+    if math.isinf(need):
+        return "identical on every seed: no number of seeds separates them"
+    if math.isnan(need) or need <= NEAR_TIE_SEEDS:
+        return ""
+    return (f"a near-tie ({t.margin:+.2f} against a seed std of {t.spread:.2f}: the exact test would need about "
+            f"{need:.0f} seeds per side, more than {NEAR_TIE_SEEDS})")
 
 
 def _seeds_wanted(n: int) -> int:
@@ -297,11 +330,14 @@ def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str
     from fedlib import plateau
 
     capped = sum(1 for it in items if it.actions and any(a.kind == PAST_CAP for a in it.actions))
+    ties = sum(1 for it in items if it.need == NEAR_TIE_NEED)
     return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions and "
             f"added seeds ({hours(spent)} h planned) would bring {len(chosen)} more to where the rule can decide "
             f"them (a plateau, the cap, or seeds enough for the exact test); {seeds} more need a profile's seeds to "
             "grow (listed with their cost)"
-            + (f"; {capped} wait on a curve still rising at the {plateau.CAP}-round cap" if capped else ""))
+            + (f"; {capped} wait on a curve still rising at the {plateau.CAP}-round cap" if capped else "")
+            + (f"; {ties} {'is a near-tie' if ties == 1 else 'are near-ties'} that no affordable number of seeds "
+               "would decide" if ties else ""))
 
 
 

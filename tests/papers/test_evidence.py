@@ -139,7 +139,7 @@ def test_a_side_that_has_the_seeds_asked_for_is_not_asked_again(groups, monkeypa
     monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
     a6 = plateau.Group("A", groups["A"].cfg, tuple(range(6)), "acc_proto", more=True)
     b4 = plateau.Group("B", groups["B"].cfg, tuple(range(4)), "acc_proto", more=True)
-    t = C.compare("A - B", [90.0, 92.0, 88.0, 91.0, 87.0, 90.5], [89.0, 91.5, 88.5, 90.0], paired=False,
+    t = C.compare("A - B", [91.0, 93.0, 89.0, 92.0, 88.0, 91.5], [89.0, 91.5, 88.5, 90.0], paired=False,
                   a_trend=C.trend("A", [[90.0] * 100] * 6, a6), b_trend=C.trend("B", [[89.0] * 100] * 4, b4))
     it = E.plan_claim("S", 4, C.claim("A beats B", "T1", "x", True, "paper", 4, [t]))
     assert [(x.kind, x.group.label, x.added) for x in it.actions] == [("seeds", "B", (4, 5))]
@@ -270,3 +270,55 @@ def test_seeds_for_a_claim_at_a_fixed_protocol_train_its_configs_own_rounds(grou
     assert [(a.rounds, a.cost) for a in paper.actions] == [(100, 300.0), (100, 300.0)]
     converged = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [within]))
     assert [a.rounds for a in converged.actions] == [400, 100]      # a converged claim reads the runs as extended
+
+
+def test_seeds_to_separate_is_the_normal_approximation_at_a_margin_one_standard_error_larger():
+    za, zb = 1.959963984540054, 0.8416212335729143                       # 0.975 and 0.8 normal quantiles
+    d = np.array([1.0, -0.5, 0.7, 0.2])                                  # paired differences: mean 0.35
+    t = C.compare("A - B", list(90.0 + d), [90.0] * 4)
+    sd = float(np.std(d, ddof=1))
+    assert t.diff_spread == pytest.approx(sd)
+    assert t.seeds_to_separate() == pytest.approx(((za + zb) * sd / (0.35 + sd / 2)) ** 2 + za ** 2 / 2)
+    u = C.compare("A - B", [91.0, 93.0, 89.0], [90.0, 90.5, 89.5], paired=False)
+    s, se = 2.0, 2.0 * np.sqrt(2 / 3)                                    # the larger side's std; two-sample error
+    assert u.seeds_to_separate() == pytest.approx(2 * ((za + zb) * s / (1.0 + se)) ** 2 + za ** 2 / 4)
+    assert C.compare("A - B", [90.0, 91.0, 92.0], [90.0, 91.0, 92.0]).seeds_to_separate() == float("inf")
+    assert np.isnan(C.compare("A - B", [90.0], [89.0]).seeds_to_separate())
+
+
+def test_a_near_tie_asks_for_no_seeds_and_says_so(groups, monkeypatch):
+    """MP-FedCL's Table VI: +0.18 against differences of std ~5 over 24 seeds. The m + 6 floor asked for 48 seeds,
+    which at that margin would decide nothing: a near-tie is named, with the seeds it would take, and left alone."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    rng = np.random.default_rng(0)
+    d = rng.normal(0.0, 5.0, 24)
+    d += 0.18 - d.mean()
+    g24 = {k: plateau.Group(k, groups[k].cfg, tuple(range(24)), "acc_proto", more=True) for k in ("A", "B")}
+    tr = {k: C.trend(k, [[90.0] * 100] * 24, g24[k]) for k in ("A", "B")}
+    tie = C.compare("A - B", list(90.0 + d), [90.0] * 24, a_trend=tr["A"], b_trend=tr["B"])
+    assert tie.status(False) == C.WITHIN and tie.seeds_to_separate() > E.NEAR_TIE_SEEDS
+    c = C.claim("A beats B", "T1", "x", True, "paper", 24, [tie])
+    it = E.plan_claim("S", 1, c)
+    assert it.actions == [] and it.need == E.NEAR_TIE_NEED and it.cost == float("inf")
+    assert it.why.startswith("A - B: a near-tie (+0.18 against a seed std of") and "more than 30)" in it.why
+    assert f"seeds per side, more than {E.NEAR_TIE_SEEDS}" in it.why
+    assert "; 1 is a near-tie that no affordable number of seeds would decide" in E.summary({"S": [c]}, [it])
+    same = C.compare("A - B", [90.0, 91.0, 92.0], [90.0, 91.0, 92.0], a_trend=tr["A"], b_trend=tr["B"])
+    it = E.plan_claim("S", 2, C.claim("A beats B", "T1", "x", True, "paper", 3, [same]))
+    assert it.why == "A - B: identical on every seed: no number of seeds separates them" and it.actions == []
+
+
+def test_beside_a_near_tie_only_a_comparison_against_the_claim_is_still_worth_seeds(groups, monkeypatch):
+    """A claim with a near-tie cannot become supported; a comparison going against it can still make it not
+    supported, so its seeds are asked for, and a comparison for it (which could only agree) gets none."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    g = {k: plateau.Group(k, groups[k].cfg, (0, 1, 2), "acc_proto", more=True) for k in ("A", "B", "C")}
+    tr = {k: C.trend(k, [[90.0] * 100] * 3, g[k]) for k in g}
+    same = C.compare("A - B", [90.0, 91.0, 92.0], [90.0, 91.0, 92.0], a_trend=tr["A"], b_trend=tr["B"])
+    ahead = C.compare("A - C", [90.0, 92.0, 88.0], [89.5, 91.5, 87.5], a_trend=tr["A"], b_trend=tr["C"])
+    behind = C.compare("A - C", [89.5, 91.5, 87.5], [90.0, 92.0, 88.0], a_trend=tr["A"], b_trend=tr["C"])
+    assert ahead.status(False) == behind.status(False) == C.WITHIN
+    up = E.plan_claim("S", 1, C.claim("A beats B and C", "T1", "x", True, "paper", 3, [same, ahead]))
+    assert up.actions == [] and up.need == E.NEAR_TIE_NEED and "A - C: within" in up.why
+    down = E.plan_claim("S", 2, C.claim("A beats B and C", "T1", "x", False, "paper", 3, [same, behind]))
+    assert [(a.group.label, a.seeds) for a in down.actions] == [("A", 6), ("C", 6)] and down.need == ""
