@@ -729,7 +729,9 @@ class Cells:
     ``{(point, key): cell}`` for a sweep or a table of settings; the ``profile`` whose runs made them, the ``caveat`` a
     note may name, ``seeds`` the verdict counts (default: the fewest of the cells a claim reads), ``points``
     (``{point: label}``; default the claim's ``point`` template), ``text`` (further template fields) and ``rising``
-    (:func:`verdict`'s runs outside the comparisons still rising)."""
+    (:func:`verdict`'s runs outside the comparisons still rising). ``caveat_of``: where a claim's caveat depends on
+    the cells it reads (the seeds the evidence planner added to some of them), a function of those cells
+    (``{key: cell}``) giving it, in place of ``caveat``."""
 
     cells: dict
     profile: str
@@ -738,6 +740,7 @@ class Cells:
     points: dict = dataclasses.field(default_factory=dict)
     text: dict = dataclasses.field(default_factory=dict)
     rising: str = ""
+    caveat_of: object = None
 
 
 @dataclasses.dataclass
@@ -917,7 +920,8 @@ class _Judge:
         """What the claim's templates may name: the table's ``text``, ``caveat``, ``profile``, ``cells`` (these),
         ``seeds``, ``s`` (the plural's s), ``items`` (each cell by the ``item`` template), then ``more``."""
         seeds = more.pop("seeds") if "seeds" in more else self.seeds(cells)
-        return {**self.table.text, "caveat": self.table.caveat, "profile": self.table.profile, "cells": cells,
+        caveat = self.table.caveat if self.table.caveat_of is None else self.table.caveat_of(cells)
+        return {**self.table.text, "caveat": caveat, "profile": self.table.profile, "cells": cells,
                 "items": self.items(cells), "seeds": seeds, "s": "s" if seeds > 1 else "", **more}
 
     def items(self, cells: dict) -> str:

@@ -107,8 +107,13 @@ def tables(plan: Plan, res: dict) -> dict:
 
     def table(name, p=plan, order=None, **kw):
         got = _claim_cells(p, res[name], order) if res.get(name) else None
-        added = study.added_seeds_text({key_label(p, k): c.get("seeds", ()) for k, c in (got or {}).items()}, p.seeds)
-        return Cells(got, p.profile, caveat(p) + added, **kw) if got else None
+        if not got:
+            return None
+        got = {k: {**c, "run": key_label(p, k)} for k, c in got.items()}
+
+        def caveat_of(cells):   # the seeds the planner added to the cells a claim reads (Pat's claim: none of Pra's)
+            return caveat(p) + study.added_seeds_text({c["run"]: c.get("seeds", ()) for c in cells.values()}, p.seeds)
+        return Cells(got, p.profile, caveat_of(got), caveat_of=caveat_of, **kw)
 
     sweeps, parts, bias = res.get("sweeps_plan", plan), plan.settings["partitions"], res.get("bias")
     methods = {"methods": ", ".join(sweeps.sweep_methods())}

@@ -111,3 +111,18 @@ def test_a_note_names_the_seeds_the_evidence_planner_added_beyond_the_profiles()
     assert "seeds [0, 1, 2], and the seeds the evidence planner added: FedIC pra 3-5; FedPAC pra 3-5" in note
     three = {k: {**c, "seeds": [0, 1, 2]} for k, c in six.items()}
     assert "evidence planner" not in {c.claim: c for c in I.ledger(conv, {"table1": three})}[PRA].note
+
+
+def test_a_claim_on_one_partition_names_only_the_seeds_added_to_its_own_cells():
+    """Seeds added to the Pra cells only: the Pra claim's note names them, the Pat claim's note (on the same Table 1)
+    does not (it once named Pra's added seeds too, the added-seeds text being the table's)."""
+    conv = I.load_plan("converged")
+    pra = {("pra", m): {**_cell(*v), "seeds": list(range(6))} for m, v in (
+        ("fedic", (90.0, 90.4, 89.8, 90.2, 90.6, 90.1)), ("fedpac", (89.0, 89.2, 89.1, 89.3, 89.0, 88.9)))}
+    pat = {("pat", m): {**_cell(*v), "seeds": [0, 1, 2]} for m, v in (("fedic", (97.0, 97.2, 96.9)),
+                                                                      ("fedpac", (96.0, 96.1, 96.3)))}
+    notes = {c.claim: c.note for c in I.ledger(conv, {"table1": {**pat, **pra}})}
+    assert "the seeds the evidence planner added: FedIC pra 3-5; FedPAC pra 3-5" in notes[PRA]
+    pat_claim = "FedIC beats every baseline on Fashion-MNIST Pat (2 classes per client)"
+    assert "evidence planner" not in notes[pat_claim] and "seeds [0, 1, 2]" in notes[pat_claim]
+

@@ -401,3 +401,34 @@ def test_table3_shows_every_method_over_the_same_seeds():
     assert one.loc[plan.label("fednh"), "ours: Fashion-MNIST practical"] == "70.00 (n=1)"
     # the ledger judges the same per-seed values
     assert P.homogeneous_accuracy(runs)["fednh"] == [70.0, 60.0, 65.0]
+
+
+def test_table1_and_gamma_name_the_seeds_the_evidence_planner_added_as_every_study_does():
+    """Seeds added beyond the converged profile's 0-2 are named by run group and seed ("FedDistill 3-5"), in the
+    words every study uses (fedlib.study.added_seeds_text), on Table 1's split and on the gamma tables."""
+    from fedlib import claims as C
+    from fedlib import plateau
+
+    conv = P.load_plan("converged")
+    cfg = P.table1_config(conv, "feddistill", "practical")
+
+    def tr(label, seeds):
+        return C.trend(label, [[90.0] * 100] * len(seeds), plateau.Group(label, cfg, tuple(seeds), "acc"))
+
+    def row(*v):
+        return {"mean": float(np.mean(v)), "std": C.sample_std(v), "n": len(v), "per_seed": list(v)}
+
+    six, three = range(6), range(3)
+    res = {"table1": {"practical": {"protonorm": row(90.5, 90.6, 90.4, 90.7, 90.5, 90.6),
+                                    "feddistill": row(89.0, 89.1, 88.9, 89.2, 89.0, 89.1),
+                                    "fedtgp": row(86.9, 87.0, 86.8)}},
+           "gamma": [{"method": "fedproto", "gamma": g, "acc": 80.0, "per_seed": [80.0] * n, "diverged": False}
+                     for g, n in ((1.0, 6), (1.4, 3))],
+           "rising": {("table1", "practical", "protonorm"): tr("p", six), ("table1", "practical", "feddistill"):
+                      tr("d", six), ("table1", "practical", "fedtgp"): tr("t", three),
+                      ("gamma", "fedproto", 1.0): tr("g1", six), ("gamma", "fedproto", 1.4): tr("g14", three)}}
+    tabs = P.tables(conv, res)
+    where = tabs["table1_practical"].text["where"]
+    assert ", and the seeds the evidence planner added: ProtoNorm (lambda 1, paper) 3-5; FedDistill 3-5" in where
+    assert "FedTGP" not in where.split("added:")[1]
+    assert tabs["table5_fedproto"].caveat == "the seeds the evidence planner added: gamma 1 3-5"
