@@ -381,8 +381,7 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
         groups = gpu_groups(items, plan_hours)
     elif groups is None:
         _, actions, _ = within_budget(items, budget * max(1, workers or 1))
-        groups = list({a.key: a.group for a in actions if a.kind == "extend"}.values())
-        grown = list({a.key: a for a in actions if a.kind == "seeds"}.values())
+        groups, grown = extensions_and_seeds(actions)
     if grown:
         print(f"evidence: adding seeds to {len(grown)} run group{'s' if len(grown) != 1 else ''} "
               f"({', '.join(a.group.label for a in grown)})", flush=True)
@@ -395,6 +394,50 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
     print(f"evidence: extending {len(groups)} run group{'s' if len(groups) != 1 else ''} "
           f"({', '.join(g.label for g in groups)})", flush=True)
     return plateau.run(groups, workers=workers, deadline=deadline, progress=progress, keep=keep)
+
+
+def extensions_and_seeds(actions: list[Action]) -> tuple[list, list[Action]]:
+    """The run groups to extend and the seeds actions to fill first, from ``actions``: a group that is both extended
+    and given seeds is extended with its added seeds (:attr:`Action.grown`; :func:`fedlib.plateau.next_jobs` trains
+    them to the others' length first, then every seed on), not filled to its present length and left there (its
+    shortest seeds would hold its trend at that length, still rising)."""
+    seeds = {a.group.label: a for a in actions if a.kind == "seeds"}
+    extend = list({a.key: a for a in actions if a.kind == "extend"}.values())
+    both = {a.group.label for a in extend if a.group.label in seeds}
+    groups = [seeds[a.group.label].grown if a.group.label in both else a.group for a in extend]
+    return groups, [a for label, a in seeds.items() if label not in both]
+
+
+def parse_claim(text: str) -> tuple[str, int]:
+    """``fedic:2`` -> ``("fedic", 2)``; anything else is one ConfigError line (checked before the ledgers render)."""
+    from fedlib.validation import ConfigError
+
+    name, _, num = str(text).rpartition(":")
+    if not name.strip() or not num.isdigit():
+        raise ConfigError("--claim", text, "SECTION:N, a word of a section's title and a claim number (fedic:2)")
+    return name.strip(), int(num)
+
+
+def select(items: list[Item], wanted: list[str]) -> list[Item]:
+    """The items named by ``SECTION:N`` each (``fedic:2``, ``benchmark:11``: a word of the section's title, any
+    case, and the claim's number there); a name that matches no section, several, or no open claim of it is one
+    ConfigError line."""
+    from fedlib.validation import ConfigError
+
+    sections = list(dict.fromkeys(it.section for it in items))
+    out = []
+    for text in wanted:
+        name, num = parse_claim(text)
+        hits = [s for s in sections if name.lower() in s.lower()]
+        if len(hits) != 1:
+            raise ConfigError("--claim", text, f"a word of one section's title ({'; '.join(sections)}): "
+                              + ("several sections match" if hits else "no section with an open claim matches"))
+        got = [it for it in items if it.section == hits[0] and it.number == num]
+        if not got:
+            open_ = ", ".join(str(it.number) for it in items if it.section == hits[0])
+            raise ConfigError("--claim", text, f"an open claim of {hits[0]} (open there: {open_})")
+        out += got
+    return out
 
 
 def save_plan(path, groups: list) -> None:

@@ -275,6 +275,9 @@ def evidence_main(argv: list[str] | None = None) -> int:
                         help="write the groups a GPU would take (--plan-hours of CPU work, costliest first) to FILE")
     parser.add_argument("--plan", default=None, metavar="FILE",
                         help="with --run: train the groups of a saved plan (no ledgers rendered: a GPU machine)")
+    parser.add_argument("--claim", action="append", default=None, metavar="SECTION:N",
+                        help="only these open claims (fedic:2, benchmark:11; repeat for several): the plan lists "
+                             "them, --run spends --budget on them alone, cheapest first")
     parser.add_argument("--device", default=None, type=device_arg,
                         help="cuda: train the plan's extensions on the GPU, each group's seeds stacked "
                              "(scripts/gpu_evidence.sh; default: this machine's CPU)")
@@ -283,6 +286,8 @@ def evidence_main(argv: list[str] | None = None) -> int:
     def go(_argv):
         args = parser.parse_args(argv)
         budget = evidence.parse_budget(args.budget)
+        for text in args.claim or ():
+            evidence.parse_claim(text)
         device = None if args.device is None or resolve(args.device) == "cpu" else resolve(args.device)
         workers = args.workers or (1 if device else None)   # on a GPU one stacked group at a time, kept as it ends
         if args.plan is not None:
@@ -295,6 +300,8 @@ def evidence_main(argv: list[str] | None = None) -> int:
             return 0
         books = ledgers()
         items = evidence.plan(books)
+        if args.claim:
+            items = evidence.select(items, args.claim)
         print(to_markdown(evidence.table(items).set_index(["section", "#"])))
         print()
         print(evidence.summary(books, items, args.plan_hours))

@@ -322,3 +322,52 @@ def test_beside_a_near_tie_only_a_comparison_against_the_claim_is_still_worth_se
     assert up.actions == [] and up.need == E.NEAR_TIE_NEED and "A - C: within" in up.why
     down = E.plan_claim("S", 2, C.claim("A beats B and C", "T1", "x", False, "paper", 3, [same, behind]))
     assert [(a.group.label, a.seeds) for a in down.actions] == [("A", 6), ("C", 6)] and down.need == ""
+
+
+def test_a_group_both_given_seeds_and_extended_is_extended_with_its_added_seeds(groups, monkeypatch):
+    """ProtoNorm's practical claim asks for FedDistill's seeds 3-6 and for FedDistill's extension: filling the seeds
+    to 100 rounds and extending seeds 0-2 alone would leave the group's shortest seeds at 100 rounds, its trend
+    there, still rising. The extension takes the grown group; only a group with seeds alone is filled first."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    monkeypatch.setattr(E, "checkpointed_rounds", lambda cfg, seed: 0)
+    more = {k: plateau.Group(k, groups[k].cfg, (0, 1, 2), "acc_proto", more=True) for k in ("A", "B")}
+    rising = C.trend("B", [list(np.linspace(85, 89, 100))] * 3, more["B"])
+    t = C.compare("A - B", [90.0, 92.0, 88.0], [89.5, 91.5, 87.5], a_trend=C.trend("A", [[90.0] * 100] * 3, more["A"]),
+                  b_trend=rising)
+    it = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [t]))
+    assert [(a.kind, a.group.label) for a in it.actions] == [("seeds", "A"), ("seeds", "B"), ("extend", "B")]
+    extend, fill = E.extensions_and_seeds(it.actions)
+    assert [(g.label, g.seeds) for g in extend] == [("B", (0, 1, 2, 3, 4, 5))]
+    assert [(a.group.label, a.added) for a in fill] == [("A", (3, 4, 5))]
+    calls = {}
+    monkeypatch.setattr(plateau, "fill", lambda gs, **kw: calls.setdefault("fill", [g.seeds for g in gs]))
+    monkeypatch.setattr(plateau, "run", lambda gs, **kw: calls.setdefault("run", [(g.label, g.seeds) for g in gs]))
+    E.run([it], 1e6, workers=1, progress=False)
+    assert calls == {"fill": [(0, 1, 2, 3, 4, 5)], "run": [("B", (0, 1, 2, 3, 4, 5))]}
+
+
+def _item(section, number):
+    return E.Item(section, number, C.Claim("c", "s", "e", C.INCONCLUSIVE), "why", [])
+
+
+def test_claims_are_chosen_by_a_word_of_their_section_and_their_number():
+    items = [_item("FedIC (Zheng et al., AAAI 2026)", 2), _item("FedIC (Zheng et al., AAAI 2026)", 5),
+             _item("One benchmark across the five papers", 11), _item("MP-FedCL (Qiao et al.)", 1),
+             _item("FedMPS (Yang et al.)", 1)]
+    assert E.select(items, ["fedic:5", "Benchmark:11"]) == [items[1], items[2]]
+    assert E.parse_claim(" fedic :2") == ("fedic", 2)
+    for bad, words in (("fedic", "SECTION:N"), ("fedic:x", "SECTION:N"), (":3", "SECTION:N"),
+                       ("fed:1", "several sections match"), ("gfpl:1", "no section with an open claim matches"),
+                       ("fedic:3", "an open claim of FedIC (Zheng et al., AAAI 2026) (open there: 2, 5)")):
+        with pytest.raises(ConfigError, match="--claim") as exc:
+            E.select(items, [bad])
+        assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_bad_claim_option_is_one_line_before_any_ledger_renders(monkeypatch, capsys):
+    from fedlib import render
+
+    monkeypatch.setattr(render, "ledgers", lambda: pytest.fail("rendered the ledgers for a bad --claim"))
+    assert render.evidence_main(["--claim", "fedic"]) == 2
+    out = capsys.readouterr().out.strip()
+    assert len(out.splitlines()) == 1 and "--claim" in out and "SECTION:N" in out
