@@ -253,13 +253,10 @@ def report_path(out: str | None, checkout: Path, must_write: bool = True) -> Pat
     return path
 
 
-def evidence_main(argv: list[str] | None = None) -> int:
-    """``python -m fedlib evidence [--run] [--budget 3h] [--workers N]``: the evidence planner's command
-    (:mod:`fedlib.evidence`) over the ledgers rendered from the archive."""
+def _evidence_parser():
+    """The options of ``python -m fedlib evidence``."""
     from fedlib import evidence
-    from fedlib.study import command
-    from fedlib.report import to_markdown
-    from fedlib.device import device_arg, resolve
+    from fedlib.device import device_arg
     from fedlib.validation import POSITIVE_INT, Interval, Parser, arg_type
 
     parser = Parser(prog="python -m fedlib evidence", description=evidence.__doc__.split("\n\n")[0])
@@ -281,6 +278,32 @@ def evidence_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, type=device_arg,
                         help="cuda: train the plan's extensions on the GPU, each group's seeds stacked "
                              "(scripts/gpu_evidence.sh; default: this machine's CPU)")
+    return parser
+
+
+def _run_and_compare(books: dict, items: list, budget: float, workers, device, plan_hours: float) -> None:
+    """``evidence --run``: the planned work, then which verdicts the ledgers rendered again changed."""
+    from fedlib import evidence
+
+    before = {(s, i): c.verdict for s, cs in books.items() for i, c in enumerate(cs, 1)}
+    evidence.run(items, budget, workers, device=device, plan_hours=plan_hours)
+    changed = [(s, i, before.get((s, i)), c.verdict, c.claim) for s, cs in ledgers().items()
+               for i, c in enumerate(cs, 1) if before.get((s, i)) != c.verdict]
+    print(f"verdicts changed: {len(changed)}" + "".join(f"\n  {s} #{i}: {a} -> {b}: {evidence.shorten(t)}"
+                                                      for s, i, a, b, t in changed))
+    if changed:
+        print("re-render them: python -m fedlib report")
+
+
+def evidence_main(argv: list[str] | None = None) -> int:
+    """``python -m fedlib evidence [--run] [--budget 3h] [--workers N] [--claim SECTION:N]``: the evidence planner's
+    command (:mod:`fedlib.evidence`) over the ledgers rendered from the archive."""
+    from fedlib import evidence
+    from fedlib.device import resolve
+    from fedlib.report import to_markdown
+    from fedlib.study import command
+
+    parser = _evidence_parser()
 
     @command
     def go(_argv):
@@ -309,17 +332,8 @@ def evidence_main(argv: list[str] | None = None) -> int:
             groups = evidence.gpu_groups(items, args.plan_hours)
             evidence.save_plan(args.save_plan, groups)
             print(f"wrote {args.save_plan}: {len(groups)} groups ({', '.join(g.label for g in groups)})")
-        if not args.run:
-            return 0
-        before = {(s, i): c.verdict for s, cs in books.items() for i, c in enumerate(cs, 1)}
-        evidence.run(items, budget, workers, device=device, plan_hours=args.plan_hours)
-        after = ledgers()
-        changed = [(s, i, before.get((s, i)), c.verdict, c.claim) for s, cs in after.items()
-                   for i, c in enumerate(cs, 1) if before.get((s, i)) != c.verdict]
-        print(f"verdicts changed: {len(changed)}" + "".join(f"\n  {s} #{i}: {a} -> {b}: {evidence.shorten(t)}"
-                                                          for s, i, a, b, t in changed))
-        if changed:
-            print("re-render them: python -m fedlib report")
+        if args.run:
+            _run_and_compare(books, items, budget, workers, device, args.plan_hours)
         return 0
 
     return go(argv)
