@@ -19,12 +19,12 @@ def paper_table2(plan: Plan) -> dict:
     """Table 2 under the ``paper`` profile from finished runs only, over the complete s-hat values."""
     pplan = _paper_plan(plan)
     configs, seeds = ablation_configs(pplan), pplan.ablation_seeds()
-    done, found = results.cached(configs, seeds)
+    done, found = results.cached(configs, seeds, more=True)   # and any seeds the evidence planner added
     keep = {k: runs for k, runs in done.items() if all((k[0], v) in done for v in pplan.spec["variants"])}
     acc, std = ablation_values(pplan, keep) if keep else (None, None)
     return {"plan": pplan, "found": found, "total": len(configs) * len(seeds), "acc": acc, "std": std,
             "per_seed": sweep_per_seed(pplan, keep) if keep else None,
-            "trends": trends(pplan, {k: configs[k] for k in keep}, seeds),
+            "trends": trends(pplan, {k: configs[k] for k in keep}, read_seeds(keep), more=True),
             "made_by": study.made_by(s for runs in keep.values() for s in runs) if keep else ""}
 
 
@@ -33,13 +33,14 @@ def paper_figs(plan: Plan) -> dict:
     pplan = _paper_plan(plan)
     seeds, n_cfgs, t_cfgs = pplan.figs_seeds(), n_configs(pplan), threshold_configs(pplan)
     n_seeds, t_seeds = study.finished_seeds(n_cfgs, seeds), study.finished_seeds(t_cfgs, seeds)
-    n_done, t_done = (results.cached(c, s)[0] if s else {} for c, s in ((n_cfgs, n_seeds), (t_cfgs, t_seeds)))
+    n_done, t_done = (results.cached(c, s, more=True)[0] if s else {} for c, s in ((n_cfgs, n_seeds),
+                                                                                      (t_cfgs, t_seeds)))
     used = [s for done in (n_done, t_done) for runs in done.values() for s in runs]
     return {"plan": pplan, "found": results.cached(n_cfgs, seeds)[1] + results.cached(t_cfgs, seeds)[1],
             "total": (len(n_cfgs) + len(t_cfgs)) * len(seeds), "n_seeds": n_seeds, "threshold_seeds": t_seeds,
             **{k: v or None for k, v in sweep_values(pplan, n_done, t_done, t_cfgs).items()},
-            "n_trends": trends(pplan, n_cfgs, n_seeds, "n") if n_done else {},
-            "threshold_trends": trends(pplan, t_cfgs, t_seeds, "sc") if t_done else {},
+            "n_trends": trends(pplan, n_cfgs, read_seeds(n_done), "n", more=True) if n_done else {},
+            "threshold_trends": trends(pplan, t_cfgs, read_seeds(t_done), "sc", more=True) if t_done else {},
             "made_by": study.made_by(used) if used else ""}
 
 
@@ -122,11 +123,30 @@ def group_label(plan: Plan, key) -> str:
     return str(key)
 
 
-def trends(plan: Plan, configs: dict, seeds: list[int] | None = None, prefix: str | None = None) -> dict:
-    """``{key: Trend}`` of the finished runs of ``configs`` (``prefix`` ``n``/``sc`` names a sweep's groups)."""
-    got = {k: study.trend(group_label(plan, (prefix, k) if prefix else k), c, seeds or c["seeds"],
-                          plan.metric(k[-1] if isinstance(k, tuple) else "gfpl"), "mean") for k, c in configs.items()}
+def trends(plan: Plan, configs: dict, seeds: list[int] | dict | None = None, prefix: str | None = None,
+           more: bool = False) -> dict:
+    """``{key: Trend}`` of the finished runs of ``configs`` (``prefix`` ``n``/``sc`` names a sweep's groups);
+    ``seeds`` one list for every config or ``{key: the seeds its cell read}``; ``more``: the cells read the seeds the
+    evidence planner adds after them (:func:`read_seeds`), so that it may add some."""
+    def of(k, c):
+        return (seeds.get(k) if isinstance(seeds, dict) else seeds) or c["seeds"]
+
+    got = {k: study.trend(group_label(plan, (prefix, k) if prefix else k), c, of(k, c),
+                          plan.metric(k[-1] if isinstance(k, tuple) else "gfpl"), "mean", more)
+           for k, c in configs.items() if of(k, c)}
     return {k: t for k, t in got.items() if t is not None}
+
+
+def read_seeds(runs: dict) -> dict:
+    """``{key: [seed of each summary]}`` of ``{key: [summary per seed]}``: the seeds each cell read (the profile's and
+    any the evidence planner added: :func:`fedlib.results.cached` with ``more``)."""
+    return {k: [x["seed"] for x in v] for k, v in runs.items()}
+
+
+def _added(trends_: dict | None, profile_seeds) -> str:
+    """``", and the seeds the evidence planner added: GFPL n 8 6-11"`` from the cells' trends (their run groups)."""
+    return study.added_seeds_text({t.label: t.group.seeds for t in (trends_ or {}).values()
+                                   if t is not None and t.group is not None}, profile_seeds)
 
 
 def diverged_text(cell: dict) -> str:
@@ -186,9 +206,11 @@ def tables(plan: Plan, res: dict) -> dict:
     short = plan.profile != "paper"
     caveat = f"{plan.profile} profile: {plan.rounds} rounds, seeds {plan.seeds}" if short else ""
     return {**_table1_tables(plan, res.get("table1"), caveat),
-            "ablation": _ablation_table(plan, res.get("ablation"), caveat, res.get("ablation_trends")),
-            "n": _sweep_table(plan.profile, "n", res.get("n"), caveat, res.get("n_trends")),
-            "thresholds": _sweep_table(plan.profile, "S_C", res.get("thresholds"), caveat, res.get("threshold_trends")),
+            "ablation": _ablation_table(plan, res.get("ablation"), caveat, res.get("ablation_trends"),
+                                        plan.ablation_seeds()),
+            "n": _sweep_table(plan.profile, "n", res.get("n"), caveat, res.get("n_trends"), plan.figs_seeds()),
+            "thresholds": _sweep_table(plan.profile, "S_C", res.get("thresholds"), caveat, res.get("threshold_trends"),
+                                       plan.figs_seeds()),
             "attack": _attack_table(plan, res.get("attack")), **_paper_tables(res if short else {})}
 
 
@@ -204,18 +226,20 @@ def _paper_tables(res: dict) -> dict:
         p = pa["plan"]
         where = f"seeds {p.ablation_seeds()}; {p.dataset_label(p.settings['ablation']['dataset'])}"
         out["ablation_paper"] = _ablation_table(p, pa.get("per_seed") or pa["acc"],
-                                                f"paper profile: {p.rounds} rounds, {where}", pa.get("trends"))
+                                                f"paper profile: {p.rounds} rounds, {where}", pa.get("trends"),
+                                                p.ablation_seeds())
 
     def where(seeds):
         return f"paper profile: {pf['plan'].rounds} rounds, {_seeds_words(seeds or pf['plan'].figs_seeds())}"
 
     if pf.get("n"):
         out["n_paper"] = _sweep_table("paper", "n", pf.get("n_per_seed") or pf["n"], where(pf.get("n_seeds")),
-                                      pf.get("n_trends"))
+                                      pf.get("n_trends"), pf["plan"].figs_seeds())
     if th := pf.get("thresholds"):
         per = pf.get("threshold_per_seed") or {}
         out["thresholds_paper"] = _sweep_table("paper", "S_C", {t: (per.get(t, v[0]), v[1]) for t, v in th.items()},
-                                               where(pf.get("threshold_seeds")), pf.get("threshold_trends"))
+                                               where(pf.get("threshold_seeds")), pf.get("threshold_trends"),
+                                               pf["plan"].figs_seeds())
     return out
 
 
@@ -248,8 +272,9 @@ def _table1_tables(plan: Plan, t1: dict | None, caveat: str) -> dict:
             "traffic": Cells(traffic, plan.profile, caveat, text=text, **kw)}
 
 
-def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | None = None):
-    """Table 2's table: each variant's mean, per-seed values and trend, s-hat ascending."""
+def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | None = None, seeds=()):
+    """Table 2's table: each variant's mean, per-seed values and trend, s-hat ascending; a claim's caveat names the
+    seeds the evidence planner added (beyond the profile's ``seeds``) to the cells it reads."""
     if not ab:
         return None
     trends_, cells = trends_ or {}, {}
@@ -257,11 +282,20 @@ def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | No
         per, values = isinstance(a, (list, tuple, np.ndarray)), list(np.atleast_1d(a))
         cells[(s, v)] = {"label": plan.label(v), "value": float(np.mean(values)), "per_seed": values if per else None,
                          "n": len(values) if per else len(plan.seeds), "trend": trends_.get((s, v))}
-    return Cells(cells, plan.profile, caveat)
+
+    def caveat_of(read):
+        return _with_added(caveat, _added({k: c["trend"] for k, c in read.items()}, seeds))
+    return Cells(cells, plan.profile, caveat_of(cells), caveat_of=caveat_of)
 
 
-def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trends_: dict | None = None):
-    """Fig. 3b's table (``name`` ``n``) or Fig. 6's (``S_C``: with merge rates)."""
+def _with_added(caveat: str, added: str) -> str:
+    """``caveat`` followed by :func:`_added`'s text (on its own where there is no caveat)."""
+    return caveat + added if caveat else added.removeprefix(", and ")
+
+
+def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trends_: dict | None = None, seeds=()):
+    """Fig. 3b's table (``name`` ``n``) or Fig. 6's (``S_C``: with merge rates); its caveat names the seeds the
+    evidence planner added beyond the profile's ``seeds``."""
     if not sweep:
         return None
     cells = {}
@@ -270,7 +304,7 @@ def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trend
         per = list(np.atleast_1d(acc))
         cells[k] = {"label": f"S_C {k:g}" if name == "S_C" else f"n {k}", "value": float(np.mean(per)), "per_seed": per,
                     "n": len(per), "trend": (trends_ or {}).get(k), "text": seeds_text(per), "merge_rate": rate}
-    return Cells(cells, profile, caveat)
+    return Cells(cells, profile, _with_added(caveat, _added(trends_, seeds)))
 
 
 def _attack_table(plan: Plan, atk):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report, results, study
-from fedlib.claims import sample_std
+from fedlib.claims import DECISIVE_PROFILES, sample_std
 from fedlib.plans.gfpl import (  # noqa: F401  (re-exported: the study's plan part)
     Plan, _paper_plan, ablation_configs, all_jobs, archived_tables, config, load_plan, n_configs, table1_configs,
     threshold_configs)
@@ -19,7 +19,7 @@ from fedlib.ledgers.gfpl import (  # noqa: F401  (re-exported: the study's ledge
     seeds_text, ledger, tables, _seeds_words, accuracy, converged_round, communication, table1, group_label, trends,
     diverged_text, ablation_values, sweep_per_seed, sweep_values, threshold_values)
 from fedlib.ledgers.gfpl import (  # noqa: F401  (re-exported: the study's ledger)
-    paper_table2, paper_figs, paper_table1)
+    paper_table2, paper_figs, paper_table1, read_seeds, _added)
 
 
 def table1_frame(plan: Plan, cells: dict, dataset: str, paper_table: dict):
@@ -322,8 +322,10 @@ def fig_accuracy(nb):
 
 
 def _ablation_runs(nb) -> dict:
-    return nb.once("ablation_runs", lambda: results.for_profile(
-        nb.profile, ablation_configs(nb.plan), nb.plan.ablation_seeds(), workers=nb.workers, desc="Table 2"))
+    """Table 2's runs on the profile's ablation seeds, and any seeds the evidence planner added after them."""
+    cfgs = ablation_configs(nb.plan)
+    return nb.once("ablation_runs", lambda: nb.with_added_seeds(cfgs, results.for_profile(
+        nb.profile, cfgs, nb.plan.ablation_seeds(), workers=nb.workers, desc="Table 2")))
 
 
 def show_table2(nb):
@@ -334,8 +336,11 @@ def show_table2(nb):
                        f"{plan.dataset_label(plan.settings['ablation']['dataset'])}, ")
     for col in ("cifar10_s1", "cifar10_s20", "femnist_s1"):
         df[f"paper {col}"] = [f"{t2[v][col][0]:.2f} ± {t2[v][col][1]:.2f}" for v in plan.spec["variants"]]
-    return nb.table("**Table 2: ablation (accuracy %, last round, ± std over clients).** Paper columns for "
-                    "orientation (other datasets).", df)
+    added = study.added_seeds_text({group_label(plan, k): v for k, v in read_seeds(_ablation_runs(nb)).items()},
+                                   plan.ablation_seeds())
+    return nb.table(f"**Table 2: ablation (accuracy %, last round, ± std over clients; seeds "
+                    f"{', '.join(map(str, plan.ablation_seeds()))}{added}).** Paper columns for orientation "
+                    "(other datasets).", df)
 
 
 def _table2_frame(nb, plan: Plan, acc: dict, std: dict, shats, where: str = ""):
@@ -359,9 +364,10 @@ def _sweeps(nb) -> dict:
         plan, run = nb.plan, functools.partial(results.for_profile, nb.profile)
         n_cfgs, t_cfgs = n_configs(plan), threshold_configs(plan)
         n_seeds, t_seeds = (study.seeds_at_hand(c, plan.figs_seeds()) for c in (n_cfgs, t_cfgs))
-        return {**sweep_values(plan, run(n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b"),
-                               run(t_cfgs, seeds=t_seeds, workers=nb.workers, desc="Fig. 6"), t_cfgs),
-                "n_seeds": n_seeds, "threshold_seeds": t_seeds}
+        n_runs = nb.with_added_seeds(n_cfgs, run(n_cfgs, seeds=n_seeds, workers=nb.workers, desc="Fig. 3b"))
+        t_runs = nb.with_added_seeds(t_cfgs, run(t_cfgs, seeds=t_seeds, workers=nb.workers, desc="Fig. 6"))
+        return {**sweep_values(plan, n_runs, t_runs, t_cfgs), "n_seeds": n_seeds, "threshold_seeds": t_seeds,
+                "n_read": read_seeds(n_runs), "threshold_read": read_seeds(t_runs)}
     return nb.once("sweeps", make)
 
 
@@ -398,19 +404,30 @@ def fig3b_6(nb):
                    loc="lower left")
     nb.figure(fig, "Fig. 3b (accuracy over n) and Fig. 6 (accuracy and merge rate over S_C), MNIST-5k, w-bar 4",
               "fig3b_fig6")
-    df = nb.table(f"**Fig. 3b: accuracy (%) over n, {_seeds_words(seeds, True)}:** "
+    added = {k: _read_added(nb, sw[f"{k}_read"], k) for k in ("n", "threshold")}
+    df = nb.table(f"**Fig. 3b: accuracy (%) over n, {_seeds_words(seeds, True)}{added['n']}:** "
                   + sweep_text(sw["n_per_seed"], "n =")
-                  + f"\n\n**Fig. 6: S_C sweep, {_seeds_words(sw['threshold_seeds'], True)}.**",
+                  + f"\n\n**Fig. 6: S_C sweep, {_seeds_words(sw['threshold_seeds'], True)}{added['threshold']}.**",
                   sweep_frame(th, sw["threshold_per_seed"]))
     return Shown((fig, df))
+
+
+def _read_added(nb, read: dict, sweep: str) -> str:
+    """``", and the seeds the evidence planner added: GFPL n 8 6-11"``: a sweep's cells that read seeds beyond the
+    profile's (``read``: :func:`read_seeds`)."""
+    prefix = "n" if sweep == "n" else "sc"
+    return study.added_seeds_text({group_label(nb.plan, (prefix, k)): v for k, v in read.items()},
+                                  nb.plan.figs_seeds())
 
 
 def paper_protocol_figs(nb):
     """Figs. 3b and 6 under the paper protocol, from finished runs only."""
     def body(d):
-        n = (f"\n\n**Fig. 3b, paper protocol: accuracy (%) over n, {_seeds_words(d['n_seeds'], True)}:** "
-             + sweep_text(d["n_per_seed"], "n =")) if d["n"] else ""
-        return n + (f"\n\n**Fig. 6, paper protocol: S_C sweep, {_seeds_words(d['threshold_seeds'], True)}.**\n\n"
+        fs = d["plan"].figs_seeds()
+        n = (f"\n\n**Fig. 3b, paper protocol: accuracy (%) over n, {_seeds_words(d['n_seeds'], True)}"
+             f"{_added(d['n_trends'], fs)}:** " + sweep_text(d["n_per_seed"], "n =")) if d["n"] else ""
+        return n + (f"\n\n**Fig. 6, paper protocol: S_C sweep, {_seeds_words(d['threshold_seeds'], True)}"
+                    f"{_added(d['threshold_trends'], fs)}.**\n\n"
                     + report.to_markdown(sweep_frame(d["thresholds"], d["threshold_per_seed"]))
                     if d["thresholds"] else "")
     return _paper_cell(nb, "Figs. 3b and 6", paper_figs, lambda d: d["n"] or d["thresholds"], " --table figs",
@@ -583,14 +600,16 @@ def show_ledger(nb):
         return pd.concat([frames["component means"],
                           frames["samples"][frames["samples"]["source"] == "prototype"].assign(source="samples")])
     sw = part(lambda: _sweeps(nb))
+    more = nb.profile in DECISIVE_PROFILES   # the cells read the seeds the evidence planner added (with_added_seeds)
     res = {"table1": part(lambda: _table1(nb)["cells"]),
            **{f"{k}_paper": part(lambda f=f: nb.once(f.__name__, lambda: f(plan)))
               for k, f in (("table1", paper_table1), ("ablation", paper_table2), ("figs", paper_figs))},
            "ablation": part(lambda: sweep_per_seed(plan, _ablation_runs(nb))),
-           "ablation_trends": part(lambda: trends(plan, ablation_configs(plan), plan.ablation_seeds())),
-           "n": sw and sw["n_per_seed"], "n_trends": sw and trends(plan, n_configs(plan), sw["n_seeds"], "n"),
+           "ablation_trends": part(lambda: trends(plan, ablation_configs(plan), read_seeds(_ablation_runs(nb)),
+                                                  more=more)),
+           "n": sw and sw["n_per_seed"], "n_trends": sw and trends(plan, n_configs(plan), sw["n_read"], "n", more),
            "thresholds": sw and {t: (sw["threshold_per_seed"][t], r) for t, (_, r, _) in sw["thresholds"].items()},
-           "threshold_trends": sw and trends(plan, threshold_configs(plan), sw["threshold_seeds"], "sc"),
+           "threshold_trends": sw and trends(plan, threshold_configs(plan), sw["threshold_read"], "sc", more),
            "attack": part(attack)}
     return nb.ledger(ledger(plan, {k: v for k, v in res.items() if v is not None}))
 

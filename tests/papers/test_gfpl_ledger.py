@@ -170,3 +170,41 @@ def test_sweep_values_average_seeds_and_keep_them(monkeypatch):
     frame = G.sweep_frame({10.0: (acc, rate, down)}, G.sweep_per_seed(plan, runs))
     assert frame.loc["S_C 10", "accuracy (%)"] == "95.17 ± 1.26 (n = 3)"
     assert G.sweep_frame({10.0: (acc, rate, down)}).loc["S_C 10", "accuracy (%)"] == 95.17   # one seed: as before
+
+
+def test_sweeps_and_the_ablation_read_and_name_the_seeds_the_evidence_planner_added(monkeypatch):
+    """n 8 and n 2 read seeds 6-11 beyond the paper profile's 0-5: the claim pairs them on twelve seeds, its note
+    names the added seeds, and the planner adds the next seeds to those two groups (runnable ``seeds`` actions, no
+    longer "the profile's seeds would have to grow"); Table 2's per-point claims name only their own point's."""
+    from fedlib import evidence as E
+
+    pplan = G.load_plan("paper")
+    assert pplan.figs_seeds() == [0, 1, 2, 3, 4, 5] and pplan.ablation_seeds() == [0, 1, 2, 3, 4, 5]
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    rng = np.random.default_rng(1)
+
+    def group(label, cfg, seeds):
+        return C.trend(label, [[95.0] * 100] * len(seeds), plateau.Group(label, cfg, tuple(seeds), "acc_head",
+                                                                         "mean", more=True))
+    n_cfgs = G.n_configs(pplan)
+    twelve, six = list(range(12)), list(range(6))
+    n_per = {n: [94.0, 94.5, 93.5] * 2 for n in n_cfgs}
+    n_per.update({8: [95.0, 95.5, 94.5] * 4, 2: [95.2, 95.3, 94.8] * 4})   # n 8 - n 2: -0.1, within the spread
+    n_trends = {n: group(f"GFPL n {n}", c, twelve if n in (2, 8) else six) for n, c in n_cfgs.items()}
+    ab_cfgs = G.ablation_configs(pplan)
+    ab_per = {k: list(90.0 + rng.normal(0, 0.5, 12 if k[0] == 20 else 6)) for k in ab_cfgs}
+    ab_trends = {k: group(G.group_label(pplan, k), c, twelve if k[0] == 20 else six) for k, c in ab_cfgs.items()}
+    got = {c.claim: c for c in G.ledger(pplan, {"n": n_per, "n_trends": n_trends, "ablation": ab_per,
+                                                "ablation_trends": ab_trends})}
+    n8 = got["n = 8 components per class is best (Fig. 3b)"]
+    (t,) = n8.tests
+    assert (t.label, t.n, t.paired, n8.verdict) == ("n 8 - n 2", 12, True, C.INCONCLUSIVE)
+    assert "the seeds the evidence planner added: GFPL n 2 6-11; GFPL n 8 6-11" in n8.note
+    it = E.plan_claim("GFPL", 6, n8)
+    assert [(a.kind, a.group.label, a.added[:2]) for a in it.actions] == [("seeds", "GFPL n 8", (12, 13)),
+                                                                          ("seeds", "GFPL n 2", (12, 13))]
+    s20 = got["Each component helps and both together are best (s-hat 20)"]
+    s1 = got["Each component helps and both together are best (s-hat 1)"]
+    assert "the seeds the evidence planner added: " in s20.note and "GFPL (s-hat 20) 6-11" in s20.note
+    assert "evidence planner" not in s1.note
+    assert all(t.n == 12 for t in s20.tests) and all(t.n == 6 for t in s1.tests)
