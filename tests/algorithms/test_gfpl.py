@@ -518,7 +518,7 @@ def test_the_paper_profile_runs_figs_3b_and_6_on_every_seed_and_reads_the_finish
         return (cfg, {"seed": seed, "rounds": 100, "metrics": {"acc_head": {"last": (0.9 + n / 1000 + seed / 100)}}}
                 ) if ok else (None, None)
 
-    def cached(configs, seeds, archive_root=None):
+    def cached(configs, seeds, archive_root=None, protocol=False, more=False):
         done = {k: [find(c, s)[1] for s in seeds] for k, c in configs.items()}
         done = {k: v for k, v in done.items() if all(v)}
         return done, sum(len(v) for v in done.values())
