@@ -145,8 +145,7 @@ def read_seeds(runs: dict) -> dict:
 
 def _added(trends_: dict | None, profile_seeds) -> str:
     """``", and the seeds the evidence planner added: GFPL n 8 6-11"`` from the cells' trends (their run groups)."""
-    return study.added_seeds_text({t.label: t.group.seeds for t in (trends_ or {}).values()
-                                   if t is not None and t.group is not None}, profile_seeds)
+    return study.added_seeds_of({t.label: t for t in (trends_ or {}).values() if t is not None}, profile_seeds)
 
 
 def diverged_text(cell: dict) -> str:
@@ -284,13 +283,8 @@ def _ablation_table(plan: Plan, ab: dict | None, caveat: str, trends_: dict | No
                          "n": len(values) if per else len(plan.seeds), "trend": trends_.get((s, v))}
 
     def caveat_of(read):
-        return _with_added(caveat, _added({k: c["trend"] for k, c in read.items()}, seeds))
+        return study.with_added(caveat, _added({k: c["trend"] for k, c in read.items()}, seeds))
     return Cells(cells, plan.profile, caveat_of(cells), caveat_of=caveat_of)
-
-
-def _with_added(caveat: str, added: str) -> str:
-    """``caveat`` followed by :func:`_added`'s text (on its own where there is no caveat)."""
-    return caveat + added if caveat else added.removeprefix(", and ")
 
 
 def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trends_: dict | None = None, seeds=()):
@@ -304,7 +298,7 @@ def _sweep_table(profile: str, name: str, sweep: dict | None, caveat: str, trend
         per = list(np.atleast_1d(acc))
         cells[k] = {"label": f"S_C {k:g}" if name == "S_C" else f"n {k}", "value": float(np.mean(per)), "per_seed": per,
                     "n": len(per), "trend": (trends_ or {}).get(k), "text": seeds_text(per), "merge_rate": rate}
-    return Cells(cells, profile, _with_added(caveat, _added(trends_, seeds)))
+    return Cells(cells, profile, study.with_added(caveat, _added(trends_, seeds)))
 
 
 def _attack_table(plan: Plan, atk):

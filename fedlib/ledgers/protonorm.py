@@ -207,7 +207,7 @@ def _table1_tables(plan: Plan, tab: dict | None, rising: dict, caveat: str, wher
                   if t is not None and t.rounds > plan.table1["rounds"]]
         cells = {m: {"label": plan.label(m), "value": r["mean"], "std": r["std"], "n": r["n"],
                      "per_seed": r["per_seed"] if r["n"] > 1 else None, "trend": trend[m]} for m, r in rows.items()}
-        longer = _added(plan, {plan.label(m): t for m, t in trend.items()}) + (
+        longer = study.added_seeds_of({plan.label(m): t for m, t in trend.items()}, plan.seeds) + (
             f"; extended towards the plateau: {', '.join(longer)}" if longer else "")
         per[p] = Cells(cells, plan.profile, caveat, seeds=min(r["n"] for r in rows.values()),
                        text={"where": where + longer})
@@ -235,18 +235,10 @@ def _gamma_tables(plan: Plan, gam: list | None, rising: dict, caveat: str) -> di
                 "shown": "diverged" if r["diverged"] else f"{r['acc']:.2f}", "diverged": div}
         if method != "protonorm" and cells and min(c["n"] for c in cells.values()) < 2:
             cells = {g: {**c, "per_seed": None} for g, c in cells.items()}
-        added = _added(plan, {f"gamma {c['gamma']:g}": c["trend"] for c in cells.values()})
-        text = caveat + (far if method == "protonorm" else "")
-        text += added if text else added.removeprefix(", and ")
-        out[key] = Cells(cells, plan.profile, text) if cells else None
+        added = study.added_seeds_of({f"gamma {c['gamma']:g}": c["trend"] for c in cells.values()}, plan.seeds)
+        out[key] = Cells(cells, plan.profile, study.with_added(caveat + (far if method == "protonorm" else ""),
+                                                               added)) if cells else None
     return out
-
-
-def _added(plan: Plan, trends: dict) -> str:
-    """``", and the seeds the evidence planner added: FedDistill 3-5"`` (:func:`fedlib.study.added_seeds_text`) from
-    ``{label: Trend}`` of the cells of a table (the seeds each read are its trend's run group's)."""
-    return study.added_seeds_text({k: t.group.seeds for k, t in trends.items()
-                                   if t is not None and t.group is not None}, plan.seeds)
 
 
 def _pa_iterations_table(plan: Plan, splan: Plan, its: dict | None):

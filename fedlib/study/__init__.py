@@ -314,6 +314,19 @@ def added_seeds_text(seeds: dict[str, list], profile_seeds) -> str:
     return f", and the seeds the evidence planner added: {'; '.join(spans)}" if spans else ""
 
 
+def added_seeds_of(trends: dict, profile_seeds) -> str:
+    """:func:`added_seeds_text` from ``{label: Trend}`` of a table's cells: the seeds each read are its trend's run
+    group's (``None`` trends, and trends naming no runs, are skipped)."""
+    return added_seeds_text({k: t.group.seeds for k, t in trends.items() if t is not None and t.group is not None},
+                            profile_seeds)
+
+
+def with_added(caveat: str, added: str) -> str:
+    """``caveat`` followed by an :func:`added_seeds_text` (on its own, without the leading ", and ", where there is
+    no caveat)."""
+    return caveat + added if caveat else added.removeprefix(", and ")
+
+
 def plateau_cell(text: str | None, trend=None) -> str:
     """A table cell from :func:`plateau_text`'s result: ``yes`` (``""``), ``no (+0.61)``, or ``—`` (``None``: not
     checked); with the group's :class:`fedlib.claims.Trend`, the round from which it plateaued (``yes, from round
