@@ -283,8 +283,12 @@ def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
 
 
 def _code_rows(nb, paper: dict, code: dict, n: bool = False) -> dict:
-    """Each method's score under the paper's protocol and the code's, and the difference."""
-    return {nb.label(m): {"paper protocol": _fmt(paper[m], n), "code protocol": _fmt(r, n),
+    """Each method's score under the paper's protocol and the code's, and the difference; a cell read on other
+    seeds than the profile's (the evidence planner's added seeds) says its n."""
+    def cell(r):
+        return _fmt(r, n) + (f" (n = {r['n']})" if r.get("n", len(nb.plan.seeds)) != len(nb.plan.seeds) else "")
+
+    return {nb.label(m): {"paper protocol": cell(paper[m]), "code protocol": cell(r),
                           "code - paper": report.fmt(r["mean"] - paper[m]["mean"], digits=2, sign=True)}
             for m, r in code.items() if m in paper}
 
