@@ -273,8 +273,7 @@ def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
         row, ref = {}, nb.paper["table1"]["rows"].get(m)
         for p in T1["partitions"]:
             r = scores.get(p, {}).get(m)
-            row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) + (
-                f" (n = {r['n']})" if r["n"] != len(plan.seeds) else "") if r else "not finished"
+            row[f"ours: Fashion-MNIST {p}"] = _fmt(r, converged) + _n_note(r, plan) if r else "not finished"
             if converged:
                 row[f"plateau {p}"] = study.plateau_cell(r["plateau"] if r else None, r.get("trend") if r else None)
             row[f"paper: CIFAR-10 {p}"] = report.fmt(*ref[f"{p}_cifar10"]) if ref else "—"
@@ -282,13 +281,16 @@ def _table1_rows(nb, plan: Plan, scores: dict, converged: bool = False) -> dict:
     return rows
 
 
+def _n_note(r: dict, plan: Plan) -> str:
+    """`` (n = 5)`` for a score read on other seeds than the profile's (the evidence planner's added seeds)."""
+    return f" (n = {r['n']})" if r.get("n", len(plan.seeds)) != len(plan.seeds) else ""
+
+
 def _code_rows(nb, paper: dict, code: dict, n: bool = False) -> dict:
     """Each method's score under the paper's protocol and the code's, and the difference; a cell read on other
     seeds than the profile's (the evidence planner's added seeds) says its n."""
-    def cell(r):
-        return _fmt(r, n) + (f" (n = {r['n']})" if r.get("n", len(nb.plan.seeds)) != len(nb.plan.seeds) else "")
-
-    return {nb.label(m): {"paper protocol": cell(paper[m]), "code protocol": cell(r),
+    return {nb.label(m): {"paper protocol": _fmt(paper[m], n) + _n_note(paper[m], nb.plan),
+                          "code protocol": _fmt(r, n) + _n_note(r, nb.plan),
                           "code - paper": report.fmt(r["mean"] - paper[m]["mean"], digits=2, sign=True)}
             for m, r in code.items() if m in paper}
 
