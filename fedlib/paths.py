@@ -32,7 +32,8 @@ def results_dir() -> Path:
 
 
 def git_commit() -> str:
-    """The checkout's short commit, marked when tracked files other than the run's own outputs changed."""
+    """The checkout's short commit, marked when tracked files other than the runs' own outputs changed (REPORT.md,
+    figures/, results/, and archive/, which the evidence planner writes while it runs)."""
     import subprocess
 
     try:
@@ -41,7 +42,8 @@ def git_commit() -> str:
         if head.returncode != 0:
             return "unknown"
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)REPORT.md", ":(exclude)figures", ":(exclude)results"], cwd=CHECKOUT,
+                                ":(exclude)REPORT.md", ":(exclude)figures", ":(exclude)results",
+                                ":(exclude)archive"], cwd=CHECKOUT,
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.SubprocessError):
