@@ -31,9 +31,13 @@ def results_dir() -> Path:
     return output_root() / "results"
 
 
+# What the runs themselves write: a change there does not mark the code that made a run as changed.
+RUN_OUTPUTS = ("REPORT.md", "figures", "results", "archive")
+
+
 def git_commit() -> str:
-    """The checkout's short commit, marked when tracked files other than the runs' own outputs changed (REPORT.md,
-    figures/, results/, and archive/, which the evidence planner writes while it runs)."""
+    """The checkout's short commit, marked when tracked files other than the runs' own outputs (``RUN_OUTPUTS``;
+    archive/ included, which the evidence planner writes while it runs) changed."""
     import subprocess
 
     try:
@@ -42,8 +46,7 @@ def git_commit() -> str:
         if head.returncode != 0:
             return "unknown"
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)REPORT.md", ":(exclude)figures", ":(exclude)results",
-                                ":(exclude)archive"], cwd=CHECKOUT,
+                                *(f":(exclude){p}" for p in RUN_OUTPUTS)], cwd=CHECKOUT,
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.SubprocessError):

@@ -119,29 +119,3 @@ def _gfpl_repeats_and_batched_agrees(tmp_path, device):
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_gfpl_on_cuda_repeats_bit_for_bit_and_executors_agree(tmp_path):
     _gfpl_repeats_and_batched_agrees(tmp_path, "cuda")
-
-
-def test_git_commit_marks_code_changes_but_not_the_runs_outputs(tmp_path, monkeypatch):
-    """A record's `code` says "(with uncommitted changes)" when tracked code changed, not when the archive, results,
-    figures or REPORT.md did (the evidence planner extends archived records while later runs start)."""
-    import subprocess
-
-    from fedlib import paths
-
-    def git(*args):
-        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
-
-    for rel in ("fedlib/x.py", "archive/abc/summary.json", "results/r.json", "figures/f.svg", "REPORT.md"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("0\n")
-    git("init", "-q")
-    git("add", ".")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
-    monkeypatch.setattr(paths, "CHECKOUT", tmp_path)
-    clean = paths.git_commit()
-    assert len(clean) >= 7 and " " not in clean
-    for rel in ("archive/abc/summary.json", "results/r.json", "figures/f.svg", "REPORT.md"):
-        (tmp_path / rel).write_text("1\n")
-    assert paths.git_commit() == clean
-    (tmp_path / "fedlib/x.py").write_text("1\n")
-    assert paths.git_commit() == clean + " (with uncommitted changes)"

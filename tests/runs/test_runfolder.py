@@ -242,3 +242,29 @@ def test_the_results_and_data_folders_are_ignored_as_links_too():
     for name in ("results", "data", "results/x/summary.json"):
         rc = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", name]).returncode
         assert rc == 0, f"{name} is not ignored by .gitignore"
+
+
+def test_git_commit_marks_code_changes_but_not_the_runs_outputs(tmp_path, monkeypatch):
+    """A record's `code` says "(with uncommitted changes)" when tracked code changed, not when the archive, results,
+    figures or REPORT.md did (the evidence planner extends archived records while later runs start)."""
+    import subprocess
+
+    from fedlib import paths
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    for rel in ("fedlib/x.py", "archive/abc/summary.json", "results/r.json", "figures/f.svg", "REPORT.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("0\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(paths, "CHECKOUT", tmp_path)
+    clean = paths.git_commit()
+    assert len(clean) >= 7 and " " not in clean
+    for rel in ("archive/abc/summary.json", "results/r.json", "figures/f.svg", "REPORT.md"):
+        (tmp_path / rel).write_text("1\n")
+    assert paths.git_commit() == clean
+    (tmp_path / "fedlib/x.py").write_text("1\n")
+    assert paths.git_commit() == clean + " (with uncommitted changes)"
