@@ -27,7 +27,8 @@ what would decide it (:func:`plan`):
 Costs are CPU-hours on this kind of machine, estimated from the archive's own measured median seconds per round
 of each run group (one torch thread per run), counting the rounds a run must train: an archived run keeps no
 checkpoint, so extending it trains its first rounds again, unless the results folder holds its checkpoint. The
-leakage study's attacks on a new seed come on top of its training (measured: 20-70 s per method and seed).
+leakage study's attacks on a new seed come on top of its training (:data:`DERIVE_SECONDS`), and ``--run`` makes
+and archives them as it keeps the seed (:attr:`fedlib.plateau.Group.derive`).
 ``--run --budget 3h`` spends the budget on the cheapest extensions and added seeds first (a seeds action that needs
 the profile's seeds to grow is listed, not run), in the background if wanted (``nohup nice -n 19 ...``), resumable after
 any interruption (each run resumes from its checkpoint, each extension step archives what it finished), and then
@@ -61,6 +62,10 @@ NEAR_TIE_SEEDS = 30
 #: what an :class:`Item` whose open comparisons are near-ties needs
 NEAR_TIE_NEED = ("nothing this planner would run: a near-tie no affordable number of seeds decides (the claim stays "
                  "inconclusive; on this evidence its sides are as good as tied)")
+#: CPU-seconds of what a new seed's cells derive from its trained model on top of its training, where its group
+#: names such values (:attr:`fedlib.plateau.Group.derive`: the leakage study's attacks under its paper profile,
+#: about 5 h for its 165 runs on 2 cores)
+DERIVE_SECONDS = 110.0
 #: the kinds ``--run`` does
 RUNNABLE = ("extend", "seeds")
 
@@ -175,8 +180,8 @@ def seeds_action(trend: C.Trend, want: int, converged: bool = True) -> Action:
     ``seeds`` where its cells read added seeds (:attr:`fedlib.plateau.Group.more`), else :data:`PROFILE_SEEDS`."""
     g = trend.group
     rounds = trend.rounds if converged else int(g.cfg["train"]["rounds"])
-    return Action("seeds" if g.more else PROFILE_SEEDS, g, rounds, want,
-                  max(0, want - len(g.seeds)) * rounds * seconds_per_round(g))
+    each = rounds * seconds_per_round(g) + (DERIVE_SECONDS if g.derive else 0.0)
+    return Action("seeds" if g.more else PROFILE_SEEDS, g, rounds, want, max(0, want - len(g.seeds)) * each)
 
 
 def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:

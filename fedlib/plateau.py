@@ -29,7 +29,10 @@ STEP = 50
 class Group:
     """One config's seeds, judged on the seed-mean of ``acc[metric][stat]`` (in %). ``more``: the cells that read
     this group read the seeds after its own that have finished too (:func:`fedlib.results.more_seeds`), so that
-    seeds the evidence planner adds (:func:`fill`) count in its comparisons."""
+    seeds the evidence planner adds (:func:`fill`) count in its comparisons. ``derive``: what those cells read of a
+    run beyond its records, made from its trained model (the leakage study's attack scores): ``("module:function",
+    *args)``, called as ``function(*args, cfg, seed)`` by :func:`fill` on each seed it added and kept, whose derived
+    values (:func:`fedlib.results.derived`) are then archived beside the run (:func:`fedlib.archive.add_derived`)."""
 
     label: str
     cfg: dict
@@ -37,6 +40,7 @@ class Group:
     metric: str
     stat: str = "weighted"
     more: bool = False
+    derive: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,24 +169,44 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     """Train the seeds each group lacks (its :attr:`Status.missing`: seeds added to it) to the length its other seeds
     hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
     only those (a finished seed is not trained again, even one only the archive holds); then ``keep(cfg, seed)``
-    each, ``workers`` runs at a time, each batch kept as it ends (a session that stops loses no finished run).
-    Interrupted, the finished runs are kept and the started ones resume from their checkpoints. Returns the
-    groups' :class:`Status` after."""
-    from fedlib import grid
+    each, ``workers`` runs at a time, each batch kept as it ends (a session that stops loses no finished run), and
+    where the group names what its cells derive from a trained model (:attr:`Group.derive`), that made and archived
+    for each kept seed (and for its other seeds, kept first where only the results folder holds them: an
+    interruption stopped their values, or another command trained them; values already made are read, not made
+    again). Interrupted, the finished runs are kept and the started ones resume from their checkpoints.
+    Returns the groups' :class:`Status` after."""
+    from fedlib import archive, grid
     from fedlib.runner import default_workers
 
-    jobs = []
-    for st, want in zip((status(g) for g in groups), rounds or [None] * len(groups), strict=True):
+    jobs, before = [], [status(g) for g in groups]   # jobs: (config, seed, what its cells derive from its model)
+    for st, want in zip(before, rounds or [None] * len(groups), strict=True):
         target = max(want or st.rounds, st.group.cfg["train"]["rounds"])
-        jobs += [(extended(st.group.cfg, target), s) for s in st.missing]
-    step = max(1, workers if workers is not None else default_workers(jobs))
+        jobs += [(extended(st.group.cfg, target), s, st.group.derive) for s in st.missing]
+    step = max(1, workers if workers is not None else default_workers([(cfg, s) for cfg, s, _ in jobs]))
     for i in range(0, len(jobs), step):
         batch = jobs[i:i + step]
-        grid.run_many(batch, workers=workers, progress=progress,
+        grid.run_many([(cfg, s) for cfg, s, _ in batch], workers=workers, progress=progress,
                       desc=f"adding seeds to {', '.join(g.label for g in groups)} ({i + len(batch)} of {len(jobs)})")
-        for cfg, s in batch if keep is not None else ():
-            keep(cfg, s)
+        for cfg, s, how in batch if keep is not None else ():
+            if keep(cfg, s) and how:
+                derive_values(how, cfg, s)
+    for st in before if keep is not None else ():   # a seed finished before (an interruption stopped its values,
+        for s in (s for s in st.group.seeds if st.group.derive and s not in st.missing):   # or another run made it)
+            if keep(st.group.cfg, s) or archive.summary(st.group.cfg, s) is not None:
+                derive_values(st.group.derive, st.group.cfg, s)   # values already made are read, not made again
     return [status(g) for g in groups]
+
+
+def derive_values(how: tuple, cfg: dict, seed: int) -> int:
+    """Make what a group's cells read of the kept run ``(cfg, seed)`` beyond its records (:attr:`Group.derive`) and
+    archive it beside the run; how many derived values were archived."""
+    import importlib
+
+    from fedlib import archive
+
+    module, _, name = how[0].partition(":")
+    getattr(importlib.import_module(module), name)(*how[1:], cfg, seed)
+    return archive.add_derived(cfg, seed)
 
 
 def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4) -> dict:

@@ -326,6 +326,32 @@ def _best_attack(res: dict, method: str, kinds: tuple[str, ...] | None = None) -
     return best["ssim"].tolist(), str(best["attack"].mode().iloc[0])
 
 
+def added_attacks_rows(plan: Plan, methods: list[str]) -> tuple[pd.DataFrame, list[int]]:
+    """The attack rows of the seeds the evidence planner added to every one of ``methods``' runs after the profile's
+    (:func:`fedlib.results.more_seeds`, the seeds all of them hold), up to the first seed whose attack scores cannot
+    be read (rendered from the archive: not archived), and those seeds."""
+    extra = None
+    for k in methods:
+        got = results.more_seeds(config(plan, k), plan.seeds)
+        extra = got if extra is None else extra[:len(got)]   # each list runs on from the profile's last seed
+    rows, seeds = [], []
+    for seed in extra or ():
+        attacker = Attacker(plan, seed)
+        try:
+            got = [{**r, "seed": seed} for k in methods for r in attacks(plan, config(plan, k), k, seed, attacker)]
+        except results.NotArchived:
+            break
+        rows, seeds = rows + got, seeds + [seed]
+    return pd.DataFrame(rows), seeds
+
+
+def derive_attacks(profile: str, method: str, cfg: dict, seed: int) -> None:
+    """Make the attack scores of ``method``'s run of ``seed`` that the statistics-vs-models claims read, where the
+    evidence planner added the seed (:attr:`fedlib.plateau.Group.derive`); its results folder is ``cfg``'s."""
+    plan = Plan.load(profile, cfg.get("results_dir"))
+    attacks(plan, config(plan, method), method, seed, Attacker(plan, seed))
+
+
 def ledger(plan: Plan, res: dict) -> list:
     """The privacy claims (``params/privacy/claims.yaml``) judged by the claims engine on :func:`tables` (rules:
     docs/privacy.md, "Ledger rules"); ``res``: :func:`leakage`'s result."""
@@ -339,13 +365,15 @@ def tables(plan: Plan, res: dict) -> dict:
     caveat = f"{prof} profile: {plan.rounds} rounds, seeds {plan.seeds}" if prof != "paper" else ""
     avg = res["refs"][res["refs"].attack == "reference: class average"].sort_values("seed")["ssim"].tolist()
 
-    def table(cells: dict | None = None, why: str = "", **text) -> Cells:
-        return Cells(cells or {}, prof, caveat, n, text={"why": res.get("missing") or why, **text})
+    def table(cells: dict | None = None, why: str = "", added: str = "", seeds: int = n, **text) -> Cells:
+        return Cells(cells or {}, prof, study.with_added(caveat, added), seeds,
+                     text={"why": res.get("missing") or why, **text})
 
-    def cell(label: str, values: list, others: list, **extra) -> dict:
-        """Per-seed values compared only where both sides hold every seed of the profile."""
-        per_seed = list(values) if n > 1 and len(values) == len(others) == n else None
-        return {"label": label, "value": np.mean(values), "per_seed": per_seed, "n": n, **extra}
+    def cell(label: str, values: list, others: list, seeds: int = n, **extra) -> dict:
+        """Per-seed values compared only where both sides hold every one of ``seeds`` seeds (the profile's, and
+        any the evidence planner added to both sides)."""
+        per_seed = list(values) if seeds > 1 and len(values) == len(others) == seeds else None
+        return {"label": label, "value": np.mean(values), "per_seed": per_seed, "n": seeds, **extra}
 
     out = {"upload": None, "fedmps_inverted": table(why="FedMPS not in this profile")}
     if "fedmps" in plan.table_methods():
@@ -364,18 +392,26 @@ def tables(plan: Plan, res: dict) -> dict:
         out[f"safer_{m}"] = table(why=f"{label} or FedAvg not in this profile")
         if m not in methods or not model_best:
             continue
-        stats, stats_attack = _best_attack(res, m, ("feature_inversion", "decoder"))
         own = bool(_best_attack(res, m, REALISTIC_MODEL_ATTACKS)[0])   # the method uploads its model too
         side = m if own else "fedavg"   # whose model upload the statistics are compared with
-        ref, ref_attack = _best_attack(res, side, REALISTIC_MODEL_ATTACKS)
+        sides = sorted({m, side})
+        extra, added = added_attacks_rows(plan, sides)   # the seeds the evidence planner added to both sides
+        both = {**res, "rows": pd.concat([res["rows"], extra], ignore_index=True) if len(extra) else res["rows"]}
+        stats, stats_attack = _best_attack(both, m, ("feature_inversion", "decoder"))
+        ref, ref_attack = _best_attack(both, side, REALISTIC_MODEL_ATTACKS)
         bound = _best_attack(res, side, UPPER_BOUND_ATTACKS)[0]
         whose = f"{label}'s own model upload" if own else "FedAvg's model upload"
-        runs = {k: study.trend(f"{plan.label(k)} (leakage study)", config(plan, k), plan.seeds, plan.metric(k))
-                for k in {m, side}}   # each side's runs, named for the evidence planner
+        runs = {k: study.trend(f"{plan.label(k)} (leakage study)", config(plan, k), [*plan.seeds, *added],
+                               plan.metric(k), more=True, derive=(f"{__name__}:derive_attacks", plan.profile, k))
+                for k in sides}   # each side's runs, named for the evidence planner, which may add seeds to them
+        seeds = n + len(added)
         out[f"safer_{m}"] = table(
-            {"statistics": cell(f"{label} statistics ({stats_attack})", stats, ref, attack=stats_attack,
+            {"statistics": cell(f"{label} statistics ({stats_attack})", stats, ref, seeds, attack=stats_attack,
                                 trend=runs[m]),
-             "model": cell(f"{whose} ({ref_attack})", ref, stats, attack=ref_attack, whose=whose, trend=runs[side])},
+             "model": cell(f"{whose} ({ref_attack})", ref, stats, seeds, attack=ref_attack, whose=whose,
+                           trend=runs[side])},
+            added=study.added_seeds_text({plan.label(k): [*plan.seeds, *added] for k in sides}, plan.seeds),
+            seeds=seeds,
             fedavg=f" (FedAvg's {np.mean(model_best):.3f})" if own else "",
             bound=(f"the batch-1 gradient inversion (iDLG), an upper bound no real round offers, reaches "
                    f"{np.mean(bound):.3f} on the model upload and is not judged on") if bound else "",

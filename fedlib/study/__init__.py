@@ -283,14 +283,17 @@ def plateau_text(records: list[dict] | list[list[dict]], metric: str, stat: str 
     return claims.plateau_text(claims.mean_curve([c[:n] for c in curves]))
 
 
-def trend(label: str, cfg: dict, seeds, metric: str, stat: str = "weighted", more: bool = False):
+def trend(label: str, cfg: dict, seeds, metric: str, stat: str = "weighted", more: bool = False,
+          derive: tuple = ()):
     """The :class:`fedlib.claims.Trend` of the finished runs of ``cfg`` for ``seeds`` (read through
     :mod:`fedlib.results`), judged on ``acc[metric][stat]`` in %; diverged runs are left out; ``None`` where no
     run has finished. It names its runs (a :class:`fedlib.plateau.Group`) for the evidence planner; ``more``: the
-    cell reads the seeds added after ``seeds`` too (:func:`fedlib.results.cached`), so the planner may add some."""
+    cell reads the seeds added after ``seeds`` too (:func:`fedlib.results.cached`), so the planner may add some;
+    ``derive``: what the cell reads of those seeds' trained models, made when the planner adds one
+    (:attr:`fedlib.plateau.Group.derive`)."""
     from fedlib import claims, plateau, results
 
-    group = plateau.Group(label, cfg, tuple(seeds), metric, stat, more)
+    group = plateau.Group(label, cfg, tuple(seeds), metric, stat, more, tuple(derive))
     runs = [recs for recs in (results.rounds(cfg, s) for s in seeds)
             if recs and not any(r.get("diverged") for r in recs)]
     if not runs:

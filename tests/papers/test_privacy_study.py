@@ -359,3 +359,63 @@ def test_the_closing_note_rendered_from_the_archive_does_not_read_the_clock(monk
     rows = [dict(method="A", attack="imprint", rank=1, ssim=0.7, psnr=10.0, label_acc=0.5)]
     assert "Run All took" not in _closing(monkeypatch, rows, True)
     assert "Run All took" in _closing(monkeypatch, rows, False)
+
+
+def _safer_rows(seeds) -> pd.DataFrame:
+    """FedAvg's realistic attack and GFPL's decoder on ``seeds``: GFPL's statistics 0.01 below the model upload on
+    every seed, against a seed spread of 0.05 (within it: only the exact test can decide, from 6 seeds on)."""
+    rows = []
+    for s in seeds:
+        model = 0.30 + 0.05 * (s % 3)
+        rows += [{"method": "fedavg", "attack": "gradient_inversion (B 32, 6 steps)", "seed": s, "ssim": model},
+                 {"method": "gfpl", "attack": "decoder:means", "seed": s, "ssim": model - 0.01}]
+    return pd.DataFrame(rows)
+
+
+def test_the_statistics_vs_models_claims_read_the_seeds_the_evidence_planner_added(tmp_path, monkeypatch):
+    """Within the seed spread on the profile's 3 seeds the claim is inconclusive and the planner adds seeds to both
+    sides (their attacks made as each seed is kept); with 4 added seeds on which both sides' attacks can be read, the
+    paired exact test over all 7 decides it, and the note names the added seeds."""
+    from fedlib import claims as C
+    from fedlib.ledgers import privacy as L
+
+    plan = P.load_plan("paper", results_dir=str(tmp_path))
+    res = {"rows": _safer_rows((0, 1, 2)), "refs": pd.DataFrame([{"attack": "reference: class average", "seed": s,
+                                                                  "ssim": 0.4} for s in (0, 1, 2)]),
+           "holds": {m: what_server_holds(m) for m in plan.table_methods()}}
+    claim = "GFPL: Gaussian mixture components are safer to share than models"
+    before = {c.claim: c for c in P.ledger(plan, res)}[claim]
+    assert before.verdict == C.INCONCLUSIVE and "within the seed spread" in before.note
+    seen = []
+
+    def added(p, sides):
+        seen.append(sides)
+        return _safer_rows((3, 4, 5, 6)), [3, 4, 5, 6]
+    monkeypatch.setattr(L, "added_attacks_rows", added)
+    tables = L.tables(plan, res)
+    cells = tables["safer_gfpl"].cells
+    assert seen[-1] == ["fedavg", "gfpl"] and cells["statistics"]["n"] == cells["model"]["n"] == 7
+    assert cells["statistics"]["per_seed"] == pytest.approx([0.29, 0.34, 0.39, 0.29, 0.34, 0.39, 0.29])
+    after = {c.claim: c for c in P.ledger(plan, res)}[claim]
+    assert after.verdict == C.SUPPORTED, after.note
+    assert "paired exact p 0.02" in after.note and "n = 7" in after.note
+    assert "the seeds the evidence planner added: FedAvg 3-6; GFPL 3-6" in after.note
+
+
+def test_added_seeds_are_read_up_to_the_first_whose_attacks_are_not_archived(tmp_path, monkeypatch):
+    """Only the seeds both sides hold count, and a seed whose attack scores the archive lacks (its run kept, its
+    attacks not yet made) ends the list rather than the report."""
+    from fedlib import results
+    from fedlib.ledgers import privacy as L
+
+    plan = P.load_plan("paper", results_dir=str(tmp_path))
+    held = {"fedavg": [3, 4, 5], "gfpl": [3, 4]}
+    monkeypatch.setattr(results, "more_seeds", lambda cfg, seeds, *a, **k: held[cfg["algorithm"]["name"]])
+
+    def attacks(plan_, cfg, method, seed, attacker):
+        if seed == 4 and method == "gfpl":
+            raise results.NotArchived("gfpl seed 4: privacy-attacks, derived from a trained model, is not archived")
+        return [{"method": method, "attack": "decoder:means", "ssim": 0.5}]
+    monkeypatch.setattr(L, "attacks", attacks)
+    rows, seeds = L.added_attacks_rows(plan, ["fedavg", "gfpl"])
+    assert seeds == [3] and rows.seed.tolist() == [3, 3] and rows.method.tolist() == ["fedavg", "gfpl"]

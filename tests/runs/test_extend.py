@@ -231,3 +231,43 @@ def test_a_cell_reads_the_seeds_added_after_the_profiles_up_to_the_first_gap(tmp
     read = results.with_more_seeds({"a": cfg}, plain)          # what a notebook read, with the added seeds
     assert [s["seed"] for s in read["a"]] == [0, 1, 2] and read["a"][:2] == plain["a"]
     assert results.cached({"a": cfg}, [5], more=True) == ({}, 0)
+
+
+DERIVED_CALLS = []
+
+
+def classes_held(tag, cfg, seed):
+    """A :attr:`fedlib.plateau.Group.derive` target: a value derived from the trained model of ``(cfg, seed)``; it
+    fails once where ``tag`` asks (an interruption between keeping a run and making its value)."""
+    from fedlib import results
+
+    DERIVED_CALLS.append(seed)
+    if tag == "fail once" and DERIVED_CALLS.count(seed) == 1 and seed == 2:
+        raise KeyboardInterrupt
+    results.derived(cfg, seed, "classes", lambda state: int(state.message(0)["classes"].numel()))
+
+
+@pytest.mark.parametrize("tag", ["", "fail once"])
+def test_added_seeds_get_what_their_cells_derive_made_and_archived_even_after_an_interruption(tmp_path, tag):
+    from fedlib import results
+
+    cfg = config(tmp_path, rounds=2)
+    run_one(cfg, 1, progress=False)
+    assert archive.add(cfg, 1)
+    group = plateau.Group("spiral", cfg, (1, 2), "acc_proto", more=True, derive=(f"{__name__}:classes_held", tag))
+    DERIVED_CALLS.clear()
+    try:
+        plateau.fill([group], workers=0, keep=archive.add, progress=False)
+    except KeyboardInterrupt:
+        assert tag and archive.summary(cfg, 2) is not None      # seed 2 kept, its value not made
+        plateau.fill([group], workers=0, keep=archive.add, progress=False)   # the rerun trains nothing: makes it
+    assert DERIVED_CALLS == ([2, 1] if not tag else [2, 1, 2])
+    assert len(load_rounds(cfg, 2)) == 2
+    # a seed another command trained (results folder only): not trained again, but kept and given its value
+    run_one(cfg, 3, progress=False)
+    plateau.fill([plateau.Group("spiral", cfg, (1, 2, 3), "acc_proto", more=True, derive=group.derive)], workers=0,
+                 keep=archive.add, progress=False)
+    assert archive.summary(cfg, 3) is not None and DERIVED_CALLS[-3:] == [1, 2, 3]
+    with results.archive_only():
+        for s in (1, 2, 3):   # read from the archive alone, not made again
+            assert results.derived(cfg, s, "classes", lambda state: pytest.fail("made again")) == 6
