@@ -916,11 +916,13 @@ class _Judge:
             return self.table.seeds
         return min((int(c.get("n", 1)) for c in cells.values()), default=1)
 
-    def names(self, cells: dict, **more) -> dict:
-        """What the claim's templates may name: the table's ``text``, ``caveat``, ``profile``, ``cells`` (these),
-        ``seeds``, ``s`` (the plural's s), ``items`` (each cell by the ``item`` template), then ``more``."""
+    def names(self, cells: dict, read: dict | None = None, **more) -> dict:
+        """What the claim's templates may name: the table's ``text``, ``caveat`` (the table's ``caveat_of`` the cells
+        the claim reads: ``read``, default ``cells``), ``profile``, ``cells`` (these), ``seeds``, ``s`` (the plural's
+        s), ``items`` (each cell by the ``item`` template), then ``more``."""
         seeds = more.pop("seeds") if "seeds" in more else self.seeds(cells)
-        caveat = self.table.caveat if self.table.caveat_of is None else self.table.caveat_of(cells)
+        caveat = self.table.caveat if self.table.caveat_of is None else self.table.caveat_of(
+            cells if read is None else read)
         return {**self.table.text, "caveat": caveat, "profile": self.table.profile, "cells": cells,
                 "items": self.items(cells), "seeds": seeds, "s": "s" if seeds > 1 else "", **more}
 
@@ -1076,7 +1078,8 @@ def _chain(j: _Judge) -> list | None:
     order, cells = j.spec["order"], j.table.cells
     if any(k not in cells for k in order):
         return None
-    ns = j.names(cells, seeds=j.seeds({k: cells[k] for k in order}))
+    read = {k: cells[k] for k in order}
+    ns = j.names(cells, read, seeds=j.seeds(read))
     steps = list(zip(order, order[1:], strict=False))
     tests = [j.versus(cells[hi], cells[lo], ns) for lo, hi in steps]
     return [j.claim(ns, all(cells[lo]["value"] < cells[hi]["value"] for lo, hi in steps), tests)]
@@ -1317,7 +1320,8 @@ def _above(j: _Judge) -> list | None:
     for p, cells in groups.items():
         if any(k not in cells for k in keys):
             continue
-        ns = j.names(cells, seeds=j.seeds({k: cells[k] for k in keys}), **({} if p is None else {"point": j.point(p)}))
+        read = {k: cells[k] for k in keys}
+        ns = j.names(cells, read, seeds=j.seeds(read), **({} if p is None else {"point": j.point(p)}))
         tests = [j.versus(cells[a], cells[b], ns) for a, b in s["pairs"]]
         out.append(j.claim(ns, all(cells[a]["value"] > cells[b]["value"] for a, b in s["pairs"]), tests))
         if s.get("per_point") == "first":

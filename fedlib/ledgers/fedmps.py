@@ -54,13 +54,15 @@ def paper_table6(plan: Plan) -> dict:
 
 
 def paper_table7(plan: Plan) -> dict:
-    """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished."""
+    """Table VII under the ``paper`` profile, over the ``seeds`` on which every row has finished, each row with the
+    seeds the evidence planner added to its runs."""
     pplan, configs, seeds, _, out = _paper_runs(plan, ablation_configs, Plan.ablation_seeds)
     seeds = study.finished_seeds(configs, seeds)
-    done = results.cached(configs, seeds, protocol=True)[0] if seeds else {}
+    done = results.cached(configs, seeds, protocol=True, more=True)[0] if seeds else {}
     rows = ablation_table(pplan, done, configs) if done else None
+    read = {("ablation", row): [x["seed"] for x in runs] for row, runs in done.items()}
     return {**out, "seeds": seeds, "made_by": _made_by(done), "rows": rows,
-            "trends": trends(pplan, [("ablation", row) for row in done], seeds) if done else {}}
+            "trends": trends(pplan, list(read), more=read) if done else {}}
 
 
 def global_prototypes(state: results.RunState, level: str = "high") -> tuple[np.ndarray, np.ndarray]:
@@ -323,9 +325,12 @@ def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict)
 
     cells = {row: _cell(str(row), seeds_of(r, "proto_own_best"), tr.get(("ablation", row)),
                         last=float(np.mean(seeds_of(r, "proto_own_last"))),
-                        head=float(np.mean(seeds_of(r, "head_last")))) for row, r in abl.items()}
+                        head=float(np.mean(seeds_of(r, "head_last"))), seeds=r.get("seeds")) for row, r in abl.items()}
     over = " (mean over seeds)" if min(c["n"] for c in cells.values()) > 1 else ""
-    return Cells(cells, profile, caveat, text={"over": over})
+
+    def caveat_of(read):   # the seeds the planner added to the rows a claim reads (rows 1-4: none of row 6's)
+        return study.with_added(caveat, _added_rows({row: abl[row] for row in read}))
+    return Cells(cells, profile, caveat_of(cells), text={"over": over}, caveat_of=caveat_of)
 
 
 def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict):
@@ -381,5 +386,14 @@ def _attack_table(plan: Plan, atk, tr: dict):
 
 
 def _row_seeds(rows: dict | None) -> list:
-    """The seeds :func:`ablation_table` rows were read on (``[]`` where they do not say)."""
-    return list(next(iter(rows.values())).get("seeds") or []) if rows else []
+    """The seeds every one of :func:`ablation_table`'s rows was read on (``[]`` where they do not say); a row may read
+    more, those the evidence planner added to its runs (:func:`_added_rows`)."""
+    seeds = [list(r.get("seeds") or []) for r in (rows or {}).values()]
+    return [s for s in seeds[0] if all(s in x for x in seeds)] if seeds else []
+
+
+def _added_rows(rows: dict | None) -> str:
+    """``", and the seeds the evidence planner added: row 6 1237-1239"``: the seeds Table VII's rows read beyond those
+    every row reads (:func:`fedlib.study.added_seeds_text`); ``""`` where none does."""
+    return study.added_seeds_text({f"row {row}": r.get("seeds") or () for row, r in (rows or {}).items()},
+                                  _row_seeds(rows))

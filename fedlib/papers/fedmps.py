@@ -12,7 +12,7 @@ import pandas as pd
 
 from fedlib import report, results, study
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features
-from fedlib.claims import sample_std
+from fedlib.claims import DECISIVE_PROFILES, sample_std
 from fedlib.plans.fedmps import (  # noqa: F401  (re-exported: the study's plan part)
     COMMON_METRIC, PAPER_METRIC_PROTO, SWEEPS, Plan, ablation_configs, all_jobs, archived_tables, config,
     grid_configs, load_plan, table3_configs, variant_configs, ways_configs)
@@ -20,8 +20,8 @@ from fedlib.privacy.attack import attacker_aux
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
 from fedlib.ledgers.fedmps import (  # noqa: F401  (re-exported: the study's ledger)
-    ledger, tables, _row_seeds, trend_groups, trends, mean_std_n, accuracy, table3, ways_rows, ablation_table,
-    time_to_target, seconds_per_round)
+    ledger, tables, _row_seeds, _added_rows, trend_groups, trends, mean_std_n, accuracy, table3, ways_rows,
+    ablation_table, time_to_target, seconds_per_round)
 from fedlib.ledgers.fedmps import (  # noqa: F401  (re-exported: the study's ledger)
     paper_table3, paper_table6, paper_table7, global_prototypes, cifar10_shaped, communication_cifar10,
     local_prototypes_by_class, times_to_target)
@@ -384,11 +384,13 @@ def paper_protocol_table6(nb, pt6):
 
 
 def _ablation(nb) -> dict:
-    """Table VII's rows over :meth:`Plan.ablation_seeds` (those at hand, rendering from the archive)."""
+    """Table VII's rows over :meth:`Plan.ablation_seeds` (those at hand, rendering from the archive), each row with
+    the seeds the evidence planner added to its runs (:meth:`Notebook.with_added_seeds`)."""
     def make():
         cfgs = ablation_configs(nb.plan)
         seeds = study.seeds_at_hand(cfgs, nb.plan.ablation_seeds())
-        return ablation_table(nb.plan, results.train(cfgs, seeds, nb.workers, "Table VII", protocol=True), cfgs)
+        runs = results.train(cfgs, seeds, nb.workers, "Table VII", protocol=True)
+        return ablation_table(nb.plan, nb.with_added_seeds(cfgs, runs, protocol=True), cfgs)
     return nb.once("ablation", make)
 
 
@@ -400,8 +402,8 @@ def _table7_frame(paper: dict, rows7: dict, paper_column: bool = True):
     for row, r in rows7.items():
         k = by_number[row]
         if r.get("n", 1) > 1:
-            ps, base = r["per_seed"], rows7[1]["per_seed"]["proto_own_best"]
-            gains = [a - b for a, b in zip(ps["proto_own_best"], base, strict=True)]
+            ps, base = r["per_seed"], dict(zip(rows7[1]["seeds"], rows7[1]["per_seed"]["proto_own_best"], strict=True))
+            gains = [a - base[s] for s, a in zip(r["seeds"], ps["proto_own_best"], strict=True) if s in base]   # paired
             ours = {"ours: best round": mean_std_n(ps["proto_own_best"]),
                     "our gain over (1)": f"{report.fmt(float(np.mean(gains)), sample_std(gains), sign=True)}",
                     "ours: last round": mean_std_n(ps["proto_own_last"]),
@@ -426,8 +428,8 @@ def _seeds_text(rows7: dict) -> str:
     """What Table VII's numbers are: ``seed 1234; mean ± std across clients`` or the seeds and sample std."""
     seeds = _row_seeds(rows7)
     if len(seeds) > 1:
-        return (f"seeds {', '.join(map(str, seeds))} (n = {len(seeds)}); mean ± sample std over seeds, the std across "
-                "clients (mean over seeds) in its own column")
+        return (f"seeds {', '.join(map(str, seeds))} (n = {len(seeds)}){_added_rows(rows7)}; mean ± sample std over "
+                "seeds, the std across clients (mean over seeds) in its own column")
     return f"seed {seeds[0] if seeds else '?'}; mean ± std across clients"
 
 
@@ -439,7 +441,8 @@ def show_table7(nb):
                     "between the two datasets: compare the gains over row (1). The paper's rule picks the best round, "
                     "which hides a term that acts only from round 2 on (soft labels exist after the first aggregation) "
                     "or only on the head: the last round, the head and the logged soft-label loss show what the term "
-                    "does.", _table7_frame(nb.paper, rows7))
+                    "does." + (" A gain over (1) is paired, on the seeds both rows hold." if _added_rows(rows7)
+                               else ""), _table7_frame(nb.paper, rows7))
 
 
 def check_table7(nb) -> None:
@@ -685,9 +688,10 @@ def show_ledger(nb):
         added = {(part, m): [x["seed"] for x in runs] for m, runs in t3["runs"].items()
                  for part in ("table3", "table3_head")}
         res["trends"].update(trends(plan, list(added), more=added))
-    if res.get("ablation"):   # Table VII's rows name the seeds they were read on
-        res["trends"].update(trends(plan, [("ablation", row) for row in res["ablation"]],
-                                    _row_seeds(res["ablation"]) or None))
+    if res.get("ablation"):   # Table VII's rows name the seeds they were read on, any the planner added included
+        read = {("ablation", row): r["seeds"] for row, r in res["ablation"].items()}
+        res["trends"].update(trends(plan, list(read), more=read) if nb.profile in DECISIVE_PROFILES
+                             else trends(plan, list(read), _row_seeds(res["ablation"]) or None))
     return nb.ledger(ledger(plan, res), record=False)
 
 

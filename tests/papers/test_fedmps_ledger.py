@@ -317,6 +317,42 @@ def test_ablation_table_reads_every_seed_and_the_notebook_shows_mean_std_n(monke
     assert S._seeds_text(rows).startswith("seeds 1234, 1235, 1236 (n = 3); mean ± sample std over seeds")
 
 
+def test_table7_reads_the_seeds_the_evidence_planner_added_to_a_row(finished):
+    """Row 6 is Table III's FedMPS run, to which the planner added seeds 1237-1239: Table VII reads them for row 6
+    alone (its mean over 6 seeds, its gain over row (1) paired on the 3 seeds both hold), the claim on rows 5-6 names
+    them and compares the rows unpaired (the exact rank-sum test, 3 vs 6), the claim on rows 1-4 does not name them,
+    and row 6's trend names its 6 seeds, so the planner asks row 5 for the 3 it lacks (not the profile's seeds)."""
+    from fedlib import evidence, report
+
+    paper = S.load_plan("paper")
+    best = {1: [90.0, 90.5, 89.5], 2: [91.0, 91.5, 90.5], 3: [92.0, 92.5, 91.5], 4: [91.5, 92.0, 91.0],
+            5: [92.5, 93.0, 92.0], 6: [92.0, 92.5, 91.5]}
+    rows = _ablation_rows(best)
+    six = [92.0, 92.5, 91.5, 94.0, 93.5, 93.0]
+    rows[6] = {**_ablation_rows({6: six})[6], "seeds": [1234, 1235, 1236, 1237, 1238, 1239]}
+    assert S._row_seeds(rows) == [1234, 1235, 1236]
+    assert S._added_rows(rows) == ", and the seeds the evidence planner added: row 6 1237-1239"
+    assert S._seeds_text(rows).startswith("seeds 1234, 1235, 1236 (n = 3), and the seeds the evidence planner added: "
+                                          "row 6 1237-1239; mean ± sample std")
+    shown = {r: {**x, "proto_own_best_std": 1.0, "best_round": [90] * x["n"], "l_soft_mean": None}
+             for r, x in rows.items()}
+    frame = S._table7_frame(report.load_paper("fedmps"), shown)
+    got = frame.loc[[i for i in frame.index if i.startswith("(6)")][0]]
+    assert got["ours: best round"] == "92.75 ± 0.94 (n = 6)" and got["our gain over (1)"] == "+2.00 ± 0.00"
+    read = {("ablation", r): r_["seeds"] for r, r_ in rows.items()}
+    by = {c.claim: c for c in S.ledger(paper, {"ablation": rows, "trends": S.trends(paper, list(read), more=read)})}
+    soft = by["Soft labels add accuracy on top of both contrastive terms (row 6 above row 5)"]
+    (t,) = soft.tests
+    assert (t.paired, t.n, round(t.p_min, 4), round(t.margin, 2)) == (False, 3, round(2 / 84, 4), 0.25), soft.note
+    assert "the seeds the evidence planner added: row 6 1237-1239" in soft.note
+    alone = by["Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)"]
+    assert "planner added" not in alone.note
+    assert t.a_trend.group.seeds == (1234, 1235, 1236, 1237, 1238, 1239) and t.a_trend.group.more
+    item = evidence.plan_claim("FedMPS", 9, soft)
+    assert [(a.kind, a.group.label, a.added) for a in item.actions] == [
+        ("seeds", "FedMPS ablation row 5", (1237, 1238, 1239))]
+
+
 def test_the_paper_profile_runs_table7_on_every_seed_and_the_others_keep_their_first(tmp_path):
     """``ablation_seeds: all`` in the paper profile only: its Table VII adds the runs of seeds 1235-1236 (row 6 is
     Table III's FedMPS run); the other profiles keep their one first-seed run per row, so no run id changes."""
