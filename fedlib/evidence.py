@@ -360,38 +360,51 @@ def parse_budget(text: str) -> float:
 
 
 def gpu_groups(items: list[Item], plan_hours: float = 10.0) -> list:
-    """The run groups a GPU takes on: the extensions of the next ``plan_hours`` CPU-hours (:func:`within_budget`)
-    from their costliest end (what a CPU would take longest to do)."""
+    """The run groups a GPU extends: those of the next ``plan_hours`` CPU-hours (:func:`within_budget`) from their
+    costliest end (what a CPU would take longest to do); :func:`gpu_work` adds the seeds it fills."""
+    return gpu_work(items, plan_hours)[0]
+
+
+def gpu_work(items: list[Item], plan_hours: float = 10.0) -> tuple[list, list[tuple]]:
+    """What a GPU takes on of the next ``plan_hours`` CPU-hours (:func:`within_budget`), costliest first: the run
+    groups to extend (a group also given seeds with them: :func:`extensions_and_seeds`), and the seeds to add to
+    other groups, ``[(the group with its added seeds, the rounds they train to)]`` (:attr:`Action.grown`; on the
+    GPU a group's added seeds train as one stacked group). A group whose cells derive values from its trained
+    models (the leakage study's attacks) is left to a CPU: they are made where the model is."""
     _, actions, _ = within_budget(items, plan_hours * 3600)
-    actions = sorted(actions, key=lambda a: -a.cost)
-    return list({a.key: a.group for a in actions if a.kind == "extend"}.values())
+    groups, seeds = extensions_and_seeds(sorted(actions, key=lambda a: -a.cost))
+    return groups, [(a.grown, a.rounds) for a in seeds if not a.group.derive]
 
 
 def run(items: list[Item], budget: float, workers: int | None = None, progress: bool = True,
-        device: str | None = None, plan_hours: float = 10.0, groups: list | None = None) -> list:
+        device: str | None = None, plan_hours: float = 10.0, groups: list | None = None,
+        fills: list | None = None) -> list:
     """Spend ``budget`` seconds of wall time on the work of :func:`within_budget`: first the seeds it adds to run
     groups (:func:`fedlib.plateau.fill`, each run archived as it is kept), then its extensions (each group on
     towards its plateau, stopped at the deadline; every step's finished runs archived). Returns the extended
     groups' final statuses.
 
-    On a CPU the budget (times ``workers``) buys the cheapest extensions first. With ``device="cuda"`` the groups
-    are :func:`gpu_groups` (or ``groups``, a plan saved by :func:`save_plan` on the machine that has the ledgers),
-    each placed on the GPU (:func:`on_device`: its seeds train as one stacked group, runs of their own with their
-    own run ids) and trained from round 1 to the length its CPU record has plus a step, then on to its plateau or
-    the cap; :func:`fedlib.results.find` reads such a longer record in place of the CPU one."""
+    On a CPU the budget (times ``workers``) buys the cheapest extensions first. With ``device="cuda"`` the work is
+    :func:`gpu_work`'s (or ``groups`` and ``fills``, a plan saved by :func:`save_plan` on the machine that has the
+    ledgers), each group placed on the GPU (:func:`on_device`: its seeds train as one stacked group, runs of their
+    own with their own run ids): first the seeds it adds to groups, then the extensions, each trained from round 1
+    to the length its CPU record has plus a step, then on to its plateau or the cap; :func:`fedlib.results.find`
+    reads such a longer record in place of the CPU one, and :func:`fedlib.results.more_seeds` an added seed made on
+    the GPU like one made here."""
     from fedlib import plateau
 
-    deadline, grown = time.time() + budget, []
+    deadline = time.time() + budget
     if groups is None and device == "cuda":
-        groups = gpu_groups(items, plan_hours)
+        groups, fills = gpu_work(items, plan_hours)
     elif groups is None:
         _, actions, _ = within_budget(items, budget * max(1, workers or 1))
         groups, grown = extensions_and_seeds(actions)
-    if grown:
-        print(f"evidence: adding seeds to {len(grown)} run group{'s' if len(grown) != 1 else ''} "
-              f"({', '.join(a.group.label for a in grown)})", flush=True)
-        plateau.fill([a.grown for a in grown], workers=workers, keep=keep, progress=progress,
-                     rounds=[a.rounds for a in grown])
+        fills = [(a.grown, a.rounds) for a in grown]
+    if fills:
+        print(f"evidence: adding seeds to {len(fills)} run group{'s' if len(fills) != 1 else ''} "
+              f"({', '.join(g.label for g, _ in fills)})", flush=True)
+        plateau.fill([g if device is None else on_device(g, device) for g, _ in fills], workers=workers,
+                     keep=keep, progress=progress, rounds=[r for _, r in fills])
     if device is not None:
         groups = [on_device(g, device) for g in groups]
     if not groups or time.time() >= deadline:
@@ -445,20 +458,32 @@ def select(items: list[Item], wanted: list[str]) -> list[Item]:
     return out
 
 
-def save_plan(path, groups: list) -> None:
-    """Write ``groups`` (:class:`fedlib.plateau.Group`) as JSON, for a machine that trains them without rendering
-    the ledgers (the GPU machine: scripts/gpu_evidence.sh)."""
+def save_plan(path, groups: list, fills: list = ()) -> None:
+    """Write ``groups`` to extend (:class:`fedlib.plateau.Group`) and ``fills`` (``(group with its added seeds,
+    rounds)``: :func:`gpu_work`) as JSON, for a machine that trains them without rendering the ledgers (the GPU
+    machine: scripts/gpu_evidence.sh)."""
     import json
 
     from fedlib import store
 
-    rows = [{"label": g.label, "cfg": g.cfg, "seeds": list(g.seeds), "metric": g.metric, "stat": g.stat}
-            for g in groups]
+    def row(g, **more):
+        return {"label": g.label, "cfg": g.cfg, "seeds": list(g.seeds), "metric": g.metric, "stat": g.stat, **more}
+
+    rows = [row(g) for g in groups] + [row(g, fill_to=int(r)) for g, r in fills]
     store.atomic_write(Path(path), json.dumps(rows, indent=1, sort_keys=True) + "\n")
 
 
 def load_plan(path) -> list:
-    """The groups :func:`save_plan` wrote; a file that is not such a plan is one ConfigError line."""
+    """The groups to extend that :func:`save_plan` wrote; a file that is not such a plan is one ConfigError line."""
+    return [g for g, rounds in _plan_rows(path) if rounds is None]
+
+
+def load_fills(path) -> list[tuple]:
+    """The seeds to add that :func:`save_plan` wrote: ``[(group with its added seeds, rounds)]``."""
+    return [(g, rounds) for g, rounds in _plan_rows(path) if rounds is not None]
+
+
+def _plan_rows(path) -> list[tuple]:
     import json
 
     from fedlib.config import run_id
@@ -470,14 +495,15 @@ def load_plan(path) -> list:
     try:
         rows = json.loads(Path(path).read_text())
         # the results folder is where this machine keeps runs (not part of a run's identity)
-        groups = [Group(r["label"], {**r["cfg"], "results_dir": str(results_dir())},
-                        tuple(int(x) for x in r["seeds"]), r["metric"], r["stat"]) for r in rows]
-        for g in groups:
+        out = [(Group(r["label"], {**r["cfg"], "results_dir": str(results_dir())},
+                      tuple(int(x) for x in r["seeds"]), r["metric"], r["stat"], more="fill_to" in r),
+                None if r.get("fill_to") is None else int(r["fill_to"])) for r in rows]
+        for g, _ in out:
             run_id(g.cfg, g.seeds[0])
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise ConfigError("--plan", str(path), "a plan written by `python -m fedlib evidence --save-plan`",
                           message=f"--plan: {path} is not an evidence plan ({type(exc).__name__}: {exc})") from None
-    return groups
+    return out
 
 
 def on_device(group, device: str):

@@ -169,7 +169,8 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     """Train the seeds each group lacks (its :attr:`Status.missing`: seeds added to it) to the length its other seeds
     hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
     only those (a finished seed is not trained again, even one only the archive holds); then ``keep(cfg, seed)``
-    each, ``workers`` runs at a time, each batch kept as it ends (a session that stops loses no finished run), and
+    each, ``workers`` runs at a time (on CUDA a group's seeds at once, one stacked group), each batch kept as it ends
+    (a session that stops loses no finished run), and
     where the group names what its cells derive from a trained model (:attr:`Group.derive`), that made and archived
     for each kept seed (and for its other seeds, kept first where only the results folder holds them: an
     interruption stopped their values, or another command trained them; values already made are read, not made
@@ -178,15 +179,21 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     from fedlib import archive, grid
     from fedlib.runner import default_workers
 
-    jobs, before = [], [status(g) for g in groups]   # jobs: (config, seed, what its cells derive from its model)
+    per_group, before = [], [status(g) for g in groups]   # (config, seed, what its cells derive from its model)
     for st, want in zip(before, rounds or [None] * len(groups), strict=True):
         target = max(want or st.rounds, st.group.cfg["train"]["rounds"])
-        jobs += [(extended(st.group.cfg, target), s, st.group.derive) for s in st.missing]
+        per_group.append([(extended(st.group.cfg, target), s, st.group.derive) for s in st.missing])
+    jobs = [j for got in per_group for j in got]
     step = max(1, workers if workers is not None else default_workers([(cfg, s) for cfg, s, _ in jobs]))
-    for i in range(0, len(jobs), step):
-        batch = jobs[i:i + step]
+    if any(cfg.get("device") == "cuda" for cfg, _, _ in jobs):   # a group's seeds train as one stacked group
+        batches = per_group
+    else:
+        batches = [jobs[i:i + step] for i in range(0, len(jobs), step)]
+    done = 0
+    for batch in (b for b in batches if b):
+        done += len(batch)
         grid.run_many([(cfg, s) for cfg, s, _ in batch], workers=workers, progress=progress,
-                      desc=f"adding seeds to {', '.join(g.label for g in groups)} ({i + len(batch)} of {len(jobs)})")
+                      desc=f"adding seeds to {', '.join(g.label for g in groups)} ({done} of {len(jobs)})")
         for cfg, s, how in batch if keep is not None else ():
             if keep(cfg, s) and how:
                 derive_values(how, cfg, s)

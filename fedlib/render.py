@@ -314,11 +314,12 @@ def evidence_main(argv: list[str] | None = None) -> int:
         device = None if args.device is None or resolve(args.device) == "cpu" else resolve(args.device)
         workers = args.workers or (1 if device else None)   # on a GPU one stacked group at a time, kept as it ends
         if args.plan is not None:
-            groups = evidence.load_plan(args.plan)
+            groups, fills = evidence.load_plan(args.plan), evidence.load_fills(args.plan)
             if not args.run:
-                print("\n".join(g.label for g in groups))
+                print("\n".join([g.label for g in groups] + [f"{g.label}: seeds {', '.join(map(str, g.seeds))} to "
+                                                             f"{r} rounds" for g, r in fills]))
                 return 0
-            evidence.run([], budget, workers, device=device, groups=groups)
+            evidence.run([], budget, workers, device=device, groups=groups, fills=fills)
             print("re-render the report where the ledgers are read: python -m fedlib report")
             return 0
         books = ledgers()
@@ -329,9 +330,10 @@ def evidence_main(argv: list[str] | None = None) -> int:
         print()
         print(evidence.summary(books, items, args.plan_hours))
         if args.save_plan:
-            groups = evidence.gpu_groups(items, args.plan_hours)
-            evidence.save_plan(args.save_plan, groups)
-            print(f"wrote {args.save_plan}: {len(groups)} groups ({', '.join(g.label for g in groups)})")
+            groups, fills = evidence.gpu_work(items, args.plan_hours)
+            evidence.save_plan(args.save_plan, groups, fills)
+            print(f"wrote {args.save_plan}: {len(groups)} groups to extend ({', '.join(g.label for g in groups)}), "
+                  f"{len(fills)} to add seeds to ({', '.join(g.label for g, _ in fills)})")
         if args.run:
             _run_and_compare(books, items, budget, workers, device, args.plan_hours)
         return 0

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The evidence planner's GPU work as one prepared command (docs/runs.md, "The report and the evidence planner"):
-# the run groups of a saved plan, each group's seeds stacked on the GPU, extended step by step towards their
-# plateau until the budget is spent, each group archived as soon as a step finishes; the archive entries it wrote
-# packed into OUTDIR/archive-new.tar.gz.
+# the run groups of a saved plan, each group's seeds stacked on the GPU: first the seeds the plan adds to groups
+# (each group's added seeds trained at once to their rounds, archived as they end), then the groups to extend, step
+# by step towards their plateau until the budget is spent, each group archived as soon as a step finishes; the
+# archive entries it wrote packed into OUTDIR/archive-new.tar.gz.
 #
 #   here (the ledgers are rendered here):  python -m fedlib evidence --save-plan gpu-plan.json
 #   on the GPU machine:                    bash scripts/gpu_evidence.sh gpu-plan.json OUTDIR [BUDGET]

@@ -1,6 +1,8 @@
 """The evidence planner (fedlib.evidence): for each open claim, what would decide it and at what cost, the
 cheapest first; the budget pays an action shared by several claims once; bad budgets are one-line errors."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -217,6 +219,44 @@ def test_a_gpu_takes_the_plan_from_its_costliest_end_and_a_saved_plan_reads_back
     path.write_text('[{"label": "x"}]')
     with pytest.raises(ConfigError, match=r"^--plan: .*plan\.json is not an evidence plan \(KeyError"):
         E.load_plan(path)
+
+
+def test_a_gpu_plan_adds_seeds_too_except_where_the_cells_derive_values_from_the_models(groups, tmp_path):
+    """Seeds actions go to the GPU as groups to fill (the added seeds, to their rounds; stacked there), after the
+    plan's extensions are taken costliest first; a group whose cells read attacks on its trained models stays on a
+    CPU. The saved plan reads back both kinds, and a plan written before fills existed reads as extensions only."""
+    more = {k: dataclasses.replace(groups[k], more=True) for k in ("A", "B")}
+    derives = dataclasses.replace(more["B"], label="B attacked", derive=("m:f", "paper"))
+    items = [E.Item("s", 1, None, "open", [E.Action("extend", groups["C"], 200, 3, 30.0)]),
+             E.Item("s", 2, None, "within", [E.Action("seeds", more["A"], 100, 6, 20.0),
+                                              E.Action("seeds", derives, 30, 6, 5.0)])]
+    extend, fills = E.gpu_work(items, plan_hours=1)
+    assert [g.label for g in extend] == ["C"] and E.gpu_groups(items, plan_hours=1) == extend
+    assert [(g.label, g.seeds, r) for g, r in fills] == [("A", (0, 1, 2, 3, 4, 5), 100)]
+    path = tmp_path / "plan.json"
+    E.save_plan(path, extend, fills)
+    assert [g.label for g in E.load_plan(path)] == ["C"]
+    assert [(g.label, g.seeds, r) for g, r in E.load_fills(path)] == [("A", (0, 1, 2, 3, 4, 5), 100)]
+    E.save_plan(path, extend)
+    assert E.load_fills(path) == [] and [g.label for g in E.load_plan(path)] == ["C"]
+
+
+def test_on_a_gpu_a_groups_added_seeds_train_as_one_batch(tmp_path, monkeypatch):
+    """plateau.fill hands a CUDA group's missing seeds to the runner at once (stacked there: one stacked group), and
+    a CPU group's ``workers`` at a time; the seeds a group holds on another placement are not trained again."""
+    from fedlib import grid
+    from fedlib.runner import run_one
+
+    cfg = load_config(DATA / "spiral_fedproto.yaml", {"results_dir": str(tmp_path), "train.rounds": 2})
+    run_one(cfg, 1, progress=False)
+    calls = []
+    monkeypatch.setattr(grid, "run_many", lambda jobs, **k: calls.append([(c["device"], s) for c, s in jobs]))
+    group = plateau.Group("spiral", cfg, (1, 2, 3), "acc_proto", more=True)
+    plateau.fill([group], workers=1, progress=False)
+    assert calls == [[("cpu", 2)], [("cpu", 3)]]
+    calls.clear()
+    plateau.fill([E.on_device(group, "cuda")], workers=1, progress=False)
+    assert calls == [[("cuda", 2), ("cuda", 3)]]                # seed 1, finished on the CPU, is read there
 
 
 def test_a_per_round_cost_on_rising_curves_is_judged_now_and_its_seeds_are_costed(groups, monkeypatch):
