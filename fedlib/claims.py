@@ -1232,8 +1232,9 @@ def _head_to_head_of(j: _Judge, rows: dict, settings: list) -> list[Claim]:
             return j.untested(j.names({}, settings=named, setting=p, point=j.point(p)))
         pairs.append((p, row[s["subject"]], row[rival]))
     common = [sorted(set(a["by_seed"]) & set(b["by_seed"])) for _, a, b in pairs]
-    ns = j.names({}, seeds=min(map(len, common)), settings=named, setting=settings[0], point=j.point(settings[0]),
-                 rivals=", ".join(f"on {p}: {b['label']}" for p, _, b in pairs))
+    read = {(p, k): row for p, a, b in pairs for k, row in ((s["subject"], a), ("rival", b))}
+    ns = j.names({}, read, seeds=min(map(len, common)), settings=named, setting=settings[0],
+                 point=j.point(settings[0]), rivals=", ".join(f"on {p}: {b['label']}" for p, _, b in pairs))
     for (p, a, b), seeds in zip(pairs, common, strict=True):
         if not seeds:
             return [untested(j.fmt("claim", ns), s["source"], f"{a['label']} and {b['label']} share no finished seed "

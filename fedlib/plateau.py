@@ -168,7 +168,9 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
          rounds: list[int | None] | None = None) -> list[Status]:
     """Train the seeds each group lacks (its :attr:`Status.missing`: seeds added to it) to the length its other seeds
     hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
-    only those (a finished seed is not trained again, even one only the archive holds); then ``keep(cfg, seed)``
+    only those, with any seed whose record is shorter than that (made by a study that reads the same config at its
+    own fixed protocol: extended, the same run id; a finished seed is not trained again, even one only the archive
+    holds); then ``keep(cfg, seed)``
     each, ``workers`` runs at a time (on CUDA a group's seeds at once, one stacked group), each batch kept as it ends
     (a session that stops loses no finished run), and
     where the group names what its cells derive from a trained model (:attr:`Group.derive`), that made and archived
@@ -179,10 +181,15 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     from fedlib import archive, grid
     from fedlib.runner import default_workers
 
+    from fedlib import results
+
     per_group, before = [], [status(g) for g in groups]   # (config, seed, what its cells derive from its model)
     for st, want in zip(before, rounds or [None] * len(groups), strict=True):
         target = max(want or st.rounds, st.group.cfg["train"]["rounds"])
-        per_group.append([(extended(st.group.cfg, target), s, st.group.derive) for s in st.missing])
+        short = [s for s in st.group.seeds if s not in st.missing and s not in st.diverged
+                 and len(results.rounds(st.group.cfg, s)) < target]   # made shorter (another study's protocol)
+        per_group.append([(extended(st.group.cfg, target), s, st.group.derive)
+                          for s in st.group.seeds if s in st.missing or s in short])
     jobs = [j for got in per_group for j in got]
     step = max(1, workers if workers is not None else default_workers([(cfg, s) for cfg, s, _ in jobs]))
     if any(cfg.get("device") == "cuda" for cfg, _, _ in jobs):   # a group's seeds train as one stacked group

@@ -314,3 +314,42 @@ def test_the_section_header_names_the_seeds_of_every_setting(converged):
     assert converged.section_seeds() == "seeds 0, 1, 2 (n=3; nway: 1234, 1235, 1236)"
     section = report.ReportSection("benchmark", "converged", seeds=converged.section_seeds(), rounds="100")
     assert section.provenance().endswith("· rounds 100 · seeds 0, 1, 2 (n=3; nway: 1234, 1235, 1236)_")
+
+
+def test_the_claims_read_added_seeds_as_long_as_the_profiles_and_name_them(monkeypatch):
+    """Under the converged profile a (setting, method) cell reads the seeds the evidence planner added after the
+    profile's, up to the first shorter than the profile's runs (another study's fixed protocol), its trend names them
+    (``more``: the planner may add more), and a claim that reads the cell names them; the ranked table does not."""
+    from fedlib import results
+    from fedlib.ledgers import benchmark as L
+    from fedlib.plans.benchmark import configs, load_plan
+
+    plan = load_plan("converged")
+    (setting, method) = next(k for k in configs(plan) if k[1] == "mpfedcl" and k[0] == "dir")
+    lengths = {0: 300, 1: 300, 2: 300, 3: 300, 4: 300, 5: 100, 6: 300}
+    monkeypatch.setattr(results, "more_seeds", lambda cfg, seeds, *a, **k: [3, 4, 5, 6] if cfg["algorithm"]["name"]
+                        == "mpfedcl" else [])
+    monkeypatch.setattr(results, "find", lambda cfg, seed, *a, **k: (cfg, {"rounds": lengths[seed], "metrics": {
+        plan.metric(method): {"best_weighted": 0.9 + seed / 1000}}}))
+    assert L.added_seeds(plan, setting, method, [0, 1, 2]) == pytest.approx({3: 90.3, 4: 90.4})
+    assert L.added_seeds(load_plan("quick"), setting, method, [0]) == {}     # a short profile reads its own seeds
+
+
+def test_a_claim_compares_on_the_added_seeds_both_sides_hold_and_names_them(monkeypatch):
+    from fedlib import study
+    from fedlib.ledgers import benchmark as L
+    from fedlib.plans.benchmark import load_plan
+
+    plan = load_plan("converged")
+    rows = [{"setting": "dir", "seed": s, "method": m, "best": b + s / 10, "last": b, "rule": "head", "floats": 1.0,
+             "seconds": 1.0} for s in (0, 1, 2) for m, b in (("mpfedcl", 92.0), ("feddistill", 91.0))]
+    extra = {"mpfedcl": {3: 92.5, 4: 92.6, 5: 92.7, 6: 92.8}, "feddistill": {3: 91.5, 4: 91.6, 5: 91.7, 6: 91.8}}
+    monkeypatch.setattr(L, "added_seeds", lambda p, s, m, seeds: extra[m])
+    monkeypatch.setattr(study, "trend", lambda *a, **k: None)
+    cells = L.tables(plan, pd.DataFrame(rows))["runs"].cells
+    assert cells[("dir", "mpfedcl")]["value"] == pytest.approx(92.1)      # the ranked value: the profile's seeds
+    assert sorted(cells[("dir", "mpfedcl")]["by_seed"]) == [0, 1, 2, 3, 4, 5, 6]
+    home = next(c for c in L.ledger(plan, pd.DataFrame(rows)) if c.claim.startswith("MP-FedCL beats every other"))
+    (t,) = home.tests
+    assert (t.n, round(t.margin, 2), t.paired) == (7, 1.0, True) and home.verdict == "supported"
+    assert home.note.startswith("the seeds the evidence planner added: MP-FedCL (dir) 3-6; FedDistill (dir) 3-6")

@@ -271,3 +271,17 @@ def test_added_seeds_get_what_their_cells_derive_made_and_archived_even_after_an
     with results.archive_only():
         for s in (1, 2, 3):   # read from the archive alone, not made again
             assert results.derived(cfg, s, "classes", lambda state: pytest.fail("made again")) == 6
+
+
+def test_a_seed_another_study_made_shorter_is_trained_on_to_the_groups_length(tmp_path):
+    """A converged group's seeds went on to 4 rounds; its seed 2 was made at a study's fixed 2 rounds (the same
+    config): adding seed 2 to the group trains it on to 4 (the same run id, its first rounds kept), not skipped as
+    finished; a seed already as long is not trained again."""
+    cfg = config(tmp_path, rounds=2)
+    run_one(plateau.extended(cfg, 4), 1, progress=False)
+    run_one(cfg, 2, progress=False)
+    first = scores(load_rounds(cfg, 2))
+    kept = []
+    plateau.fill([plateau.Group("spiral", cfg, (1, 2), "acc_proto", more=True)], workers=0, rounds=[4],
+                 keep=lambda c, s: kept.append((c["train"]["extend_to"], s)), progress=False)
+    assert kept == [(4, 2)] and len(load_rounds(cfg, 2)) == 4 and scores(load_rounds(cfg, 2))[:2] == first
