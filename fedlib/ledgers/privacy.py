@@ -329,9 +329,9 @@ def _best_attack(res: dict, method: str, kinds: tuple[str, ...] | None = None) -
 def added_attacks_rows(plan: Plan, methods: list[str]) -> tuple[pd.DataFrame, list[int]]:
     """The attack rows of the seeds the evidence planner added to every one of ``methods``' runs after the profile's
     (:func:`fedlib.results.more_seeds`, the seeds all of them hold), up to the first seed whose attack scores cannot
-    be read (rendered from the archive: not archived), and those seeds."""
-    extra = None
-    for k in methods:
+    be read (rendered from the archive: not archived), and those seeds; none under a short profile."""
+    extra = None if plan.profile in claims.DECISIVE_PROFILES else []
+    for k in methods if extra is None else ():
         got = results.more_seeds(config(plan, k), plan.seeds)
         extra = got if extra is None else extra[:len(got)]   # each list runs on from the profile's last seed
     rows, seeds = [], []
