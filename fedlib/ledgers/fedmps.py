@@ -46,11 +46,13 @@ def paper_table3(plan: Plan) -> dict:
 
 
 def paper_table6(plan: Plan) -> dict:
-    """Table VI under the ``paper`` profile from finished runs, first seed, with the ``missing`` methods per n."""
-    pplan, _, _, done, out = _paper_runs(plan, ways_configs, lambda p: p.seeds[:1])
+    """Table VI under the ``paper`` profile from finished runs, first seed (``rows``; ``per_seed``: with the seeds the
+    evidence planner added to each (method, n), what its claim reads), with the ``missing`` methods per n."""
+    pplan, _, _, done, out = _paper_runs(plan, ways_configs, lambda p: p.seeds[:1], more=True)
     missing = {n: [m for m in pplan.selected("sweep_methods") if (m, n) not in done] for n in pplan.settings["ways"]}
-    return {**out, "rows": ways_rows(pplan, done) or None, "missing": missing,
-            "trends": trends(pplan, [("ways", m, n) for m, n in done])}
+    read = {("ways", m, n): [x["seed"] for x in runs] for (m, n), runs in done.items()}
+    return {**out, "rows": ways_rows(pplan, done) or None, "per_seed": ways_per_seed(pplan, done),
+            "missing": missing, "trends": trends(pplan, list(read), more=read)}
 
 
 def paper_table7(plan: Plan) -> dict:
@@ -186,6 +188,16 @@ def ways_rows(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[
     return rows
 
 
+def ways_per_seed(plan: Plan, summaries: dict[tuple[str, int], list[dict]]) -> dict[int, dict]:
+    """Table VI's claim values: ``{n: {method: [best-round accuracy per seed]}}`` (the first seed's, then any the
+    evidence planner added to that run group), with ``{n: {method: [seeds]}}`` under the key ``"seeds"``."""
+    out: dict = {"seeds": {}}
+    for (m, n), runs in summaries.items():
+        out.setdefault(n, {})[m] = [accuracy(s, plan.paper_metric(m)) for s in runs]
+        out["seeds"].setdefault(n, {})[m] = [s.get("seed") for s in runs]
+    return out
+
+
 def ablation_table(plan: Plan, summaries: dict[int, list[dict]], configs: dict[int, dict]) -> dict[int, dict]:
     """Table VII rows, means over seeds with ``per_seed`` values (docs/fedmps.md: why the last round)."""
     accs = {"proto_own_best": (PAPER_METRIC_PROTO, "best"), "proto_own_last": (PAPER_METRIC_PROTO, "last"),
@@ -271,7 +283,7 @@ def _paper_tables(plan: Plan, res: dict) -> dict:
         out.update(table3_paper=got["table3"], table3_head_paper=got["table3_head"])
     if pw and pw.get("rows"):
         pr = pw["plan"]
-        acc = {n: {m: v[0] for m, v in row.items()} for n, row in pw["rows"].items()}
+        acc = pw.get("per_seed") or {n: {m: v[0] for m, v in row.items()} for n, row in pw["rows"].items()}
         out["ways_paper"] = _ways_table(plan, "paper", acc, f"paper profile, {pr.settings['rounds']['main']} rounds, "
                                         f"seed {pr.seeds[0]}", "", pw.get("trends") or {})
     if pa and pa.get("rows"):
@@ -307,12 +319,24 @@ def _comm_table(plan: Plan, up: dict | None):
 
 
 def _ways_table(plan: Plan, profile: str, ways: dict | None, where: str, caveat: str, tr: dict):
-    """Table VI's table (``{n: {method: accuracy or [per seed]}}``): a cell per (n, method)."""
+    """Table VI's table (``{n: {method: accuracy or [per seed]}}``, with ``"seeds"``: ``{n: {method: [seeds]}}``
+    where a cell read seeds the evidence planner added): a cell per (n, method)."""
     if not ways:
         return None
-    cells = {(n, m): _cell(f"{plan.label(m)} (n = {n})", a, tr.get(("ways", m, n)), name=plan.label(m))
-             for n, row in ways.items() for m, a in row.items()}
-    return Cells(cells, profile, caveat, seeds=min(c["n"] for c in cells.values()), text={"where": where})
+    seeds = ways.get("seeds") or {}
+    cells = {(n, m): _cell(f"{plan.label(m)} (n = {n})", a, tr.get(("ways", m, n)), name=plan.label(m),
+                           seeds=seeds.get(n, {}).get(m))
+             for n, row in ways.items() if n != "seeds" for m, a in row.items()}
+    first = [s for c in cells.values() for s in (c["seeds"] or [])[:1]]
+    what = "the further seeds of the same runs (at n = 3 Table III's, and any the evidence planner added)"
+
+    def caveat_of(read):   # the seeds beyond the first that the cells a claim reads hold
+        return study.with_added(caveat, study.added_seeds_text({c["label"]: c["seeds"] or () for c in read.values()},
+                                                               first, what))
+    more = any(c["n"] > 1 for c in cells.values())
+    return Cells(cells, profile, caveat_of(cells), seeds=min(c["n"] for c in cells.values()),
+                 text={"where": where + (", then the further seeds the note names; means over seeds" if more else "")},
+                 caveat_of=caveat_of)
 
 
 def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict):

@@ -21,7 +21,7 @@ from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
 from fedlib.ledgers.fedmps import (  # noqa: F401  (re-exported: the study's ledger)
     ledger, tables, _row_seeds, _added_rows, trend_groups, trends, mean_std_n, accuracy, table3, ways_rows,
-    ablation_table, time_to_target, seconds_per_round)
+    ways_per_seed, ablation_table, time_to_target, seconds_per_round)
 from fedlib.ledgers.fedmps import (  # noqa: F401  (re-exported: the study's ledger)
     paper_table3, paper_table6, paper_table7, global_prototypes, cifar10_shaped, communication_cifar10,
     local_prototypes_by_class, times_to_target)
@@ -350,10 +350,19 @@ def fig5(nb):
     return Shown((fig, timing))
 
 
+def _ways_runs(nb) -> dict:
+    """Table VI's runs: the first seed, then the seeds the evidence planner added to each (method, n)
+    (:meth:`Notebook.with_added_seeds`)."""
+    def make():
+        cfgs = ways_configs(nb.plan)
+        runs = results.train(cfgs, [nb.seed0], nb.workers, "Table VI", protocol=True)
+        return nb.with_added_seeds(cfgs, runs, protocol=True)
+    return nb.once("ways_runs", make)
+
+
 def _ways(nb) -> dict:
     """Table VI's :func:`ways_rows`, first seed."""
-    return nb.once("ways", lambda: ways_rows(nb.plan, results.train(ways_configs(nb.plan), [nb.seed0], nb.workers,
-                                                                    "Table VI", protocol=True)))
+    return nb.once("ways", lambda: ways_rows(nb.plan, _ways_runs(nb)))
 
 
 def _table6_frame(paper: dict, label, n: int, ours: dict):
@@ -674,7 +683,7 @@ def show_ledger(nb):
     sw, t3 = part(lambda: _sweeps(nb)), part(lambda: _table3(nb))
     pt3, pt6, pt7 = (nb.once(f.__name__, lambda f=f: f(plan)) for f in (paper_table3, paper_table6, paper_table7))
     res = {"table3": t3 and t3["rows"], "table3_head": t3 and t3["head"], "comm": t3 and _uplinks(nb),
-           "ways": part(lambda: {n: {m: v[0] for m, v in rows.items()} for n, rows in _ways(nb).items()}),
+           "ways": part(lambda: ways_per_seed(plan, _ways_runs(nb))),
            "ablation": part(lambda: _ablation(nb)),
            "time": part(lambda: nb.once("time", lambda: times_to_target(plan, _curves_all(nb)))),
            "attack": part(lambda: _attack(nb).summary()), "comm_cifar10": _communication_cifar(nb),
@@ -688,6 +697,9 @@ def show_ledger(nb):
         added = {(part, m): [x["seed"] for x in runs] for m, runs in t3["runs"].items()
                  for part in ("table3", "table3_head")}
         res["trends"].update(trends(plan, list(added), more=added))
+    if res.get("ways") and nb.profile in DECISIVE_PROFILES:   # Table VI's groups as read, any added seeds included
+        read = {("ways", m, n): got for n, row in res["ways"]["seeds"].items() for m, got in row.items()}
+        res["trends"].update(trends(plan, list(read), more=read))
     if res.get("ablation"):   # Table VII's rows name the seeds they were read on, any the planner added included
         read = {("ablation", row): r["seeds"] for row, r in res["ablation"].items()}
         res["trends"].update(trends(plan, list(read), more=read) if nb.profile in DECISIVE_PROFILES

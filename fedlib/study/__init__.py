@@ -305,16 +305,17 @@ PLATEAU_RULE = ("Plateau: the best-so-far accuracy of the seed-mean curve gains 
                 "rounds (`fedlib.claims.plateau`); \"no (+x)\" gives the gain of a curve still rising.")
 
 
-def added_seeds_text(seeds: dict[str, list], profile_seeds) -> str:
+def added_seeds_text(seeds: dict[str, list], profile_seeds, what: str = "the seeds the evidence planner added") -> str:
     """``", and the seeds the evidence planner added: FedMPS 1237-1239; FedProto 1237"`` from ``{label: the seeds a
-    cell read}`` (those beyond the profile's ``profile_seeds``); ``""`` where no cell read any."""
+    cell read}`` (those beyond the profile's ``profile_seeds``; ``what`` names them); ``""`` where no cell read
+    any."""
     spans = []
     for label, got in seeds.items():
         x = sorted(set(got) - set(profile_seeds) - {None})
         if x:
             spans.append(f"{label} {x[0]}-{x[-1]}" if len(x) > 1 and x[-1] - x[0] == len(x) - 1
                          else f"{label} {', '.join(map(str, x))}")
-    return f", and the seeds the evidence planner added: {'; '.join(spans)}" if spans else ""
+    return f", and {what}: {'; '.join(spans)}" if spans else ""
 
 
 def added_seeds_of(trends: dict, profile_seeds) -> str:

@@ -406,3 +406,34 @@ def test_a_temperature_written_as_a_whole_number_is_the_same_run():
         [cfg] = S.grid_configs(plan, "tau1").values()
         ids[value] = run_id(cfg, 0)
     assert ids[5] == ids[5.0]
+
+
+def test_table6_claim_reads_the_further_seeds_of_each_n_and_names_them(finished):
+    """Table VI's display keeps the first seed; its claim reads every seed each (method, n) holds beyond it (at n = 3
+    the runs are Table III's, whose seeds go on to 1239), compares per seed where both hold several, and says which
+    seeds and that the evidence is a mean over them; n = 4 on one seed stays "one seed", and the planner adds seeds
+    there to the run groups (not to the profile)."""
+    from fedlib import evidence
+
+    paper = S.load_plan("paper")
+    wc = S.ways_configs(paper)
+
+    def summary(seed, acc):
+        return {"seed": seed, "metrics": {S.PAPER_METRIC_PROTO: {"best": acc / 100, "best_std": 0.01}}}
+    done = {("fedmps", 3): [summary(s, 92.0 + i) for i, s in enumerate(range(1234, 1240))],
+            ("fedproto", 3): [summary(s, 90.0 + i) for i, s in enumerate(range(1234, 1240))],
+            ("fedmps", 4): [summary(1234, 88.0)], ("fedproto", 4): [summary(1234, 89.5)]}
+    ways = S.ways_per_seed(paper, done)
+    assert ways[3]["fedmps"] == pytest.approx([92.0, 93.0, 94.0, 95.0, 96.0, 97.0])
+    assert ways["seeds"][4]["fedproto"] == [1234] and S.ways_rows(paper, done)[3]["fedmps"] == (92.0, 1.0)
+    read = {("ways", m, n): got for n, row in ways["seeds"].items() for m, got in row.items()}
+    (n,) = [c for c in S.ledger(paper, {"ways": ways, "trends": S.trends(paper, list(read), more=read)})
+            if c.claim.startswith("FedMPS is the best method for every")]
+    three, four = n.tests
+    assert (three.n, round(three.margin, 2), three.paired) == (6, 2.0, True) and four.n == 1
+    assert "means over seeds" in n.evidence and "FedMPS (n = 3) 1235-1239" in n.note
+    assert "(at n = 3 Table III's, and any the evidence planner added)" in n.note
+    assert sides(n) >= {ids(wc[("fedmps", 3)], range(1234, 1240))}
+    got = evidence.plan_claim("FedMPS", 7, n)
+    assert {(a.kind, a.group.label, a.added) for a in got.actions} == {
+        ("seeds", "FedMPS n = 4", (1235, 1236)), ("seeds", "FedProto n = 4", (1235, 1236))}
