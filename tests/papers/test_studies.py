@@ -329,8 +329,8 @@ def test_paper_table6_shows_the_methods_finished_so_far_and_names_the_rest(tmp_p
         for (m, n) in configs:
             if (m, n) in {("fedmps", 3), ("fedavg", 3), ("fedmps", 4)}:
                 acc = {"fedmps": 0.9, "fedavg": 0.7}[m] + n / 1000
-                done[(m, n)] = [{"metrics": {key: {"best": acc, "best_std": 0.05} for key in ("acc_proto_own",
-                                 "acc_head", "acc_head_own", "acc_proto")}, "code": "abc1234",
+                done[(m, n)] = [{"seed": seeds[0], "metrics": {key: {"best": acc, "best_std": 0.05} for key in (
+                                 "acc_proto_own", "acc_head", "acc_head_own", "acc_proto")}, "code": "abc1234",
                                  "machine": {"cpu": "X", "cpu_capability": "AVX2"}}]
         return done, len(done)
 
