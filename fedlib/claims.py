@@ -227,7 +227,9 @@ class Comparison:
     ``a_trend`` / ``b_trend`` (:class:`Trend`): where each side's curves stand, for a converged-profile
     comparison of best-so-far values (None: a fixed budget, nothing to project). ``minority`` (paired): the
     differences on the other side of zero from the margin, or zero; however many more seeds agree with the margin,
-    they hold the sign-flip test's p at ``2**(minority + 1 - n)`` or above (:func:`seeds_for_test`).
+    they hold the sign-flip test's p at ``2**(minority + 1 - n)`` or above (:func:`seeds_for_test`); unpaired, where
+    the sides' cells name their seeds, the same count over the seeds both hold (the pairs a paired test will have
+    once the side with fewer seeds is given the other's).
     ``diff_spread`` (paired): the sample std of the per-seed differences, what the paired test's power turns on
     (:meth:`seeds_to_separate`)."""
 
@@ -961,7 +963,16 @@ class _Judge:
         va = [x + shift for x in va] if shift else va
         label = self.fmt("label", {**ns, "a": a_label or a["label"], "b": b["label"]},
                          self.spec.get("label", "{a} - {b}"))
-        return compare(label, va, vb, len(va) == len(vb), a.get("trend"), b.get("trend"))
+        got = compare(label, va, vb, len(va) == len(vb), a.get("trend"), b.get("trend"))
+        sa, sb = a.get("seeds"), b.get("seeds")
+        if got.paired or not sa or not sb or len(sa) != len(va) or len(sb) != len(vb):
+            return got
+        # sides on different seeds (seeds added to one): the seeds both hold pair up once the other gets them too,
+        # and their differences against the margin bound that paired test (Comparison.minority)
+        shared = [(x, y) for k, x in zip(sa, va, strict=True) for k2, y in zip(sb, vb, strict=True) if k == k2]
+        if not shared:
+            return got
+        return dataclasses.replace(got, minority=_minority(np.array([x - y for x, y in shared]), got.margin))
 
     def claim(self, ns: dict, holds, tests=(), evidence: str | None = None, construction: str = "") -> Claim:
         construction = construction or self.spec.get("reason", "")   # stated, not counted: no comparison

@@ -209,10 +209,10 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
             continue
         else:
             want = _seeds_wanted(t.n)
-            if t.paired and t.minority and state == C.WITHIN:   # the seeds against the margin raise the test's floor
+            if t.minority and state == C.WITHIN:   # the seeds against the margin raise the (paired) test's floor
                 want = max(want, C.seeds_for_test(t.minority))
-                state += (f" ({t.minority} of {t.n} paired differences against the margin: the exact test needs "
-                          f"{C.seeds_for_test(t.minority)} seeds or more)")
+                state += (f" ({t.minority} of {t.n} {'' if t.paired else 'shared-seed '}paired differences against "
+                          f"the margin: the exact test needs {C.seeds_for_test(t.minority)} seeds or more)")
         whys.append(f"{t.label}: {state}")
         if state == C.OPEN:
             if t.behind is None or t.behind.group is None:

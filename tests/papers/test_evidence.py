@@ -411,3 +411,19 @@ def test_a_bad_claim_option_is_one_line_before_any_ledger_renders(monkeypatch, c
     assert render.evidence_main(["--claim", "fedic"]) == 2
     out = capsys.readouterr().out.strip()
     assert len(out.splitlines()) == 1 and "--claim" in out and "SECTION:N" in out
+
+
+def test_sides_on_different_seeds_count_the_shared_seeds_against_the_margin():
+    """Row 6 holds seeds 0-5, row 5 seeds 0-2 (seeds added to one side): the comparison is unpaired, but the seeds
+    both hold pair up once row 5 is given the others, and two of those three differences go against the margin, so
+    the paired test will need 8 seeds; the plan says so and asks 8 of each side."""
+    book = C.Book("x/claims.yaml", C.check_book({"claims": [{
+        "id": "c", "kind": "chain", "claim": "6 above 5", "source": "T", "table": "t", "order": [5, 6],
+        "evidence": "x"}]}, "x/claims.yaml"))
+    six = {"label": "6", "value": 0.0, "per_seed": [90.0, 89.0, 89.5, 93.0, 94.0, 95.0], "seeds": [0, 1, 2, 3, 4, 5]}
+    five = {"label": "5", "value": 0.0, "per_seed": [89.0, 90.0, 90.0], "seeds": [0, 1, 2]}
+    (claim,) = C.evaluate(book, {"t": C.Cells({5: five, 6: six}, "paper")})
+    (t,) = claim.tests
+    assert (t.paired, t.minority) == (False, 2) and claim.verdict == C.INCONCLUSIVE
+    assert "2 of 3 shared-seed paired differences against the margin: the exact test needs 8 seeds" in \
+        E.plan_claim("S", 1, claim).why
