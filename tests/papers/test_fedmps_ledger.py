@@ -321,7 +321,8 @@ def test_table7_reads_the_seeds_the_evidence_planner_added_to_a_row(finished):
     """Row 6 is Table III's FedMPS run, to which the planner added seeds 1237-1239: Table VII reads them for row 6
     alone (its mean over 6 seeds, its gain over row (1) paired on the 3 seeds both hold), the claim on rows 5-6 names
     them and compares the rows unpaired (the exact rank-sum test, 3 vs 6), the claim on rows 1-4 does not name them,
-    and row 6's trend names its 6 seeds, so the planner asks row 5 for the 3 it lacks (not the profile's seeds)."""
+    and row 6's trend names its 6 seeds, so the planner adds seeds to the rows' run groups (not the profile's), as
+    many as the paired test needs given the shared seeds against the margin."""
     from fedlib import evidence, report
 
     paper = S.load_plan("paper")
@@ -348,9 +349,12 @@ def test_table7_reads_the_seeds_the_evidence_planner_added_to_a_row(finished):
     alone = by["Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)"]
     assert "planner added" not in alone.note
     assert t.a_trend.group.seeds == (1234, 1235, 1236, 1237, 1238, 1239) and t.a_trend.group.more
+    # the 3 seeds both rows hold all go against the margin (-0.5 each): paired, the exact test needs 9 seeds
+    assert t.minority == 3
     item = evidence.plan_claim("FedMPS", 9, soft)
     assert [(a.kind, a.group.label, a.added) for a in item.actions] == [
-        ("seeds", "FedMPS ablation row 5", (1237, 1238, 1239))]
+        ("seeds", "FedMPS ablation row 6", (1240, 1241, 1242)),
+        ("seeds", "FedMPS ablation row 5", (1237, 1238, 1239, 1240, 1241, 1242))]
 
 
 def test_the_paper_profile_runs_table7_on_every_seed_and_the_others_keep_their_first(tmp_path):
