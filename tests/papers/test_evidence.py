@@ -427,3 +427,21 @@ def test_sides_on_different_seeds_count_the_shared_seeds_against_the_margin():
     assert (t.paired, t.minority) == (False, 2) and claim.verdict == C.INCONCLUSIVE
     assert "2 of 3 shared-seed paired differences against the margin: the exact test needs 8 seeds" in \
         E.plan_claim("S", 1, claim).why
+
+
+def test_the_plan_command_lists_and_adds_a_saved_plans_seeds(tmp_path, monkeypatch, capsys):
+    """``evidence --plan FILE`` lists a saved plan's seeds to add, and with ``--run`` trains them (here on the CPU:
+    the same path a GPU takes, each group's seeds at once) and archives each run."""
+    from fedlib import archive, render
+    from fedlib.runner import run_one
+
+    monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))   # the plan's runs go to this results folder
+    cfg = load_config(DATA / "spiral_fedproto.yaml", {"results_dir": str(tmp_path / "results"), "train.rounds": 2})
+    run_one(cfg, 0, progress=False)
+    path = tmp_path / "plan.json"
+    E.save_plan(path, [], [(plateau.Group("spiral", cfg, (0, 1), "acc_proto", more=True), 2)])
+    assert render.evidence_main(["--plan", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == "spiral: seeds 0, 1 to 2 rounds"
+    assert archive.summary(cfg, 1) is None
+    assert render.evidence_main(["--run", "--plan", str(path), "--budget", "5m", "--workers", "1"]) == 0
+    assert archive.summary(cfg, 1)["rounds"] == 2 and archive.summary(cfg, 0) is None   # only the added seed
