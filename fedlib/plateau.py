@@ -170,18 +170,14 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
     only those, with any seed whose record is shorter than that (made by a study that reads the same config at its
     own fixed protocol: extended, the same run id; a finished seed is not trained again, even one only the archive
-    holds); then ``keep(cfg, seed)``
-    each, ``workers`` runs at a time (on CUDA a group's seeds at once, one stacked group), each batch kept as it ends
-    (a session that stops loses no finished run), and
-    where the group names what its cells derive from a trained model (:attr:`Group.derive`), that made and archived
-    for each kept seed (and for its other seeds, kept first where only the results folder holds them: an
-    interruption stopped their values, or another command trained them; values already made are read, not made
-    again). Interrupted, the finished runs are kept and the started ones resume from their checkpoints.
-    Returns the groups' :class:`Status` after."""
-    from fedlib import archive, grid
+    holds); then ``keep(cfg, seed)`` each, ``workers`` runs at a time (on CUDA a group's seeds at once, one stacked
+    group), each batch kept as it ends (a session that stops loses no finished run). Where the group names what its
+    cells derive from a trained model (:attr:`Group.derive`), that is made and archived for each kept seed, and for
+    its other seeds, kept first where only the results folder holds them (an interruption stopped their values, or
+    another command trained them; values already made are read, not made again). Interrupted, the finished runs are
+    kept and the started ones resume from their checkpoints. Returns the groups' :class:`Status` after."""
+    from fedlib import archive, grid, results
     from fedlib.runner import default_workers
-
-    from fedlib import results
 
     per_group, before = [], [status(g) for g in groups]   # (config, seed, what its cells derive from its model)
     for st, want in zip(before, rounds or [None] * len(groups), strict=True):
