@@ -969,10 +969,9 @@ class _Judge:
             return got
         # sides on different seeds (seeds added to one): the seeds both hold pair up once the other gets them too,
         # and their differences against the margin bound that paired test (Comparison.minority)
-        shared = [(x, y) for k, x in zip(sa, va, strict=True) for k2, y in zip(sb, vb, strict=True) if k == k2]
-        if not shared:
-            return got
-        return dataclasses.replace(got, minority=_minority(np.array([x - y for x, y in shared]), got.margin))
+        other = dict(zip(sb, vb, strict=True))
+        shared = [x - other[k] for k, x in zip(sa, va, strict=True) if k in other]
+        return dataclasses.replace(got, minority=_minority(np.array(shared), got.margin)) if shared else got
 
     def claim(self, ns: dict, holds, tests=(), evidence: str | None = None, construction: str = "") -> Claim:
         construction = construction or self.spec.get("reason", "")   # stated, not counted: no comparison

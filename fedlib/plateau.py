@@ -182,8 +182,8 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     per_group, before = [], [status(g) for g in groups]   # (config, seed, what its cells derive from its model)
     for st, want in zip(before, rounds or [None] * len(groups), strict=True):
         target = max(want or st.rounds, st.group.cfg["train"]["rounds"])
-        short = [s for s in st.group.seeds if s not in st.missing and s not in st.diverged
-                 and len(results.rounds(st.group.cfg, s)) < target]   # made shorter (another study's protocol)
+        short = [s for s in st.group.seeds if s not in st.missing and s not in st.diverged   # made shorter (another
+                 and len(results.rounds(st.group.cfg, s)) < target] if target > st.rounds else []   # study's protocol)
         per_group.append([(extended(st.group.cfg, target), s, st.group.derive)
                           for s in st.group.seeds if s in st.missing or s in short])
     jobs = [j for got in per_group for j in got]

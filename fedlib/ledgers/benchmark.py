@@ -46,13 +46,14 @@ def _mean_std(values: pd.Series, empty: str = "—") -> str:
     return f"{values.mean():.2f}" + (f" ± {values.std(ddof=1):.2f}" if len(values) > 1 else "")
 
 
-def added_seeds(plan: Plan, setting: str, method: str, seeds: list[int]) -> dict[int, float]:
+def added_seeds(plan: Plan, setting: str, method: str, seeds: list[int], cfg: dict | None = None) -> dict[int, float]:
     """``{seed: best-round accuracy (%)}`` of the seeds the evidence planner added after ``seeds`` to the runs of
     ``(setting, method)`` (:func:`fedlib.results.more_seeds`), under a profile whose evidence decides, up to the first
     that holds fewer rounds than the shortest of ``seeds`` (a seed another study made of the same config at its own
     fixed protocol, where the profile's runs went on towards their plateau, is not one of this group's seeds). The
-    ranked table keeps the profile's seeds; the claims read these too."""
-    cfg = configs(plan).get((setting, method))
+    ranked table keeps the profile's seeds; the claims read these too. ``cfg``: the runs' config, where the caller
+    has it (else built from the plan)."""
+    cfg = cfg if cfg is not None else configs(plan).get((setting, method))
     if cfg is None or plan.profile not in DECISIVE_PROFILES or not seeds:
         return {}
     own = [results.find(cfg, x)[1] for x in seeds]
@@ -74,7 +75,7 @@ def tables(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> dict:
         means = part.groupby("method")["best"].mean()
         for m, runs in part.groupby("method"):
             seeds = runs.groupby("seed")["best"].mean().dropna()
-            extra, trend = added_seeds(plan, s, m, sorted(seeds.index)), rising.get((s, m))
+            extra, trend = added_seeds(plan, s, m, sorted(seeds.index), cfgs.get((s, m))), rising.get((s, m))
             if extra:
                 trend = study.trend(f"{plan.label(m)} ({s})", cfgs[(s, m)], [*sorted(seeds.index), *extra],
                                     plan.metric(m), more=True)
@@ -86,8 +87,8 @@ def tables(plan: Plan, table: pd.DataFrame, rising: dict | None = None) -> dict:
            for m in plan.spec["methods"]}
 
     def caveat_of(read):   # the seeds the planner added to the cells a claim reads
-        return study.added_seeds_text({c["added"]: c["seeds"] for c in read.values() if c.get("added")}, ()
-                                      ).removeprefix(", and ")
+        return study.with_added("", study.added_seeds_text(
+            {c["added"]: c["seeds"] for c in read.values() if c.get("added")}, ()))
     return {"runs": Cells(cells, plan.profile, points={s: plan.setting_label(s) for s in plan.setting_names()},
                           text={"why_not": {m: f" ({w})" if w else "" for m, w in why.items()}}, caveat_of=caveat_of)}
 

@@ -344,7 +344,7 @@ def test_a_claim_compares_on_the_added_seeds_both_sides_hold_and_names_them(monk
     rows = [{"setting": "dir", "seed": s, "method": m, "best": b + s / 10, "last": b, "rule": "head", "floats": 1.0,
              "seconds": 1.0} for s in (0, 1, 2) for m, b in (("mpfedcl", 92.0), ("feddistill", 91.0))]
     extra = {"mpfedcl": {3: 92.5, 4: 92.6, 5: 92.7, 6: 92.8}, "feddistill": {3: 91.5, 4: 91.6, 5: 91.7, 6: 91.8}}
-    monkeypatch.setattr(L, "added_seeds", lambda p, s, m, seeds: extra[m])
+    monkeypatch.setattr(L, "added_seeds", lambda p, s, m, seeds, cfg=None: extra[m])
     monkeypatch.setattr(study, "trend", lambda *a, **k: None)
     cells = L.tables(plan, pd.DataFrame(rows))["runs"].cells
     assert cells[("dir", "mpfedcl")]["value"] == pytest.approx(92.1)      # the ranked value: the profile's seeds
