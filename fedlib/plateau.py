@@ -14,6 +14,7 @@ the extension; :func:`prefix_agrees` then checks that its first rounds equal the
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -170,12 +171,13 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
     only those, with any seed whose record is shorter than that (made by a study that reads the same config at its
     own fixed protocol: extended, the same run id; a finished seed is not trained again, even one only the archive
-    holds); then ``keep(cfg, seed)`` each, ``workers`` runs at a time (on CUDA a group's seeds at once, one stacked
-    group), each batch kept as it ends (a session that stops loses no finished run). Where the group names what its
-    cells derive from a trained model (:attr:`Group.derive`), that is made and archived for each kept seed, and for
-    its other seeds, kept first where only the results folder holds them (an interruption stopped their values, or
-    another command trained them; values already made are read, not made again). Interrupted, the finished runs are
-    kept and the started ones resume from their checkpoints. Returns the groups' :class:`Status` after."""
+    holds); then ``keep(cfg, seed)`` each, ``workers`` runs at a time, the groups in turn (on CUDA a group's seeds
+    at once, one stacked group), each batch kept as it ends (a session that stops loses no finished run). Where the
+    group names what its cells derive from a trained model (:attr:`Group.derive`), that is made and archived for
+    each kept seed, and for its other seeds, kept first where only the results folder holds them (an interruption
+    stopped their values, or another command trained them; values already made are read, not made again).
+    Interrupted, the finished runs are kept and the started ones resume from their checkpoints. Returns the groups'
+    :class:`Status` after."""
     from fedlib import archive, grid, results
     from fedlib.runner import default_workers
 
@@ -186,7 +188,9 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
                  and len(results.rounds(st.group.cfg, s)) < target] if target > st.rounds else []   # study's protocol)
         per_group.append([(extended(st.group.cfg, target), s, st.group.derive)
                           for s in st.group.seeds if s in st.missing or s in short])
-    jobs = [j for got in per_group for j in got]
+    # one job of each group in turn: a fill stopped early leaves the sides of a comparison grown alike (seed 6 of
+    # both, not seeds 6-11 of one and none of the other)
+    jobs = [j for turn in itertools.zip_longest(*per_group) for j in turn if j is not None]
     step = max(1, workers if workers is not None else default_workers([(cfg, s) for cfg, s, _ in jobs]))
     if any(cfg.get("device") == "cuda" for cfg, _, _ in jobs):   # a group's seeds train as one stacked group
         batches = per_group

@@ -259,6 +259,22 @@ def test_on_a_gpu_a_groups_added_seeds_train_as_one_batch(tmp_path, monkeypatch)
     assert calls == [[("cuda", 2), ("cuda", 3)]]                # seed 1, finished on the CPU, is read there
 
 
+def test_on_the_cpu_the_groups_added_seeds_train_in_turn(tmp_path, monkeypatch):
+    """Two groups' added seeds alternate (the first of each, then the second of each), so a fill stopped after any
+    batch has grown both sides of their comparison alike; a group with fewer missing seeds drops out when done."""
+    from fedlib import grid
+
+    cfg = load_config(DATA / "spiral_fedproto.yaml", {"results_dir": str(tmp_path), "train.rounds": 2})
+    other = load_config(DATA / "spiral_fedproto.yaml", {"results_dir": str(tmp_path), "train.rounds": 2,
+                                                        "algorithm.lam": 0.5})
+    calls = []
+    monkeypatch.setattr(grid, "run_many", lambda jobs, **k: calls.append(
+        [("a" if c["algorithm"] == cfg["algorithm"] else "b", s) for c, s in jobs]))
+    plateau.fill([plateau.Group("a", cfg, (1, 2, 3), "acc_proto", more=True),
+                  plateau.Group("b", other, (1, 2), "acc_proto", more=True)], workers=2, progress=False)
+    assert calls == [[("a", 1), ("b", 1)], [("a", 2), ("b", 2)], [("a", 3)]]
+
+
 def test_a_per_round_cost_on_rising_curves_is_judged_now_and_its_seeds_are_costed(groups, monkeypatch):
     # FedIC's round-time claim (a `ratio` of seconds per round): the accuracy curves of its runs may still rise, but
     # a round's seconds are no best-so-far curve: never "open"; within the spread, the planner asks for more seeds of
