@@ -244,6 +244,7 @@ class Comparison:
     b_trend: Trend | None = None
     minority: int = 0
     diff_spread: float = math.nan
+    sizes: tuple[int, int] | None = None   # the seeds of each side, unpaired (``n`` is the smaller)
 
     @property
     def decisive(self) -> bool:
@@ -301,9 +302,16 @@ class Comparison:
         """``A - B +0.46 (seed std 2.90, paired exact p 0.25, smallest possible 0.25, n = 3)``."""
         if self.n < 2:
             return f"{self.label} {self.margin:+.2f} (one seed)"
-        test = "" if self.p is None else (f", {'paired ' if self.paired else ''}exact p {self.p:.2f}"
-                                          f" (smallest possible {self.p_min:.2f})")
-        return f"{self.label} {self.margin:+.2f} (seed std {self.spread:.2f}{test}, n = {self.n})"
+        test = "" if self.p is None else (f", {'paired ' if self.paired else ''}exact p {p_text(self.p)}"
+                                          f" (smallest possible {p_text(self.p_min)})")
+        n = f"{self.sizes[0]} and {self.sizes[1]}" if self.sizes and self.sizes[0] != self.sizes[1] else self.n
+        return f"{self.label} {self.margin:+.2f} (seed std {self.spread:.2f}{test}, n = {n})"
+
+
+def p_text(p: float) -> str:
+    """A p value as the ledgers print it: two decimals from 0.01 up, two significant digits below (0.0044, not
+    0.00, which reads as a certainty no finite test gives)."""
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.2g}"
 
 
 def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = True, a_trend: Trend | None = None,
@@ -332,7 +340,8 @@ def compare(label: str, a: Sequence[float], b: Sequence[float], paired: bool = T
     if paired:
         return Comparison(label, margin, spread, n, paired_p(a, b), smallest_p(n, paired=True), True, **trends,
                           minority=_minority(a - b, margin), diff_spread=sample_std(a - b))
-    return Comparison(label, margin, spread, n, rank_sum_p(a, b), smallest_p(len(a), len(b)), **trends)
+    return Comparison(label, margin, spread, n, rank_sum_p(a, b), smallest_p(len(a), len(b)), **trends,
+                      sizes=(len(a), len(b)))
 
 
 def sample_std(values: Sequence[float]) -> float:

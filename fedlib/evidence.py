@@ -233,7 +233,7 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
     if not whys:   # every comparison decided, the claim not: it asks for an exact p below ALPHA (``significant``)
         for t in claim.tests:
             if t.p is not None and t.p >= C.ALPHA and t.status(converged) == C.FOR:
-                whys.append(f"{t.label}: exact p {t.p:.2f} >= {C.ALPHA:g}")
+                whys.append(f"{t.label}: exact p {C.p_text(t.p)} >= {C.ALPHA:g}")
                 unnamed |= _more_seeds(t, _seeds_wanted(t.n), converged, actions)
     unique = list({a.key: a for a in actions}.values())
     need = "" if unique else (NEAR_TIE_NEED if ties else "the ledger does not name the runs of every side" if unnamed

@@ -38,6 +38,11 @@ def test_compare_margin_spread_and_errors():
     u = C.compare("A - B", [90.0, 91.0, 92.0], [80.0, 80.5, 81.0], paired=False)
     assert u.decisive and u.p == pytest.approx(0.1) and not u.paired
     assert u.text() == "A - B +10.50 (seed std 1.00, exact p 0.10 (smallest possible 0.10), n = 3)"
+    # below 0.01 a p keeps two significant digits: 12 seeds against 3 give 2 / C(15, 3) = 0.0044, not "0.00"; an
+    # unpaired comparison names both sides' seeds where they differ
+    far = C.compare("A - B", [90.0 + i / 10 for i in range(12)], [80.0, 80.5, 81.0], paired=False)
+    assert far.p == pytest.approx(2 / 455) and "exact p 0.0044 (smallest possible 0.0044), n = 12 and 3)" in far.text()
+    assert [C.p_text(p) for p in (0.25, 0.01, 0.0099, 0.000244)] == ["0.25", "0.01", "0.0099", "0.00024"]
     one = C.compare("A - B", [90.0], [80.0])
     assert one.n == 1 and math.isnan(one.spread) and not one.decisive and one.text() == "A - B +10.00 (one seed)"
     nan = C.compare("A - B", [90.0, np.nan, 91.0], [80.0, 85.0, 81.0])  # a diverged seed drops its pair
