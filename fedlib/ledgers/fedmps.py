@@ -353,7 +353,7 @@ def _ablation_claim_table(profile: str, abl: dict | None, caveat: str, tr: dict)
     over = " (mean over seeds)" if min(c["n"] for c in cells.values()) > 1 else ""
 
     def caveat_of(read):   # the seeds the planner added to the rows a claim reads (rows 1-4: none of row 6's)
-        return study.with_added(caveat, _added_rows({row: abl[row] for row in read}))
+        return study.with_added(caveat, _added_rows({row: abl[row] for row in read}, _row_seeds(abl)))
     return Cells(cells, profile, caveat_of(cells), text={"over": over}, caveat_of=caveat_of)
 
 
@@ -416,8 +416,10 @@ def _row_seeds(rows: dict | None) -> list:
     return [s for s in seeds[0] if all(s in x for x in seeds)] if seeds else []
 
 
-def _added_rows(rows: dict | None) -> str:
-    """``", and the seeds the evidence planner added: row 6 1237-1239"``: the seeds Table VII's rows read beyond those
-    every row reads (:func:`fedlib.study.added_seeds_text`); ``""`` where none does."""
+def _added_rows(rows: dict | None, base: list | None = None) -> str:
+    """``", and the seeds the evidence planner added: row 6 1237-1239"``: the seeds Table VII's rows read beyond
+    ``base``, those every row of the table reads (default: every one of ``rows``; a claim reading two rows names
+    their seeds beyond the table's, not beyond what the two share) (:func:`fedlib.study.added_seeds_text`); ``""``
+    where none does."""
     return study.added_seeds_text({f"row {row}": r.get("seeds") or () for row, r in (rows or {}).items()},
-                                  _row_seeds(rows))
+                                  _row_seeds(rows) if base is None else base)

@@ -348,6 +348,12 @@ def test_table7_reads_the_seeds_the_evidence_planner_added_to_a_row(finished):
     assert "the seeds the evidence planner added: row 6 1237-1239" in soft.note
     alone = by["Each loss term alone adds accuracy over cross-entropy (rows 2-4 above row 1)"]
     assert "planner added" not in alone.note
+    # seeds added to row 5 as well: the claim names both rows' seeds beyond the table's 1234-1236 (it once named
+    # row 6's beyond the seeds rows 5 and 6 share: "row 6 1238-1239")
+    grown = {**rows, 5: {**_ablation_rows({5: best[5] + [93.5]})[5], "seeds": [1234, 1235, 1236, 1237]}}
+    read = {("ablation", r): r_["seeds"] for r, r_ in grown.items()}
+    by = {c.claim: c for c in S.ledger(paper, {"ablation": grown, "trends": S.trends(paper, list(read), more=read)})}
+    assert "the seeds the evidence planner added: row 5 1237; row 6 1237-1239" in by[soft.claim].note
     assert t.a_trend.group.seeds == (1234, 1235, 1236, 1237, 1238, 1239) and t.a_trend.group.more
     # the 3 seeds both rows hold all go against the margin (-0.5 each): paired, the exact test needs 9 seeds
     assert t.minority == 3
