@@ -437,6 +437,17 @@ def _verdict(holds, profile, seeds, tests, exact, construction) -> tuple[str, st
     return combine(tests, profile == "converged")
 
 
+def decided_by(tests: Sequence[Comparison]) -> str:
+    """How decided comparisons were decided (:attr:`Comparison.decisive`): "beyond the seed spread" where each
+    margin exceeds its spread, "by the exact test (p below 0.05)" where none does (the test alone decided), both
+    named where they mix, so that a margin smaller than its spread is never said to be beyond it."""
+    beyond = [not math.isnan(t.spread) and abs(t.margin) > t.spread for t in tests]
+    exact = f"by the exact test (p below {ALPHA:g})"
+    if all(beyond):
+        return "beyond the seed spread"
+    return exact if not any(beyond) else f"beyond the seed spread or {exact}"
+
+
 def combine(tests: Sequence[Comparison], converged: bool) -> tuple[str, str]:
     """Each comparison judged (:meth:`Comparison.status`), then combined into a verdict and why: any against
     the claim, not supported (the others named too, as open or within the spread); all for it, supported; else
@@ -449,11 +460,11 @@ def combine(tests: Sequence[Comparison], converged: bool) -> tuple[str, str]:
         f"{t.label}: {t.behind.text()}, at most +{t.behind.reach():.2f} to come" for t in early)
             ) if converged and early else ""
     if against:
-        return NOT_SUPPORTED, "beyond the seed spread against the claim: " + "; ".join(t.text() for t in against) + note
+        return NOT_SUPPORTED, f"{decided_by(against)} against the claim: " + "; ".join(t.text() for t in against) + note
     within = [t for t in tests if state[t] == WITHIN]
     open_ = [t for t in tests if state[t] == OPEN]
     if not within and not open_:
-        return SUPPORTED, "beyond the seed spread: " + "; ".join(t.text() for t in tests) + note
+        return SUPPORTED, f"{decided_by(tests)}: " + "; ".join(t.text() for t in tests) + note
     parts = []
     if within:
         parts.append("margin within the seed spread: " + "; ".join(t.text() for t in within))

@@ -277,7 +277,7 @@ def fig4(nb):
                           stat="weighted", ylabel="accuracy (%), sample-weighted")
     ax.set_title("Fig. 4 on Fashion-MNIST (Pra)")
     nb.figure(fig, "Fig. 4: the ablation, accuracy per round (Pra)", "fig4_ablation")
-    df = pd.DataFrame({nb.label(v): {"best": round(c["best"], 2), "last": round(c["last"], 2)}
+    df = pd.DataFrame({nb.label(v): {"best": report.fmt(c["best"]), "last": report.fmt(c["last"])}
                        for v, c in ab_cells.items()}).T
     return Shown((fig, nb.table("**Fig. 4 ablation (accuracy %, Pra).**", df)))
 
@@ -338,8 +338,8 @@ def show_tables3_4(nb):
     plan = nb.plan
 
     def frame(got: dict, points: str, head: str) -> pd.DataFrame:   # {(point, method): cell} -> method x point
-        return pd.DataFrame({head.format(x): {nb.label(m): round(c["best"], 2) for (xx, m), c in got.items() if xx == x}
-                             for x in plan.settings[points]})
+        return pd.DataFrame({head.format(x): {nb.label(m): report.fmt(c["best"]) for (xx, m), c in got.items()
+                                              if xx == x} for x in plan.settings[points]})
 
     sc, al = _sweep(nb, "scale", scale_configs, "Table 3"), _sweep(nb, "alphas", alpha_configs, "Table 4")
     sc_df, al_df = frame(sc, "clients", "{} clients"), frame(al, "alphas", "Dir {:g}")

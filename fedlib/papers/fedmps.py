@@ -6,6 +6,7 @@ grids train through fedlib.results.train(protocol=True): a run the benchmark ext
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pandas as pd
@@ -266,9 +267,9 @@ def show_variants(nb):
         of = plan.spec["variants"][v]["of"]
         key = plan.paper_metric(of)
         ref = [s for s in t3.get(of, []) if s["seed"] == seed0]
-        rows[L(v)] = {"paper-faithful": round(accuracy(ref[0], key), 2) if ref else float("nan"),
-                      "code-faithful": round(accuracy(runs[0], key), 2), "rule": key, "seed": seed0}
-        rows[L(v)]["code minus paper"] = round(rows[L(v)]["code-faithful"] - rows[L(v)]["paper-faithful"], 2)
+        paper, code = (accuracy(ref[0], key) if ref else math.nan), accuracy(runs[0], key)
+        rows[L(v)] = {"paper-faithful": report.fmt(paper), "code-faithful": report.fmt(code), "rule": key,
+                      "seed": seed0, "code minus paper": report.fmt(code - paper, sign=True)}
     return nb.table(f"**Paper-faithful vs code-faithful (Table III setting, seed {seed0}, best round, %).**",
                     pd.DataFrame(rows).T)
 

@@ -225,8 +225,8 @@ def show_table8(nb, draw: bool = True):
         return eq
     seeds, title = nb.plan.seeds, "**Table VIII analogue: accuracy within MP-FedCL's training time"
     if len(seeds) == 1:
-        df = pd.DataFrame({nb.label(m): {"accuracy (%)": round(v["accuracy"][0], 2), "rounds in budget": v["rounds"][0]}
-                           for m, v in eq.items()}).T
+        df = pd.DataFrame({nb.label(m): {"accuracy (%)": report.fmt(v["accuracy"][0]),
+                                         "rounds in budget": v["rounds"][0]} for m, v in eq.items()}).T
         return nb.table(f"{title} ({budgets[0]:.0f} s on this machine, seed {seeds[0]}).**", df)
 
     def mean_std_n(values):   # over the seeds with a value, a dash where none has

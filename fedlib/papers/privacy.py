@@ -436,8 +436,8 @@ def fig_reconstructions_defended(nb):
 def defence_table(plan: Plan, chosen: dict) -> pd.DataFrame:
     """The table under the defended pictures: per method, :func:`strongest_defence`'s noise multiplier as the grid's
     label prints it (never rounded: the noises span decades, 0.001 is not 0) and the accuracies to 2 decimals."""
-    return pd.DataFrame([{"method": plan.label(m), "noise": float(c["noise"]), "accuracy": round(c["accuracy"], 2),
-                          "undefended accuracy": round(c["undefended"], 2)} for m, c in chosen.items()],
+    return pd.DataFrame([{"method": plan.label(m), "noise": float(c["noise"]), "accuracy": report.fmt(c["accuracy"]),
+                          "undefended accuracy": report.fmt(c["undefended"])} for m, c in chosen.items()],
                         columns=["method", "noise", "accuracy", "undefended accuracy"]).set_index("method")
 
 

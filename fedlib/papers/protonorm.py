@@ -307,7 +307,7 @@ def show_table1(nb):
                          pd.DataFrame(_table1_rows(nb, nb.plan, ours1)).T)
     claims_df = nb.table("**The paper's claim, ours vs paper (percentage points).**", pd.DataFrame(_claims(nb)).T)
     nb.section.record(table1={p: dict(row) for p, row in ours1.items()})
-    rules = {(p, L(v)): {name: round(100 * t1[(v, p)][0]["metrics"][key]["best_weighted"], 2) for name, key in
+    rules = {(p, L(v)): {name: report.fmt(100 * t1[(v, p)][0]["metrics"][key]["best_weighted"]) for name, key in
                          (("nearest global prototype (code)", "acc_proto"),
                           ("nearest local prototype (Eq. 6)", "acc_proto_local"), ("head", "acc_head"))}
              for p in T1["partitions"] for v in T1["methods"] if v.startswith("protonorm")}

@@ -321,3 +321,20 @@ def test_the_paired_test_equals_scipys_enumeration_and_stays_small_at_24_seeds()
     assert C.paired_p([1.0] * 24, [0.0] * 24) == 2 / 2 ** 24          # every pair on one side: the two extremes
     assert C.paired_p([1.0] * 12 + [0.0] * 12, [0.0] * 12 + [1.0] * 12) == 1.0
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000   # kB: under 200 MB more
+
+
+def test_a_verdict_the_exact_test_decided_does_not_say_beyond_the_seed_spread():
+    """Six seeds, each one point apart, on sides whose seeds spread by 18.7: the paired test (p = 2/64) decides
+    what the margin cannot, and the verdict says which of the two decided (FedIC claim 3's timings)."""
+    a = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    up = C.compare("A - B", a, [x - 1.0 for x in a])
+    assert up.margin == pytest.approx(1.0) and up.spread > 18 and up.p == pytest.approx(2 / 64)
+    v, why = C.verdict(True, "paper", 6, [up])
+    assert v == C.SUPPORTED and why.startswith("by the exact test (p below 0.05): A - B +1.00 (seed std 18.71")
+    down = C.compare("A - B", [x - 1.0 for x in a], a)
+    v, why = C.verdict(False, "paper", 6, [down])
+    assert v == C.NOT_SUPPORTED and why.startswith("by the exact test (p below 0.05) against the claim: A - B -1.00")
+    wide = C.compare("C - D", [90.0, 91.0, 92.0, 93.0, 94.0, 95.0], [80.0, 81.0, 82.0, 83.0, 84.0, 85.0])
+    v, why = C.verdict(True, "paper", 6, [wide, up])
+    assert v == C.SUPPORTED and why.startswith("beyond the seed spread or by the exact test (p below 0.05): C - D")
+    assert C.verdict(True, "paper", 6, [wide])[1].startswith("beyond the seed spread: C - D +10.00")

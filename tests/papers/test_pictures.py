@@ -198,9 +198,9 @@ def test_the_defence_table_prints_the_noise_the_grid_uses(tmp_path):
     df = P.defence_table(plan, chosen)
     assert df.index.tolist() == ["FedAvg", "FedMPS", "FedProto"]
     assert df["noise"].tolist() == [0.01, 0.001, 0.0]
-    assert df["accuracy"].tolist() == [75.47, 84.47, 33.07]
-    text = report.to_markdown(df)
-    assert "| FedMPS | 0.001 | 84.47 | 84.4 |" in text and "| FedAvg | 0.01 | 75.47 | 72.27 |" in text
+    assert df["accuracy"].tolist() == ["75.47", "84.47", "33.07"]
+    text = report.to_markdown(df)   # 84.4 keeps its second decimal: the column reads as one precision
+    assert "| FedMPS | 0.001 | 84.47 | 84.40 |" in text and "| FedAvg | 0.01 | 75.47 | 72.27 |" in text
 
 
 def test_the_class_blocks_and_groups_of_a_distance_heatmap():
