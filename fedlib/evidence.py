@@ -398,6 +398,9 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
         groups, fills = gpu_work(items, plan_hours)
     elif groups is None:
         _, actions, _ = within_budget(items, budget * max(1, workers or 1))
+        if not actions and (why := too_small(items, budget, workers)):
+            print(why, flush=True)
+            return []
         groups, grown = extensions_and_seeds(actions)
         fills = [(a.grown, a.rounds) for a in grown]
     if fills:
@@ -412,6 +415,21 @@ def run(items: list[Item], budget: float, workers: int | None = None, progress: 
     print(f"evidence: extending {len(groups)} run group{'s' if len(groups) != 1 else ''} "
           f"({', '.join(g.label for g in groups)})", flush=True)
     return plateau.run(groups, workers=workers, deadline=deadline, progress=progress, keep=keep)
+
+
+def too_small(items: list[Item], budget: float, workers: int | None) -> str:
+    """Why ``--run`` trains nothing where a claim has work it could run but none fits ``budget`` seconds on
+    ``workers`` (the cheapest claim's CPU-hours, what the budget buys, the ``--budget`` that would do); ``""`` where
+    no claim has runnable work."""
+    costs = [it.cost for it in items if it.actions and all(a.kind in RUNNABLE for a in it.actions)
+             and not math.isnan(it.cost)]
+    if not costs:
+        return ""
+    w = max(1, workers or 1)
+    need = min(costs)
+    return (f"evidence: nothing to run: the cheapest claim chosen needs {hours(need)} CPU-hours, more than --budget "
+            f"{budget / 60:.0f}m buys on {w} worker{'s' if w != 1 else ''} ({hours(budget * w)}); give --budget "
+            f"{math.ceil(need / w / 60)}m or more")
 
 
 def extensions_and_seeds(actions: list[Action]) -> tuple[list, list[Action]]:

@@ -183,6 +183,18 @@ def test_the_budget_takes_the_cheapest_claims_and_pays_a_shared_action_once(grou
     assert E.within_budget(items, 1000.0)[2] == 670.0                       # seeds added to a group: run
 
 
+def test_a_budget_too_small_for_every_claim_says_so_and_what_would_do(groups, monkeypatch, capsys):
+    """`--run --budget 60m --workers 2 --claim benchmark:14` on a 2.4 CPU-hour claim trained nothing and said only
+    "verdicts changed: 0": the run says why and which budget would do."""
+    items = [E.Item("S", 1, None, "", [E.Action("seeds", groups["A"], 100, 6, 2.4 * 3600)]),
+             E.Item("S", 2, None, "", [E.Action(E.PAST_CAP, groups["B"], 800, 3, 1.0)])]
+    monkeypatch.setattr(plateau, "fill", lambda *a, **k: pytest.fail("nothing fits: nothing trains"))
+    assert E.run(items, 3600.0, workers=2, progress=False) == []
+    assert capsys.readouterr().out == ("evidence: nothing to run: the cheapest claim chosen needs 2.4 CPU-hours, more "
+                                       "than --budget 60m buys on 2 workers (2.0); give --budget 72m or more\n")
+    assert E.too_small(items[1:], 3600.0, 2) == ""   # past the cap only: nothing --run would ever take
+
+
 def test_budgets_parse_and_bad_ones_are_one_line_errors():
     assert E.parse_budget("3h") == 10800 and E.parse_budget("90m") == 5400 and E.parse_budget("45s") == 45
     assert E.parse_budget("1.5") == 5400
