@@ -8,13 +8,18 @@ from fedlib import backends, ray_backend, runner
 
 
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True, desc: str = "runs",
-             backend: str | None = None, stack: bool | None = None) -> list[dict]:
+             backend: str | None = None, stack: bool | None = None, on_done=None) -> list[dict]:
     """The summaries of ``jobs`` (``(config, seed)`` pairs) in their order, training what has not finished:
     locally ``workers`` at a time (the seeds of a config stacked in one process where ``stack``, by default on
-    CUDA: :func:`fedlib.runner.stacking`), or on Ray (``workers`` is then Ray's to decide; runs one by one)."""
+    CUDA: :func:`fedlib.runner.stacking`), or on Ray (``workers`` is then Ray's to decide; runs one by one).
+    ``on_done(i)``: called as job ``i`` finishes training (:func:`fedlib.runner.run_many`; on Ray, once all have)."""
     if backends.resolve(backend) == "ray":
-        return ray_backend.run_many(jobs, progress=progress, desc=desc)
-    return runner.run_many(jobs, workers=workers, progress=progress, desc=desc, stack=stack)
+        fresh = [i for i, (cfg, s) in enumerate(jobs) if runner.cached_summary(cfg, s) is None]
+        got = ray_backend.run_many(jobs, progress=progress, desc=desc)
+        for i in fresh if on_done is not None else ():
+            on_done(i)
+        return got
+    return runner.run_many(jobs, workers=workers, progress=progress, desc=desc, stack=stack, on_done=on_done)
 
 
 def run_configs(configs: dict, seeds: list[int] | None = None, workers: int | None = None, desc: str = "runs",

@@ -171,15 +171,15 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     hold (or that group's entry of ``rounds``: a table read at a fixed protocol needs its config's own rounds), and
     only those, with any seed whose record is shorter than that (made by a study that reads the same config at its
     own fixed protocol: extended, the same run id; a finished seed is not trained again, even one only the archive
-    holds); then ``keep(cfg, seed)`` each, ``workers`` runs at a time, the groups in turn (on CUDA a group's seeds
-    at once, one stacked group), each batch kept as it ends (a session that stops loses no finished run). Where the
+    holds); then ``keep(cfg, seed)`` each, ``workers`` runs at a time from one queue, the groups in turn (on CUDA a
+    group's seeds at once, one stacked group), each run kept as it ends (a session that stops loses no finished run;
+    a worker whose run ends takes the next at once, not after the slowest run of a batch). Where the
     group names what its cells derive from a trained model (:attr:`Group.derive`), that is made and archived for
     each kept seed, and for its other seeds, kept first where only the results folder holds them (an interruption
     stopped their values, or another command trained them; values already made are read, not made again).
     Interrupted, the finished runs are kept and the started ones resume from their checkpoints. Returns the groups'
     :class:`Status` after."""
     from fedlib import archive, grid, results
-    from fedlib.runner import default_workers
 
     per_group, before = [], [status(g) for g in groups]   # (config, seed, what its cells derive from its model)
     for st, want in zip(before, rounds or [None] * len(groups), strict=True):
@@ -191,19 +191,24 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
     # one job of each group in turn: a fill stopped early leaves the sides of a comparison grown alike (seed 6 of
     # both, not seeds 6-11 of one and none of the other)
     jobs = [j for turn in itertools.zip_longest(*per_group) for j in turn if j is not None]
-    step = max(1, workers if workers is not None else default_workers([(cfg, s) for cfg, s, _ in jobs]))
-    if any(cfg.get("device") == "cuda" for cfg, _, _ in jobs):   # a group's seeds train as one stacked group
-        batches = per_group
-    else:
-        batches = [jobs[i:i + step] for i in range(0, len(jobs), step)]
-    done = 0
-    for batch in (b for b in batches if b):
-        done += len(batch)
-        grid.run_many([(cfg, s) for cfg, s, _ in batch], workers=workers, progress=progress,
-                      desc=f"adding seeds to {', '.join(g.label for g in groups)} ({done} of {len(jobs)})")
-        for cfg, s, how in batch if keep is not None else ():
+
+    def kept(batch):   # keep (archive) the run batch[i] as it finishes, and make what its cells derive from it
+        def done(i):
+            cfg, s, how = batch[i]
             if keep(cfg, s) and how:
                 derive_values(how, cfg, s)
+        return done if keep is not None else None
+
+    label = ", ".join(g.label for g in groups)
+    if any(cfg.get("device") == "cuda" for cfg, _, _ in jobs):   # a group's seeds train as one stacked group
+        done = 0
+        for batch in (b for b in per_group if b):
+            done += len(batch)
+            grid.run_many([(cfg, s) for cfg, s, _ in batch], workers=workers, progress=progress,
+                          desc=f"adding seeds to {label} ({done} of {len(jobs)})", on_done=kept(batch))
+    elif jobs:   # one pool over every job, in turn: a worker takes the next as soon as its run ends
+        grid.run_many([(cfg, s) for cfg, s, _ in jobs], workers=workers, progress=progress,
+                      desc=f"adding seeds to {label}", on_done=kept(jobs))
     for st in before if keep is not None else ():   # a seed finished before (an interruption stopped its values,
         for s in (s for s in st.group.seeds if st.group.derive and s not in st.missing):   # or another run made it)
             if keep(st.group.cfg, s) or archive.summary(st.group.cfg, s) is not None:

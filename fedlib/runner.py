@@ -643,7 +643,7 @@ def _stack_worker(unit_jobs: list[tuple[dict, int]]) -> list:
 
 
 def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress: bool = True,
-             desc: str = "runs", stack: bool | None = None) -> list[dict]:
+             desc: str = "runs", stack: bool | None = None, on_done=None) -> list[dict]:
     """Run many (config, seed) jobs, ``workers`` at a time in separate processes (default:
     :func:`default_workers`); ``workers=0``: one after the other in this process (what a small grid
     gets by default), with the same numbers (every run trains with one thread either way).
@@ -659,6 +659,10 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     ``stack`` (default: :func:`stacking`, on for CUDA runs): the seeds of each config train in one process as
     one stacked group (:mod:`fedlib.stacked`), a stack being one unit of work (of the calling process, or of a
     worker).
+
+    ``on_done(i)``, where given, is called in this process as each job ``i`` it trains finishes (not for cached or
+    failed ones), while the others go on: a caller archives each run as it ends without waiting for a batch's
+    slowest run, with every worker kept busy.
     """
     from tqdm.auto import tqdm
 
@@ -684,9 +688,9 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     tracker = Progress(desc, len(jobs), len(jobs) - len(todo), total)
     tracker.write(0, 0)
     if todo and in_process:
-        _run_here(jobs, todo, units, summaries, failures, bar, tracker)
+        _run_here(jobs, todo, units, summaries, failures, bar, tracker, on_done)
     elif todo:
-        _run_pool(jobs, todo, units, workers, summaries, failures, bar, tracker)
+        _run_pool(jobs, todo, units, workers, summaries, failures, bar, tracker, on_done)
     tracker.write(len(todo), total)
     bar.close()
     if failures:
@@ -695,7 +699,7 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     return summaries  # type: ignore[return-value]
 
 
-def _run_here(jobs, todo, units, summaries, failures, bar, tracker) -> None:
+def _run_here(jobs, todo, units, summaries, failures, bar, tracker, on_done=None) -> None:
     """:func:`run_many` with ``workers=0``: the units one after the other in this process, the bar moving with every
     round; a finished run's summary into ``summaries``, a failed one into ``failures``."""
     try:
@@ -716,6 +720,8 @@ def _run_here(jobs, todo, units, summaries, failures, bar, tracker) -> None:
                     failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(got).__name__}: {got}"))
                 else:
                     summaries[i] = got
+                    if on_done is not None:
+                        on_done(i)
             started += len(unit)
             counted = before + sum(_rounds_done(*jobs[i]) for i in unit)   # a resumed run's earlier rounds too
             bar.n = counted
@@ -727,7 +733,7 @@ def _run_here(jobs, todo, units, summaries, failures, bar, tracker) -> None:
         raise
 
 
-def _run_pool(jobs, todo, units, workers, summaries, failures, bar, tracker) -> None:
+def _run_pool(jobs, todo, units, workers, summaries, failures, bar, tracker, on_done=None) -> None:
     """:func:`run_many` with workers: the units in a pool of ``workers`` spawned processes, polled every 2 s for the
     bar; an interrupt stops the pool within seconds (:func:`_stop_pool`) and propagates."""
     import concurrent.futures as cf
@@ -752,6 +758,8 @@ def _run_pool(jobs, todo, units, workers, summaries, failures, bar, tracker) -> 
                         failures.append((jobs[i][0]["name"], jobs[i][1], f"{type(v).__name__}: {v}"))
                     else:
                         summaries[i] = v
+                        if on_done is not None:
+                            on_done(i)
             bar.n = sum(_rounds_done(*jobs[i]) for i in todo)
             finished = sum(summaries[i] is not None for i in todo) + len(failures)
             bar.set_postfix_str(f"runs {len(jobs) - len(todo) + finished}/{len(jobs)}", refresh=False)

@@ -195,6 +195,21 @@ def test_a_diverged_run_is_never_passed_over_for_a_longer_one():
     assert not longer({"rounds": 5, "extended_from": 3}, {"rounds": 5})
 
 
+def test_a_pool_hands_each_run_it_trains_to_on_done_in_this_process_once(tmp_path):
+    """The pool under plateau.fill's one queue: ``on_done(i)`` runs in the calling process (where the archive is
+    written) once per run trained, after its summary is on disk; a cached run is not handed over again."""
+    import os
+
+    from fedlib import grid
+
+    cfg = config(tmp_path, rounds=2)
+    run_one(cfg, 1, progress=False)
+    got = []
+    grid.run_many([(cfg, 1), (cfg, 2), (cfg, 3)], workers=2, progress=False,
+                  on_done=lambda i: got.append((i, os.getpid(), cached_summary(cfg, i + 1) is not None)))
+    assert sorted(got) == [(1, os.getpid(), True), (2, os.getpid(), True)]
+
+
 def test_added_seeds_train_to_the_groups_length_and_no_finished_seed_trains_again(tmp_path):
     cfg = config(tmp_path, rounds=2)
     run_one(cfg, 1, progress=False)
