@@ -14,9 +14,8 @@ def run_many(jobs: list[tuple[dict, int]], workers: int | None = None, progress:
     CUDA: :func:`fedlib.runner.stacking`), or on Ray (``workers`` is then Ray's to decide; runs one by one).
     ``on_done(i)``: called as job ``i`` finishes training (:func:`fedlib.runner.run_many`; on Ray, once all have)."""
     if backends.resolve(backend) == "ray":
-        fresh = [i for i, (cfg, s) in enumerate(jobs) if runner.cached_summary(cfg, s) is None]
         got = ray_backend.run_many(jobs, progress=progress, desc=desc)
-        for i in fresh if on_done is not None else ():
+        for i in (i for i, s in enumerate(got) if not s.get("cache_hit")) if on_done is not None else ():
             on_done(i)
         return got
     return runner.run_many(jobs, workers=workers, progress=progress, desc=desc, stack=stack, on_done=on_done)

@@ -199,16 +199,12 @@ def fill(groups: list[Group], workers: int | None = None, keep=None, progress: b
                 derive_values(how, cfg, s)
         return done if keep is not None else None
 
-    label = ", ".join(g.label for g in groups)
-    if any(cfg.get("device") == "cuda" for cfg, _, _ in jobs):   # a group's seeds train as one stacked group
-        done = 0
-        for batch in (b for b in per_group if b):
-            done += len(batch)
-            grid.run_many([(cfg, s) for cfg, s, _ in batch], workers=workers, progress=progress,
-                          desc=f"adding seeds to {label} ({done} of {len(jobs)})", on_done=kept(batch))
-    elif jobs:   # one pool over every job, in turn: a worker takes the next as soon as its run ends
-        grid.run_many([(cfg, s) for cfg, s, _ in jobs], workers=workers, progress=progress,
-                      desc=f"adding seeds to {label}", on_done=kept(jobs))
+    # on CUDA a group's seeds train as one stacked group; on the CPU one queue: a worker whose run ends takes the next
+    batches, done = (per_group if any(cfg.get("device") == "cuda" for cfg, _, _ in jobs) else [jobs]), 0
+    for batch in (b for b in batches if b):
+        done += len(batch)
+        grid.run_many([(cfg, s) for cfg, s, _ in batch], workers=workers, progress=progress, on_done=kept(batch),
+                      desc=f"adding seeds to {', '.join(g.label for g in groups)} ({done} of {len(jobs)})")
     for st in before if keep is not None else ():   # a seed finished before (an interruption stopped its values,
         for s in (s for s in st.group.seeds if st.group.derive and s not in st.missing):   # or another run made it)
             if keep(st.group.cfg, s) or archive.summary(st.group.cfg, s) is not None:
