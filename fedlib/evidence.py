@@ -1,8 +1,9 @@
 """The evidence planner: what would decide each claim the report cannot yet decide, and what it costs.
 
 ``python -m fedlib evidence`` (:func:`fedlib.render.evidence_main`) reads every section's claims ledger from the
-archive (training nothing: :func:`fedlib.render.ledgers`), and for every inconclusive claim says why it is open and
-what would decide it (:func:`plan`):
+archive (training nothing: :func:`fedlib.render.ledgers`), lists every claim not tested here with the ledger's reason
+(the data, weights or runs that are missing: nothing it can run), and for every inconclusive claim says why it is
+open and what would decide it (:func:`plan`):
 
 - a comparison **open** because, under the ``converged`` profile, the side behind is still rising
   (:meth:`fedlib.claims.Comparison.status`): extend that side's runs towards their plateau (:mod:`fedlib.plateau`,
@@ -68,6 +69,8 @@ NEAR_TIE_NEED = ("nothing this planner would run: a near-tie no affordable numbe
 DERIVE_SECONDS = 110.0
 #: the kinds ``--run`` does
 RUNNABLE = ("extend", "seeds")
+#: what an :class:`Item` of a claim not tested here needs: its "open because" is the ledger's reason
+NOT_TESTED_NEED = "what the reason names (outside this planner, which adds rounds or seeds to archived run groups)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +188,10 @@ def seeds_action(trend: C.Trend, want: int, converged: bool = True) -> Action:
 
 
 def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
-    """The :class:`Item` of an inconclusive claim (None for a decided one, by construction or not tested)."""
+    """The :class:`Item` of an inconclusive claim, or of one not tested here (no action: the ledger's reason says
+    what is missing, :data:`NOT_TESTED_NEED`); None for a decided one or one by construction."""
+    if claim.verdict == C.NOT_TESTED:
+        return Item(section, number, claim, f"not tested: {claim.note}", [], NOT_TESTED_NEED)
     if claim.verdict != C.INCONCLUSIVE:
         return None
     converged = claim.profile == "converged"
@@ -336,13 +342,16 @@ def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str
 
     capped = sum(1 for it in items if it.actions and any(a.kind == PAST_CAP for a in it.actions))
     ties = sum(1 for it in items if it.need == NEAR_TIE_NEED)
+    untested = sum(1 for it in items if it.claim.verdict == C.NOT_TESTED)
     return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions and "
             f"added seeds ({hours(spent)} h planned) would bring {len(chosen)} more to where the rule can decide "
             f"them (a plateau, the cap, or seeds enough for the exact test); {seeds} more need a profile's seeds to "
             "grow (listed with their cost)"
             + (f"; {capped} wait on a curve still rising at the {plateau.CAP}-round cap" if capped else "")
             + (f"; {ties} {'is a near-tie' if ties == 1 else 'are near-ties'} that no affordable number of seeds "
-               "would decide" if ties else ""))
+               "would decide" if ties else "")
+            + (f"; {untested} {'is' if untested == 1 else 'are'} not tested here (each listed with what is "
+               "missing: data, weights or archived runs)" if untested else ""))
 
 
 
@@ -460,6 +469,7 @@ def select(items: list[Item], wanted: list[str]) -> list[Item]:
     ConfigError line."""
     from fedlib.validation import ConfigError
 
+    items = [it for it in items if it.claim.verdict == C.INCONCLUSIVE]   # a claim not tested here has nothing to run
     sections = list(dict.fromkeys(it.section for it in items))
     out = []
     for text in wanted:

@@ -476,3 +476,23 @@ def test_the_plan_command_lists_and_adds_a_saved_plans_seeds(tmp_path, monkeypat
     assert archive.summary(cfg, 1) is None
     assert render.evidence_main(["--run", "--plan", str(path), "--budget", "5m", "--workers", "1"]) == 0
     assert archive.summary(cfg, 1)["rounds"] == 2 and archive.summary(cfg, 0) is None   # only the added seed
+
+
+def test_a_claim_not_tested_here_is_listed_with_its_reason_and_nothing_to_run():
+    """The planner lists every claim not tested here (the issue: "for every inconclusive or not-tested claim"), with
+    the ledger's reason and no action; the summary counts it apart, and ``--claim`` refuses it (nothing to run)."""
+    from fedlib.validation import ConfigError
+
+    gone = C.untested("Columns of a dataset not here", "T9", "the data are not on this machine")
+    it = E.plan_claim("S", 3, gone)
+    assert it.why == "not tested: the data are not on this machine" and it.need == E.NOT_TESTED_NEED
+    assert it.actions == [] and it.cost == float("inf")
+    assert E.table([it]).loc[0, "what would decide it"] == E.NOT_TESTED_NEED
+    by_construction = C.claim("A is built so", "T1", "x", True, "paper", 3, construction="how it is built")
+    assert E.plan_claim("S", 4, by_construction) is None
+    ledgers = {"S": [gone, by_construction]}
+    assert E.counts(ledgers) == (0, 0)                       # neither is testable
+    assert E.summary(ledgers, E.plan(ledgers)).endswith(
+        "; 1 is not tested here (each listed with what is missing: data, weights or archived runs)")
+    with pytest.raises(ConfigError, match=r"--claim.*no section with an open claim matches"):
+        E.select(E.plan(ledgers), ["S:3"])

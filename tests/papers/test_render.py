@@ -26,6 +26,30 @@ def test_report_md_is_the_render_of_the_archive(real_archive):
                     f"{committed.splitlines()[first:first + 1]} vs {text.splitlines()[first:first + 1]}; "
                     "run `python -m fedlib report`")
     assert {s.name for s in sections} == set(render.SECTIONS)
+    assert not unlisted_claims(sections), unlisted_claims(sections)
+
+
+def unlisted_claims(sections) -> list[str]:
+    """The claims of a paper's claims.yaml that its section's ledger leaves out: each claim (its ``_paper`` twin the
+    same claim at the paper protocol) has a row, judged, or not tested and why; a table the archive lacks once made
+    the FedMPS and MP-FedCL sections drop their sweep claims without a word. A kind ``untested`` bound to a table
+    shows only where that table is absent, by design."""
+    from fedlib import claims
+
+    def stem(text: str) -> str:
+        return text.split("{")[0].strip()[:30]
+
+    out = []
+    for s in sections:
+        shown = {stem(c.claim) for c in s.claims}
+        groups: dict = {}
+        for spec in claims.load_book(s.name).claims:
+            if spec["kind"] == "untested" and "table" in spec:
+                continue
+            texts = {stem(spec["claim"]), stem((spec.get("untested") or {}).get("claim", spec["claim"]))}
+            groups.setdefault(spec["id"].removesuffix("_paper"), set()).update(texts)
+        out += [f"{s.name}: {key}" for key, texts in groups.items() if not texts & shown]
+    return out
 
 
 def test_reading_the_archive_alone_trains_nothing_and_ignores_the_results_folder(tmp_path):
@@ -103,7 +127,9 @@ def test_every_open_privacy_claim_names_the_runs_that_would_decide_it(real_archi
     profile's seeds to grow), unless the margin is a near-tie no affordable number of seeds decides."""
     from fedlib import evidence
 
-    items = evidence.plan(render.ledgers(["privacy"]))
+    from fedlib import claims
+
+    items = [it for it in evidence.plan(render.ledgers(["privacy"])) if it.claim.verdict == claims.INCONCLUSIVE]
     assert items, "the privacy ledger has no open claim: this test needs a new open one"
     for it in items:
         assert it.actions or it.need == evidence.NEAR_TIE_NEED, (it.number, it.need)
