@@ -125,9 +125,7 @@ def test_every_open_privacy_claim_names_the_runs_that_would_decide_it(real_archi
     """The leakage study's "safer to share" claims name each side's runs, so the evidence planner lists their cost
     (it once said "the ledger does not name the runs of every side") and adds seeds to those runs (it once asked the
     profile's seeds to grow), unless the margin is a near-tie no affordable number of seeds decides."""
-    from fedlib import evidence
-
-    from fedlib import claims
+    from fedlib import claims, evidence
 
     items = [it for it in evidence.plan(render.ledgers(["privacy"])) if it.claim.verdict == claims.INCONCLUSIVE]
     assert items, "the privacy ledger has no open claim: this test needs a new open one"
