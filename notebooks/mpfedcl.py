@@ -39,7 +39,8 @@
 # Fashion-MNIST), never reported as Digit-5.
 #
 # **Profiles** (`params/mpfedcl/experiments.yaml`): `smoke` (tests, seconds), `quick` (the main command: half the
-# paper's rounds, one seed, short sweeps), `paper` (Table VI at the paper's rounds, seeds 0-5; the sweeps one seed).
+# paper's rounds, one seed, short sweeps), `paper` (the paper's rounds; Table VI, Fig. 5 and the stand-in on seeds
+# 0-23, Figs. 8-9 on seeds 0-5).
 # Paper numbers are reference data from `params/mpfedcl/paper.yaml`, always shown beside ours.
 
 # %% tags=["parameters"]
@@ -154,7 +155,8 @@ M.fig5(nb)
 # ## Fig. 8: label skew from Dir(1.0) to Dir(0.1), and Fig. 9: the number of clients
 #
 # Both on MNIST (the paper's Fig. 8 panels are Digit-5 and Office-10). Fig. 9 keeps Dir(0.1) and the 2,000 training
-# images, so 40 clients hold 50 images each on average, and the 1,000 test images are cut into smaller blocks.
+# images, so 40 clients hold 50 images each on average, and the 1,000 test images are cut into smaller blocks. Each
+# point is the mean over the profile's sweep seeds (`sweep_seeds`; the paper profile: six), its bar the sample std.
 
 # %%
 M.fig8_9(nb)

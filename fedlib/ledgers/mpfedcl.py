@@ -48,11 +48,10 @@ def trends(plan: Plan) -> dict:
     """``{(GRIDS' key, *configs' key): Trend}`` (mean over clients; ``budget``: Table VI's) of the finished run groups
     behind the ledger's cells; each names its runs for the evidence planner."""
     out = {}
-    for grid, (every, name, label) in [*GRIDS.items(), ("table6", (True, "budget", "{L} (Table VI, equal time)"))]:
+    for grid, (_, name, label) in [*GRIDS.items(), ("table6", ("all", "budget", "{L} (Table VI, equal time)"))]:
         for key, cfg in configs(plan, grid).items() if name else ():
             m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
-            t = study.trend(label.format(L=plan.label(m), x=x), cfg, plan.seeds if every else plan.seeds[:1],
-                            plan.metric(m), "mean")
+            t = study.trend(label.format(L=plan.label(m), x=x), cfg, plan.grid_seeds(grid), plan.metric(m), "mean")
             if t is not None:
                 out[(name, *(key if isinstance(key, tuple) else (key,)))] = t
     return out

@@ -148,24 +148,24 @@ def show_table2(nb, draw: bool = True):
 
 def show_table5(nb, draw: bool = True):
     """Tables V and VII (feature non-IID) on the stand-in per client (domain), beside the paper's Digit-5 numbers;
-    ``draw=False``: the configs, first-seed MP-FedCL state, accuracies per domain and seed, per seed and means."""
+    ``draw=False``: the configs, the data as MP-FedCL's first-seed run records it (its domains and source),
+    accuracies per domain and seed, per seed and means."""
     plan, L, paper = nb.plan, nb.label, nb.paper
 
     def make():
         cfgs = configs(plan, "feature_skew")
-        runs = results.train(cfgs, workers=nb.workers, desc="Table V stand-in")
-        state, domains = results.state(cfgs["mpfedcl"], nb.seed0), {}
+        runs, domains = results.train(cfgs, workers=nb.workers, desc="Table V stand-in"), {}
         for m, cfg in cfgs.items():   # Table V's rows: each client's (domain's) last-round accuracy, per seed
             last = [[r for r in results.rounds(cfg, s) if "acc" in r][-1]["clients"][plan.metric(m)]
                     for s in plan.seeds]
             domains[m] = {c: [100.0 * v for v in vs] for c, vs in enumerate(zip(*last, strict=True))}
         per_seed = {m: [accuracy(plan, m, s) for s in runs[m]] for m in cfgs}
-        return {"configs": cfgs, "state": state, "domains": domains,
+        return {"configs": cfgs, "data": runs["mpfedcl"][0]["data"], "domains": domains,
                 "mean": {m: float(np.mean(v)) for m, v in per_seed.items()}, "per_seed": per_seed}
     fs = nb.once("feature_skew", make)
     if not draw:
         return fs
-    names, t5, t7 = fs["state"].data.dataset.domain_names, paper["table5"]["rows"], paper["table7"]["rows"]
+    names, t5, t7 = fs["data"]["domains"], paper["table5"]["rows"], paper["table7"]["rows"]
 
     def fmt(v):   # mean ± sample std (n) over seeds
         return report.fmt(float(np.mean(v)), sample_std(v), n=len(v))
@@ -176,7 +176,7 @@ def show_table5(nb, draw: bool = True):
     paper7 = pd.DataFrame({"paper, Digit-5 (Table VII)": {L(m): report.fmt(*v["feature_noniid"])
                                                           for m, v in t7.items()}})
     nb.table(f"**Table V / VII analogue on the feature-skew stand-in (not Digit-5): accuracy (%) per client "
-             f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {fs['state'].data.dataset.source}.",
+             f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {fs['data']['source']}.",
              fs_df, "**The paper's Table V on Digit-5, for orientation (other data).**",
              report.to_markdown(paper5) + "\n\n" + report.to_markdown(paper7))
     nb.section.record(feature_skew={m: {"mean": v, "per_domain": {names[c]: x for c, x in fs["domains"][m].items()}}
@@ -187,7 +187,7 @@ def show_table5(nb, draw: bool = True):
 def check_feature_skew(nb) -> None:
     """Print the stand-in's checks: one domain per client, 10 images of every class, only the head sent."""
     fs = show_table5(nb, draw=False)
-    data = fs["state"].data
+    data = results.state(fs["configs"]["mpfedcl"], nb.seed0).data
     recs = results.rounds(fs["configs"]["mpfedcl"], nb.seed0)
     print("one domain per client:", [sorted(set(data.dataset.domain_train[t])) for t in
                                      data.partition.train] == [[c] for c in range(5)])
@@ -257,43 +257,70 @@ def fig5(nb, draw: bool = True):
     return Shown((fig, pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)))
 
 
+def sweep(nb, grid: str) -> dict:
+    """Fig. 8 (``alpha``) or Fig. 9a (``clients``) on MNIST over the grid's seeds (:meth:`~Plan.grid_seeds`):
+    ``{value: {method: [accuracy per seed]}}``."""
+    out, desc = {}, {"alpha": "Fig. 8", "clients": "Fig. 9"}[grid]
+    runs = nb.once(grid, lambda: results.train(configs(nb.plan, grid), seeds=nb.plan.grid_seeds(grid),
+                                               workers=nb.workers, desc=desc))
+    for (m, x), got in runs.items():
+        out.setdefault(x, {})[m] = [accuracy(nb.plan, m, r) for r in got]
+    return out
+
+
 def fig8_9(nb, draw: bool = True):
-    """Figs. 8 and 9a on MNIST, first seed: accuracy over label skew and clients, final training loss over clients
-    (``draw=False``: ``{value: {method: accuracy}}`` by alpha and by clients)."""
+    """Figs. 8 and 9a on MNIST over the sweeps' seeds: accuracy over label skew and clients (seed mean ± sample std),
+    final training loss over clients (``draw=False``: ``(alpha, clients)``, each :func:`sweep`'s). While the report
+    renders from the archive alone, a sweep the archive lacks is left out (None) and the other drawn."""
     import matplotlib.pyplot as plt
 
     plan, L, methods = nb.plan, nb.label, nb.plan.settings["sweep_methods"]
-
-    def by_value(grid, desc):
-        out = {}
-        for (m, x), runs in results.train(configs(plan, grid), seeds=[nb.seed0], workers=nb.workers,
-                                          desc=desc).items():
-            out.setdefault(x, {})[m] = accuracy(plan, m, runs[0])
-        return out
-    alpha_acc, n_acc = nb.once("sweeps", lambda: (by_value("alpha", "Fig. 8"), by_value("clients", "Fig. 9")))
+    alpha_acc, n_acc = (nb.part(lambda g=g: sweep(nb, g)) for g in ("alpha", "clients"))
+    if alpha_acc is None and n_acc is None:
+        raise results.NotArchived("Figs. 8-9: neither sweep is in the run archive")
     if not draw:
         return alpha_acc, n_acc
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    xs, ns = sorted(alpha_acc, reverse=True), sorted(n_acc)
-    for m in methods:
-        axes[0].plot([str(a) for a in xs], [alpha_acc[a].get(m, np.nan) for a in xs], marker="o", label=L(m))
-        if m != "local":
-            axes[1].plot(ns, [n_acc[n].get(m, np.nan) for n in ns], marker="o", label=L(m))
-    axes[0].set(xlabel="Dirichlet alpha (smaller: more skew)", ylabel="accuracy (%)", title="Fig. 8 on MNIST")
-    axes[1].set(xlabel="clients", ylabel="accuracy (%)", title="Fig. 9a: MNIST, Dir(0.1)")
-    for ax in axes:
+    for ax, acc, grid, xlabel, title in ((axes[0], alpha_acc, "alpha", "Dirichlet alpha (smaller: more skew)",
+                                          "Fig. 8 on MNIST"),
+                                         (axes[1], n_acc, "clients", "clients", "Fig. 9a: MNIST, Dir(0.1)")):
+        if acc is None:
+            ax.set_axis_off()
+            ax.set_title(f"{title}: not in the run archive")
+            continue
+        xs = sorted(acc, reverse=grid == "alpha")
+        for m in [m for m in methods if any(m in row for row in acc.values())]:   # Local is not in Fig. 9a
+            mean = [np.mean(acc[x][m]) if m in acc[x] else np.nan for x in xs]
+            std = [sample_std(acc[x][m]) if m in acc[x] else np.nan for x in xs]
+            ax.errorbar([str(x) for x in xs] if grid == "alpha" else xs, mean, yerr=std, marker="o", capsize=3,
+                        label=L(m))
+        ax.set(xlabel=xlabel, ylabel="accuracy (%)", title=title)
         ax.legend(fontsize=8)
-    nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST)", "fig8_9_sweeps")
-    n_loss = pd.DataFrame({L(m): {n: results.rounds(cfg, nb.seed0)[-1]["train_loss"] for (mm, n), cfg in
-                                  configs(plan, "clients").items() if mm == m}
-                           for m in methods if m != "local"}).round(3)
-    n_loss.index.name = "clients"
-    acc = pd.concat({"alpha": pd.DataFrame(alpha_acc).T, "clients": pd.DataFrame(n_acc).T}).round(2)
-    nb.table(f"**Figs. 8-9: accuracy (%) over label skew and clients (MNIST, seed {nb.seed0}).**", acc,
-             "**Fig. 9: final training loss per number of clients** (FedAvg: cross-entropy, log 10 = 2.303 untrained; "
-             "MP/SP-FedCL: cross-entropy + L_R). With 2,000 images, 20-40 clients take one or two SGD steps per round "
-             "at a learning rate decaying 0.95 per round.", report.to_markdown(n_loss))
-    return Shown((fig, n_loss, acc))
+    seeds = {g: plan.grid_seeds(g) for g in ("alpha", "clients")}
+    nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST), seed mean ± std",
+              "fig8_9_sweeps")
+
+    def frame(acc):   # mean ± sample std (n) over seeds
+        return pd.DataFrame({m: {x: report.fmt(float(np.mean(acc[x][m])), sample_std(acc[x][m]), n=len(acc[x][m]))
+                                 for x in acc if m in acc[x]} for m in methods if any(m in r for r in acc.values())})
+    parts = {g: frame(a) for g, a in (("alpha", alpha_acc), ("clients", n_acc)) if a is not None}
+    acc = pd.concat(parts).rename(columns=L)
+    out = [fig, acc]
+    texts = ["**Figs. 8-9: accuracy (%) over label skew and clients (MNIST), last round, mean ± std over seeds "
+             + "; ".join(f"{g} {seeds[g]}" for g in parts) + ".**", acc]
+    if n_acc is not None:
+        n_loss = pd.DataFrame({L(m): {n: float(np.mean([results.rounds(cfg, s)[-1]["train_loss"]
+                                                         for s in seeds["clients"]]))
+                                      for (mm, n), cfg in configs(plan, "clients").items() if mm == m}
+                               for m in methods if m != "local"}).round(3)
+        n_loss.index.name = "clients"
+        texts += ["**Fig. 9: final training loss per number of clients, mean over the seeds** (FedAvg: cross-entropy, "
+                  "log 10 = 2.303 untrained; MP/SP-FedCL: cross-entropy + L_R). With 2,000 images, 20-40 clients take "
+                  "one or two SGD steps per round at a learning rate decaying 0.95 per round.",
+                  report.to_markdown(n_loss)]
+        out.append(n_loss)
+    nb.table(*texts)
+    return Shown(tuple(out))
 
 
 def fig1(nb):
@@ -374,9 +401,9 @@ def show_ledger(nb):
     """The claims ledger; writes the report section. A part whose runs the archive lacks while the report renders
     from it alone is left out (:meth:`~fedlib.study.notebook.Notebook.part`); the ledger judges the rest."""
     part = nb.part
-    sweeps, fs = part(lambda: fig8_9(nb, draw=False)), part(lambda: show_table5(nb, draw=False))
+    sweeps, fs = part(lambda: fig8_9(nb, draw=False), (None, None)), part(lambda: show_table5(nb, draw=False))
     res = {"table6": part(lambda: show_table6(nb, draw=False)), "comm": part(lambda: show_table2(nb, draw=False)),
-           "k": part(lambda: fig5(nb, draw=False)), "alpha": sweeps and sweeps[0], "clients": sweeps and sweeps[1],
+           "k": part(lambda: fig5(nb, draw=False)), "alpha": sweeps[0], "clients": sweeps[1],
            "feature_skew": fs and fs["mean"], "feature_skew_seeds": fs and fs["per_seed"],
            "budget": part(lambda: show_table8(nb, draw=False)), "attack": part(lambda: show_attack(nb, draw=False))}
     res = {k: v for k, v in res.items() if v is not None}

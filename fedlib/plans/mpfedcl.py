@@ -27,6 +27,13 @@ class Plan(study.Plan):
         value = self.settings["table6_methods"]
         return [m for m in self.methods if m != "local"] if value == "all" else list(value)
 
+    def grid_seeds(self, grid: str) -> list[int]:
+        """The seeds ``grid`` runs on (:data:`GRIDS`): every seed of the profile; the profile's first ``sweep_seeds``
+        (Figs. 8-9; one where the profile names none); or the first alone."""
+        rule = GRIDS[grid][0]
+        return (self.seeds if rule == "all" else self.seeds[:self.settings.get("sweep_seeds", 1)] if rule == "sweep"
+                else self.seeds[:1])
+
     def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
         """``methods`` (Table VI rows) and ``rounds`` (every run, instead of the scaled paper rounds)."""
         if methods is not None:
@@ -78,21 +85,22 @@ def configs(plan: Plan, grid: str) -> dict:
         for m in s["sweep_methods"] if m != "local" for n in s["clients"]}
 
 
-# grid: (run on every seed, else on the first; its trends' key and label, :func:`trends`)
-GRIDS = {"table6": (True, "table6", "{L} (Table VI)"), "k": (True, "k", "MP-FedCL K = {x}"),
-         "feature_skew": (True, "fs", "{L} (feature-skew stand-in)"), "alpha": (False, "alpha", "{L} alpha {x:g}"),
-         "clients": (False, "clients", "{L} N = {x}"), "fig1": (False, None, None),
-         "attack": (False, "attack", "MP-FedCL K = {x} (attacked run)")}
+# grid: (its seeds, :meth:`Plan.grid_seeds`: all, sweep or first; its trends' key and label, :func:`trends`)
+GRIDS = {"table6": ("all", "table6", "{L} (Table VI)"), "k": ("all", "k", "MP-FedCL K = {x}"),
+         "feature_skew": ("all", "fs", "{L} (feature-skew stand-in)"), "alpha": ("sweep", "alpha", "{L} alpha {x:g}"),
+         "clients": ("sweep", "clients", "{L} N = {x}"), "fig1": ("first", None, None),
+         "attack": ("first", "attack", "MP-FedCL K = {x} (attacked run)")}
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     """Every (config, seed) of the notebook, unique, longest first."""
-    jobs = [(c, s) for g, (every, *_) in GRIDS.items() for c in configs(plan, g).values()
-            for s in (plan.seeds if every else plan.seeds[:1])]
+    jobs = [(c, s) for g in GRIDS for c in configs(plan, g).values() for s in plan.grid_seeds(g)]
     return study.unique_jobs(jobs, lambda cfg: cfg["train"]["rounds"] * cfg["partition"]["num_clients"])
 
 
 def archived_tables() -> list[tuple[str, dict, list[int]]]:
     """The paper-profile tables the report reads: ``(name, configs, seeds)`` (:mod:`fedlib.papers.catalog`)."""
     pp = load_plan("paper")
-    return [("MP-FedCL Table VI (paper profile)", configs(pp, "table6"), pp.seeds)]
+    names = {"table6": "Table VI", "k": "Fig. 5 (K)", "clients": "Fig. 9a (clients)", "alpha": "Fig. 8 (label skew)",
+             "feature_skew": "Tables V, VII (feature-skew stand-in)"}
+    return [(f"MP-FedCL {what} (paper profile)", configs(pp, g), pp.grid_seeds(g)) for g, what in names.items()]

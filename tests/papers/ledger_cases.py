@@ -134,7 +134,7 @@ def _mp_cases():
         ("one-seed sweeps", paper, {
             "alpha": {1.0: {"mpfedcl": 87.0, "fedavg": 87.0, "fedproto": 40.0}, 0.1: {"mpfedcl": 84.0, "fedavg": 84.4}},
             "clients": {5: {"mpfedcl": 80.0, "fedavg": 75.6, "spfedcl": 79.0}, 40: {"mpfedcl": 60.0, "fedavg": 10.0}},
-            "trends": tr}),
+            "trends": M.trends(one)}),   # one seed's values: the sweeps' trends on that seed
         ("sweeps over seeds", paper, {
             "alpha": {0.5: {"mpfedcl": [85.0, 86.0, 87.0], "fedavg": [80.0, 80.5, 79.5]}},
             "clients": {5: {"mpfedcl": [80.0, 81.0, 82.0], "fedavg": [70.5, 70.5, 71.5]},

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from fedlib import claims as C
+from fedlib.config import run_id
 from fedlib.papers import mpfedcl as M
 from tests.papers.conftest import ids, sides
 
@@ -78,9 +79,12 @@ def test_k_is_judged_against_the_best_other_k_over_its_seeds(finished):
     assert tie.tests[0].n == 1 and sides(tie) == {ids(ks[2], plan.seeds), ids(ks[4], plan.seeds)}
 
 
-def test_one_seed_sweeps_compare_at_every_value_with_both_sides_named(finished):
+def test_sweeps_of_means_compare_at_every_value_with_both_sides_named(finished):
+    """Means only (no per-seed values): inconclusive at every value, each comparison naming the sweep's runs, which
+    the paper profile makes on its first six seeds (its ``sweep_seeds``)."""
     plan = M.load_plan("paper")
-    tr = M.trends(plan)
+    tr, seeds = M.trends(plan), plan.grid_seeds("alpha")
+    assert seeds == [0, 1, 2, 3, 4, 5] == plan.grid_seeds("clients")
     al, cl = M.configs(plan, "alpha"), M.configs(plan, "clients")
     alpha = {1.0: {"mpfedcl": 87.0, "fedavg": 87.0, "fedproto": 40.0}, 0.1: {"mpfedcl": 84.0, "fedavg": 84.4}}
     clients = {5: {"mpfedcl": 80.0, "fedavg": 75.6, "spfedcl": 79.0}, 40: {"mpfedcl": 60.0, "fedavg": 10.0}}
@@ -89,12 +93,36 @@ def test_one_seed_sweeps_compare_at_every_value_with_both_sides_named(finished):
     assert ahead.verdict == C.INCONCLUSIVE and "one seed" in ahead.note
     assert [t.label for t in ahead.tests] == ["MP-FedCL - FedAvg (alpha 1)", "MP-FedCL - FedAvg (alpha 0.1)"]
     assert [round(t.margin, 2) for t in ahead.tests] == [0.0, -0.4]
-    assert sides(ahead) == {ids(al[(m, a)], [0]) for m in ("mpfedcl", "fedavg") for a in (1.0, 0.1)}
+    assert sides(ahead) == {ids(al[(m, a)], seeds) for m in ("mpfedcl", "fedavg") for a in (1.0, 0.1)}
     gap = by["MP-FedCL is at least 7.2 points above FedAvg for 5 to 40 clients"]
     assert gap.verdict == C.INCONCLUSIVE and gap.evidence == "N = 5: +4.40, N = 40: +50.00"
     assert [(t.label, round(t.margin, 2)) for t in gap.tests] == [("MP-FedCL - 7.2 - FedAvg (N = 5)", -2.8),
                                                                  ("MP-FedCL - 7.2 - FedAvg (N = 40)", 42.8)]
-    assert sides(gap) == {ids(cl[(m, n)], [0]) for m in ("mpfedcl", "fedavg") for n in (5, 40)}
+    assert sides(gap) == {ids(cl[(m, n)], seeds) for m in ("mpfedcl", "fedavg") for n in (5, 40)}
+
+
+def test_each_grid_runs_on_its_profiles_seeds():
+    """Table VI, Fig. 5 and the stand-in on every seed of the profile; Figs. 8-9 on its first ``sweep_seeds`` (the
+    paper profile: six, so that the paired exact test can reach p < 0.05); Fig. 1 and the attack on the first. The
+    archive keeps each paper-profile table on the seeds its grid runs on, and the notebook's jobs are exactly those."""
+    paper, quick = M.load_plan("paper"), M.load_plan("quick")
+    assert paper.seeds == list(range(24))
+    assert {g: paper.grid_seeds(g) for g in M.GRIDS} == {
+        "table6": paper.seeds, "k": paper.seeds, "feature_skew": paper.seeds, "alpha": [0, 1, 2, 3, 4, 5],
+        "clients": [0, 1, 2, 3, 4, 5], "fig1": [0], "attack": [0]}
+    assert {g: quick.grid_seeds(g) for g in M.GRIDS} == dict.fromkeys(M.GRIDS, [0])
+    assert M.load_plan("paper", seeds=[3, 4]).grid_seeds("clients") == [3, 4]
+    tables = {name: (cfgs, seeds) for name, cfgs, seeds in M.archived_tables()}
+    assert tables["MP-FedCL Fig. 9a (clients) (paper profile)"] == (M.configs(paper, "clients"), [0, 1, 2, 3, 4, 5])
+    assert tables["MP-FedCL Fig. 5 (K) (paper profile)"] == (M.configs(paper, "k"), paper.seeds)
+    # the runs two grids share are one job: Fig. 5's K = 2 is Table VI's MP-FedCL; Fig. 9a's N = 5 is Fig. 8's
+    # alpha 0.1; Fig. 1's Local and FedAvg are Fig. 8's at alpha 0.1
+    g = {name: M.configs(paper, name) for name in M.GRIDS}
+    assert run_id(g["k"][2], 0) == run_id(g["table6"]["mpfedcl"], 0)
+    assert all(run_id(g["clients"][(m, 5)], 0) == run_id(g["alpha"][(m, 0.1)], 0) for m in ("fedavg", "mpfedcl"))
+    assert run_id(g["fig1"]["local"], 0) == run_id(g["alpha"][("local", 0.1)], 0)
+    every = {(run_id(c, s), s) for name in M.GRIDS for c in g[name].values() for s in paper.grid_seeds(name)}
+    assert sorted((run_id(c, s), s) for c, s in M.all_jobs(paper)) == sorted(every)
 
 
 def test_at_least_7_2_points_is_a_threshold_judged_over_the_seeds():
@@ -180,3 +208,33 @@ def test_table8_is_judged_per_seed_within_each_seeds_own_budget(finished):
              "fedavg": {"accuracy": [70.0, math.nan, 71.0], "rounds": [30, 0, 30]}}
     got = by_claim(M.ledger(plan, {"budget": holes}))[NEAR]
     assert got.tests[0].n == 2 and got.verdict == C.SUPPORTED
+
+
+def test_figs_8_9_draw_the_sweep_the_archive_holds_and_leave_the_other_out(tmp_path, monkeypatch):
+    """While the report renders from the archive alone, a sweep whose runs the archive lacks is left out of Figs. 8-9
+    (its panel says so) and the other is drawn over its seeds: mean ± sample std (n), the training loss a mean over
+    the same seeds; with neither, the cell is left out (NotArchived)."""
+    from fedlib import results
+
+    monkeypatch.setenv("FEDLIB_ROOT", str(tmp_path))
+    nb = M.notebook("paper", workers=0)
+    per = {5: {"fedavg": [80.0, 82.0, 81.0], "mpfedcl": [84.0, 86.0, 85.0]},
+           40: {"fedavg": [10.0, 12.0, 11.0], "mpfedcl": [60.0, 64.0, 62.0]}}
+
+    def sweep(nb, grid):
+        if grid == "alpha":
+            raise results.NotArchived("Fig. 8's runs")
+        return per
+
+    monkeypatch.setattr(M, "sweep", sweep)
+    monkeypatch.setattr(results, "rounds", lambda cfg, seed, archive_root=None: [{"train_loss": 1.0 + seed}])
+    assert M.fig8_9(nb, draw=False) == (None, per)
+    fig, acc, loss = M.fig8_9(nb)
+    assert fig.axes[0].get_title() == "Fig. 8 on MNIST: not in the run archive" and not fig.axes[0].axison
+    assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == ["FedAvg", "MP-FedCL"]
+    assert list(acc.index) == [("clients", 5), ("clients", 40)] and list(acc.columns) == ["FedAvg", "MP-FedCL"]
+    assert acc.loc[("clients", 5), "MP-FedCL"] == "85.00 ± 1.00"
+    assert loss.loc[40, "FedAvg"] == 3.5   # 1 + the mean of seeds 0-5
+    monkeypatch.setattr(M, "sweep", lambda nb, grid: sweep(nb, "alpha"))
+    with pytest.raises(results.NotArchived, match="neither sweep"):
+        M.fig8_9(nb)
