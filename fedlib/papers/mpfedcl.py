@@ -306,8 +306,9 @@ def fig8_9(nb, draw: bool = True):
     parts = {g: frame(a) for g, a in (("alpha", alpha_acc), ("clients", n_acc)) if a is not None}
     acc = pd.concat(parts).rename(columns=L)
     out = [fig, acc]
-    texts = ["**Figs. 8-9: accuracy (%) over label skew and clients (MNIST), last round, mean ± std over seeds "
-             + "; ".join(f"{g} {seeds[g]}" for g in parts) + ".**", acc]
+    over = {"alpha": "Fig. 8 over seeds {}", "clients": "Fig. 9a over seeds {}"}
+    texts = ["**Figs. 8-9: accuracy (%) over label skew and clients (MNIST), last round, mean ± std; "
+             + "; ".join(over[g].format(seeds[g]) for g in parts) + ".**", acc]
     if n_acc is not None:
         n_loss = pd.DataFrame({L(m): {n: float(np.mean([results.rounds(cfg, s)[-1]["train_loss"]
                                                          for s in seeds["clients"]]))
