@@ -464,17 +464,20 @@ def parse_claim(text: str) -> tuple[str, int]:
 
 
 def select(items: list[Item], wanted: list[str]) -> list[Item]:
-    """The items named by ``SECTION:N`` each (``fedic:2``, ``benchmark:11``: a word of the section's title, any
-    case, and the claim's number there); a name that matches no section, several, or no open claim of it is one
-    ConfigError line."""
+    """The items named by ``SECTION:N`` each (``fedic:2``, ``benchmark:11``, ``mpfedcl:8``: a word of the section's
+    title, any case, its hyphens and spaces ignored, and the claim's number there); a name that matches no section,
+    several, or no open claim of it is one ConfigError line."""
     from fedlib.validation import ConfigError
+
+    def bare(text: str) -> str:   # MP-FedCL, mp-fedcl and mpfedcl alike
+        return re.sub(r"[^0-9a-z]", "", text.lower())
 
     items = [it for it in items if it.claim.verdict == C.INCONCLUSIVE]   # a claim not tested here has nothing to run
     sections = list(dict.fromkeys(it.section for it in items))
     out = []
     for text in wanted:
         name, num = parse_claim(text)
-        hits = [s for s in sections if name.lower() in s.lower()]
+        hits = [s for s in sections if bare(name) and bare(name) in bare(s)]
         if len(hits) != 1:
             raise ConfigError("--claim", text, f"a word of one section's title ({'; '.join(sections)}): "
                               + ("several sections match" if hits else "no section with an open claim matches"))

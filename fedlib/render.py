@@ -273,7 +273,7 @@ def _evidence_parser():
     parser.add_argument("--plan", default=None, metavar="FILE",
                         help="with --run: train the groups of a saved plan (no ledgers rendered: a GPU machine)")
     parser.add_argument("--claim", action="append", default=None, metavar="SECTION:N",
-                        help="only these open claims (fedic:2, benchmark:11; repeat for several): the plan lists "
+                        help="only these open claims (fedic:2, mpfedcl:8; repeat for several): the plan lists "
                              "them, --run spends --budget on them alone, cheapest first")
     parser.add_argument("--device", default=None, type=device_arg,
                         help="cuda: train the plan's extensions on the GPU, each group's seeds stacked "

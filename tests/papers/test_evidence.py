@@ -426,6 +426,8 @@ def test_claims_are_chosen_by_a_word_of_their_section_and_their_number():
              _item("One benchmark across the five papers", 11), _item("MP-FedCL (Qiao et al.)", 1),
              _item("FedMPS (Yang et al.)", 1)]
     assert E.select(items, ["fedic:5", "Benchmark:11"]) == [items[1], items[2]]
+    # the section's name as `--only` spells it: hyphens and spaces of the title ignored
+    assert E.select(items, ["mpfedcl:1", "MP-FedCL:1", "mp-fedcl:1"]) == [items[3]] * 3
     assert E.parse_claim(" fedic :2") == ("fedic", 2)
     for bad, words in (("fedic", "SECTION:N"), ("fedic:x", "SECTION:N"), (":3", "SECTION:N"),
                        ("fed:1", "several sections match"), ("gfpl:1", "no section with an open claim matches"),
