@@ -300,9 +300,11 @@ def fig8_9(nb, draw: bool = True):
     nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST), seed mean ± std",
               "fig8_9_sweeps")
 
-    def frame(acc):   # mean ± sample std (n) over seeds
-        return pd.DataFrame({m: {x: report.fmt(float(np.mean(acc[x][m])), sample_std(acc[x][m]), n=len(acc[x][m]))
-                                 for x in acc if m in acc[x]} for m in methods if any(m in r for r in acc.values())})
+    def frame(acc):   # mean ± sample std over seeds, each value as written (5, 0.1)
+        def cell(v):
+            return report.fmt(float(np.mean(v)), sample_std(v), n=len(v))
+        return pd.DataFrame({m: {f"{x:g}": cell(acc[x][m]) for x in acc if m in acc[x]}
+                             for m in methods if any(m in r for r in acc.values())})
     parts = {g: frame(a) for g, a in (("alpha", alpha_acc), ("clients", n_acc)) if a is not None}
     acc = pd.concat(parts).rename(columns=L)
     out = [fig, acc]

@@ -232,8 +232,8 @@ def test_figs_8_9_draw_the_sweep_the_archive_holds_and_leave_the_other_out(tmp_p
     fig, acc, loss = M.fig8_9(nb)
     assert fig.axes[0].get_title() == "Fig. 8 on MNIST: not in the run archive" and not fig.axes[0].axison
     assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == ["FedAvg", "MP-FedCL"]
-    assert list(acc.index) == [("clients", 5), ("clients", 40)] and list(acc.columns) == ["FedAvg", "MP-FedCL"]
-    assert acc.loc[("clients", 5), "MP-FedCL"] == "85.00 ± 1.00"
+    assert list(acc.index) == [("clients", "5"), ("clients", "40")] and list(acc.columns) == ["FedAvg", "MP-FedCL"]
+    assert acc.loc[("clients", "5"), "MP-FedCL"] == "85.00 ± 1.00"
     assert loss.loc[40, "FedAvg"] == 3.5   # 1 + the mean of seeds 0-5
     monkeypatch.setattr(M, "sweep", lambda nb, grid: sweep(nb, "alpha"))
     with pytest.raises(results.NotArchived, match="neither sweep"):
