@@ -6,6 +6,7 @@ DP-FedCL and FedProto predict by the nearest prototype of the whole pool (Eq. 13
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -166,6 +167,7 @@ def show_table5(nb, draw: bool = True):
     if not draw:
         return fs
     names, t5, t7 = fs["data"]["domains"], paper["table5"]["rows"], paper["table7"]["rows"]
+    source = re.sub(r"\S*/(data/encoders/)", r"\1", fs["data"]["source"])   # the data root as the checkout names it
 
     def fmt(v):   # mean ± sample std (n) over seeds
         return report.fmt(float(np.mean(v)), sample_std(v), n=len(v))
@@ -176,7 +178,7 @@ def show_table5(nb, draw: bool = True):
     paper7 = pd.DataFrame({"paper, Digit-5 (Table VII)": {L(m): report.fmt(*v["feature_noniid"])
                                                           for m, v in t7.items()}})
     nb.table(f"**Table V / VII analogue on the feature-skew stand-in (not Digit-5): accuracy (%) per client "
-             f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {fs['data']['source']}.",
+             f"(domain), last round, mean ± std over seeds {plan.seeds}.** Source: {source}.",
              fs_df, "**The paper's Table V on Digit-5, for orientation (other data).**",
              report.to_markdown(paper5) + "\n\n" + report.to_markdown(paper7))
     nb.section.record(feature_skew={m: {"mean": v, "per_domain": {names[c]: x for c, x in fs["domains"][m].items()}}
