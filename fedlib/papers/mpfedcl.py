@@ -295,7 +295,7 @@ def fig8_9(nb, draw: bool = True):
             mean = [np.mean(acc[x][m]) if m in acc[x] else np.nan for x in xs]
             std = [sample_std(acc[x][m]) if m in acc[x] else np.nan for x in xs]
             ax.errorbar([str(x) for x in xs] if grid == "alpha" else xs, mean, yerr=std, marker="o", capsize=3,
-                        label=L(m))
+                        label=L(m), color=f"C{methods.index(m)}")   # one colour per method in both panels
         ax.set(xlabel=xlabel, ylabel="accuracy (%)", title=title)
         ax.legend(fontsize=8)
     seeds = {g: plan.grid_seeds(g) for g in ("alpha", "clients")}
