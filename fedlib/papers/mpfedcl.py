@@ -147,6 +147,11 @@ def show_table2(nb, draw: bool = True):
                     f"the {MODEL_PARAMS:,}-parameter model (paper: 5,120 and 798,474).", pd.DataFrame(rows).T)
 
 
+def _over_seeds(values) -> str:
+    """A cell over seeds: mean ± sample std (``report.fmt``; a single run says n=1)."""
+    return report.fmt(float(np.mean(values)), sample_std(values), n=len(values))
+
+
 def show_table5(nb, draw: bool = True):
     """Tables V and VII (feature non-IID) on the stand-in per client (domain), beside the paper's Digit-5 numbers;
     ``draw=False``: the configs, the data as MP-FedCL's first-seed run records it (its domains and source),
@@ -168,11 +173,8 @@ def show_table5(nb, draw: bool = True):
         return fs
     names, t5, t7 = fs["data"]["domains"], paper["table5"]["rows"], paper["table7"]["rows"]
     source = re.sub(r"\S*/(data/encoders/)", r"\1", fs["data"]["source"])   # the data root as the checkout names it
-
-    def fmt(v):   # mean ± sample std (n) over seeds
-        return report.fmt(float(np.mean(v)), sample_std(v), n=len(v))
-    fs_df = pd.DataFrame({L(m): {**{names[c]: fmt(v) for c, v in fs["domains"][m].items()},
-                                 "average": fmt(fs["per_seed"][m]), "rounds": cfg["train"]["rounds"]}
+    fs_df = pd.DataFrame({L(m): {**{names[c]: _over_seeds(v) for c, v in fs["domains"][m].items()},
+                                 "average": _over_seeds(fs["per_seed"][m]), "rounds": cfg["train"]["rounds"]}
                           for m, cfg in fs["configs"].items()})
     paper5 = pd.DataFrame({L(m): {d: report.fmt(*t5[d][m]) for d in t5} for m in paper["table5"]["columns"]})
     paper7 = pd.DataFrame({"paper, Digit-5 (Table VII)": {L(m): report.fmt(*v["feature_noniid"])
@@ -277,6 +279,9 @@ def fig8_9(nb, draw: bool = True):
     import matplotlib.pyplot as plt
 
     plan, L, methods = nb.plan, nb.label, nb.plan.settings["sweep_methods"]
+
+    def present(acc):   # the methods a sweep holds, in the plan's order (Local is not in Fig. 9a)
+        return [m for m in methods if any(m in row for row in acc.values())]
     alpha_acc, n_acc = (nb.part(lambda g=g: sweep(nb, g)) for g in ("alpha", "clients"))
     if alpha_acc is None and n_acc is None:
         raise results.NotArchived("Figs. 8-9: neither sweep is in the run archive")
@@ -291,7 +296,7 @@ def fig8_9(nb, draw: bool = True):
             ax.set_title(f"{title}: not in the run archive")
             continue
         xs = sorted(acc, reverse=grid == "alpha")
-        for m in [m for m in methods if any(m in row for row in acc.values())]:   # Local is not in Fig. 9a
+        for m in present(acc):
             mean = [np.mean(acc[x][m]) if m in acc[x] else np.nan for x in xs]
             std = [sample_std(acc[x][m]) if m in acc[x] else np.nan for x in xs]
             ax.errorbar([str(x) for x in xs] if grid == "alpha" else xs, mean, yerr=std, marker="o", capsize=3,
@@ -302,12 +307,8 @@ def fig8_9(nb, draw: bool = True):
     nb.figure(fig, "Figs. 8-9: accuracy over label skew and over the number of clients (MNIST), seed mean ± std",
               "fig8_9_sweeps")
 
-    def frame(acc):   # mean ± sample std over seeds, each value as written (5, 0.1)
-        def cell(v):
-            return report.fmt(float(np.mean(v)), sample_std(v), n=len(v))
-        return pd.DataFrame({m: {f"{x:g}": cell(acc[x][m]) for x in acc if m in acc[x]}
-                             for m in methods if any(m in r for r in acc.values())})
-    parts = {g: frame(a) for g, a in (("alpha", alpha_acc), ("clients", n_acc)) if a is not None}
+    parts = {g: pd.DataFrame({m: {f"{x:g}": _over_seeds(a[x][m]) for x in a if m in a[x]} for m in present(a)})
+             for g, a in (("alpha", alpha_acc), ("clients", n_acc)) if a is not None}   # each value as written
     acc = pd.concat(parts).rename(columns=L)
     out = [fig, acc]
     over = {"alpha": "Fig. 8 over seeds {}", "clients": "Fig. 9a over seeds {}"}

@@ -30,9 +30,8 @@ class Plan(study.Plan):
     def grid_seeds(self, grid: str) -> list[int]:
         """The seeds ``grid`` runs on (:data:`GRIDS`): every seed of the profile; the profile's first ``sweep_seeds``
         (Figs. 8-9; one where the profile names none); or the first alone."""
-        rule = GRIDS[grid][0]
-        return (self.seeds if rule == "all" else self.seeds[:self.settings.get("sweep_seeds", 1)] if rule == "sweep"
-                else self.seeds[:1])
+        n = {"all": len(self.seeds), "sweep": self.settings.get("sweep_seeds", 1), "first": 1}[GRIDS[grid][0]]
+        return self.seeds[:n]
 
     def override(self, methods: list[str] | None = None, rounds: int | None = None) -> None:
         """``methods`` (Table VI rows) and ``rounds`` (every run, instead of the scaled paper rounds)."""
