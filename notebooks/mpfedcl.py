@@ -40,7 +40,7 @@
 #
 # **Profiles** (`params/mpfedcl/experiments.yaml`): `smoke` (tests, seconds), `quick` (the main command: half the
 # paper's rounds, one seed, short sweeps), `paper` (the paper's rounds; Table VI, Fig. 5 and the stand-in on seeds
-# 0-23, Figs. 8-9 on seeds 0-5).
+# 0-23, Figs. 8-9 on seeds 0-11).
 # Paper numbers are reference data from `params/mpfedcl/paper.yaml`, always shown beside ours.
 
 # %% tags=["parameters"]
@@ -156,7 +156,7 @@ M.fig5(nb)
 #
 # Both on MNIST (the paper's Fig. 8 panels are Digit-5 and Office-10). Fig. 9 keeps Dir(0.1) and the 2,000 training
 # images, so 40 clients hold 50 images each on average, and the 1,000 test images are cut into smaller blocks. Each
-# point is the mean over the profile's sweep seeds (`sweep_seeds`; the paper profile: six), its bar the sample std.
+# point is the mean over the profile's sweep seeds (`sweep_seeds`; the paper profile: twelve), its bar the sample std.
 
 # %%
 M.fig8_9(nb)
