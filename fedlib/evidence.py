@@ -477,7 +477,8 @@ def select(items: list[Item], wanted: list[str]) -> list[Item]:
     out = []
     for text in wanted:
         name, num = parse_claim(text)
-        hits = [s for s in sections if bare(name) and bare(name) in bare(s)]
+        key = bare(name)
+        hits = [s for s in sections if key and key in bare(s)]
         if len(hits) != 1:
             raise ConfigError("--claim", text, f"a word of one section's title ({'; '.join(sections)}): "
                               + ("several sections match" if hits else "no section with an open claim matches"))
