@@ -259,6 +259,11 @@ class Comparison:
         """The trend of the side the margin has behind (``b`` for a positive margin)."""
         return self.b_trend if self.margin > 0 else self.a_trend
 
+    @property
+    def ahead(self) -> Trend | None:
+        """The trend of the side the margin has ahead (``a`` for a positive margin)."""
+        return self.a_trend if self.margin > 0 else self.b_trend
+
     def status(self, converged: bool = True) -> str:
         """:data:`FOR` or :data:`AGAINST` the claim where decided, :data:`WITHIN` the seed spread, or :data:`OPEN`:
         under the ``converged`` profile, the side behind still rising and its :meth:`Trend.reach` able to close

@@ -10,6 +10,10 @@ open and what would decide it (:func:`plan`):
   up to :data:`fedlib.plateau.CAP` rounds);
 - a margin **within the seed spread** (or one seed): more seeds for both sides (and, under the ``converged``
   profile, extending the side behind where it is still rising: more seeds alone would leave the comparison open);
+  under the ``converged`` profile a side **ahead** still rising below the cap is extended instead of given seeds:
+  the margin is not yet the plateau-against-plateau one the profile compares, it can only grow (best-so-far values),
+  and seeds trained to a length the side has not settled at would have to be extended after it (nor is such a
+  margin called a near-tie);
   with 3 seeds the margin is judged
   against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact sign-flip test reach
   p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed; twice the seeds a
@@ -190,6 +194,8 @@ def seeds_action(trend: C.Trend, want: int, converged: bool = True) -> Action:
 def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
     """The :class:`Item` of an inconclusive claim, or of one not tested here (no action: the ledger's reason says
     what is missing, :data:`NOT_TESTED_NEED`); None for a decided one or one by construction."""
+    from fedlib import plateau
+
     if claim.verdict == C.NOT_TESTED:
         return Item(section, number, claim, f"not tested: {claim.note}", [], NOT_TESTED_NEED)
     if claim.verdict != C.INCONCLUSIVE:
@@ -207,9 +213,13 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
         if state in (C.FOR, C.AGAINST):
             continue
         before = len(actions)
+        ahead = t.ahead if converged and t.n >= 2 else None
+        if ahead is not None and (ahead.group is None or ahead.plateaued or ahead.rounds >= plateau.CAP
+                                  or math.isinf(t.seeds_to_separate())):
+            ahead = None   # the side ahead has settled (or cannot go on, or is the other side's twin on every seed)
         if t.n < 2:
             state, want = "one seed", SEEDS_FOR_SPREAD
-        elif state == C.WITHIN and (tie := near_tie(t)):
+        elif state == C.WITHIN and ahead is None and (tie := near_tie(t)):
             whys.append(f"{t.label}: {tie}")
             ties.append(t)
             continue
@@ -226,7 +236,13 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
             else:
                 actions.append(extend_action(t.behind))
         else:
-            unnamed |= _more_seeds(t, want, converged, actions)
+            if ahead is not None:
+                # the margin is not the converged one yet: the side ahead goes on to its plateau first, and seeds
+                # trained to a length it has not settled at would have to be extended after it
+                whys[-1] += f", and {ahead.label} (ahead) still rising"
+                actions.append(extend_action(ahead))
+            else:
+                unnamed |= _more_seeds(t, want, converged, actions)
             behind = t.behind if converged else None
             if behind is not None and behind.group is not None and not behind.plateaued:
                 # more seeds alone would leave it open: the side behind is still rising (Comparison.status)

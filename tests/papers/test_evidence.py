@@ -498,3 +498,35 @@ def test_a_claim_not_tested_here_is_listed_with_its_reason_and_nothing_to_run():
         "; 1 is not tested here (each listed with what is missing: data, weights or archived runs)")
     with pytest.raises(ConfigError, match=r"--claim.*no section with an open claim matches"):
         E.select(E.plan(ledgers), ["S:3"])
+
+
+def test_within_the_spread_with_the_side_ahead_still_rising_extends_it_before_any_seeds(groups, monkeypatch):
+    """Under the converged profile a margin whose side ahead is still rising is not the plateau-against-plateau
+    margin (and can only grow: best-so-far values): the plan extends that side and asks for no seeds, nor calls the
+    margin a near-tie; at the cap, or at a fixed protocol, it asks for seeds as before."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 1.0)
+    monkeypatch.setattr(E, "checkpointed_rounds", lambda cfg, seed: 100)
+    rising = trend(groups["A"], list(np.linspace(85, 90, 100)))
+    flat = trend(groups["B"], [89.0] * 100)
+    t = C.compare("A - B", [90.0, 92.0, 88.0], [89.5, 91.5, 87.5], a_trend=rising, b_trend=flat)
+    assert t.ahead is rising and t.behind is flat and t.status(True) == C.WITHIN
+    it = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [t]))
+    assert it.why == "A - B: within, and A (ahead) still rising"
+    assert [(a.kind, a.group.label, a.rounds) for a in it.actions] == [("extend", "A", 200)]
+    assert it.cost == pytest.approx(3 * 100 * 1.0)                          # from the checkpoints at round 100
+    a6 = [90.0, 92.0, 88.0, 91.0, 87.0, 90.0]
+    d6 = [-1.0, 1.1, -0.9, 1.0, -1.1, 1.0]                                 # a mean of +0.02 against a std of 1.1
+    tie = C.compare("A - B", a6, [x - d for x, d in zip(a6, d6, strict=True)], a_trend=rising, b_trend=flat)
+    assert E.near_tie(tie)                                                  # would be a near-tie, were A settled
+    it = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [tie]))
+    assert [(a.kind, a.group.label) for a in it.actions] == [("extend", "A")] and "near-tie" not in it.why
+    twins = C.compare("A - B", [90.0, 92.0, 88.0], [90.0, 92.0, 88.0], a_trend=flat, b_trend=rising)
+    assert twins.ahead is rising                                            # a zero margin: b counts as ahead
+    it = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [twins]))
+    assert "identical on every seed" in it.why and it.actions == []        # no extension separates twins
+    paper = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "paper", 3, [t]))
+    assert [a.kind for a in paper.actions] == [E.PROFILE_SEEDS, E.PROFILE_SEEDS]
+    capped = trend(groups["A"], list(np.linspace(85, 90, plateau.CAP)))
+    at_cap = C.compare("A - B", [90.0, 92.0, 88.0], [89.5, 91.5, 87.5], a_trend=capped, b_trend=flat)
+    it = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [at_cap]))
+    assert [a.kind for a in it.actions] == [E.PROFILE_SEEDS, E.PROFILE_SEEDS] and "(ahead)" not in it.why
