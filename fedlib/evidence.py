@@ -8,20 +8,20 @@ open and what would decide it (:func:`plan`):
 - a comparison **open** because, under the ``converged`` profile, the side behind is still rising
   (:meth:`fedlib.claims.Comparison.status`): extend that side's runs towards their plateau (:mod:`fedlib.plateau`,
   up to :data:`fedlib.plateau.CAP` rounds);
-- a margin **within the seed spread** (or one seed): more seeds for both sides (and, under the ``converged``
-  profile, extending the side behind where it is still rising: more seeds alone would leave the comparison open);
-  under the ``converged`` profile a side **ahead** still rising below the cap is extended instead of given seeds:
-  the margin is not yet the plateau-against-plateau one the profile compares, it can only grow (best-so-far values),
-  and seeds trained to a length the side has not settled at would have to be extended after it (nor is such a
-  margin called a near-tie);
-  with 3 seeds the margin is judged
-  against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact sign-flip test reach
-  p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed; twice the seeds a
-  side has where 6 or more still leave the margin within the spread; ``m + 6`` at least where m paired differences
-  already go against the margin, :func:`fedlib.claims.seeds_for_test`). Where the side's cells read the seeds added
-  after the profile's (:attr:`fedlib.plateau.Group.more`: :func:`fedlib.results.cached` with ``more``), the seeds
-  are added to that run group alone (``seeds``: the next seeds after its last, :func:`fedlib.plateau.fill`); where
-  they do not, the profile's seeds must grow (:data:`PROFILE_SEEDS`, listed, not run);
+- a margin **within the seed spread** (or one seed): more seeds for both sides (and, under the ``converged`` profile,
+  extending the side behind where it is still rising: more seeds alone would leave the comparison open); with 3 seeds
+  the margin is judged against the sample std, which more seeds do not shrink, but 6 paired seeds let the exact
+  sign-flip test reach p = 0.031 < 0.05 (:func:`fedlib.claims.smallest_p`), so the plan asks for 6 (3 with one seed;
+  twice the seeds a side has where 6 or more still leave the margin within the spread; ``m + 6`` at least where m
+  paired differences already go against the margin, :func:`fedlib.claims.seeds_for_test`). Where the side's cells read
+  the seeds added after the profile's (:attr:`fedlib.plateau.Group.more`: :func:`fedlib.results.cached` with
+  ``more``), the seeds are added to that run group alone (``seeds``: the next seeds after its last,
+  :func:`fedlib.plateau.fill`); where they do not, the profile's seeds must grow (:data:`PROFILE_SEEDS`, listed, not
+  run);
+- a margin within the spread whose side **ahead** is still rising below the cap (``converged`` profile): that side
+  is extended, and no seeds are asked yet. The margin is not yet the plateau-against-plateau one the profile
+  compares, it can only grow (best-so-far values), and seeds trained to a length the side has not settled at would
+  have to be extended after it; nor is such a margin called a near-tie;
 - a margin within the spread that is a **near-tie** (:func:`near_tie`: more than :data:`NEAR_TIE_SEEDS` seeds per
   side even at a margin one standard error larger, or sides identical on every seed): named, with the seeds it would
   take, and no seeds asked; beside it only comparisons against the claim keep their actions (a near-tie keeps the
