@@ -15,8 +15,8 @@ from fedlib import report, results, study
 from fedlib.analysis import embed_2d, next_uploads, pairwise_distances, test_features
 from fedlib.claims import DECISIVE_PROFILES, sample_std
 from fedlib.plans.fedmps import (  # noqa: F401  (re-exported: the study's plan part)
-    COMMON_METRIC, PAPER_METRIC_PROTO, SWEEPS, Plan, ablation_configs, all_jobs, archived_tables, config,
-    grid_configs, load_plan, table3_configs, variant_configs, ways_configs)
+    COMMON_METRIC, PAPER_METRIC_PROTO, SWEEPS, TEMPERATURES, Plan, ablation_configs, all_jobs, archived_tables,
+    config, grid_configs, grid_seeds, load_plan, temperature_configs, table3_configs, variant_configs, ways_configs)
 from fedlib.privacy.attack import attacker_aux
 from fedlib.study import check_methods
 from fedlib.study.notebook import Shown
@@ -475,48 +475,70 @@ def paper_protocol_table7(nb, pt7):
 
 
 def _sweeps(nb) -> dict:
-    """Figs. 8-10's accuracies (first seed, the paper's rule): ``{"stdev" | "clients" | "tau": {...}}``."""
+    """Figs. 8-9's accuracies (first seed, the paper's rule): ``{"stdev" | "clients": {value: {method: acc}}}``."""
     def make():
-        cfgs = {(kind, *k): c for kind in SWEEPS for k, c in grid_configs(nb.plan, kind).items()}
+        cfgs = {(kind, *k): c for kind in SWEEPS if kind not in TEMPERATURES
+                for k, c in grid_configs(nb.plan, kind).items()}
         acc = {}
-        for (kind, m, v), runs in results.train(cfgs, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-10",
+        for (kind, m, v), runs in results.train(cfgs, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-9",
                                                 protocol=True).items():
             acc.setdefault(kind, {}).setdefault(v, {})[m] = accuracy(runs[0], nb.plan.paper_metric(m))
-        return {"stdev": acc["stdev"], "clients": acc["clients"],
-                "tau": {t: {x: row["fedmps"] for x, row in acc[t].items()} for t in ("tau1", "tau2")}}
+        return acc
     return nb.once("sweeps", make)
+
+
+def _temperatures(nb) -> dict:
+    """Fig. 10 on every seed: ``{"tau": {grid: {value: seed-mean accuracy}}, "tau_std": {grid: [std per seed]},
+    "tau_seeds": [...]}``; a seed's std is the population std of its accuracies across the grid's values (the grid is
+    the whole set measured; docs/fedmps.md, decision 21b)."""
+    def make():
+        seeds = grid_seeds(nb.plan, "tau1")
+        got = results.train(temperature_configs(nb.plan), seeds=seeds, workers=nb.workers, desc="Fig. 10",
+                            protocol=True)
+        acc = {}
+        for (t, m, v), runs in got.items():
+            acc.setdefault(t, {})[v] = [accuracy(r, nb.plan.paper_metric(m)) for r in runs]
+        return {"tau": {t: {v: float(np.mean(a)) for v, a in row.items()} for t, row in acc.items()},
+                "tau_std": {t: [float(np.std([row[v][i] for v in row])) for i in range(len(seeds))]
+                            for t, row in acc.items()},
+                "tau_seeds": seeds}
+    return nb.once("temperatures", make)
 
 
 def fig8_10(nb):
     """Figs. 8-10: accuracy over the noise std, clients N and FedMPS's temperatures, and Fig. 10's sensitivity."""
     import matplotlib.pyplot as plt
 
-    plan, sw = nb.plan, _sweeps(nb)
+    plan, sw, tau = nb.plan, _sweeps(nb), _temperatures(nb)
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
     for ax, key, methods, xlabel, title in (
-            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k", "Fig. 8: accuracy vs std"),
-            (axes[1], "clients", plan.selected("sweep_methods"), "clients N", "Fig. 9: accuracy vs number of clients")):
+            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k",
+             f"Fig. 8: accuracy vs std (seed {nb.seed0})"),
+            (axes[1], "clients", plan.selected("sweep_methods"), "clients N",
+             f"Fig. 9: accuracy vs number of clients (seed {nb.seed0})")):
         for m in methods:
             ax.plot(plan.settings[key], [sw[key][x][m] for x in plan.settings[key]], marker="o", label=nb.label(m))
         ax.set_xlabel(xlabel)
         ax.set_title(title)
+    seeds = tau["tau_seeds"]
     for t, ax_label in (("tau1", "tau1 (contrastive)"), ("tau2", "tau2 (soft labels)")):
-        ys = [sw["tau"][t][x] for x in plan.settings[t]]
+        ys = [tau["tau"][t][x] for x in plan.settings[t]]
         axes[2].plot(range(len(ys)), ys, marker="o", label=ax_label)
         for i, x in enumerate(plan.settings[t]):
             axes[2].annotate(f"{x:g}", (i, ys[i]), fontsize=7)
     axes[2].set_xlabel("grid position (value annotated)")
-    axes[2].set_title("Fig. 10: FedMPS temperature sensitivity")
+    axes[2].set_title(f"Fig. 10: FedMPS temperature sensitivity (mean of {len(seeds)} seed{'s' * (len(seeds) > 1)})")
     for ax in axes:
         ax.set_ylabel("accuracy (%), paper's convention")
         ax.legend(fontsize=8)
-    fig.suptitle(f"Fashion-MNIST, {plan.settings['rounds']['sweep']} rounds, seed {nb.seed0}")
+    fig.suptitle(f"Fashion-MNIST, {plan.settings['rounds']['sweep']} rounds")
     nb.figure(fig, "Figs. 8-10: accuracy vs noise std, number of clients, and FedMPS temperatures", "fig8_10_sweeps")
-    sens = {t: [sw["tau"][t][x] for x in plan.settings[t]] for t in ("tau1", "tau2")}
-    sens = {t: {"fedmps": {"fmnist": float(np.std(v)) if len(v) > 1 else float("nan")}} for t, v in sens.items()}
+    sens = {t: {"fedmps": {"fmnist": float(np.mean(v)) if len(plan.settings[t]) > 1 else float("nan")}}
+            for t, v in tau["tau_std"].items()}
     df10 = pd.concat({t: report.short_run(report.compare(nb.paper["tables"][f"{t}_sensitivity"], sens[t]), nb.profile)
                       for t in ("tau1", "tau2")}, names=["temperature"])
-    nb.table("**Fig. 10 sensitivity: std (%) of FedMPS accuracy across the temperature grid.**", df10)
+    nb.table(f"**Fig. 10 sensitivity: std (%) of FedMPS accuracy across the temperature grid, per seed, mean over "
+             f"seeds {', '.join(map(str, seeds))}.**", df10)
     return Shown((fig, df10))
 
 
@@ -681,7 +703,7 @@ def show_summary(nb):
 def show_ledger(nb):
     """The claims ledger from the parts the results or the run archive have; writes the report section."""
     plan, part = nb.plan, nb.part
-    sw, t3 = part(lambda: _sweeps(nb)), part(lambda: _table3(nb))
+    sw, tau, t3 = part(lambda: _sweeps(nb)), part(lambda: _temperatures(nb)), part(lambda: _table3(nb))
     pt3, pt6, pt7 = (nb.once(f.__name__, lambda f=f: f(plan)) for f in (paper_table3, paper_table6, paper_table7))
     res = {"table3": t3 and t3["rows"], "table3_head": t3 and t3["head"], "comm": t3 and _uplinks(nb),
            "ways": part(lambda: ways_per_seed(plan, _ways_runs(nb))),
@@ -690,8 +712,7 @@ def show_ledger(nb):
            "attack": part(lambda: _attack(nb).summary()), "comm_cifar10": _communication_cifar(nb),
            "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
            "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7}
-    if sw is not None:
-        res.update(sw, tau_std={t: float(np.std(list(v.values()))) for t, v in sw["tau"].items()})  # across each grid
+    res.update(sw or {}, **{k: v for k, v in (tau or {}).items() if k != "tau_seeds"})
     res = {k: v for k, v in res.items() if v is not None}
     res["trends"] = dict(nb.once("trends", lambda: trends(plan)))
     if t3 and nb.profile == "paper":   # Table III's groups as read, with any seeds added to them

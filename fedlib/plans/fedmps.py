@@ -17,6 +17,9 @@ COMMON_METRIC = "acc_head"
 
 
 SWEEPS = ("stdev", "clients", "tau1", "tau2")   # Figs. 8-10's grids (experiments.yaml, grids)
+#: Fig. 10's grids, trained on every seed of the profile: the claim on them is a per-seed threshold (docs/fedmps.md,
+#: decision 21b), while Figs. 8-9 follow the paper's one run per point (the first seed)
+TEMPERATURES = ("tau1", "tau2")
 
 
 @dataclasses.dataclass
@@ -92,6 +95,17 @@ def grid_configs(plan: Plan, kind: str) -> dict[tuple[str, object], dict]:
                            **{g["field"]: cast(v)}) for m in methods for v in plan.settings[kind]}
 
 
+def temperature_configs(plan: Plan) -> dict[tuple[str, str, object], dict]:
+    """Fig. 10's two grids as one ``{(grid, method, value): config}`` (a grid's value at FedMPS's own temperature is
+    Table III's FedMPS run: the run id leaves the name out)."""
+    return {(t, *k): c for t in TEMPERATURES for k, c in grid_configs(plan, t).items()}
+
+
+def grid_seeds(plan: Plan, kind: str) -> list[int]:
+    """The seeds a grid runs on: every seed for Fig. 10's temperatures, the first for the others (the paper's rule)."""
+    return list(plan.seeds) if kind in TEMPERATURES else plan.seeds[:1]
+
+
 def ways_configs(plan: Plan) -> dict[tuple[str, int], dict]:
     """Table VI: n in the profile's ``ways`` ("under the same random seed")."""
     return grid_configs(plan, "ways")
@@ -111,7 +125,8 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     pp = load_plan("paper")
     return [("FedMPS Table III (paper profile)", table3_configs(pp), pp.seeds),
             ("FedMPS Table VI (paper profile)", ways_configs(pp), pp.seeds[:1]),
-            ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.ablation_seeds())]
+            ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.ablation_seeds()),
+            ("FedMPS Fig. 10 temperature grids (paper profile)", temperature_configs(pp), pp.seeds)]
 
 
 def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
@@ -120,7 +135,7 @@ def all_jobs(plan: Plan) -> list[tuple[dict, int]]:
     jobs = [(c, s) for c in table3_configs(plan).values() for s in c["seeds"]]
     for configs, seeds in ((variant_configs(plan), seed0), (ways_configs(plan), seed0),
                            (ablation_configs(plan), plan.ablation_seeds()),
-                           *((grid_configs(plan, kind), seed0) for kind in SWEEPS)):
+                           *((grid_configs(plan, kind), grid_seeds(plan, kind)) for kind in SWEEPS)):
         jobs += [(c, s) for c in configs.values() for s in seeds]
     return study.unique_jobs(jobs, lambda c: c["train"]["rounds"] * c["train"]["local_epochs"]
                              * c["partition"].get("num_clients", 20) * c["partition"].get("ways", 3))

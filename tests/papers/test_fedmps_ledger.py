@@ -151,9 +151,9 @@ def test_sweeps_time_temperatures_and_attack_name_their_runs(finished):
     assert temp.verdict == C.INCONCLUSIVE and "one seed" in temp.note
     assert [(t.label, round(t.margin, 2)) for t in temp.tests] == [("1 - std across the tau1 grid", 0.59),
                                                                   ("1 - std across the tau2 grid", 0.9)]
-    tc = {t: S.grid_configs(plan, t) for t in ("tau1", "tau2")}   # each side: the grid's lowest and highest run
-    assert sides(temp) == {ids(tc[t][("fedmps", x)], [1234]) for t, x in (("tau1", 0.1), ("tau1", 0.5), ("tau2", 1.0),
-                                                                          ("tau2", 10.0))}
+    tc = {t: S.grid_configs(plan, t) for t in ("tau1", "tau2")}   # each side: the grid's lowest and highest run, on
+    assert sides(temp) == {ids(tc[t][("fedmps", x)], plan.seeds)   # every seed (the claim is per seed)
+                           for t, x in (("tau1", 0.1), ("tau1", 0.5), ("tau2", 1.0), ("tau2", 10.0))}
     leak = by["Uploaded prototypes do not let the server reconstruct the client's images"]
     assert leak.verdict == C.INCONCLUSIVE and leak.tests[0].label == "class average + 0.02 - SSIM"
     assert leak.tests[0].margin == pytest.approx(0.491 + 0.02 - 0.465)
@@ -447,3 +447,35 @@ def test_table6_claim_reads_the_further_seeds_of_each_n_and_names_them(finished)
     got = evidence.plan_claim("FedMPS", 7, n)
     assert {(a.kind, a.group.label, a.added) for a in got.actions} == {
         ("seeds", "FedMPS n = 4", (1235, 1236)), ("seeds", "FedProto n = 4", (1235, 1236))}
+
+
+def test_fig10_grids_run_on_every_seed_and_each_seed_gets_its_own_std(monkeypatch):
+    """Fig. 10's claim is a per-seed threshold, so its grids train (and are archived) on every seed of the profile, and
+    each seed's std is taken across that seed's grid: a hand computation on made-up accuracies."""
+    import types
+
+    plan = S.load_plan("paper")
+    made = {("tau1", 0.1): [0.80, 0.90, 0.85], ("tau1", 0.5): [0.82, 0.90, 0.86], ("tau1", 1.0): [0.84, 0.90, 0.87],
+            ("tau2", 1.0): [0.80, 0.91, 0.85], ("tau2", 2.0): [0.80, 0.91, 0.85], ("tau2", 5.0): [0.80, 0.91, 0.85],
+            ("tau2", 10.0): [0.84, 0.91, 0.85]}
+    asked = {}
+
+    def train(configs, seeds=None, **kw):
+        asked.update(keys=sorted(configs, key=str), seeds=seeds)
+        return {(t, m, v): [{"metrics": {plan.paper_metric(m): {"best": a}}} for a in made[(t, v)]]
+                for (t, m, v) in configs}
+
+    monkeypatch.setattr(S.results, "train", train)
+    nb = types.SimpleNamespace(plan=plan, workers=1, once=lambda key, make: make())
+    got = S._temperatures(nb)
+    assert asked["seeds"] == plan.seeds == [1234, 1235, 1236]
+    assert len(asked["keys"]) == 7 and {k[1] for k in asked["keys"]} == {"fedmps"}
+    assert got["tau_std"]["tau1"] == pytest.approx([np.std([80, 82, 84]), 0.0, np.std([85, 86, 87])])
+    assert got["tau_std"]["tau2"] == pytest.approx([np.sqrt(3), 0.0, 0.0])   # 80, 80, 80, 84: population std sqrt(3)
+    assert got["tau"]["tau1"][0.1] == pytest.approx(85.0) and got["tau_seeds"] == plan.seeds
+    # the paper profile's jobs and archive hold every seed of both grids; Figs. 8-9 keep the first seed
+    jobs = {run_id(c, s) for c, s in S.all_jobs(plan)}
+    assert {run_id(c, s) for c in S.temperature_configs(plan).values() for s in plan.seeds} <= jobs
+    assert not {run_id(c, 1235) for (m, v), c in S.grid_configs(plan, "stdev").items() if v != 2} & jobs  # 2: Table III
+    assert S.archived_tables()[-1][0] == "FedMPS Fig. 10 temperature grids (paper profile)"
+    assert S.archived_tables()[-1][2] == plan.seeds
