@@ -216,7 +216,10 @@ S.paper_protocol_table7(nb)
 # because its claim is judged per seed: each seed's std across the grid, against 1 point (decision 21b).
 
 # %%
-S.fig8_10(nb)
+S.fig8_9(nb)
+
+# %%
+S.fig10(nb)
 
 # %% [markdown]
 # ## Figs. 6-7: t-SNE of the high-level test features

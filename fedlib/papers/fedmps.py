@@ -505,34 +505,41 @@ def _temperatures(nb) -> dict:
     return nb.once("temperatures", make)
 
 
-def fig8_10(nb):
-    """Figs. 8-10: accuracy over the noise std, clients N and FedMPS's temperatures, and Fig. 10's sensitivity."""
+def fig8_9(nb):
+    """Figs. 8-9: accuracy over the noise std and the number of clients N (first seed, the paper's one run a point)."""
     import matplotlib.pyplot as plt
 
-    plan, sw, tau = nb.plan, _sweeps(nb), _temperatures(nb)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    plan, sw = nb.plan, _sweeps(nb)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, key, methods, xlabel, title in (
-            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k",
-             f"Fig. 8: accuracy vs std (seed {nb.seed0})"),
-            (axes[1], "clients", plan.selected("sweep_methods"), "clients N",
-             f"Fig. 9: accuracy vs number of clients (seed {nb.seed0})")):
+            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k", "Fig. 8: accuracy vs std"),
+            (axes[1], "clients", plan.selected("sweep_methods"), "clients N", "Fig. 9: accuracy vs number of clients")):
         for m in methods:
             ax.plot(plan.settings[key], [sw[key][x][m] for x in plan.settings[key]], marker="o", label=nb.label(m))
-        ax.set_xlabel(xlabel)
-        ax.set_title(title)
+        ax.set(xlabel=xlabel, ylabel="accuracy (%), paper's convention", title=title)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Fashion-MNIST, {plan.settings['rounds']['sweep']} rounds, seed {nb.seed0}")
+    return nb.figure(fig, "Figs. 8-9: accuracy vs noise std and number of clients", "fig8_9_sweeps")
+
+
+def fig10(nb):
+    """Fig. 10: FedMPS's accuracy over each temperature grid (mean over seeds) and its std across the grid, per seed,
+    beside the paper's."""
+    import matplotlib.pyplot as plt
+
+    plan, tau = nb.plan, _temperatures(nb)
     seeds = tau["tau_seeds"]
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for t, ax_label in (("tau1", "tau1 (contrastive)"), ("tau2", "tau2 (soft labels)")):
         ys = [tau["tau"][t][x] for x in plan.settings[t]]
-        axes[2].plot(range(len(ys)), ys, marker="o", label=ax_label)
+        ax.plot(range(len(ys)), ys, marker="o", label=ax_label)
         for i, x in enumerate(plan.settings[t]):
-            axes[2].annotate(f"{x:g}", (i, ys[i]), fontsize=7)
-    axes[2].set_xlabel("grid position (value annotated)")
-    axes[2].set_title(f"Fig. 10: FedMPS temperature sensitivity (mean of {len(seeds)} seed{'s' * (len(seeds) > 1)})")
-    for ax in axes:
-        ax.set_ylabel("accuracy (%), paper's convention")
-        ax.legend(fontsize=8)
-    fig.suptitle(f"Fashion-MNIST, {plan.settings['rounds']['sweep']} rounds")
-    nb.figure(fig, "Figs. 8-10: accuracy vs noise std, number of clients, and FedMPS temperatures", "fig8_10_sweeps")
+            ax.annotate(f"{x:g}", (i, ys[i]), fontsize=7)
+    ax.set(xlabel="grid position (value annotated)", ylabel="accuracy (%), paper's convention",
+           title=f"Fig. 10: FedMPS temperature sensitivity\n{plan.settings['rounds']['sweep']} rounds, mean of "
+                 f"{len(seeds)} seed{'s' * (len(seeds) > 1)}")
+    ax.legend(fontsize=8)
+    nb.figure(fig, "Fig. 10: FedMPS's accuracy across its temperature grids", "fig10_temperatures")
     sens = {t: {"fedmps": {"fmnist": float(np.mean(v)) if len(plan.settings[t]) > 1 else float("nan")}}
             for t, v in tau["tau_std"].items()}
     df10 = pd.concat({t: report.short_run(report.compare(nb.paper["tables"][f"{t}_sensitivity"], sens[t]), nb.profile)
