@@ -16,7 +16,7 @@ from fedlib.data import FederatedData
 from fedlib.data.partition import nway_kshot
 from fedlib.data.sources import Dataset
 from fedlib.plans.fedmps import COMMON_METRIC, PAPER_METRIC_PROTO, Plan, ablation_configs, grid_configs, table3_configs
-from fedlib.plans.fedmps import SWEEPS, grid_seeds, ways_configs
+from fedlib.plans.fedmps import grid_seeds, ways_configs
 
 
 def _made_by(done: dict) -> str:
@@ -131,8 +131,7 @@ def trend_groups(plan: Plan) -> dict:
         if m == "fedmps":
             out[("attack",)] = (f"{L(m)} (Table III, seed {seed0[0]})", c, seed0, pm(m))
     for kind, g in plan.spec["grids"].items():   # (kind, method, value)
-        seeds = grid_seeds(plan, kind) if kind in SWEEPS else seed0
-        out.update({(kind, m, v): (g["label"].format(method=L(m), value=v), c, seeds, pm(m))
+        out.update({(kind, m, v): (g["label"].format(method=L(m), value=v), c, grid_seeds(plan, kind), pm(m))
                     for (m, v), c in grid_configs(plan, kind).items()})
     out.update({("ablation", row): (f"FedMPS ablation row {row}", c, plan.ablation_seeds(), PAPER_METRIC_PROTO)
                 for row, c in ablation_configs(plan).items()})
