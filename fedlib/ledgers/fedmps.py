@@ -383,7 +383,8 @@ def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: 
 
 
 def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: dict):
-    """Fig. 10's table (std across each grid), with the trends of each grid's lowest and highest runs."""
+    """Fig. 10's table (std across each grid), with the trends of each grid's lowest and highest runs (their seeds:
+    what the grid was read on, any the evidence planner added included)."""
     if not tau_std:
         return None
     cells = {}
@@ -394,7 +395,8 @@ def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: di
         cells[t] = {"label": t, "std": float(np.mean(v)), "per_seed": v, "n": len(v),
                     "value": math.nan if np.isnan(v).all() else float(np.nanmean(v)),
                     "trend": tr.get((t, "fedmps", lo)), "b_trend": tr.get((t, "fedmps", hi))}
-    return Cells(cells, plan.profile, caveat)
+    read = {t: c["trend"].group.seeds for t, c in cells.items() if c["trend"] is not None and c["trend"].group}
+    return Cells(cells, plan.profile, study.with_added(caveat, study.added_seeds_text(read, plan.seeds)))
 
 
 def _attack_table(plan: Plan, atk, tr: dict):

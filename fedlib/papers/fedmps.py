@@ -489,19 +489,25 @@ def _sweeps(nb) -> dict:
 
 def _temperatures(nb) -> dict:
     """Fig. 10 on every seed: ``{"tau": {grid: {value: seed-mean accuracy}}, "tau_std": {grid: [std per seed]},
-    "tau_seeds": [...]}``; a seed's std is the population std of its accuracies across the grid's values (the grid is
-    the whole set measured; docs/fedmps.md, decision 21b)."""
+    "tau_seeds": {grid: [...]}}``; a seed's std is the population std of its accuracies across the grid's values (the
+    grid is the whole set measured; docs/fedmps.md, decision 21b). Under a decisive profile a grid also reads the seeds
+    the evidence planner added after the profile's, those every one of its values has finished
+    (:func:`fedlib.results.with_more_seeds`; FedMPS's own value is Table III's run, which holds more seeds)."""
     def make():
-        seeds = grid_seeds(nb.plan, "tau1")
-        got = results.train(temperature_configs(nb.plan), seeds=seeds, workers=nb.workers, desc="Fig. 10",
-                            protocol=True)
-        acc = {}
+        configs, seeds = temperature_configs(nb.plan), grid_seeds(nb.plan, "tau1")
+        got = results.train(configs, seeds=seeds, workers=nb.workers, desc="Fig. 10", protocol=True)
+        if nb.plan.profile in DECISIVE_PROFILES:
+            got = results.with_more_seeds(configs, got, protocol=True)
+        acc, read = {}, {}
         for (t, m, v), runs in got.items():
-            acc.setdefault(t, {})[v] = [accuracy(r, nb.plan.paper_metric(m)) for r in runs]
-        return {"tau": {t: {v: float(np.mean(a)) for v, a in row.items()} for t, row in acc.items()},
-                "tau_std": {t: [float(np.std([row[v][i] for v in row])) for i in range(len(seeds))]
-                            for t, row in acc.items()},
-                "tau_seeds": seeds}
+            acc.setdefault(t, {})[v] = {r["seed"]: accuracy(r, nb.plan.paper_metric(m)) for r in runs}
+        for t, row in acc.items():   # the seeds every value of the grid holds, in the order of the first
+            first = next(iter(row.values()))
+            read[t] = [s for s in first if all(s in a for a in row.values())]
+        return {"tau": {t: {v: float(np.mean([a[s] for s in read[t]])) for v, a in row.items()}
+                        for t, row in acc.items()},
+                "tau_std": {t: [float(np.std([row[v][s] for v in row])) for s in read[t]] for t, row in acc.items()},
+                "tau_seeds": read}
     return nb.once("temperatures", make)
 
 
@@ -529,6 +535,7 @@ def fig10(nb):
 
     plan, tau = nb.plan, _temperatures(nb)
     seeds = tau["tau_seeds"]
+    n = sorted({len(v) for v in seeds.values()})
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for t, ax_label in (("tau1", "tau1 (contrastive)"), ("tau2", "tau2 (soft labels)")):
         ys = [tau["tau"][t][x] for x in plan.settings[t]]
@@ -537,7 +544,7 @@ def fig10(nb):
             ax.annotate(f"{x:g}", (i, ys[i]), fontsize=7)
     ax.set(xlabel="grid position (value annotated)", ylabel="accuracy (%), paper's convention",
            title=f"Fig. 10: FedMPS temperature sensitivity\n{plan.settings['rounds']['sweep']} rounds, mean of "
-                 f"{len(seeds)} seed{'s' * (len(seeds) > 1)}")
+                 f"{' or '.join(map(str, n))} seed{'s' * (n[-1] > 1)}")
     ax.legend(fontsize=8)
     nb.figure(fig, "Fig. 10: FedMPS's accuracy across its temperature grids", "fig10_temperatures")
     sens = {t: {"fedmps": {"fmnist": float(np.mean(v)) if len(plan.settings[t]) > 1 else float("nan")}}
@@ -545,7 +552,7 @@ def fig10(nb):
     df10 = pd.concat({t: report.short_run(report.compare(nb.paper["tables"][f"{t}_sensitivity"], sens[t]), nb.profile)
                       for t in ("tau1", "tau2")}, names=["temperature"])
     nb.table(f"**Fig. 10 sensitivity: std (%) of FedMPS accuracy across the temperature grid, per seed, mean over "
-             f"seeds {', '.join(map(str, seeds))}.**", df10)
+             f"seeds {'; '.join(f'{t} ' + ', '.join(map(str, v)) for t, v in seeds.items())}.**", df10)
     return Shown((fig, df10))
 
 
@@ -728,6 +735,9 @@ def show_ledger(nb):
         res["trends"].update(trends(plan, list(added), more=added))
     if res.get("ways") and nb.profile in DECISIVE_PROFILES:   # Table VI's groups as read, any added seeds included
         read = {("ways", m, n): got for n, row in res["ways"]["seeds"].items() for m, got in row.items()}
+        res["trends"].update(trends(plan, list(read), more=read))
+    if tau and nb.profile in DECISIVE_PROFILES:   # Fig. 10's grids on the seeds they were read on, any added included
+        read = {(t, "fedmps", v): got for t, got in tau["tau_seeds"].items() for v in plan.settings[t]}
         res["trends"].update(trends(plan, list(read), more=read))
     if res.get("ablation"):   # Table VII's rows name the seeds they were read on, any the planner added included
         read = {("ablation", row): r["seeds"] for row, r in res["ablation"].items()}

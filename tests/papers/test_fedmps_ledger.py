@@ -460,22 +460,66 @@ def test_fig10_grids_run_on_every_seed_and_each_seed_gets_its_own_std(monkeypatc
             ("tau2", 10.0): [0.84, 0.91, 0.85]}
     asked = {}
 
+    def run(m, seed, a):
+        return {"seed": seed, "metrics": {plan.paper_metric(m): {"best": a}}}
+
     def train(configs, seeds=None, **kw):
         asked.update(keys=sorted(configs, key=str), seeds=seeds)
-        return {(t, m, v): [{"metrics": {plan.paper_metric(m): {"best": a}}} for a in made[(t, v)]]
-                for (t, m, v) in configs}
+        return {(t, m, v): [run(m, s, a) for s, a in zip(seeds, made[(t, v)], strict=True)] for (t, m, v) in configs}
+
+    # seeds the evidence planner added: tau1's ends hold 1237 (and 0.1 also 1238), its middle value is Table III's run
+    # (1237-1239); tau2's values hold none, so tau2 stays on the profile's seeds
+    added = {("tau1", 0.1): {1237: 0.70, 1238: 0.99}, ("tau1", 0.5): {1237: 0.72, 1238: 0.5, 1239: 0.5},
+             ("tau1", 1.0): {1237: 0.74}}
+
+    def with_more_seeds(configs, runs, protocol=False):
+        assert protocol
+        return {(t, m, v): got + [run(m, s, a) for s, a in added.get((t, v), {}).items()]
+                for (t, m, v), got in runs.items()}
 
     monkeypatch.setattr(S.results, "train", train)
+    monkeypatch.setattr(S.results, "with_more_seeds", with_more_seeds)
     nb = types.SimpleNamespace(plan=plan, workers=1, once=lambda key, make: make())
     got = S._temperatures(nb)
     assert asked["seeds"] == plan.seeds == [1234, 1235, 1236]
     assert len(asked["keys"]) == 7 and {k[1] for k in asked["keys"]} == {"fedmps"}
-    assert got["tau_std"]["tau1"] == pytest.approx([np.std([80, 82, 84]), 0.0, np.std([85, 86, 87])])
+    assert got["tau_std"]["tau1"] == pytest.approx([np.std([80, 82, 84]), 0.0, np.std([85, 86, 87]),
+                                                    np.std([70, 72, 74])])
     assert got["tau_std"]["tau2"] == pytest.approx([np.sqrt(3), 0.0, 0.0])   # 80, 80, 80, 84: population std sqrt(3)
-    assert got["tau"]["tau1"][0.1] == pytest.approx(85.0) and got["tau_seeds"] == plan.seeds
+    assert got["tau_seeds"] == {"tau1": [1234, 1235, 1236, 1237], "tau2": plan.seeds}
+    assert got["tau"]["tau1"][0.1] == pytest.approx((80 + 90 + 85 + 70) / 4)   # 1238: not every value holds it
+    assert got["tau"]["tau2"][10.0] == pytest.approx((84 + 91 + 85) / 3)
+    quick = types.SimpleNamespace(plan=S.load_plan("quick"), workers=1, once=lambda key, make: make())
+    monkeypatch.setattr(S.results, "with_more_seeds", lambda *a, **k: pytest.fail("a quick profile read added seeds"))
+    made.update({k: v[:1] for k, v in made.items()})   # quick: one seed, the same grids
+    assert S._temperatures(quick)["tau_seeds"] == {"tau1": [1234], "tau2": [1234]}
     # the paper profile's jobs and archive hold every seed of both grids; Figs. 8-9 keep the first seed
     jobs = {run_id(c, s) for c, s in S.all_jobs(plan)}
     assert {run_id(c, s) for c in S.temperature_configs(plan).values() for s in plan.seeds} <= jobs
     assert not {run_id(c, 1235) for (m, v), c in S.grid_configs(plan, "stdev").items() if v != 2} & jobs  # 2: Table III
     assert S.archived_tables()[-1][0] == "FedMPS Fig. 10 temperature grids (paper profile)"
     assert S.archived_tables()[-1][2] == plan.seeds
+
+
+def test_fig10_claim_reads_the_seeds_added_to_its_grid_and_the_planner_adds_them_there(finished):
+    """Fig. 10's claim (a per-seed std against 1 point) on the seeds its tau1 grid was read on, any the evidence
+    planner added included: its sides name those runs and the seeds, the note says which were added, and with one seed
+    against the margin the planner asks for seeds on the grid's run groups (not the profile's)."""
+    from fedlib import evidence
+
+    paper = S.load_plan("paper")
+    tc = S.temperature_configs(paper)
+    tau_seeds = {"tau1": list(range(1234, 1238)), "tau2": paper.seeds}
+    tau = {"tau1": {0.1: 88.0, 0.5: 90.0, 1.0: 89.0}, "tau2": {1.0: 89.0, 2.0: 89.1, 5.0: 89.2, 10.0: 89.3}}
+    std = {"tau1": [1.2, 1.1, 0.9, 1.3], "tau2": [0.2, 0.3, 0.25]}
+    read = {(t, "fedmps", v): got for t, got in tau_seeds.items() for v in paper.settings[t]}
+    res = {"tau": tau, "tau_std": std, "trends": S.trends(paper, list(read), more=read)}
+    (c,) = [c for c in S.ledger(paper, res) if c.source == "Fig. 10"]
+    t1 = next(t for t in c.tests if "tau1" in t.label)
+    assert t1.n == 4 and round(t1.margin, 3) == round(1 - np.mean(std["tau1"]), 3)
+    assert sides(c) >= {ids(tc[("tau1", "fedmps", 0.1)], range(1234, 1238)),
+                        ids(tc[("tau1", "fedmps", 0.5)], range(1234, 1238))}
+    assert "the seeds the evidence planner added: tau1 1237" in c.note and c.verdict == C.INCONCLUSIVE
+    got = evidence.plan_claim("FedMPS", 13, c)
+    assert {a.kind for a in got.actions} == {"seeds"}
+    assert {a.added for a in got.actions} == {(1238, 1239, 1240)}
