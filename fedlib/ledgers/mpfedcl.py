@@ -44,16 +44,21 @@ def equal_budget_seeds(plan: Plan, records: dict[str, list[list[dict]]]) -> tupl
     return budgets, out
 
 
-def trends(plan: Plan) -> dict:
+def trends(plan: Plan, more: dict | None = None) -> dict:
     """``{(GRIDS' key, *configs' key): Trend}`` (mean over clients; ``budget``: Table VI's) of the finished run groups
-    behind the ledger's cells; each names its runs for the evidence planner."""
+    behind the ledger's cells; each names its runs for the evidence planner. ``more``: ``{key: seeds}`` of groups read
+    with the seeds added after the grid's (their trends say so, and only those are returned)."""
     out = {}
     for grid, (_, name, label) in [*GRIDS.items(), ("table6", ("all", "budget", "{L} (Table VI, equal time)"))]:
         for key, cfg in configs(plan, grid).items() if name else ():
             m, x = key if isinstance(key, tuple) else ("mpfedcl", key) if grid in ("k", "attack") else (key, None)
-            t = study.trend(label.format(L=plan.label(m), x=x), cfg, plan.grid_seeds(grid), plan.metric(m), "mean")
+            k = (name, *(key if isinstance(key, tuple) else (key,)))
+            if more is not None and k not in more:
+                continue
+            seeds = plan.grid_seeds(grid) if more is None else more[k]
+            t = study.trend(label.format(L=plan.label(m), x=x), cfg, seeds, plan.metric(m), "mean", more is not None)
             if t is not None:
-                out[(name, *(key if isinstance(key, tuple) else (key,)))] = t
+                out[k] = t
     return out
 
 
@@ -76,6 +81,13 @@ def tables(plan: Plan, res: dict) -> dict:
         return {(x, m): _claim_cell(L(m), v, tr.get((kind, m, x))) for x, row in (res.get(kind) or {}).items()
                 for m, v in row.items()}
 
+    def sweep_table(kind):   # its note names the seeds the evidence planner added to a (method, value)
+        cells_ = sweep(kind)
+        read = {f"{c['label']} {x:g}": c["trend"].group.seeds for (x, _), c in cells_.items()
+                if c["trend"] is not None and c["trend"].group is not None}
+        added = study.added_seeds_text(read, plan.grid_seeds(kind))
+        return Cells(cells_, prof, study.with_added(caveat, added)) if cells_ else None
+
     t6, comm, fs, fs_seeds = (res.get(k) or {} for k in ("table6", "comm", "feature_skew", "feature_skew_seeds"))
     budget = {m: _claim_cell(L(m), v["accuracy"], tr.get(("budget", m))) for m, v in (res.get("budget") or {}).items()}
     nb = min((c["n"] for c in budget.values()), default=None)   # the fewest seeds of a cell
@@ -95,7 +107,7 @@ def tables(plan: Plan, res: dict) -> dict:
         "comm": table({k: {"label": k, "value": comm.get(k, math.nan)} for k in ("prototypes", "model", "full")},
                       seeds=len(plan.seeds)) if comm else None,
         "k": table({k: _claim_cell(f"K = {k}", v, tr.get(("k", k))) for k, v in (res.get("k") or {}).items()}),
-        "alpha": table(sweep("alpha")), "clients": table(sweep("clients")),
+        "alpha": sweep_table("alpha"), "clients": sweep_table("clients"),
         "budget": table(budget, seeds=nb, text={"over": "" if nb == 1 else f" (mean ± std over {nb} seeds)",
                                                 "each_seed": "" if nb == 1 else ", on each seed"}),
         "feature_skew": table({m: {"label": L(m), "value": v, "per_seed": fs_seeds.get(m), "n": len(plan.seeds),

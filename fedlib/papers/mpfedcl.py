@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib import report, results, study
-from fedlib.claims import sample_std
+from fedlib.claims import DECISIVE_PROFILES, sample_std
 from fedlib.plans.mpfedcl import (  # noqa: F401  (re-exported: the study's plan part)
     GRIDS, Plan, all_jobs, archived_tables, config, configs, load_plan)
 from fedlib.study.notebook import Shown
@@ -261,15 +261,33 @@ def fig5(nb, draw: bool = True):
     return Shown((fig, pd.DataFrame({"accuracy (%)": k_acc, "std": k_std}).round(2)))
 
 
+def sweep_runs(nb, grid: str) -> dict:
+    """``{(method, value): [summary per seed]}`` of Fig. 8 (``alpha``) or Fig. 9a (``clients``) over the grid's seeds
+    (:meth:`~Plan.grid_seeds`); under a decisive profile each (method, value) goes on with the seeds the evidence
+    planner added to its runs (:func:`fedlib.results.with_more_seeds`)."""
+    def make():
+        cfgs, desc = configs(nb.plan, grid), {"alpha": "Fig. 8", "clients": "Fig. 9"}[grid]
+        runs = results.train(cfgs, seeds=nb.plan.grid_seeds(grid), workers=nb.workers, desc=desc)
+        return results.with_more_seeds(cfgs, runs) if nb.plan.profile in DECISIVE_PROFILES else runs
+    return nb.once(grid, make)
+
+
 def sweep(nb, grid: str) -> dict:
-    """Fig. 8 (``alpha``) or Fig. 9a (``clients``) on MNIST over the grid's seeds (:meth:`~Plan.grid_seeds`):
-    ``{value: {method: [accuracy per seed]}}``."""
-    out, desc = {}, {"alpha": "Fig. 8", "clients": "Fig. 9"}[grid]
-    runs = nb.once(grid, lambda: results.train(configs(nb.plan, grid), seeds=nb.plan.grid_seeds(grid),
-                                               workers=nb.workers, desc=desc))
-    for (m, x), got in runs.items():
+    """Fig. 8 (``alpha``) or Fig. 9a (``clients``) on MNIST (:func:`sweep_runs`): ``{value: {method: [accuracy per
+    seed]}}``."""
+    out = {}
+    for (m, x), got in sweep_runs(nb, grid).items():
         out.setdefault(x, {})[m] = [accuracy(nb.plan, m, r) for r in got]
     return out
+
+
+def sweep_seeds(plan, grid: str, acc: dict) -> dict:
+    """``{(grid's trend key, method, value): [the seeds read]}`` of a sweep's accuracies (:func:`sweep`): the grid's
+    seeds, then one per further value, those the evidence planner added (the seeds after the grid's, in turn:
+    :func:`fedlib.results.more_seeds`)."""
+    name, own = GRIDS[grid][1], plan.grid_seeds(grid)
+    return {(name, m, x): own + list(range(max(own) + 1, max(own) + 1 + len(v) - len(own)))
+            for x, row in acc.items() for m, v in row.items()}
 
 
 def fig8_9(nb, draw: bool = True):
@@ -312,8 +330,10 @@ def fig8_9(nb, draw: bool = True):
     acc = pd.concat(parts).rename(columns=L)
     out = [fig, acc]
     over = {"alpha": "Fig. 8 over seeds {}", "clients": "Fig. 9a over seeds {}"}
+    added = {g: study.added_seeds_text({f"{L(m)} {x:g}": got for (_, m, x), got in sweep_seeds(plan, g, a).items()},
+                                       seeds[g]) for g, a in (("alpha", alpha_acc), ("clients", n_acc)) if g in parts}
     texts = ["**Figs. 8-9: accuracy (%) over label skew and clients (MNIST), last round, mean ± std; "
-             + "; ".join(over[g].format(seeds[g]) for g in parts) + ".**", acc]
+             + "; ".join(over[g].format(seeds[g]) + added[g] for g in parts) + ".**", acc]
     if n_acc is not None:
         n_loss = pd.DataFrame({L(m): {n: float(np.mean([results.rounds(cfg, s)[-1]["train_loss"]
                                                          for s in seeds["clients"]]))
@@ -413,7 +433,11 @@ def show_ledger(nb):
            "feature_skew": fs and fs["mean"], "feature_skew_seeds": fs and fs["per_seed"],
            "budget": part(lambda: show_table8(nb, draw=False)), "attack": part(lambda: show_attack(nb, draw=False))}
     res = {k: v for k, v in res.items() if v is not None}
-    res["trends"] = nb.once("trends", lambda: trends(nb.plan))
+    res["trends"] = dict(nb.once("trends", lambda: trends(nb.plan)))
+    for grid in ("alpha", "clients"):   # the sweeps' groups on the seeds read, any the evidence planner added included
+        if res.get(grid) and nb.profile in DECISIVE_PROFILES:
+            read = sweep_seeds(nb.plan, grid, res[grid])
+            res["trends"].update(trends(nb.plan, more=read))
     return nb.ledger(ledger(nb.plan, res), record=False)
 
 

@@ -238,3 +238,29 @@ def test_figs_8_9_draw_the_sweep_the_archive_holds_and_leave_the_other_out(tmp_p
     monkeypatch.setattr(M, "sweep", lambda nb, grid: sweep(nb, "alpha"))
     with pytest.raises(results.NotArchived, match="neither sweep"):
         M.fig8_9(nb)
+
+
+def test_label_skew_claim_reads_seeds_added_to_a_sweep_point_and_the_planner_adds_them_there(finished):
+    """Fig. 8's claim on the seeds each (method, alpha) was read on: at alpha 0.1 MP- and SP-FedCL hold 14 (the grid's
+    12 and two the evidence planner added, :func:`sweep_seeds`), compared paired on all 14, the sides naming those
+    runs and the note the added seeds; the planner then adds seeds to those run groups, not to the profile."""
+    from fedlib import evidence
+
+    plan = M.load_plan("paper")
+    al, own = M.configs(plan, "alpha"), plan.grid_seeds("alpha")
+    rng = np.random.default_rng(0)
+    sp = list(85.0 + rng.normal(0, 2, 14))
+    alpha = {1.0: {"mpfedcl": [87.0] * 12, "spfedcl": [87.0] * 12},
+             0.1: {"mpfedcl": [x + d for x, d in zip(sp, [-1.5, 0.7] * 7, strict=True)], "spfedcl": sp}}
+    read = M.sweep_seeds(plan, "alpha", alpha)
+    assert read[("alpha", "mpfedcl", 0.1)] == list(range(14)) and read[("alpha", "spfedcl", 1.0)] == own
+    tr = {**M.trends(plan), **M.trends(plan, more=read)}
+    (c,) = [c for c in M.ledger(plan, {"alpha": alpha, "trends": tr}) if c.source == "Fig. 8"]
+    low = next(t for t in c.tests if t.label.endswith("(alpha 0.1)"))
+    assert (low.n, low.paired, round(low.margin, 3)) == (14, True, -0.4)
+    assert sides(c) >= {ids(al[(m, 0.1)], range(14)) for m in ("mpfedcl", "spfedcl")}
+    assert "the seeds the evidence planner added: MP-FedCL 0.1 12-13; SP-FedCL 0.1 12-13" in c.note
+    assert c.verdict == C.INCONCLUSIVE
+    got = evidence.plan_claim("MP-FedCL", 8, c).actions   # alpha 1 is a tie; alpha 0.1 goes against the claim
+    assert {(a.kind, a.group.label, a.added) for a in got} == {
+        ("seeds", f"{label} alpha 0.1", tuple(range(14, 28))) for label in ("MP-FedCL", "SP-FedCL")}
