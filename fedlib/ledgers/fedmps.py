@@ -395,8 +395,8 @@ def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: di
         cells[t] = {"label": t, "std": float(np.mean(v)), "per_seed": v, "n": len(v),
                     "value": math.nan if np.isnan(v).all() else float(np.nanmean(v)),
                     "trend": tr.get((t, "fedmps", lo)), "b_trend": tr.get((t, "fedmps", hi))}
-    read = {t: c["trend"].group.seeds for t, c in cells.items() if c["trend"] is not None and c["trend"].group}
-    return Cells(cells, plan.profile, study.with_added(caveat, study.added_seeds_text(read, plan.seeds)))
+    added = study.added_seeds_of({t: c["trend"] for t, c in cells.items()}, plan.seeds)
+    return Cells(cells, plan.profile, study.with_added(caveat, added))
 
 
 def _attack_table(plan: Plan, atk, tr: dict):

@@ -83,9 +83,8 @@ def tables(plan: Plan, res: dict) -> dict:
 
     def sweep_table(kind):   # its note names the seeds the evidence planner added to a (method, value)
         cells_ = sweep(kind)
-        read = {f"{c['label']} {x:g}": c["trend"].group.seeds for (x, _), c in cells_.items()
-                if c["trend"] is not None and c["trend"].group is not None}
-        added = study.added_seeds_text(read, plan.grid_seeds(kind))
+        added = study.added_seeds_of({f"{c['label']} {x:g}": c["trend"] for (x, _), c in cells_.items()},
+                                     plan.grid_seeds(kind))
         return Cells(cells_, prof, study.with_added(caveat, added)) if cells_ else None
 
     t6, comm, fs, fs_seeds = (res.get(k) or {} for k in ("table6", "comm", "feature_skew", "feature_skew_seeds"))
