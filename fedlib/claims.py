@@ -137,6 +137,11 @@ def _signed_sums(x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- trends
 
+#: points a curve the plateau criterion called plateaued (at 100 rounds or more) can still gain: on the archive's
+#: extended runs, cut at 100-300 rounds on the rules the ledgers compare, 7 of the 20 curves it called plateaued went
+#: on to gain 0.2 points or more, at most 0.73 (fedlib.plateau.extended_check; docs/runs.md, "Runs to a plateau").
+#: A decision whose side behind plateaued with less than this to spare says so (:meth:`Comparison.spare`)
+PLATEAU_SLACK = 0.75
 #: the factor on a still-rising side's projected gain (:meth:`Trend.reach`): on the archive's benchmark curves still
 #: rising at round 25 (88 of 100) or 50 (81), projected to round 100 (the 4x and 2x horizons), the bound with it
 #: covered every curve's actual gain (fedlib.plateau.reach_check; docs/runs.md, "Runs to a plateau")
@@ -276,6 +281,17 @@ class Comparison:
             if abs(self.margin) - behind.reach() <= spread:
                 return OPEN
         return FOR if self.margin > 0 else AGAINST
+
+    def spare(self, converged: bool = True) -> float | None:
+        """What a decided comparison has to spare against a later gain of its side behind, where that side
+        plateaued (under the ``converged`` profile): the margin beyond the seed spread, or, decided by the exact test
+        alone, the margin itself (a gain of the side behind shifts every paired difference by about as much); None
+        where it is not such a comparison."""
+        behind = self.behind if converged else None
+        if behind is None or not behind.plateaued or self.status(converged) not in (FOR, AGAINST):
+            return None
+        beyond = not math.isnan(self.spread) and abs(self.margin) > self.spread
+        return abs(self.margin) - self.spread if beyond else abs(self.margin)
 
     def seeds_to_separate(self, power: float = POWER) -> float:
         """About how many seeds per side the exact test would need to go below :data:`ALPHA` with probability
@@ -464,6 +480,13 @@ def combine(tests: Sequence[Comparison], converged: bool) -> tuple[str, str]:
     note = ("; decided before the curves plateaued (early decision): " + "; ".join(
         f"{t.label}: {t.behind.text()}, at most +{t.behind.reach():.2f} to come" for t in early)
             ) if converged and early else ""
+    thin = [t for t in tests if (x := t.spare(converged)) is not None and x < PLATEAU_SLACK]
+    if thin:
+        note += ("; decided on a plateau with little to spare (curves called plateaued have gone on to gain up to "
+                 f"{PLATEAU_SLACK:g} points): " + "; ".join(
+                     f"{t.label}: {t.behind.label} plateaued"
+                     + (f" from round {t.behind.since}" if t.behind.since else "")
+                     + f" at {t.behind.rounds} rounds, {t.spare(converged):.2f} to spare" for t in thin))
     if against:
         return NOT_SUPPORTED, f"{decided_by(against)} against the claim: " + "; ".join(t.text() for t in against) + note
     within = [t for t in tests if state[t] == WITHIN]

@@ -29,6 +29,11 @@ open and what would decide it (:func:`plan`):
 - a claim judged on a short profile only, or on runs the ledger does not name: the profile or command that makes
   its runs.
 
+``--confirm`` lists the decided claims (converged profile) that rest on a plateau with little to spare
+(:func:`confirmations`: less than :data:`fedlib.claims.PLATEAU_SLACK` beyond the spread, on a side behind whose
+plateau has held for fewer than :data:`fedlib.plateau.STEP` rounds) with the step that would show the plateau hold,
+and ``--confirm --run`` takes those steps (:func:`confirm`).
+
 Costs are CPU-hours on this kind of machine, estimated from the archive's own measured median seconds per round
 of each run group (one torch thread per run), counting the rounds a run must train: an archived run keeps no
 checkpoint, so extending it trains its first rounds again, unless the results folder holds its checkpoint. The
@@ -73,6 +78,10 @@ NEAR_TIE_NEED = ("nothing this planner would run: a near-tie no affordable numbe
 DERIVE_SECONDS = 110.0
 #: the kinds ``--run`` does
 RUNNABLE = ("extend", "seeds")
+#: the kind of :class:`Action` that takes a plateaued side behind one step further to see its plateau hold, where a
+#: decided comparison has less than :data:`fedlib.claims.PLATEAU_SLACK` to spare (:func:`confirmations`;
+#: ``--confirm``)
+CONFIRM = "confirm"
 #: what an :class:`Item` of a claim not tested here needs: its "open because" is the ledger's reason
 NOT_TESTED_NEED = "what the reason names (outside this planner, which adds rounds or seeds to archived run groups)"
 
@@ -101,6 +110,9 @@ class Action:
         g = self.group
         if self.kind == "extend":
             return f"extend {g.label} (seeds {', '.join(map(str, g.seeds))}) towards its plateau, {self.rounds}+ rounds"
+        if self.kind == CONFIRM:
+            return (f"extend {g.label} (seeds {', '.join(map(str, g.seeds))}) one step, to {self.rounds} rounds, to "
+                    "see its plateau hold")
         if self.kind == PAST_CAP:
             return (f"{g.label} is still rising at the {self.rounds // 2}-round cap: only runs past it "
                     f"({self.rounds} rounds, a longer budget than the converged profile's) could decide")
@@ -264,6 +276,58 @@ def plan_claim(section: str, number: int, claim: C.Claim) -> Item | None:
     return Item(section, number, claim, "; ".join(whys) or "see the ledger's note", unique, need)
 
 
+def confirmations(ledgers: dict[str, list[C.Claim]]) -> list[Item]:
+    """The decided claims (converged profile) with a comparison decided on a plateau with little to spare
+    (:meth:`fedlib.claims.Comparison.spare` below :data:`fedlib.claims.PLATEAU_SLACK`) whose side behind has held its
+    plateau for fewer than :data:`fedlib.plateau.STEP` rounds: each with the step that would show the plateau hold
+    (:data:`CONFIRM`), cheapest first. Once the side has been taken a step further the rule judges it again at its
+    new length (the plateau may have held, or the curve risen: then the early decision or an extension decides);
+    a plateau held a step is not asked for again."""
+    from fedlib import plateau
+
+    items = []
+    for section, cs in ledgers.items():
+        for i, c in enumerate(cs, 1):
+            if c.verdict not in (C.SUPPORTED, C.NOT_SUPPORTED) or c.profile != "converged":
+                continue
+            actions, whys = [], []
+            for t in c.tests:
+                spare, b = t.spare(), t.behind
+                if spare is None or spare >= C.PLATEAU_SLACK or b.group is None or b.rounds >= plateau.CAP or (
+                        b.since is not None and b.rounds - b.since >= plateau.STEP):
+                    continue
+                target = min(plateau.CAP, b.rounds + plateau.STEP)
+                rounds = sum(target - min(target, checkpointed_rounds(b.group.cfg, s)) for s in b.group.seeds)
+                actions.append(Action(CONFIRM, b.group, target, len(b.group.seeds),
+                                      rounds * seconds_per_round(b.group)))
+                whys.append(f"{t.label}: {b.label} plateaued" + (f" from round {b.since}" if b.since else "")
+                            + f" at {b.rounds} rounds, {spare:.2f} to spare")
+            if actions:
+                items.append(Item(section, i, c, "; ".join(whys), list({a.key: a for a in actions}.values())))
+    return sorted(items, key=lambda it: (it.cost, it.section, it.number))
+
+
+def confirm(items: list[Item], budget: float, workers: int | None = None, progress: bool = True) -> list:
+    """Take the sides of :func:`confirmations` one step further, cheapest first, within ``budget`` seconds of wall
+    time (times ``workers``, as :func:`run`), each run archived in place of its shorter record as it is kept
+    (:func:`keep`); a step under way at the deadline finishes (interrupted, its runs resume from their checkpoints).
+    Returns the run groups taken further."""
+    from fedlib import grid, plateau
+
+    deadline = time.time() + budget
+    _, actions, _ = within_budget(items, budget * max(1, workers or 1), kinds=(CONFIRM,))
+    done = []
+    for a in actions:
+        if time.time() >= deadline:
+            break
+        jobs = [(plateau.extended(a.group.cfg, a.rounds), s) for s in a.group.seeds]
+        grid.run_many(jobs, workers=workers, progress=progress, desc=f"confirming {a.group.label}: {a.rounds} rounds")
+        for cfg, s in jobs:
+            keep(cfg, s)
+        done.append(a.group)
+    return done
+
+
 def near_tie(t: C.Comparison) -> str:
     """Why a comparison within the seed spread is a near-tie that the plan asks no seeds for (``""`` where it is
     not): its sides are identical on every seed, or even a margin one standard error larger than measured would need
@@ -359,6 +423,7 @@ def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str
     capped = sum(1 for it in items if it.actions and any(a.kind == PAST_CAP for a in it.actions))
     ties = sum(1 for it in items if it.need == NEAR_TIE_NEED)
     untested = sum(1 for it in items if it.claim.verdict == C.NOT_TESTED)
+    thin = confirmations(ledgers)
     return (f"claims decided: {decided} of {testable} testable; the next {budget_hours:g} CPU-hours of extensions and "
             f"added seeds ({hours(spent)} h planned) would bring {len(chosen)} more to where the rule can decide "
             f"them (a plateau, the cap, or seeds enough for the exact test); {seeds} more need a profile's seeds to "
@@ -367,7 +432,12 @@ def summary(ledgers: dict, items: list[Item], budget_hours: float = 10.0) -> str
             + (f"; {ties} {'is a near-tie' if ties == 1 else 'are near-ties'} that no affordable number of seeds "
                "would decide" if ties else "")
             + (f"; {untested} {'is' if untested == 1 else 'are'} not tested here (each listed with what is "
-               "missing: data, weights or archived runs)" if untested else ""))
+               "missing: data, weights or archived runs)" if untested else "")
+            + (f"; of the decided, {len(thin)} rest{'s' if len(thin) == 1 else ''} on a plateau held for fewer than "
+               f"{plateau.STEP} rounds with less than {C.PLATEAU_SLACK:g} points to spare (one step further would "
+               f"show it hold: {hours(sum({a.key: a.cost for it in thin for a in it.actions}.values()))} "
+               "CPU-hours, `python -m fedlib evidence --confirm`)"
+               if thin else ""))
 
 
 

@@ -224,12 +224,14 @@ def derive_values(how: tuple, cfg: dict, seed: int) -> int:
     return archive.add_derived(cfg, seed)
 
 
-def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4) -> dict:
+def reach_check(curves: dict, cut: int = 25, end: int | None = 100, cap_factor: int = 4,
+                cap: int | None = None) -> dict:
     """How well :meth:`fedlib.claims.Trend.reach` bounds what curves really gained: each group's seed curves
-    (``{label: [per-seed curve]}``, at least ``end`` rounds; :func:`fedlib.papers.benchmark.reach_curves` gives the
-    benchmark's) cut at ``cut`` rounds, its reach projected to
-    ``cut * cap_factor`` rounds (the horizon from 100 rounds to the 400-round cap), against the gain its seed-mean
-    best-so-far curve actually made from round ``cut`` to ``end``. Returns ``{"groups", "rising", "covered",
+    (``{label: [per-seed curve]}``; :func:`fedlib.papers.benchmark.reach_curves` gives the benchmark's,
+    :func:`extended_curves` the archive's extended groups) cut at ``cut`` rounds, its reach projected to ``cap``
+    rounds (default ``cut * cap_factor``: the 4x horizon from 100 rounds to the 400-round cap), against the gain its
+    seed-mean best-so-far curve actually made from round ``cut`` to ``end`` (None: each group's own length, its
+    shortest seed's). Groups not longer than the cut are left out. Returns ``{"groups", "rising", "covered",
     "misses": {label: points short}, "plateau_misses": {label: points gained after the cut}}``: of the groups still
     rising at the cut, how many the reach covered; and the groups the plateau criterion called plateaued at the cut
     that still gained 0.2 points or more (docs/runs.md, "Runs to a plateau")."""
@@ -238,18 +240,68 @@ def reach_check(curves: dict, cut: int = 25, end: int = 100, cap_factor: int = 4
 
     misses, early, n, rising = {}, {}, 0, 0
     for label, seeds in curves.items():
-        seeds = [c for c in seeds if len(c) >= end]
-        if not seeds:
+        stop = min((len(c) for c in seeds), default=0) if end is None else end
+        seeds = [c for c in seeds if len(c) >= stop]
+        if not seeds or stop <= cut:
             continue
         n += 1
-        best = np.maximum.accumulate(np.asarray([c[:end] for c in seeds], float), axis=1).mean(axis=0)
+        best = np.maximum.accumulate(np.asarray([c[:stop] for c in seeds], float), axis=1).mean(axis=0)
         t = trend(label, [c[:cut] for c in seeds])
-        actual = float(best[end - 1] - best[cut - 1])
+        actual = float(best[stop - 1] - best[cut - 1])
         if t.plateaued:
             if actual >= 0.2:
                 early[label] = actual
             continue
         rising += 1
-        if actual > t.reach(cap=cut * cap_factor) + 1e-9:
-            misses[label] = actual - t.reach(cap=cut * cap_factor)
+        bound = t.reach(cap=cut * cap_factor if cap is None else cap)
+        if actual > bound + 1e-9:
+            misses[label] = actual - bound
     return {"groups": n, "rising": rising, "covered": rising - len(misses), "misses": misses, "plateau_misses": early}
+
+
+#: the accuracy rules the claims ledgers compare (a method's head, or its nearest global prototype)
+COMPARED_RULES = ("acc_head", "acc_proto")
+#: the rounds at which :func:`extended_check` cuts the extended curves
+CHECK_CUTS = (100, 150, 200, 250, 300)
+
+
+def extended_curves(root=None, rules=COMPARED_RULES) -> dict:
+    """``{"<run name> <rule>": [per-seed curve]}`` of every run group the archive holds extended past its config's
+    rounds (``extended_from`` in its summary), on each of ``rules`` its runs record (None: every accuracy rule), in %
+    (the seeds of one group share their config but for the seed); diverged seeds left out. What the early decision's
+    bound is checked on over the horizons it projects (:func:`reach_check` with ``end=None``, ``cap=CAP``;
+    docs/runs.md)."""
+    import json
+    from pathlib import Path
+
+    from fedlib import archive
+
+    groups: dict = {}
+    for folder in sorted(p for p in Path(root or archive.ARCHIVE).iterdir() if p.is_dir()):
+        try:
+            cfg, seed = archive.entry_config(folder)
+        except ValueError:
+            continue
+        summary = archive.summary(cfg, seed, root)
+        if not summary or not summary.get("extended_from"):
+            continue
+        key = json.dumps({k: v for k, v in cfg.items() if k != "seeds"}, sort_keys=True, default=str)
+        name = summary.get("name") or cfg.get("name", "?")
+        groups.setdefault(key, (name, []))[1].append(archive.rounds(cfg, seed, root))
+    out: dict = {}
+    for name, runs in groups.values():
+        runs = [r for r in runs if r and not any(q.get("diverged") for q in r)]
+        have = sorted(set.intersection(*(set(next((q["acc"] for q in r if "acc" in q), {})) for r in runs))
+                      ) if runs else []
+        for rule in (x for x in have if rules is None or x in rules):
+            out[f"{name} {rule}"] = [curve(r, rule) for r in runs]
+    return out
+
+
+def extended_check(root=None, cuts=CHECK_CUTS, rules=COMPARED_RULES) -> dict:
+    """The verdict rule's two judgements of a curve checked on the horizons the archive's extended runs reach
+    (:func:`extended_curves`): ``{cut: reach_check(...)}``, each group cut at ``cut`` rounds and compared with what it
+    gained by its own last round; the early decision's reach projected to :data:`CAP`. docs/runs.md gives the
+    numbers and what they mean for the verdicts (:data:`fedlib.claims.PLATEAU_SLACK`)."""
+    curves = extended_curves(root, rules)
+    return {cut: reach_check(curves, cut=cut, end=None, cap=CAP) for cut in cuts}

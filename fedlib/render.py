@@ -173,8 +173,11 @@ def render(names=SECTIONS, figures: bool = False) -> tuple[str, list[Section]]:
                   "supported need the paper protocol or the converged profile and a margin beyond the seed spread "
                   "(sample std) or an exact test; under the converged profile a comparison counts once the side "
                   "behind has plateaued, or its margin survives what that side could still gain up to the 400-round "
-                  "cap; short-profile, one-seed and within-spread evidence is inconclusive; a claim that holds by how "
-                  "the method is built, message counts included, is by construction).", "",
+                  f"cap (a decision on a plateau with less than {claims.PLATEAU_SLACK:g} points to spare says so: "
+                  "curves called plateaued have gone on to gain nearly that much, docs/runs.md); short-profile, "
+                  "one-seed and "
+                  "within-spread evidence is inconclusive; a claim that holds by how the method is built, message "
+                  "counts included, is by construction).", "",
                   to_markdown(claims.report_summary(with_ledger))]
         lines += ["", evidence_line(sections)]
     for s in sections:
@@ -278,6 +281,9 @@ def _evidence_parser():
     parser.add_argument("--device", default=None, type=device_arg,
                         help="cuda: train the plan's extensions on the GPU, each group's seeds stacked "
                              "(scripts/gpu_evidence.sh; default: this machine's CPU)")
+    parser.add_argument("--confirm", action="store_true",
+                        help="list the decided claims resting on a young plateau with little to spare and the step "
+                             "that would show it hold; with --run, take those steps within --budget")
     return parser
 
 
@@ -287,6 +293,13 @@ def _run_and_compare(books: dict, items: list, budget: float, workers, device, p
 
     before = {(s, i): c.verdict for s, cs in books.items() for i, c in enumerate(cs, 1)}
     evidence.run(items, budget, workers, device=device, plan_hours=plan_hours)
+    _print_changed(before)
+
+
+def _print_changed(before: dict) -> None:
+    """Which verdicts the ledgers rendered again from the archive changed since ``before``."""
+    from fedlib import evidence
+
     changed = [(s, i, before.get((s, i)), c.verdict, c.claim) for s, cs in ledgers().items()
                for i, c in enumerate(cs, 1) if before.get((s, i)) != c.verdict]
     print(f"verdicts changed: {len(changed)}" + "".join(f"\n  {s} #{i}: {a} -> {b}: {evidence.shorten(t)}"
@@ -323,6 +336,15 @@ def evidence_main(argv: list[str] | None = None) -> int:
             print("re-render the report where the ledgers are read: python -m fedlib report")
             return 0
         books = ledgers()
+        if args.confirm:
+            items = evidence.confirmations(books)
+            print(to_markdown(evidence.table(items).set_index(["section", "#"])) if items else
+                  "no decided claim rests on a young plateau with little to spare")
+            if args.run and items:
+                before = {(s, i): c.verdict for s, cs in books.items() for i, c in enumerate(cs, 1)}
+                evidence.confirm(items, budget, workers)
+                _print_changed(before)
+            return 0
         items = evidence.plan(books)
         if args.claim:
             items = evidence.select(items, args.claim)

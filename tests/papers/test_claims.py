@@ -292,6 +292,31 @@ def test_the_early_decision_is_the_margin_beyond_the_spread_after_the_reach():
         == C.AGAINST
 
 
+def test_a_decision_on_a_plateau_with_little_to_spare_says_so():
+    """A side behind that plateaued can still gain (the archive's extended runs: up to 0.73 points after the
+    criterion called a curve plateaued): a decision with less than PLATEAU_SLACK beyond the spread keeps its verdict
+    and says how little it has to spare; one with more, or one under the paper protocol, says nothing of it."""
+    flat = C.trend("B", [[50.0] * 10 + [90.0] * 90] * 3)
+    assert flat.plateaued and flat.since == 20
+    thin = C.compare("A - B", [90.4, 91.4, 92.4], [89.0, 90.0, 91.0], a_trend=flat, b_trend=flat)   # 1.4 - 1.0
+    wide = C.compare("A - B", [92.0, 93.0, 94.0], [89.0, 90.0, 91.0], a_trend=flat, b_trend=flat)   # 3.0 - 1.0
+    assert thin.spare() == pytest.approx(0.4) and wide.spare() == pytest.approx(2.0)
+    v, why = C.verdict(True, "converged", 3, [thin])
+    assert v == C.SUPPORTED and why.endswith(
+        "decided on a plateau with little to spare (curves called plateaued have gone on to gain up to 0.75 "
+        "points): A - B: B plateaued from round 20 at 100 rounds, 0.40 to spare")
+    assert "little to spare" not in C.verdict(True, "converged", 3, [wide])[1]
+    assert "little to spare" not in C.verdict(True, "paper", 3, [thin])[1] and thin.spare(converged=False) is None
+    # decided by the exact test alone (6 seeds, margin 0.3 within the spread): the margin itself is what it spares
+    a = [80.0, 82.0, 84.0, 86.0, 88.0, 90.0]
+    exact = C.compare("A - B", [x + 0.3 for x in a], a, a_trend=flat, b_trend=flat)
+    assert exact.status() == C.FOR and exact.spare() == pytest.approx(0.3)
+    # still rising, or within the spread: nothing to spare
+    rising = C.trend("R", [list(np.linspace(50, 90, 100))] * 3)
+    assert C.compare("A - B", [90.4, 91.4, 92.4], [89.0, 90.0, 91.0], b_trend=rising).spare() is None
+    assert C.compare("A - B", [89.5, 90.5, 91.5], [89.0, 90.0, 91.0], b_trend=flat).spare() is None
+
+
 def test_a_threshold_claim_is_a_comparison_with_its_own_spread():
     t = C.against_threshold("ratio - 10", [12.0, 13.0, 14.0], 10.0)
     assert t.margin == pytest.approx(3.0) and t.spread == pytest.approx(1.0) and t.paired and t.status() == C.FOR

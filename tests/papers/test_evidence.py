@@ -530,3 +530,50 @@ def test_within_the_spread_with_the_side_ahead_still_rising_extends_it_before_an
     at_cap = C.compare("A - B", [90.0, 92.0, 88.0], [89.5, 91.5, 87.5], a_trend=capped, b_trend=flat)
     it = E.plan_claim("S", 1, C.claim("A beats B", "T1", "x", True, "converged", 3, [at_cap]))
     assert [a.kind for a in it.actions] == [E.PROFILE_SEEDS, E.PROFILE_SEEDS] and "(ahead)" not in it.why
+
+
+def test_a_decision_on_a_young_plateau_with_little_to_spare_asks_for_one_step_to_confirm_it(groups, monkeypatch,
+                                                                                             capsys):
+    """FedIC vs FedDistill on pat was decided with 0.01 beyond the spread on a side plateaued from round 85 of 100:
+    the planner lists such a decision with the step that shows the plateau hold (--confirm), counts it in the summary,
+    and once the plateau has held a step (from round 83 at 150 rounds) or the margin spares more, asks nothing."""
+    monkeypatch.setattr(E, "seconds_per_round", lambda g: 2.0)
+    monkeypatch.setattr(E, "checkpointed_rounds", lambda cfg, seed: 0)
+    young = trend(groups["B"], [50.0] * 65 + [90.0] * 35)          # plateaued from round 83, at 100 rounds
+    held = trend(groups["B"], [50.0] * 65 + [90.0] * 85)           # the same plateau a step later
+    flat = trend(groups["A"], [95.0] * 100)
+    assert young.plateaued and young.since == 83 and held.plateaued and held.since == 83
+    thin = C.claim("A beats B", "T1", "x", True, "converged", 3,
+                   [C.compare("A - B", [90.4, 91.4, 92.4], [89.0, 90.0, 91.0], a_trend=flat, b_trend=young)])
+    wide = C.claim("A beats B", "T2", "x", True, "converged", 3,
+                   [C.compare("A - B", [93.0, 94.0, 95.0], [89.0, 90.0, 91.0], a_trend=flat, b_trend=young)])
+    again = C.claim("A beats B", "T3", "x", True, "converged", 3,
+                    [C.compare("A - B", [90.4, 91.4, 92.4], [89.0, 90.0, 91.0], a_trend=flat, b_trend=held)])
+    assert thin.verdict == wide.verdict == again.verdict == C.SUPPORTED and "little to spare" in thin.note
+    books = {"S": [thin, wide, again]}
+    (it,) = E.confirmations(books)
+    (a,) = it.actions
+    assert (it.number, a.kind, a.group, a.rounds) == (1, E.CONFIRM, groups["B"], 150)
+    assert a.cost == pytest.approx(3 * 150 * 2.0)                              # from round 1: no checkpoint
+    assert it.why == "A - B: B plateaued from round 83 at 100 rounds, 0.40 to spare"
+    assert a.text() == "extend B (seeds 0, 1, 2) one step, to 150 rounds, to see its plateau hold"
+    assert E.plan(books) == []                                                 # decided: not in the open plan
+    assert E.summary(books, []).endswith("of the decided, 1 rests on a plateau held for fewer than 50 rounds with "
+                                         "less than 0.75 points to spare (one step further would show it hold: 0.2 "
+                                         "CPU-hours, `python -m fedlib evidence --confirm`)")
+    # --run --confirm takes the step and archives each run as it is kept
+    ran, kept = [], []
+    monkeypatch.setattr("fedlib.grid.run_many", lambda jobs, **kw: ran.extend(jobs))
+    monkeypatch.setattr(E, "keep", lambda cfg, s: kept.append((cfg["train"]["extend_to"], s)))
+    assert E.confirm([it], budget=3600, workers=2, progress=False) == [groups["B"]]
+    assert kept == [(150, 0), (150, 1), (150, 2)] and len(ran) == 3
+    # the command lists them; with --run it takes the steps, then says which verdicts changed
+    from fedlib import render
+
+    monkeypatch.setattr(render, "ledgers", lambda: books)
+    assert render.evidence_main(["--confirm"]) == 0
+    out = capsys.readouterr().out
+    assert "B plateaued from round 83 at 100 rounds, 0.40 to spare" in out and "one step, to 150 rounds" in out
+    kept.clear()
+    assert render.evidence_main(["--confirm", "--run", "--budget", "1h", "--workers", "1"]) == 0
+    assert kept == [(150, 0), (150, 1), (150, 2)] and "verdicts changed: 0" in capsys.readouterr().out

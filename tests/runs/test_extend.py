@@ -300,3 +300,34 @@ def test_a_seed_another_study_made_shorter_is_trained_on_to_the_groups_length(tm
     plateau.fill([plateau.Group("spiral", cfg, (1, 2), "acc_proto", more=True)], workers=0, rounds=[4],
                  keep=lambda c, s: kept.append((c["train"]["extend_to"], s)), progress=False)
     assert kept == [(4, 2)] and len(load_rounds(cfg, 2)) == 4 and scores(load_rounds(cfg, 2))[:2] == first
+
+
+def test_the_verdict_rules_judgements_of_a_curve_hold_on_the_archives_extended_runs():
+    """The early decision's reach bounds what every curve of the archive's extended runs still rising at 100-300
+    rounds really gained by its last round (projected to the 400-round cap), and no curve the plateau criterion called
+    plateaued there gained more than claims.PLATEAU_SLACK after it, on the rules the ledgers compare: the two numbers
+    the verdict rule leans on beyond the runs' own length (docs/runs.md, "Runs to a plateau"). A new extension that
+    breaks either fails here, before a verdict rests on it."""
+    from fedlib import claims, paths
+
+    checks = plateau.extended_check(paths.ARCHIVE)
+    assert checks[100]["groups"] >= 20   # the archive holds the extended groups this is about
+    for cut, got in checks.items():
+        assert got["covered"] == got["rising"] and not got["misses"], (cut, got["misses"])
+        assert all(gain <= claims.PLATEAU_SLACK for gain in got["plateau_misses"].values()), (cut, got)
+
+
+def test_the_extended_curves_group_an_archives_seeds_and_cut_at_each_groups_own_length(tmp_path):
+    cfg, root = config(tmp_path, rounds=3), tmp_path / "archive"
+    for seed in (1, 2):
+        run_one(plateau.extended(cfg, 5), seed, progress=False)
+        assert archive.add(plateau.extended(cfg, 5), seed, root)
+    run_one(config(tmp_path, name="b"), 1, progress=False)          # not extended: left out
+    assert archive.add(config(tmp_path, name="b"), 1, root)
+    got = plateau.extended_curves(root, rules=None)
+    assert sorted(got) == sorted(f"{cfg['name']} {r}" for r in load_rounds(cfg, 1)[0]["acc"])
+    assert all(len(curves) == 2 and all(len(c) == 5 for c in curves) for curves in got.values())
+    one = next(iter(got.values()))
+    check = plateau.reach_check({"x": one}, cut=3, end=None, cap=8)
+    assert check["groups"] == 1 and check["rising"] + len(check["plateau_misses"]) <= 1
+    assert plateau.reach_check({"x": one}, cut=5, end=None)["groups"] == 0   # not longer than the cut: left out
