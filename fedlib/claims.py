@@ -165,6 +165,7 @@ class Trend:
     window: int = 1
     group: object = dataclasses.field(default=None, compare=False, repr=False)
     since: int | None = None   # the round from which the plateau criterion holds (:func:`plateau_from`)
+    per_round: bool = False    # a per-round measure (seconds, megabytes): nothing to plateau (:func:`fixed_budget`)
 
     def reach(self, cap: int = CAP) -> float:
         """How much this side's best-so-far mean could still gain by ``cap`` rounds: 0 once plateaued, else
@@ -286,9 +287,9 @@ class Comparison:
         """What a decided comparison has to spare against a later gain of its side behind, where that side
         plateaued (under the ``converged`` profile): the margin beyond the seed spread, or, decided by the exact test
         alone, the margin itself (a gain of the side behind shifts every paired difference by about as much); None
-        where it is not such a comparison."""
+        where it is not such a comparison (a per-round measure, :func:`fixed_budget`, has no plateau to doubt)."""
         behind = self.behind if converged else None
-        if behind is None or not behind.plateaued or self.status(converged) not in (FOR, AGAINST):
+        if behind is None or not behind.plateaued or behind.per_round or self.status(converged) not in (FOR, AGAINST):
             return None
         beyond = not math.isnan(self.spread) and abs(self.margin) > self.spread
         return abs(self.margin) - self.spread if beyond else abs(self.margin)
@@ -1186,7 +1187,8 @@ def _ratio_of(j: _Judge, cells: dict, extra: dict) -> Claim | None:
 def fixed_budget(trend: Trend | None) -> Trend | None:
     """``trend`` for a per-round measure (seconds, megabytes of a round): no best-so-far curve to project, so it
     counts as plateaued; it still names its runs, so that the evidence planner can cost more seeds of them."""
-    return None if trend is None else dataclasses.replace(trend, plateaued=True, rise=0.0, gain=0.0, tail=0.0)
+    return None if trend is None else dataclasses.replace(trend, plateaued=True, rise=0.0, gain=0.0, tail=0.0,
+                                                          per_round=True)
 
 
 def _threshold(j: _Judge) -> list | None:

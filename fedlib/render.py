@@ -193,7 +193,8 @@ def evidence_line(sections: list[Section]) -> str:
     ledgers_ = {s.name: s.claims for s in sections}
     with results.archive_only():
         items = evidence.plan(ledgers_)
-    return "**Evidence.** " + evidence.summary(ledgers_, items) + " (`python -m fedlib evidence` lists them)."
+        line = evidence.summary(ledgers_, items)
+    return "**Evidence.** " + line + " (`python -m fedlib evidence` lists them)."
 
 
 def main(argv: list[str] | None = None) -> int:

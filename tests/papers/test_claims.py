@@ -307,6 +307,10 @@ def test_a_decision_on_a_plateau_with_little_to_spare_says_so():
         "points): A - B: B plateaued from round 20 at 100 rounds, 0.40 to spare")
     assert "little to spare" not in C.verdict(True, "converged", 3, [wide])[1]
     assert "little to spare" not in C.verdict(True, "paper", 3, [thin])[1] and thin.spare(converged=False) is None
+    # a per-round measure (seconds) rides on its runs' trend but has no plateau to doubt (FedIC's timing claim)
+    timing = C.compare("1.5 x B's seconds - A's", [2.4, 2.5, 2.6], [1.0, 1.1, 1.2], a_trend=C.fixed_budget(flat),
+                       b_trend=C.fixed_budget(flat))
+    assert timing.status() == C.FOR and timing.spare() is None
     # decided by the exact test alone (6 seeds, margin 0.3 within the spread): the margin itself is what it spares
     a = [80.0, 82.0, 84.0, 86.0, 88.0, 90.0]
     exact = C.compare("A - B", [x + 0.3 for x in a], a, a_trend=flat, b_trend=flat)
