@@ -138,7 +138,7 @@ def _signed_sums(x: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------- trends
 
 #: points a curve the plateau criterion called plateaued (at 100 rounds or more) can still gain: on the archive's
-#: extended runs, cut at 100-300 rounds on the rules the ledgers compare, 7 of the 20 curves it called plateaued went
+#: extended runs, cut at 100-300 rounds on the rules the ledgers compare, 10 of the 26 curves it called plateaued went
 #: on to gain 0.2 points or more, at most 0.73 (fedlib.plateau.extended_check; docs/runs.md, "Runs to a plateau").
 #: A decision whose side behind plateaued with less than this to spare says so (:meth:`Comparison.spare`)
 PLATEAU_SLACK = 0.75
