@@ -294,6 +294,15 @@ class Comparison:
         beyond = not math.isnan(self.spread) and abs(self.margin) > self.spread
         return abs(self.margin) - self.spread if beyond else abs(self.margin)
 
+    def spare_text(self, converged: bool = True) -> str:
+        """``A - B: B plateaued from round 85 at 100 rounds, 0.01 to spare`` (:meth:`spare`); ``""`` where it is
+        None."""
+        spare, b = self.spare(converged), self.behind
+        if spare is None:
+            return ""
+        return (f"{self.label}: {b.label} plateaued" + (f" from round {b.since}" if b.since else "")
+                + f" at {b.rounds} rounds, {spare:.2f} to spare")
+
     def seeds_to_separate(self, power: float = POWER) -> float:
         """About how many seeds per side the exact test would need to go below :data:`ALPHA` with probability
         ``power``, were the true margin one standard error larger than measured (a bound in the margin's favour, so
@@ -484,10 +493,7 @@ def combine(tests: Sequence[Comparison], converged: bool) -> tuple[str, str]:
     thin = [t for t in tests if (x := t.spare(converged)) is not None and x < PLATEAU_SLACK]
     if thin:
         note += ("; decided on a plateau with little to spare (curves called plateaued have gone on to gain up to "
-                 f"{PLATEAU_SLACK:g} points): " + "; ".join(
-                     f"{t.label}: {t.behind.label} plateaued"
-                     + (f" from round {t.behind.since}" if t.behind.since else "")
-                     + f" at {t.behind.rounds} rounds, {t.spare(converged):.2f} to spare" for t in thin))
+                 f"{PLATEAU_SLACK:g} points): " + "; ".join(t.spare_text(converged) for t in thin))
     if against:
         return NOT_SUPPORTED, f"{decided_by(against)} against the claim: " + "; ".join(t.text() for t in against) + note
     within = [t for t in tests if state[t] == WITHIN]

@@ -300,8 +300,7 @@ def confirmations(ledgers: dict[str, list[C.Claim]]) -> list[Item]:
                 rounds = sum(target - min(target, checkpointed_rounds(b.group.cfg, s)) for s in b.group.seeds)
                 actions.append(Action(CONFIRM, b.group, target, len(b.group.seeds),
                                       rounds * seconds_per_round(b.group)))
-                whys.append(f"{t.label}: {b.label} plateaued" + (f" from round {b.since}" if b.since else "")
-                            + f" at {b.rounds} rounds, {spare:.2f} to spare")
+                whys.append(t.spare_text())
             if actions:
                 items.append(Item(section, i, c, "; ".join(whys), list({a.key: a for a in actions}.values())))
     return sorted(items, key=lambda it: (it.cost, it.section, it.number))

@@ -175,9 +175,8 @@ def render(names=SECTIONS, figures: bool = False) -> tuple[str, list[Section]]:
                   "behind has plateaued, or its margin survives what that side could still gain up to the 400-round "
                   f"cap (a decision on a plateau with less than {claims.PLATEAU_SLACK:g} points to spare says so: "
                   "curves called plateaued have gone on to gain nearly that much, docs/runs.md); short-profile, "
-                  "one-seed and "
-                  "within-spread evidence is inconclusive; a claim that holds by how the method is built, message "
-                  "counts included, is by construction).", "",
+                  "one-seed and within-spread evidence is inconclusive; a claim that holds by how the method is "
+                  "built, message counts included, is by construction).", "",
                   to_markdown(claims.report_summary(with_ledger))]
         lines += ["", evidence_line(sections)]
     for s in sections:
