@@ -212,8 +212,9 @@ S.paper_protocol_table7(nb)
 # %% [markdown]
 # ## Figs. 8-10: noise std, number of clients, temperatures
 #
-# Figs. 8-9 take one run per point, the first seed, as the paper does; Fig. 10's temperature grids run on every seed,
-# because its claim is judged per seed: each seed's std across the grid, against 1 point (decision 21b).
+# Figs. 8-9 take one run per point, the first seed, as the paper does (under the paper profile a point also reads the
+# seeds added to it later, for its claim); Fig. 10's temperature grids run on every seed, because its claim is
+# judged per seed: each seed's std across the grid, against 1 point (decision 21b).
 
 # %%
 S.fig8_9(nb)

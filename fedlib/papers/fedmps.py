@@ -29,6 +29,7 @@ from fedlib.ledgers.fedmps import (  # noqa: F401  (re-exported: the study's led
 
 TABLE6_BLOCKS = {3: "table6_block1", 4: "table6_block2"}  # Table VI's printed blocks by n (decision 12)
 TABLE6_NOTES = {4: " (paper block 2: n label uncertain)", 5: " (no paper block)"}
+FIGURES = {"stdev": 8, "clients": 9}   # the figure each sweep of :data:`SWEEPS` draws
 
 
 # -- reading results -------------------------------------------------------------------
@@ -475,15 +476,30 @@ def paper_protocol_table7(nb, pt7):
 
 
 def _sweeps(nb) -> dict:
-    """Figs. 8-9's accuracies (first seed, the paper's rule): ``{"stdev" | "clients": {value: {method: acc}}}``."""
+    """Figs. 8-9's accuracies (the paper's rule): ``{"stdev" | "clients": {value: {method: [acc per seed]}}}`` on the
+    first seed, and under a decisive profile with the seeds the evidence planner added to that (method, value) after
+    it (:func:`fedlib.results.with_more_seeds`, as Table VI reads them; the base value is Table III's run, which
+    holds more seeds), with the seeds read under ``"sweep_seeds"`` (``{(grid, method, value): [seeds]}``). Each grid
+    is read on its own: while the archive alone is read, a grid none of whose runs it holds is left out and the
+    other one still shown (:class:`fedlib.results.NotArchived` only when neither is there)."""
     def make():
-        cfgs = {(kind, *k): c for kind in SWEEPS if kind not in TEMPERATURES
-                for k, c in grid_configs(nb.plan, kind).items()}
-        acc = {}
-        for (kind, m, v), runs in results.train(cfgs, seeds=[nb.seed0], workers=nb.workers, desc="Figs. 8-9",
-                                                protocol=True).items():
-            acc.setdefault(kind, {}).setdefault(v, {})[m] = accuracy(runs[0], nb.plan.paper_metric(m))
-        return acc
+        acc, read, missing = {}, {}, None
+        for kind in (k for k in SWEEPS if k not in TEMPERATURES):
+            cfgs = grid_configs(nb.plan, kind)
+            try:
+                got = results.train(cfgs, seeds=[nb.seed0], workers=nb.workers, desc=f"Fig. {FIGURES[kind]}",
+                                    protocol=True)
+            except results.NotArchived as exc:
+                missing = exc
+                continue
+            if nb.plan.profile in DECISIVE_PROFILES:
+                got = results.with_more_seeds(cfgs, got, protocol=True)
+            for (m, v), runs in got.items():
+                acc.setdefault(kind, {}).setdefault(v, {})[m] = [accuracy(r, nb.plan.paper_metric(m)) for r in runs]
+                read[(kind, m, v)] = [r["seed"] for r in runs]
+        if not acc:
+            raise missing
+        return {**acc, "sweep_seeds": read}
     return nb.once("sweeps", make)
 
 
@@ -512,19 +528,32 @@ def _temperatures(nb) -> dict:
 
 
 def fig8_9(nb):
-    """Figs. 8-9: accuracy over the noise std and the number of clients N (first seed, the paper's one run a point)."""
+    """Figs. 8-9: accuracy over the noise std and the number of clients N (the paper's one run a point, the first
+    seed; a point with seeds the evidence planner added shows their mean and says so). A sweep whose runs the run
+    archive lacks is left out of the report's render (its panel says so)."""
     import matplotlib.pyplot as plt
 
     plan, sw = nb.plan, _sweeps(nb)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, key, methods, xlabel, title in (
-            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k", "Fig. 8: accuracy vs std"),
-            (axes[1], "clients", plan.selected("sweep_methods"), "clients N", "Fig. 9: accuracy vs number of clients")):
+    for ax, key, methods, xlabel in (
+            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k"),
+            (axes[1], "clients", plan.selected("sweep_methods"), "clients N")):
+        title = f"Fig. {FIGURES[key]}: accuracy vs {'std' if key == 'stdev' else 'number of clients'}"
+        if key not in sw:
+            ax.text(0.5, 0.5, "not in the run archive", ha="center", va="center", transform=ax.transAxes)
+            ax.set(title=title, xticks=[], yticks=[])
+            continue
+        seeds = sorted({len(sw["sweep_seeds"][(key, m, x)]) for m in methods for x in plan.settings[key]})
         for m in methods:
-            ax.plot(plan.settings[key], [sw[key][x][m] for x in plan.settings[key]], marker="o", label=nb.label(m))
-        ax.set(xlabel=xlabel, ylabel="accuracy (%), paper's convention", title=title)
+            ax.plot(plan.settings[key], [float(np.mean(sw[key][x][m])) for x in plan.settings[key]], marker="o",
+                    label=nb.label(m))
+        ax.set(xlabel=xlabel, ylabel="accuracy (%), paper's convention",
+               title=title + (f"\nmean of {' to '.join(map(str, (seeds[0], seeds[-1])))} seeds a point"
+                              if seeds[-1] > 1 else ""))
         ax.legend(fontsize=8)
-    fig.suptitle(f"Fashion-MNIST, {plan.settings['rounds']['sweep']} rounds, seed {nb.seed0}")
+    fig.suptitle(f"Fashion-MNIST, {plan.settings['rounds']['sweep']} rounds, seed {nb.seed0}"
+                 + (" and the seeds added after it" if any(len(v) > 1 for v in sw["sweep_seeds"].values()) else ""))
+    fig.tight_layout()
     return nb.figure(fig, "Figs. 8-9: accuracy vs noise std and number of clients", "fig8_9_sweeps")
 
 
@@ -726,7 +755,8 @@ def show_ledger(nb):
            "attack": part(lambda: _attack(nb).summary()), "comm_cifar10": _communication_cifar(nb),
            "table3_paper": pt3 if pt3["found"] == pt3["total"] else None,
            "ways_paper": pt6 if pt6["found"] == pt6["total"] else None, "ablation_paper": pt7}
-    res.update(sw or {}, **{k: v for k, v in (tau or {}).items() if k != "tau_seeds"})
+    res.update({k: v for k, v in (sw or {}).items() if k != "sweep_seeds"},
+               **{k: v for k, v in (tau or {}).items() if k != "tau_seeds"})
     res = {k: v for k, v in res.items() if v is not None}
     res["trends"] = dict(nb.once("trends", lambda: trends(plan)))
     if t3 and nb.profile == "paper":   # Table III's groups as read, with any seeds added to them
@@ -736,6 +766,8 @@ def show_ledger(nb):
     if res.get("ways") and nb.profile in DECISIVE_PROFILES:   # Table VI's groups as read, any added seeds included
         read = {("ways", m, n): got for n, row in res["ways"]["seeds"].items() for m, got in row.items()}
         res["trends"].update(trends(plan, list(read), more=read))
+    if sw and nb.profile in DECISIVE_PROFILES:   # Figs. 8-9's points on the seeds they were read on, any added included
+        res["trends"].update(trends(plan, list(sw["sweep_seeds"]), more=sw["sweep_seeds"]))
     if tau and nb.profile in DECISIVE_PROFILES:   # Fig. 10's grids on the seeds they were read on, any added included
         read = {(t, "fedmps", v): got for t, got in tau["tau_seeds"].items() for v in plan.settings[t]}
         res["trends"].update(trends(plan, list(read), more=read))

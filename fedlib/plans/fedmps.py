@@ -126,6 +126,7 @@ def archived_tables() -> list[tuple[str, dict, list[int]]]:
     return [("FedMPS Table III (paper profile)", table3_configs(pp), pp.seeds),
             ("FedMPS Table VI (paper profile)", ways_configs(pp), pp.seeds[:1]),
             ("FedMPS Table VII (paper profile)", ablation_configs(pp), pp.ablation_seeds()),
+            ("FedMPS Fig. 8 noise grid (paper profile)", grid_configs(pp, "stdev"), grid_seeds(pp, "stdev")),
             ("FedMPS Fig. 10 temperature grids (paper profile)", temperature_configs(pp),
              grid_seeds(pp, TEMPERATURES[0]))]
 

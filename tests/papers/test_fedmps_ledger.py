@@ -523,3 +523,57 @@ def test_fig10_claim_reads_the_seeds_added_to_its_grid_and_the_planner_adds_them
     got = evidence.plan_claim("FedMPS", 13, c)
     assert {a.kind for a in got.actions} == {"seeds"}
     assert {a.added for a in got.actions} == {(1238, 1239, 1240)}
+
+
+def test_figs_8_9_read_the_seeds_added_to_each_point_and_one_missing_grid_leaves_the_other(monkeypatch):
+    """Figs. 8-9 run the first seed (the paper's one run a point); under the paper profile each (method, value) also
+    reads the seeds the evidence planner added to it, and names them for its claim's trends; a quick profile reads
+    none. While the archive alone is read, a grid the archive lacks is left out and the other one kept; with neither
+    there the cell is not archived."""
+    import types
+
+    plan = S.load_plan("paper")
+    asked = []
+
+    def run(m, seed, a):
+        return {"seed": seed, "metrics": {plan.paper_metric(m): {"best": a}}}
+
+    def train(configs, seeds=None, **kw):
+        kinds = {("clients" if "/N" in c["name"] else "stdev") for c in configs.values()}
+        asked.append((kinds, seeds))
+        if "clients" in kinds and missing:
+            raise S.results.NotArchived("24 runs not in the run archive")
+        return {(m, v): [run(m, seeds[0], 0.80 + 0.01 * v)] for (m, v) in configs}
+
+    added = {("fedmps", 1): [0.95, 0.96], ("fedproto", 1): [0.90]}
+
+    def with_more_seeds(configs, runs, protocol=False):
+        assert protocol
+        return {k: got + [run(k[0], 1235 + i, a) for i, a in enumerate(added.get(k, []) if k[1] == 1 else [])]
+                for k, got in runs.items()}
+
+    missing = True
+    monkeypatch.setattr(S.results, "train", train)
+    monkeypatch.setattr(S.results, "with_more_seeds", with_more_seeds)
+    nb = types.SimpleNamespace(plan=plan, workers=1, seed0=1234, once=lambda key, make: make())
+    got = S._sweeps(nb)
+    assert asked == [({"stdev"}, [1234]), ({"clients"}, [1234])]
+    assert "clients" not in got and sorted(got["stdev"]) == [1, 2, 3]
+    assert got["stdev"][1]["fedmps"] == pytest.approx([81.0, 95.0, 96.0])
+    assert got["stdev"][3]["fedproto"] == pytest.approx([83.0])
+    assert got["sweep_seeds"][("stdev", "fedmps", 1)] == [1234, 1235, 1236]
+    assert got["sweep_seeds"][("stdev", "fedproto", 1)] == [1234, 1235]
+    # both grids missing: the cell is not archived (the render skips it)
+    monkeypatch.setattr(S.results, "train", lambda *a, **k: (_ for _ in ()).throw(S.results.NotArchived("none")))
+    with pytest.raises(S.results.NotArchived):
+        S._sweeps(nb)
+    # a quick profile reads no added seeds, and trains both grids
+    missing = False
+    monkeypatch.setattr(S.results, "train", train)
+    monkeypatch.setattr(S.results, "with_more_seeds", lambda *a, **k: pytest.fail("a quick profile read added seeds"))
+    quick = types.SimpleNamespace(plan=S.load_plan("quick"), workers=1, seed0=1234, once=lambda key, make: make())
+    got = S._sweeps(quick)
+    assert set(got["clients"]) == {20, 30} and all(len(v) == 1 for v in got["sweep_seeds"].values())
+    # the paper profile's archived tables hold Fig. 8's grid on the first seed
+    name, cfgs, seeds = S.archived_tables()[3]
+    assert (name, seeds, len(cfgs)) == ("FedMPS Fig. 8 noise grid (paper profile)", [1234], 6)
