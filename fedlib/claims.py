@@ -1134,7 +1134,8 @@ def _sweep_best(j: _Judge) -> list | None:
             holds = _ahead(s, a["value"], b["value"]) and holds
             tests.append(j.versus(a, b, ns, m, a["label"] + _margin_text(m)))
         lines.append(j.fmt("evidence", ns))
-    ns = j.names({}, seeds=min(j.seeds(r) for r in judged.values()))
+    read = {(p, k): c for p, r in judged.items() for k, c in r.items()}   # what a table's caveat_of names
+    ns = j.names({}, read, seeds=min(j.seeds(r) for r in judged.values()))
     return [j.claim(ns, holds, tests, s.get("join", "; ").join(lines))]
 
 

@@ -377,9 +377,18 @@ def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict)
 
 
 def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: str, tr: dict):
-    """Fig. 8's (``stdev``) or Fig. 9's (``clients``) table (``{value: {method: accuracy or [per seed]}}``)."""
-    return Cells({(k, m): _cell(plan.label(m), a, tr.get((key, m, k)), x=k) for k, row in sweep.items()
-                  for m, a in row.items()}, plan.profile, caveat, text={"rounds": rounds}) if sweep else None
+    """Fig. 8's (``stdev``) or Fig. 9's (``clients``) table (``{value: {method: accuracy or [per seed]}}``); the
+    seeds a cell read beyond the first (its trend's run group: at the base value Table III's further seeds, and
+    any the evidence planner added) are named in the note of the claim that reads it."""
+    if not sweep:
+        return None
+    cells = {(k, m): _cell(plan.label(m), a, tr.get((key, m, k)), x=k) for k, row in sweep.items()
+             for m, a in row.items()}
+
+    def caveat_of(read):
+        return study.with_added(caveat, study.added_seeds_of({c["trend"].label: c["trend"] for c in read.values()
+                                                              if c["trend"] is not None}, plan.seeds[:1]))
+    return Cells(cells, plan.profile, caveat_of(cells), text={"rounds": rounds}, caveat_of=caveat_of)
 
 
 def _tau_table(plan: Plan, tau_std: dict | None, grid: dict, caveat: str, tr: dict):

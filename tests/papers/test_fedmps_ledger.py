@@ -577,3 +577,26 @@ def test_figs_8_9_read_the_seeds_added_to_each_point_and_one_missing_grid_leaves
     # the paper profile's archived tables hold Fig. 8's grid on the first seed
     name, cfgs, seeds = S.archived_tables()[3]
     assert (name, seeds, len(cfgs)) == ("FedMPS Fig. 8 noise grid (paper profile)", [1234], 6)
+
+
+def test_fig8_claim_reads_the_seeds_added_to_each_point_and_the_planner_adds_them_there(finished):
+    """The noise-std claim compares FedMPS and FedProto per point on the seeds both hold (std 1: six, paired; std 2:
+    Table III's run; std 3: the first seed alone, "one seed"), names the added seeds, and the planner asks for seeds
+    at std 3 on its two run groups, not on the profile."""
+    from fedlib import evidence
+
+    paper = S.load_plan("paper")
+    six = list(range(1234, 1240))
+    stdev = {1: {"fedmps": [90.0 + i for i in range(6)], "fedproto": [88.0 + i for i in range(6)]},
+             3: {"fedmps": [86.0], "fedproto": [85.0]}}
+    read = {("stdev", m, 1): six for m in ("fedmps", "fedproto")}
+    read.update({("stdev", m, 3): [1234] for m in ("fedmps", "fedproto")})
+    (c,) = [c for c in S.ledger(paper, {"stdev": stdev, "trends": S.trends(paper, list(read), more=read)})
+            if c.claim == "FedMPS stays ahead as the noise std varies"]
+    one, three = c.tests
+    assert (one.label, one.n, one.paired, round(one.margin, 2)) == ("FedMPS - FedProto (std 1)", 6, True, 2.0)
+    assert one.p == pytest.approx(2 / 2 ** 6) and three.n == 1
+    assert c.verdict == C.INCONCLUSIVE and "FedMPS std 1 1235-1239" in c.note
+    got = evidence.plan_claim("FedMPS", 11, c)
+    assert {(a.kind, a.group.label, a.added) for a in got.actions} == {
+        ("seeds", "FedMPS std 3", (1235, 1236)), ("seeds", "FedProto std 3", (1235, 1236))}
