@@ -596,7 +596,8 @@ def test_fig8_claim_reads_the_seeds_added_to_each_point_and_the_planner_adds_the
     one, three = c.tests
     assert (one.label, one.n, one.paired, round(one.margin, 2)) == ("FedMPS - FedProto (std 1)", 6, True, 2.0)
     assert one.p == pytest.approx(2 / 2 ** 6) and three.n == 1
-    assert c.verdict == C.INCONCLUSIVE and "FedMPS std 1 1235-1239" in c.note
+    assert c.verdict == C.INCONCLUSIVE and ("the further seeds of the same runs (at std 2 Table III's, and any the "
+                                            "evidence planner added): FedMPS std 1 1235-1239") in c.note
     got = evidence.plan_claim("FedMPS", 11, c)
     assert {(a.kind, a.group.label, a.added) for a in got.actions} == {
         ("seeds", "FedMPS std 3", (1235, 1236)), ("seeds", "FedProto std 3", (1235, 1236))}
