@@ -376,9 +376,6 @@ def _time_table(plan: Plan, tt: dict | None, rounds: int, caveat: str, tr: dict)
                  text={"per_seed": f" per seed (n = {n})" if n > 1 else "", "never": never})
 
 
-SWEEP_FIELDS = {"stdev": "stdev", "clients": "num_clients"}   # the partition field each of Figs. 8-9 sweeps
-
-
 def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: str, tr: dict):
     """Fig. 8's (``stdev``) or Fig. 9's (``clients``) table (``{value: {method: accuracy or [per seed]}}``); the
     seeds a cell read beyond the first (its trend's run group: at the base value Table III's further seeds, and
@@ -387,10 +384,10 @@ def _sweep_table(plan: Plan, key: str, sweep: dict | None, rounds: int, caveat: 
         return None
     cells = {(k, m): _cell(plan.label(m), a, tr.get((key, m, k)), x=k) for k, row in sweep.items()
              for m, a in row.items()}
-
-    what = (f"the further seeds of the same runs (at {'std' if key == 'stdev' else 'N ='} "
-            f"{table3_configs(plan)['fedmps']['partition'][SWEEP_FIELDS[key]]} Table III's, and any the evidence "
-            "planner added)")
+    grid, base = plan.spec["grids"][key], table3_configs(plan)["fedmps"]   # the base value: Table III's run
+    section, field = grid["field"].split(".")
+    point = grid["label"].format(method="", value=base[section][field]).strip()
+    what = f"the further seeds of the same runs (at {point} Table III's, and any the evidence planner added)"
 
     def caveat_of(read):
         return study.with_added(caveat, study.added_seeds_text(

@@ -535,10 +535,9 @@ def fig8_9(nb):
 
     plan, sw = nb.plan, _sweeps(nb)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, key, methods, xlabel in (
-            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k"),
-            (axes[1], "clients", plan.selected("sweep_methods"), "clients N")):
-        title = f"Fig. {FIGURES[key]}: accuracy vs {'std' if key == 'stdev' else 'number of clients'}"
+    for ax, key, methods, xlabel, title in (
+            (axes[0], "stdev", ("fedproto", "fedmps"), "noise std of n and k", "Fig. 8: accuracy vs std"),
+            (axes[1], "clients", plan.selected("sweep_methods"), "clients N", "Fig. 9: accuracy vs number of clients")):
         if key not in sw:
             ax.text(0.5, 0.5, "not in the run archive", ha="center", va="center", transform=ax.transAxes)
             ax.set(title=title, xticks=[], yticks=[])
